@@ -1,0 +1,7 @@
+// Command graphpipe plans and trains deep networks with graph pipeline
+// parallelism. This package is the command line only: flags in, calls out.
+//
+// Exit status: 0 on success; 1 when the work itself fails (no plan fits, a run
+// dies); 2 for usage errors and bad input (flags, model files), with one line
+// per problem on stderr naming the thing at fault.
+package main

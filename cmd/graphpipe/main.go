@@ -1,0 +1,109 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/dag"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+// usageError is a problem with the command line itself.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// inputError is bad input (a file, a flag's value): exit 2. Lines, if set,
+// are printed as they are, one problem each.
+type inputError struct {
+	lines []string
+}
+
+func (e *inputError) Error() string { return strings.Join(e.lines, "\n") }
+
+func inputf(format string, args ...any) error {
+	return &inputError{[]string{fmt.Sprintf(format, args...)}}
+}
+
+// run executes one command line and returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
+	}
+	var ue *usageError
+	var ie *inputError
+	switch {
+	case errors.As(err, &ie):
+		for _, l := range ie.lines {
+			fmt.Fprintln(stderr, l)
+		}
+		return 2
+	case errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command"):
+		fmt.Fprintf(stderr, "graphpipe: %s\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+		return 2
+	default:
+		fmt.Fprintf(stderr, "graphpipe: %s\n", err)
+		return 1
+	}
+}
+
+func newRoot(stdin io.Reader) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "graphpipe",
+		Short: "Plan and train deep networks with graph pipeline parallelism",
+		Long: `graphpipe cuts a multi-branch model into a DAG of pipeline stages, gives each
+stage devices, a micro-batch size and a schedule, and trains it.
+
+Models are graphpipe/model@1 JSON files; 'graphpipe models export' writes the zoo's.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.AddCommand(newModelsCmd(), newInspectCmd(stdin), newValidateCmd(stdin))
+	return root
+}
+
+// args requires exactly the named positional arguments.
+func args(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, got []string) error {
+		if len(got) != len(names) {
+			return usagef("%s takes %d argument(s) (%s), got %d", cmd.CommandPath(), len(names), strings.Join(names, " "), len(got))
+		}
+		return nil
+	}
+}
+
+// loadModel reads a model file ("-" for stdin); every problem becomes one
+// line naming the file.
+func loadModel(path string, stdin io.Reader) (*dag.Graph, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(stdin)
+		path = "<stdin>"
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, inputf("%s: cannot read: %v", path, errors.Unwrap(err))
+	}
+	g, err := dag.Load(data)
+	var es dag.Errors
+	if errors.As(err, &es) {
+		return nil, &inputError{es.Lines(path)}
+	}
+	return g, err
+}
