@@ -15,24 +15,24 @@ import (
 // inspectReport is `graphpipe inspect --json`'s document. FLOPs and bytes are
 // per sample; parameters are counts of numbers.
 type inspectReport struct {
-	Name               string         `json:"name"`
-	BatchSize          int64          `json:"batch_size"`
-	Seed               int64          `json:"seed"`
-	Ops                int            `json:"ops"`
-	Inputs             int            `json:"inputs"`
-	Params             int64          `json:"params"`
-	ParamBytes         int64          `json:"param_bytes"`
-	FwdFLOPs           float64        `json:"fwd_flops_per_sample"`
-	BwdFLOPs           float64        `json:"bwd_flops_per_sample"`
-	BwdInputFLOPs      float64        `json:"bwd_input_flops_per_sample"`
-	BwdWeightFLOPs     float64        `json:"bwd_weight_flops_per_sample"`
-	ActivationBytes    int64          `json:"activation_bytes_per_sample"`
-	StashBytes         int64          `json:"stash_bytes_per_sample"`
-	Loss               string         `json:"loss"`
-	Kinds              map[string]int `json:"op_kinds"`
-	ParallelSections   []sectionJSON  `json:"parallel_sections"`
+	Name                string         `json:"name"`
+	BatchSize           int64          `json:"batch_size"`
+	Seed                int64          `json:"seed"`
+	Ops                 int            `json:"ops"`
+	Inputs              int            `json:"inputs"`
+	Params              int64          `json:"params"`
+	ParamBytes          int64          `json:"param_bytes"`
+	FwdFLOPs            float64        `json:"fwd_flops_per_sample"`
+	BwdFLOPs            float64        `json:"bwd_flops_per_sample"`
+	BwdInputFLOPs       float64        `json:"bwd_input_flops_per_sample"`
+	BwdWeightFLOPs      float64        `json:"bwd_weight_flops_per_sample"`
+	ActivationBytes     int64          `json:"activation_bytes_per_sample"`
+	StashBytes          int64          `json:"stash_bytes_per_sample"`
+	Loss                string         `json:"loss"`
+	Kinds               map[string]int `json:"op_kinds"`
+	ParallelSections    []sectionJSON  `json:"parallel_sections"`
 	MaxParallelBranches int            `json:"max_parallel_branches"`
-	OpList             []opJSON       `json:"op_list"`
+	OpList              []opJSON       `json:"op_list"`
 }
 
 type sectionJSON struct {
