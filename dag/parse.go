@@ -256,6 +256,9 @@ func (p *parser) attrs(op *Op, raw json.RawMessage) Attrs {
 		if len(names) > 0 {
 			known = strings.Join(names, ", ")
 		}
+		if checkName(f) != "" {
+			f = strconv.Quote(f)
+		}
 		p.c.op(op.Name, "attrs."+f, "unknown attribute for %s (known: %s)", op.Kind, known)
 	})
 	for _, s := range specs {
