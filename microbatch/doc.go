@@ -1,0 +1,28 @@
+// Package microbatch owns pipeline schedules: per-stage action lists for a
+// DAG of stages, their checks, and the discrete-event simulator.
+//
+// A Pipeline is the shape a schedule is made for: stages, the stage edges
+// (from, to) and the number of micro-batches. A Schedule gives every stage an
+// ordered list of actions: F (forward), B (backward; the input gradient only
+// when the schedule splits backward, the whole backward otherwise), W (weight
+// gradient, when split), and the Send and Recv of activations (forward, along
+// an edge) and gradients (backward, against it). A stage runs its list in
+// order: a Recv waits for the matching Send's data; a Send never waits.
+//
+// Schedules:
+//
+//   - GPipe: every forward, then every backward.
+//   - 1F1B generalised to a stage DAG: stage s first runs n_s forwards, where
+//     n_s = min(M, 1 + the longest path in stages from s to a sink), then
+//     alternates one backward and one forward, then drains. On a chain this is
+//     PipeDream-Flush's 1F1B; on a DAG parallel branches are not serialised.
+//
+// Check verifies a schedule: every micro-batch's F, B (and W) once per stage in
+// that order, sends and receives that pair up in the same order on every edge,
+// and no deadlock. Simulate runs a schedule against per-stage and per-edge
+// durations and returns the iteration time, busy and idle time per stage, the
+// bubble fraction and peak memory, and every event, which render as a step ×
+// stage grid, Chrome trace JSON and an SVG timeline.
+//
+// The package is deterministic and does no I/O.
+package microbatch

@@ -1,0 +1,216 @@
+package microbatch
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Kind is what an action does.
+type Kind byte
+
+const (
+	Forward  Kind = 'F'
+	Backward Kind = 'B'
+	Weight   Kind = 'W'
+	Send     Kind = 'S'
+	Recv     Kind = 'R'
+)
+
+// Dir is what a Send or Recv carries.
+type Dir byte
+
+const (
+	Act  Dir = 'a' // activations, along the edge
+	Grad Dir = 'g' // gradients, against the edge
+)
+
+// Action is one step of a stage's list.
+type Action struct {
+	Kind Kind
+	MB   int // micro-batch
+	Edge int // Send and Recv: index into Pipeline.Edges
+	Dir  Dir // Send and Recv
+}
+
+func (a Action) String() string {
+	if a.Kind == Send || a.Kind == Recv {
+		return fmt.Sprintf("%d%c%c@e%d", a.MB, a.Kind, a.Dir, a.Edge)
+	}
+	return fmt.Sprintf("%d%c", a.MB, a.Kind)
+}
+
+// Pipeline is the shape a schedule is made for.
+type Pipeline struct {
+	Stages       int
+	Edges        [][2]int // (from, to) stage pairs, no duplicates
+	MicroBatches int
+}
+
+// Schedule is an ordered action list per stage.
+type Schedule struct {
+	Name  string
+	Pipe  Pipeline
+	Split bool // backward split into B (inputs) and W (weights)
+	Lists [][]Action
+}
+
+// Depth is 1 + the longest path in stages from each stage to a sink. It
+// returns an error if the edges form a cycle or name a missing stage.
+func (p Pipeline) Depth() ([]int, error) {
+	order, err := p.order()
+	if err != nil {
+		return nil, err
+	}
+	d := make([]int, p.Stages)
+	for k := len(order) - 1; k >= 0; k-- {
+		s := order[k]
+		d[s] = 1
+		for _, e := range p.Edges {
+			if e[0] == s {
+				d[s] = max(d[s], 1+d[e[1]])
+			}
+		}
+	}
+	return d, nil
+}
+
+func (p Pipeline) order() ([]int, error) {
+	indeg := make([]int, p.Stages)
+	for _, e := range p.Edges {
+		if e[0] < 0 || e[0] >= p.Stages || e[1] < 0 || e[1] >= p.Stages || e[0] == e[1] {
+			return nil, fmt.Errorf("edge %v: not an edge between two of %d stages", e, p.Stages)
+		}
+		indeg[e[1]]++
+	}
+	var ready, order []int
+	for s := 0; s < p.Stages; s++ {
+		if indeg[s] == 0 {
+			ready = append(ready, s)
+		}
+	}
+	for len(ready) > 0 {
+		sort.Ints(ready)
+		s := ready[0]
+		ready = ready[1:]
+		order = append(order, s)
+		for _, e := range p.Edges {
+			if e[0] == s {
+				if indeg[e[1]]--; indeg[e[1]] == 0 {
+					ready = append(ready, e[1])
+				}
+			}
+		}
+	}
+	if len(order) != p.Stages {
+		return nil, fmt.Errorf("the stage edges form a cycle")
+	}
+	return order, nil
+}
+
+func (p Pipeline) check() error {
+	if p.Stages <= 0 || p.MicroBatches <= 0 {
+		return fmt.Errorf("a pipeline needs stages and micro-batches, got %d and %d", p.Stages, p.MicroBatches)
+	}
+	_, err := p.order()
+	return err
+}
+
+// in and out list the edge indices into and out of stage s.
+func (p Pipeline) in(s int) []int  { return p.edgesWhere(func(e [2]int) bool { return e[1] == s }) }
+func (p Pipeline) out(s int) []int { return p.edgesWhere(func(e [2]int) bool { return e[0] == s }) }
+
+func (p Pipeline) edgesWhere(f func([2]int) bool) []int {
+	var out []int
+	for i, e := range p.Edges {
+		if f(e) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// lister appends compute actions with their receives and sends around them.
+type lister struct {
+	p     Pipeline
+	split bool
+	s     int
+	list  []Action
+}
+
+func (l *lister) forward(mb int) {
+	for _, e := range l.p.in(l.s) {
+		l.list = append(l.list, Action{Kind: Recv, MB: mb, Edge: e, Dir: Act})
+	}
+	l.list = append(l.list, Action{Kind: Forward, MB: mb})
+	for _, e := range l.p.out(l.s) {
+		l.list = append(l.list, Action{Kind: Send, MB: mb, Edge: e, Dir: Act})
+	}
+}
+
+func (l *lister) backward(mb int) {
+	for _, e := range l.p.out(l.s) {
+		l.list = append(l.list, Action{Kind: Recv, MB: mb, Edge: e, Dir: Grad})
+	}
+	l.list = append(l.list, Action{Kind: Backward, MB: mb})
+	for _, e := range l.p.in(l.s) {
+		l.list = append(l.list, Action{Kind: Send, MB: mb, Edge: e, Dir: Grad})
+	}
+	if l.split {
+		l.list = append(l.list, Action{Kind: Weight, MB: mb})
+	}
+}
+
+// GPipe runs every forward, then every backward, in micro-batch order.
+func GPipe(p Pipeline) (*Schedule, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	sch := &Schedule{Name: "gpipe", Pipe: p}
+	for s := 0; s < p.Stages; s++ {
+		l := &lister{p: p, s: s}
+		for mb := 0; mb < p.MicroBatches; mb++ {
+			l.forward(mb)
+		}
+		for mb := 0; mb < p.MicroBatches; mb++ {
+			l.backward(mb)
+		}
+		sch.Lists = append(sch.Lists, l.list)
+	}
+	return sch, nil
+}
+
+// OneFOneB is 1F1B generalised to a stage DAG (see the package doc).
+func OneFOneB(p Pipeline) (*Schedule, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	depth, _ := p.Depth()
+	sch := &Schedule{Name: "1f1b", Pipe: p}
+	m := p.MicroBatches
+	for s := 0; s < p.Stages; s++ {
+		l := &lister{p: p, s: s}
+		warm := min(m, depth[s])
+		for mb := 0; mb < warm; mb++ {
+			l.forward(mb)
+		}
+		for mb := 0; mb < m; mb++ {
+			l.backward(mb)
+			if next := mb + warm; next < m {
+				l.forward(next)
+			}
+		}
+		sch.Lists = append(sch.Lists, l.list)
+	}
+	return sch, nil
+}
+
+// New builds the named schedule: "1f1b" or "gpipe".
+func New(name string, p Pipeline) (*Schedule, error) {
+	switch name {
+	case "1f1b":
+		return OneFOneB(p)
+	case "gpipe":
+		return GPipe(p)
+	}
+	return nil, fmt.Errorf("unknown schedule %q (known: 1f1b, gpipe)", name)
+}

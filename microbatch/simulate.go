@@ -1,0 +1,213 @@
+package microbatch
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Timing is what the simulator needs to know about a plan, per stage (each
+// stage's devices run in lockstep, as one) and per edge.
+type Timing struct {
+	F, B, W   []float64 // per stage: seconds per micro-batch (B is the whole backward unless the schedule splits)
+	Act, Grad []float64 // per edge: seconds to move one micro-batch's activations / gradients
+	Flush     []float64 // per stage: gradient all-reduce and optimizer step after its last backward
+	Devices   []int     // per stage: devices it runs on (nil: 1 each), weights the bubble fraction
+	Static    []int64   // per stage: bytes per device held all iteration (weights, gradients, optimizer state)
+	Stash     []int64   // per stage: bytes per device per micro-batch in flight
+}
+
+// Event is one compute action, or one transfer (Kind Send, Stage the sender).
+type Event struct {
+	Stage      int
+	Kind       Kind
+	MB         int
+	Edge       int // transfers only
+	Dir        Dir // transfers only
+	Start, End float64
+}
+
+// Result is a simulated iteration.
+type Result struct {
+	Iteration  float64   // seconds, first action to last flush
+	Busy, Idle []float64 // per stage: compute seconds, and the rest of the iteration
+	Bubble     float64   // idle device-time over all device-time
+	InFlight   []int     // per stage: most micro-batches stashed at once
+	PeakMemory []int64   // per stage, per device: Static + InFlight × Stash
+	Events     []Event   // compute actions in the order they ran per stage, then transfers
+}
+
+// DeadlockError reports the action every unfinished stage is blocked on.
+type DeadlockError struct {
+	Blocked map[int]Action
+}
+
+func (e *DeadlockError) Error() string {
+	stages := make([]int, 0, len(e.Blocked))
+	for s := range e.Blocked {
+		stages = append(stages, s)
+	}
+	sort.Ints(stages)
+	var parts []string
+	for _, s := range stages {
+		parts = append(parts, fmt.Sprintf("stage %d waits at %v", s, e.Blocked[s]))
+	}
+	return "schedule deadlocks: " + strings.Join(parts, "; ")
+}
+
+type msgKey struct {
+	edge, mb int
+	dir      Dir
+}
+
+// Simulate runs one iteration of the schedule. Sends never block; a link
+// carries one transfer at a time per direction, in the order they were sent.
+func Simulate(sch *Schedule, t Timing) (*Result, error) {
+	if err := t.check(sch); err != nil {
+		return nil, err
+	}
+	n := sch.Pipe.Stages
+	clock := make([]float64, n)
+	pc := make([]int, n)
+	arrival := map[msgKey]float64{}
+	linkFree := map[[2]int]float64{} // (edge, dir) → when the link is free
+	r := &Result{Busy: make([]float64, n), Idle: make([]float64, n), InFlight: make([]int, n), PeakMemory: make([]int64, n)}
+	stashed := make([]int, n)
+	var transfers []Event
+	for progress := true; progress; {
+		progress = false
+		for s := 0; s < n; s++ {
+			for pc[s] < len(sch.Lists[s]) {
+				a := sch.Lists[s][pc[s]]
+				if a.Kind == Recv {
+					at, ok := arrival[msgKey{a.Edge, a.MB, a.Dir}]
+					if !ok {
+						break
+					}
+					clock[s] = max(clock[s], at)
+				} else if a.Kind == Send {
+					dur := t.Act[a.Edge]
+					if a.Dir == Grad {
+						dur = t.Grad[a.Edge]
+					}
+					link := [2]int{a.Edge, int(a.Dir)}
+					start := max(clock[s], linkFree[link])
+					linkFree[link] = start + dur
+					arrival[msgKey{a.Edge, a.MB, a.Dir}] = start + dur
+					transfers = append(transfers, Event{Stage: s, Kind: Send, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: start, End: start + dur})
+				} else {
+					dur := t.compute(s, a.Kind)
+					r.Events = append(r.Events, Event{Stage: s, Kind: a.Kind, MB: a.MB, Start: clock[s], End: clock[s] + dur})
+					clock[s] += dur
+					r.Busy[s] += dur
+					stashed[s] += stashDelta(a.Kind, sch.Split)
+					r.InFlight[s] = max(r.InFlight[s], stashed[s])
+				}
+				pc[s]++
+				progress = true
+			}
+		}
+	}
+	blocked := map[int]Action{}
+	for s := 0; s < n; s++ {
+		if pc[s] < len(sch.Lists[s]) {
+			blocked[s] = sch.Lists[s][pc[s]]
+		}
+	}
+	if len(blocked) > 0 {
+		return nil, &DeadlockError{blocked}
+	}
+	r.finish(sch, t, clock, transfers)
+	return r, nil
+}
+
+func stashDelta(k Kind, split bool) int {
+	switch {
+	case k == Forward:
+		return 1
+	case k == Weight, k == Backward && !split:
+		return -1
+	}
+	return 0
+}
+
+func (t Timing) compute(s int, k Kind) float64 {
+	switch k {
+	case Forward:
+		return t.F[s]
+	case Backward:
+		return t.B[s]
+	}
+	return t.W[s]
+}
+
+func (r *Result) finish(sch *Schedule, t Timing, clock []float64, transfers []Event) {
+	var devTime, busyTime float64
+	for s := range clock {
+		clock[s] += at(t.Flush, s)
+		r.Iteration = max(r.Iteration, clock[s])
+	}
+	for s := range clock {
+		d := 1.0
+		if t.Devices != nil {
+			d = float64(t.Devices[s])
+		}
+		r.Idle[s] = r.Iteration - r.Busy[s]
+		devTime += d * r.Iteration
+		busyTime += d * r.Busy[s]
+		r.PeakMemory[s] = atInt(t.Static, s) + int64(r.InFlight[s])*atInt(t.Stash, s)
+	}
+	if devTime > 0 {
+		r.Bubble = 1 - busyTime/devTime
+	}
+	r.Events = append(r.Events, transfers...)
+}
+
+func at(v []float64, i int) float64 {
+	if v == nil {
+		return 0
+	}
+	return v[i]
+}
+
+func atInt(v []int64, i int) int64 {
+	if v == nil {
+		return 0
+	}
+	return v[i]
+}
+
+func (t Timing) check(sch *Schedule) error {
+	n, e := sch.Pipe.Stages, len(sch.Pipe.Edges)
+	for _, v := range []struct {
+		name string
+		len  int
+		want int
+	}{
+		{"F", len(t.F), n}, {"B", len(t.B), n}, {"Act", len(t.Act), e}, {"Grad", len(t.Grad), e},
+	} {
+		if v.len != v.want {
+			return fmt.Errorf("timing: %s has %d entries, want %d", v.name, v.len, v.want)
+		}
+	}
+	if sch.Split && len(t.W) != n {
+		return fmt.Errorf("timing: W has %d entries, want %d", len(t.W), n)
+	}
+	if len(sch.Lists) != n {
+		return fmt.Errorf("schedule: %d action lists for %d stages", len(sch.Lists), n)
+	}
+	return nil
+}
+
+// Unit is a timing where every compute action takes one step and transfers
+// are free: the timing behind the step × stage grid.
+func Unit(p Pipeline) Timing {
+	ones := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = 1
+		}
+		return v
+	}
+	return Timing{F: ones(p.Stages), B: ones(p.Stages), W: ones(p.Stages), Act: make([]float64, len(p.Edges)), Grad: make([]float64, len(p.Edges))}
+}
