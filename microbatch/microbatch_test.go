@@ -272,3 +272,32 @@ func TestTraceAndSVG(t *testing.T) {
 		t.Errorf("svg: %d rects\n%s", strings.Count(svg, "<rect"), svg)
 	}
 }
+
+func TestParseActionRoundTrip(t *testing.T) {
+	s := mustSchedule(t, "1f1b", twoBranch(3))
+	for _, l := range s.Lists {
+		for _, a := range l {
+			b, err := ParseAction(a.String())
+			if err != nil || b != a {
+				t.Fatalf("%v → %q → %v, %v", a, a.String(), b, err)
+			}
+		}
+	}
+	for _, bad := range []string{"", "F", "3", "3X", "3Fx", "3S", "3Sa@", "3Sx@e1", "3Sa@e-1", "99999999999F"} {
+		if _, err := ParseAction(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func FuzzParseAction(f *testing.F) {
+	for _, s := range []string{"0F", "12B", "3W", "3Sa@e1", "4Rg@e0", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseAction(s)
+		if err == nil && a.String() != s {
+			t.Fatalf("%q parses to %v, which prints as %q", s, a, a.String())
+		}
+	})
+}

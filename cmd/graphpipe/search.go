@@ -1,0 +1,169 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/search"
+)
+
+// searchFlags are the flags shared by every command that plans.
+type searchFlags struct {
+	devices, perNode   int
+	device             string
+	memoryGB           float64
+	batch, microBatch  int64
+	strategy, schedule string
+}
+
+func (f *searchFlags) register(cmd *cobra.Command) {
+	cmd.Flags().IntVar(&f.devices, "devices", 8, "number of devices")
+	cmd.Flags().StringVar(&f.device, "device", "v100", "device profile: "+strings.Join(search.ProfileNames(), ", ")+", or a JSON profile file")
+	cmd.Flags().IntVar(&f.perNode, "devices-per-node", 4, "devices per node (faster links inside a node)")
+	cmd.Flags().Float64Var(&f.memoryGB, "memory-gb", 0, "memory per device in GB (default: the profile's)")
+	cmd.Flags().Int64Var(&f.batch, "batch", 0, "global mini-batch (default: the model's batch_size)")
+	cmd.Flags().StringVar(&f.strategy, "strategy", "gpp", "planner: gpp (graph pipeline), spp (best sequential pipeline) or spp-exact")
+	cmd.Flags().StringVar(&f.schedule, "schedule", "1f1b", "schedule: 1f1b or gpipe")
+	cmd.Flags().Int64Var(&f.microBatch, "micro-batch", 0, "force this micro-batch size on every stage (default: the planner chooses)")
+}
+
+func (f *searchFlags) options() (search.Options, error) {
+	dev, err := search.LookupDevice(f.device)
+	if err != nil {
+		data, rerr := os.ReadFile(f.device)
+		if rerr != nil {
+			return search.Options{}, usagef("--device: %v", err)
+		}
+		if dev, err = search.ParseDevice(data); err != nil {
+			return search.Options{}, inputf("--device %s: %v", f.device, err)
+		}
+	}
+	if f.memoryGB < 0 || f.memoryGB > 1e6 {
+		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
+	}
+	return search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices,
+		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch}, nil
+}
+
+// searchError maps the planner's errors onto exit codes.
+func searchError(err error) error {
+	var oe *search.OptionError
+	if errors.As(err, &oe) {
+		return usagef("%v", oe)
+	}
+	return err // NoPlanError and the rest: exit 1
+}
+
+// planSummary is `graphpipe search --json`'s object.
+type planSummary struct {
+	Model        string   `json:"model"`
+	Strategy     string   `json:"strategy"`
+	Chosen       string   `json:"chosen"`
+	Schedule     string   `json:"schedule"`
+	Device       string   `json:"device"`
+	Devices      int      `json:"devices"`
+	Stages       int      `json:"stages"`
+	Depth        int      `json:"depth"`
+	BatchSize    int64    `json:"batch_size"`
+	MicroBatch   int64    `json:"micro_batch"`
+	MicroBatches int      `json:"micro_batches"`
+	IterationS   float64  `json:"iteration_s"`
+	SamplesPerS  float64  `json:"samples_per_s"`
+	Bubble       float64  `json:"bubble_fraction"`
+	PeakMemory   int64    `json:"peak_memory_bytes"`
+	MemoryLimit  int64    `json:"memory_limit_bytes"`
+	SearchS      float64  `json:"search_s"`
+	Feasible     bool     `json:"feasible"`
+	Notes        []string `json:"notes,omitempty"`
+}
+
+func summary(p *search.Plan) planSummary {
+	return planSummary{p.Model.Name, p.Strategy, p.Search.Chosen, p.Schedule, p.Device.Name, p.Devices, len(p.Stages), p.Predicted.Depth,
+		p.BatchSize, p.MicroBatch, p.MicroBatches, p.Predicted.IterationS, p.Predicted.SamplesPerS, p.Predicted.Bubble,
+		p.Predicted.PeakMemory, p.MemoryLimit, p.Search.Seconds, p.Predicted.Feasible, p.Search.Notes}
+}
+
+func printSummary(w io.Writer, p *search.Plan) {
+	fmt.Fprintf(w, "plan        %s for %s on %d × %s (%d per node, %.3g GB each)\n", p.Strategy, p.Model.Name, p.Devices, p.Device.Name, p.DevicesPerNode, float64(p.MemoryLimit)/1e9)
+	if p.Search.Chosen != p.Strategy {
+		fmt.Fprintf(w, "            the best plan found is the %s planner's\n", p.Search.Chosen)
+	}
+	fmt.Fprintf(w, "stages      %d, depth %d, micro-batch %d (%d per iteration of %d samples), schedule %s\n", len(p.Stages), p.Predicted.Depth, p.MicroBatch, p.MicroBatches, p.BatchSize, p.Schedule)
+	fmt.Fprintf(w, "predicted   %.4g s per iteration, %.4g samples/s, bubble %.1f%%\n", p.Predicted.IterationS, p.Predicted.SamplesPerS, 100*p.Predicted.Bubble)
+	fmt.Fprintf(w, "memory      peak %.3g GB per device of %.3g GB\n", float64(p.Predicted.PeakMemory)/1e9, float64(p.MemoryLimit)/1e9)
+	fmt.Fprintf(w, "search      %.3g s, %d candidate plans simulated\n", p.Search.Seconds, p.Search.Candidates)
+	for _, n := range p.Search.Notes {
+		fmt.Fprintf(w, "note        %s\n", n)
+	}
+}
+
+func newSearchCmd(stdin io.Reader) *cobra.Command {
+	var f searchFlags
+	var out string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "search MODEL",
+		Short: "Plan a model: stages, devices, micro-batch size and schedule",
+		Long: `Cut a model into a DAG of pipeline stages, give each stage devices and a
+micro-batch size, order its passes, and predict the iteration time with the
+simulator. gpp also considers the best sequential plan, so it is never worse
+than spp. Exit 1 when no plan fits, saying which limit failed.`,
+		Example: "  graphpipe search mmt.json --devices 32 --device v100 -o plan.json\n  graphpipe search dlrm.json --devices 16 --strategy spp --json",
+		Args:    args("MODEL"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			g, err := loadModel(a[0], stdin)
+			if err != nil {
+				return err
+			}
+			o, err := f.options()
+			if err != nil {
+				return err
+			}
+			p, err := search.Search(g, o)
+			if err != nil {
+				return searchError(err)
+			}
+			if out != "" {
+				if err := writeOutput(cmd, out, p.Encode()); err != nil {
+					return err
+				}
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(w).Encode(summary(p))
+			}
+			printSummary(w, p)
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write the plan (graphpipe/plan@1) to `FILE`")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+// loadPlan reads a plan file; every problem is bad input (exit 2).
+func loadPlan(path string, stdin io.Reader) (*search.Plan, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(stdin)
+		path = "<stdin>"
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, inputf("%s: cannot read: %v", path, errors.Unwrap(err))
+	}
+	p, err := search.DecodePlan(data)
+	if err != nil {
+		return nil, inputf("%s: %v", path, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/microbatch"
+)
+
+func newSimCmd(stdin io.Reader) *cobra.Command {
+	var asJSON, grid bool
+	var trace, svg string
+	cmd := &cobra.Command{
+		Use:   "sim PLAN",
+		Short: "Simulate a plan: iteration time, busy and idle time per stage, bubbles, memory",
+		Long: `Run a plan's schedule through the discrete-event simulator. --trace writes the
+timeline as Chrome trace JSON (open it in Perfetto), --svg as a picture, --grid
+prints the schedule as a step × stage grid.`,
+		Args: args("PLAN"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			p, err := loadPlan(a[0], stdin)
+			if err != nil {
+				return err
+			}
+			res, err := p.Simulate()
+			if err != nil {
+				return inputf("%s: %v", a[0], err)
+			}
+			names := make([]string, len(p.Stages))
+			for i, s := range p.Stages {
+				names[i] = fmt.Sprintf("stage %d (devices %v)", i, s.Devices)
+			}
+			if trace != "" {
+				if err := writeOutput(cmd, trace, microbatch.Trace(res, len(p.Stages), names)); err != nil {
+					return err
+				}
+			}
+			if svg != "" {
+				title := fmt.Sprintf("%s, %s plan, %s", p.Model.Name, p.Strategy, p.Schedule)
+				if err := writeOutput(cmd, svg, microbatch.SVG(res, len(p.Stages), title)); err != nil {
+					return err
+				}
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(w).Encode(map[string]any{
+					"iteration_s": res.Iteration, "samples_per_s": float64(p.BatchSize) / res.Iteration,
+					"bubble_fraction": res.Bubble, "busy_s": res.Busy, "idle_s": res.Idle,
+					"in_flight": res.InFlight, "peak_memory_bytes": res.PeakMemory,
+				})
+			}
+			fmt.Fprintf(w, "iteration %.4g s, %.4g samples/s, bubble %.1f%%\n", res.Iteration, float64(p.BatchSize)/res.Iteration, 100*res.Bubble)
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "STAGE\tDEVICES\tBUSY S\tIDLE S\tIN FLIGHT\tPEAK GB")
+			for s := range p.Stages {
+				fmt.Fprintf(tw, "%d\t%d\t%.4g\t%.4g\t%d\t%.3g\n", s, len(p.Stages[s].Devices), res.Busy[s], res.Idle[s], res.InFlight[s], float64(res.PeakMemory[s])/1e9)
+			}
+			tw.Flush()
+			if grid {
+				sch, _ := p.ScheduleOf()
+				g, err := microbatch.Grid(sch)
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(w, "\n"+g)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().BoolVar(&grid, "grid", false, "print the schedule as a step × stage grid")
+	cmd.Flags().StringVar(&trace, "trace", "", "write the timeline as Chrome trace JSON to `FILE`")
+	cmd.Flags().StringVar(&svg, "svg", "", "write the timeline as SVG to `FILE`")
+	return cmd
+}
+
+func newExplainCmd(stdin io.Reader) *cobra.Command {
+	var dot bool
+	var svg string
+	cmd := &cobra.Command{
+		Use:   "explain PLAN",
+		Short: "Describe a plan: stages, devices, micro-batch, depth, memory per device",
+		Args:  args("PLAN"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			p, err := loadPlan(a[0], stdin)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if svg != "" {
+				if err := writeOutput(cmd, svg, p.SVG()); err != nil {
+					return err
+				}
+			}
+			if dot {
+				_, err := w.Write(p.DOT())
+				return err
+			}
+			printSummary(w, p)
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "\nSTAGE\tDEVICES\tMICRO-BATCH/DEVICE\tIN FLIGHT\tFWD S\tBWD S\tPEAK GB\tOPS")
+			for _, s := range p.Stages {
+				ops := s.Ops[0]
+				if len(s.Ops) > 1 {
+					ops = fmt.Sprintf("%s .. %s (%d)", s.Ops[0], s.Ops[len(s.Ops)-1], len(s.Ops))
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3g\t%.3g\t%.3g\t%s\n", s.ID, devs(s.Devices), s.MicroBatch, s.InFlight, s.ForwardS, s.BackwardS, float64(s.PeakBytes)/1e9, ops)
+			}
+			tw.Flush()
+			if len(p.Edges) > 0 {
+				fmt.Fprintln(w, "\nedges")
+				for _, e := range p.Edges {
+					fmt.Fprintf(w, "  %d -> %d  %d tensor(s), %d bytes/sample\n", e.From, e.To, len(e.Tensors), e.Bytes)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dot, "dot", false, "print the stage DAG in Graphviz's DOT language")
+	cmd.Flags().StringVar(&svg, "svg", "", "write the stage DAG as SVG to `FILE`")
+	return cmd
+}
+
+func devs(d []int) string {
+	if len(d) == 1 {
+		return fmt.Sprint(d[0])
+	}
+	return fmt.Sprintf("%d-%d", d[0], d[len(d)-1])
+}

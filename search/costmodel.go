@@ -1,0 +1,151 @@
+package search
+
+import (
+	"github.com/graphpipe/graphpipe/dag"
+)
+
+// costModel prices ops, stages and transfers on one device type.
+type costModel struct {
+	g        *dag.Graph
+	dev      Device
+	devices  int
+	perNode  int
+	limit    int64 // bytes per device
+	optBytes int64 // optimizer state bytes per parameter
+	opTimes  map[int64][]opTime
+}
+
+// opTime is one op's time for one call on a per-device micro-batch.
+type opTime struct{ f, bi, bw float64 }
+
+func newCostModel(g *dag.Graph, o *Options) *costModel {
+	return &costModel{g: g, dev: o.Device, devices: o.Devices, perNode: o.DevicesPerNode,
+		limit: o.MemoryLimit, optBytes: o.OptimizerBytes, opTimes: map[int64][]opTime{}}
+}
+
+// times returns every op's time at per-device micro-batch m (cached).
+func (cm *costModel) times(m int64) []opTime {
+	if t, ok := cm.opTimes[m]; ok {
+		return t
+	}
+	t := make([]opTime, cm.g.NumOps())
+	for i := range t {
+		t[i] = cm.opTime(i, m)
+	}
+	cm.opTimes[m] = t
+	return t
+}
+
+// opTime prices one op: forward, input gradient and weight gradient, each a
+// kernel whose memory traffic is its activations (per sample × m) plus its
+// parameters, except gathers (embeddings), which touch only the rows they read.
+func (cm *costModel) opTime(i int, m int64) opTime {
+	c := cm.g.Cost(i)
+	mf := float64(m)
+	act := float64(c.MemBytes - 4*c.Params)
+	mem := act*mf + 4*float64(c.Params)
+	switch cm.g.Op(i).Kind {
+	case dag.Embedding, dag.EmbeddingBag:
+		mem = act * mf
+	}
+	t := opTime{f: cm.dev.kernel(c.FwdFLOPs*mf, mem)}
+	t.bi = cm.dev.kernel(c.BwdInputFLOPs*mf, act*mf)
+	if c.BwdWeightFLOPs > 0 {
+		t.bw = cm.dev.kernel(c.BwdWeightFLOPs*mf, mem)
+	}
+	return t
+}
+
+// static is the per-device memory of a stage's parameters: weights, gradients
+// and optimizer state; data-parallel replicas each hold all of it.
+func (cm *costModel) static(params int64) int64 { return params * (8 + cm.optBytes) }
+
+// flush is a stage's once-per-iteration work: the gradient all-reduce across
+// its k replicas and the optimizer step (weights, gradients and state read and
+// written once).
+func (cm *costModel) flush(params int64, k int) float64 {
+	return cm.flushAt(params, k, k > cm.perNode)
+}
+
+func (cm *costModel) flushAt(params int64, k int, inter bool) float64 {
+	p := float64(params)
+	opt := 0.0
+	if params > 0 {
+		opt = p * float64(8+2*cm.optBytes) / cm.dev.MemBW
+	}
+	return cm.dev.allReduce(4*p, k, inter) + opt
+}
+
+// interDP says whether the planner prices a stage-to-stage link as crossing
+// nodes. Placement is not known inside the DP, so it assumes the worst link
+// whenever the run spans nodes; the simulator uses the real placement.
+func (cm *costModel) interDP() bool { return cm.devices > cm.perNode }
+
+// block is a candidate stage: a convex set of ops, with per-sample sizes.
+type block struct {
+	ops        []int
+	params     int64
+	stash      int64 // bytes per sample kept for backward
+	work       int64 // bytes per sample of the largest output and its gradient
+	inB, outB  int64 // bytes per sample crossing into and out of the block
+	fwdSamples float64
+}
+
+// newBlock sums the stats of ops; cross gives the boundary bytes.
+func (cm *costModel) newBlock(ops []int, cross func(ops []int) (int64, int64)) *block {
+	b := &block{ops: ops}
+	for _, i := range ops {
+		c := cm.g.Cost(i)
+		b.params += c.Params
+		b.stash += c.StashBytes
+		b.work = max(b.work, 2*c.OutBytes)
+		b.fwdSamples += c.FwdFLOPs
+	}
+	b.inB, b.outB = cross(ops)
+	return b
+}
+
+// boundary is the bytes per sample of the largest op output entering and the
+// largest leaving a set of ops. In a graph plan each stage edge is a link of
+// its own, so a stage's busiest link carries about one producer's tensor; a
+// tensor counts once however many ops of the other side read it.
+func (cm *costModel) boundary(ops []int) (in, out int64) {
+	inSet := make(map[int]bool, len(ops))
+	for _, i := range ops {
+		inSet[i] = true
+	}
+	for _, i := range ops {
+		for _, p := range cm.g.Producers(i) {
+			if !inSet[p] {
+				in = max(in, cm.g.Out(p).Bytes())
+			}
+		}
+		for _, c := range cm.g.Consumers(i) {
+			if !inSet[c] {
+				out = max(out, cm.g.Out(i).Bytes())
+				break
+			}
+		}
+	}
+	return in, out
+}
+
+// stageCost is a block's price on k devices at micro-batch b with M
+// micro-batches per iteration.
+type stageCost struct {
+	m          int64   // per-device micro-batch
+	f, bi, bw  float64 // seconds per micro-batch
+	flush      float64 // seconds per iteration
+	period     float64 // f+bi+bw + flush/M: the DP's per-micro-batch time
+	link       float64 // seconds a boundary link is busy per micro-batch (activations and gradients)
+	static     int64
+	stashPerMB int64 // bytes per device per micro-batch in flight
+	work       int64
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// memory is the per-device peak of a stage holding inflight micro-batches.
+func (s *stageCost) memory(inflight int) int64 {
+	return s.static + int64(inflight)*s.stashPerMB + s.work
+}

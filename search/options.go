@@ -1,0 +1,101 @@
+package search
+
+import "fmt"
+
+// Options are what a search is asked for.
+type Options struct {
+	Strategy       string // "gpp" (default), "spp" or "spp-exact"
+	Schedule       string // "1f1b" (default) or "gpipe"
+	Device         Device
+	Devices        int
+	DevicesPerNode int   // default 4
+	MemoryLimit    int64 // bytes per device; 0: the device's memory
+	Batch          int64 // global mini-batch; 0: the model's batch_size
+	MicroBatch     int64 // force one micro-batch size; 0: the planner chooses
+	OptimizerBytes int64 // optimizer state per parameter; 0: 8 (Adam's two moments)
+	MaxSeries      int   // coarsening: most children of a series node; 0: 32
+	MaxUnits       int   // spp: most units in the topological order; 0: 128
+	MaxDownsets    int   // spp-exact: most downsets it enumerates; 0: 4096
+}
+
+// OptionError is an option the search cannot use; Flag names it.
+type OptionError struct {
+	Flag, Msg string
+}
+
+func (e *OptionError) Error() string { return fmt.Sprintf("--%s: %s", e.Flag, e.Msg) }
+
+// NoPlanError says that no plan fits, and which limit failed.
+type NoPlanError struct {
+	Reason string
+}
+
+func (e *NoPlanError) Error() string { return "no plan fits: " + e.Reason }
+
+func (o Options) withDefaults(modelBatch int64) (Options, error) {
+	if o.Strategy == "" {
+		o.Strategy = "gpp"
+	}
+	if o.Schedule == "" {
+		o.Schedule = "1f1b"
+	}
+	if o.DevicesPerNode == 0 {
+		o.DevicesPerNode = 4
+	}
+	if o.MemoryLimit == 0 {
+		o.MemoryLimit = o.Device.Memory
+	}
+	if o.Batch == 0 {
+		o.Batch = modelBatch
+	}
+	if o.OptimizerBytes == 0 {
+		o.OptimizerBytes = 8
+	}
+	if o.MaxSeries == 0 {
+		o.MaxSeries = 32
+	}
+	if o.MaxUnits == 0 {
+		o.MaxUnits = 128
+	}
+	if o.MaxDownsets == 0 {
+		o.MaxDownsets = 4096
+	}
+	switch {
+	case o.Strategy != "gpp" && o.Strategy != "spp" && o.Strategy != "spp-exact":
+		return o, &OptionError{"strategy", fmt.Sprintf("unknown strategy %q (known: gpp, spp, spp-exact)", o.Strategy)}
+	case o.Schedule != "1f1b" && o.Schedule != "gpipe":
+		return o, &OptionError{"schedule", fmt.Sprintf("unknown schedule %q (known: 1f1b, gpipe)", o.Schedule)}
+	case o.Devices < 1 || o.Devices > 4096:
+		return o, &OptionError{"devices", fmt.Sprintf("must be between 1 and 4096, got %d", o.Devices)}
+	case o.DevicesPerNode < 1:
+		return o, &OptionError{"devices-per-node", fmt.Sprintf("must be positive, got %d", o.DevicesPerNode)}
+	case o.MemoryLimit < 0:
+		return o, &OptionError{"memory-gb", "must be positive"}
+	case o.Batch < 1:
+		return o, &OptionError{"batch", fmt.Sprintf("must be positive, got %d", o.Batch)}
+	case o.MicroBatch < 0 || o.MicroBatch > 0 && o.Batch%o.MicroBatch != 0:
+		return o, &OptionError{"micro-batch", fmt.Sprintf("%d does not divide the batch of %d", o.MicroBatch, o.Batch)}
+	}
+	if err := o.Device.Validate(); err != nil {
+		return o, &OptionError{"device", err.Error()}
+	}
+	return o, nil
+}
+
+// microBatches lists the micro-batch sizes to try: the forced one, or every
+// power of two that divides the batch, and the batch itself.
+func (o Options) microBatches() []int64 {
+	if o.MicroBatch > 0 {
+		return []int64{o.MicroBatch}
+	}
+	var out []int64
+	for b := int64(1); b <= o.Batch; b *= 2 {
+		if o.Batch%b == 0 {
+			out = append(out, b)
+		}
+	}
+	if out[len(out)-1] != o.Batch {
+		out = append(out, o.Batch)
+	}
+	return out
+}

@@ -1,0 +1,119 @@
+package search
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/partition"
+)
+
+// Search plans g under o. It returns a NoPlanError when nothing fits and an
+// OptionError for options it cannot use. The search is deterministic; the
+// wall time it took is reported in the plan, not used.
+func Search(g *dag.Graph, o Options) (*Plan, error) {
+	start := time.Now()
+	o, err := o.withDefaults(g.BatchSize())
+	if err != nil {
+		return nil, err
+	}
+	cm := newCostModel(g, &o)
+	var best *Plan
+	candidates := 0
+	consider := func(p *Plan, who string) {
+		candidates++
+		p.Search.Chosen = who
+		if best == nil || better(p, best) {
+			best = p
+		}
+	}
+	var notes []string
+	switch o.Strategy {
+	case "gpp":
+		tree := partition.Decompose(g, o.MaxSeries)
+		if tree.Cuts > 0 {
+			notes = append(notes, fmt.Sprintf("the graph is not series-parallel: %d cut(s) made it so", tree.Cuts))
+		}
+		if err := plans(g, &o, cm, newSpace(cm, tree.Root, cm.boundary), false, "gpp", consider); err != nil {
+			return nil, err
+		}
+		if err := plans(g, &o, cm, chainSpace(g, &o, cm), true, "spp", consider); err != nil {
+			return nil, err
+		}
+	case "spp":
+		if err := plans(g, &o, cm, chainSpace(g, &o, cm), true, "spp", consider); err != nil {
+			return nil, err
+		}
+	case "spp-exact":
+		if err := exactPlans(g, &o, cm, consider); err != nil {
+			return nil, err
+		}
+	}
+	if best == nil {
+		return nil, noPlan(g, &o, cm)
+	}
+	best.Search.Seconds = time.Since(start).Seconds()
+	best.Search.Candidates = candidates
+	best.Search.Notes = append(notes, best.Search.Notes...)
+	return best, nil
+}
+
+// better prefers the faster iteration, then the shallower pipeline, then fewer stages.
+func better(a, b *Plan) bool {
+	if a.Predicted.IterationS != b.Predicted.IterationS {
+		return a.Predicted.IterationS < b.Predicted.IterationS
+	}
+	if a.Predicted.Depth != b.Predicted.Depth {
+		return a.Predicted.Depth < b.Predicted.Depth
+	}
+	return len(a.Stages) < len(b.Stages)
+}
+
+func chainSpace(g *dag.Graph, o *Options, cm *costModel) *space {
+	return newSpace(cm, chainTree(chainUnits(g, o.MaxUnits)), liveCross(g))
+}
+
+// plans runs the DP at every micro-batch size and offers each best plan.
+func plans(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, who string, consider func(*Plan, string)) error {
+	for _, b := range o.microBatches() {
+		d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
+		for k := o.Devices; k >= 1; k-- {
+			if _, ok := d.minT(k); !ok {
+				continue
+			}
+			var in []stageIn
+			for _, a := range d.extract(sp.root, k) {
+				in = append(in, stageIn{ops: sp.blocks[a.block].ops, k: a.k, cost: d.costs[a.block][a.k], blk: sp.blocks[a.block]})
+			}
+			p, err := assemble(g, o, cm, b, in, chain)
+			if err != nil {
+				return err
+			}
+			if p.Predicted.Feasible {
+				consider(p, who)
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// noPlan explains which limit failed.
+func noPlan(g *dag.Graph, o *Options, cm *costModel) error {
+	var total, biggest int64
+	name := ""
+	for i := 0; i < g.NumOps(); i++ {
+		need := cm.static(g.Cost(i).Params) + 2*g.Cost(i).OutBytes
+		total += cm.static(g.Cost(i).Params)
+		if need > biggest {
+			biggest, name = need, g.Op(i).Name
+		}
+	}
+	gb := func(b int64) string { return fmt.Sprintf("%.3g GB", float64(b)/1e9) }
+	if biggest > o.MemoryLimit {
+		return &NoPlanError{fmt.Sprintf("memory: op %q alone needs %s for its weights, gradients and optimizer state, over the %s a device has",
+			name, gb(biggest), gb(o.MemoryLimit))}
+	}
+	return &NoPlanError{fmt.Sprintf("memory: no %s plan of %q on %d devices fits in %s per device at any micro-batch size (weights, gradients and optimizer state take %s in all, %s per device if split evenly)",
+		o.Strategy, g.Name(), o.Devices, gb(o.MemoryLimit), gb(total), gb(total/int64(o.Devices)))}
+}
