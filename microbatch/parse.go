@@ -9,7 +9,9 @@ import (
 // ParseAction reads an action as Action.String writes it: "3F", "3B", "3W",
 // "3Sa@e1" (send activations of micro-batch 3 on edge 1), "3Rg@e0".
 func ParseAction(s string) (Action, error) {
-	bad := func() (Action, error) { return Action{}, fmt.Errorf("action %q: want <micro-batch><F|B|W> or <micro-batch><S|R><a|g>@e<edge>", s) }
+	bad := func() (Action, error) {
+		return Action{}, fmt.Errorf("action %q: want <micro-batch><F|B|W> or <micro-batch><S|R><a|g>@e<edge>", s)
+	}
 	i := 0
 	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 		i++

@@ -13,16 +13,16 @@ import (
 // Rates are per second; sizes in bytes. See doc.go for the sources.
 type Device struct {
 	Name      string  `json:"name"`
-	PeakFLOPs float64 `json:"peak_flops"`   // fp32 FLOP/s
-	MaxEff    float64 `json:"max_eff"`      // fraction of peak reached by large kernels
-	HalfWork  float64 `json:"half_work"`    // FLOPs in one kernel call at which it reaches MaxEff/2
-	MemBW     float64 `json:"mem_bw"`       // device memory bytes/s
-	Memory    int64   `json:"memory"`       // bytes per device
-	Launch    float64 `json:"launch_s"`     // seconds of fixed overhead per op call
-	IntraBW   float64 `json:"intra_bw"`     // bytes/s between devices in one node
-	InterBW   float64 `json:"inter_bw"`     // bytes/s between nodes
-	IntraLat  float64 `json:"intra_lat_s"`  // seconds per message inside a node
-	InterLat  float64 `json:"inter_lat_s"`  // seconds per message between nodes
+	PeakFLOPs float64 `json:"peak_flops"`  // fp32 FLOP/s
+	MaxEff    float64 `json:"max_eff"`     // fraction of peak reached by large kernels
+	HalfWork  float64 `json:"half_work"`   // FLOPs in one kernel call at which it reaches MaxEff/2
+	MemBW     float64 `json:"mem_bw"`      // device memory bytes/s
+	Memory    int64   `json:"memory"`      // bytes per device
+	Launch    float64 `json:"launch_s"`    // seconds of fixed overhead per op call
+	IntraBW   float64 `json:"intra_bw"`    // bytes/s between devices in one node
+	InterBW   float64 `json:"inter_bw"`    // bytes/s between nodes
+	IntraLat  float64 `json:"intra_lat_s"` // seconds per message inside a node
+	InterLat  float64 `json:"inter_lat_s"` // seconds per message between nodes
 }
 
 // Profiles are the built-in devices, by name.
