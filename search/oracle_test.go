@@ -1,0 +1,323 @@
+package search
+
+import (
+	"math"
+	"testing"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/partition"
+)
+
+// plan is a brute-force candidate: stages with their devices and depth.
+type bfStage struct {
+	ops   []int
+	k     int
+	depth int
+}
+
+// priceOps prices an arbitrary op set directly, without the DP's prefix sums.
+func priceOps(cm *costModel, ops []int, k int, b int64, mbs int, cross func([]int) (int64, int64)) stageCost {
+	blk := cm.newBlock(ops, cross)
+	m := ceilDiv(b, int64(k))
+	t := cm.times(m)
+	c := stageCost{m: m}
+	for _, op := range ops {
+		c.f += t[op].f
+		c.bi += t[op].bi
+		c.bw += t[op].bw
+	}
+	c.flush = cm.flush(blk.params, k)
+	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
+	c.link = 2 * cm.dev.transfer(float64(max(blk.inB, blk.outB))*float64(m), cm.interDP())
+	c.static = cm.static(blk.params)
+	c.stashPerMB = blk.stash * m
+	c.work = blk.work * m
+	return c
+}
+
+// value is a plan's binding time, or +Inf if a stage is out of memory or
+// exceeds its data-parallel limit.
+func value(cm *costModel, stages []bfStage, b int64, mbs int, gpipe bool, cross func([]int) (int64, int64)) float64 {
+	worst := 0.0
+	for _, s := range stages {
+		if int64(s.k) > b {
+			return math.Inf(1)
+		}
+		c := priceOps(cm, s.ops, s.k, b, mbs, cross)
+		inflight := min(mbs, s.depth)
+		if gpipe {
+			inflight = mbs
+		}
+		if c.memory(inflight) > cm.limit || c.memory(1) > cm.limit {
+			return math.Inf(1)
+		}
+		worst = math.Max(worst, math.Max(c.period, c.link))
+	}
+	return worst
+}
+
+// treePlans enumerates every plan of the DP's space under node n on exactly k
+// devices, with depths relative to the node's exit.
+func treePlans(n *snode, k int) [][]bfStage {
+	var out [][]bfStage
+	out = append(out, []bfStage{{n.ops, k, 1}})
+	if n.kind == partition.Leaf {
+		return out
+	}
+	return append(out, seqPlans(n, 0, k)...)
+}
+
+func entry(p []bfStage) int {
+	e := 0
+	for _, s := range p {
+		e = max(e, s.depth)
+	}
+	return e
+}
+
+func seqPlans(n *snode, i, k int) [][]bfStage {
+	last := len(n.kids) - 1
+	var out [][]bfStage
+	for p := i; p <= last; p++ {
+		for k1 := 1; k1 <= k; k1++ {
+			if (p == last) != (k1 == k) {
+				continue
+			}
+			var firsts [][]bfStage
+			if p == i && n.kids[i].kind != partition.Leaf {
+				firsts = treePlans(n.kids[i], k1)
+			} else {
+				var ops []int
+				for _, c := range n.kids[i : p+1] {
+					ops = append(ops, c.ops...)
+				}
+				firsts = [][]bfStage{{{ops, k1, 1}}}
+			}
+			rests := [][]bfStage{nil}
+			if p < last {
+				rests = seqPlans(n, p+1, k-k1)
+			}
+			for _, f := range firsts {
+				for _, r := range rests {
+					var plan []bfStage
+					shift := 0
+					if n.kind == partition.Series {
+						shift = entry(r)
+					}
+					for _, s := range f {
+						plan = append(plan, bfStage{s.ops, s.k, s.depth + shift})
+					}
+					out = append(out, append(plan, r...))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// chainPlans enumerates every cut of the topological order into stages.
+func chainPlans(order []int, k int) [][]bfStage {
+	if k == 0 {
+		return nil
+	}
+	var out [][]bfStage
+	for p := 1; p <= len(order); p++ {
+		for k1 := 1; k1 <= k; k1++ {
+			if (p == len(order)) != (k1 == k) {
+				continue
+			}
+			first := append([]int(nil), order[:p]...)
+			if p == len(order) {
+				out = append(out, []bfStage{{first, k1, 1}})
+				continue
+			}
+			for _, r := range chainPlans(order[p:], k-k1) {
+				out = append(out, append([]bfStage{{first, k1, entry(r) + 1}}, r...))
+			}
+		}
+	}
+	return out
+}
+
+func best(cm *costModel, plans [][]bfStage, b int64, mbs int, cross func([]int) (int64, int64)) float64 {
+	v := math.Inf(1)
+	for _, p := range plans {
+		v = math.Min(v, value(cm, p, b, mbs, false, cross))
+	}
+	return v
+}
+
+func close(a, b float64) bool {
+	if math.IsInf(a, 1) || math.IsInf(b, 1) {
+		return a == b
+	}
+	return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
+}
+
+type oracleCase struct {
+	g      *dag.Graph
+	o      Options
+	b      int64
+	mbs    int
+	limit  int64
+	seed   int64
+	ops, k int
+}
+
+func oracleCases(t *testing.T) []oracleCase {
+	var cases []oracleCase
+	for seed := int64(0); seed < 150; seed++ {
+		n := 2 + int(seed%7) // 2..8 ops
+		g, err := models.RandomDAG(seed, n, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := 1 + int(seed%4)
+		o, _ := Options{Device: Profiles["v100"], Devices: k, DevicesPerNode: 2, Batch: 16}.withDefaults(16)
+		// squeeze memory on some cases so that the memory rule binds
+		var static int64
+		for i := 0; i < g.NumOps(); i++ {
+			static += g.Cost(i).Params * 16
+		}
+		switch seed % 3 {
+		case 1:
+			o.MemoryLimit = static/int64(k) + 1<<20
+		case 2:
+			o.MemoryLimit = static/2 + 1<<18
+		}
+		cases = append(cases, oracleCase{g: g, o: o, b: 4, mbs: 4, seed: seed, ops: n, k: k})
+	}
+	return cases
+}
+
+// TestGPPEqualsBruteForce: the DP's optimum equals an enumeration of every
+// plan in the same search space.
+func TestGPPEqualsBruteForce(t *testing.T) {
+	feasible := 0
+	for _, tc := range oracleCases(t) {
+		cm := newCostModel(tc.g, &tc.o)
+		tree := partition.Decompose(tc.g, 0)
+		sp := newSpace(cm, tree.Root, cm.boundary)
+		d := newDP(sp, tc.k, tc.b, tc.mbs, false)
+		got, ok := d.minT(tc.k)
+		want := best(cm, treePlans(sp.root, tc.k), tc.b, tc.mbs, cm.boundary)
+		if !ok {
+			got = math.Inf(1)
+		}
+		if !close(got, want) {
+			t.Fatalf("seed %d (%d ops, %d devices): DP %v, brute force %v", tc.seed, tc.ops, tc.k, got, want)
+		}
+		if ok {
+			feasible++
+		}
+	}
+	if feasible < 50 {
+		t.Errorf("only %d feasible cases: the oracle barely ran", feasible)
+	}
+}
+
+// TestSPPEqualsBruteForce: spp's optimum equals every cut of the topological order.
+func TestSPPEqualsBruteForce(t *testing.T) {
+	for _, tc := range oracleCases(t) {
+		cm := newCostModel(tc.g, &tc.o)
+		cross := liveCross(tc.g)
+		sp := newSpace(cm, chainTree(chainUnits(tc.g, 1000)), cross)
+		d := newDP(sp, tc.k, tc.b, tc.mbs, false)
+		got, ok := d.minT(tc.k)
+		if !ok {
+			got = math.Inf(1)
+		}
+		want := best(cm, chainPlans(tc.g.Order(), tc.k), tc.b, tc.mbs, cross)
+		if !close(got, want) {
+			t.Fatalf("seed %d (%d ops, %d devices): spp %v, brute force %v", tc.seed, tc.ops, tc.k, got, want)
+		}
+	}
+}
+
+// TestGapToAllConvex compares gpp with the best plan over every partition into
+// convex stages (real depths, any device split). That space is larger, so it
+// can only be better; the test reports by how much.
+func TestGapToAllConvex(t *testing.T) {
+	var worst, sum float64
+	n := 0
+	for _, tc := range oracleCases(t) {
+		if tc.ops > 7 {
+			continue
+		}
+		cm := newCostModel(tc.g, &tc.o)
+		tree := partition.Decompose(tc.g, 0)
+		d := newDP(newSpace(cm, tree.Root, cm.boundary), tc.k, tc.b, tc.mbs, false)
+		gpp, ok := d.minT(tc.k)
+		all := bestConvex(t, cm, tc)
+		if !ok {
+			if !math.IsInf(all, 1) {
+				t.Logf("seed %d: gpp found nothing, a convex plan reaches %.4g", tc.seed, all)
+			}
+			continue
+		}
+		if all > gpp*(1+1e-9) {
+			t.Fatalf("seed %d: the larger space is worse (%v) than gpp (%v)", tc.seed, all, gpp)
+		}
+		gap := gpp/all - 1
+		worst = math.Max(worst, gap)
+		sum += gap
+		n++
+	}
+	t.Logf("gpp vs all convex stage graphs over %d cases: mean gap %.2f%%, worst %.2f%%", n, 100*sum/float64(n), 100*worst)
+}
+
+// bestConvex enumerates set partitions into valid stage graphs and device splits.
+func bestConvex(t *testing.T, cm *costModel, tc oracleCase) float64 {
+	ops := tc.g.Order()
+	bestV := math.Inf(1)
+	assign := make([]int, len(ops))
+	var rec func(i, blocks int)
+	rec = func(i, blocks int) {
+		if i == len(ops) {
+			if blocks > tc.k {
+				return
+			}
+			stages := make([][]int, blocks)
+			for j, op := range ops {
+				stages[assign[j]] = append(stages[assign[j]], op)
+			}
+			sg, err := partition.NewStageGraph(tc.g, stages)
+			if err != nil {
+				return
+			}
+			depth := sg.Depth()
+			for _, ks := range compositions(tc.k, blocks) {
+				var plan []bfStage
+				for s := range stages {
+					plan = append(plan, bfStage{stages[s], ks[s], depth[s]})
+				}
+				bestV = math.Min(bestV, value(cm, plan, tc.b, tc.mbs, false, cm.boundary))
+			}
+			return
+		}
+		for b := 0; b <= blocks; b++ {
+			assign[i] = b
+			nb := blocks
+			if b == blocks {
+				nb++
+			}
+			rec(i+1, nb)
+		}
+	}
+	rec(0, 0)
+	return bestV
+}
+
+func compositions(total, parts int) [][]int {
+	if parts == 1 {
+		return [][]int{{total}}
+	}
+	var out [][]int
+	for first := 1; first <= total-(parts-1); first++ {
+		for _, r := range compositions(total-first, parts-1) {
+			out = append(out, append([]int{first}, r...))
+		}
+	}
+	return out
+}
