@@ -1,6 +1,8 @@
 package search
 
 import (
+	"sync"
+
 	"github.com/graphpipe/graphpipe/dag"
 )
 
@@ -12,6 +14,7 @@ type costModel struct {
 	perNode  int
 	limit    int64 // bytes per device
 	optBytes int64 // optimizer state bytes per parameter
+	mu       sync.Mutex // guards opTimes
 	opTimes  map[int64][]opTime
 }
 
@@ -25,6 +28,8 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 
 // times returns every op's time at per-device micro-batch m (cached).
 func (cm *costModel) times(m int64) []opTime {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
 	if t, ok := cm.opTimes[m]; ok {
 		return t
 	}

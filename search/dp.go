@@ -21,17 +21,39 @@ type dp struct {
 	T       float64
 	costs   [][]stageCost // [block][k], k ≤ min(D, b)
 	kmax    int
-	solveM  [][]int16 // [node][k·(D+1)+δ]
-	suffixM [][]int16 // [node][(i·(D+1)+k)·(D+1)+δ]
-	groupM  [][]int16
-	choice  map[memoKey]choice
+	solveM  []table   // [node], index k·(D+1)+δ
+	suffixM []table   // [node], index (i·(D+1)+k)·(D+1)+δ
+	groupM  []table   // [node], as suffixM
+	hostG   [][]table // [tail][node]: groupHost, index as suffixM, ×2 for need
+	hostS   [][]table // [tail][node]: suffixHost, index as suffixM
+	tables  []*table  // every table allocated, refilled at each reset
+	// tailFloor is, per tail, the least per-micro-batch time of any stage that
+	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
+	// longer one.
+	tailFloor []float64
 }
 
-type memoKey struct {
-	tab, node, idx int
+// table memoises one recurrence at one node: values (-1: unknown) and the
+// choice that reached each.
+type table struct {
+	v  []int16
+	ch []choice
 }
 
-type choice struct{ p, k1 int16 }
+func (d *dp) newTable(n int) table {
+	t := table{v: make([]int16, n), ch: make([]choice, n)}
+	for i := range t.v {
+		t.v[i] = -1
+	}
+	d.tables = append(d.tables, &t)
+	return t
+}
+
+type choice struct {
+	p, k1  int16
+	absorb bool // suffix: kid i ran with units i+1..p absorbed into a branch's sink
+	host   bool // groupHost: the first part hosts the tail
+}
 
 func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 	d := &dp{sp: sp, D: devices, b: b, mbs: mbs, gpipe: gpipe, kmax: int(min(int64(devices), b))}
@@ -40,6 +62,17 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 		d.costs[id] = make([]stageCost, d.kmax+1)
 		for k := 1; k <= d.kmax; k++ {
 			d.costs[id][k] = sp.price(id, k, b, mbs)
+		}
+	}
+	d.tailFloor = make([]float64, len(sp.tails))
+	for _, t := range sp.tails {
+		d.tailFloor[t.id] = math.Inf(1)
+		for _, u := range t.unions {
+			for k := 1; k <= d.kmax; k++ {
+				if c := &d.costs[u][k]; c.memory(1) <= sp.cm.limit {
+					d.tailFloor[t.id] = math.Min(d.tailFloor[t.id], math.Max(c.period, c.link))
+				}
+			}
 		}
 	}
 	return d
@@ -68,29 +101,38 @@ func (d *dp) candidates() []float64 {
 	return out
 }
 
+// reset sets the target time and forgets every memoised value.
 func (d *dp) reset(T float64) {
 	d.T = T
-	n := len(d.sp.nodes)
-	w := d.D + 1
-	d.solveM = make([][]int16, n)
-	d.suffixM = make([][]int16, n)
-	d.groupM = make([][]int16, n)
-	for _, nd := range d.sp.nodes {
-		d.solveM[nd.id] = fill(w * w)
-		if len(nd.kids) > 0 {
-			d.suffixM[nd.id] = fill(len(nd.kids) * w * w)
-			d.groupM[nd.id] = fill(len(nd.kids) * w * w)
+	if d.solveM == nil {
+		n, w := len(d.sp.nodes), d.D+1
+		d.solveM, d.suffixM, d.groupM = make([]table, n), make([]table, n), make([]table, n)
+		for _, nd := range d.sp.nodes {
+			d.solveM[nd.id] = d.newTable(w * w)
+			if len(nd.kids) > 0 {
+				d.suffixM[nd.id] = d.newTable(len(nd.kids) * w * w)
+				d.groupM[nd.id] = d.newTable(len(nd.kids) * w * w)
+			}
+		}
+		d.hostG, d.hostS = make([][]table, len(d.sp.tails)), make([][]table, len(d.sp.tails))
+		for t := range d.sp.tails {
+			d.hostG[t], d.hostS[t] = make([]table, n), make([]table, n)
+		}
+		return
+	}
+	for _, t := range d.tables {
+		for i := range t.v {
+			t.v[i] = -1
 		}
 	}
-	d.choice = map[memoKey]choice{}
 }
 
-func fill(n int) []int16 {
-	s := make([]int16, n)
-	for i := range s {
-		s[i] = -1
+// hostTable returns the lazily allocated absorption table of (tail, node).
+func (d *dp) hostTable(tabs [][]table, t *tailSpec, n *snode, size int) table {
+	if tabs[t.id][n.id].v == nil {
+		tabs[t.id][n.id] = d.newTable(size)
 	}
-	return s
+	return tabs[t.id][n.id]
 }
 
 func (d *dp) inflight(depth int) int {
@@ -117,10 +159,11 @@ func (d *dp) solve(n *snode, k, δ int) int {
 		return inf
 	}
 	idx := k*(d.D+1) + δ
-	if v := d.solveM[n.id][idx]; v >= 0 {
+	tab := d.solveM[n.id]
+	if v := tab.v[idx]; v >= 0 {
 		return int(v)
 	}
-	best, ch := inf, choice{-1, int16(k)}
+	best, ch := inf, choice{p: -1, k1: int16(k)}
 	switch {
 	case d.fits(n.whole(), k, δ+1):
 		best = δ + 1
@@ -131,8 +174,7 @@ func (d *dp) solve(n *snode, k, δ int) int {
 		best = d.group(n, 0, k, δ)
 		ch.p = -3
 	}
-	d.solveM[n.id][idx] = int16(best)
-	d.choice[memoKey{0, n.id, idx}] = ch
+	tab.v[idx], tab.ch[idx] = int16(best), ch
 	return best
 }
 
@@ -141,7 +183,8 @@ func (d *dp) solve(n *snode, k, δ int) int {
 // interval takes every device left.
 func (d *dp) suffix(n *snode, i, k, δ int) int {
 	idx := (i*(d.D+1)+k)*(d.D+1) + δ
-	if v := d.suffixM[n.id][idx]; v >= 0 {
+	tab := d.suffixM[n.id]
+	if v := tab.v[idx]; v >= 0 {
 		return int(v)
 	}
 	last := len(n.units) - 1
@@ -165,7 +208,7 @@ func (d *dp) suffix(n *snode, i, k, δ int) int {
 			return true
 		}
 		if r < best {
-			best, ch = r, choice{int16(p), int16(k1)}
+			best, ch = r, choice{p: int16(p), k1: int16(k1)}
 		}
 		return false
 	}
@@ -177,8 +220,30 @@ func (d *dp) suffix(n *snode, i, k, δ int) int {
 			}
 		}
 	}
-	d.suffixM[n.id][idx] = int16(best)
-	d.choice[memoKey{1, n.id, idx}] = ch
+	if n.kids[i].kind == partition.Parallel {
+		// join absorption: kid i's branches with units i+1..p in one branch's sink
+		for p := i + 1; p <= last && best > δ+1; p++ {
+			t := d.sp.tailAt[[3]int{n.id, i + 1, p}]
+			if d.tailFloor[t.id] > d.T {
+				break
+			}
+			for k1 := 1; k1 <= k && best > δ+1; k1++ {
+				if (p == last) != (k1 == k) {
+					continue
+				}
+				after := δ
+				if p < last {
+					if after = d.suffix(n, p+1, k-k1, δ); after >= inf {
+						continue
+					}
+				}
+				if r := d.groupHost(n.kids[i], 0, k1, after, t, true); r < best {
+					best, ch = r, choice{p: int16(p), k1: int16(k1), absorb: true}
+				}
+			}
+		}
+	}
+	tab.v[idx], tab.ch[idx] = int16(best), ch
 	return best
 }
 
@@ -195,7 +260,8 @@ func (d *dp) fitsTime(id, k int) bool {
 // one stage (or kid i solved on its own) on k1 devices, the rest on k-k1.
 func (d *dp) group(n *snode, i, k, δ int) int {
 	idx := (i*(d.D+1)+k)*(d.D+1) + δ
-	if v := d.groupM[n.id][idx]; v >= 0 {
+	tab := d.groupM[n.id]
+	if v := tab.v[idx]; v >= 0 {
 		return int(v)
 	}
 	last := len(n.units) - 1
@@ -218,7 +284,7 @@ func (d *dp) group(n *snode, i, k, δ int) int {
 			rest = d.group(n, p+1, k-k1, δ)
 		}
 		if r := max(first, rest); r < best {
-			best, ch = r, choice{int16(p), int16(k1)}
+			best, ch = r, choice{p: int16(p), k1: int16(k1)}
 		}
 		return false
 	}
@@ -230,8 +296,7 @@ func (d *dp) group(n *snode, i, k, δ int) int {
 			}
 		}
 	}
-	d.groupM[n.id][idx] = int16(best)
-	d.choice[memoKey{2, n.id, idx}] = ch
+	tab.v[idx], tab.ch[idx] = int16(best), ch
 	return best
 }
 
@@ -250,7 +315,7 @@ func (d *dp) extract(root *snode, k int) []assignment {
 
 func (d *dp) extractSolve(n *snode, k, δ int, out *[]assignment) {
 	idx := k*(d.D+1) + δ
-	switch d.choice[memoKey{0, n.id, idx}].p {
+	switch d.solveM[n.id].ch[idx].p {
 	case -1:
 		*out = append(*out, assignment{n.whole(), k, δ + 1})
 	case -2:
@@ -261,16 +326,19 @@ func (d *dp) extractSolve(n *snode, k, δ int, out *[]assignment) {
 }
 
 func (d *dp) extractSuffix(n *snode, i, k, δ int, out *[]assignment) {
-	ch := d.choice[memoKey{1, n.id, (i*(d.D+1)+k)*(d.D+1) + δ}]
+	ch := d.suffixM[n.id].ch[(i*(d.D+1)+k)*(d.D+1)+δ]
 	p, k1 := int(ch.p), int(ch.k1)
 	last := len(n.units) - 1
 	after := δ
 	if p < last {
 		after = d.suffix(n, p+1, k-k1, δ)
 	}
-	if p == i && n.kids[i].kind != partition.Leaf {
+	switch {
+	case ch.absorb:
+		d.extractGroupHost(n.kids[i], 0, k1, after, d.sp.tailAt[[3]int{n.id, i + 1, p}], true, out)
+	case p == i && n.kids[i].kind != partition.Leaf:
 		d.extractSolve(n.kids[i], k1, after, out)
-	} else {
+	default:
 		*out = append(*out, assignment{n.blk[i][p-i], k1, after + 1})
 	}
 	if p < last {
@@ -279,7 +347,7 @@ func (d *dp) extractSuffix(n *snode, i, k, δ int, out *[]assignment) {
 }
 
 func (d *dp) extractGroup(n *snode, i, k, δ int, out *[]assignment) {
-	ch := d.choice[memoKey{2, n.id, (i*(d.D+1)+k)*(d.D+1) + δ}]
+	ch := d.groupM[n.id].ch[(i*(d.D+1)+k)*(d.D+1)+δ]
 	p, k1 := int(ch.p), int(ch.k1)
 	if p == i {
 		d.extractSolve(n.kids[i], k1, δ, out)
@@ -317,4 +385,181 @@ func (d *dp) minT(k int) (float64, bool) {
 	d.reset(ts[hi])
 	d.solve(d.sp.root, k, 0)
 	return ts[hi], true
+}
+
+// groupHost covers kids i.. of parallel node n where, if need, one part's sink
+// stage absorbs tail t. The tail's stage sits δ+1 from the end; every other
+// branch feeds it, so its exit is δ+1.
+func (d *dp) groupHost(n *snode, i, k, δ int, t *tailSpec, need bool) int {
+	if k < 1 || δ+1 >= d.D {
+		return inf
+	}
+	tab, idx := d.hostGroupIdx(n, i, k, δ, t, need)
+	if v := tab.v[idx]; v >= 0 {
+		return int(v)
+	}
+	last := len(n.units) - 1
+	best, ch := inf, choice{}
+	consider := func(p, k1 int, first int, host bool) {
+		if first >= best {
+			return
+		}
+		still := need && !host
+		rest := 0
+		switch {
+		case p < last:
+			rest = d.groupHost(n, p+1, k-k1, δ, t, still)
+		case still:
+			rest = inf
+		}
+		if r := max(first, rest); r < best {
+			best, ch = r, choice{p: int16(p), k1: int16(k1), host: host}
+		}
+	}
+	for p := i; p <= last; p++ {
+		for k1 := 1; k1 <= k; k1++ {
+			if (p == last) != (k1 == k) {
+				continue
+			}
+			if p == i {
+				consider(p, k1, d.solve(n.kids[i], k1, δ+1), false)
+				if need {
+					consider(p, k1, d.hostSolve(n.kids[i], k1, δ, t), true)
+				}
+				continue
+			}
+			if d.fits(n.blk[i][p-i], k1, δ+2) {
+				consider(p, k1, δ+2, false)
+			}
+			if need && d.fits(t.unions[n.blk[i][p-i]], k1, δ+1) {
+				consider(p, k1, δ+1, true)
+			}
+		}
+	}
+	tab.v[idx], tab.ch[idx] = int16(best), ch
+	return best
+}
+
+func (d *dp) hostGroupIdx(n *snode, i, k, δ int, t *tailSpec, need bool) (table, int) {
+	w := d.D + 1
+	idx := ((i*w+k)*w + δ) * 2
+	if need {
+		idx++
+	}
+	return d.hostTable(d.hostG, t, n, len(n.kids)*w*w*2), idx
+}
+
+func (d *dp) hostSuffixIdx(n *snode, i, k, δ int, t *tailSpec) (table, int) {
+	w := d.D + 1
+	return d.hostTable(d.hostS, t, n, len(n.kids)*w*w), (i*w+k)*w + δ
+}
+
+// hostSolve is n planned with tail t in its sink stage, δ after the tail.
+func (d *dp) hostSolve(n *snode, k, δ int, t *tailSpec) int {
+	switch n.kind {
+	case partition.Leaf:
+		if d.fits(t.unions[n.whole()], k, δ+1) {
+			return δ + 1
+		}
+		return inf
+	case partition.Series:
+		return d.suffixHost(n, 0, k, δ, t)
+	}
+	return d.groupHost(n, 0, k, δ, t, true)
+}
+
+// suffixHost is suffix with tail t absorbed into the last interval's stage.
+func (d *dp) suffixHost(n *snode, i, k, δ int, t *tailSpec) int {
+	if k < 1 {
+		return inf
+	}
+	if δ >= d.D {
+		return inf
+	}
+	tab, idx := d.hostSuffixIdx(n, i, k, δ, t)
+	if v := tab.v[idx]; v >= 0 {
+		return int(v)
+	}
+	last := len(n.units) - 1
+	best, ch := inf, choice{}
+	if d.fits(t.unions[n.blk[i][last-i]], k, δ+1) {
+		best, ch = δ+1, choice{p: int16(last), k1: int16(k)}
+	} else if i == last && n.kids[i].kind != partition.Leaf {
+		if r := d.hostSolve(n.kids[i], k, δ, t); r < best {
+			best, ch = r, choice{p: int16(last), k1: int16(k), host: true}
+		}
+	}
+	for k1 := 1; k1 < k && k1 <= d.kmax && best > δ+1; k1++ {
+		for p := i; p < last && best > δ+1; p++ {
+			after := d.suffixHost(n, p+1, k-k1, δ, t)
+			if after >= inf {
+				continue
+			}
+			r := inf
+			if p == i && n.kids[i].kind != partition.Leaf {
+				r = d.solve(n.kids[i], k1, after)
+			} else if d.fits(n.blk[i][p-i], k1, after+1) {
+				r = after + 1
+			} else if !d.fitsTime(n.blk[i][p-i], k1) {
+				break
+			}
+			if r < best {
+				best, ch = r, choice{p: int16(p), k1: int16(k1)}
+			}
+		}
+	}
+	tab.v[idx], tab.ch[idx] = int16(best), ch
+	return best
+}
+
+func (d *dp) extractGroupHost(n *snode, i, k, δ int, t *tailSpec, need bool, out *[]assignment) {
+	tab, idx := d.hostGroupIdx(n, i, k, δ, t, need)
+	ch := tab.ch[idx]
+	p, k1 := int(ch.p), int(ch.k1)
+	switch {
+	case p == i && ch.host:
+		d.extractHost(n.kids[i], k1, δ, t, out)
+	case p == i:
+		d.extractSolve(n.kids[i], k1, δ+1, out)
+	case ch.host:
+		*out = append(*out, assignment{t.unions[n.blk[i][p-i]], k1, δ + 1})
+	default:
+		*out = append(*out, assignment{n.blk[i][p-i], k1, δ + 2})
+	}
+	if p < len(n.units)-1 {
+		d.extractGroupHost(n, p+1, k-k1, δ, t, need && !ch.host, out)
+	}
+}
+
+func (d *dp) extractHost(n *snode, k, δ int, t *tailSpec, out *[]assignment) {
+	switch n.kind {
+	case partition.Leaf:
+		*out = append(*out, assignment{t.unions[n.whole()], k, δ + 1})
+	case partition.Series:
+		d.extractSuffixHost(n, 0, k, δ, t, out)
+	default:
+		d.extractGroupHost(n, 0, k, δ, t, true, out)
+	}
+}
+
+func (d *dp) extractSuffixHost(n *snode, i, k, δ int, t *tailSpec, out *[]assignment) {
+	tab, idx := d.hostSuffixIdx(n, i, k, δ, t)
+	ch := tab.ch[idx]
+	p, k1 := int(ch.p), int(ch.k1)
+	last := len(n.units) - 1
+	if p == last {
+		if ch.host {
+			d.extractHost(n.kids[i], k, δ, t, out)
+		} else {
+			*out = append(*out, assignment{t.unions[n.blk[i][last-i]], k, δ + 1})
+		}
+		return
+	}
+	after := d.suffixHost(n, p+1, k-k1, δ, t)
+	if p == i && n.kids[i].kind != partition.Leaf {
+		d.extractSolve(n.kids[i], k1, after, out)
+	} else {
+		*out = append(*out, assignment{n.blk[i][p-i], k1, after + 1})
+	}
+	d.extractSuffixHost(n, p+1, k-k1, δ, t, out)
 }

@@ -79,6 +79,27 @@ func entry(p []bfStage) int {
 func seqPlans(n *snode, i, k int) [][]bfStage {
 	last := len(n.kids) - 1
 	var out [][]bfStage
+	if n.kind == partition.Series && n.kids[i].kind == partition.Parallel {
+		// join absorption: units i+1..p in the sink stage of one branch
+		var tail []int
+		for p := i + 1; p <= last; p++ {
+			tail = append(tail, n.kids[p].ops...)
+			for k1 := 1; k1 <= k; k1++ {
+				if (p == last) != (k1 == k) {
+					continue
+				}
+				rests := [][]bfStage{nil}
+				if p < last {
+					rests = seqPlans(n, p+1, k-k1)
+				}
+				for _, f := range groupHostPlans(n.kids[i], 0, k1, tail, true) {
+					for _, r := range rests {
+						out = append(out, append(shift(f, entry(r)), r...))
+					}
+				}
+			}
+		}
+	}
 	for p := i; p <= last; p++ {
 		for k1 := 1; k1 <= k; k1++ {
 			if (p == last) != (k1 == k) {
@@ -109,6 +130,113 @@ func seqPlans(n *snode, i, k int) [][]bfStage {
 						plan = append(plan, bfStage{s.ops, s.k, s.depth + shift})
 					}
 					out = append(out, append(plan, r...))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func shift(p []bfStage, by int) []bfStage {
+	out := make([]bfStage, len(p))
+	for i, s := range p {
+		out[i] = bfStage{s.ops, s.k, s.depth + by}
+	}
+	return out
+}
+
+func withTail(ops, tail []int) []int { return append(append([]int(nil), ops...), tail...) }
+
+// groupHostPlans: parallel kids i.. side by side, exactly one part (if need)
+// with the tail in its sink stage at depth 1, the others feeding it.
+func groupHostPlans(n *snode, i, k int, tail []int, need bool) [][]bfStage {
+	last := len(n.kids) - 1
+	var out [][]bfStage
+	for p := i; p <= last; p++ {
+		for k1 := 1; k1 <= k; k1++ {
+			if (p == last) != (k1 == k) {
+				continue
+			}
+			type opt struct {
+				plans [][]bfStage
+				host  bool
+			}
+			var opts []opt
+			if p == i {
+				var plain [][]bfStage
+				for _, q := range treePlans(n.kids[i], k1) {
+					plain = append(plain, shift(q, 1))
+				}
+				opts = append(opts, opt{plain, false})
+				if need {
+					opts = append(opts, opt{hostPlans(n.kids[i], k1, tail), true})
+				}
+			} else {
+				var ops []int
+				for _, c := range n.kids[i : p+1] {
+					ops = append(ops, c.ops...)
+				}
+				opts = append(opts, opt{[][]bfStage{{{ops, k1, 2}}}, false})
+				if need {
+					opts = append(opts, opt{[][]bfStage{{{withTail(ops, tail), k1, 1}}}, true})
+				}
+			}
+			for _, o := range opts {
+				still := need && !o.host
+				var rests [][]bfStage
+				switch {
+				case p < last:
+					rests = groupHostPlans(n, p+1, k-k1, tail, still)
+				case !still:
+					rests = [][]bfStage{nil}
+				}
+				for _, f := range o.plans {
+					for _, r := range rests {
+						out = append(out, append(append([]bfStage(nil), f...), r...))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// hostPlans: n planned with the tail in its sink stage (depth 1).
+func hostPlans(n *snode, k int, tail []int) [][]bfStage {
+	switch n.kind {
+	case partition.Leaf:
+		return [][]bfStage{{{withTail(n.ops, tail), k, 1}}}
+	case partition.Parallel:
+		return groupHostPlans(n, 0, k, tail, true)
+	}
+	return suffixHostPlans(n, 0, k, tail)
+}
+
+func suffixHostPlans(n *snode, i, k int, tail []int) [][]bfStage {
+	last := len(n.kids) - 1
+	var rest []int
+	for _, c := range n.kids[i:] {
+		rest = append(rest, c.ops...)
+	}
+	out := [][]bfStage{{{withTail(rest, tail), k, 1}}}
+	if i == last && n.kids[i].kind != partition.Leaf {
+		out = append(out, hostPlans(n.kids[i], k, tail)...)
+	}
+	for p := i; p < last; p++ {
+		for k1 := 1; k1 < k; k1++ {
+			var firsts [][]bfStage
+			if p == i && n.kids[i].kind != partition.Leaf {
+				firsts = treePlans(n.kids[i], k1)
+			} else {
+				var ops []int
+				for _, c := range n.kids[i : p+1] {
+					ops = append(ops, c.ops...)
+				}
+				firsts = [][]bfStage{{{ops, k1, 1}}}
+			}
+			for _, r := range suffixHostPlans(n, p+1, k-k1, tail) {
+				for _, f := range firsts {
+					out = append(out, append(shift(f, entry(r)), r...))
 				}
 			}
 		}

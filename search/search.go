@@ -2,6 +2,8 @@ package search
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -73,29 +75,52 @@ func chainSpace(g *dag.Graph, o *Options, cm *costModel) *space {
 	return newSpace(cm, chainTree(chainUnits(g, o.MaxUnits)), liveCross(g))
 }
 
-// plans runs the DP at every micro-batch size and offers each best plan.
+// plans runs the DP at every micro-batch size, in parallel, and offers each
+// size's best plan in ascending order of size, so the outcome is deterministic.
 func plans(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, who string, consider func(*Plan, string)) error {
-	for _, b := range o.microBatches() {
-		d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
-		for k := o.Devices; k >= 1; k-- {
-			if _, ok := d.minT(k); !ok {
-				continue
-			}
-			var in []stageIn
-			for _, a := range d.extract(sp.root, k) {
-				in = append(in, stageIn{ops: sp.blocks[a.block].ops, k: a.k, cost: d.costs[a.block][a.k], blk: sp.blocks[a.block]})
-			}
-			p, err := assemble(g, o, cm, b, in, chain)
-			if err != nil {
-				return err
-			}
-			if p.Predicted.Feasible {
-				consider(p, who)
-			}
-			break
+	sizes := o.microBatches()
+	found := make([]*Plan, len(sizes))
+	errs := make([]error, len(sizes))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, b := range sizes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			found[i], errs[i] = planAt(g, o, cm, sp, chain, b)
+		}()
+	}
+	wg.Wait()
+	for i := range sizes {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		if found[i] != nil {
+			consider(found[i], who)
 		}
 	}
 	return nil
+}
+
+// planAt is the best plan at micro-batch b on as many devices as can be used.
+func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64) (*Plan, error) {
+	d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
+	for k := o.Devices; k >= 1; k-- {
+		if _, ok := d.minT(k); !ok {
+			continue
+		}
+		var in []stageIn
+		for _, a := range d.extract(sp.root, k) {
+			in = append(in, stageIn{ops: sp.blocks[a.block].ops, k: a.k, cost: d.costs[a.block][a.k], blk: sp.blocks[a.block]})
+		}
+		p, err := assemble(g, o, cm, b, in, chain)
+		if err != nil || !p.Predicted.Feasible {
+			return nil, err
+		}
+		return p, nil
+	}
+	return nil, nil
 }
 
 // noPlan explains which limit failed.

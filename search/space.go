@@ -2,6 +2,7 @@ package search
 
 import (
 	"sort"
+	"sync"
 
 	"github.com/graphpipe/graphpipe/partition"
 )
@@ -25,22 +26,95 @@ type space struct {
 	nodes  []*snode
 	blocks []*block
 	owner  []blockRef // per block: where its units lie
+	tails  []*tailSpec
+	tailAt map[[3]int]*tailSpec // (series node, i, p) → tail
+	mu     sync.Mutex           // guards every node's sums
 }
 
 type blockRef struct {
 	n    *snode
 	i, p int
+	host int       // for a union block: the host block, and tail is set
+	tail *tailSpec // the units a host absorbs; nil for an interval block
+}
+
+// tailSpec is a run of units after a parallel kid of a series node: the ops a
+// branch's sink stage may absorb (join absorption, see doc.go).
+type tailSpec struct {
+	id     int
+	n      *snode // the series node
+	i, p   int    // its units i..p
+	ops    []int
+	unions map[int]int // host block → union block
 }
 
 // newSpace builds the search space over an SP tree. Parallel children are
 // ordered by descending cost so that similar branches sit side by side.
 func newSpace(cm *costModel, root *partition.Node, cross func([]int) (int64, int64)) *space {
-	sp := &space{cm: cm}
+	sp := &space{cm: cm, tailAt: map[[3]int]*tailSpec{}}
 	sp.root = sp.convert(root)
 	for _, n := range sp.nodes {
 		sp.makeBlocks(n, cross)
 	}
+	for _, n := range sp.nodes {
+		sp.makeTails(n, cross)
+	}
 	return sp
+}
+
+// makeTails creates, for every parallel kid of series node n and every run of
+// units after it, the union blocks of each possible host sink stage with that run.
+func (sp *space) makeTails(n *snode, cross func([]int) (int64, int64)) {
+	if n.kind != partition.Series {
+		return
+	}
+	for i, kid := range n.kids {
+		if kid.kind != partition.Parallel {
+			continue
+		}
+		hosts := sp.hostBlocks(kid)
+		var ops []int
+		for p := i + 1; p < len(n.units); p++ {
+			ops = append(ops, n.units[p]...)
+			t := &tailSpec{id: len(sp.tails), n: n, i: i + 1, p: p, ops: append([]int(nil), ops...), unions: map[int]int{}}
+			for _, h := range hosts {
+				u := sp.cm.newBlock(append(append([]int(nil), sp.blocks[h].ops...), t.ops...), cross)
+				t.unions[h] = len(sp.blocks)
+				sp.blocks = append(sp.blocks, u)
+				sp.owner = append(sp.owner, blockRef{host: h, tail: t})
+			}
+			sp.tails = append(sp.tails, t)
+			sp.tailAt[[3]int{n.id, i + 1, p}] = t
+		}
+	}
+}
+
+// hostBlocks lists the blocks that can be the sink stage of a plan of n.
+func (sp *space) hostBlocks(n *snode) []int {
+	switch n.kind {
+	case partition.Leaf:
+		return []int{n.whole()}
+	case partition.Series:
+		last := len(n.units) - 1
+		var out []int
+		for q := 0; q <= last; q++ {
+			out = append(out, n.blk[q][last-q])
+		}
+		if n.kids[last].kind != partition.Leaf {
+			out = append(out, sp.hostBlocks(n.kids[last])...)
+		}
+		return out
+	}
+	var out []int
+	for i := range n.units {
+		for p := i; p < len(n.units); p++ {
+			out = append(out, n.blk[i][p-i])
+		}
+	}
+	for _, k := range n.kids {
+		out = append(out, sp.hostBlocks(k)...)
+	}
+	return out
 }
 
 func (sp *space) convert(pn *partition.Node) *snode {
@@ -83,7 +157,7 @@ func (sp *space) makeBlocks(n *snode, cross func([]int) (int64, int64)) {
 			b := sp.cm.newBlock(append([]int(nil), ops...), cross)
 			n.blk[i][p-i] = len(sp.blocks)
 			sp.blocks = append(sp.blocks, b)
-			sp.owner = append(sp.owner, blockRef{n, i, p})
+			sp.owner = append(sp.owner, blockRef{n: n, i: i, p: p})
 		}
 	}
 }
@@ -93,6 +167,8 @@ func (n *snode) whole() int { return n.blk[0][len(n.units)-1] }
 
 // unitSums returns prefix sums of (f, bi, bw) over n's units at micro-batch m.
 func (sp *space) unitSums(n *snode, m int64) [][3]float64 {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
 	if s, ok := n.sums[m]; ok {
 		return s
 	}
@@ -112,10 +188,10 @@ func (sp *space) unitSums(n *snode, m int64) [][3]float64 {
 
 // price computes a block's stage cost on k devices at micro-batch b.
 func (sp *space) price(id, k int, b int64, mbs int) stageCost {
-	blk, ref := sp.blocks[id], sp.owner[id]
+	blk := sp.blocks[id]
 	m := ceilDiv(b, int64(k))
-	s := sp.unitSums(ref.n, m)
-	c := stageCost{m: m, f: s[ref.p+1][0] - s[ref.i][0], bi: s[ref.p+1][1] - s[ref.i][1], bw: s[ref.p+1][2] - s[ref.i][2]}
+	t := sp.times(id, m)
+	c := stageCost{m: m, f: t[0], bi: t[1], bw: t[2]}
 	c.flush = sp.cm.flush(blk.params, k)
 	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
 	bytes := float64(max(blk.inB, blk.outB)) * float64(m)
@@ -124,4 +200,23 @@ func (sp *space) price(id, k int, b int64, mbs int) stageCost {
 	c.stashPerMB = blk.stash * m
 	c.work = blk.work * m
 	return c
+}
+
+// times sums a block's (f, bi, bw) at micro-batch m from prefix sums.
+func (sp *space) times(id int, m int64) [3]float64 {
+	ref := sp.owner[id]
+	if ref.tail != nil {
+		h := sp.times(ref.host, m)
+		s := sp.unitSums(ref.tail.n, m)
+		for j := range h {
+			h[j] += s[ref.tail.p+1][j] - s[ref.tail.i][j]
+		}
+		return h
+	}
+	s := sp.unitSums(ref.n, m)
+	var out [3]float64
+	for j := range out {
+		out[j] = s[ref.p+1][j] - s[ref.i][j]
+	}
+	return out
 }
