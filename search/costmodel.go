@@ -12,8 +12,8 @@ type costModel struct {
 	dev      Device
 	devices  int
 	perNode  int
-	limit    int64 // bytes per device
-	optBytes int64 // optimizer state bytes per parameter
+	limit    int64      // bytes per device
+	optBytes int64      // optimizer state bytes per parameter
 	mu       sync.Mutex // guards opTimes
 	opTimes  map[int64][]opTime
 }
