@@ -154,3 +154,22 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 func (s *stageCost) memory(inflight int) int64 {
 	return s.static + int64(inflight)*s.stashPerMB + s.work
 }
+
+// priceOps prices an arbitrary op set on k devices at micro-batch b.
+func (cm *costModel) priceOps(ops []int, blk *block, k int, b int64, mbs int) stageCost {
+	m := ceilDiv(b, int64(k))
+	t := cm.times(m)
+	c := stageCost{m: m}
+	for _, op := range ops {
+		c.f += t[op].f
+		c.bi += t[op].bi
+		c.bw += t[op].bw
+	}
+	c.flush = cm.flush(blk.params, k)
+	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
+	c.link = 2 * cm.dev.transfer(float64(max(blk.inB, blk.outB))*float64(m), cm.interDP())
+	c.static = cm.static(blk.params)
+	c.stashPerMB = blk.stash * m
+	c.work = blk.work * m
+	return c
+}

@@ -16,26 +16,6 @@ type bfStage struct {
 	depth int
 }
 
-// priceOps prices an arbitrary op set directly, without the DP's prefix sums.
-func priceOps(cm *costModel, ops []int, k int, b int64, mbs int, cross func([]int) (int64, int64)) stageCost {
-	blk := cm.newBlock(ops, cross)
-	m := ceilDiv(b, int64(k))
-	t := cm.times(m)
-	c := stageCost{m: m}
-	for _, op := range ops {
-		c.f += t[op].f
-		c.bi += t[op].bi
-		c.bw += t[op].bw
-	}
-	c.flush = cm.flush(blk.params, k)
-	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
-	c.link = 2 * cm.dev.transfer(float64(max(blk.inB, blk.outB))*float64(m), cm.interDP())
-	c.static = cm.static(blk.params)
-	c.stashPerMB = blk.stash * m
-	c.work = blk.work * m
-	return c
-}
-
 // value is a plan's binding time, or +Inf if a stage is out of memory or
 // exceeds its data-parallel limit.
 func value(cm *costModel, stages []bfStage, b int64, mbs int, gpipe bool, cross func([]int) (int64, int64)) float64 {
@@ -44,7 +24,7 @@ func value(cm *costModel, stages []bfStage, b int64, mbs int, gpipe bool, cross 
 		if int64(s.k) > b {
 			return math.Inf(1)
 		}
-		c := priceOps(cm, s.ops, s.k, b, mbs, cross)
+		c := cm.priceOps(s.ops, cm.newBlock(s.ops, cross), s.k, b, mbs)
 		inflight := min(mbs, s.depth)
 		if gpipe {
 			inflight = mbs

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sort"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
@@ -165,16 +166,23 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 	return p, p.simulate(nil)
 }
 
-// chainEdges links stage i to i+1 with every tensor live across that cut.
+// chainEdges links stage i to i+1 with every tensor live across that cut:
+// produced in stages ≤ i and read in stages > i.
 func (p *Plan) chainEdges(g *dag.Graph, sg *partition.StageGraph, cm *costModel) {
-	pos := 0
 	for i := 0; i+1 < len(sg.Stages); i++ {
-		pos += len(sg.Stages[i])
 		e := PlanEdge{From: i, To: i + 1}
-		for _, op := range liveTensors(g, pos) {
-			e.Tensors = append(e.Tensors, g.Op(op).Name)
-			e.Bytes += g.Out(op).Bytes()
+		for s := 0; s <= i; s++ {
+			for _, op := range sg.Stages[s] {
+				for _, c := range g.Consumers(op) {
+					if sg.StageOf(c) > i {
+						e.Tensors = append(e.Tensors, g.Op(op).Name)
+						e.Bytes += g.Out(op).Bytes()
+						break
+					}
+				}
+			}
 		}
+		sort.Strings(e.Tensors)
 		p.Edges = append(p.Edges, e)
 	}
 }

@@ -50,6 +50,10 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 		if err := exactPlans(g, &o, cm, consider); err != nil {
 			return nil, err
 		}
+		// spp's plans lie in spp-exact's space; the simulator may prefer one
+		if err := plans(g, &o, cm, chainSpace(g, &o, cm), true, "spp", consider); err != nil {
+			return nil, err
+		}
 	}
 	if best == nil {
 		return nil, noPlan(g, &o, cm)

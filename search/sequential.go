@@ -79,22 +79,3 @@ func liveCross(g *dag.Graph) func([]int) (int64, int64) {
 		return live[lo], live[hi+1]
 	}
 }
-
-// liveTensors lists the ops whose outputs cross the cut before position k of
-// the topological order.
-func liveTensors(g *dag.Graph, k int) []int {
-	pos := make([]int, g.NumOps())
-	for p, op := range g.Order() {
-		pos[op] = p
-	}
-	var out []int
-	for _, u := range g.Order()[:k] {
-		for _, v := range g.Consumers(u) {
-			if pos[v] >= k {
-				out = append(out, u)
-				break
-			}
-		}
-	}
-	return out
-}

@@ -1,0 +1,115 @@
+// Package search owns the cost model, the planners and the Plan.
+//
+// # Contract
+//
+//  1. Search(g, Options) returns the fastest plan it finds, predicted by the
+//     simulator (package microbatch) running the plan's own action lists, or
+//     a NoPlanError saying which limit failed, an OptionError naming the flag
+//     at fault, or a LimitError when spp-exact stops at its size limit.
+//  2. The search is deterministic: the same graph and options give the same
+//     plan. Micro-batch sizes are searched in parallel and combined in order.
+//  3. A Plan (graphpipe/plan@1) is self-contained: the model's name and the
+//     SHA-256 of its canonical rendering, the device profile, stages with
+//     their ops and devices, stage edges with the tensors that cross them,
+//     every stage's action list, and the per-stage times and memory the
+//     simulator needs. DecodePlan refuses a plan that is not whole.
+//
+// # Planners
+//
+// gpp binary-searches T, the time per micro-batch of the slowest stage, over
+// the exact set of candidate stage times (so the optimum is exact and can be
+// checked against brute force), at every micro-batch size b (the powers of
+// two that divide the batch, and the batch). For each T a memoised DP over the
+// series-parallel tree of the graph (package partition) answers the fewest
+// micro-batches in flight at the entry of a subproblem:
+//
+//	solve(n, k, δ)     n on exactly k devices with δ stages after it:
+//	                   δ+1 if all of n fits as one stage on k devices (data
+//	                   parallel), else series or group below
+//	suffix(S, i, k, δ) units i.. of series node S: a first stage of units
+//	                   i..p on k1 devices (or kid i solved on its own) with
+//	                   after = suffix(S, p+1, k-k1, δ) stages after it; the
+//	                   later part is solved first because a stage's in-flight
+//	                   count depends on what follows it
+//	group(P, i, k, δ)  kids i.. of parallel node P side by side: kids i..p
+//	                   merged as one stage, or kid i solved alone, on k1
+//	                   devices; the rest on k-k1; the value is the larger
+//
+// Join absorption (ours, not the paper's): when a series continues after a
+// parallel node (branches, then concat, head, loss), the units after it may be
+// merged into the sink stage of one branch (the host) instead of taking a
+// device of their own; the other branches feed that stage. The merged stage is
+// convex because the tail only reads the branches' outputs. Without it the
+// paper's MMT on 32 devices gives 31 devices to 4 branches of 8 layers and the
+// tail 1, and one branch must double up layers.
+//
+// Parallel children are ordered by descending cost, so merged groups are runs
+// of similar branches. A stage fits if its time (forward, backward, and its
+// once-per-iteration flush divided by the micro-batches) and its busiest link
+// are at most T, and its memory with its in-flight count fits the limit. The
+// DP's depth is an upper bound of the real stage DAG's, so it never
+// underestimates memory. It is checked in oracle_test.go against an
+// enumeration of the same search space on random DAGs of up to 8 ops.
+//
+// gpp also runs spp and keeps whichever plan simulates faster, so it is never
+// worse than spp.
+//
+// spp is the best sequential pipeline in the style of PipeDream's planner: the
+// same DP on a chain of units, contiguous runs of the graph's topological
+// order (at most 128, merged by cost), each stage on k devices (data
+// parallel), the same cost model and memory rule. A sequential stage's links
+// carry every tensor live across its cuts, including tensors it only relays.
+// Its schedule is the chain's: stage i feeds stage i+1.
+//
+// spp-exact is the best sequential pipeline over every order of the ops that
+// the graph allows (Piper-like): a DP over the downsets of the op graph, each
+// stage the difference of two downsets. It stops with a LimitError past 4096
+// downsets (Options.MaxDownsets), whose number grows exponentially with the
+// parallel branches. It too offers spp's plans to the simulator.
+//
+// # The cost model
+//
+// Every number below is an assumption unless a source is named.
+//
+//   - Precision: fp32 training (the CPU backend's), 4 bytes per element.
+//   - An op call on a per-device micro-batch m does FLOPs·m of work and moves
+//     its activations·m plus its parameters (an embedding moves only the rows
+//     it gathers). Its time is Launch + max(work / (peak · eff(work)),
+//     bytes / memory bandwidth), with eff(w) = MaxEff · w / (w + HalfWork): a
+//     small call underuses the device, which is what makes larger
+//     micro-batches pay. Forward, input gradient and weight gradient are
+//     separate calls (the backward split of package dag's costs).
+//   - MaxEff = 0.81: H100 reached 798 of its 989 dense bf16 TFLOP/s on an
+//     8192³ matmul (../shared/background.md); we assume the same fraction of
+//     fp32 peak on every GPU. HalfWork (the FLOPs at which a call reaches
+//     half of MaxEff) is 2e8 on v100, 3e8 on a100, 1e9 on h100: assumed in
+//     proportion to peak, about a 460³ GEMM on a v100. Launch: 10, 8, 6 µs.
+//     These await measurement (`graphpipe profile`, the CUDA issue).
+//   - Peaks and bandwidths are datasheet values from ../shared/background.md:
+//     v100 15.7 TFLOP/s fp32, 900 GB/s, 16 GB; a100 19.5 TFLOP/s, 2.0 TB/s,
+//     80 GB; h100 67 TFLOP/s, 3.0 TB/s (measured in a copy), 80 GB.
+//   - Links: inside a node 50 (v100, NVLink2), 300 (a100) and 450 (h100) GB/s
+//     per direction; between nodes 12.5 GB/s (100 Gb/s InfiniBand, as on
+//     Summit), 25 and 50 GB/s; latency 6–20 µs per message. A transfer costs
+//     latency + bytes / bandwidth. Each stage edge is its own link in the
+//     simulator; inside the DP, where placement is unknown, a link is priced
+//     as between nodes whenever the run spans nodes, and a graph stage's link
+//     by its largest single crossing tensor.
+//   - The cpu profile is this machine (2 cores, AVX2): 16 GFLOP/s, gonum's
+//     pure-Go sgemm measured at 12–18 GFLOP/s; 10.7 GB/s memcpy; 0.8 GB/s
+//     between workers, NATS publish→subscribe through an embedded server
+//     measured at 0.5–1.1 GB/s (../shared/background.md).
+//   - Memory per device: weights, gradients and optimizer state, 4 + 4 + 8
+//     bytes per parameter (Adam's two moments; Options.OptimizerBytes),
+//     replicated on every data-parallel device; plus the stash of every
+//     micro-batch in flight; plus twice the largest output (its value and
+//     gradient) as working memory.
+//   - In flight: 1F1B holds min(M, 1 + the longest stage path to a sink),
+//     GPipe holds all M.
+//   - A stage's flush, once per iteration after its last backward: a ring
+//     all-reduce of its gradients over its k devices, 2(k−1)/k · bytes /
+//     bandwidth + 2(k−1) latencies (between nodes if the stage spans nodes),
+//     and the optimizer step, which reads and writes weights, gradients and
+//     state once at memory bandwidth.
+//   - Communication overlaps compute: a Send never blocks its stage.
+package search
