@@ -2,6 +2,7 @@ package microbatch
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 )
@@ -55,11 +56,6 @@ func (e *DeadlockError) Error() string {
 	return "schedule deadlocks: " + strings.Join(parts, "; ")
 }
 
-type msgKey struct {
-	edge, mb int
-	dir      Dir
-}
-
 // Simulate runs one iteration of the schedule. Sends never block; a link
 // carries one transfer at a time per direction, in the order they were sent.
 func Simulate(sch *Schedule, t Timing) (*Result, error) {
@@ -69,8 +65,20 @@ func Simulate(sch *Schedule, t Timing) (*Result, error) {
 	n := sch.Pipe.Stages
 	clock := make([]float64, n)
 	pc := make([]int, n)
-	arrival := map[msgKey]float64{}
-	linkFree := map[[2]int]float64{} // (edge, dir) → when the link is free
+	mbs := sch.Pipe.MicroBatches
+	// arrival[slot(edge, dir, mb)]: when the data lands; NaN until sent
+	arrival := make([]float64, 2*len(sch.Pipe.Edges)*mbs)
+	for i := range arrival {
+		arrival[i] = math.NaN()
+	}
+	slot := func(a Action) int {
+		d := 0
+		if a.Dir == Grad {
+			d = 1
+		}
+		return (a.Edge*2+d)*mbs + a.MB
+	}
+	linkFree := make([]float64, 2*len(sch.Pipe.Edges)) // per (edge, dir): when the link is free
 	r := &Result{Busy: make([]float64, n), Idle: make([]float64, n), InFlight: make([]int, n), PeakMemory: make([]int64, n)}
 	stashed := make([]int, n)
 	var transfers []Event
@@ -80,8 +88,8 @@ func Simulate(sch *Schedule, t Timing) (*Result, error) {
 			for pc[s] < len(sch.Lists[s]) {
 				a := sch.Lists[s][pc[s]]
 				if a.Kind == Recv {
-					at, ok := arrival[msgKey{a.Edge, a.MB, a.Dir}]
-					if !ok {
+					at := arrival[slot(a)]
+					if math.IsNaN(at) {
 						break
 					}
 					clock[s] = max(clock[s], at)
@@ -90,10 +98,10 @@ func Simulate(sch *Schedule, t Timing) (*Result, error) {
 					if a.Dir == Grad {
 						dur = t.Grad[a.Edge]
 					}
-					link := [2]int{a.Edge, int(a.Dir)}
+					link := slot(a) / mbs
 					start := max(clock[s], linkFree[link])
 					linkFree[link] = start + dur
-					arrival[msgKey{a.Edge, a.MB, a.Dir}] = start + dur
+					arrival[slot(a)] = start + dur
 					transfers = append(transfers, Event{Stage: s, Kind: Send, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: start, End: start + dur})
 				} else {
 					dur := t.compute(s, a.Kind)

@@ -9,6 +9,7 @@ import (
 
 // Encode renders a plan as indented JSON.
 func (p *Plan) Encode() []byte {
+	p.finish()
 	out, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		panic(err) // a Plan always encodes

@@ -33,6 +33,8 @@ type Plan struct {
 	Actions        [][]string   `json:"actions"`
 	Predicted      Prediction   `json:"predicted"`
 	Search         SearchReport `json:"search"`
+
+	sched *microbatch.Schedule // the schedule behind Actions; Actions is filled by finish
 }
 
 // ModelRef names the model a plan was made for; Run refuses another.
@@ -203,23 +205,37 @@ func (p *Plan) pipeline() microbatch.Pipeline {
 	return pp
 }
 
-// schedule writes the action lists.
+// schedule builds the action lists. They stay in memory during the search
+// and are written out as text by finish, for the plan that is kept.
 func (p *Plan) schedule() error {
 	sch, err := microbatch.New(p.Schedule, p.pipeline())
 	if err != nil {
 		return err
 	}
-	p.Actions = make([][]string, len(sch.Lists))
-	for s, l := range sch.Lists {
-		for _, a := range l {
-			p.Actions[s] = append(p.Actions[s], a.String())
-		}
-	}
+	p.sched = sch
 	return nil
 }
 
-// Schedule rebuilds the plan's schedule from its action lists and checks it.
+// finish writes the action lists of a chosen plan as text.
+func (p *Plan) finish() {
+	if p.sched == nil || p.Actions != nil {
+		return
+	}
+	p.Actions = make([][]string, len(p.sched.Lists))
+	for s, l := range p.sched.Lists {
+		p.Actions[s] = make([]string, len(l))
+		for i, a := range l {
+			p.Actions[s][i] = a.String()
+		}
+	}
+}
+
+// ScheduleOf is the plan's schedule: the one the planner built, or the one
+// its action lists spell, parsed and checked.
 func (p *Plan) ScheduleOf() (*microbatch.Schedule, error) {
+	if p.sched != nil {
+		return p.sched, nil
+	}
 	sch := &microbatch.Schedule{Name: p.Schedule, Pipe: p.pipeline()}
 	for s, l := range p.Actions {
 		var acts []microbatch.Action
@@ -235,6 +251,7 @@ func (p *Plan) ScheduleOf() (*microbatch.Schedule, error) {
 	if err := microbatch.Check(sch, nil); err != nil {
 		return nil, err
 	}
+	p.sched = sch
 	return sch, nil
 }
 

@@ -58,6 +58,7 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	if best == nil {
 		return nil, noPlan(g, &o, cm)
 	}
+	best.finish()
 	best.Search.Seconds = time.Since(start).Seconds()
 	best.Search.Candidates = candidates
 	best.Search.Notes = append(notes, best.Search.Notes...)
