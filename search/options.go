@@ -82,17 +82,27 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	return o, nil
 }
 
+// MaxMicroBatches bounds the micro-batches per iteration the planner tries on
+// its own: past it a pipeline's fill and drain are under 0.1% of the
+// iteration per stage of depth, while smaller calls only add overhead. A
+// forced --micro-batch is not bound by it.
+const MaxMicroBatches = 1024
+
 // microBatches lists the micro-batch sizes to try: the forced one, or every
-// power of two that divides the batch, and the batch itself.
+// power of two that divides the batch into at most MaxMicroBatches, and the
+// batch itself.
 func (o Options) microBatches() []int64 {
 	if o.MicroBatch > 0 {
 		return []int64{o.MicroBatch}
 	}
 	var out []int64
 	for b := int64(1); b <= o.Batch; b *= 2 {
-		if o.Batch%b == 0 {
+		if o.Batch%b == 0 && o.Batch/b <= MaxMicroBatches {
 			out = append(out, b)
 		}
+	}
+	if len(out) == 0 {
+		out = append(out, o.Batch)
 	}
 	if out[len(out)-1] != o.Batch {
 		out = append(out, o.Batch)

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func smallModel(t *testing.T, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".json")
+	if code, _, errs := gp(t, "", "models", "export", name, "--preset", "small", "-o", path); code != 0 {
+		t.Fatal(errs)
+	}
+	return path
+}
+
+func TestSearchJSON(t *testing.T) {
+	model := smallModel(t, "mmt")
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	code, out, errs := gp(t, "", "search", model, "--devices", "4", "--device", "cpu", "-o", plan, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, k := range []string{"strategy", "devices", "stages", "depth", "micro_batch", "iteration_s", "samples_per_s",
+		"bubble_fraction", "peak_memory_bytes", "memory_limit_bytes", "search_s", "feasible"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("--json lacks %q", k)
+		}
+	}
+	if got["feasible"] != true || got["devices"].(float64) != 4 {
+		t.Errorf("summary %v", got)
+	}
+	// sim reproduces the prediction, and writes a trace and an SVG
+	trace, svg := filepath.Join(t.TempDir(), "t.json"), filepath.Join(t.TempDir(), "t.svg")
+	code, simOut, errs := gp(t, "", "sim", plan, "--json", "--trace", trace, "--svg", svg)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var sim map[string]any
+	json.Unmarshal([]byte(simOut), &sim)
+	if sim["iteration_s"] != got["iteration_s"] {
+		t.Errorf("sim says %v, search predicted %v", sim["iteration_s"], got["iteration_s"])
+	}
+	for _, f := range []string{trace, svg} {
+		if data, err := os.ReadFile(f); err != nil || len(data) < 100 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	code, grid, _ := gp(t, "", "sim", plan, "--grid")
+	if code != 0 || !strings.Contains(grid, "cell = <stage><F|B|W><micro-batch>") || !strings.Contains(grid, "0F0") {
+		t.Errorf("grid:\n%s", grid)
+	}
+	// explain, as text and as DOT
+	code, text, _ := gp(t, "", "explain", plan)
+	if code != 0 || !strings.Contains(text, "STAGE") || !strings.Contains(text, "IN FLIGHT") {
+		t.Errorf("explain:\n%s", text)
+	}
+	code, dot, _ := gp(t, "", "explain", plan, "--dot")
+	if code != 0 || !strings.HasPrefix(dot, "digraph") || !strings.Contains(dot, "s0") {
+		t.Errorf("dot:\n%s", dot)
+	}
+}
+
+func TestSearchStrategies(t *testing.T) {
+	model := smallModel(t, "case-study")
+	for _, s := range []string{"gpp", "spp", "spp-exact"} {
+		for _, sched := range []string{"1f1b", "gpipe"} {
+			code, out, errs := gp(t, "", "search", model, "--devices", "3", "--device", "cpu", "--strategy", s, "--schedule", sched)
+			if code != 0 || !strings.Contains(out, "predicted") {
+				t.Errorf("%s/%s: exit %d %s %s", s, sched, code, out, errs)
+			}
+		}
+	}
+}
+
+func TestSearchFailures(t *testing.T) {
+	model := smallModel(t, "mlp")
+	profile := filepath.Join(t.TempDir(), "dev.json")
+	os.WriteFile(profile, []byte(`{"name": "tiny", "peak_flops": 1e9, "max_eff": 0.5, "half_work": 1e6, "mem_bw": 1e9, "memory": 1000,
+	  "launch_s": 0, "intra_bw": 1e9, "inter_bw": 1e9, "intra_lat_s": 0, "inter_lat_s": 0}`), 0o644)
+	badProfile := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(badProfile, []byte(`{"name": "x", "peak_flops": -1}`), 0o644)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"search", model, "--devices", "2", "--device", profile}, 1, "no plan fits: memory"},
+		{[]string{"search", model, "--devices", "2", "--device", badProfile}, 2, "peak_flops"},
+		{[]string{"search", model, "--devices", "2", "--device", "tpu"}, 2, `unknown device "tpu"`},
+		{[]string{"search", model, "--devices", "0"}, 2, "--devices: must be between"},
+		{[]string{"search", model, "--strategy", "best"}, 2, `unknown strategy "best"`},
+		{[]string{"search", model, "--micro-batch", "7"}, 2, "--micro-batch: 7 does not divide"},
+		{[]string{"search", model, "--memory-gb", "-3"}, 2, "--memory-gb"},
+		{[]string{"sim", model}, 2, "not a plan"},
+		{[]string{"explain", "/nonexistent.json"}, 2, "cannot read"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args[2:], " "), func(t *testing.T) {
+			code, _, errs := gp(t, "", tc.args...)
+			if code != tc.code || !strings.Contains(errs, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, tc.code, tc.want)
+			}
+		})
+	}
+}
