@@ -36,9 +36,19 @@ fuzz:
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime $(FUZZTIME)
 
 # The planner comparison on the paper's models (simulated), its ablation, a
-# batch sweep and search times; each benchmark prints its table.
+# batch sweep and search times; each benchmark prints its table. Then sgemm:
+# against OpenBLAS in the same run when libopenblas-dev is installed (its
+# core-type pins are lifted for that command alone, so OpenBLAS runs its best
+# kernels and says which), our kernel alone otherwise.
 bench:
 	$(GO) test ./bench -run '^$$' -bench . -benchtime 1x -timeout 60m
+	@if ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so '; then \
+		env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_VERBOSE=2 CGO_ENABLED=1 \
+			$(GO) test -tags openblas ./tensor -run '^$$' -bench 'SgemmVsOpenBLAS' -benchtime 1x; \
+	else \
+		echo "libopenblas-dev is not installed: sgemm runs without its baseline (apt-get install libopenblas-dev)"; \
+		$(GO) test ./tensor -run '^$$' -bench 'Sgemm' -benchtime 2s; \
+	fi
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,15 @@
+// Package tensor owns float32 arrays and their kernels: the CPU backend, and
+// later the CUDA backend beside it.
+//
+// The contract:
+//
+//  1. A Tensor is a row-major float32 array with a shape; Data has exactly
+//     the product of the shape's dims elements.
+//  2. Sgemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices. It
+//     packs panels of A and B and runs a 6×16 register-tiled micro-kernel (in
+//     AVX2/FMA assembly where the CPU has it, in Go otherwise), in parallel
+//     over blocks of C's rows. Results do not depend on the number of cores.
+//  3. Every fast kernel keeps its naive counterpart (SgemmNaive) as the
+//     oracle its tests compare against.
+//  4. Kernels comment their shapes; backward kernels accumulate (+=).
+package tensor

@@ -1,0 +1,213 @@
+package tensor
+
+import (
+	"runtime"
+	"sync"
+)
+
+// Register tile and cache blocks. A 6×nr tile of C lives in twelve vector
+// registers: nr is 16 with AVX2 (8-wide), 32 with AVX-512 (16-wide), set by
+// the kernel chosen at start-up. KC·nr floats of B (16 or 32 KiB) stay in L1,
+// MC·KC of A (72 KiB) in L2.
+const (
+	mr    = 6
+	maxNR = 32
+	kc    = 256
+	mc    = 72
+	nc    = 3072
+)
+
+// nr is the micro-kernel's tile width.
+var nr = 16
+
+// Sgemm computes C = alpha·op(A)·op(B) + beta·C with the shapes of SgemmNaive.
+func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	scale(m, n, beta, c, ldc)
+	if k == 0 || alpha == 0 {
+		return
+	}
+	workers := runtime.GOMAXPROCS(0)
+	bp := make([]float32, kc*roundUp(min(n, nc), nr))
+	aps := make([][]float32, workers)
+	for w := range aps {
+		aps[w] = make([]float32, roundUp(mc, mr)*kc)
+	}
+	for jc := 0; jc < n; jc += nc {
+		nb := min(nc, n-jc)
+		for pc := 0; pc < k; pc += kc {
+			kb := min(kc, k-pc)
+			parallelPackB(transB, b, ldb, pc, jc, kb, nb, bp, workers)
+			blocks := (m + mc - 1) / mc
+			var wg sync.WaitGroup
+			next := make(chan int, blocks)
+			for ib := 0; ib < blocks; ib++ {
+				next <- ib * mc
+			}
+			close(next)
+			for w := 0; w < min(workers, blocks); w++ {
+				wg.Add(1)
+				go func(ap []float32) {
+					defer wg.Done()
+					for ic := range next {
+						mb := min(mc, m-ic)
+						packA(transA, a, lda, ic, pc, mb, kb, alpha, ap)
+						macro(mb, nb, kb, ap, bp, c[ic*ldc+jc:], ldc)
+					}
+				}(aps[w])
+			}
+			wg.Wait()
+		}
+	}
+}
+
+func roundUp(x, to int) int { return (x + to - 1) / to * to }
+
+// scale multiplies C [m,n] by beta (0 clears it, even of NaNs).
+func scale(m, n int, beta float32, c []float32, ldc int) {
+	if beta == 1 {
+		return
+	}
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// packA copies alpha·op(A)[ic:ic+mb, pc:pc+kb] into mr-row slivers: sliver s
+// holds, for each p, rows s·mr..s·mr+mr-1 (zero past mb).
+func packA(trans bool, a []float32, lda, ic, pc, mb, kb int, alpha float32, ap []float32) {
+	o := 0
+	for s := 0; s < mb; s += mr {
+		if !trans && s+mr <= mb {
+			packRows(a, lda, ic+s, pc, kb, alpha, ap[o:o+mr*kb])
+			o += mr * kb
+			continue
+		}
+		for p := 0; p < kb; p++ {
+			for r := 0; r < mr; r++ {
+				if s+r < mb {
+					ap[o] = alpha * at(a, trans, ic+s+r, pc+p, lda)
+				} else {
+					ap[o] = 0
+				}
+				o++
+			}
+		}
+	}
+}
+
+// packRows interleaves six full rows of A[row:row+6, pc:pc+kb] into dst.
+func packRows(a []float32, lda, row, pc, kb int, alpha float32, dst []float32) {
+	r0 := a[row*lda+pc : row*lda+pc+kb]
+	r1 := a[(row+1)*lda+pc : (row+1)*lda+pc+kb]
+	r2 := a[(row+2)*lda+pc : (row+2)*lda+pc+kb]
+	r3 := a[(row+3)*lda+pc : (row+3)*lda+pc+kb]
+	r4 := a[(row+4)*lda+pc : (row+4)*lda+pc+kb]
+	r5 := a[(row+5)*lda+pc : (row+5)*lda+pc+kb]
+	dst = dst[:6*kb]
+	for p := range r0 {
+		d := dst[6*p : 6*p+6 : 6*p+6]
+		d[0], d[1], d[2] = alpha*r0[p], alpha*r1[p], alpha*r2[p]
+		d[3], d[4], d[5] = alpha*r3[p], alpha*r4[p], alpha*r5[p]
+	}
+}
+
+// packB copies op(B)[pc:pc+kb, jc:jc+nb] into nr-column slivers: sliver s
+// holds, for each p, columns s·nr..s·nr+nr-1 (zero past nb).
+func packB(trans bool, b []float32, ldb, pc, jc, kb, nb int, bp []float32) {
+	o := 0
+	for s := 0; s < nb; s += nr {
+		for p := 0; p < kb; p++ {
+			if !trans && s+nr <= nb {
+				copy(bp[o:o+nr], b[(pc+p)*ldb+jc+s:])
+				o += nr
+				continue
+			}
+			for j := 0; j < nr; j++ {
+				if s+j < nb {
+					bp[o] = at(b, trans, pc+p, jc+s+j, ldb)
+				} else {
+					bp[o] = 0
+				}
+				o++
+			}
+		}
+	}
+}
+
+// parallelPackB packs B's slivers in parallel, each worker a contiguous run.
+func parallelPackB(trans bool, b []float32, ldb, pc, jc, kb, nb int, bp []float32, workers int) {
+	slivers := (nb + nr - 1) / nr
+	per := (slivers + workers - 1) / workers
+	if workers == 1 || slivers < 2*workers {
+		packB(trans, b, ldb, pc, jc, kb, nb, bp)
+		return
+	}
+	var wg sync.WaitGroup
+	for s0 := 0; s0 < slivers; s0 += per {
+		s1 := min(slivers, s0+per)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cols := min(nb, s1*nr) - s0*nr
+			packB(trans, b, ldb, pc, jc+s0*nr, kb, cols, bp[s0*nr*kb:])
+		}()
+	}
+	wg.Wait()
+}
+
+// macro runs the micro-kernel over every tile of a packed block:
+// C[mb,nb] += Ap[mb,kb]·Bp[kb,nb].
+func macro(mb, nb, kb int, ap, bp, c []float32, ldc int) {
+	var tmp [mr * maxNR]float32
+	for j := 0; j < nb; j += nr {
+		bs := bp[j*kb:]
+		for i := 0; i < mb; i += mr {
+			as := ap[i*kb:]
+			if i+mr <= mb && j+nr <= nb {
+				kernel(kb, as, bs, c[i*ldc+j:], ldc)
+				continue
+			}
+			clear(tmp[:])
+			kernel(kb, as, bs, tmp[:mr*nr], nr)
+			for r := 0; r < min(mr, mb-i); r++ {
+				row := c[(i+r)*ldc+j:]
+				for q := 0; q < min(nr, nb-j); q++ {
+					row[q] += tmp[r*nr+q]
+				}
+			}
+		}
+	}
+}
+
+// kernelGo is the portable micro-kernel: C[6,nr] += A[6,k]·B[k,nr] from
+// packed slivers (a: 6 per step of k, b: nr per step), C with stride ldc.
+func kernelGo(k int, a, b, c []float32, ldc int) {
+	var acc [mr][maxNR]float32
+	for p := 0; p < k; p++ {
+		bv := b[p*nr : p*nr+nr : p*nr+nr]
+		av := a[p*mr : p*mr+mr : p*mr+mr]
+		for r := 0; r < mr; r++ {
+			x := av[r]
+			row := &acc[r]
+			for q := 0; q < nr; q++ {
+				row[q] += x * bv[q]
+			}
+		}
+	}
+	for r := 0; r < mr; r++ {
+		row := c[r*ldc : r*ldc+nr]
+		for q := range row {
+			row[q] += acc[r][q]
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+)
+
+func randSlice(r *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(r.NormFloat64())
+	}
+	return s
+}
+
+// TestSgemmAgainstNaive checks the packed kernels against the oracle on
+// shapes around every tile and block edge, both transposes, strides wider
+// than the matrix, and alpha/beta.
+func TestSgemmAgainstNaive(t *testing.T) {
+	defer use(kernels[0])
+	for _, k := range kernels {
+		use(k)
+		t.Run(k.name, testSgemmAgainstNaive)
+	}
+}
+
+func testSgemmAgainstNaive(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	sizes := []int{1, 2, 5, 6, 7, 15, 16, 17, 71, 72, 73, 255, 256, 257}
+	for trial := 0; trial < 120; trial++ {
+		m, n, k := sizes[r.Intn(len(sizes))], sizes[r.Intn(len(sizes))], sizes[r.Intn(len(sizes))]
+		if trial%10 == 0 {
+			m, n, k = 300, 3100, 40 // past nc as well
+		}
+		ta, tb := r.Intn(2) == 1, r.Intn(2) == 1
+		alpha, beta := float32(r.NormFloat64()), []float32{0, 1, 0.5}[r.Intn(3)]
+		ra, ca := m, k
+		if ta {
+			ra, ca = k, m
+		}
+		rb, cb := k, n
+		if tb {
+			rb, cb = n, k
+		}
+		lda, ldb, ldc := ca+r.Intn(3), cb+r.Intn(3), n+r.Intn(3)
+		a, b := randSlice(r, ra*lda), randSlice(r, rb*ldb)
+		c := randSlice(r, m*ldc)
+		want := append([]float32(nil), c...)
+		SgemmNaive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, want, ldc)
+		Sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		for i := 0; i < m; i++ {
+			for j := 0; j < ldc; j++ {
+				g, w := c[i*ldc+j], want[i*ldc+j]
+				tol := 1e-4 * (1 + float32(math.Sqrt(float64(k))) + float32(math.Abs(float64(w))))
+				if math.Abs(float64(g-w)) > float64(tol) {
+					t.Fatalf("m%d n%d k%d ta %v tb %v alpha %v beta %v: C[%d,%d] = %v, want %v", m, n, k, ta, tb, alpha, beta, i, j, g, w)
+				}
+			}
+		}
+	}
+}
+
+func TestSgemmBetaZeroClearsNaN(t *testing.T) {
+	c := []float32{float32(math.NaN()), float32(math.Inf(1))}
+	Sgemm(false, false, 1, 2, 1, 1, []float32{2}, 1, []float32{3, 4}, 2, 0, c, 2)
+	if c[0] != 6 || c[1] != 8 {
+		t.Fatalf("got %v", c)
+	}
+}
+
+// TestKernelMatchesGo pins each assembly micro-kernel to the Go one.
+func TestKernelMatchesGo(t *testing.T) {
+	defer use(kernels[0])
+	for _, kc := range kernels {
+		use(kc)
+		t.Run(kc.name, testKernelMatchesGo)
+	}
+}
+
+func testKernelMatchesGo(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	ldc := nr + 4
+	for _, k := range []int{0, 1, 2, 3, 17, 256} {
+		a, b := randSlice(r, k*mr), randSlice(r, k*nr)
+		c1 := randSlice(r, mr*ldc)
+		c2 := append([]float32(nil), c1...)
+		kernel(k, a, b, c1, ldc)
+		kernelGo(k, a, b, c2, ldc)
+		for i := range c1 {
+			if math.Abs(float64(c1[i]-c2[i])) > 1e-4*(1+math.Abs(float64(c2[i]))) {
+				t.Fatalf("k=%d: element %d: %v vs %v", k, i, c1[i], c2[i])
+			}
+		}
+	}
+}
+
+// BenchmarkSgemm reports GFLOP/s of square row-major products.
+func BenchmarkSgemm(b *testing.B) {
+	for _, n := range []int{256, 512, 1024} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			r := rand.New(rand.NewSource(3))
+			x, y, z := randSlice(r, n*n), randSlice(r, n*n), make([]float32, n*n)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				Sgemm(false, false, n, n, n, 1, x, n, y, n, 0, z, n)
+			}
+			b.ReportMetric(2*float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
