@@ -1,0 +1,25 @@
+// Package stage computes a pipeline stage: forward and backward of every op
+// kind of graphpipe/model@1 over the CPU backend, parameter initialisation,
+// the activation stash per micro-batch, gradient accumulation, the optimizers
+// and the Executor that runs one stage's ops for one micro-batch.
+//
+// The contract:
+//
+//  1. Parameters are initialised from (seed, op name, parameter name) the way
+//     PyTorch's modules initialise them by default (init.go), so a partition
+//     never changes them. A parameter's name is "<op name>.<param name>".
+//  2. Values are batch-major: a tensor of per-sample shape S on a batch of n
+//     has shape [n, S...]. int32 tensors (indices, labels) carry Ints.
+//  3. Kernels are generic over float32 and float64: production runs float32
+//     (matrix products through tensor.Sgemm); the tests run float64 against
+//     central finite differences. Backward accumulates into the gradients it
+//     is given (+=) and skips those given as nil, which is how an input-
+//     gradient step (B) and a weight-gradient step (W) are separated.
+//  4. Losses reduce by the mean over the batch (and over elements for mse and
+//     bce_with_logits), as PyTorch's defaults. A micro-batch's loss gradient
+//     is seeded with b/B, so accumulating the micro-batches of an iteration
+//     gives the full batch's gradient.
+//  5. opaque ops cannot be computed: anything that must compute one fails
+//     with an error naming it. Indices out of their table's range fail too:
+//     nothing trains on wrong data.
+package stage

@@ -1,0 +1,239 @@
+package stage
+
+import "math"
+
+// linear: x [R, in] (R = every leading dim) → y [R, out] = x·Wᵀ + b;
+// W [out, in], b [out].
+type linear[T Num] struct{ bias bool }
+
+func (k *linear[T]) forward(x, p []*Value[T]) (*Value[T], any, error) {
+	in, out := p[0].Shape[1], p[0].Shape[0]
+	r := rows(x[0].Shape)
+	shape := append(append([]int(nil), x[0].Shape[:len(x[0].Shape)-1]...), out)
+	y := NewValue[T](shape...)
+	if k.bias {
+		for i := 0; i < r; i++ {
+			copy(y.Data[i*out:(i+1)*out], p[1].Data)
+		}
+	}
+	gemm(false, true, r, out, in, x[0].Data, in, p[0].Data, in, 1, y.Data, out) // y[R,out] += x[R,in]·Wᵀ[in,out]
+	return y, nil, nil
+}
+
+func (k *linear[T]) backward(gy *Value[T], x, p []*Value[T], _ *Value[T], _ any, gx, gp []*Value[T]) {
+	in, out := p[0].Shape[1], p[0].Shape[0]
+	r := rows(x[0].Shape)
+	if gx[0] != nil {
+		gemm(false, false, r, in, out, gy.Data, out, p[0].Data, in, 1, gx[0].Data, in) // gx[R,in] += gy[R,out]·W[out,in]
+	}
+	if gp == nil {
+		return
+	}
+	if gp[0] != nil {
+		gemm(true, false, out, in, r, gy.Data, out, x[0].Data, in, 1, gp[0].Data, in) // gW[out,in] += gyᵀ[out,R]·x[R,in]
+	}
+	if k.bias && gp[1] != nil {
+		for i := 0; i < r; i++ {
+			addInto(gp[1].Data, gy.Data[i*out:(i+1)*out])
+		}
+	}
+}
+
+// layerNorm over the last dim d: y = (x-μ)/√(σ²+eps)·w + b, per row.
+type layerNorm[T Num] struct{ eps T }
+
+type lnStash[T Num] struct{ xhat, rstd []T }
+
+func (k *layerNorm[T]) forward(x, p []*Value[T]) (*Value[T], any, error) {
+	d := p[0].Shape[0]
+	r := rows(x[0].Shape)
+	y := NewValue[T](x[0].Shape...)
+	st := &lnStash[T]{xhat: make([]T, len(x[0].Data)), rstd: make([]T, r)}
+	for i := 0; i < r; i++ {
+		row := x[0].Data[i*d : (i+1)*d]
+		var mu, v float64
+		for _, e := range row {
+			mu += float64(e)
+		}
+		mu /= float64(d)
+		for _, e := range row {
+			v += (float64(e) - mu) * (float64(e) - mu)
+		}
+		rstd := 1 / math.Sqrt(v/float64(d)+float64(k.eps))
+		st.rstd[i] = T(rstd)
+		for j, e := range row {
+			xh := T((float64(e) - mu) * rstd)
+			st.xhat[i*d+j] = xh
+			y.Data[i*d+j] = xh*p[0].Data[j] + p[1].Data[j]
+		}
+	}
+	return y, st, nil
+}
+
+func (k *layerNorm[T]) backward(gy *Value[T], x, p []*Value[T], _ *Value[T], s any, gx, gp []*Value[T]) {
+	st := s.(*lnStash[T])
+	d := p[0].Shape[0]
+	r := rows(x[0].Shape)
+	for i := 0; i < r; i++ {
+		g := gy.Data[i*d : (i+1)*d]
+		xh := st.xhat[i*d : (i+1)*d]
+		if gp != nil {
+			for j := range g {
+				if gp[0] != nil {
+					gp[0].Data[j] += g[j] * xh[j]
+				}
+				if gp[1] != nil {
+					gp[1].Data[j] += g[j]
+				}
+			}
+		}
+		if gx[0] == nil {
+			continue
+		}
+		var m1, m2 T // mean of ĝ and of ĝ·x̂, ĝ = g·w
+		for j := range g {
+			gh := g[j] * p[0].Data[j]
+			m1 += gh
+			m2 += gh * xh[j]
+		}
+		m1 /= T(d)
+		m2 /= T(d)
+		dst := gx[0].Data[i*d : (i+1)*d]
+		for j := range g {
+			dst[j] += st.rstd[i] * (g[j]*p[0].Data[j] - m1 - xh[j]*m2)
+		}
+	}
+}
+
+// attention is torch.nn.MultiheadAttention(d, heads, batch_first=True) as
+// self-attention: x [n, s, d]; qkv = x·W_inᵀ + b_in [n, s, 3d] (q, k, v in
+// that order, head h taking columns h·dh..(h+1)·dh of each); per head
+// P = softmax(q·kᵀ/√dh) (causal: masked above the diagonal); ctx = P·v;
+// y = ctx·W_outᵀ + b_out. Params: in_proj_weight [3d, d], in_proj_bias [3d],
+// out_proj.weight [d, d], out_proj.bias [d].
+type attention[T Num] struct {
+	heads  int
+	causal bool
+}
+
+type attnStash[T Num] struct {
+	qkv, probs, ctx []T // [n,s,3d], [n,h,s,s], [n,s,d]
+}
+
+func (k *attention[T]) dims(x *Value[T]) (n, s, d, dh int) {
+	n, s, d = x.Shape[0], x.Shape[1], x.Shape[2]
+	return n, s, d, d / k.heads
+}
+
+func (k *attention[T]) forward(x, p []*Value[T]) (*Value[T], any, error) {
+	n, s, d, dh := k.dims(x[0])
+	st := &attnStash[T]{qkv: make([]T, n*s*3*d), probs: make([]T, n*k.heads*s*s), ctx: make([]T, n*s*d)}
+	for i := 0; i < n*s; i++ {
+		copy(st.qkv[i*3*d:(i+1)*3*d], p[1].Data)
+	}
+	gemm(false, true, n*s, 3*d, d, x[0].Data, d, p[0].Data, d, 1, st.qkv, 3*d) // qkv[ns,3d] += x[ns,d]·W_inᵀ
+	scale := T(1 / math.Sqrt(float64(dh)))
+	for b := 0; b < n; b++ {
+		for h := 0; h < k.heads; h++ {
+			q := st.qkv[b*s*3*d+h*dh:]
+			kk := st.qkv[b*s*3*d+d+h*dh:]
+			v := st.qkv[b*s*3*d+2*d+h*dh:]
+			pr := st.probs[(b*k.heads+h)*s*s : (b*k.heads+h+1)*s*s]
+			gemm(false, true, s, s, dh, q, 3*d, kk, 3*d, 0, pr, s) // scores[s,s] = q[s,dh]·kᵀ
+			for i := 0; i < s; i++ {
+				softmaxRow(pr[i*s:(i+1)*s], scale, k.causal, i)
+			}
+			gemm(false, false, s, dh, s, pr, s, v, 3*d, 0, st.ctx[b*s*d+h*dh:], d) // ctx[s,dh] = P[s,s]·v[s,dh]
+		}
+	}
+	y := NewValue[T](n, s, d)
+	for i := 0; i < n*s; i++ {
+		copy(y.Data[i*d:(i+1)*d], p[3].Data)
+	}
+	gemm(false, true, n*s, d, d, st.ctx, d, p[2].Data, d, 1, y.Data, d) // y[ns,d] += ctx·W_outᵀ
+	return y, st, nil
+}
+
+// softmaxRow turns scores into probabilities in place: softmax(scale·row),
+// with columns past i masked out when causal.
+func softmaxRow[T Num](row []T, scale T, causal bool, i int) {
+	end := len(row)
+	if causal {
+		end = i + 1
+	}
+	m := math.Inf(-1)
+	for j := 0; j < end; j++ {
+		m = math.Max(m, float64(row[j]*scale))
+	}
+	var sum float64
+	for j := 0; j < end; j++ {
+		e := math.Exp(float64(row[j]*scale) - m)
+		row[j] = T(e)
+		sum += e
+	}
+	for j := 0; j < end; j++ {
+		row[j] = T(float64(row[j]) / sum)
+	}
+	for j := end; j < len(row); j++ {
+		row[j] = 0
+	}
+}
+
+func (k *attention[T]) backward(gy *Value[T], x, p []*Value[T], _ *Value[T], s0 any, gx, gp []*Value[T]) {
+	st := s0.(*attnStash[T])
+	n, s, d, dh := k.dims(x[0])
+	if gp != nil {
+		if gp[2] != nil {
+			gemm(true, false, d, d, n*s, gy.Data, d, st.ctx, d, 1, gp[2].Data, d) // gW_out[d,d] += gyᵀ·ctx
+		}
+		if gp[3] != nil {
+			for i := 0; i < n*s; i++ {
+				addInto(gp[3].Data, gy.Data[i*d:(i+1)*d])
+			}
+		}
+	}
+	if gx[0] == nil && (gp == nil || gp[0] == nil && gp[1] == nil) {
+		return
+	}
+	gctx := make([]T, n*s*d)
+	gemm(false, false, n*s, d, d, gy.Data, d, p[2].Data, d, 0, gctx, d) // gctx[ns,d] = gy·W_out
+	gqkv := make([]T, n*s*3*d)
+	scale := T(1 / math.Sqrt(float64(dh)))
+	gp2 := make([]T, s*s)
+	for b := 0; b < n; b++ {
+		for h := 0; h < k.heads; h++ {
+			base := b * s * 3 * d
+			q, kk, v := st.qkv[base+h*dh:], st.qkv[base+d+h*dh:], st.qkv[base+2*d+h*dh:]
+			gq, gk, gv := gqkv[base+h*dh:], gqkv[base+d+h*dh:], gqkv[base+2*d+h*dh:]
+			pr := st.probs[(b*k.heads+h)*s*s : (b*k.heads+h+1)*s*s]
+			gc := gctx[b*s*d+h*dh:]
+			gemm(false, true, s, s, dh, gc, d, v, 3*d, 0, gp2, s) // gP[s,s] = gctx[s,dh]·vᵀ
+			gemm(true, false, s, dh, s, pr, s, gc, d, 1, gv, 3*d) // gv[s,dh] += Pᵀ·gctx
+			for i := 0; i < s; i++ {                              // gS = P ⊙ (gP − Σ_j gP·P), times the scale
+				row, g := pr[i*s:(i+1)*s], gp2[i*s:(i+1)*s]
+				var dotp T
+				for j := range row {
+					dotp += row[j] * g[j]
+				}
+				for j := range row {
+					g[j] = row[j] * (g[j] - dotp) * scale
+				}
+			}
+			gemm(false, false, s, dh, s, gp2, s, kk, 3*d, 1, gq, 3*d) // gq[s,dh] += gS·k
+			gemm(true, false, s, dh, s, gp2, s, q, 3*d, 1, gk, 3*d)   // gk[s,dh] += gSᵀ·q
+		}
+	}
+	if gx[0] != nil {
+		gemm(false, false, n*s, d, 3*d, gqkv, 3*d, p[0].Data, d, 1, gx[0].Data, d) // gx[ns,d] += gqkv·W_in
+	}
+	if gp != nil {
+		if gp[0] != nil {
+			gemm(true, false, 3*d, d, n*s, gqkv, 3*d, x[0].Data, d, 1, gp[0].Data, d) // gW_in[3d,d] += gqkvᵀ·x
+		}
+		if gp[1] != nil {
+			for i := 0; i < n*s; i++ {
+				addInto(gp[1].Data, gqkv[i*3*d:(i+1)*3*d])
+			}
+		}
+	}
+}

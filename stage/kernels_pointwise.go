@@ -1,0 +1,194 @@
+package stage
+
+import (
+	"math"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/tensor"
+)
+
+// pointwise: relu, gelu (exact, erf), tanh, sigmoid; y has x's shape.
+type pointwise[T Num] struct{ kind dag.Kind }
+
+func (k *pointwise[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
+	y := NewValue[T](x[0].Shape...)
+	for i, v := range x[0].Data {
+		f := float64(v)
+		switch k.kind {
+		case dag.ReLU:
+			f = math.Max(f, 0)
+		case dag.GELU:
+			f = 0.5 * f * (1 + math.Erf(f/math.Sqrt2))
+		case dag.Tanh:
+			f = math.Tanh(f)
+		case dag.Sigmoid:
+			f = 1 / (1 + math.Exp(-f))
+		}
+		y.Data[i] = T(f)
+	}
+	return y, nil, nil
+}
+
+func (k *pointwise[T]) backward(gy *Value[T], x, _ []*Value[T], y *Value[T], _ any, gx, _ []*Value[T]) {
+	if gx[0] == nil {
+		return
+	}
+	for i, g := range gy.Data {
+		var d float64
+		switch k.kind {
+		case dag.ReLU:
+			if x[0].Data[i] > 0 {
+				d = 1
+			}
+		case dag.GELU:
+			f := float64(x[0].Data[i])
+			d = 0.5*(1+math.Erf(f/math.Sqrt2)) + f*math.Exp(-f*f/2)/math.Sqrt(2*math.Pi)
+		case dag.Tanh:
+			yv := float64(y.Data[i])
+			d = 1 - yv*yv
+		case dag.Sigmoid:
+			yv := float64(y.Data[i])
+			d = yv * (1 - yv)
+		}
+		gx[0].Data[i] += g * T(d)
+	}
+}
+
+// add: y = Σ x_i, equal shapes.
+type add[T Num] struct{}
+
+func (add[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
+	y := NewValue[T](x[0].Shape...)
+	for _, xi := range x {
+		addInto(y.Data, xi.Data)
+	}
+	return y, nil, nil
+}
+
+func (add[T]) backward(gy *Value[T], _, _ []*Value[T], _ *Value[T], _ any, gx, _ []*Value[T]) {
+	for _, g := range gx {
+		if g != nil {
+			addInto(g.Data, gy.Data)
+		}
+	}
+}
+
+// mul: y = a ⊙ b.
+type mul[T Num] struct{}
+
+func (mul[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
+	y := NewValue[T](x[0].Shape...)
+	for i := range y.Data {
+		y.Data[i] = x[0].Data[i] * x[1].Data[i]
+	}
+	return y, nil, nil
+}
+
+func (mul[T]) backward(gy *Value[T], x, _ []*Value[T], _ *Value[T], _ any, gx, _ []*Value[T]) {
+	for j := 0; j < 2; j++ {
+		if gx[j] == nil {
+			continue
+		}
+		other := x[1-j].Data
+		for i, g := range gy.Data {
+			gx[j].Data[i] += g * other[i]
+		}
+	}
+}
+
+// concat along one axis: each input is [outer, w_i·inner] around the axis.
+type concat[T Num] struct{ axis int }
+
+func (k *concat[T]) split(shape []int) (outer, inner int) {
+	return tensor.Size(shape[:k.axis]), tensor.Size(shape[k.axis+1:])
+}
+
+func (k *concat[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
+	shape := append([]int(nil), x[0].Shape...)
+	shape[k.axis] = 0
+	for _, xi := range x {
+		shape[k.axis] += xi.Shape[k.axis]
+	}
+	y := NewValue[T](shape...)
+	outer, inner := k.split(shape)
+	width := shape[k.axis] * inner
+	off := 0
+	for _, xi := range x {
+		w := xi.Shape[k.axis] * inner
+		for o := 0; o < outer; o++ {
+			copy(y.Data[o*width+off:o*width+off+w], xi.Data[o*w:(o+1)*w])
+		}
+		off += w
+	}
+	return y, nil, nil
+}
+
+func (k *concat[T]) backward(gy *Value[T], x, _ []*Value[T], y *Value[T], _ any, gx, _ []*Value[T]) {
+	outer, inner := k.split(y.Shape)
+	width := y.Shape[k.axis] * inner
+	off := 0
+	for j, xi := range x {
+		w := xi.Shape[k.axis] * inner
+		if gx[j] != nil {
+			for o := 0; o < outer; o++ {
+				addInto(gx[j].Data[o*w:(o+1)*w], gy.Data[o*width+off:o*width+off+w])
+			}
+		}
+		off += w
+	}
+}
+
+// mean over one axis: x [outer, L, inner] → y [outer, inner].
+type mean[T Num] struct{ axis int }
+
+func (k *mean[T]) dims(shape []int) (outer, l, inner int) {
+	return tensor.Size(shape[:k.axis]), shape[k.axis], tensor.Size(shape[k.axis+1:])
+}
+
+func (k *mean[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
+	shape := append(append([]int(nil), x[0].Shape[:k.axis]...), x[0].Shape[k.axis+1:]...)
+	y := NewValue[T](shape...)
+	outer, l, inner := k.dims(x[0].Shape)
+	for o := 0; o < outer; o++ {
+		dst := y.Data[o*inner : (o+1)*inner]
+		for j := 0; j < l; j++ {
+			addInto(dst, x[0].Data[(o*l+j)*inner:(o*l+j+1)*inner])
+		}
+		for i := range dst {
+			dst[i] /= T(l)
+		}
+	}
+	return y, nil, nil
+}
+
+func (k *mean[T]) backward(gy *Value[T], x, _ []*Value[T], _ *Value[T], _ any, gx, _ []*Value[T]) {
+	if gx[0] == nil {
+		return
+	}
+	outer, l, inner := k.dims(x[0].Shape)
+	for o := 0; o < outer; o++ {
+		src := gy.Data[o*inner : (o+1)*inner]
+		for j := 0; j < l; j++ {
+			dst := gx[0].Data[(o*l+j)*inner : (o*l+j+1)*inner]
+			for i := range dst {
+				dst[i] += src[i] / T(l)
+			}
+		}
+	}
+}
+
+// flatten: [n, ...] → [n, product].
+type flatten[T Num] struct{}
+
+func (flatten[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
+	n := x[0].Shape[0]
+	y := NewValue[T](n, len(x[0].Data)/max(n, 1))
+	copy(y.Data, x[0].Data)
+	return y, nil, nil
+}
+
+func (flatten[T]) backward(gy *Value[T], _, _ []*Value[T], _ *Value[T], _ any, gx, _ []*Value[T]) {
+	if gx[0] != nil {
+		addInto(gx[0].Data, gy.Data)
+	}
+}

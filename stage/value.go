@@ -1,0 +1,58 @@
+package stage
+
+import "github.com/graphpipe/graphpipe/tensor"
+
+// Num is a float type the kernels run on.
+type Num interface{ ~float32 | ~float64 }
+
+// Value is a batch-major tensor: Data for float tensors, Ints for int32 ones.
+type Value[T Num] struct {
+	Shape []int
+	Data  []T
+	Ints  []int32
+}
+
+// NewValue allocates a zeroed float value.
+func NewValue[T Num](shape ...int) *Value[T] {
+	return &Value[T]{Shape: append([]int(nil), shape...), Data: make([]T, tensor.Size(shape))}
+}
+
+// Batch is the leading dimension.
+func (v *Value[T]) Batch() int { return v.Shape[0] }
+
+// rows returns the number of rows when the last dim is the row width.
+func rows(shape []int) int {
+	if len(shape) == 0 {
+		return 1
+	}
+	return tensor.Size(shape[:len(shape)-1])
+}
+
+// gemm is C[m,n] = op(A)·op(B) + beta·C, row-major: tensor.Sgemm for float32,
+// a plain loop for float64 (the test path).
+func gemm[T Num](transA, transB bool, m, n, k int, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	if a32, ok := any(a).([]float32); ok {
+		tensor.Sgemm(transA, transB, m, n, k, 1, a32, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), ldc)
+		return
+	}
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s T
+			for p := 0; p < k; p++ {
+				var av, bv T
+				if transA {
+					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
+				}
+				if transB {
+					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
+				}
+				s += av * bv
+			}
+			c[i*ldc+j] = s + beta*c[i*ldc+j]
+		}
+	}
+}
