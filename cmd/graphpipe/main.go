@@ -72,7 +72,7 @@ Models are graphpipe/model@1 JSON files; 'graphpipe models export' writes the zo
 		SilenceUsage:  true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err.Error()} })
-	root.AddCommand(newModelsCmd(), newInspectCmd(stdin), newValidateCmd(stdin), newSearchCmd(stdin), newSimCmd(stdin), newExplainCmd(stdin))
+	root.AddCommand(newModelsCmd(), newInspectCmd(stdin), newValidateCmd(stdin), newSearchCmd(stdin), newSimCmd(stdin), newExplainCmd(stdin), newTrainCmd(stdin))
 	return root
 }
 
@@ -104,6 +104,16 @@ func loadModel(path string, stdin io.Reader) (*dag.Graph, error) {
 	var es dag.Errors
 	if errors.As(err, &es) {
 		return nil, &inputError{es.Lines(path)}
+	}
+	return g, err
+}
+
+// rebuild validates an edited model document.
+func rebuild(m *dag.Model) (*dag.Graph, error) {
+	g, err := dag.Build(m)
+	var es dag.Errors
+	if errors.As(err, &es) {
+		return nil, &inputError{es.Lines("model")}
 	}
 	return g, err
 }

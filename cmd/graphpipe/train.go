@@ -1,0 +1,175 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/tensor"
+)
+
+// trainSummary is `graphpipe train --json`'s object.
+type trainSummary struct {
+	Model       string    `json:"model"`
+	Steps       int       `json:"steps"`
+	Optimizer   string    `json:"optimizer"`
+	LR          float32   `json:"lr"`
+	Batch       int       `json:"batch_size"`
+	MicroBatch  int       `json:"micro_batch"`
+	FirstLoss   float64   `json:"first_loss"`
+	FinalLoss   float64   `json:"final_loss"`
+	Losses      []float64 `json:"losses"`
+	SamplesPerS float64   `json:"samples_per_s"`
+}
+
+func newTrainCmd(stdin io.Reader) *cobra.Command {
+	var steps, batch, micro int
+	var optName, dump string
+	var lr, momentum float32
+	var seed int64
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "train MODEL",
+		Short: "Train a model in one process: the reference every pipeline run is checked against",
+		Long: `Train a model on its synthetic dataset in a single process. --dump DIR writes
+init.safetensors (every parameter as "<op>.<param>", PyTorch layouts),
+data.safetensors ("<step>/<input>": each step's batch), final.safetensors and
+losses.json (each step's loss before its update), enough to replay the run
+in PyTorch.`,
+		Args: args("MODEL"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			g, err := loadModel(a[0], stdin)
+			if err != nil {
+				return err
+			}
+			if steps < 1 {
+				return usagef("--steps: must be positive, got %d", steps)
+			}
+			if cmd.Flags().Changed("seed") {
+				m := *g.Model()
+				m.Seed = seed
+				if g, err = rebuild(&m); err != nil {
+					return err
+				}
+			}
+			if lr == 0 {
+				lr = map[string]float32{"adam": 1e-3, "sgd": 0.05}[optName]
+			}
+			t, err := stage.NewTrainer(g, stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, Batch: batch, MicroBatch: micro})
+			if err != nil {
+				return inputf("%v", err)
+			}
+			return train(cmd, t, steps, dump, asJSON, trainSummary{Model: g.Name(), Steps: steps, Optimizer: optName, LR: lr})
+		},
+	}
+	cmd.Flags().IntVar(&steps, "steps", 100, "training steps (one optimizer step each)")
+	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
+	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")
+	cmd.Flags().Float32Var(&momentum, "momentum", 0, "sgd momentum")
+	cmd.Flags().IntVar(&batch, "batch", 0, "global batch (default: the model's batch_size)")
+	cmd.Flags().IntVar(&micro, "micro-batch", 0, "micro-batch size; gradients of the micro-batches are accumulated (default: the whole batch)")
+	cmd.Flags().Int64Var(&seed, "seed", 0, "override the model's seed (parameters and data)")
+	cmd.Flags().StringVar(&dump, "dump", "", "write init, data, final parameters and losses to `DIR`")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON bool, sum trainSummary) error {
+	var data []tensor.Named
+	if dump != "" {
+		if err := os.MkdirAll(dump, 0o755); err != nil {
+			return inputf("--dump %s: %v", dump, err)
+		}
+		if err := writeParams(filepath.Join(dump, "init.safetensors"), t.Ex); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	samples := 0
+	for step := 0; step < steps; step++ {
+		loss, batch, err := t.Step(step)
+		if err != nil {
+			return err
+		}
+		sum.Losses = append(sum.Losses, loss)
+		samples += batch[t.G.Inputs()[0].Name].Shape[0]
+		sum.Batch = batch[t.G.Inputs()[0].Name].Shape[0]
+		if dump != "" {
+			for name, v := range batch {
+				data = append(data, tensor.Named{Name: fmt.Sprintf("%d/%s", step, name), Shape: v.Shape, F32: v.Data, I32: v.Ints})
+			}
+		}
+		if !asJSON && (step%max(1, steps/10) == 0 || step == steps-1) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "step %d: loss %.6g\n", step, loss)
+		}
+	}
+	sum.SamplesPerS = float64(samples) / time.Since(start).Seconds()
+	sum.FirstLoss, sum.FinalLoss = sum.Losses[0], sum.Losses[len(sum.Losses)-1]
+	if dump != "" {
+		if err := writeDump(dump, t.Ex, data, sum.Losses); err != nil {
+			return err
+		}
+	}
+	w := cmd.OutOrStdout()
+	if asJSON {
+		return json.NewEncoder(w).Encode(sum)
+	}
+	fmt.Fprintf(w, "%s: %d steps, loss %.6g → %.6g (%+.1f%%), %.4g samples/s\n", sum.Model, steps, sum.FirstLoss, sum.FinalLoss,
+		100*(sum.FinalLoss/sum.FirstLoss-1), sum.SamplesPerS)
+	return nil
+}
+
+func writeParams(path string, ex *stage.Executor) error {
+	var entries []tensor.Named
+	for _, name := range ex.ParamNames() {
+		v := ex.Params[name]
+		entries = append(entries, tensor.Named{Name: name, Shape: v.Shape, F32: append([]float32(nil), v.Data...)})
+	}
+	b, err := tensor.EncodeSafetensors(entries, nil)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b)
+}
+
+func writeDump(dir string, ex *stage.Executor, data []tensor.Named, losses []float64) error {
+	b, err := tensor.EncodeSafetensors(data, nil)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "data.safetensors"), b); err != nil {
+		return err
+	}
+	if err := writeParams(filepath.Join(dir, "final.safetensors"), ex); err != nil {
+		return err
+	}
+	l, _ := json.MarshalIndent(losses, "", " ")
+	return writeFileAtomic(filepath.Join(dir, "losses.json"), append(l, '\n'))
+}
+
+// writeFileAtomic writes through a temporary file renamed into place.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

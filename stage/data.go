@@ -1,0 +1,115 @@
+package stage
+
+import (
+	"fmt"
+
+	"github.com/graphpipe/graphpipe/dag"
+)
+
+// teacherSeed separates the teacher's parameters from the student's.
+const teacherSeed = 0x7eac4e
+
+// Dataset is a model's default synthetic data, reproducible from (seed,
+// step): float inputs ~ N(0, 1), int32 inputs uniform in their range, and
+// the loss's target input produced by a teacher, the same model with
+// parameters from another seed, so that the loss can really fall:
+// softmax_cross_entropy gets the teacher's argmax, mse its prediction,
+// bce_with_logits 1 where its logit is positive.
+type Dataset struct {
+	g       *dag.Graph
+	seed    int64
+	target  string // the model input the teacher labels, "" if none
+	teacher *Executor
+}
+
+// NewDataset prepares the data of g.
+func NewDataset(g *dag.Graph) (*Dataset, error) {
+	d := &Dataset{g: g, seed: g.Seed()}
+	loss := g.OpInputs(g.Loss())
+	if t := loss[1]; t.Producer < 0 {
+		d.target = t.Name
+		var ops []int
+		for i := 0; i < g.NumOps(); i++ {
+			if i != g.Loss() {
+				ops = append(ops, i)
+			}
+		}
+		teacher, err := NewExecutor(g, ops, g.Seed()^teacherSeed)
+		if err != nil {
+			return nil, err
+		}
+		d.teacher = teacher
+	}
+	return d, nil
+}
+
+// Batch is step's batch of n samples, every model input by name.
+func (d *Dataset) Batch(step, n int) (map[string]*Value[float32], error) {
+	out := map[string]*Value[float32]{}
+	for _, in := range d.g.Inputs() {
+		shape := append([]int{n}, toIntsShape(in.Shape)...)
+		r := rng(d.seed, "data", fmt.Sprint(step), in.Name)
+		v := &Value[float32]{Shape: shape}
+		if in.DType == dag.Int32 {
+			v.Ints = make([]int32, sizeOf(shape))
+			for i := range v.Ints {
+				v.Ints[i] = int32(in.Range[0] + r.Int64N(in.Range[1]-in.Range[0]))
+			}
+		} else {
+			v.Data = make([]float32, sizeOf(shape))
+			for i := range v.Data {
+				v.Data[i] = float32(r.NormFloat64())
+			}
+		}
+		out[in.Name] = v
+	}
+	if d.teacher != nil {
+		if err := d.label(out, step); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func sizeOf(shape []int) int {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	return n
+}
+
+// label replaces the target input by the teacher's answer.
+func (d *Dataset) label(batch map[string]*Value[float32], step int) error {
+	mb := -1 - step // the teacher's micro-batch ids never meet a caller's
+	outs, err := d.teacher.Forward(mb, batch)
+	if err != nil {
+		return err
+	}
+	d.teacher.mbs = map[int]*microBatch{} // the teacher never runs backward
+	pred := outs[d.g.OpInputs(d.g.Loss())[0].Name]
+	tgt := batch[d.target]
+	switch d.g.Op(d.g.Loss()).Kind {
+	case dag.SoftmaxCrossEntropy:
+		c := pred.Shape[1]
+		for b := range tgt.Ints {
+			best := 0
+			for j := 1; j < c; j++ {
+				if pred.Data[b*c+j] > pred.Data[b*c+best] {
+					best = j
+				}
+			}
+			tgt.Ints[b] = int32(best)
+		}
+	case dag.MSE:
+		copy(tgt.Data, pred.Data)
+	case dag.BCEWithLogits:
+		for i, z := range pred.Data {
+			tgt.Data[i] = 0
+			if z > 0 {
+				tgt.Data[i] = 1
+			}
+		}
+	}
+	return nil
+}

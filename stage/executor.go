@@ -1,0 +1,219 @@
+package stage
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/graphpipe/graphpipe/dag"
+)
+
+// Executor runs one stage's ops for a micro-batch at a time: Forward, then
+// Backward for the gradients of the stage's inputs, then (now or deferred by
+// the schedule) Weights for its parameters' gradients, which accumulate in
+// Grads across the micro-batches of an iteration.
+type Executor struct {
+	g       *dag.Graph
+	ops     []int // the stage's ops, in topological order
+	kernels map[int]kernel[float32]
+	Params  map[string]*Value[float32] // "<op>.<param>"
+	Grads   map[string]*Value[float32]
+	mbs     map[int]*microBatch // the stash, per micro-batch in flight
+}
+
+// microBatch is what one micro-batch keeps between its passes.
+type microBatch struct {
+	vals   map[string]*Value[float32] // fed tensors and op outputs
+	stash  map[int]any                // per op, what its backward needs
+	grads  map[string]*Value[float32] // gradients of tensors, filled by Backward
+	weight bool                       // Weights is still owed
+}
+
+// NewExecutor prepares the ops (indices into g) of a stage, initialising
+// their parameters from seed. It fails on an op no backend can compute.
+func NewExecutor(g *dag.Graph, ops []int, seed int64) (*Executor, error) {
+	e := &Executor{g: g, kernels: map[int]kernel[float32]{}, Params: map[string]*Value[float32]{},
+		Grads: map[string]*Value[float32]{}, mbs: map[int]*microBatch{}}
+	pos := map[int]int{}
+	for k, i := range g.Order() {
+		pos[i] = k
+	}
+	e.ops = append([]int(nil), ops...)
+	sort.Slice(e.ops, func(a, b int) bool { return pos[e.ops[a]] < pos[e.ops[b]] })
+	for _, i := range e.ops {
+		k, err := newKernel[float32](g, i)
+		if err != nil {
+			return nil, err
+		}
+		e.kernels[i] = k
+		for name, v := range InitParams(g, i, seed) {
+			full := g.Op(i).Name + "." + name
+			e.Params[full] = v
+			e.Grads[full] = NewValue[float32](v.Shape...)
+		}
+	}
+	return e, nil
+}
+
+// ParamNames lists the stage's parameters, sorted.
+func (e *Executor) ParamNames() []string {
+	names := make([]string, 0, len(e.Params))
+	for n := range e.Params {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (e *Executor) params(i int) []*Value[float32] {
+	var out []*Value[float32]
+	for _, p := range e.g.Params(i) {
+		out = append(out, e.Params[e.g.Op(i).Name+"."+p.Name])
+	}
+	return out
+}
+
+func (e *Executor) paramGrads(i int) []*Value[float32] {
+	var out []*Value[float32]
+	for _, p := range e.g.Params(i) {
+		out = append(out, e.Grads[e.g.Op(i).Name+"."+p.Name])
+	}
+	return out
+}
+
+// Forward runs the stage on micro-batch mb. feeds holds every tensor the
+// stage reads from outside (model inputs and other stages' outputs), batch-
+// major. It returns every op output of the stage; the stash is kept until
+// the micro-batch's backward passes are done.
+func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
+	if _, busy := e.mbs[mb]; busy {
+		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
+	}
+	m := &microBatch{vals: map[string]*Value[float32]{}, stash: map[int]any{}, grads: map[string]*Value[float32]{}}
+	for k, v := range feeds {
+		m.vals[k] = v
+	}
+	out := map[string]*Value[float32]{}
+	for _, i := range e.ops {
+		var x []*Value[float32]
+		for _, t := range e.g.OpInputs(i) {
+			v, ok := m.vals[t.Name]
+			if !ok {
+				return nil, fmt.Errorf("stage: op %q: input %q was not fed", e.g.Op(i).Name, t.Name)
+			}
+			x = append(x, v)
+		}
+		y, st, err := e.kernels[i].forward(x, e.params(i))
+		if err != nil {
+			return nil, err
+		}
+		m.vals[e.g.Op(i).Name], m.stash[i] = y, st
+		out[e.g.Op(i).Name] = y
+	}
+	e.mbs[mb] = m
+	return out, nil
+}
+
+// Backward propagates gradients through the stage for micro-batch mb. grads
+// holds the gradients of the stage's outputs read elsewhere, and of the loss
+// (a [1] value: the weight of this micro-batch's mean loss, b/B). It returns
+// the gradients of the fed float tensors. With weights set it also adds the
+// parameters' gradients; otherwise Weights must follow.
+func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bool) (map[string]*Value[float32], error) {
+	m, ok := e.mbs[mb]
+	if !ok {
+		return nil, fmt.Errorf("stage: micro-batch %d has no forward pass", mb)
+	}
+	for k, v := range grads {
+		m.grads[k] = v
+	}
+	for j := len(e.ops) - 1; j >= 0; j-- {
+		i := e.ops[j]
+		gy, ok := m.grads[e.g.Op(i).Name]
+		if !ok {
+			continue // nothing downstream of this op needs a gradient
+		}
+		x, gx := e.inputsAndGrads(m, i)
+		var gp []*Value[float32]
+		if weights {
+			gp = e.paramGrads(i)
+		}
+		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, gp)
+	}
+	m.weight = !weights
+	out := map[string]*Value[float32]{}
+	for name, v := range m.grads {
+		if _, fed := m.vals[name]; fed && e.isFed(name) {
+			out[name] = v
+		}
+	}
+	if weights {
+		delete(e.mbs, mb)
+	}
+	return out, nil
+}
+
+func (e *Executor) isFed(name string) bool {
+	i, ok := e.g.OpIndex(name)
+	if !ok {
+		return true // a model input
+	}
+	for _, j := range e.ops {
+		if j == i {
+			return false
+		}
+	}
+	return true
+}
+
+// inputsAndGrads returns op i's input values and their gradient buffers
+// (created on first use; nil for int32 tensors and model inputs).
+func (e *Executor) inputsAndGrads(m *microBatch, i int) (x, gx []*Value[float32]) {
+	for _, t := range e.g.OpInputs(i) {
+		v := m.vals[t.Name]
+		x = append(x, v)
+		if t.DType != dag.Float32 || t.Producer < 0 { // indices and model inputs need no gradient
+			gx = append(gx, nil)
+			continue
+		}
+		g, ok := m.grads[t.Name]
+		if !ok {
+			g = NewValue[float32](v.Shape...)
+			m.grads[t.Name] = g
+		}
+		gx = append(gx, g)
+	}
+	return x, gx
+}
+
+// Weights adds micro-batch mb's parameter gradients, deferred from Backward,
+// and releases its stash.
+func (e *Executor) Weights(mb int) error {
+	m, ok := e.mbs[mb]
+	if !ok || !m.weight {
+		return fmt.Errorf("stage: micro-batch %d owes no weight gradients", mb)
+	}
+	for _, i := range e.ops {
+		if len(e.g.Params(i)) == 0 {
+			continue
+		}
+		gy, ok := m.grads[e.g.Op(i).Name]
+		if !ok {
+			continue
+		}
+		x, _ := e.inputsAndGrads(m, i)
+		gx := make([]*Value[float32], len(x)) // inputs' gradients are done
+		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, e.paramGrads(i))
+	}
+	delete(e.mbs, mb)
+	return nil
+}
+
+// InFlight is the number of micro-batches stashed.
+func (e *Executor) InFlight() int { return len(e.mbs) }
+
+// ZeroGrads clears the accumulated gradients after an optimizer step.
+func (e *Executor) ZeroGrads() {
+	for _, g := range e.Grads {
+		clear(g.Data)
+	}
+}

@@ -1,0 +1,102 @@
+package stage
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Optimizer updates parameters from their accumulated gradients, once per
+// iteration, in the order and arithmetic of PyTorch's implementation.
+type Optimizer interface {
+	Step(params, grads map[string]*Value[float32])
+}
+
+// NewOptimizer returns "sgd" (momentum optional) or "adam" (PyTorch's
+// defaults: betas 0.9, 0.999, eps 1e-8), without weight decay.
+func NewOptimizer(name string, lr, momentum float32) (Optimizer, error) {
+	if !(lr > 0) || math.IsInf(float64(lr), 0) {
+		return nil, fmt.Errorf("--lr: must be a positive number, got %g", lr)
+	}
+	switch name {
+	case "sgd":
+		if momentum < 0 || momentum >= 1 {
+			return nil, fmt.Errorf("--momentum: must be in [0, 1), got %g", momentum)
+		}
+		return &SGD{LR: lr, Momentum: momentum, buf: map[string][]float32{}}, nil
+	case "adam":
+		return &Adam{LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, m: map[string][]float32{}, v: map[string][]float32{}}, nil
+	}
+	return nil, fmt.Errorf("--optimizer: unknown optimizer %q (known: sgd, adam)", name)
+}
+
+func sortedKeys(m map[string]*Value[float32]) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// SGD is torch.optim.SGD: with momentum μ, buf = g on the first step and
+// buf = μ·buf + g after; p −= lr·buf.
+type SGD struct {
+	LR, Momentum float32
+	buf          map[string][]float32
+}
+
+func (o *SGD) Step(params, grads map[string]*Value[float32]) {
+	for _, name := range sortedKeys(params) {
+		p, g := params[name].Data, grads[name].Data
+		if o.Momentum == 0 {
+			for i := range p {
+				p[i] -= o.LR * g[i]
+			}
+			continue
+		}
+		b, ok := o.buf[name]
+		if !ok {
+			b = append([]float32(nil), g...)
+			o.buf[name] = b
+		} else {
+			for i := range b {
+				b[i] = o.Momentum*b[i] + g[i]
+			}
+		}
+		for i := range p {
+			p[i] -= o.LR * b[i]
+		}
+	}
+}
+
+// Adam is torch.optim.Adam: m = β1·m + (1−β1)·g, v = β2·v + (1−β2)·g²,
+// p −= (lr / (1−β1ᵗ)) · m / (√v / √(1−β2ᵗ) + eps).
+type Adam struct {
+	LR, Beta1, Beta2, Eps float32
+	t                     int
+	m, v                  map[string][]float32
+}
+
+func (o *Adam) Step(params, grads map[string]*Value[float32]) {
+	o.t++
+	bc1 := 1 - math.Pow(float64(o.Beta1), float64(o.t))
+	bc2 := 1 - math.Pow(float64(o.Beta2), float64(o.t))
+	step := float32(float64(o.LR) / bc1)
+	sqrtBC2 := float32(math.Sqrt(bc2))
+	for _, name := range sortedKeys(params) {
+		p, g := params[name].Data, grads[name].Data
+		m, ok := o.m[name]
+		if !ok {
+			m, o.v[name] = make([]float32, len(p)), make([]float32, len(p))
+			o.m[name] = m
+		}
+		v := o.v[name]
+		for i := range p {
+			m[i] = o.Beta1*m[i] + (1-o.Beta1)*g[i]
+			v[i] = o.Beta2*v[i] + (1-o.Beta2)*g[i]*g[i]
+			denom := float32(math.Sqrt(float64(v[i])))/sqrtBC2 + o.Eps
+			p[i] -= step * m[i] / denom
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package stage
+
+import (
+	"fmt"
+
+	"github.com/graphpipe/graphpipe/dag"
+)
+
+// TrainOptions configure single-process training.
+type TrainOptions struct {
+	Optimizer  string  // "sgd" or "adam"
+	LR         float32 // learning rate
+	Momentum   float32 // sgd only
+	Batch      int     // 0: the model's batch_size
+	MicroBatch int     // 0: the whole batch at once; must divide Batch
+}
+
+// Trainer trains a whole model in one process: the reference every pipeline
+// run is checked against.
+type Trainer struct {
+	G          *dag.Graph
+	Ex         *Executor
+	Data       *Dataset
+	opt        Optimizer
+	batch, mbs int
+}
+
+// NewTrainer prepares the model, its data and optimizer.
+func NewTrainer(g *dag.Graph, o TrainOptions) (*Trainer, error) {
+	if o.Batch == 0 {
+		o.Batch = int(g.BatchSize())
+	}
+	if o.MicroBatch == 0 {
+		o.MicroBatch = o.Batch
+	}
+	if o.Batch < 1 || o.MicroBatch < 1 || o.Batch%o.MicroBatch != 0 {
+		return nil, fmt.Errorf("--micro-batch: %d does not divide the batch of %d", o.MicroBatch, o.Batch)
+	}
+	all := make([]int, g.NumOps())
+	for i := range all {
+		all[i] = i
+	}
+	ex, err := NewExecutor(g, all, g.Seed())
+	if err != nil {
+		return nil, err
+	}
+	data, err := NewDataset(g)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := NewOptimizer(o.Optimizer, o.LR, o.Momentum)
+	if err != nil {
+		return nil, err
+	}
+	return &Trainer{G: g, Ex: ex, Data: data, opt: opt, batch: o.Batch, mbs: o.Batch / o.MicroBatch}, nil
+}
+
+// Step trains on step's batch: every micro-batch forward and backward, their
+// gradients accumulated, one optimizer step. It returns the batch's mean loss
+// before the update and the batch itself.
+func (t *Trainer) Step(step int) (float64, map[string]*Value[float32], error) {
+	batch, err := t.Data.Batch(step, t.batch)
+	if err != nil {
+		return 0, nil, err
+	}
+	b := t.batch / t.mbs
+	lossName := t.G.Op(t.G.Loss()).Name
+	weight := float32(b) / float32(t.batch)
+	var loss float64
+	for j := 0; j < t.mbs; j++ {
+		feeds := map[string]*Value[float32]{}
+		for name, v := range batch {
+			feeds[name] = SliceRows(v, j*b, (j+1)*b)
+		}
+		outs, err := t.Ex.Forward(j, feeds)
+		if err != nil {
+			return 0, nil, err
+		}
+		loss += float64(weight) * float64(outs[lossName].Data[0])
+		seed := &Value[float32]{Shape: []int{1}, Data: []float32{weight}}
+		if _, err := t.Ex.Backward(j, map[string]*Value[float32]{lossName: seed}, true); err != nil {
+			return 0, nil, err
+		}
+	}
+	t.opt.Step(t.Ex.Params, t.Ex.Grads)
+	t.Ex.ZeroGrads()
+	return loss, batch, nil
+}
+
+// SliceRows is rows [lo, hi) of a batch-major value, sharing its storage.
+func SliceRows[T Num](v *Value[T], lo, hi int) *Value[T] {
+	per := 1
+	for _, d := range v.Shape[1:] {
+		per *= d
+	}
+	out := &Value[T]{Shape: append([]int{hi - lo}, v.Shape[1:]...)}
+	if v.Data != nil {
+		out.Data = v.Data[lo*per : hi*per]
+	}
+	if v.Ints != nil {
+		out.Ints = v.Ints[lo*per : hi*per]
+	}
+	return out
+}
