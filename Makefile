@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test demo fuzz bench lint clean
+.PHONY: build test demo fuzz bench lint clean replay
 
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/graphpipe
@@ -17,6 +17,7 @@ test:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime 200000x
+	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 100000x
 
 # Until the runtime exists the demo exports the paper's MMT, inspects it, and
 # plans it on 32 v100s as a graph pipeline and as the best sequential one.
@@ -34,6 +35,7 @@ fuzz:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime $(FUZZTIME)
 
 # The planner comparison on the paper's models (simulated), its ablation, a
 # batch sweep and search times; each benchmark prints its table. Then sgemm:
@@ -56,3 +58,17 @@ lint:
 
 clean:
 	rm -rf bin out
+
+# Replay graphpipe train --dump runs in PyTorch (Debian's python3-torch at
+# /usr/bin/python3) on the small MMT, which has embeddings, attention, layer
+# norms, residual adds and a concat: SGD with momentum and Adam, 50 steps each,
+# with micro-batches. Each replay prints its largest relative difference.
+TORCH_PY ?= /usr/bin/python3
+replay: build
+	@mkdir -p out/replay
+	$(BIN) models export mmt --preset small -o out/replay/mmt.json
+	rm -rf out/replay/sgd out/replay/adam
+	$(BIN) train out/replay/mmt.json --steps 50 --optimizer sgd --lr 0.05 --momentum 0.9 --micro-batch 4 --dump out/replay/sgd
+	$(TORCH_PY) stage/testdata/torch/replay.py out/replay/mmt.json out/replay/sgd --optimizer sgd --lr 0.05 --momentum 0.9 --micro-batch 4 | tail -2
+	$(BIN) train out/replay/mmt.json --steps 50 --optimizer adam --lr 0.001 --micro-batch 8 --dump out/replay/adam
+	$(TORCH_PY) stage/testdata/torch/replay.py out/replay/mmt.json out/replay/adam --optimizer adam --lr 0.001 --micro-batch 8 | tail -2

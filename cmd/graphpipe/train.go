@@ -58,8 +58,12 @@ in PyTorch.`,
 					return err
 				}
 			}
-			if lr == 0 {
-				lr = map[string]float32{"adam": 1e-3, "sgd": 0.05}[optName]
+			defaultLR, known := map[string]float32{"adam": 1e-3, "sgd": 0.05}[optName]
+			if !known {
+				return usagef("--optimizer: unknown optimizer %q (known: sgd, adam)", optName)
+			}
+			if !cmd.Flags().Changed("lr") {
+				lr = defaultLR
 			}
 			t, err := stage.NewTrainer(g, stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, Batch: batch, MicroBatch: micro})
 			if err != nil {
