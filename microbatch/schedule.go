@@ -2,7 +2,8 @@ package microbatch
 
 import (
 	"fmt"
-	"sort"
+
+	"github.com/graphpipe/graphpipe/partition"
 )
 
 // Kind is what an action does.
@@ -75,34 +76,14 @@ func (p Pipeline) Depth() ([]int, error) {
 }
 
 func (p Pipeline) order() ([]int, error) {
-	indeg := make([]int, p.Stages)
 	for _, e := range p.Edges {
 		if e[0] < 0 || e[0] >= p.Stages || e[1] < 0 || e[1] >= p.Stages || e[0] == e[1] {
 			return nil, fmt.Errorf("edge %v: not an edge between two of %d stages", e, p.Stages)
 		}
-		indeg[e[1]]++
 	}
-	var ready, order []int
-	for s := 0; s < p.Stages; s++ {
-		if indeg[s] == 0 {
-			ready = append(ready, s)
-		}
-	}
-	for len(ready) > 0 {
-		sort.Ints(ready)
-		s := ready[0]
-		ready = ready[1:]
-		order = append(order, s)
-		for _, e := range p.Edges {
-			if e[0] == s {
-				if indeg[e[1]]--; indeg[e[1]] == 0 {
-					ready = append(ready, e[1])
-				}
-			}
-		}
-	}
-	if len(order) != p.Stages {
-		return nil, fmt.Errorf("the stage edges form a cycle")
+	order, left := partition.TopoOrder(p.Stages, p.Edges)
+	if left != nil {
+		return nil, fmt.Errorf("the stage edges form a cycle through stages %v", left)
 	}
 	return order, nil
 }

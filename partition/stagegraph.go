@@ -146,40 +146,57 @@ func (sg *StageGraph) deriveEdges() {
 
 // sortStages orders the stages topologically (ties by index), refusing cycles.
 func (sg *StageGraph) sortStages() error {
-	n := len(sg.Stages)
+	edges := make([][2]int, len(sg.Edges))
+	for i, e := range sg.Edges {
+		edges[i] = [2]int{e.From, e.To}
+	}
+	order, left := TopoOrder(len(sg.Stages), edges)
+	if left != nil {
+		parts := make([]string, len(left))
+		for i, s := range left {
+			parts[i] = fmt.Sprint(s)
+		}
+		return &Error{-1, "stages " + strings.Join(parts, ", ") + " depend on each other in a cycle"}
+	}
+	sg.order = order
+	return nil
+}
+
+// TopoOrder orders n nodes under edges (from, to), smallest ready node first.
+// On a cycle it returns the nodes it could not order, ascending.
+func TopoOrder(n int, edges [][2]int) (order, left []int) {
 	indeg := make([]int, n)
-	for _, e := range sg.Edges {
-		indeg[e.To]++
+	out := make([][]int, n)
+	for _, e := range edges {
+		indeg[e[1]]++
+		out[e[0]] = append(out[e[0]], e[1])
 	}
 	var ready []int
-	for s := 0; s < n; s++ {
-		if indeg[s] == 0 {
-			ready = append(ready, s)
+	for v := 0; v < n; v++ {
+		if indeg[v] == 0 {
+			ready = append(ready, v)
 		}
 	}
 	for len(ready) > 0 {
 		sort.Ints(ready)
-		s := ready[0]
+		v := ready[0]
 		ready = ready[1:]
-		sg.order = append(sg.order, s)
-		for _, e := range sg.Edges {
-			if e.From == s {
-				if indeg[e.To]--; indeg[e.To] == 0 {
-					ready = append(ready, e.To)
-				}
+		order = append(order, v)
+		for _, w := range out[v] {
+			if indeg[w]--; indeg[w] == 0 {
+				ready = append(ready, w)
 			}
 		}
 	}
-	if len(sg.order) != n {
-		var left []string
-		for s := 0; s < n; s++ {
-			if indeg[s] > 0 {
-				left = append(left, fmt.Sprint(s))
-			}
-		}
-		return &Error{-1, "stages " + strings.Join(left, ", ") + " depend on each other in a cycle"}
+	if len(order) == n {
+		return order, nil
 	}
-	return nil
+	for v := 0; v < n; v++ {
+		if indeg[v] > 0 {
+			left = append(left, v)
+		}
+	}
+	return nil, left
 }
 
 // StageOf returns the stage of an op.

@@ -86,19 +86,28 @@ func args(names ...string) cobra.PositionalArgs {
 	}
 }
 
+// readInput reads a file, or stdin for "-", and the name to report it by.
+func readInput(path string, stdin io.Reader) ([]byte, string, error) {
+	if path == "-" {
+		data, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, "", inputf("<stdin>: cannot read: %v", err)
+		}
+		return data, "<stdin>", nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", inputf("%s: cannot read: %v", path, errors.Unwrap(err))
+	}
+	return data, path, nil
+}
+
 // loadModel reads a model file ("-" for stdin); every problem becomes one
 // line naming the file.
 func loadModel(path string, stdin io.Reader) (*dag.Graph, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		data, err = io.ReadAll(stdin)
-		path = "<stdin>"
-	} else {
-		data, err = os.ReadFile(path)
-	}
+	data, path, err := readInput(path, stdin)
 	if err != nil {
-		return nil, inputf("%s: cannot read: %v", path, errors.Unwrap(err))
+		return nil, err
 	}
 	g, err := dag.Load(data)
 	var es dag.Errors

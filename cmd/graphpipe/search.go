@@ -150,16 +150,9 @@ than spp. Exit 1 when no plan fits, saying which limit failed.`,
 
 // loadPlan reads a plan file; every problem is bad input (exit 2).
 func loadPlan(path string, stdin io.Reader) (*search.Plan, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		data, err = io.ReadAll(stdin)
-		path = "<stdin>"
-	} else {
-		data, err = os.ReadFile(path)
-	}
+	data, path, err := readInput(path, stdin)
 	if err != nil {
-		return nil, inputf("%s: cannot read: %v", path, errors.Unwrap(err))
+		return nil, err
 	}
 	p, err := search.DecodePlan(data)
 	if err != nil {
