@@ -1,0 +1,23 @@
+// Package runtime runs plans: stage workers that execute their action lists
+// with a stage.Executor and exchange activations and gradients over a
+// Transport (NATS, or in memory for tests).
+//
+// The contract, and what it answers of the measured facts in the issue:
+//
+//  1. Frames are versioned and msgpack-encoded, tensor data as one binary
+//     field; each names (run, generation, iteration, micro-batch, edge,
+//     direction, chunk). DecodeFrame checks every length against the bytes
+//     left before allocating, so a small frame that declares a huge array is
+//     refused, not obeyed.
+//  2. A message larger than the transport's payload limit is cut into chunks
+//     and reassembled.
+//  3. Core NATS is at-most-once, so each link (a sender, a receiver, an edge,
+//     a direction) numbers its frames, acknowledges each one and keeps a
+//     window of unacknowledged frames, resending after a timeout. Receivers
+//     drop duplicates by (generation, iteration, micro-batch, edge, direction,
+//     chunk) and acknowledge them again. Nothing trains on a missing or
+//     repeated micro-batch.
+//  4. A worker runs its action list in order; gradients are summed in a fixed
+//     order (edge order, micro-batch order), never arrival order, so results
+//     do not depend on what the network did.
+package runtime
