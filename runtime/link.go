@@ -1,0 +1,270 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// msgKey names one message: a micro-batch's tensors on an edge, one way.
+type msgKey struct {
+	iter int64
+	mb   int32
+	edge int32
+	dir  uint8
+}
+
+// Endpoint is a stage's reliable messaging: it sends messages in chunks over
+// per-link windows with acknowledgements and resends, and assembles what it
+// receives, dropping duplicates and frames of older generations.
+type Endpoint struct {
+	t      Transport
+	run    string
+	gen    uint32
+	stage  int32
+	window int
+	resend time.Duration
+	unsub  func()
+
+	mu      sync.Mutex // guards everything below
+	cond    *sync.Cond
+	nextSeq map[linkKey]uint64
+	unacked map[linkKey]map[uint64]*pending
+	chunks  map[msgKey][][]byte // arriving chunks
+	got     map[msgKey][]byte   // complete messages not yet taken
+	taken   map[msgKey]bool     // delivered: later duplicates are dropped
+	floor   int64               // frames of iterations before it are stale
+	failure error
+	stats   Stats
+}
+
+// Stats count what the endpoint saw.
+type Stats struct {
+	Sent, Resent, Received, Duplicates, Stale, Bytes int64
+}
+
+// linkKey is one direction of traffic to one peer.
+type linkKey struct {
+	peer int32
+	edge int32
+	dir  uint8
+}
+
+type pending struct {
+	subject string
+	data    []byte
+	sentAt  time.Time
+}
+
+// Inbox is the subject a stage receives on.
+func Inbox(run string, gen uint32, stage int32) string {
+	return fmt.Sprintf("graphpipe.%s.g%d.s%d", run, gen, stage)
+}
+
+// NewEndpoint subscribes stage's inbox.
+func NewEndpoint(t Transport, run string, gen uint32, stage int32) (*Endpoint, error) {
+	e := &Endpoint{t: t, run: run, gen: gen, stage: stage, window: 4, resend: 30 * time.Millisecond,
+		nextSeq: map[linkKey]uint64{}, unacked: map[linkKey]map[uint64]*pending{},
+		chunks: map[msgKey][][]byte{}, got: map[msgKey][]byte{}, taken: map[msgKey]bool{}}
+	e.cond = sync.NewCond(&e.mu)
+	unsub, err := t.Subscribe(Inbox(run, gen, stage), e.handle)
+	if err != nil {
+		return nil, err
+	}
+	e.unsub = unsub
+	go e.resender()
+	return e, nil
+}
+
+// Close stops the endpoint and wakes everything waiting on it.
+func (e *Endpoint) Close() {
+	e.unsub()
+	e.mu.Lock()
+	if e.failure == nil {
+		e.failure = errClosed
+	}
+	e.cond.Broadcast()
+	e.mu.Unlock()
+}
+
+// Stats is a snapshot of the endpoint's counters.
+func (e *Endpoint) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stats
+}
+
+// Send delivers one message to peer, in chunks, each kept until acknowledged.
+func (e *Endpoint) Send(ctx context.Context, peer int32, k msgKey, payload []byte) error {
+	size := max(e.t.MaxPayload()-256, 64)
+	chunks := max(1, (len(payload)+size-1)/size)
+	lk := linkKey{peer, k.edge, k.dir}
+	stop := context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		e.cond.Broadcast()
+		e.mu.Unlock()
+	})
+	defer stop()
+	for c := 0; c < chunks; c++ {
+		part := payload[min(c*size, len(payload)):min((c+1)*size, len(payload))]
+		e.mu.Lock()
+		for len(e.unacked[lk]) >= e.window && e.failure == nil && ctx.Err() == nil {
+			e.cond.Wait()
+		}
+		if err := e.failed(ctx); err != nil {
+			e.mu.Unlock()
+			return err
+		}
+		seq := e.nextSeq[lk]
+		e.nextSeq[lk]++
+		f := &Frame{Version: FrameVersion, Kind: KindData, Run: e.run, Gen: e.gen, Iter: k.iter, MB: k.mb, Edge: k.edge,
+			Dir: k.dir, From: e.stage, Chunk: int32(c), Chunks: int32(chunks), Seq: seq, Payload: part}
+		data, err := EncodeFrame(f)
+		if err != nil {
+			e.mu.Unlock()
+			return err
+		}
+		if e.unacked[lk] == nil {
+			e.unacked[lk] = map[uint64]*pending{}
+		}
+		p := &pending{Inbox(e.run, e.gen, peer), data, time.Now()}
+		e.unacked[lk][seq] = p
+		e.stats.Sent++
+		e.stats.Bytes += int64(len(data))
+		e.mu.Unlock()
+		if err := e.t.Publish(p.subject, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Endpoint) failed(ctx context.Context) error {
+	if e.failure != nil {
+		return e.failure
+	}
+	return ctx.Err()
+}
+
+// resender publishes again every frame unacknowledged for too long.
+func (e *Endpoint) resender() {
+	tick := time.NewTicker(e.resend / 2)
+	defer tick.Stop()
+	for range tick.C {
+		e.mu.Lock()
+		if e.failure != nil {
+			e.mu.Unlock()
+			return
+		}
+		var again []*pending
+		now := time.Now()
+		for _, m := range e.unacked {
+			for _, p := range m {
+				if now.Sub(p.sentAt) > e.resend {
+					p.sentAt = now
+					again = append(again, p)
+				}
+			}
+		}
+		e.stats.Resent += int64(len(again))
+		e.mu.Unlock()
+		for _, p := range again {
+			e.t.Publish(p.subject, p.data)
+		}
+	}
+}
+
+// handle takes one frame off the wire.
+func (e *Endpoint) handle(data []byte) {
+	f, err := DecodeFrame(data)
+	if err != nil || f.Run != e.run {
+		return // not ours, or not a frame: nothing to train on
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f.Gen != e.gen {
+		e.stats.Stale++
+		return
+	}
+	if f.Kind == KindAck {
+		if m := e.unacked[linkKey{f.From, f.Edge, f.Dir}]; m != nil {
+			delete(m, f.Seq)
+			e.cond.Broadcast()
+		}
+		return
+	}
+	e.ack(f)
+	if f.Iter < e.floor {
+		e.stats.Stale++
+		return
+	}
+	k := msgKey{f.Iter, f.MB, f.Edge, f.Dir}
+	parts := e.chunks[k]
+	if e.taken[k] || e.got[k] != nil || parts != nil && (len(parts) != int(f.Chunks) || parts[f.Chunk] != nil) {
+		e.stats.Duplicates++
+		return
+	}
+	if parts == nil {
+		parts = make([][]byte, f.Chunks)
+		e.chunks[k] = parts
+	}
+	parts[f.Chunk] = f.Payload
+	e.stats.Received++
+	for _, p := range parts {
+		if p == nil {
+			return
+		}
+	}
+	var whole []byte
+	for _, p := range parts {
+		whole = append(whole, p...)
+	}
+	delete(e.chunks, k)
+	e.got[k] = whole
+	e.cond.Broadcast()
+}
+
+// ack answers a data frame (again, if it is a duplicate) to its sender.
+func (e *Endpoint) ack(f *Frame) {
+	a := &Frame{Version: FrameVersion, Kind: KindAck, Run: e.run, Gen: e.gen, Iter: f.Iter, MB: f.MB, Edge: f.Edge,
+		Dir: f.Dir, From: e.stage, Chunk: 0, Chunks: 0, Seq: f.Seq, Payload: []byte{}}
+	data, err := EncodeFrame(a)
+	if err == nil {
+		go e.t.Publish(Inbox(e.run, e.gen, f.From), data)
+	}
+}
+
+// Receive waits for a whole message and takes it.
+func (e *Endpoint) Receive(ctx context.Context, k msgKey) ([]byte, error) {
+	stop := context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		e.cond.Broadcast()
+		e.mu.Unlock()
+	})
+	defer stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for e.got[k] == nil {
+		if err := e.failed(ctx); err != nil {
+			return nil, fmt.Errorf("waiting for iteration %d micro-batch %d edge %d %c: %w", k.iter, k.mb, k.edge, k.dir, err)
+		}
+		e.cond.Wait()
+	}
+	msg := e.got[k]
+	delete(e.got, k)
+	e.taken[k] = true
+	return msg, nil
+}
+
+// Forget drops the bookkeeping of iterations before iter.
+func (e *Endpoint) Forget(iter int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.floor = max(e.floor, iter)
+	for k := range e.taken {
+		if k.iter < iter {
+			delete(e.taken, k)
+		}
+	}
+}

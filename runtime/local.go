@@ -1,0 +1,87 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
+)
+
+// Result is a finished run.
+type Result struct {
+	Losses []float64                        // per iteration
+	Params map[string]*stage.Value[float32] // every stage's, by name
+	Stats  []Stats                          // per stage endpoint
+}
+
+// RunLocal trains g under plan for steps iterations with one goroutine per
+// stage over transport t. It refuses a plan made for another model.
+func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport, run string, steps int, o stage.TrainOptions) (*Result, error) {
+	if h := search.ModelHash(g); h != plan.Model.SHA256 {
+		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
+	}
+	workers := make([]*Worker, len(plan.Stages))
+	for s := range plan.Stages {
+		ep, err := NewEndpoint(t, run, 1, int32(s))
+		if err != nil {
+			return nil, err
+		}
+		defer ep.Close()
+		if workers[s], err = NewWorker(g, plan, s, ep, o); err != nil {
+			return nil, err
+		}
+	}
+	res := &Result{Params: map[string]*stage.Value[float32]{}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for n := 0; n < steps; n++ {
+		losses := make([]float64, len(workers))
+		errs := make([]error, len(workers))
+		var wg sync.WaitGroup
+		for s, w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if losses[s], errs[s] = w.Run(ctx, int64(n)); errs[s] != nil {
+					cancel() // one stage failing stops the others
+				}
+			}()
+		}
+		wg.Wait()
+		if err := firstCause(errs); err != nil {
+			return nil, err
+		}
+		total := 0.0
+		for s := range workers {
+			total += losses[s]
+		}
+		res.Losses = append(res.Losses, total)
+	}
+	for _, w := range workers {
+		for k, v := range w.Params() {
+			res.Params[k] = v
+		}
+		res.Stats = append(res.Stats, w.ep.Stats())
+	}
+	return res, nil
+}
+
+// firstCause is the first error that is not a consequence of cancelling the
+// others after it.
+func firstCause(errs []error) error {
+	var fallback error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, context.Canceled) {
+			return err
+		}
+		fallback = err
+	}
+	return fallback
+}

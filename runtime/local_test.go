@@ -1,0 +1,150 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
+)
+
+// reference trains g in one process with the plan's micro-batch size.
+func reference(t *testing.T, g *dag.Graph, mb int64, steps int, o stage.TrainOptions) (map[string]*stage.Value[float32], []float64) {
+	o.MicroBatch = int(mb)
+	tr, err := stage.NewTrainer(g, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var losses []float64
+	for s := 0; s < steps; s++ {
+		l, _, err := tr.Step(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, l)
+	}
+	return tr.Ex.Params, losses
+}
+
+func equalParams(t *testing.T, got, want map[string]*stage.Value[float32], tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d parameters, want %d", len(got), len(want))
+	}
+	for name, w := range want {
+		g := got[name]
+		scale, worst := 0.0, 0.0
+		for i := range w.Data {
+			scale = math.Max(scale, math.Abs(float64(w.Data[i])))
+			worst = math.Max(worst, math.Abs(float64(g.Data[i]-w.Data[i])))
+		}
+		if worst > tol*math.Max(scale, 1e-12) {
+			t.Fatalf("%s differs from the single-process run by %.3g (scale %.3g)", name, worst, scale)
+		}
+	}
+}
+
+// TestPipelineEqualsSingleProcess: 3-4 stages, gpp and spp plans, 1F1B and
+// GPipe, 5 steps: the same parameters as graphpipe train.
+func TestPipelineEqualsSingleProcess(t *testing.T) {
+	type model struct {
+		name string
+		g    *dag.Graph
+	}
+	var cases []model
+	for _, n := range []string{"mmt", "dlrm", "candle-uno", "case-study", "transformer"} {
+		e, _ := models.Lookup(n)
+		g, err := e.Build(e.Small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, model{n, g})
+	}
+	for _, shape := range [][2]int{{3, 3}, {2, 5}} {
+		g, err := models.Branchy(shape[0], shape[1], 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, model{g.Name(), g})
+	}
+	o := stage.TrainOptions{Optimizer: "adam", LR: 1e-3}
+	for _, c := range cases {
+		for _, strategy := range []string{"gpp", "spp"} {
+			for _, sched := range []string{"1f1b", "gpipe"} {
+				t.Run(fmt.Sprintf("%s/%s/%s", c.name, strategy, sched), func(t *testing.T) {
+					devices := 4
+					if c.name == "transformer" {
+						devices = 3
+					}
+					plan, err := search.Search(c.g, search.Options{Device: search.Profiles["cpu"], Devices: devices, Strategy: strategy, Schedule: sched, MicroBatch: 4})
+					if err != nil {
+						t.Skipf("no plan: %v", err)
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+					defer cancel()
+					res, err := RunLocal(ctx, c.g, plan, NewMemory(1, Faults{}, 1<<20), "eq", 5, o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, losses := reference(t, c.g, plan.MicroBatch, 5, o)
+					equalParams(t, res.Params, want, 1e-5)
+					for i := range losses {
+						if math.Abs(res.Losses[i]-losses[i]) > 1e-5*math.Abs(losses[i]) {
+							t.Fatalf("loss %d: %v, single process %v", i, res.Losses[i], losses[i])
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestFaultyTransport: 5% drops, duplicates and reordering, delays and tiny
+// chunks give bit-identical parameters to a clean run.
+func TestFaultyTransport(t *testing.T) {
+	e, _ := models.Lookup("mmt")
+	g, _ := e.Build(e.Small)
+	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 4, MicroBatch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	clean, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "clean", 3, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	faulty := NewMemory(7, Faults{Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Delay: 2 * time.Millisecond}, 700)
+	bad, err := RunLocal(ctx, g, plan, faulty, "faulty", 3, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalParams(t, bad.Params, clean.Params, 0)
+	var resent, dups int64
+	for _, s := range bad.Stats {
+		resent += s.Resent
+		dups += s.Duplicates
+	}
+	if resent == 0 || dups == 0 {
+		t.Errorf("the faults never bit: %d resent, %d duplicates dropped", resent, dups)
+	}
+	t.Logf("faulty run: %d frames resent, %d duplicates dropped", resent, dups)
+}
+
+func TestPlanForAnotherModel(t *testing.T) {
+	e, _ := models.Lookup("mlp")
+	g, _ := e.Build(e.Small)
+	plan, _ := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 2})
+	other, _ := models.Lookup("candle-uno")
+	h, _ := other.Build(other.Small)
+	_, err := RunLocal(context.Background(), h, plan, NewMemory(1, Faults{}, 1<<20), "x", 1, stage.TrainOptions{Optimizer: "sgd", LR: 0.1})
+	if err == nil {
+		t.Fatal("a plan for another model ran")
+	}
+}

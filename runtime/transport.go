@@ -1,0 +1,145 @@
+package runtime
+
+import (
+	"math/rand"
+	"sync"
+	"time"
+)
+
+// Transport moves byte messages between subjects. Delivery may lose,
+// duplicate, reorder and delay messages: the links above it make up for that.
+type Transport interface {
+	Publish(subject string, data []byte) error
+	// Subscribe calls fn for each message on subject, one at a time.
+	Subscribe(subject string, fn func(data []byte)) (unsubscribe func(), err error)
+	MaxPayload() int
+	Close() error
+}
+
+// Faults are what the in-memory transport does wrong, each a probability.
+type Faults struct {
+	Drop, Duplicate, Reorder float64
+	Delay                    time.Duration // up to this much, uniformly
+}
+
+// Memory is an in-process transport that misbehaves under a seed.
+type Memory struct {
+	mu      sync.Mutex // guards subs, rng, held, closed
+	subs    map[string][]*memSub
+	rng     *rand.Rand
+	faults  Faults
+	held    map[string][]byte // a message held back to be delivered after the next
+	closed  bool
+	payload int
+}
+
+type memSub struct {
+	ch   chan []byte
+	done chan struct{}
+}
+
+// NewMemory makes an in-memory transport with a payload limit in bytes.
+func NewMemory(seed int64, faults Faults, maxPayload int) *Memory {
+	return &Memory{subs: map[string][]*memSub{}, rng: rand.New(rand.NewSource(seed)), faults: faults,
+		held: map[string][]byte{}, payload: maxPayload}
+}
+
+func (m *Memory) MaxPayload() int { return m.payload }
+
+func (m *Memory) Publish(subject string, data []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errClosed
+	}
+	msg := append([]byte(nil), data...)
+	f := m.faults
+	var out [][]byte
+	switch r := m.rng.Float64(); {
+	case r < f.Drop:
+	case r < f.Drop+f.Duplicate:
+		out = [][]byte{msg, msg}
+	case r < f.Drop+f.Duplicate+f.Reorder && m.held[subject] == nil:
+		m.held[subject] = msg // goes out after the next message on this subject
+	default:
+		out = [][]byte{msg}
+	}
+	if h := m.held[subject]; h != nil && len(out) > 0 {
+		out = append(out, h)
+		delete(m.held, subject)
+	}
+	for _, s := range m.subs[subject] {
+		for _, o := range out {
+			delay := time.Duration(0)
+			if f.Delay > 0 {
+				delay = time.Duration(m.rng.Int63n(int64(f.Delay)))
+			}
+			go s.deliver(o, delay)
+		}
+	}
+	return nil
+}
+
+func (s *memSub) deliver(msg []byte, delay time.Duration) {
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	select {
+	case s.ch <- msg:
+	case <-s.done:
+	}
+}
+
+func (m *Memory) Subscribe(subject string, fn func([]byte)) (func(), error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errClosed
+	}
+	s := &memSub{ch: make(chan []byte), done: make(chan struct{})}
+	m.subs[subject] = append(m.subs[subject], s)
+	go func() {
+		for {
+			select {
+			case msg := <-s.ch:
+				fn(msg)
+			case <-s.done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			list := m.subs[subject]
+			for i, x := range list {
+				if x == s {
+					m.subs[subject] = append(list[:i], list[i+1:]...)
+					break
+				}
+			}
+			close(s.done)
+		})
+	}, nil
+}
+
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	subs := m.subs
+	m.subs, m.closed = map[string][]*memSub{}, true
+	m.mu.Unlock()
+	for _, list := range subs {
+		for _, s := range list {
+			close(s.done)
+		}
+	}
+	return nil
+}
+
+type closedError struct{}
+
+func (closedError) Error() string { return "transport is closed" }
+
+var errClosed = closedError{}
