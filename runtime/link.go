@@ -268,3 +268,55 @@ func (e *Endpoint) Forget(iter int64) {
 		}
 	}
 }
+
+// ReceiveAny waits for any whole message on the given edge and direction
+// (control traffic, whose senders are not known in advance) and takes it.
+func (e *Endpoint) ReceiveAny(ctx context.Context, edge int32, dir uint8) (msgKey, []byte, error) {
+	stop := context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		e.cond.Broadcast()
+		e.mu.Unlock()
+	})
+	defer stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for {
+		for k, msg := range e.got {
+			if k.edge == edge && k.dir == dir {
+				delete(e.got, k)
+				e.taken[k] = true
+				return k, msg, nil
+			}
+		}
+		if err := e.failed(ctx); err != nil {
+			return msgKey{}, nil, err
+		}
+		e.cond.Wait()
+	}
+}
+
+// Drain waits until every frame sent has been acknowledged, so that a worker
+// leaving does not take undelivered messages with it.
+func (e *Endpoint) Drain(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		e.cond.Broadcast()
+		e.mu.Unlock()
+	})
+	defer stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for {
+		open := 0
+		for _, m := range e.unacked {
+			open += len(m)
+		}
+		if open == 0 {
+			return nil
+		}
+		if err := e.failed(ctx); err != nil {
+			return err
+		}
+		e.cond.Wait()
+	}
+}

@@ -1,0 +1,135 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
+)
+
+// Control traffic runs in generation 0 on edge -1: the coordinator is stage
+// -1, a worker is known by a random id until it is given a stage.
+const (
+	ctlGen       = 0
+	ctlEdge      = -1
+	coordinator  = -1
+	mbHello      = 0
+	mbAssign     = 1
+	mbReport     = 2
+	mbParams     = 3
+	mbError      = 4
+	reportStride = 1 << 20 // report keys: iter·reportStride + stage
+)
+
+// Every control message's key names its sender (the iteration field holds a
+// worker id or a stage), since an endpoint keys messages, not senders.
+
+type hello struct {
+	Worker int32  `json:"worker"`
+	Host   string `json:"host"`
+	PID    int    `json:"pid"`
+}
+
+type assignment struct {
+	Stage   int                `json:"stage"`
+	Model   json.RawMessage    `json:"model"`
+	Plan    json.RawMessage    `json:"plan"`
+	Train   stage.TrainOptions `json:"train"`
+	Steps   int                `json:"steps"`
+	Workers int                `json:"workers"`
+}
+
+// Report is one stage's account of one iteration.
+type Report struct {
+	Stage int     `json:"stage"`
+	Iter  int64   `json:"iter"`
+	Loss  float64 `json:"loss"`
+	Secs  float64 `json:"seconds"`
+}
+
+func sendJSON(ctx context.Context, ep *Endpoint, peer int32, iter int64, mb int32, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return ep.Send(ctx, peer, msgKey{iter, mb, ctlEdge, 'a'}, b)
+}
+
+func workerID() int32 {
+	var b [4]byte
+	rand.Read(b[:])
+	return int32(binary.LittleEndian.Uint32(b[:])&0x3fffffff) | 1<<20
+}
+
+// Serve is a worker process: it joins run, takes the stage it is given,
+// trains it and sends back its reports and final parameters.
+func Serve(ctx context.Context, t Transport, run string) error {
+	id := workerID()
+	ctl, err := NewEndpoint(t, run, ctlGen, id)
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	host, _ := os.Hostname()
+	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, hello{id, host, os.Getpid()}); err != nil {
+		return fmt.Errorf("joining run %s: %w", run, err)
+	}
+	_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a')
+	if err != nil {
+		return fmt.Errorf("waiting for a stage: %w", err)
+	}
+	var a assignment
+	if err := json.Unmarshal(msg, &a); err != nil {
+		return fmt.Errorf("assignment: %w", err)
+	}
+	if err = serveStage(ctx, t, run, ctl, &a); err != nil {
+		sendJSON(context.Background(), ctl, coordinator, int64(id), mbError, map[string]string{"error": err.Error()})
+		return err
+	}
+	return ctl.Drain(ctx)
+}
+
+func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment) error {
+	g, err := dag.Load(a.Model)
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	plan, err := search.DecodePlan(a.Plan)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	ep, err := NewEndpoint(t, run, 1, int32(a.Stage))
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	w, err := NewWorker(g, plan, a.Stage, ep, a.Train)
+	if err != nil {
+		return err
+	}
+	for n := 0; n < a.Steps; n++ {
+		start := now()
+		loss, err := w.Run(ctx, int64(n))
+		if err != nil {
+			return err
+		}
+		r := Report{Stage: a.Stage, Iter: int64(n), Loss: loss, Secs: since(start)}
+		if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbReport, r); err != nil {
+			return err
+		}
+	}
+	params, err := encodeParams(w.Params())
+	if err != nil {
+		return err
+	}
+	if err := ctl.Send(ctx, coordinator, msgKey{int64(a.Stage), mbParams, ctlEdge, 'g'}, params); err != nil {
+		return err
+	}
+	return ep.Drain(ctx)
+}

@@ -1,0 +1,114 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/tensor"
+)
+
+func now() time.Time            { return time.Now() }
+func since(t time.Time) float64 { return time.Since(t).Seconds() }
+
+// Coordinate runs plan with workers that join over t: it waits for one worker
+// per stage, assigns the stages, collects each iteration's reports (calling
+// progress with the iteration's loss) and the final parameters.
+func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport, run string, steps int, o stage.TrainOptions,
+	progress func(iter int64, loss float64)) (*Result, error) {
+	if h := search.ModelHash(g); h != plan.Model.SHA256 {
+		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
+	}
+	ctl, err := NewEndpoint(t, run, ctlGen, coordinator)
+	if err != nil {
+		return nil, err
+	}
+	defer ctl.Close()
+	model, planJSON := dag.Write(g.Model()), plan.Encode()
+	for s := range plan.Stages {
+		k, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a')
+		if err != nil {
+			return nil, fmt.Errorf("waiting for workers: %d of %d joined: %w", s, len(plan.Stages), err)
+		}
+		if k.mb != mbHello {
+			return nil, fmt.Errorf("unexpected control message %d before every worker joined", k.mb)
+		}
+		var h hello
+		if err := json.Unmarshal(msg, &h); err != nil {
+			return nil, err
+		}
+		a := assignment{Stage: s, Model: model, Plan: planJSON, Train: o, Steps: steps, Workers: len(plan.Stages)}
+		if err := sendJSON(ctx, ctl, h.Worker, 0, mbAssign, a); err != nil {
+			return nil, err
+		}
+	}
+	res := &Result{Params: map[string]*stage.Value[float32]{}}
+	for n := 0; n < steps; n++ {
+		total := 0.0
+		for s := range plan.Stages {
+			r, err := ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(s), mbReport, ctlEdge, 'a'})
+			if err != nil {
+				return nil, workerFailure(ctl, err)
+			}
+			var rep Report
+			if err := json.Unmarshal(r, &rep); err != nil {
+				return nil, err
+			}
+			total += rep.Loss
+		}
+		res.Losses = append(res.Losses, total)
+		if progress != nil {
+			progress(int64(n), total)
+		}
+	}
+	for range plan.Stages {
+		_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'g')
+		if err != nil {
+			return nil, workerFailure(ctl, err)
+		}
+		if err := decodeParams(msg, res.Params); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// workerFailure prefers a worker's own account of its failure.
+func workerFailure(ctl *Endpoint, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	for {
+		k, msg, e := ctl.ReceiveAny(ctx, ctlEdge, 'a')
+		if e != nil {
+			return err
+		}
+		if k.mb == mbError {
+			var m map[string]string
+			json.Unmarshal(msg, &m)
+			return fmt.Errorf("a worker failed: %s", m["error"])
+		}
+	}
+}
+
+func encodeParams(p map[string]*stage.Value[float32]) ([]byte, error) {
+	var entries []tensor.Named
+	for name, v := range p {
+		entries = append(entries, tensor.Named{Name: name, Shape: v.Shape, F32: v.Data})
+	}
+	return tensor.EncodeSafetensors(entries, nil)
+}
+
+func decodeParams(b []byte, into map[string]*stage.Value[float32]) error {
+	entries, _, err := tensor.DecodeSafetensors(b)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		into[e.Name] = &stage.Value[float32]{Shape: e.Shape, Data: e.F32}
+	}
+	return nil
+}
