@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/tensor"
+)
+
+// tokenEnv carries a NATS token to workers without showing it in ps.
+const tokenEnv = "GRAPHPIPE_NATS_TOKEN"
+
+type natsFlags struct {
+	url, token, creds, ca string
+}
+
+func (f *natsFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.url, "nats", "", "NATS server or cluster URL(s), comma-separated")
+	cmd.Flags().StringVar(&f.token, "nats-token", "", "NATS auth token (default: $"+tokenEnv+")")
+	cmd.Flags().StringVar(&f.creds, "nats-creds", "", "NATS credentials `FILE` (JWT and NKey)")
+	cmd.Flags().StringVar(&f.ca, "nats-ca", "", "trust this CA `FILE` for TLS to NATS")
+}
+
+func (f *natsFlags) options(name string) runtime.NATSOptions {
+	tok := f.token
+	if tok == "" {
+		tok = os.Getenv(tokenEnv)
+	}
+	return runtime.NATSOptions{URL: f.url, Token: tok, CredsFile: f.creds, CAFile: f.ca, Name: name}
+}
+
+// runSummary is `graphpipe run --json`'s object.
+type runSummary struct {
+	Model         string    `json:"model"`
+	Strategy      string    `json:"strategy"`
+	Stages        int       `json:"stages"`
+	Steps         int       `json:"steps"`
+	FinalLoss     float64   `json:"final_loss"`
+	Losses        []float64 `json:"losses"`
+	SamplesPerS   float64   `json:"samples_per_s"`
+	MeasuredIterS float64   `json:"measured_iteration_s"`
+	PredictedIter float64   `json:"predicted_iteration_s"`
+	Workers       string    `json:"workers"`
+}
+
+func newRunCmd(stdin io.Reader) *cobra.Command {
+	var sf searchFlags
+	var nf natsFlags
+	var steps int
+	var optName, workers, modelPath, dump, runID string
+	var lr, momentum float32
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "run MODEL|PLAN",
+		Short: "Train a model as a pipeline of stage workers exchanging tensors over NATS",
+		Long: `Train with stage workers. Given a model, plan it first (the search flags
+apply); given a plan (graphpipe/plan@1), --model names the model it was made
+for, which must match its hash. By default an embedded NATS server is started
+on 127.0.0.1 with a random token and one worker process per stage; --nats uses
+an external server or cluster, and --workers external waits for workers
+started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
+		Example: "  graphpipe run mmt-small.json --devices 3 --device cpu --steps 20\n  graphpipe run plan.json --model mmt.json --nats nats://10.0.0.5:4222 --workers external",
+		Args:    args("MODEL|PLAN"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			g, plan, err := modelAndPlan(cmd, a[0], modelPath, &sf, stdin)
+			if err != nil {
+				return err
+			}
+			if steps < 1 {
+				return usagef("--steps: must be positive, got %d", steps)
+			}
+			if workers != "local" && workers != "external" {
+				return usagef(`--workers: must be "local" or "external", got %q`, workers)
+			}
+			defaultLR, known := map[string]float32{"adam": 1e-3, "sgd": 0.05}[optName]
+			if !known {
+				return usagef("--optimizer: unknown optimizer %q (known: sgd, adam)", optName)
+			}
+			if !cmd.Flags().Changed("lr") {
+				lr = defaultLR
+			}
+			o := stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, MicroBatch: int(plan.MicroBatch)}
+			if _, err := stage.NewOptimizer(o.Optimizer, o.LR, o.Momentum); err != nil {
+				return usagef("%v", err)
+			}
+			if runID == "" {
+				runID = randomID()
+			}
+			return runPlan(cmd, g, plan, &nf, workers, runID, steps, o, dump, asJSON)
+		},
+	}
+	sf.register(cmd)
+	nf.register(cmd)
+	cmd.Flags().IntVar(&steps, "steps", 10, "training iterations")
+	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
+	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")
+	cmd.Flags().Float32Var(&momentum, "momentum", 0, "sgd momentum")
+	cmd.Flags().StringVar(&workers, "workers", "local", "local: start one worker process per stage; external: wait for workers to join")
+	cmd.Flags().StringVar(&modelPath, "model", "", "with a PLAN: the model `FILE` it was made for")
+	cmd.Flags().StringVar(&dump, "dump", "", "write init, data, final parameters and losses to `DIR`, as graphpipe train --dump")
+	cmd.Flags().StringVar(&runID, "run", "", "run ID (default: random); scopes every subject of the run")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+// modelAndPlan loads a model and plans it, or loads a plan and its model.
+func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, stdin io.Reader) (*dag.Graph, *search.Plan, error) {
+	data, name, err := readInput(path, stdin)
+	if err != nil {
+		return nil, nil, err
+	}
+	var probe struct {
+		Format string `json:"format"`
+	}
+	json.Unmarshal(data, &probe)
+	if probe.Format == search.PlanFormat {
+		plan, err := search.DecodePlan(data)
+		if err != nil {
+			return nil, nil, inputf("%s: %v", name, err)
+		}
+		if modelPath == "" {
+			return nil, nil, usagef("running a plan needs --model, the model file it was made for")
+		}
+		g, err := loadModel(modelPath, stdin)
+		if err != nil {
+			return nil, nil, err
+		}
+		if search.ModelHash(g) != plan.Model.SHA256 {
+			return nil, nil, inputf("%s: the plan was made for another model than %s (hash %.12s, plan says %.12s)", name, modelPath, search.ModelHash(g), plan.Model.SHA256)
+		}
+		return g, plan, nil
+	}
+	g, err := loadModel(path, stdin)
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := sf.options()
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := search.Search(g, o)
+	if err != nil {
+		return nil, nil, searchError(err)
+	}
+	return g, plan, nil
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers, runID string, steps int, o stage.TrainOptions, dump string, asJSON bool) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := nf.options("graphpipe coordinator " + runID)
+	if opts.URL == "" {
+		srv, err := runtime.StartEmbedded(0)
+		if err != nil {
+			return err
+		}
+		defer srv.Shutdown()
+		opts.URL, opts.Token = srv.URL(), srv.Token
+	}
+	t, err := runtime.DialNATS(opts)
+	if err != nil {
+		return inputf("--nats: %v", err)
+	}
+	defer t.Close()
+	log := cmd.ErrOrStderr()
+	switch workers {
+	case "local":
+		procs, err := startWorkers(ctx, len(plan.Stages), opts, runID, log)
+		if err != nil {
+			return err
+		}
+		defer stopWorkers(procs)
+	case "external":
+		fmt.Fprintf(log, "waiting for %d workers: %s=<token> graphpipe worker --nats %s --run %s\n", len(plan.Stages), tokenEnv, opts.URL, runID)
+	}
+	start := time.Now()
+	res, err := runtime.Coordinate(ctx, g, plan, t, runID, steps, o, func(n int64, loss float64) {
+		if !asJSON {
+			el := time.Since(start).Seconds()
+			eta := el / float64(n+1) * float64(int64(steps)-n-1)
+			fmt.Fprintf(log, "step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs\n", n+1, steps, loss, float64(plan.BatchSize)*float64(n+1)/el, eta)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds()
+	if dump != "" {
+		if err := dumpRun(dump, g, plan, res, steps); err != nil {
+			return err
+		}
+	}
+	sum := runSummary{Model: g.Name(), Strategy: plan.Strategy, Stages: len(plan.Stages), Steps: steps, Losses: res.Losses,
+		FinalLoss: res.Losses[len(res.Losses)-1], SamplesPerS: float64(plan.BatchSize) * float64(steps) / secs,
+		MeasuredIterS: secs / float64(steps), PredictedIter: plan.Predicted.IterationS, Workers: workers}
+	w := cmd.OutOrStdout()
+	if asJSON {
+		return json.NewEncoder(w).Encode(sum)
+	}
+	fmt.Fprintf(w, "%s: %d steps on %d stages, loss %.6g → %.6g, %.4g samples/s\n", sum.Model, steps, sum.Stages, res.Losses[0], sum.FinalLoss, sum.SamplesPerS)
+	return nil
+}
+
+// startWorkers starts one worker process per stage: this same binary.
+func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID string, log io.Writer) ([]*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var procs []*exec.Cmd
+	for i := 0; i < n; i++ {
+		c := exec.CommandContext(ctx, self, "worker", "--nats", o.URL, "--run", runID)
+		c.Env = append(os.Environ(), tokenEnv+"="+o.Token)
+		c.Stderr = log
+		if err := c.Start(); err != nil {
+			stopWorkers(procs)
+			return nil, fmt.Errorf("starting worker %d: %w", i, err)
+		}
+		procs = append(procs, c)
+	}
+	return procs, nil
+}
+
+// stopWorkers waits briefly for workers to leave, then kills what remains.
+func stopWorkers(procs []*exec.Cmd) {
+	done := make(chan struct{})
+	go func() {
+		for _, p := range procs {
+			p.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		for _, p := range procs {
+			p.Process.Kill()
+		}
+		<-done
+	}
+}
+
+// dumpRun writes what graphpipe train --dump writes: initial parameters and
+// data (both reproducible from the model's seed), and the workers' final
+// parameters and the losses.
+func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, steps int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return inputf("--dump %s: %v", dir, err)
+	}
+	all := make([]int, g.NumOps())
+	for i := range all {
+		all[i] = i
+	}
+	ex, err := stage.NewExecutor(g, all, g.Seed())
+	if err != nil {
+		return err
+	}
+	if err := writeParams(filepath.Join(dir, "init.safetensors"), ex); err != nil {
+		return err
+	}
+	ds, err := stage.NewDataset(g)
+	if err != nil {
+		return err
+	}
+	var data []tensor.Named
+	for s := 0; s < steps; s++ {
+		batch, err := ds.Batch(s, int(plan.BatchSize))
+		if err != nil {
+			return err
+		}
+		for name, v := range batch {
+			data = append(data, tensor.Named{Name: fmt.Sprintf("%d/%s", s, name), Shape: v.Shape, F32: v.Data, I32: v.Ints})
+		}
+	}
+	for name, v := range res.Params {
+		copy(ex.Params[name].Data, v.Data)
+	}
+	return writeDump(dir, ex, data, res.Losses)
+}
+
+func newWorkerCmd() *cobra.Command {
+	var nf natsFlags
+	var runID string
+	cmd := &cobra.Command{
+		Use:   "worker --nats URL --run ID",
+		Short: "Join a run as a stage worker",
+		Long: `Join run ID on a NATS server: take the stage the coordinator assigns, train
+it, and leave when the run ends. The token comes from --nats-token or $` + tokenEnv + `.`,
+		Args: args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if nf.url == "" || runID == "" {
+				return usagef("worker needs --nats and --run")
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			t, err := runtime.DialNATS(nf.options("graphpipe worker " + runID))
+			if err != nil {
+				return err
+			}
+			defer t.Close()
+			return runtime.Serve(ctx, t, runID)
+		},
+	}
+	nf.register(cmd)
+	cmd.Flags().StringVar(&runID, "run", "", "the run to join")
+	return cmd
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/tensor"
+)
+
+// The test binary stands in for graphpipe when re-executed: as a worker
+// (GRAPHPIPE_TEST_MAIN) or as a separate NATS server (GRAPHPIPE_TEST_NATS).
+func TestMain(m *testing.M) {
+	if os.Getenv("GRAPHPIPE_TEST_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	if os.Getenv("GRAPHPIPE_TEST_NATS") == "1" {
+		srv, err := runtime.StartEmbedded(0)
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println(srv.URL(), srv.Token)
+		bufio.NewReader(os.Stdin).ReadString('\n') // until the test closes stdin
+		srv.Shutdown()
+		os.Exit(0)
+	}
+	os.Setenv("GRAPHPIPE_TEST_MAIN", "1") // worker processes started by run are this binary
+	code := m.Run()
+	os.Exit(code)
+}
+
+func readParams(t *testing.T, path string) map[string][]float32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _, err := tensor.DecodeSafetensors(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]float32{}
+	for _, e := range entries {
+		out[e.Name] = e.F32
+	}
+	return out
+}
+
+func sameParams(t *testing.T, got, want map[string][]float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) || len(want) == 0 {
+		t.Fatalf("%d parameters, want %d", len(got), len(want))
+	}
+	for name, w := range want {
+		scale, worst := 0.0, 0.0
+		for i := range w {
+			scale = math.Max(scale, math.Abs(float64(w[i])))
+			worst = math.Max(worst, math.Abs(float64(got[name][i]-w[i])))
+		}
+		if worst > tol*math.Max(scale, 1e-12) {
+			t.Fatalf("%s: differs by %.3g (scale %.3g)", name, worst, scale)
+		}
+	}
+}
+
+// TestRunEqualsTrain: graphpipe run with one worker process per stage over
+// the embedded server dumps what graphpipe train dumps.
+func TestRunEqualsTrain(t *testing.T) {
+	model := smallModel(t, "mmt")
+	dir := t.TempDir()
+	runDump, trainDump := filepath.Join(dir, "run"), filepath.Join(dir, "train")
+	code, out, errs := gp(t, "", "run", model, "--devices", "3", "--device", "cpu", "--micro-batch", "4", "--steps", "4",
+		"--optimizer", "sgd", "--lr", "0.05", "--dump", runDump, "--json")
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, `"stages":3`) {
+		t.Errorf("summary: %s", out)
+	}
+	if code, _, errs := gp(t, "", "train", model, "--micro-batch", "4", "--steps", "4", "--optimizer", "sgd", "--lr", "0.05", "--dump", trainDump); code != 0 {
+		t.Fatal(errs)
+	}
+	for _, f := range []string{"init.safetensors", "data.safetensors"} {
+		a, _ := os.ReadFile(filepath.Join(runDump, f))
+		b, _ := os.ReadFile(filepath.Join(trainDump, f))
+		if string(a) != string(b) || len(a) == 0 {
+			t.Errorf("%s differs between run and train", f)
+		}
+	}
+	sameParams(t, readParams(t, filepath.Join(runDump, "final.safetensors")), readParams(t, filepath.Join(trainDump, "final.safetensors")), 1e-5)
+}
+
+// TestRunWithExternalServerAndWorkers: a separate NATS server process, a
+// coordinator told --workers external, and worker processes that join it.
+func TestRunWithExternalServerAndWorkers(t *testing.T) {
+	self, _ := os.Executable()
+	natsProc := exec.Command(self)
+	natsProc.Env = append(os.Environ(), "GRAPHPIPE_TEST_NATS=1", "GRAPHPIPE_TEST_MAIN=0")
+	stdin, _ := natsProc.StdinPipe()
+	stdout, _ := natsProc.StdoutPipe()
+	if err := natsProc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); natsProc.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var url, token string
+	fmt.Sscan(line, &url, &token)
+	model := smallModel(t, "dlrm")
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	var code int
+	var errs string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		code, _, errs = gp(t, "", "run", model, "--devices", "4", "--device", "cpu", "--micro-batch", "8", "--steps", "3",
+			"--optimizer", "sgd", "--lr", "0.05", "--nats", url, "--nats-token", token, "--workers", "external", "--run", "ext1",
+			"--dump", filepath.Join(dir, "run"))
+	}()
+	var workers []*exec.Cmd
+	for i := 0; i < 4; i++ {
+		w := exec.Command(self, "worker", "--nats", url, "--run", "ext1")
+		w.Env = append(os.Environ(), tokenEnv+"="+token)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		workers = append(workers, w)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the run did not finish")
+	}
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, errs)
+	}
+	for _, w := range workers {
+		if err := w.Wait(); err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}
+	if c, _, e := gp(t, "", "train", model, "--micro-batch", "8", "--steps", "3", "--optimizer", "sgd", "--lr", "0.05", "--dump", filepath.Join(dir, "train")); c != 0 {
+		t.Fatal(e)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "run", "final.safetensors")), readParams(t, filepath.Join(dir, "train", "final.safetensors")), 1e-5)
+}
+
+func TestRunRefusals(t *testing.T) {
+	model := smallModel(t, "mlp")
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	if code, _, errs := gp(t, "", "search", model, "--devices", "2", "--device", "cpu", "-o", plan); code != 0 {
+		t.Fatal(errs)
+	}
+	other := smallModel(t, "candle-uno")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", plan}, "needs --model"},
+		{[]string{"run", plan, "--model", other}, "made for another model"},
+		{[]string{"run", model, "--workers", "cloud"}, "--workers"},
+		{[]string{"run", model, "--steps", "0"}, "--steps"},
+		{[]string{"worker"}, "needs --nats and --run"},
+	} {
+		code, _, errs := gp(t, "", tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d %q, want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
