@@ -22,6 +22,7 @@ type Worker struct {
 	data  *stage.Dataset
 	loss  string // the loss op's name when this stage holds it
 	ops   map[string]bool
+	reads map[string]bool // the model inputs this stage's ops read
 }
 
 // NewWorker prepares stage id of plan over an endpoint.
@@ -30,7 +31,7 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o stage.Tr
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{ID: int32(id), g: g, plan: plan, sched: sch.Lists[id], ep: ep, ops: map[string]bool{}}
+	w := &Worker{ID: int32(id), g: g, plan: plan, sched: sch.Lists[id], ep: ep, ops: map[string]bool{}, reads: map[string]bool{}}
 	var ops []int
 	for _, name := range plan.Stages[id].Ops {
 		i, ok := g.OpIndex(name)
@@ -39,6 +40,11 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o stage.Tr
 		}
 		ops = append(ops, i)
 		w.ops[name] = true
+		for _, t := range g.OpInputs(i) {
+			if t.Producer < 0 {
+				w.reads[t.Name] = true
+			}
+		}
 		if i == g.Loss() {
 			w.loss = name
 		}
@@ -72,7 +78,7 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 	it := &iteration{n: n, feeds: map[int]map[string]*stage.Value[float32]{}, outs: map[int]map[string]*stage.Value[float32]{},
 		grads: map[int]map[string]*stage.Value[float32]{}, ingrads: map[int]map[string]*stage.Value[float32]{}}
 	var err error
-	if it.batch, err = w.data.Batch(int(n), int(w.plan.BatchSize)); err != nil {
+	if it.batch, err = w.data.Inputs(int(n), int(w.plan.BatchSize), w.reads); err != nil {
 		return 0, err
 	}
 	for _, a := range w.sched {

@@ -45,8 +45,21 @@ func NewDataset(g *dag.Graph) (*Dataset, error) {
 
 // Batch is step's batch of n samples, every model input by name.
 func (d *Dataset) Batch(step, n int) (map[string]*Value[float32], error) {
+	return d.Inputs(step, n, nil)
+}
+
+// Inputs is step's batch of n samples of the named inputs only (nil: all).
+// Each input depends on (seed, step, name) alone, so a stage can make just
+// the ones it reads; only a stage that reads the target runs the teacher.
+func (d *Dataset) Inputs(step, n int, names map[string]bool) (map[string]*Value[float32], error) {
+	if names != nil && d.teacher != nil && names[d.target] {
+		names = nil // the teacher reads every input
+	}
 	out := map[string]*Value[float32]{}
 	for _, in := range d.g.Inputs() {
+		if names != nil && !names[in.Name] {
+			continue
+		}
 		shape := append([]int{n}, toIntsShape(in.Shape)...)
 		r := rng(d.seed, "data", fmt.Sprint(step), in.Name)
 		v := &Value[float32]{Shape: shape}
@@ -63,7 +76,7 @@ func (d *Dataset) Batch(step, n int) (map[string]*Value[float32], error) {
 		}
 		out[in.Name] = v
 	}
-	if d.teacher != nil {
+	if d.teacher != nil && out[d.target] != nil {
 		if err := d.label(out, step); err != nil {
 			return nil, err
 		}

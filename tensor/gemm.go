@@ -30,10 +30,15 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		return
 	}
 	workers := runtime.GOMAXPROCS(0)
-	bp := make([]float32, kc*roundUp(min(n, nc), nr))
+	if 2*float64(m)*float64(n)*float64(k) < smallGemm {
+		workers = 1 // goroutines cost more than they save
+	}
+	bp := getBuf(kc * roundUp(min(n, nc), maxNR))
+	defer putBuf(bp)
 	aps := make([][]float32, workers)
 	for w := range aps {
-		aps[w] = make([]float32, roundUp(mc, mr)*kc)
+		aps[w] = getBuf(roundUp(mc, mr) * kc)
+		defer putBuf(aps[w])
 	}
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
@@ -47,15 +52,22 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 				next <- ib * mc
 			}
 			close(next)
+			work := func(ap []float32) {
+				for ic := range next {
+					mb := min(mc, m-ic)
+					packA(transA, a, lda, ic, pc, mb, kb, alpha, ap)
+					macro(mb, nb, kb, ap, bp, c[ic*ldc+jc:], ldc)
+				}
+			}
+			if workers == 1 {
+				work(aps[0])
+				continue
+			}
 			for w := 0; w < min(workers, blocks); w++ {
 				wg.Add(1)
 				go func(ap []float32) {
 					defer wg.Done()
-					for ic := range next {
-						mb := min(mc, m-ic)
-						packA(transA, a, lda, ic, pc, mb, kb, alpha, ap)
-						macro(mb, nb, kb, ap, bp, c[ic*ldc+jc:], ldc)
-					}
+					work(ap)
 				}(aps[w])
 			}
 			wg.Wait()
@@ -64,6 +76,21 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 }
 
 func roundUp(x, to int) int { return (x + to - 1) / to * to }
+
+// smallGemm is the FLOP count under which a product runs on one goroutine.
+const smallGemm = 1 << 22
+
+// bufs pools packing buffers across calls.
+var bufs sync.Pool
+
+func getBuf(n int) []float32 {
+	if b, ok := bufs.Get().(*[]float32); ok && cap(*b) >= n {
+		return (*b)[:n]
+	}
+	return make([]float32, n)
+}
+
+func putBuf(b []float32) { bufs.Put(&b) }
 
 // scale multiplies C [m,n] by beta (0 clears it, even of NaNs).
 func scale(m, n int, beta float32, c []float32, ldc int) {
