@@ -10,7 +10,6 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/search"
-	"github.com/graphpipe/graphpipe/stage"
 )
 
 // Control traffic runs in generation 0 on edge -1: the coordinator is stage
@@ -24,6 +23,7 @@ const (
 	mbReport     = 2
 	mbParams     = 3
 	mbError      = 4
+	mbGo         = 5
 	reportStride = 1 << 20 // report keys: iter·reportStride + stage
 )
 
@@ -37,20 +37,21 @@ type hello struct {
 }
 
 type assignment struct {
-	Stage   int                `json:"stage"`
-	Model   json.RawMessage    `json:"model"`
-	Plan    json.RawMessage    `json:"plan"`
-	Train   stage.TrainOptions `json:"train"`
-	Steps   int                `json:"steps"`
-	Workers int                `json:"workers"`
+	Stage   int             `json:"stage"`
+	Model   json.RawMessage `json:"model"`
+	Plan    json.RawMessage `json:"plan"`
+	Options Options         `json:"options"`
+	Steps   int             `json:"steps"`
+	Workers int             `json:"workers"`
 }
 
 // Report is one stage's account of one iteration.
 type Report struct {
-	Stage int     `json:"stage"`
-	Iter  int64   `json:"iter"`
-	Loss  float64 `json:"loss"`
-	Secs  float64 `json:"seconds"`
+	Stage  int     `json:"stage"`
+	Iter   int64   `json:"iter"`
+	Loss   float64 `json:"loss"`
+	Secs   float64 `json:"seconds"`
+	Events []Event `json:"events"`
 }
 
 func sendJSON(ctx context.Context, ep *Endpoint, peer int32, iter int64, mb int32, v any) error {
@@ -80,7 +81,7 @@ func Serve(ctx context.Context, t Transport, run string) error {
 	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, hello{id, host, os.Getpid()}); err != nil {
 		return fmt.Errorf("joining run %s: %w", run, err)
 	}
-	_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a')
+	_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbAssign)
 	if err != nil {
 		return fmt.Errorf("waiting for a stage: %w", err)
 	}
@@ -109,17 +110,21 @@ func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *
 		return err
 	}
 	defer ep.Close()
-	w, err := NewWorker(g, plan, a.Stage, ep, a.Train)
+	w, err := NewWorker(g, plan, a.Stage, ep, a.Options)
 	if err != nil {
 		return err
 	}
 	for n := 0; n < a.Steps; n++ {
+		// every stage starts an iteration together, as the simulator assumes
+		if _, err := ctl.Receive(ctx, msgKey{int64(n), mbGo, ctlEdge, 'a'}); err != nil {
+			return err
+		}
 		start := now()
 		loss, err := w.Run(ctx, int64(n))
 		if err != nil {
 			return err
 		}
-		r := Report{Stage: a.Stage, Iter: int64(n), Loss: loss, Secs: since(start)}
+		r := Report{Stage: a.Stage, Iter: int64(n), Loss: loss, Secs: since(start), Events: w.Events()}
 		if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbReport, r); err != nil {
 			return err
 		}

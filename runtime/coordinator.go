@@ -18,7 +18,7 @@ func since(t time.Time) float64 { return time.Since(t).Seconds() }
 // Coordinate runs plan with workers that join over t: it waits for one worker
 // per stage, assigns the stages, collects each iteration's reports (calling
 // progress with the iteration's loss) and the final parameters.
-func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport, run string, steps int, o stage.TrainOptions,
+func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport, run string, steps int, o Options,
 	progress func(iter int64, loss float64)) (*Result, error) {
 	if h := search.ModelHash(g); h != plan.Model.SHA256 {
 		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
@@ -29,26 +29,32 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 	}
 	defer ctl.Close()
 	model, planJSON := dag.Write(g.Model()), plan.Encode()
+	workers := make([]int32, len(plan.Stages))
 	for s := range plan.Stages {
-		k, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a')
+		_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbHello)
 		if err != nil {
 			return nil, fmt.Errorf("waiting for workers: %d of %d joined: %w", s, len(plan.Stages), err)
-		}
-		if k.mb != mbHello {
-			return nil, fmt.Errorf("unexpected control message %d before every worker joined", k.mb)
 		}
 		var h hello
 		if err := json.Unmarshal(msg, &h); err != nil {
 			return nil, err
 		}
-		a := assignment{Stage: s, Model: model, Plan: planJSON, Train: o, Steps: steps, Workers: len(plan.Stages)}
+		a := assignment{Stage: s, Model: model, Plan: planJSON, Options: o, Steps: steps, Workers: len(plan.Stages)}
 		if err := sendJSON(ctx, ctl, h.Worker, 0, mbAssign, a); err != nil {
 			return nil, err
 		}
+		workers[s] = h.Worker
 	}
 	res := &Result{Params: map[string]*stage.Value[float32]{}}
 	for n := 0; n < steps; n++ {
+		start := time.Now()
+		for _, w := range workers {
+			if err := ctl.Send(ctx, w, msgKey{int64(n), mbGo, ctlEdge, 'a'}, []byte{}); err != nil {
+				return nil, err
+			}
+		}
 		total := 0.0
+		res.Events = make([][]Event, len(plan.Stages))
 		for s := range plan.Stages {
 			r, err := ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(s), mbReport, ctlEdge, 'a'})
 			if err != nil {
@@ -59,14 +65,16 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 				return nil, err
 			}
 			total += rep.Loss
+			res.Events[s] = rep.Events
 		}
 		res.Losses = append(res.Losses, total)
+		res.Iters = append(res.Iters, time.Since(start).Seconds())
 		if progress != nil {
 			progress(int64(n), total)
 		}
 	}
 	for range plan.Stages {
-		_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'g')
+		_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'g', mbParams)
 		if err != nil {
 			return nil, workerFailure(ctl, err)
 		}
@@ -81,17 +89,13 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 func workerFailure(ctl *Endpoint, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	for {
-		k, msg, e := ctl.ReceiveAny(ctx, ctlEdge, 'a')
-		if e != nil {
-			return err
-		}
-		if k.mb == mbError {
-			var m map[string]string
-			json.Unmarshal(msg, &m)
-			return fmt.Errorf("a worker failed: %s", m["error"])
-		}
+	_, msg, e := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbError)
+	if e != nil {
+		return err
 	}
+	var m map[string]string
+	json.Unmarshal(msg, &m)
+	return fmt.Errorf("a worker failed: %s", m["error"])
 }
 
 func encodeParams(p map[string]*stage.Value[float32]) ([]byte, error) {

@@ -25,7 +25,7 @@ func TestCoordinatorWithJoiningWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := stage.TrainOptions{Optimizer: "sgd", LR: 0.05}
+	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	want, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "ref", 4, o)

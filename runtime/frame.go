@@ -56,7 +56,7 @@ func EncodeFrame(f *Frame) ([]byte, error) {
 		func() error { return e.EncodeInt(int64(f.Chunk)) },
 		func() error { return e.EncodeInt(int64(f.Chunks)) },
 		func() error { return e.EncodeUint(f.Seq) },
-		func() error { return e.EncodeBytes(f.Payload) },
+		func() error { return e.EncodeBytes(append([]byte{}, f.Payload...)) }, // never nil: msgpack writes nil as nil, not bytes
 	}
 	for _, s := range steps {
 		if err := s(); err != nil {

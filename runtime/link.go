@@ -216,7 +216,7 @@ func (e *Endpoint) handle(data []byte) {
 			return
 		}
 	}
-	var whole []byte
+	whole := []byte{} // non-nil: an empty message is still a message
 	for _, p := range parts {
 		whole = append(whole, p...)
 	}
@@ -269,9 +269,10 @@ func (e *Endpoint) Forget(iter int64) {
 	}
 }
 
-// ReceiveAny waits for any whole message on the given edge and direction
-// (control traffic, whose senders are not known in advance) and takes it.
-func (e *Endpoint) ReceiveAny(ctx context.Context, edge int32, dir uint8) (msgKey, []byte, error) {
+// ReceiveAny waits for any whole message of the given edge, direction and
+// micro-batch field (control traffic, whose senders are not known in
+// advance) and takes it.
+func (e *Endpoint) ReceiveAny(ctx context.Context, edge int32, dir uint8, mb int32) (msgKey, []byte, error) {
 	stop := context.AfterFunc(ctx, func() {
 		e.mu.Lock()
 		e.cond.Broadcast()
@@ -282,7 +283,7 @@ func (e *Endpoint) ReceiveAny(ctx context.Context, edge int32, dir uint8) (msgKe
 	defer e.mu.Unlock()
 	for {
 		for k, msg := range e.got {
-			if k.edge == edge && k.dir == dir {
+			if k.edge == edge && k.dir == dir && k.mb == mb {
 				delete(e.got, k)
 				e.taken[k] = true
 				return k, msg, nil

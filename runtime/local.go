@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/search"
@@ -16,11 +17,13 @@ type Result struct {
 	Losses []float64                        // per iteration
 	Params map[string]*stage.Value[float32] // every stage's, by name
 	Stats  []Stats                          // per stage endpoint
+	Iters  []float64                        // measured seconds per iteration
+	Events [][]Event                        // per stage, the last iteration's timeline
 }
 
 // RunLocal trains g under plan for steps iterations with one goroutine per
 // stage over transport t. It refuses a plan made for another model.
-func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport, run string, steps int, o stage.TrainOptions) (*Result, error) {
+func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport, run string, steps int, o Options) (*Result, error) {
 	if h := search.ModelHash(g); h != plan.Model.SHA256 {
 		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
 	}
@@ -39,6 +42,7 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for n := 0; n < steps; n++ {
+		start := time.Now()
 		losses := make([]float64, len(workers))
 		errs := make([]error, len(workers))
 		var wg sync.WaitGroup
@@ -60,8 +64,10 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 			total += losses[s]
 		}
 		res.Losses = append(res.Losses, total)
+		res.Iters = append(res.Iters, time.Since(start).Seconds())
 	}
 	for _, w := range workers {
+		res.Events = append(res.Events, w.Events())
 		for k, v := range w.Params() {
 			res.Params[k] = v
 		}

@@ -72,7 +72,7 @@ func TestPipelineEqualsSingleProcess(t *testing.T) {
 		}
 		cases = append(cases, model{g.Name(), g})
 	}
-	o := stage.TrainOptions{Optimizer: "adam", LR: 1e-3}
+	o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}
 	for _, c := range cases {
 		for _, strategy := range []string{"gpp", "spp"} {
 			for _, sched := range []string{"1f1b", "gpipe"} {
@@ -91,7 +91,7 @@ func TestPipelineEqualsSingleProcess(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					want, losses := reference(t, c.g, plan.MicroBatch, 5, o)
+					want, losses := reference(t, c.g, plan.MicroBatch, 5, o.Train)
 					equalParams(t, res.Params, want, 1e-5)
 					for i := range losses {
 						if math.Abs(res.Losses[i]-losses[i]) > 1e-5*math.Abs(losses[i]) {
@@ -113,7 +113,7 @@ func TestFaultyTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}
+	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	clean, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "clean", 3, o)
@@ -143,7 +143,7 @@ func TestPlanForAnotherModel(t *testing.T) {
 	plan, _ := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 2})
 	other, _ := models.Lookup("candle-uno")
 	h, _ := other.Build(other.Small)
-	_, err := RunLocal(context.Background(), h, plan, NewMemory(1, Faults{}, 1<<20), "x", 1, stage.TrainOptions{Optimizer: "sgd", LR: 0.1})
+	_, err := RunLocal(context.Background(), h, plan, NewMemory(1, Faults{}, 1<<20), "x", 1, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.1}})
 	if err == nil {
 		t.Fatal("a plan for another model ran")
 	}

@@ -27,7 +27,7 @@ func TestOverEmbeddedNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := stage.TrainOptions{Optimizer: "adam", LR: 1e-3}
+	o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	want, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 4096), "mem", 3, o)

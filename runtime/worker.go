@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
@@ -23,15 +24,38 @@ type Worker struct {
 	loss  string // the loss op's name when this stage holds it
 	ops   map[string]bool
 	reads map[string]bool // the model inputs this stage's ops read
+
+	// Emulate replaces computation by waits of the plan's times and
+	// transfers by their modelled times; frames still flow.
+	Emulate  bool
+	linkFree map[[2]int]time.Time // emulation: when each (edge, dir) link is free
+	vnow     time.Time            // emulation: when the stage is next free, by the plan's clock
+	events   []Event              // this iteration's timeline
+	iterZero time.Time
+}
+
+// Event is one measured action of a stage, in seconds from its iteration's start.
+type Event struct {
+	Kind  byte    `json:"kind"`
+	MB    int     `json:"mb"`
+	Start float64 `json:"start"`
+	End   float64 `json:"end"`
+}
+
+// Options are how a run trains.
+type Options struct {
+	Train   stage.TrainOptions
+	Emulate bool // wait the plan's times instead of computing
 }
 
 // NewWorker prepares stage id of plan over an endpoint.
-func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o stage.TrainOptions) (*Worker, error) {
+func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options) (*Worker, error) {
 	sch, err := plan.ScheduleOf()
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{ID: int32(id), g: g, plan: plan, sched: sch.Lists[id], ep: ep, ops: map[string]bool{}, reads: map[string]bool{}}
+	w := &Worker{ID: int32(id), g: g, plan: plan, sched: sch.Lists[id], ep: ep, ops: map[string]bool{}, reads: map[string]bool{},
+		linkFree: map[[2]int]time.Time{}}
 	var ops []int
 	for _, name := range plan.Stages[id].Ops {
 		i, ok := g.OpIndex(name)
@@ -49,13 +73,16 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o stage.Tr
 			w.loss = name
 		}
 	}
+	if w.Emulate = o.Emulate; w.Emulate {
+		return w, nil // nothing is computed: no parameters, data or optimizer
+	}
 	if w.ex, err = stage.NewExecutor(g, ops, g.Seed()); err != nil {
 		return nil, err
 	}
 	if w.data, err = stage.NewDataset(g); err != nil {
 		return nil, err
 	}
-	if w.opt, err = stage.NewOptimizer(o.Optimizer, o.LR, o.Momentum); err != nil {
+	if w.opt, err = stage.NewOptimizer(o.Train.Optimizer, o.Train.LR, o.Train.Momentum); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -77,22 +104,108 @@ type iteration struct {
 func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 	it := &iteration{n: n, feeds: map[int]map[string]*stage.Value[float32]{}, outs: map[int]map[string]*stage.Value[float32]{},
 		grads: map[int]map[string]*stage.Value[float32]{}, ingrads: map[int]map[string]*stage.Value[float32]{}}
+	w.iterZero, w.events = time.Now(), w.events[:0]
+	w.vnow = w.iterZero
 	var err error
-	if it.batch, err = w.data.Inputs(int(n), int(w.plan.BatchSize), w.reads); err != nil {
-		return 0, err
+	if !w.Emulate {
+		if it.batch, err = w.data.Inputs(int(n), int(w.plan.BatchSize), w.reads); err != nil {
+			return 0, err
+		}
 	}
 	for _, a := range w.sched {
+		start := time.Now()
 		if err := w.act(ctx, it, a); err != nil {
 			return 0, fmt.Errorf("stage %d, iteration %d, action %v: %w", w.ID, n, a, err)
 		}
+		if a.Kind == microbatch.Forward || a.Kind == microbatch.Backward || a.Kind == microbatch.Weight {
+			w.events = append(w.events, Event{byte(a.Kind), a.MB, start.Sub(w.iterZero).Seconds(), time.Since(w.iterZero).Seconds()})
+		}
 	}
-	w.opt.Step(w.ex.Params, w.ex.Grads)
-	w.ex.ZeroGrads()
+	if w.Emulate {
+		w.wait(ctx, w.plan.Stages[w.ID].FlushS)
+	} else {
+		w.opt.Step(w.ex.Params, w.ex.Grads)
+		w.ex.ZeroGrads()
+	}
 	w.ep.Forget(n)
 	return it.loss, nil
 }
 
+// Events is the timeline of the last iteration Run finished.
+func (w *Worker) Events() []Event { return append([]Event(nil), w.events...) }
+
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// wait advances the stage's planned clock by d seconds and sleeps until it:
+// deadlines are absolute, so timer overshoot does not accumulate, while a
+// message that really arrives late still delays the stage.
+func (w *Worker) wait(ctx context.Context, d float64) {
+	if now := time.Now(); now.After(w.vnow) && d == 0 {
+		return
+	}
+	w.vnow = w.vnow.Add(time.Duration(d * float64(time.Second)))
+	sleep(ctx, time.Until(w.vnow))
+}
+
+// emulate stands in for computing an action: compute waits its planned time;
+// a send carries the modelled arrival time, the link being busy one transfer
+// at a time; a receive waits until that time.
+func (w *Worker) emulate(ctx context.Context, it *iteration, a microbatch.Action) error {
+	st := w.plan.Stages[w.ID]
+	switch a.Kind {
+	case microbatch.Forward:
+		w.wait(ctx, st.ForwardS)
+	case microbatch.Backward:
+		w.wait(ctx, st.BackwardS+st.WeightS)
+	case microbatch.Send:
+		e := w.plan.Edges[a.Edge]
+		link := [2]int{a.Edge, int(a.Dir)}
+		start := w.vnow
+		if free := w.linkFree[link]; free.After(start) {
+			start = free
+		}
+		arrive := start.Add(time.Duration(e.Transfer * float64(time.Second)))
+		w.linkFree[link] = arrive
+		peer := int32(e.To)
+		if a.Dir == microbatch.Grad {
+			peer = int32(e.From)
+		}
+		stamp := []byte(arrive.Format(time.RFC3339Nano))
+		return w.ep.Send(ctx, peer, msgKey{it.n, int32(a.MB), int32(a.Edge), byte(a.Dir)}, stamp)
+	case microbatch.Recv:
+		msg, err := w.ep.Receive(ctx, msgKey{it.n, int32(a.MB), int32(a.Edge), byte(a.Dir)})
+		if err != nil {
+			return err
+		}
+		arrive, err := time.Parse(time.RFC3339Nano, string(msg))
+		if err != nil {
+			return fmt.Errorf("emulated transfer: %w", err)
+		}
+		if arrive.After(w.vnow) {
+			w.vnow = arrive
+		}
+		if late := time.Now(); late.After(w.vnow) {
+			w.vnow = late // the message itself came later than planned
+		}
+		sleep(ctx, time.Until(w.vnow))
+	}
+	return nil
+}
+
 func (w *Worker) act(ctx context.Context, it *iteration, a microbatch.Action) error {
+	if w.Emulate {
+		return w.emulate(ctx, it, a)
+	}
 	b := int(w.plan.MicroBatch)
 	switch a.Kind {
 	case microbatch.Recv:
@@ -200,5 +313,10 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 	return nil
 }
 
-// Params is the stage's parameters.
-func (w *Worker) Params() map[string]*stage.Value[float32] { return w.ex.Params }
+// Params is the stage's parameters (none when emulating).
+func (w *Worker) Params() map[string]*stage.Value[float32] {
+	if w.ex == nil {
+		return nil
+	}
+	return w.ex.Params
+}

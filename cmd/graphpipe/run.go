@@ -11,12 +11,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
@@ -57,13 +59,14 @@ type runSummary struct {
 	MeasuredIterS float64   `json:"measured_iteration_s"`
 	PredictedIter float64   `json:"predicted_iteration_s"`
 	Workers       string    `json:"workers"`
+	Emulated      string    `json:"emulated,omitempty"`
 }
 
 func newRunCmd(stdin io.Reader) *cobra.Command {
 	var sf searchFlags
 	var nf natsFlags
 	var steps int
-	var optName, workers, modelPath, dump, runID string
+	var optName, workers, modelPath, dump, runID, emulate, trace string
 	var lr, momentum float32
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -95,14 +98,23 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if !cmd.Flags().Changed("lr") {
 				lr = defaultLR
 			}
-			o := stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, MicroBatch: int(plan.MicroBatch)}
-			if _, err := stage.NewOptimizer(o.Optimizer, o.LR, o.Momentum); err != nil {
+			o := runtime.Options{Train: stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, MicroBatch: int(plan.MicroBatch)}}
+			if _, err := stage.NewOptimizer(optName, lr, momentum); err != nil {
 				return usagef("%v", err)
+			}
+			if emulate != "" {
+				if plan.Device.Name != emulate {
+					return usagef("--emulate %s: the plan is for %s devices (search with --device %s)", emulate, plan.Device.Name, emulate)
+				}
+				if dump != "" {
+					return usagef("--dump: an emulated run computes nothing to dump")
+				}
+				o.Emulate = true
 			}
 			if runID == "" {
 				runID = randomID()
 			}
-			return runPlan(cmd, g, plan, &nf, workers, runID, steps, o, dump, asJSON)
+			return runPlan(cmd, g, plan, &nf, workers, runID, steps, o, dump, trace, asJSON)
 		},
 	}
 	sf.register(cmd)
@@ -115,6 +127,8 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	cmd.Flags().StringVar(&modelPath, "model", "", "with a PLAN: the model `FILE` it was made for")
 	cmd.Flags().StringVar(&dump, "dump", "", "write init, data, final parameters and losses to `DIR`, as graphpipe train --dump")
 	cmd.Flags().StringVar(&runID, "run", "", "run ID (default: random); scopes every subject of the run")
+	cmd.Flags().StringVar(&emulate, "emulate", "", "emulate the plan's devices (v100, a100, h100: the --device it was searched for): each op waits its modelled time, each transfer its modelled time")
+	cmd.Flags().StringVar(&trace, "trace", "", "write the measured timeline of the last iteration as Chrome trace JSON to `FILE`")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
@@ -167,7 +181,7 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers, runID string, steps int, o stage.TrainOptions, dump string, asJSON bool) error {
+func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers, runID string, steps int, o runtime.Options, dump, trace string, asJSON bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := nf.options("graphpipe coordinator " + runID)
@@ -207,6 +221,11 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		return err
 	}
 	secs := time.Since(start).Seconds()
+	if trace != "" {
+		if err := writeTrace(trace, plan, res, o.Emulate); err != nil {
+			return err
+		}
+	}
 	if dump != "" {
 		if err := dumpRun(dump, g, plan, res, steps); err != nil {
 			return err
@@ -214,13 +233,44 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	}
 	sum := runSummary{Model: g.Name(), Strategy: plan.Strategy, Stages: len(plan.Stages), Steps: steps, Losses: res.Losses,
 		FinalLoss: res.Losses[len(res.Losses)-1], SamplesPerS: float64(plan.BatchSize) * float64(steps) / secs,
-		MeasuredIterS: secs / float64(steps), PredictedIter: plan.Predicted.IterationS, Workers: workers}
+		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers}
+	if o.Emulate {
+		sum.Emulated = plan.Device.Name
+	}
 	w := cmd.OutOrStdout()
 	if asJSON {
 		return json.NewEncoder(w).Encode(sum)
 	}
+	if o.Emulate {
+		fmt.Fprintf(w, "%s: EMULATED %s devices: %d steps on %d stages, %.4g s per iteration measured (median), %.4g s predicted\n",
+			sum.Model, sum.Emulated, steps, sum.Stages, sum.MeasuredIterS, sum.PredictedIter)
+		return nil
+	}
 	fmt.Fprintf(w, "%s: %d steps on %d stages, loss %.6g → %.6g, %.4g samples/s\n", sum.Model, steps, sum.Stages, res.Losses[0], sum.FinalLoss, sum.SamplesPerS)
 	return nil
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// writeTrace writes the last iteration's measured timeline in the shape of
+// graphpipe sim --trace.
+func writeTrace(path string, plan *search.Plan, res *runtime.Result, emulated bool) error {
+	r := &microbatch.Result{}
+	names := make([]string, len(plan.Stages))
+	for s, evs := range res.Events {
+		names[s] = fmt.Sprintf("stage %d (devices %v)", s, plan.Stages[s].Devices)
+		if emulated {
+			names[s] += " EMULATED " + plan.Device.Name
+		}
+		for _, e := range evs {
+			r.Events = append(r.Events, microbatch.Event{Stage: s, Kind: microbatch.Kind(e.Kind), MB: e.MB, Start: e.Start, End: e.End})
+		}
+	}
+	return writeFileAtomic(path, microbatch.Trace(r, len(plan.Stages), names))
 }
 
 // startWorkers starts one worker process per stage: this same binary.
