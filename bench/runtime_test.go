@@ -57,3 +57,102 @@ func BenchmarkEmulated(b *testing.B) {
 	}
 	b.Logf("gpp/spp: measured %.3f, simulated %.3f", measured["spp"]/measured["gpp"], predicted["spp"]/predicted["gpp"])
 }
+
+// BenchmarkTransport compares activation traffic through two endpoints (the
+// links workers use: chunks, a window of 4, acknowledgements) with a raw NATS
+// publish→subscribe of the same message sizes through the same embedded
+// server, in the same run.
+func BenchmarkTransport(b *testing.B) {
+	srv, err := runtime.StartEmbedded(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	dial := func() *runtime.NATS {
+		t, err := runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return t
+	}
+	for _, size := range []int{64 << 10, 1 << 20, 8 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			n := max(8, (256<<20)/size) // 256 MiB a side
+			msg := make([]byte, size)
+			raw := rawRate(b, dial(), dial(), msg, n)
+			links := linkRate(b, dial(), dial(), msg, n)
+			b.ReportMetric(raw/(1<<20), "raw-MiB/s")
+			b.ReportMetric(links/(1<<20), "links-MiB/s")
+			b.ReportMetric(links/raw, "links/raw")
+		})
+	}
+}
+
+// rawRate publishes n messages (chunked to the server's payload limit, as the
+// links are) and times their arrival at a subscriber that holds everything.
+func rawRate(b *testing.B, pub, sub *runtime.NATS, msg []byte, n int) float64 {
+	defer pub.Close()
+	defer sub.Close()
+	chunk := pub.MaxPayload() - 256
+	pieces := (len(msg) + chunk - 1) / chunk
+	got := make(chan struct{}, n*pieces)
+	unsub, err := sub.Subscribe("raw", func([]byte) { got <- struct{}{} })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unsub()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		for c := 0; c < pieces; c++ {
+			pub.Publish("raw", msg[c*chunk:min(len(msg), (c+1)*chunk)])
+		}
+	}
+	timeout := time.After(time.Minute)
+	for i := 0; i < n*pieces; i++ {
+		select {
+		case <-got:
+		case <-timeout:
+			b.Fatalf("raw NATS lost %d of %d messages", n*pieces-i, n*pieces)
+		}
+	}
+	return float64(n*len(msg)) / time.Since(start).Seconds()
+}
+
+// linkRate sends n messages from one endpoint to another and times them.
+func linkRate(b *testing.B, a, c *runtime.NATS, msg []byte, n int) float64 {
+	defer a.Close()
+	defer c.Close()
+	from, err := runtime.NewEndpoint(a, "bench", 1, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer from.Close()
+	to, err := runtime.NewEndpoint(c, "bench", 1, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer to.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	errs := make(chan error, 1)
+	go func() {
+		for i := 0; i < n; i++ {
+			if err := from.SendActivation(ctx, 1, 0, int32(i), msg); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	for i := 0; i < n; i++ {
+		if _, err := to.ReceiveActivation(ctx, 0, int32(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	return float64(n*len(msg)) / time.Since(start).Seconds()
+}

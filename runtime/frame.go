@@ -38,10 +38,10 @@ type Frame struct {
 const frameFields = 13
 
 // EncodeFrame renders a frame as a msgpack array with the payload as one
-// binary field.
+// binary field, in a single buffer sized for it.
 func EncodeFrame(f *Frame) ([]byte, error) {
-	var b bytes.Buffer
-	e := msgpack.NewEncoder(&b)
+	b := bytes.NewBuffer(make([]byte, 0, 96+len(f.Run)+len(f.Payload)))
+	e := msgpack.NewEncoder(b)
 	steps := []func() error{
 		func() error { return e.EncodeArrayLen(frameFields) },
 		func() error { return e.EncodeUint(uint64(f.Version)) },
@@ -56,13 +56,14 @@ func EncodeFrame(f *Frame) ([]byte, error) {
 		func() error { return e.EncodeInt(int64(f.Chunk)) },
 		func() error { return e.EncodeInt(int64(f.Chunks)) },
 		func() error { return e.EncodeUint(f.Seq) },
-		func() error { return e.EncodeBytes(append([]byte{}, f.Payload...)) }, // never nil: msgpack writes nil as nil, not bytes
+		func() error { return e.EncodeBytesLen(len(f.Payload)) }, // a bin header even when empty
 	}
 	for _, s := range steps {
 		if err := s(); err != nil {
 			return nil, err
 		}
 	}
+	b.Write(f.Payload)
 	return b.Bytes(), nil
 }
 
@@ -72,7 +73,8 @@ type FrameError struct{ Msg string }
 func (e *FrameError) Error() string { return "frame: " + e.Msg }
 
 // DecodeFrame reads a frame with explicit bounds: every declared length is
-// checked against the bytes that remain before anything is allocated.
+// checked against the bytes that remain before anything is allocated. The
+// payload aliases b, which the caller must not reuse.
 func DecodeFrame(b []byte) (*Frame, error) {
 	r := &reader{b: b}
 	if n := r.arrayLen(); r.err == nil && n != frameFields {
@@ -94,7 +96,7 @@ func DecodeFrame(b []byte) (*Frame, error) {
 	f.Chunk = int32(r.int(0, math.MaxInt32, "chunk"))
 	f.Chunks = int32(r.int(0, math.MaxInt32, "chunks"))
 	f.Seq = r.uint(math.MaxUint64, "sequence")
-	f.Payload = r.bin("payload")
+	f.Payload = r.binView("payload")
 	switch {
 	case r.err != nil:
 		return nil, r.err
@@ -240,6 +242,31 @@ func (r *reader) str(max int, what string) string {
 		r.fail("%s: %d bytes, at most %d", what, n, max)
 	}
 	return string(r.take(n, what))
+}
+
+// binView reads a binary field without copying it.
+func (r *reader) binView(what string) []byte {
+	n := r.binLen(what)
+	s := r.take(n, what)
+	if s == nil && r.err == nil {
+		return []byte{}
+	}
+	return s
+}
+
+func (r *reader) binLen(what string) int {
+	var n int
+	switch c := r.byte1(what); c {
+	case 0xc4:
+		n = r.length(1, what)
+	case 0xc5:
+		n = r.length(2, what)
+	case 0xc6:
+		n = r.length(4, what)
+	default:
+		r.fail("%s: want bytes, got 0x%02x", what, c)
+	}
+	return n
 }
 
 func (r *reader) bin(what string) []byte {
