@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
 )
 
 // BenchmarkEmulated runs the paper's MMT planned for 16 v100s, gpp and spp,
@@ -155,4 +157,54 @@ func linkRate(b *testing.B, a, c *runtime.NATS, msg []byte, n int) float64 {
 		b.Fatal(err)
 	}
 	return float64(n*len(msg)) / time.Since(start).Seconds()
+}
+
+// BenchmarkCPURun trains a 2-branch model on this machine for real: a gpp
+// plan on 2 CPU devices run by 2 workers in this process over an embedded
+// NATS server, against graphpipe train's single process (whose matrix
+// products already use every core), in the same run.
+func BenchmarkCPURun(b *testing.B) {
+	g, err := models.Branchy(2, 4, 512)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := runtime.StartEmbedded(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 2, MicroBatch: 32})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const steps = 12
+	o := stage.TrainOptions{Optimizer: "sgd", LR: 0.01, MicroBatch: 32}
+	var pipe, single float64
+	for i := 0; i < b.N; i++ {
+		t, err := runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := runtime.RunLocal(context.Background(), g, plan, t, fmt.Sprint("cpu-", i), steps, runtime.Options{Train: o}); err != nil {
+			b.Fatal(err)
+		}
+		pipe = float64(steps) * float64(g.BatchSize()) / time.Since(start).Seconds()
+		t.Close()
+		tr, err := stage.NewTrainer(g, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		for s := 0; s < steps; s++ {
+			if _, _, err := tr.Step(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		single = float64(steps) * float64(g.BatchSize()) / time.Since(start).Seconds()
+	}
+	b.ReportMetric(pipe, "pipeline-samples/s")
+	b.ReportMetric(single, "single-samples/s")
+	b.ReportMetric(pipe/single, "speedup")
+	b.Logf("plan: %d stages, depth %d, micro-batch %d", len(plan.Stages), plan.Predicted.Depth, plan.MicroBatch)
 }
