@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -68,6 +70,53 @@ func sameParams(t *testing.T, got, want map[string][]float32, tol float64) {
 		}
 		if worst > tol*math.Max(scale, 1e-12) {
 			t.Fatalf("%s: differs by %.3g (scale %.3g)", name, worst, scale)
+		}
+	}
+}
+
+// TestRunMatrixEqualsTrain: for every small preset and two branchy graphs,
+// gpp and spp plans, 1F1B and GPipe, graphpipe run with 3-4 worker processes
+// over the embedded server ends 5 steps with graphpipe train's parameters.
+func TestRunMatrixEqualsTrain(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for _, name := range []string{"mmt", "dlrm", "candle-uno", "case-study", "transformer", "mlp"} {
+		files = append(files, smallModel(t, name))
+	}
+	for _, shape := range [][2]int{{3, 3}, {2, 5}} {
+		g, err := models.Branchy(shape[0], shape[1], 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, g.Name()+".json")
+		os.WriteFile(path, dag.Write(g.Model()), 0o644)
+		files = append(files, path)
+	}
+	for _, model := range files {
+		train := filepath.Join(dir, filepath.Base(model)+"-train")
+		if code, _, errs := gp(t, "", "train", model, "--micro-batch", "4", "--steps", "5", "--optimizer", "adam", "--dump", train); code != 0 {
+			t.Fatal(errs)
+		}
+		want := readParams(t, filepath.Join(train, "final.safetensors"))
+		for _, strategy := range []string{"gpp", "spp"} {
+			for _, sched := range []string{"1f1b", "gpipe"} {
+				t.Run(filepath.Base(model)+"/"+strategy+"/"+sched, func(t *testing.T) {
+					out := filepath.Join(dir, fmt.Sprintf("%s-%s-%s", filepath.Base(model), strategy, sched))
+					devices := "4"
+					if strings.Contains(model, "transformer") || strings.Contains(model, "mlp") {
+						devices = "3"
+					}
+					code, res, errs := gp(t, "", "run", model, "--devices", devices, "--device", "cpu", "--micro-batch", "4",
+						"--strategy", strategy, "--schedule", sched, "--steps", "5", "--optimizer", "adam", "--dump", out, "--json")
+					if code != 0 {
+						t.Fatalf("exit %d: %s", code, errs)
+					}
+					if !strings.Contains(res, `"stages":3`) && !strings.Contains(res, `"stages":4`) {
+						t.Fatalf("not a 3-4 stage run: %s", res)
+					}
+					sameParams(t, readParams(t, filepath.Join(out, "final.safetensors")), want, 1e-5)
+				})
+			}
 		}
 	}
 }
