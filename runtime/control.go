@@ -52,6 +52,9 @@ type Report struct {
 	Loss   float64 `json:"loss"`
 	Secs   float64 `json:"seconds"`
 	Events []Event `json:"events"`
+	// OpSeconds, with the last iteration's report: each op's accumulated
+	// forward and backward seconds over the run.
+	OpSeconds map[string][2]float64 `json:"op_seconds,omitempty"`
 }
 
 func sendJSON(ctx context.Context, ep *Endpoint, peer int32, iter int64, mb int32, v any) error {
@@ -125,6 +128,9 @@ func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *
 			return err
 		}
 		r := Report{Stage: a.Stage, Iter: int64(n), Loss: loss, Secs: since(start), Events: w.Events()}
+		if n == a.Steps-1 {
+			r.OpSeconds = w.OpSeconds()
+		}
 		if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbReport, r); err != nil {
 			return err
 		}

@@ -66,6 +66,12 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 			}
 			total += rep.Loss
 			res.Events[s] = rep.Events
+			if rep.OpSeconds != nil {
+				if res.Ops == nil {
+					res.Ops = make([]map[string][2]float64, len(plan.Stages))
+				}
+				res.Ops[s] = rep.OpSeconds
+			}
 		}
 		res.Losses = append(res.Losses, total)
 		res.Iters = append(res.Iters, time.Since(start).Seconds())

@@ -19,6 +19,7 @@ type Result struct {
 	Stats  []Stats                          // per stage endpoint
 	Iters  []float64                        // measured seconds per iteration
 	Events [][]Event                        // per stage, the last iteration's timeline
+	Ops    []map[string][2]float64          // per stage: each op's forward and backward seconds
 }
 
 // RunLocal trains g under plan for steps iterations with one goroutine per
@@ -68,6 +69,7 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 	}
 	for _, w := range workers {
 		res.Events = append(res.Events, w.Events())
+		res.Ops = append(res.Ops, w.OpSeconds())
 		for k, v := range w.Params() {
 			res.Params[k] = v
 		}

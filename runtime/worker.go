@@ -320,3 +320,15 @@ func (w *Worker) Params() map[string]*stage.Value[float32] {
 	}
 	return w.ex.Params
 }
+
+// OpSeconds is each op's accumulated [forward, backward] time (none when emulating).
+func (w *Worker) OpSeconds() map[string][2]float64 {
+	out := map[string][2]float64{}
+	if w.ex == nil {
+		return out
+	}
+	for name, t := range w.ex.OpSeconds {
+		out[name] = *t
+	}
+	return out
+}

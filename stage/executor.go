@@ -3,6 +3,7 @@ package stage
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
 )
@@ -18,6 +19,8 @@ type Executor struct {
 	Params  map[string]*Value[float32] // "<op>.<param>"
 	Grads   map[string]*Value[float32]
 	mbs     map[int]*microBatch // the stash, per micro-batch in flight
+	// OpSeconds accumulates each op's time: [0] forward, [1] backward.
+	OpSeconds map[string]*[2]float64
 }
 
 // microBatch is what one micro-batch keeps between its passes.
@@ -32,7 +35,7 @@ type microBatch struct {
 // their parameters from seed. It fails on an op no backend can compute.
 func NewExecutor(g *dag.Graph, ops []int, seed int64) (*Executor, error) {
 	e := &Executor{g: g, kernels: map[int]kernel[float32]{}, Params: map[string]*Value[float32]{},
-		Grads: map[string]*Value[float32]{}, mbs: map[int]*microBatch{}}
+		Grads: map[string]*Value[float32]{}, mbs: map[int]*microBatch{}, OpSeconds: map[string]*[2]float64{}}
 	pos := map[int]int{}
 	for k, i := range g.Order() {
 		pos[i] = k
@@ -45,6 +48,7 @@ func NewExecutor(g *dag.Graph, ops []int, seed int64) (*Executor, error) {
 			return nil, err
 		}
 		e.kernels[i] = k
+		e.OpSeconds[g.Op(i).Name] = &[2]float64{}
 		for name, v := range InitParams(g, i, seed) {
 			full := g.Op(i).Name + "." + name
 			e.Params[full] = v
@@ -102,7 +106,9 @@ func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string
 			}
 			x = append(x, v)
 		}
+		start := time.Now()
 		y, st, err := e.kernels[i].forward(x, e.params(i))
+		e.OpSeconds[e.g.Op(i).Name][0] += time.Since(start).Seconds()
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +143,9 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		if weights {
 			gp = e.paramGrads(i)
 		}
+		start := time.Now()
 		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, gp)
+		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
 	}
 	m.weight = !weights
 	out := map[string]*Value[float32]{}

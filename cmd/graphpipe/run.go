@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -66,7 +68,7 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var sf searchFlags
 	var nf natsFlags
 	var steps int
-	var optName, workers, modelPath, dump, runID, emulate, trace string
+	var optName, workers, modelPath, dump, runID, emulate, trace, prof string
 	var lr, momentum float32
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -114,7 +116,10 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if runID == "" {
 				runID = randomID()
 			}
-			return runPlan(cmd, g, plan, &nf, workers, runID, steps, o, dump, trace, asJSON)
+			if prof != "" && o.Emulate {
+				return usagef("--profile: an emulated run computes nothing to profile")
+			}
+			return runPlan(cmd, g, plan, &nf, workers, runID, steps, o, dump, trace, prof, asJSON)
 		},
 	}
 	sf.register(cmd)
@@ -129,6 +134,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	cmd.Flags().StringVar(&runID, "run", "", "run ID (default: random); scopes every subject of the run")
 	cmd.Flags().StringVar(&emulate, "emulate", "", "emulate the plan's devices (v100, a100, h100: the --device it was searched for): each op waits its modelled time, each transfer its modelled time")
 	cmd.Flags().StringVar(&trace, "trace", "", "write the measured timeline of the last iteration as Chrome trace JSON to `FILE`")
+	cmd.Flags().StringVar(&prof, "profile", "", "write each op's time, per stage and pass, as a pprof profile to `FILE` (go tool pprof FILE)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
@@ -181,7 +187,7 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers, runID string, steps int, o runtime.Options, dump, trace string, asJSON bool) error {
+func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := nf.options("graphpipe coordinator " + runID)
@@ -223,6 +229,11 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	secs := time.Since(start).Seconds()
 	if trace != "" {
 		if err := writeTrace(trace, plan, res, o.Emulate); err != nil {
+			return err
+		}
+	}
+	if prof != "" {
+		if err := writeProfile(prof, res); err != nil {
 			return err
 		}
 	}
@@ -376,4 +387,43 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 	nf.register(cmd)
 	cmd.Flags().StringVar(&runID, "run", "", "the run to join")
 	return cmd
+}
+
+// writeProfile writes per-op time as a pprof profile: each sample is one op's
+// forward or backward time, under a frame for its stage.
+func writeProfile(path string, res *runtime.Result) error {
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "time", Unit: "nanoseconds"}},
+		PeriodType: &profile.ValueType{Type: "time", Unit: "nanoseconds"},
+		Period:     1,
+	}
+	frame := func(name string) *profile.Location {
+		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name}
+		p.Function = append(p.Function, f)
+		l := &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: f}}}
+		p.Location = append(p.Location, l)
+		return l
+	}
+	for s, ops := range res.Ops {
+		stageLoc := frame(fmt.Sprintf("stage %d", s))
+		names := make([]string, 0, len(ops))
+		for name := range ops {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			for pass, label := range []string{"forward", "backward"} {
+				ns := int64(ops[name][pass] * 1e9)
+				p.Sample = append(p.Sample, &profile.Sample{Location: []*profile.Location{frame(name + " " + label), stageLoc}, Value: []int64{ns}})
+			}
+		}
+	}
+	if err := p.CheckValid(); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := p.Write(&b); err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b.Bytes())
 }

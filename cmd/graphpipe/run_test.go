@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
+
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/runtime"
@@ -127,8 +129,9 @@ func TestRunEqualsTrain(t *testing.T) {
 	model := smallModel(t, "mmt")
 	dir := t.TempDir()
 	runDump, trainDump := filepath.Join(dir, "run"), filepath.Join(dir, "train")
+	prof, trace := filepath.Join(dir, "run.pprof"), filepath.Join(dir, "trace.json")
 	code, out, errs := gp(t, "", "run", model, "--devices", "3", "--device", "cpu", "--micro-batch", "4", "--steps", "4",
-		"--optimizer", "sgd", "--lr", "0.05", "--dump", runDump, "--json")
+		"--optimizer", "sgd", "--lr", "0.05", "--dump", runDump, "--json", "--profile", prof, "--trace", trace)
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, errs)
 	}
@@ -146,6 +149,28 @@ func TestRunEqualsTrain(t *testing.T) {
 		}
 	}
 	sameParams(t, readParams(t, filepath.Join(runDump, "final.safetensors")), readParams(t, filepath.Join(trainDump, "final.safetensors")), 1e-5)
+	f, err := os.Open(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]bool{}
+	var total int64
+	for _, s := range p.Sample {
+		ops[s.Location[0].Line[0].Function.Name] = true
+		total += s.Value[0]
+	}
+	if !ops["b0.l0.attn forward"] || !ops["loss backward"] || total <= 0 {
+		t.Errorf("profile: %d frames, %d ns in all", len(ops), total)
+	}
+	tr, err := os.ReadFile(trace)
+	if err != nil || !strings.Contains(string(tr), `"name": "F3"`) || !strings.Contains(string(tr), `"name": "B0"`) {
+		t.Errorf("trace lacks the measured actions: %v", err)
+	}
 }
 
 // TestRunWithExternalServerAndWorkers: a separate NATS server process, a
