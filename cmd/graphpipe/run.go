@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -216,14 +217,28 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		fmt.Fprintf(log, "waiting for %d workers: %s=<token> graphpipe worker --nats %s --run %s\n", len(plan.Stages), tokenEnv, opts.URL, runID)
 	}
 	start := time.Now()
+	bar := isTerminal(log) && !asJSON
 	res, err := runtime.Coordinate(ctx, g, plan, t, runID, steps, o, func(n int64, loss float64) {
-		if !asJSON {
-			el := time.Since(start).Seconds()
-			eta := el / float64(n+1) * float64(int64(steps)-n-1)
-			fmt.Fprintf(log, "step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs\n", n+1, steps, loss, float64(plan.BatchSize)*float64(n+1)/el, eta)
+		if asJSON {
+			return
 		}
+		el := time.Since(start).Seconds()
+		eta := el / float64(n+1) * float64(int64(steps)-n-1)
+		line := fmt.Sprintf("step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs", n+1, steps, loss, float64(plan.BatchSize)*float64(n+1)/el, eta)
+		if bar {
+			done := int(40 * (n + 1) / int64(steps))
+			fmt.Fprintf(log, "\r\033[K[%s%s] %s", strings.Repeat("=", done), strings.Repeat(" ", 40-done), line)
+			if n+1 == int64(steps) {
+				fmt.Fprintln(log)
+			}
+			return
+		}
+		fmt.Fprintln(log, line)
 	})
 	if err != nil {
+		if bar {
+			fmt.Fprintln(log)
+		}
 		return err
 	}
 	secs := time.Since(start).Seconds()
@@ -426,4 +441,15 @@ func writeProfile(path string, res *runtime.Result) error {
 		return err
 	}
 	return writeFileAtomic(path, b.Bytes())
+}
+
+// isTerminal says whether w is a character device (a terminal): progress is
+// then one line redrawn in place, plain log lines otherwise.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
