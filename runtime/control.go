@@ -37,7 +37,7 @@ type hello struct {
 }
 
 type assignment struct {
-	Stage   int             `json:"stage"`
+	Stage   int             `json:"worker"` // the worker id: a (stage, replica)
 	Model   json.RawMessage `json:"model"`
 	Plan    json.RawMessage `json:"plan"`
 	Options Options         `json:"options"`

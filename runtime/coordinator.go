@@ -29,17 +29,18 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 	}
 	defer ctl.Close()
 	model, planJSON := dag.Write(g.Model()), plan.Encode()
-	workers := make([]int32, len(plan.Stages))
-	for s := range plan.Stages {
+	lay := layout(plan)
+	workers := make([]int32, lay.total) // by worker id: each one's control address
+	for s := range workers {
 		_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbHello)
 		if err != nil {
-			return nil, fmt.Errorf("waiting for workers: %d of %d joined: %w", s, len(plan.Stages), err)
+			return nil, fmt.Errorf("waiting for workers: %d of %d joined: %w", s, lay.total, err)
 		}
 		var h hello
 		if err := json.Unmarshal(msg, &h); err != nil {
 			return nil, err
 		}
-		a := assignment{Stage: s, Model: model, Plan: planJSON, Options: o, Steps: steps, Workers: len(plan.Stages)}
+		a := assignment{Stage: s, Model: model, Plan: planJSON, Options: o, Steps: steps, Workers: lay.total}
 		if err := sendJSON(ctx, ctl, h.Worker, 0, mbAssign, a); err != nil {
 			return nil, err
 		}
@@ -55,7 +56,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 		}
 		total := 0.0
 		res.Events = make([][]Event, len(plan.Stages))
-		for s := range plan.Stages {
+		for s := range workers {
 			r, err := ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(s), mbReport, ctlEdge, 'a'})
 			if err != nil {
 				return nil, workerFailure(ctl, err)
@@ -65,12 +66,16 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 				return nil, err
 			}
 			total += rep.Loss
-			res.Events[s] = rep.Events
+			st, replica := lay.where(s)
+			if replica != 0 {
+				continue
+			}
+			res.Events[st] = rep.Events
 			if rep.OpSeconds != nil {
 				if res.Ops == nil {
 					res.Ops = make([]map[string][2]float64, len(plan.Stages))
 				}
-				res.Ops[s] = rep.OpSeconds
+				res.Ops[st] = rep.OpSeconds
 			}
 		}
 		res.Losses = append(res.Losses, total)
@@ -79,7 +84,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 			progress(int64(n), total)
 		}
 	}
-	for range plan.Stages {
+	for range workers {
 		_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'g', mbParams)
 		if err != nil {
 			return nil, workerFailure(ctl, err)

@@ -28,14 +28,14 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 	if h := search.ModelHash(g); h != plan.Model.SHA256 {
 		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
 	}
-	workers := make([]*Worker, len(plan.Stages))
-	for s := range plan.Stages {
-		ep, err := NewEndpoint(t, run, 1, int32(s))
+	workers := make([]*Worker, layout(plan).total)
+	for id := range workers {
+		ep, err := NewEndpoint(t, run, 1, int32(id))
 		if err != nil {
 			return nil, err
 		}
 		defer ep.Close()
-		if workers[s], err = NewWorker(g, plan, s, ep, o); err != nil {
+		if workers[id], err = NewWorker(g, plan, id, ep, o); err != nil {
 			return nil, err
 		}
 	}
@@ -68,6 +68,9 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 		res.Iters = append(res.Iters, time.Since(start).Seconds())
 	}
 	for _, w := range workers {
+		if w.Replica != 0 {
+			continue // replicas hold the same parameters; report each stage once
+		}
 		res.Events = append(res.Events, w.Events())
 		res.Ops = append(res.Ops, w.OpSeconds())
 		for k, v := range w.Params() {

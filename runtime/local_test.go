@@ -148,3 +148,46 @@ func TestPlanForAnotherModel(t *testing.T) {
 		t.Fatal("a plan for another model ran")
 	}
 }
+
+// TestDataParallelStages: plans whose stages run on several devices train as
+// replicas that split each micro-batch's rows and sum their gradients in
+// replica order; the parameters equal the single process's.
+func TestDataParallelStages(t *testing.T) {
+	replicated := 0
+	for _, name := range []string{"mlp", "candle-uno", "case-study", "dlrm"} {
+		e, _ := models.Lookup(name)
+		g, _ := e.Build(e.Small)
+		plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 6, MicroBatch: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wide := 0
+		for _, s := range plan.Stages {
+			if len(s.Devices) > 1 {
+				wide++
+			}
+		}
+		if wide == 0 {
+			continue
+		}
+		replicated++
+		t.Run(name, func(t *testing.T) {
+			o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := RunLocal(ctx, g, plan, NewMemory(3, Faults{Drop: 0.03, Duplicate: 0.03, Reorder: 0.03}, 1<<20), "dp", 4, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, losses := reference(t, g, plan.MicroBatch, 4, o.Train)
+			equalParams(t, res.Params, want, 1e-5)
+			if math.Abs(res.Losses[3]-losses[3]) > 1e-5*math.Abs(losses[3]) {
+				t.Errorf("loss %v, single process %v", res.Losses[3], losses[3])
+			}
+			t.Logf("%d stages, %d on several devices, %d workers", len(plan.Stages), wide, layout(plan).total)
+		})
+	}
+	if replicated == 0 {
+		t.Fatal("no plan had a data-parallel stage: the test exercised nothing")
+	}
+}

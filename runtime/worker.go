@@ -11,19 +11,23 @@ import (
 	"github.com/graphpipe/graphpipe/stage"
 )
 
-// Worker runs one stage of a plan: its action list, once per iteration.
+// Worker runs one replica of one stage of a plan: its action list, once per
+// iteration, on its rows of every micro-batch.
 type Worker struct {
-	ID    int32
-	g     *dag.Graph
-	plan  *search.Plan
-	sched []microbatch.Action
-	ex    *stage.Executor
-	ep    *Endpoint
-	opt   stage.Optimizer
-	data  *stage.Dataset
-	loss  string // the loss op's name when this stage holds it
-	ops   map[string]bool
-	reads map[string]bool // the model inputs this stage's ops read
+	ID      int32 // worker id, also its endpoint's
+	Stage   int
+	Replica int
+	lay     replicas
+	g       *dag.Graph
+	plan    *search.Plan
+	sched   []microbatch.Action
+	ex      *stage.Executor
+	ep      *Endpoint
+	opt     stage.Optimizer
+	data    *stage.Dataset
+	loss    string // the loss op's name when this stage holds it
+	ops     map[string]bool
+	reads   map[string]bool // the model inputs this stage's ops read
 
 	// Emulate replaces computation by waits of the plan's times and
 	// transfers by their modelled times; frames still flow.
@@ -54,13 +58,18 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options)
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{ID: int32(id), g: g, plan: plan, sched: sch.Lists[id], ep: ep, ops: map[string]bool{}, reads: map[string]bool{},
-		linkFree: map[[2]int]time.Time{}}
+	lay := layout(plan)
+	st, rep := lay.where(id)
+	if st < 0 {
+		return nil, fmt.Errorf("plan: worker %d is beyond its %d devices", id, lay.total)
+	}
+	w := &Worker{ID: int32(id), Stage: st, Replica: rep, lay: lay, g: g, plan: plan, sched: sch.Lists[st], ep: ep,
+		ops: map[string]bool{}, reads: map[string]bool{}, linkFree: map[[2]int]time.Time{}}
 	var ops []int
-	for _, name := range plan.Stages[id].Ops {
+	for _, name := range plan.Stages[st].Ops {
 		i, ok := g.OpIndex(name)
 		if !ok {
-			return nil, fmt.Errorf("plan: stage %d names op %q the model lacks", id, name)
+			return nil, fmt.Errorf("plan: stage %d names op %q the model lacks", st, name)
 		}
 		ops = append(ops, i)
 		w.ops[name] = true
@@ -115,15 +124,18 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 	for _, a := range w.sched {
 		start := time.Now()
 		if err := w.act(ctx, it, a); err != nil {
-			return 0, fmt.Errorf("stage %d, iteration %d, action %v: %w", w.ID, n, a, err)
+			return 0, fmt.Errorf("stage %d replica %d, iteration %d, action %v: %w", w.Stage, w.Replica, n, a, err)
 		}
 		if a.Kind == microbatch.Forward || a.Kind == microbatch.Backward || a.Kind == microbatch.Weight {
 			w.events = append(w.events, Event{byte(a.Kind), a.MB, start.Sub(w.iterZero).Seconds(), time.Since(w.iterZero).Seconds()})
 		}
 	}
 	if w.Emulate {
-		w.wait(ctx, w.plan.Stages[w.ID].FlushS)
+		w.wait(ctx, w.plan.Stages[w.Stage].FlushS)
 	} else {
+		if err := w.allReduce(ctx, n); err != nil {
+			return 0, fmt.Errorf("stage %d replica %d, iteration %d, all-reduce: %w", w.Stage, w.Replica, n, err)
+		}
 		w.opt.Step(w.ex.Params, w.ex.Grads)
 		w.ex.ZeroGrads()
 	}
@@ -161,7 +173,7 @@ func (w *Worker) wait(ctx context.Context, d float64) {
 // a send carries the modelled arrival time, the link being busy one transfer
 // at a time; a receive waits until that time.
 func (w *Worker) emulate(ctx context.Context, it *iteration, a microbatch.Action) error {
-	st := w.plan.Stages[w.ID]
+	st := w.plan.Stages[w.Stage]
 	switch a.Kind {
 	case microbatch.Forward:
 		w.wait(ctx, st.ForwardS)
@@ -176,26 +188,28 @@ func (w *Worker) emulate(ctx context.Context, it *iteration, a microbatch.Action
 		}
 		arrive := start.Add(time.Duration(e.Transfer * float64(time.Second)))
 		w.linkFree[link] = arrive
-		peer := int32(e.To)
-		if a.Dir == microbatch.Grad {
-			peer = int32(e.From)
-		}
 		stamp := []byte(arrive.Format(time.RFC3339Nano))
-		return w.ep.Send(ctx, peer, msgKey{it.n, int32(a.MB), int32(a.Edge), byte(a.Dir)}, stamp)
+		for _, p := range w.peers(a) {
+			if err := w.ep.Send(ctx, p.id, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir)}, stamp); err != nil {
+				return err
+			}
+		}
 	case microbatch.Recv:
-		msg, err := w.ep.Receive(ctx, msgKey{it.n, int32(a.MB), int32(a.Edge), byte(a.Dir)})
-		if err != nil {
-			return err
-		}
-		arrive, err := time.Parse(time.RFC3339Nano, string(msg))
-		if err != nil {
-			return fmt.Errorf("emulated transfer: %w", err)
-		}
-		if arrive.After(w.vnow) {
-			w.vnow = arrive
+		for _, p := range w.peers(a) {
+			msg, err := w.ep.Receive(ctx, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)})
+			if err != nil {
+				return err
+			}
+			arrive, err := time.Parse(time.RFC3339Nano, string(msg))
+			if err != nil {
+				return fmt.Errorf("emulated transfer: %w", err)
+			}
+			if arrive.After(w.vnow) {
+				w.vnow = arrive
+			}
 		}
 		if late := time.Now(); late.After(w.vnow) {
-			w.vnow = late // the message itself came later than planned
+			w.vnow = late // a message came later than planned
 		}
 		sleep(ctx, time.Until(w.vnow))
 	}
@@ -207,6 +221,8 @@ func (w *Worker) act(ctx context.Context, it *iteration, a microbatch.Action) er
 		return w.emulate(ctx, it, a)
 	}
 	b := int(w.plan.MicroBatch)
+	lo, hi := w.rows()
+	weight := float32(hi-lo) / float32(w.plan.BatchSize) // this replica's share of the batch's mean loss
 	switch a.Kind {
 	case microbatch.Recv:
 		return w.recv(ctx, it, a)
@@ -215,7 +231,7 @@ func (w *Worker) act(ctx context.Context, it *iteration, a microbatch.Action) er
 	case microbatch.Forward:
 		feeds := w.feedsOf(it, a.MB)
 		for name, v := range it.batch {
-			feeds[name] = stage.SliceRows(v, a.MB*b, (a.MB+1)*b)
+			feeds[name] = stage.SliceRows(v, a.MB*b+lo, a.MB*b+hi)
 		}
 		out, err := w.ex.Forward(a.MB, feeds)
 		if err != nil {
@@ -223,7 +239,7 @@ func (w *Worker) act(ctx context.Context, it *iteration, a microbatch.Action) er
 		}
 		it.outs[a.MB] = out
 		if w.loss != "" {
-			it.loss += float64(b) / float64(w.plan.BatchSize) * float64(out[w.loss].Data[0])
+			it.loss += float64(weight) * float64(out[w.loss].Data[0])
 		}
 		return nil
 	case microbatch.Backward:
@@ -232,7 +248,7 @@ func (w *Worker) act(ctx context.Context, it *iteration, a microbatch.Action) er
 			g = map[string]*stage.Value[float32]{}
 		}
 		if w.loss != "" {
-			g[w.loss] = &stage.Value[float32]{Shape: []int{1}, Data: []float32{float32(b) / float32(w.plan.BatchSize)}}
+			g[w.loss] = &stage.Value[float32]{Shape: []int{1}, Data: []float32{weight}}
 		}
 		in, err := w.ex.Backward(a.MB, g, true)
 		it.ingrads[a.MB] = in
@@ -249,65 +265,211 @@ func (w *Worker) feedsOf(it *iteration, mb int) map[string]*stage.Value[float32]
 	return it.feeds[mb]
 }
 
-// send ships the edge's tensors: activations from this stage's outputs or,
-// for a relay, from what it was fed; gradients of what it was fed.
-func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) error {
-	e := w.plan.Edges[a.Edge]
-	var ts []Tensor
-	for _, name := range e.Tensors {
-		var v *stage.Value[float32]
-		if a.Dir == microbatch.Act {
-			if v = it.outs[a.MB][name]; v == nil {
-				v = it.feeds[a.MB][name]
-			}
-		} else {
-			v = it.ingrads[a.MB][name]
-		}
-		if v == nil {
-			if a.Dir == microbatch.Act {
-				return fmt.Errorf("edge %d: tensor %q was neither computed nor received", a.Edge, name)
-			}
-			continue // no gradient flows to it (an int32 tensor)
-		}
-		ts = append(ts, Tensor{Name: name, Shape: v.Shape, F32: v.Data, I32: v.Ints})
-	}
-	payload, err := EncodeTensors(ts)
-	if err != nil {
-		return err
-	}
-	peer := int32(e.To)
-	if a.Dir == microbatch.Grad {
-		peer = int32(e.From)
-	}
-	return w.ep.Send(ctx, peer, msgKey{it.n, int32(a.MB), int32(a.Edge), byte(a.Dir)}, payload)
+// rows is this replica's rows of a micro-batch.
+func (w *Worker) rows() (int, int) {
+	return rowRange(int(w.plan.MicroBatch), w.lay.count[w.Stage], w.Replica)
 }
 
-// recv takes an edge's message: activations become feeds; gradients are
-// summed per tensor in the order the schedule receives them.
+// peer is a replica at the other end of an edge whose rows overlap ours:
+// rows [lo, hi) of the micro-batch are exchanged with it.
+type peer struct {
+	id      int32
+	replica int
+	lo, hi  int
+}
+
+// peers lists the replicas of the stage across a Send or Recv's edge.
+func (w *Worker) peers(a microbatch.Action) []peer {
+	e := w.plan.Edges[a.Edge]
+	other := e.To // activations go to the consumer, gradients come from it
+	if (a.Kind == microbatch.Send) != (a.Dir == microbatch.Act) {
+		other = e.From
+	}
+	b := int(w.plan.MicroBatch)
+	lo, hi := w.rows()
+	var out []peer
+	for r := 0; r < w.lay.count[other]; r++ {
+		plo, phi := rowRange(b, w.lay.count[other], r)
+		if l, h := max(lo, plo), min(hi, phi); l < h {
+			out = append(out, peer{w.lay.id(other, r), r, l, h})
+		}
+	}
+	return out
+}
+
+// send ships the edge's tensors, each overlapping replica its rows:
+// activations from this stage's outputs or, for a relay, from what it was
+// fed; gradients of what it was fed.
+func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) error {
+	e := w.plan.Edges[a.Edge]
+	lo, _ := w.rows()
+	for _, p := range w.peers(a) {
+		var ts []Tensor
+		for _, name := range e.Tensors {
+			var v *stage.Value[float32]
+			if a.Dir == microbatch.Act {
+				if v = it.outs[a.MB][name]; v == nil {
+					v = it.feeds[a.MB][name]
+				}
+			} else {
+				v = it.ingrads[a.MB][name]
+			}
+			if v == nil {
+				if a.Dir == microbatch.Act {
+					return fmt.Errorf("edge %d: tensor %q was neither computed nor received", a.Edge, name)
+				}
+				continue // no gradient flows to it (an int32 tensor)
+			}
+			part := stage.SliceRows(v, p.lo-lo, p.hi-lo)
+			ts = append(ts, Tensor{Name: name, Shape: part.Shape, F32: part.Data, I32: part.Ints})
+		}
+		payload, err := EncodeTensors(ts)
+		if err != nil {
+			return err
+		}
+		if err := w.ep.Send(ctx, p.id, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir)}, payload); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recv takes an edge's messages from every overlapping replica and places
+// their rows: activations become feeds; gradients are summed per tensor in
+// the order the schedule receives them.
 func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) error {
-	msg, err := w.ep.Receive(ctx, msgKey{it.n, int32(a.MB), int32(a.Edge), byte(a.Dir)})
-	if err != nil {
-		return err
+	lo, hi := w.rows()
+	parts := map[string]*stage.Value[float32]{}
+	for _, p := range w.peers(a) {
+		msg, err := w.ep.Receive(ctx, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)})
+		if err != nil {
+			return err
+		}
+		ts, err := DecodeTensors(msg)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if len(t.Shape) == 0 || t.Shape[0] != p.hi-p.lo {
+				return fmt.Errorf("edge %d: tensor %q has shape %v for rows [%d, %d)", a.Edge, t.Name, t.Shape, p.lo, p.hi)
+			}
+			whole := parts[t.Name]
+			if whole == nil {
+				shape := append([]int{hi - lo}, t.Shape[1:]...)
+				whole = &stage.Value[float32]{Shape: shape}
+				if t.I32 != nil {
+					whole.Ints = make([]int32, sizeOf(shape))
+				} else {
+					whole.Data = make([]float32, sizeOf(shape))
+				}
+				parts[t.Name] = whole
+			}
+			per := sizeOf(t.Shape[1:])
+			if t.I32 != nil {
+				copy(whole.Ints[(p.lo-lo)*per:], t.I32)
+			} else {
+				copy(whole.Data[(p.lo-lo)*per:], t.F32)
+			}
+		}
 	}
-	ts, err := DecodeTensors(msg)
-	if err != nil {
-		return err
-	}
-	for _, t := range ts {
-		v := &stage.Value[float32]{Shape: t.Shape, Data: t.F32, Ints: t.I32}
+	for name, v := range parts {
 		if a.Dir == microbatch.Act {
-			w.feedsOf(it, a.MB)[t.Name] = v
+			w.feedsOf(it, a.MB)[name] = v
 			continue
 		}
 		if it.grads[a.MB] == nil {
 			it.grads[a.MB] = map[string]*stage.Value[float32]{}
 		}
-		if old := it.grads[a.MB][t.Name]; old != nil {
+		if old := it.grads[a.MB][name]; old != nil {
 			for i := range old.Data {
 				old.Data[i] += v.Data[i]
 			}
 		} else {
-			it.grads[a.MB][t.Name] = v
+			it.grads[a.MB][name] = v
+		}
+	}
+	return nil
+}
+
+func sizeOf(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// allReduce sums the gradients of a stage's replicas in replica order:
+// replica 0 gathers and adds the others' one by one, then sends the sum back,
+// so every replica steps its optimizer on the same numbers.
+func (w *Worker) allReduce(ctx context.Context, n int64) error {
+	k := w.lay.count[w.Stage]
+	if k == 1 {
+		return nil
+	}
+	names := w.ex.ParamNames()
+	pack := func() ([]byte, error) {
+		ts := make([]Tensor, len(names))
+		for i, name := range names {
+			g := w.ex.Grads[name]
+			ts[i] = Tensor{Name: name, Shape: g.Shape, F32: g.Data}
+		}
+		return EncodeTensors(ts)
+	}
+	unpack := func(msg []byte, add bool) error {
+		ts, err := DecodeTensors(msg)
+		if err != nil {
+			return err
+		}
+		if len(ts) != len(names) {
+			return fmt.Errorf("%d gradients, want %d", len(ts), len(names))
+		}
+		for i, t := range ts {
+			g := w.ex.Grads[names[i]]
+			if t.Name != names[i] || len(t.F32) != len(g.Data) {
+				return fmt.Errorf("gradient %q does not match %q", t.Name, names[i])
+			}
+			if add {
+				for j := range g.Data {
+					g.Data[j] += t.F32[j]
+				}
+			} else {
+				copy(g.Data, t.F32)
+			}
+		}
+		return nil
+	}
+	root := w.lay.id(w.Stage, 0)
+	if w.Replica != 0 {
+		msg, err := pack()
+		if err != nil {
+			return err
+		}
+		if err := w.ep.Send(ctx, root, msgKey{n, int32(w.Replica), gatherEdge, 'g'}, msg); err != nil {
+			return err
+		}
+		sum, err := w.ep.Receive(ctx, msgKey{n, 0, broadcastEdge, 'g'})
+		if err != nil {
+			return err
+		}
+		return unpack(sum, false)
+	}
+	for r := 1; r < k; r++ {
+		msg, err := w.ep.Receive(ctx, msgKey{n, int32(r), gatherEdge, 'g'})
+		if err != nil {
+			return err
+		}
+		if err := unpack(msg, true); err != nil {
+			return err
+		}
+	}
+	sum, err := pack()
+	if err != nil {
+		return err
+	}
+	for r := 1; r < k; r++ {
+		if err := w.ep.Send(ctx, w.lay.id(w.Stage, r), msgKey{n, 0, broadcastEdge, 'g'}, sum); err != nil {
+			return err
 		}
 	}
 	return nil

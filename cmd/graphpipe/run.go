@@ -206,15 +206,22 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	}
 	defer t.Close()
 	log := cmd.ErrOrStderr()
+	n := 0 // one worker per device: a data-parallel stage runs as replicas
+	for _, s := range plan.Stages {
+		n += len(s.Devices)
+	}
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	switch workers {
 	case "local":
-		procs, err := startWorkers(ctx, len(plan.Stages), opts, runID, log)
+		procs, err := startWorkers(ctx, n, opts, runID, log)
 		if err != nil {
 			return err
 		}
 		defer stopWorkers(procs)
+		watchWorkers(procs, fail)
 	case "external":
-		fmt.Fprintf(log, "waiting for %d workers: %s=<token> graphpipe worker --nats %s --run %s\n", len(plan.Stages), tokenEnv, opts.URL, runID)
+		fmt.Fprintf(log, "waiting for %d workers: %s=<token> graphpipe worker --nats %s --run %s\n", n, tokenEnv, opts.URL, runID)
 	}
 	start := time.Now()
 	bar := isTerminal(log) && !asJSON
@@ -238,6 +245,9 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	if err != nil {
 		if bar {
 			fmt.Fprintln(log)
+		}
+		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+			return cause
 		}
 		return err
 	}
@@ -319,12 +329,27 @@ func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID strin
 	return procs, nil
 }
 
+// watchWorkers fails the run as soon as a local worker process dies with an
+// error, instead of waiting for messages it will never send.
+func watchWorkers(procs []*exec.Cmd, fail context.CancelCauseFunc) {
+	for i, p := range procs {
+		go func() {
+			state, err := p.Process.Wait()
+			if err == nil && !state.Success() {
+				fail(fmt.Errorf("worker process %d (pid %d) exited: %v", i, p.Process.Pid, state))
+			}
+		}()
+	}
+}
+
 // stopWorkers waits briefly for workers to leave, then kills what remains.
 func stopWorkers(procs []*exec.Cmd) {
 	done := make(chan struct{})
 	go func() {
 		for _, p := range procs {
-			p.Wait()
+			for p.ProcessState == nil && p.Process.Signal(syscall.Signal(0)) == nil {
+				time.Sleep(10 * time.Millisecond) // watchWorkers owns the Wait
+			}
 		}
 		close(done)
 	}()

@@ -24,6 +24,9 @@ import (
 // (GRAPHPIPE_TEST_MAIN) or as a separate NATS server (GRAPHPIPE_TEST_NATS).
 func TestMain(m *testing.M) {
 	if os.Getenv("GRAPHPIPE_TEST_MAIN") == "1" {
+		if os.Getenv("GRAPHPIPE_TEST_CRASH_WORKER") == "1" && len(os.Args) > 1 && os.Args[1] == "worker" {
+			os.Exit(3) // a worker that dies at once
+		}
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	if os.Getenv("GRAPHPIPE_TEST_NATS") == "1" {
@@ -254,5 +257,43 @@ func TestRunRefusals(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d %q, want 2 and %q", tc.args, code, errs, tc.want)
 		}
+	}
+}
+
+// TestRunDataParallel: a plan with a stage on two devices runs as replicas in
+// separate processes and ends with graphpipe train's parameters.
+func TestRunDataParallel(t *testing.T) {
+	model := smallModel(t, "candle-uno")
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.json")
+	if code, _, errs := gp(t, "", "search", model, "--devices", "6", "--device", "cpu", "--micro-batch", "8", "-o", plan); code != 0 {
+		t.Fatal(errs)
+	}
+	_, text, _ := gp(t, "", "explain", plan)
+	if !strings.Contains(text, "4-5") {
+		t.Fatalf("the plan has no stage on two devices:\n%s", text)
+	}
+	if code, _, errs := gp(t, "", "run", plan, "--model", model, "--steps", "4", "--dump", filepath.Join(dir, "run")); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := gp(t, "", "train", model, "--micro-batch", "8", "--steps", "4", "--dump", filepath.Join(dir, "train")); code != 0 {
+		t.Fatal(errs)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "run", "final.safetensors")), readParams(t, filepath.Join(dir, "train", "final.safetensors")), 1e-5)
+}
+
+// TestRunFailsWhenAWorkerDies: a local worker process that exits makes run
+// fail at once, naming it, instead of waiting for it.
+func TestRunFailsWhenAWorkerDies(t *testing.T) {
+	model := smallModel(t, "mlp")
+	os.Setenv("GRAPHPIPE_TEST_CRASH_WORKER", "1")
+	defer os.Unsetenv("GRAPHPIPE_TEST_CRASH_WORKER")
+	start := time.Now()
+	code, _, errs := gp(t, "", "run", model, "--devices", "2", "--device", "cpu", "--steps", "2")
+	if code != 1 || !strings.Contains(errs, "worker process") || !strings.Contains(errs, "exit status 3") {
+		t.Fatalf("exit %d, %q", code, errs)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %v to notice", d)
 	}
 }
