@@ -71,6 +71,7 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var steps int
 	var optName, workers, modelPath, dump, runID, emulate, trace, prof string
 	var lr, momentum float32
+	var seed int64
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "run MODEL|PLAN",
@@ -84,7 +85,11 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 		Example: "  graphpipe run mmt-small.json --devices 3 --device cpu --steps 20\n  graphpipe run plan.json --model mmt.json --nats nats://10.0.0.5:4222 --workers external",
 		Args:    args("MODEL|PLAN"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			g, plan, err := modelAndPlan(cmd, a[0], modelPath, &sf, stdin)
+			var reseed *int64
+			if cmd.Flags().Changed("seed") {
+				reseed = &seed
+			}
+			g, plan, err := modelAndPlan(cmd, a[0], modelPath, &sf, reseed, stdin)
 			if err != nil {
 				return err
 			}
@@ -133,6 +138,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	cmd.Flags().StringVar(&modelPath, "model", "", "with a PLAN: the model `FILE` it was made for")
 	cmd.Flags().StringVar(&dump, "dump", "", "write init, data, final parameters and losses to `DIR`, as graphpipe train --dump")
 	cmd.Flags().StringVar(&runID, "run", "", "run ID (default: random); scopes every subject of the run")
+	cmd.Flags().Int64Var(&seed, "seed", 0, "with a MODEL: override its seed (parameters and data) before planning")
 	cmd.Flags().StringVar(&emulate, "emulate", "", "emulate the plan's devices (v100, a100, h100: the --device it was searched for): each op waits its modelled time, each transfer its modelled time")
 	cmd.Flags().StringVar(&trace, "trace", "", "write the measured timeline of the last iteration as Chrome trace JSON to `FILE`")
 	cmd.Flags().StringVar(&prof, "profile", "", "write each op's time, per stage and pass, as a pprof profile to `FILE` (go tool pprof FILE)")
@@ -141,7 +147,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 }
 
 // modelAndPlan loads a model and plans it, or loads a plan and its model.
-func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, stdin io.Reader) (*dag.Graph, *search.Plan, error) {
+func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, seed *int64, stdin io.Reader) (*dag.Graph, *search.Plan, error) {
 	data, name, err := readInput(path, stdin)
 	if err != nil {
 		return nil, nil, err
@@ -158,6 +164,9 @@ func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, s
 		if modelPath == "" {
 			return nil, nil, usagef("running a plan needs --model, the model file it was made for")
 		}
+		if seed != nil {
+			return nil, nil, usagef("--seed: a plan is made for one model, seed included; search again with the new seed")
+		}
 		g, err := loadModel(modelPath, stdin)
 		if err != nil {
 			return nil, nil, err
@@ -170,6 +179,13 @@ func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, s
 	g, err := loadModel(path, stdin)
 	if err != nil {
 		return nil, nil, err
+	}
+	if seed != nil {
+		m := *g.Model()
+		m.Seed = *seed
+		if g, err = rebuild(&m); err != nil {
+			return nil, nil, err
+		}
 	}
 	o, err := sf.options()
 	if err != nil {

@@ -252,6 +252,7 @@ func TestRunRefusals(t *testing.T) {
 		{[]string{"run", model, "--workers", "cloud"}, "--workers"},
 		{[]string{"run", model, "--steps", "0"}, "--steps"},
 		{[]string{"worker"}, "needs --nats and --run"},
+		{[]string{"run", plan, "--model", model, "--seed", "3"}, "search again with the new seed"},
 	} {
 		code, _, errs := gp(t, "", tc.args...)
 		if code != 2 || !strings.Contains(errs, tc.want) {
