@@ -270,18 +270,7 @@ func (r *reader) binLen(what string) int {
 }
 
 func (r *reader) bin(what string) []byte {
-	var n int
-	switch c := r.byte1(what); c {
-	case 0xc4:
-		n = r.length(1, what)
-	case 0xc5:
-		n = r.length(2, what)
-	case 0xc6:
-		n = r.length(4, what)
-	default:
-		r.fail("%s: want bytes, got 0x%02x", what, c)
-	}
-	s := r.take(n, what)
+	s := r.take(r.binLen(what), what)
 	if s == nil {
 		return nil
 	}

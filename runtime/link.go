@@ -100,12 +100,7 @@ func (e *Endpoint) Send(ctx context.Context, peer int32, k msgKey, payload []byt
 	size := max(e.t.MaxPayload()-256, 64)
 	chunks := max(1, (len(payload)+size-1)/size)
 	lk := linkKey{peer, k.edge, k.dir}
-	stop := context.AfterFunc(ctx, func() {
-		e.mu.Lock()
-		e.cond.Broadcast()
-		e.mu.Unlock()
-	})
-	defer stop()
+	defer e.wakeOn(ctx)()
 	for c := 0; c < chunks; c++ {
 		part := payload[min(c*size, len(payload)):min((c+1)*size, len(payload))]
 		e.mu.Lock()
@@ -240,12 +235,7 @@ func (e *Endpoint) ack(f *Frame) {
 
 // Receive waits for a whole message and takes it.
 func (e *Endpoint) Receive(ctx context.Context, k msgKey) ([]byte, error) {
-	stop := context.AfterFunc(ctx, func() {
-		e.mu.Lock()
-		e.cond.Broadcast()
-		e.mu.Unlock()
-	})
-	defer stop()
+	defer e.wakeOn(ctx)()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for e.got[k] == nil {
@@ -276,12 +266,7 @@ func (e *Endpoint) Forget(iter int64) {
 // micro-batch field (control traffic, whose senders are not known in
 // advance) and takes it.
 func (e *Endpoint) ReceiveAny(ctx context.Context, edge int32, dir uint8, mb int32) (msgKey, []byte, error) {
-	stop := context.AfterFunc(ctx, func() {
-		e.mu.Lock()
-		e.cond.Broadcast()
-		e.mu.Unlock()
-	})
-	defer stop()
+	defer e.wakeOn(ctx)()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
@@ -302,12 +287,7 @@ func (e *Endpoint) ReceiveAny(ctx context.Context, edge int32, dir uint8, mb int
 // Drain waits until every frame sent has been acknowledged, so that a worker
 // leaving does not take undelivered messages with it.
 func (e *Endpoint) Drain(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() {
-		e.mu.Lock()
-		e.cond.Broadcast()
-		e.mu.Unlock()
-	})
-	defer stop()
+	defer e.wakeOn(ctx)()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
@@ -333,4 +313,14 @@ func (e *Endpoint) SendActivation(ctx context.Context, peer int32, iter int64, m
 
 func (e *Endpoint) ReceiveActivation(ctx context.Context, iter int64, mb int32) ([]byte, error) {
 	return e.Receive(ctx, msgKey{iter, mb, 0, 'a'})
+}
+
+// wakeOn wakes everything waiting on the endpoint when ctx ends; the caller
+// defers the returned stop.
+func (e *Endpoint) wakeOn(ctx context.Context) func() bool {
+	return context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		e.cond.Broadcast()
+		e.mu.Unlock()
+	})
 }
