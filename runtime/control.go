@@ -100,6 +100,20 @@ func Serve(ctx context.Context, t Transport, run string) error {
 }
 
 func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if err := watchCoordinator(ctx, t, run, cancel); err != nil {
+		return err
+	}
+	go beat(ctx, t, workerBeats(run), workerBeat(a.Stage))
+	err := serveWork(ctx, t, run, ctl, a)
+	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
+		return cause
+	}
+	return err
+}
+
+func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment) error {
 	g, err := dag.Load(a.Model)
 	if err != nil {
 		return fmt.Errorf("model: %w", err)

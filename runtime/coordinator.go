@@ -46,6 +46,25 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 		}
 		workers[s] = h.Worker
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go beat(ctx, t, coordBeats(run), []byte{})
+	name := func(id int) string {
+		s, r := lay.where(id)
+		return fmt.Sprintf("worker %d (stage %d, replica %d)", id, s, r)
+	}
+	if err := watchWorkers(ctx, t, run, lay.total, name, cancel); err != nil {
+		return nil, err
+	}
+	res, err := collect(ctx, ctl, plan, lay, workers, steps, progress)
+	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
+		return nil, cause
+	}
+	return res, err
+}
+
+// collect drives the iterations and gathers reports and parameters.
+func collect(ctx context.Context, ctl *Endpoint, plan *search.Plan, lay replicas, workers []int32, steps int, progress func(int64, float64)) (*Result, error) {
 	res := &Result{Params: map[string]*stage.Value[float32]{}}
 	for n := 0; n < steps; n++ {
 		start := time.Now()

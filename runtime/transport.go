@@ -36,7 +36,10 @@ type Memory struct {
 type memSub struct {
 	ch   chan []byte
 	done chan struct{}
+	once sync.Once // closes done, from Close or from unsubscribing
 }
+
+func (s *memSub) stop() { s.once.Do(func() { close(s.done) }) }
 
 // NewMemory makes an in-memory transport with a payload limit in bytes.
 func NewMemory(seed int64, faults Faults, maxPayload int) *Memory {
@@ -108,20 +111,17 @@ func (m *Memory) Subscribe(subject string, fn func([]byte)) (func(), error) {
 			}
 		}
 	}()
-	var once sync.Once
 	return func() {
-		once.Do(func() {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			list := m.subs[subject]
-			for i, x := range list {
-				if x == s {
-					m.subs[subject] = append(list[:i], list[i+1:]...)
-					break
-				}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		list := m.subs[subject]
+		for i, x := range list {
+			if x == s {
+				m.subs[subject] = append(list[:i], list[i+1:]...)
+				break
 			}
-			close(s.done)
-		})
+		}
+		s.stop()
 	}, nil
 }
 
@@ -132,7 +132,7 @@ func (m *Memory) Close() error {
 	m.mu.Unlock()
 	for _, list := range subs {
 		for _, s := range list {
-			close(s.done)
+			s.stop()
 		}
 	}
 	return nil

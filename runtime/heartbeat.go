@@ -1,0 +1,120 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Heartbeats are plain publishes (a lost one is made up by the next), every
+// HeartbeatEvery; silence for HeartbeatTimeout means the other side is gone.
+var (
+	HeartbeatEvery   = 500 * time.Millisecond
+	HeartbeatTimeout = 5 * time.Second
+)
+
+func coordBeats(run string) string  { return "graphpipe." + run + ".hb.coordinator" }
+func workerBeats(run string) string { return "graphpipe." + run + ".hb.workers" }
+
+// beat publishes payload on subject until ctx ends.
+func beat(ctx context.Context, t Transport, subject string, payload []byte) {
+	tick := time.NewTicker(HeartbeatEvery)
+	defer tick.Stop()
+	for {
+		t.Publish(subject, payload)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// watchCoordinator cancels ctx with a cause when the coordinator's
+// heartbeats stop: a worker must not outlive its run.
+func watchCoordinator(ctx context.Context, t Transport, run string, cancel context.CancelCauseFunc) error {
+	var mu sync.Mutex // guards last
+	last := time.Now()
+	unsub, err := t.Subscribe(coordBeats(run), func([]byte) {
+		mu.Lock()
+		last = time.Now()
+		mu.Unlock()
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer unsub()
+		tick := time.NewTicker(HeartbeatEvery / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				mu.Lock()
+				quiet := time.Since(last)
+				mu.Unlock()
+				if quiet > HeartbeatTimeout {
+					cancel(fmt.Errorf("the coordinator of run %s has been silent for %v: leaving", run, quiet.Round(time.Millisecond)))
+					return
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// watchWorkers cancels ctx, naming the worker, when one of n workers has
+// been silent for HeartbeatTimeout. names describes worker ids for messages.
+func watchWorkers(ctx context.Context, t Transport, run string, n int, names func(int) string, cancel context.CancelCauseFunc) error {
+	var mu sync.Mutex // guards last
+	last := make([]time.Time, n)
+	for i := range last {
+		last[i] = time.Now()
+	}
+	unsub, err := t.Subscribe(workerBeats(run), func(b []byte) {
+		if len(b) != 4 {
+			return
+		}
+		id := int(binary.LittleEndian.Uint32(b))
+		mu.Lock()
+		if id >= 0 && id < n {
+			last[id] = time.Now()
+		}
+		mu.Unlock()
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer unsub()
+		tick := time.NewTicker(HeartbeatEvery / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				mu.Lock()
+				for id, at := range last {
+					if quiet := time.Since(at); quiet > HeartbeatTimeout {
+						mu.Unlock()
+						cancel(fmt.Errorf("%s has been silent for %v: it died or its host is cut off", names(id), quiet.Round(time.Millisecond)))
+						return
+					}
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	return nil
+}
+
+func workerBeat(id int) []byte {
+	b := make([]byte, 4)
+	binary.LittleEndian.PutUint32(b, uint32(id))
+	return b
+}

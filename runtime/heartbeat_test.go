@@ -1,0 +1,89 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
+)
+
+func shortHeartbeats(t *testing.T) {
+	every, timeout := HeartbeatEvery, HeartbeatTimeout
+	HeartbeatEvery, HeartbeatTimeout = 100*time.Millisecond, time.Second
+	t.Cleanup(func() { HeartbeatEvery, HeartbeatTimeout = every, timeout })
+}
+
+func heartbeatSetup(t *testing.T) (Transport, *search.Plan, func() (*Result, error), context.CancelFunc, chan error) {
+	e, _ := models.Lookup("case-study")
+	g, _ := e.Build(e.Small)
+	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 3, MicroBatch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMemory(1, Faults{}, 1<<20)
+	t.Cleanup(func() { m.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	errs := make(chan error, len(plan.Stages))
+	coordCtx, killCoordinator := context.WithCancel(ctx)
+	run := func() (*Result, error) {
+		return Coordinate(coordCtx, g, plan, m, "hb", 1000, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}}, nil)
+	}
+	for range plan.Stages {
+		go func() { errs <- Serve(ctx, m, "hb") }()
+	}
+	return m, plan, run, killCoordinator, errs
+}
+
+// TestWorkersLeaveWhenTheCoordinatorDies: once the coordinator is silent for
+// the heartbeat timeout, every worker stops and says why.
+func TestWorkersLeaveWhenTheCoordinatorDies(t *testing.T) {
+	shortHeartbeats(t)
+	_, plan, run, kill, errs := heartbeatSetup(t)
+	done := make(chan struct{})
+	go func() { run(); close(done) }()
+	time.Sleep(500 * time.Millisecond) // let it train a little
+	kill()
+	<-done
+	killed := time.Now()
+	for range plan.Stages {
+		err := <-errs
+		if err == nil || !strings.Contains(err.Error(), "coordinator") || !strings.Contains(err.Error(), "silent") {
+			t.Fatalf("a worker ended with %v", err)
+		}
+	}
+	if d := time.Since(killed); d > 3*time.Second {
+		t.Errorf("workers took %v to leave", d)
+	}
+}
+
+// TestCoordinatorNamesASilentWorker: a worker that stops (its context ends,
+// as a killed process's would) is named within the heartbeat timeout.
+func TestCoordinatorNamesASilentWorker(t *testing.T) {
+	shortHeartbeats(t)
+	m, plan, _, _, _ := heartbeatSetup(t)
+	_ = plan
+	// a fresh run in which one worker dies after joining
+	e, _ := models.Lookup("case-study")
+	g, _ := e.Build(e.Small)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	doomed, die := context.WithCancel(ctx)
+	go Serve(ctx, m, "hb2")
+	go Serve(ctx, m, "hb2")
+	go Serve(doomed, m, "hb2")
+	time.AfterFunc(700*time.Millisecond, die)
+	start := time.Now()
+	_, err := Coordinate(ctx, g, plan, m, "hb2", 1000, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "has been silent") || !strings.Contains(err.Error(), "worker ") {
+		t.Fatalf("got %v", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Fatalf("took %v: %v", time.Since(start), err)
+	}
+}
