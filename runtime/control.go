@@ -24,6 +24,8 @@ const (
 	mbParams     = 3
 	mbError      = 4
 	mbGo         = 5
+	mbCkpt       = 6
+	mbResume     = 7
 	reportStride = 1 << 20 // report keys: iter·reportStride + stage
 )
 
@@ -131,7 +133,16 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	if err != nil {
 		return err
 	}
-	for n := 0; n < a.Steps; n++ {
+	if a.Options.Start > 0 && !w.Emulate {
+		msg, err := ctl.Receive(ctx, msgKey{0, mbResume, ctlEdge, 'g'})
+		if err != nil {
+			return fmt.Errorf("waiting for the checkpoint to resume from: %w", err)
+		}
+		if err := w.loadState(msg); err != nil {
+			return err
+		}
+	}
+	for n := a.Options.Start; n < a.Steps; n++ {
 		// every stage starts an iteration together, as the simulator assumes
 		if _, err := ctl.Receive(ctx, msgKey{int64(n), mbGo, ctlEdge, 'a'}); err != nil {
 			return err
@@ -147,6 +158,15 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 		}
 		if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbReport, r); err != nil {
 			return err
+		}
+		if k := a.Options.CheckpointEvery; k > 0 && (n+1)%k == 0 && w.Replica == 0 && !w.Emulate {
+			st, err := w.state()
+			if err != nil {
+				return err
+			}
+			if err := ctl.Send(ctx, coordinator, msgKey{int64(n)*reportStride + int64(a.Stage), mbCkpt, ctlEdge, 'g'}, st); err != nil {
+				return err
+			}
 		}
 	}
 	params, err := encodeParams(w.Params())

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -40,11 +42,19 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 		if err := json.Unmarshal(msg, &h); err != nil {
 			return nil, err
 		}
+		if o.Resume != nil {
+			o.Start = o.Resume.Manifest.Step
+		}
 		a := assignment{Stage: s, Model: model, Plan: planJSON, Options: o, Steps: steps, Workers: lay.total}
 		if err := sendJSON(ctx, ctl, h.Worker, 0, mbAssign, a); err != nil {
 			return nil, err
 		}
 		workers[s] = h.Worker
+	}
+	if o.Resume != nil && !o.Emulate {
+		if err := sendResume(ctx, ctl, g, plan, lay, workers, o.Resume); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -56,7 +66,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 	if err := watchWorkers(ctx, t, run, lay.total, name, cancel); err != nil {
 		return nil, err
 	}
-	res, err := collect(ctx, ctl, plan, lay, workers, steps, progress)
+	res, err := collect(ctx, ctl, g, plan, lay, workers, steps, o, progress)
 	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
 		return nil, cause
 	}
@@ -64,10 +74,14 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 }
 
 // collect drives the iterations and gathers reports and parameters.
-func collect(ctx context.Context, ctl *Endpoint, plan *search.Plan, lay replicas, workers []int32, steps int, progress func(int64, float64)) (*Result, error) {
+func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, workers []int32, steps int, o Options, progress func(int64, float64)) (*Result, error) {
 	res := &Result{Params: map[string]*stage.Value[float32]{}}
-	for n := 0; n < steps; n++ {
-		start := time.Now()
+	start := 0
+	if o.Resume != nil {
+		start = o.Resume.Manifest.Step
+	}
+	for n := start; n < steps; n++ {
+		began := time.Now()
 		for _, w := range workers {
 			if err := ctl.Send(ctx, w, msgKey{int64(n), mbGo, ctlEdge, 'a'}, []byte{}); err != nil {
 				return nil, err
@@ -98,9 +112,14 @@ func collect(ctx context.Context, ctl *Endpoint, plan *search.Plan, lay replicas
 			}
 		}
 		res.Losses = append(res.Losses, total)
-		res.Iters = append(res.Iters, time.Since(start).Seconds())
+		res.Iters = append(res.Iters, time.Since(began).Seconds())
 		if progress != nil {
 			progress(int64(n), total)
+		}
+		if k := o.CheckpointEvery; k > 0 && (n+1)%k == 0 && !o.Emulate {
+			if err := checkpoint(ctx, ctl, g, plan, lay, n, o); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for range workers {
@@ -143,6 +162,69 @@ func decodeParams(b []byte, into map[string]*stage.Value[float32]) error {
 	}
 	for _, e := range entries {
 		into[e.Name] = &stage.Value[float32]{Shape: e.Shape, Data: e.F32}
+	}
+	return nil
+}
+
+// checkpoint gathers every stage's state after iteration n and writes it.
+func checkpoint(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, n int, o Options) error {
+	c := &Checkpoint{Params: map[string]*stage.Value[float32]{}, Optim: map[string][]float32{}}
+	for s := range plan.Stages {
+		id := lay.id(s, 0)
+		msg, err := ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(id), mbCkpt, ctlEdge, 'g'})
+		if err != nil {
+			return err
+		}
+		entries, meta, err := tensor.DecodeSafetensors(msg)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if name, ok := strings.CutPrefix(e.Name, "param:"); ok {
+				c.Params[name] = &stage.Value[float32]{Shape: e.Shape, Data: e.F32}
+			} else if slot, ok := strings.CutPrefix(e.Name, "optim:"); ok {
+				c.Optim[slot] = e.F32
+			}
+		}
+		c.Manifest.OptStep, _ = strconv.Atoi(meta["optimizer_step"])
+	}
+	c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash = n+1, g.Name(), search.ModelHash(g)
+	c.Manifest.Plan = fmt.Sprintf("%s, %d stages on %d devices", plan.Strategy, len(plan.Stages), lay.total)
+	c.Manifest.Optimizer = o.Train.Optimizer
+	return WriteCheckpoint(o.CheckpointDir, c)
+}
+
+// sendResume gives every worker its stage's share of a checkpoint.
+func sendResume(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, workers []int32, c *Checkpoint) error {
+	if c.Manifest.ModelHash != search.ModelHash(g) {
+		return fmt.Errorf("checkpoint: made for model %q with hash %.12s, this model's is %.12s", c.Manifest.Model, c.Manifest.ModelHash, search.ModelHash(g))
+	}
+	for id, w := range workers {
+		st, _ := lay.where(id)
+		var entries []tensor.Named
+		for _, opName := range plan.Stages[st].Ops {
+			i, _ := g.OpIndex(opName)
+			for _, p := range g.Params(i) {
+				name := opName + "." + p.Name
+				v, ok := c.Params[name]
+				if !ok {
+					return fmt.Errorf("checkpoint: lacks parameter %q", name)
+				}
+				entries = append(entries, tensor.Named{Name: "param:" + name, Shape: v.Shape, F32: v.Data})
+				for slot, s := range c.Optim {
+					if rest, ok := strings.CutPrefix(slot, name+"."); ok && !strings.Contains(rest, ".") {
+						entries = append(entries, tensor.Named{Name: "optim:" + slot, Shape: []int{len(s)}, F32: s})
+					}
+				}
+			}
+		}
+		b, err := tensor.EncodeSafetensors(entries, map[string]string{"optimizer_step": strconv.Itoa(c.Manifest.OptStep)})
+		if err != nil {
+			return err
+		}
+		if err := ctl.Send(ctx, w, msgKey{0, mbResume, ctlEdge, 'g'}, b); err != nil {
+			return err
+		}
 	}
 	return nil
 }

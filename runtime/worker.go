@@ -3,12 +3,15 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/tensor"
 )
 
 // Worker runs one replica of one stage of a plan: its action list, once per
@@ -50,6 +53,13 @@ type Event struct {
 type Options struct {
 	Train   stage.TrainOptions
 	Emulate bool // wait the plan's times instead of computing
+	// CheckpointEvery > 0 checkpoints after every that many iterations into
+	// CheckpointDir (the coordinator writes it).
+	CheckpointEvery int    `json:"checkpoint_every,omitempty"`
+	CheckpointDir   string `json:"-"`
+	// Resume starts from a checkpoint: its step, parameters and optimizer state.
+	Resume *Checkpoint `json:"-"`
+	Start  int         `json:"start,omitempty"` // the first iteration, set from Resume
 }
 
 // NewWorker prepares stage id of plan over an endpoint.
@@ -493,4 +503,56 @@ func (w *Worker) OpSeconds() map[string][2]float64 {
 		out[name] = *t
 	}
 	return out
+}
+
+// state is this stage's parameters and optimizer state as one safetensors
+// message: "param:<name>" and "optim:<name>.<slot>", the optimizer's step in
+// the metadata.
+func (w *Worker) state() ([]byte, error) {
+	var entries []tensor.Named
+	for name, v := range w.ex.Params {
+		entries = append(entries, tensor.Named{Name: "param:" + name, Shape: v.Shape, F32: v.Data})
+	}
+	st, step := w.opt.(stage.Stateful).State()
+	for slot, v := range st {
+		entries = append(entries, tensor.Named{Name: "optim:" + slot, Shape: []int{len(v)}, F32: v})
+	}
+	return tensor.EncodeSafetensors(entries, map[string]string{"optimizer_step": strconv.Itoa(step)})
+}
+
+// loadState restores what state wrote (or a checkpoint's share of it).
+func (w *Worker) loadState(b []byte) error {
+	entries, meta, err := tensor.DecodeSafetensors(b)
+	if err != nil {
+		return err
+	}
+	optim := map[string][]float32{}
+	for _, e := range entries {
+		switch {
+		case strings.HasPrefix(e.Name, "param:"):
+			p, ok := w.ex.Params[e.Name[6:]]
+			if !ok || len(p.Data) != len(e.F32) {
+				return fmt.Errorf("checkpoint: parameter %q does not fit stage %d", e.Name[6:], w.Stage)
+			}
+			copy(p.Data, e.F32)
+		case strings.HasPrefix(e.Name, "optim:"):
+			optim[e.Name[6:]] = e.F32
+		}
+	}
+	for name := range w.ex.Params {
+		if !hasEntry(entries, "param:"+name) {
+			return fmt.Errorf("checkpoint: lacks parameter %q", name)
+		}
+	}
+	step, _ := strconv.Atoi(meta["optimizer_step"])
+	return w.opt.(stage.Stateful).LoadState(optim, step, w.ex.Params)
+}
+
+func hasEntry(entries []tensor.Named, name string) bool {
+	for _, e := range entries {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -163,3 +163,38 @@ func TestInitIsPartitionFree(t *testing.T) {
 		t.Error("the seed does not change the parameters")
 	}
 }
+
+// TestOptimizerStateRoundTrip: training 3 steps, saving parameters and
+// optimizer state, loading them into a fresh trainer and training 3 more
+// gives the parameters of 6 steps in a row.
+func TestOptimizerStateRoundTrip(t *testing.T) {
+	g := small(t, "mlp")
+	for _, o := range []TrainOptions{{Optimizer: "adam", LR: 1e-2}, {Optimizer: "sgd", LR: 0.05, Momentum: 0.9}} {
+		straight, _ := NewTrainer(g, o)
+		for s := 0; s < 6; s++ {
+			straight.Step(s)
+		}
+		first, _ := NewTrainer(g, o)
+		for s := 0; s < 3; s++ {
+			first.Step(s)
+		}
+		state, step := first.Optimizer().(Stateful).State()
+		second, _ := NewTrainer(g, o)
+		for name, v := range first.Ex.Params {
+			copy(second.Ex.Params[name].Data, v.Data)
+		}
+		if err := second.Optimizer().(Stateful).LoadState(state, step, second.Ex.Params); err != nil {
+			t.Fatal(err)
+		}
+		for s := 3; s < 6; s++ {
+			second.Step(s)
+		}
+		for name, v := range straight.Ex.Params {
+			for i := range v.Data {
+				if second.Ex.Params[name].Data[i] != v.Data[i] {
+					t.Fatalf("%s: %s[%d] differs after a save and load", o.Optimizer, name, i)
+				}
+			}
+		}
+	}
+}

@@ -100,3 +100,59 @@ func (o *Adam) Step(params, grads map[string]*Value[float32]) {
 		}
 	}
 }
+
+// Stateful optimizers export and load their state, keyed by parameter name,
+// so that a checkpoint made under one plan loads under another.
+type Stateful interface {
+	// State is every state tensor as "<param>.<slot>" (PyTorch's slot names)
+	// and the step count.
+	State() (map[string][]float32, int)
+	// LoadState restores what State returned for the parameters in params.
+	LoadState(state map[string][]float32, step int, params map[string]*Value[float32]) error
+}
+
+func (o *SGD) State() (map[string][]float32, int) {
+	out := map[string][]float32{}
+	for name, b := range o.buf {
+		out[name+".momentum_buffer"] = append([]float32(nil), b...)
+	}
+	return out, 0
+}
+
+func (o *SGD) LoadState(state map[string][]float32, _ int, params map[string]*Value[float32]) error {
+	o.buf = map[string][]float32{}
+	for name, p := range params {
+		if b, ok := state[name+".momentum_buffer"]; ok {
+			if len(b) != len(p.Data) {
+				return fmt.Errorf("optimizer state %s.momentum_buffer has %d values, the parameter %d", name, len(b), len(p.Data))
+			}
+			o.buf[name] = append([]float32(nil), b...)
+		}
+	}
+	return nil
+}
+
+func (o *Adam) State() (map[string][]float32, int) {
+	out := map[string][]float32{}
+	for name := range o.m {
+		out[name+".exp_avg"] = append([]float32(nil), o.m[name]...)
+		out[name+".exp_avg_sq"] = append([]float32(nil), o.v[name]...)
+	}
+	return out, o.t
+}
+
+func (o *Adam) LoadState(state map[string][]float32, step int, params map[string]*Value[float32]) error {
+	o.t, o.m, o.v = step, map[string][]float32{}, map[string][]float32{}
+	for name, p := range params {
+		m, okM := state[name+".exp_avg"]
+		v, okV := state[name+".exp_avg_sq"]
+		if !okM && !okV && step == 0 {
+			continue
+		}
+		if !okM || !okV || len(m) != len(p.Data) || len(v) != len(p.Data) {
+			return fmt.Errorf("optimizer state for %s is missing or the wrong size", name)
+		}
+		o.m[name], o.v[name] = append([]float32(nil), m...), append([]float32(nil), v...)
+	}
+	return nil
+}

@@ -102,3 +102,6 @@ func SliceRows[T Num](v *Value[T], lo, hi int) *Value[T] {
 	}
 	return out
 }
+
+// Optimizer is the trainer's optimizer.
+func (t *Trainer) Optimizer() Optimizer { return t.opt }

@@ -69,7 +69,8 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var sf searchFlags
 	var nf natsFlags
 	var steps int
-	var optName, workers, modelPath, dump, runID, emulate, trace, prof string
+	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume string
+	var ckptEvery int
 	var lr, momentum float32
 	var seed int64
 	var asJSON bool
@@ -119,6 +120,26 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				}
 				o.Emulate = true
 			}
+			if ckptEvery < 0 || ckptEvery > 0 && ckptDir == "" {
+				return usagef("--checkpoint-every needs --checkpoint DIR and a positive count")
+			}
+			if ckptDir != "" && ckptEvery == 0 {
+				ckptEvery = max(1, steps/10)
+			}
+			o.CheckpointDir, o.CheckpointEvery = ckptDir, ckptEvery
+			if resume != "" {
+				c, err := runtime.LoadCheckpoint(resume, func(step int, why error) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d in %s is not whole (%v): falling back to the one before\n", step, resume, why)
+				})
+				if err != nil {
+					return err // exit 1: no whole checkpoint
+				}
+				if c.Manifest.Step >= steps {
+					return usagef("--resume: the checkpoint is at step %d, past --steps %d", c.Manifest.Step, steps)
+				}
+				o.Resume = c
+				fmt.Fprintf(cmd.ErrOrStderr(), "resuming at step %d from %s\n", c.Manifest.Step, resume)
+			}
 			if runID == "" {
 				runID = randomID()
 			}
@@ -141,6 +162,9 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	cmd.Flags().Int64Var(&seed, "seed", 0, "with a MODEL: override its seed (parameters and data) before planning")
 	cmd.Flags().StringVar(&emulate, "emulate", "", "emulate the plan's devices (v100, a100, h100: the --device it was searched for): each op waits its modelled time, each transfer its modelled time")
 	cmd.Flags().StringVar(&trace, "trace", "", "write the measured timeline of the last iteration as Chrome trace JSON to `FILE`")
+	cmd.Flags().StringVar(&ckptDir, "checkpoint", "", "write checkpoints (parameters and optimizer state by name) to `DIR`, keeping the last two")
+	cmd.Flags().IntVar(&ckptEvery, "checkpoint-every", 0, "checkpoint after every K iterations (default: a tenth of --steps)")
+	cmd.Flags().StringVar(&resume, "resume", "", "resume from the newest whole checkpoint in `DIR` (any plan: parameters are keyed by name)")
 	cmd.Flags().StringVar(&prof, "profile", "", "write each op's time, per stage and pass, as a pprof profile to `FILE` (go tool pprof FILE)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
@@ -283,9 +307,11 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 			return err
 		}
 	}
+	ran := len(res.Losses)
 	sum := runSummary{Model: g.Name(), Strategy: plan.Strategy, Stages: len(plan.Stages), Steps: steps, Losses: res.Losses,
-		FinalLoss: res.Losses[len(res.Losses)-1], SamplesPerS: float64(plan.BatchSize) * float64(steps) / secs,
+		FinalLoss: res.Losses[ran-1], SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
 		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers}
+	sum.Steps = ran
 	if o.Emulate {
 		sum.Emulated = plan.Device.Name
 	}
@@ -298,7 +324,7 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 			sum.Model, sum.Emulated, steps, sum.Stages, sum.MeasuredIterS, sum.PredictedIter)
 		return nil
 	}
-	fmt.Fprintf(w, "%s: %d steps on %d stages, loss %.6g → %.6g, %.4g samples/s\n", sum.Model, steps, sum.Stages, res.Losses[0], sum.FinalLoss, sum.SamplesPerS)
+	fmt.Fprintf(w, "%s: %d steps on %d stages, loss %.6g → %.6g, %.4g samples/s\n", sum.Model, ran, sum.Stages, res.Losses[0], sum.FinalLoss, sum.SamplesPerS)
 	return nil
 }
 
@@ -493,4 +519,37 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func newExportCmd() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "export DIR -o FILE",
+		Short: "Write the newest whole checkpoint's parameters as one safetensors file",
+		Long: `Write the parameters of the newest whole checkpoint in DIR as one safetensors
+file a PyTorch user can load: each parameter as "<op>.<param>" in PyTorch's layout.`,
+		Args: args("DIR"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if out == "" {
+				return usagef("export needs -o FILE")
+			}
+			c, err := runtime.LoadCheckpoint(a[0], func(step int, why error) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d is not whole (%v): using the one before\n", step, why)
+			})
+			if err != nil {
+				return err
+			}
+			var entries []tensor.Named
+			for name, v := range c.Params {
+				entries = append(entries, tensor.Named{Name: name, Shape: v.Shape, F32: v.Data})
+			}
+			b, err := tensor.EncodeSafetensors(entries, map[string]string{"step": fmt.Sprint(c.Manifest.Step), "model": c.Manifest.Model})
+			if err != nil {
+				return err
+			}
+			return writeOutput(cmd, out, b)
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "the safetensors `FILE` to write")
+	return cmd
 }
