@@ -12,10 +12,12 @@ import (
 	"github.com/graphpipe/graphpipe/search"
 )
 
-// Control traffic runs in generation 0 on edge -1: the coordinator is stage
-// -1, a worker is known by a random id until it is given a stage.
+// Control traffic runs on edge -1 in the stage traffic's generation, at an
+// even generation number below it: the coordinator is stage -1, a worker is
+// known by a random id until it is given a stage. A restart starts a new
+// generation, whose frames never mix with an older one's.
 const (
-	ctlGen       = 0
+	ctlGenOffset = 1 << 16
 	ctlEdge      = -1
 	coordinator  = -1
 	mbHello      = 0
@@ -39,6 +41,7 @@ type hello struct {
 }
 
 type assignment struct {
+	Gen     uint32          `json:"gen"`
 	Stage   int             `json:"worker"` // the worker id: a (stage, replica)
 	Model   json.RawMessage `json:"model"`
 	Plan    json.RawMessage `json:"plan"`
@@ -73,11 +76,14 @@ func workerID() int32 {
 	return int32(binary.LittleEndian.Uint32(b[:])&0x3fffffff) | 1<<20
 }
 
-// Serve is a worker process: it joins run, takes the stage it is given,
-// trains it and sends back its reports and final parameters.
-func Serve(ctx context.Context, t Transport, run string) error {
+// Serve is a worker process of generation 1: see ServeGen.
+func Serve(ctx context.Context, t Transport, run string) error { return ServeGen(ctx, t, run, 1) }
+
+// ServeGen is a worker process: it joins generation gen of run, takes the
+// stage it is given, trains it and sends back its reports and parameters.
+func ServeGen(ctx context.Context, t Transport, run string, gen uint32) error {
 	id := workerID()
-	ctl, err := NewEndpoint(t, run, ctlGen, id)
+	ctl, err := NewEndpoint(t, run, gen+ctlGenOffset, id)
 	if err != nil {
 		return err
 	}
@@ -107,7 +113,7 @@ func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *
 	if err := watchCoordinator(ctx, t, run, cancel); err != nil {
 		return err
 	}
-	go beat(ctx, t, workerBeats(run), workerBeat(a.Stage))
+	go beat(ctx, t, workerBeats(run, a.Gen), workerBeat(a.Stage))
 	err := serveWork(ctx, t, run, ctl, a)
 	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
 		return cause
@@ -124,7 +130,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	ep, err := NewEndpoint(t, run, 1, int32(a.Stage))
+	ep, err := NewEndpoint(t, run, a.Gen, int32(a.Stage))
 	if err != nil {
 		return err
 	}
@@ -143,6 +149,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 		}
 	}
 	for n := a.Options.Start; n < a.Steps; n++ {
+		w.kill = killPoint(a.Gen, w.ID, n)
 		// every stage starts an iteration together, as the simulator assumes
 		if _, err := ctl.Receive(ctx, msgKey{int64(n), mbGo, ctlEdge, 'a'}); err != nil {
 			return err
@@ -160,6 +167,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 			return err
 		}
 		if k := a.Options.CheckpointEvery; k > 0 && (n+1)%k == 0 && w.Replica == 0 && !w.Emulate {
+			w.die("during-checkpoint")
 			st, err := w.state()
 			if err != nil {
 				return err

@@ -25,7 +25,8 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 	if h := search.ModelHash(g); h != plan.Model.SHA256 {
 		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
 	}
-	ctl, err := NewEndpoint(t, run, ctlGen, coordinator)
+	gen := max(o.Gen, 1)
+	ctl, err := NewEndpoint(t, run, gen+ctlGenOffset, coordinator)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +46,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 		if o.Resume != nil {
 			o.Start = o.Resume.Manifest.Step
 		}
-		a := assignment{Stage: s, Model: model, Plan: planJSON, Options: o, Steps: steps, Workers: lay.total}
+		a := assignment{Gen: gen, Stage: s, Model: model, Plan: planJSON, Options: o, Steps: steps, Workers: lay.total}
 		if err := sendJSON(ctx, ctl, h.Worker, 0, mbAssign, a); err != nil {
 			return nil, err
 		}
@@ -63,7 +64,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 		s, r := lay.where(id)
 		return fmt.Sprintf("worker %d (stage %d, replica %d)", id, s, r)
 	}
-	if err := watchWorkers(ctx, t, run, lay.total, name, cancel); err != nil {
+	if err := watchWorkers(ctx, t, run, gen, lay.total, name, cancel); err != nil {
 		return nil, err
 	}
 	res, err := collect(ctx, ctl, g, plan, lay, workers, steps, o, progress)

@@ -15,8 +15,10 @@ var (
 	HeartbeatTimeout = 5 * time.Second
 )
 
-func coordBeats(run string) string  { return "graphpipe." + run + ".hb.coordinator" }
-func workerBeats(run string) string { return "graphpipe." + run + ".hb.workers" }
+func coordBeats(run string) string { return "graphpipe." + run + ".hb.coordinator" }
+func workerBeats(run string, gen uint32) string {
+	return fmt.Sprintf("graphpipe.%s.g%d.hb.workers", run, gen)
+}
 
 // beat publishes payload on subject until ctx ends.
 func beat(ctx context.Context, t Transport, subject string, payload []byte) {
@@ -69,13 +71,13 @@ func watchCoordinator(ctx context.Context, t Transport, run string, cancel conte
 
 // watchWorkers cancels ctx, naming the worker, when one of n workers has
 // been silent for HeartbeatTimeout. names describes worker ids for messages.
-func watchWorkers(ctx context.Context, t Transport, run string, n int, names func(int) string, cancel context.CancelCauseFunc) error {
+func watchWorkers(ctx context.Context, t Transport, run string, gen uint32, n int, names func(int) string, cancel context.CancelCauseFunc) error {
 	var mu sync.Mutex // guards last
 	last := make([]time.Time, n)
 	for i := range last {
 		last[i] = time.Now()
 	}
-	unsub, err := t.Subscribe(workerBeats(run), func(b []byte) {
+	unsub, err := t.Subscribe(workerBeats(run, gen), func(b []byte) {
 		if len(b) != 4 {
 			return
 		}

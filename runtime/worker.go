@@ -39,6 +39,8 @@ type Worker struct {
 	vnow     time.Time            // emulation: when the stage is next free, by the plan's clock
 	events   []Event              // this iteration's timeline
 	iterZero time.Time
+	kill     string // a test hook's point to die at in this iteration, "" for none
+	sends    int    // sends so far this iteration
 }
 
 // Event is one measured action of a stage, in seconds from its iteration's start.
@@ -60,6 +62,7 @@ type Options struct {
 	// Resume starts from a checkpoint: its step, parameters and optimizer state.
 	Resume *Checkpoint `json:"-"`
 	Start  int         `json:"start,omitempty"` // the first iteration, set from Resume
+	Gen    uint32      `json:"-"`               // the generation: 1, then one more per restart
 }
 
 // NewWorker prepares stage id of plan over an endpoint.
@@ -123,7 +126,7 @@ type iteration struct {
 func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 	it := &iteration{n: n, feeds: map[int]map[string]*stage.Value[float32]{}, outs: map[int]map[string]*stage.Value[float32]{},
 		grads: map[int]map[string]*stage.Value[float32]{}, ingrads: map[int]map[string]*stage.Value[float32]{}}
-	w.iterZero, w.events = time.Now(), w.events[:0]
+	w.iterZero, w.events, w.sends = time.Now(), w.events[:0], 0
 	w.vnow = w.iterZero
 	var err error
 	if !w.Emulate {
@@ -136,6 +139,11 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 		if err := w.act(ctx, it, a); err != nil {
 			return 0, fmt.Errorf("stage %d replica %d, iteration %d, action %v: %w", w.Stage, w.Replica, n, a, err)
 		}
+		if a.Kind == microbatch.Send {
+			if w.sends++; w.sends == 1 {
+				w.die("after-send")
+			}
+		}
 		if a.Kind == microbatch.Forward || a.Kind == microbatch.Backward || a.Kind == microbatch.Weight {
 			w.events = append(w.events, Event{byte(a.Kind), a.MB, start.Sub(w.iterZero).Seconds(), time.Since(w.iterZero).Seconds()})
 		}
@@ -143,6 +151,7 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 	if w.Emulate {
 		w.wait(ctx, w.plan.Stages[w.Stage].FlushS)
 	} else {
+		w.die("before-step")
 		if err := w.allReduce(ctx, n); err != nil {
 			return 0, fmt.Errorf("stage %d replica %d, iteration %d, all-reduce: %w", w.Stage, w.Replica, n, err)
 		}

@@ -70,7 +70,7 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var nf natsFlags
 	var steps int
 	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume string
-	var ckptEvery int
+	var ckptEvery, restarts int
 	var lr, momentum float32
 	var seed int64
 	var asJSON bool
@@ -146,7 +146,10 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if prof != "" && o.Emulate {
 				return usagef("--profile: an emulated run computes nothing to profile")
 			}
-			return runPlan(cmd, g, plan, &nf, workers, runID, steps, o, dump, trace, prof, asJSON)
+			if restarts < 0 || restarts > 0 && workers != "local" {
+				return usagef("--restarts: restarts need local workers and a count of at least 0")
+			}
+			return runPlan(cmd, g, plan, &nf, workers, runID, steps, o, dump, trace, prof, asJSON, restarts)
 		},
 	}
 	sf.register(cmd)
@@ -165,6 +168,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	cmd.Flags().StringVar(&ckptDir, "checkpoint", "", "write checkpoints (parameters and optimizer state by name) to `DIR`, keeping the last two")
 	cmd.Flags().IntVar(&ckptEvery, "checkpoint-every", 0, "checkpoint after every K iterations (default: a tenth of --steps)")
 	cmd.Flags().StringVar(&resume, "resume", "", "resume from the newest whole checkpoint in `DIR` (any plan: parameters are keyed by name)")
+	cmd.Flags().IntVar(&restarts, "restarts", 0, "when a worker dies, restart the workers up to this many times, resuming from the last checkpoint (local workers)")
 	cmd.Flags().StringVar(&prof, "profile", "", "write each op's time, per stage and pass, as a pprof profile to `FILE` (go tool pprof FILE)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
@@ -228,7 +232,7 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool) error {
+func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := nf.options("graphpipe coordinator " + runID)
@@ -250,46 +254,28 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	for _, s := range plan.Stages {
 		n += len(s.Devices)
 	}
-	ctx, fail := context.WithCancelCause(ctx)
-	defer fail(nil)
-	switch workers {
-	case "local":
-		procs, err := startWorkers(ctx, n, opts, runID, log)
-		if err != nil {
-			return err
-		}
-		defer stopWorkers(procs)
-		watchWorkers(procs, fail)
-	case "external":
-		fmt.Fprintf(log, "waiting for %d workers: %s=<token> graphpipe worker --nats %s --run %s\n", n, tokenEnv, opts.URL, runID)
-	}
 	start := time.Now()
 	bar := isTerminal(log) && !asJSON
-	res, err := runtime.Coordinate(ctx, g, plan, t, runID, steps, o, func(n int64, loss float64) {
-		if asJSON {
-			return
+	var res *runtime.Result
+	for gen := uint32(1); ; gen++ {
+		o.Gen = gen
+		var err error
+		res, err = runGeneration(ctx, cmd, g, plan, t, opts, workers, runID, steps, n, o, bar, asJSON, start)
+		if err == nil {
+			break
 		}
-		el := time.Since(start).Seconds()
-		eta := el / float64(n+1) * float64(int64(steps)-n-1)
-		line := fmt.Sprintf("step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs", n+1, steps, loss, float64(plan.BatchSize)*float64(n+1)/el, eta)
-		if bar {
-			done := int(40 * (n + 1) / int64(steps))
-			fmt.Fprintf(log, "\r\033[K[%s%s] %s", strings.Repeat("=", done), strings.Repeat(" ", 40-done), line)
-			if n+1 == int64(steps) {
-				fmt.Fprintln(log)
+		if ctx.Err() != nil || restarts == 0 {
+			return err
+		}
+		restarts--
+		o.Resume = nil
+		from := "step 0"
+		if o.CheckpointDir != "" {
+			if c, cerr := runtime.LoadCheckpoint(o.CheckpointDir, nil); cerr == nil {
+				o.Resume, from = c, fmt.Sprintf("the checkpoint at step %d", c.Manifest.Step)
 			}
-			return
 		}
-		fmt.Fprintln(log, line)
-	})
-	if err != nil {
-		if bar {
-			fmt.Fprintln(log)
-		}
-		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
-			return cause
-		}
-		return err
+		fmt.Fprintf(log, "graphpipe: %v\ngraphpipe: restarting the workers as generation %d from %s (%d restarts left)\n", err, gen+1, from, restarts)
 	}
 	secs := time.Since(start).Seconds()
 	if trace != "" {
@@ -328,6 +314,60 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	return nil
 }
 
+// runGeneration runs one generation of workers to the end, or to the first
+// failure, which it returns with its cause.
+func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *search.Plan, t *runtime.NATS, opts runtime.NATSOptions,
+	workers, runID string, steps, n int, o runtime.Options, bar, asJSON bool, start time.Time) (*runtime.Result, error) {
+	log := cmd.ErrOrStderr()
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	switch workers {
+	case "local":
+		procs, err := startWorkers(ctx, n, opts, runID, o.Gen, log)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if context.Cause(ctx) != nil { // the generation failed: the rest of it goes too
+				for _, p := range procs {
+					p.Process.Kill()
+				}
+			}
+			stopWorkers(procs)
+		}()
+		watchWorkers(procs, fail)
+	case "external":
+		fmt.Fprintf(log, "waiting for %d workers: %s=<token> graphpipe worker --nats %s --run %s\n", n, tokenEnv, opts.URL, runID)
+	}
+	res, err := runtime.Coordinate(ctx, g, plan, t, runID, steps, o, func(i int64, loss float64) {
+		if asJSON {
+			return
+		}
+		el := time.Since(start).Seconds()
+		eta := el / float64(i+1) * float64(int64(steps)-i-1)
+		line := fmt.Sprintf("step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs", i+1, steps, loss, float64(plan.BatchSize)*float64(i+1)/el, eta)
+		if bar {
+			done := int(40 * (i + 1) / int64(steps))
+			fmt.Fprintf(log, "\r\033[K[%s%s] %s", strings.Repeat("=", done), strings.Repeat(" ", 40-done), line)
+			if i+1 == int64(steps) {
+				fmt.Fprintln(log)
+			}
+			return
+		}
+		fmt.Fprintln(log, line)
+	})
+	if err != nil {
+		if bar {
+			fmt.Fprintln(log)
+		}
+		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+			return nil, cause
+		}
+		return nil, err
+	}
+	return res, nil
+}
+
 func median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
@@ -352,14 +392,14 @@ func writeTrace(path string, plan *search.Plan, res *runtime.Result, emulated bo
 }
 
 // startWorkers starts one worker process per stage: this same binary.
-func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID string, log io.Writer) ([]*exec.Cmd, error) {
+func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID string, gen uint32, log io.Writer) ([]*exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	var procs []*exec.Cmd
 	for i := 0; i < n; i++ {
-		c := exec.CommandContext(ctx, self, "worker", "--nats", o.URL, "--run", runID)
+		c := exec.CommandContext(ctx, self, "worker", "--nats", o.URL, "--run", runID, "--gen", fmt.Sprint(gen))
 		c.Env = append(os.Environ(), tokenEnv+"="+o.Token)
 		c.Stderr = log
 		if err := c.Start(); err != nil {
@@ -446,6 +486,7 @@ func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, s
 func newWorkerCmd() *cobra.Command {
 	var nf natsFlags
 	var runID string
+	var gen uint32
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL --run ID",
 		Short: "Join a run as a stage worker",
@@ -463,11 +504,12 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 				return err
 			}
 			defer t.Close()
-			return runtime.Serve(ctx, t, runID)
+			return runtime.ServeGen(ctx, t, runID, gen)
 		},
 	}
 	nf.register(cmd)
 	cmd.Flags().StringVar(&runID, "run", "", "the run to join")
+	cmd.Flags().Uint32Var(&gen, "gen", 1, "the generation to join (restarts start new ones)")
 	return cmd
 }
 

@@ -1,0 +1,33 @@
+package runtime
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// KillEnv is a test hook: "gen:worker:iteration:point[,…]" makes that worker
+// of that generation exit with status 9 at that point of that iteration:
+// after-send (its first send), before-step (between its last gradient and its
+// optimizer step) or during-checkpoint (before it hands its state over).
+const KillEnv = "GRAPHPIPE_TEST_KILL"
+
+func killPoint(gen uint32, worker int32, iter int) string {
+	for _, spec := range strings.Split(os.Getenv(KillEnv), ",") {
+		var g, w, n int
+		var point string
+		if c, _ := fmt.Sscanf(strings.ReplaceAll(spec, ":", " "), "%d %d %d %s", &g, &w, &n, &point); c == 4 &&
+			uint32(g) == gen && int32(w) == worker && n == iter {
+			return point
+		}
+	}
+	return ""
+}
+
+// die exits the process if this iteration's kill point is point.
+func (w *Worker) die(point string) {
+	if w.kill == point {
+		fmt.Fprintf(os.Stderr, "test hook: worker %d exits %s\n", w.ID, point)
+		os.Exit(9)
+	}
+}
