@@ -138,8 +138,15 @@ func steps(dir string) []int {
 	return out
 }
 
-// prune removes all but the newest keep whole checkpoints, and anything older.
+// prune removes all but the newest keep whole checkpoints, anything older,
+// and temporary directories a writer that died left behind.
 func prune(dir string, keep int) error {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".step-") && strings.Contains(e.Name(), ".tmp-") {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 	whole := 0
 	for _, s := range steps(dir) {
 		if whole >= keep {

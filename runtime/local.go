@@ -30,7 +30,7 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 	}
 	workers := make([]*Worker, layout(plan).total)
 	for id := range workers {
-		ep, err := NewEndpoint(t, run, 1, int32(id))
+		ep, err := NewEndpoint(t, run, max(o.Gen, 1), int32(id))
 		if err != nil {
 			return nil, err
 		}

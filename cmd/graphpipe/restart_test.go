@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/graphpipe/graphpipe/runtime"
 )
@@ -55,5 +58,89 @@ func TestKilledWorkerWithoutRestarts(t *testing.T) {
 	c, err := runtime.LoadCheckpoint(filepath.Join(dir, "ck"), nil)
 	if err != nil || c.Manifest.Step != 2 {
 		t.Fatalf("last checkpoint: %v (%+v)", err, c)
+	}
+}
+
+// startRun runs graphpipe run as a separate process (this test binary).
+func startRun(t *testing.T, args ...string) *exec.Cmd {
+	self, _ := os.Executable()
+	c := exec.Command(self, append([]string{"run"}, args...)...)
+	c.Env = append(os.Environ(), "GRAPHPIPE_TEST_MAIN=1")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitCheckpoint waits for a whole checkpoint in dir and returns its step.
+func waitCheckpoint(t *testing.T, dir string) int {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := runtime.LoadCheckpoint(dir, nil); err == nil {
+			return c.Manifest.Step
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no checkpoint appeared")
+	return 0
+}
+
+// workersOf counts the worker processes of a run.
+func workersOf(run string) int {
+	out, _ := exec.Command("pgrep", "-f", "worker --nats .* --run "+run+" ").Output()
+	return len(strings.Fields(string(out)))
+}
+
+func waitNoWorkers(t *testing.T, run string, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for workersOf(run) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers of %s outlived their coordinator by %v", workersOf(run), run, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestKilledCoordinatorThenResume: the coordinator is SIGKILLed mid-run; its
+// workers leave within the heartbeat timeout; --resume from its last
+// checkpoint ends with the parameters of an uninterrupted run.
+func TestKilledCoordinatorThenResume(t *testing.T) {
+	model := smallModel(t, "mlp")
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	c := startRun(t, model, "--devices", "2", "--device", "cpu", "--micro-batch", "8", "--steps", "100000",
+		"--checkpoint", ck, "--checkpoint-every", "1", "--run", "killc")
+	waitCheckpoint(t, ck)
+	c.Process.Kill()
+	c.Wait()
+	waitNoWorkers(t, "killc", 8*time.Second)
+	at := waitCheckpoint(t, ck)
+	total := fmt.Sprint(at + 3)
+	if code, _, errs := gp(t, "", "run", model, "--devices", "2", "--device", "cpu", "--micro-batch", "8", "--steps", total,
+		"--resume", ck, "--dump", filepath.Join(dir, "resumed")); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := gp(t, "", "train", model, "--micro-batch", "8", "--steps", total, "--dump", filepath.Join(dir, "straight")); code != 0 {
+		t.Fatal(errs)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "resumed", "final.safetensors")), readParams(t, filepath.Join(dir, "straight", "final.safetensors")), 1e-5)
+}
+
+// TestInterrupt: Ctrl-C (SIGINT) during a run: it exits within 5 s, no worker
+// outlives it, and its last checkpoint loads.
+func TestInterrupt(t *testing.T) {
+	model := smallModel(t, "mlp")
+	ck := filepath.Join(t.TempDir(), "ck")
+	c := startRun(t, model, "--devices", "2", "--device", "cpu", "--steps", "100000", "--checkpoint", ck, "--checkpoint-every", "1", "--run", "intr")
+	waitCheckpoint(t, ck)
+	sent := time.Now()
+	c.Process.Signal(os.Interrupt)
+	c.Wait()
+	if d := time.Since(sent); d > 5*time.Second {
+		t.Fatalf("exited %v after SIGINT", d)
+	}
+	waitNoWorkers(t, "intr", time.Second)
+	if _, err := runtime.LoadCheckpoint(ck, nil); err != nil {
+		t.Fatal(err)
 	}
 }
