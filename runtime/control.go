@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/search"
@@ -113,15 +114,29 @@ func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *
 	if err := watchCoordinator(ctx, t, run, cancel); err != nil {
 		return err
 	}
-	go beat(ctx, t, workerBeats(run, a.Gen), workerBeat(a.Stage))
-	err := serveWork(ctx, t, run, ctl, a)
+	var worker struct {
+		sync.Mutex // guards w
+		w          *Worker
+	}
+	go beatWith(ctx, t, workerBeats(run, a.Gen), func() []byte {
+		b := workerBeat(a.Stage)
+		worker.Lock()
+		defer worker.Unlock()
+		if worker.w != nil {
+			if h := worker.w.hang(); h != "" {
+				b = append(b, h...)
+			}
+		}
+		return b
+	})
+	err := serveWork(ctx, t, run, ctl, a, func(w *Worker) { worker.Lock(); worker.w = w; worker.Unlock() })
 	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
 		return cause
 	}
 	return err
 }
 
-func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment) error {
+func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment, started func(*Worker)) error {
 	g, err := dag.Load(a.Model)
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
@@ -139,6 +154,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	if err != nil {
 		return err
 	}
+	started(w)
 	if a.Options.Start > 0 && !w.Emulate {
 		msg, err := ctl.Receive(ctx, msgKey{0, mbResume, ctlEdge, 'g'})
 		if err != nil {

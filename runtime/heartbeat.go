@@ -12,7 +12,10 @@ import (
 // HeartbeatEvery; silence for HeartbeatTimeout means the other side is gone.
 var (
 	HeartbeatEvery   = 500 * time.Millisecond
-	HeartbeatTimeout = 5 * time.Second
+	HeartbeatTimeout = 4 * time.Second // detection within 5 s: this, a beat and a check
+	// HangTimeout: a worker computing one action for longer than this (or
+	// than ten times its stage's planned compute, if more) says it hangs.
+	HangTimeout = 4 * time.Second
 )
 
 func coordBeats(run string) string { return "graphpipe." + run + ".hb.coordinator" }
@@ -22,10 +25,15 @@ func workerBeats(run string, gen uint32) string {
 
 // beat publishes payload on subject until ctx ends.
 func beat(ctx context.Context, t Transport, subject string, payload []byte) {
+	beatWith(ctx, t, subject, func() []byte { return payload })
+}
+
+// beatWith publishes what payload returns, every beat, until ctx ends.
+func beatWith(ctx context.Context, t Transport, subject string, payload func() []byte) {
 	tick := time.NewTicker(HeartbeatEvery)
 	defer tick.Stop()
 	for {
-		t.Publish(subject, payload)
+		t.Publish(subject, payload())
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
@@ -78,14 +86,19 @@ func watchWorkers(ctx context.Context, t Transport, run string, gen uint32, n in
 		last[i] = time.Now()
 	}
 	unsub, err := t.Subscribe(workerBeats(run, gen), func(b []byte) {
-		if len(b) != 4 {
+		if len(b) < 4 {
 			return
 		}
 		id := int(binary.LittleEndian.Uint32(b))
-		mu.Lock()
-		if id >= 0 && id < n {
-			last[id] = time.Now()
+		if id < 0 || id >= n {
+			return
 		}
+		if len(b) > 4 { // the worker says it hangs, and where
+			cancel(fmt.Errorf("%s hangs: %s", names(id), b[4:]))
+			return
+		}
+		mu.Lock()
+		last[id] = time.Now()
 		mu.Unlock()
 	})
 	if err != nil {

@@ -87,3 +87,24 @@ func TestCoordinatorNamesASilentWorker(t *testing.T) {
 		t.Fatalf("took %v: %v", time.Since(start), err)
 	}
 }
+
+// TestCoordinatorNamesAHungWorker: a worker stuck computing (alive, still
+// beating) is named with the action it hangs in.
+func TestCoordinatorNamesAHungWorker(t *testing.T) {
+	shortHeartbeats(t)
+	hang := HangTimeout
+	HangTimeout = time.Second
+	defer func() { HangTimeout = hang }()
+	t.Setenv(KillEnv, "1:1:1:hang-before-step")
+	m, plan, run, _, _ := heartbeatSetup(t)
+	_ = m
+	start := time.Now()
+	_, err := run()
+	if err == nil || !strings.Contains(err.Error(), "worker 1 (stage") || !strings.Contains(err.Error(), "hangs") {
+		t.Fatalf("got %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v to notice", d)
+	}
+	_ = plan
+}

@@ -9,7 +9,8 @@ import (
 // KillEnv is a test hook: "gen:worker:iteration:point[,…]" makes that worker
 // of that generation exit with status 9 at that point of that iteration:
 // after-send (its first send), before-step (between its last gradient and its
-// optimizer step) or during-checkpoint (before it hands its state over).
+// optimizer step) or during-checkpoint (before it hands its state over); a
+// point prefixed "hang-" makes it hang there instead.
 const KillEnv = "GRAPHPIPE_TEST_KILL"
 
 func killPoint(gen uint32, worker int32, iter int) string {
@@ -24,8 +25,14 @@ func killPoint(gen uint32, worker int32, iter int) string {
 	return ""
 }
 
-// die exits the process if this iteration's kill point is point.
+// die exits the process if this iteration's kill point is point, or hangs
+// (computing forever, as far as anyone can tell) if it is "hang-"+point.
 func (w *Worker) die(point string) {
+	if w.kill == "hang-"+point {
+		fmt.Fprintf(os.Stderr, "test hook: worker %d hangs %s\n", w.ID, point)
+		w.busy("a hang the test hook asked for at " + point)
+		select {}
+	}
 	if w.kill == point {
 		fmt.Fprintf(os.Stderr, "test hook: worker %d exits %s\n", w.ID, point)
 		os.Exit(9)

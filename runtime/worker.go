@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -41,6 +42,35 @@ type Worker struct {
 	iterZero time.Time
 	kill     string // a test hook's point to die at in this iteration, "" for none
 	sends    int    // sends so far this iteration
+
+	busyMu    sync.Mutex // guards busySince, busyWhat
+	busySince time.Time  // when the computation under way began; zero while waiting on others
+	busyWhat  string
+}
+
+// busy marks the start (what != "") or end of a computation of the worker's own.
+func (w *Worker) busy(what string) {
+	w.busyMu.Lock()
+	defer w.busyMu.Unlock()
+	w.busyWhat = what
+	if what == "" {
+		w.busySince = time.Time{}
+	} else {
+		w.busySince = time.Now()
+	}
+}
+
+// hang says, for the heartbeat, whether one computation has run past the
+// worker's hang threshold, and which.
+func (w *Worker) hang() string {
+	w.busyMu.Lock()
+	defer w.busyMu.Unlock()
+	st := w.plan.Stages[w.Stage]
+	limit := max(HangTimeout, time.Duration(10*(st.ForwardS+st.BackwardS+st.WeightS+st.FlushS)*float64(time.Second)))
+	if !w.busySince.IsZero() && time.Since(w.busySince) > limit {
+		return fmt.Sprintf("computing %s for %v (its limit %v)", w.busyWhat, time.Since(w.busySince).Round(time.Millisecond), limit)
+	}
+	return ""
 }
 
 // Event is one measured action of a stage, in seconds from its iteration's start.
@@ -136,7 +166,12 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 	}
 	for _, a := range w.sched {
 		start := time.Now()
-		if err := w.act(ctx, it, a); err != nil {
+		if a.Kind != microbatch.Send && a.Kind != microbatch.Recv {
+			w.busy(fmt.Sprintf("iteration %d action %v", n, a))
+		}
+		err := w.act(ctx, it, a)
+		w.busy("")
+		if err != nil {
 			return 0, fmt.Errorf("stage %d replica %d, iteration %d, action %v: %w", w.Stage, w.Replica, n, a, err)
 		}
 		if a.Kind == microbatch.Send {
@@ -155,8 +190,10 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 		if err := w.allReduce(ctx, n); err != nil {
 			return 0, fmt.Errorf("stage %d replica %d, iteration %d, all-reduce: %w", w.Stage, w.Replica, n, err)
 		}
+		w.busy(fmt.Sprintf("iteration %d optimizer step", n))
 		w.opt.Step(w.ex.Params, w.ex.Grads)
 		w.ex.ZeroGrads()
+		w.busy("")
 	}
 	w.ep.Forget(n)
 	return it.loss, nil

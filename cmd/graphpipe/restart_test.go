@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,4 +144,52 @@ func TestInterrupt(t *testing.T) {
 	if _, err := runtime.LoadCheckpoint(ck, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRandomKills: SIGKILL a random worker process at random moments of a
+// run with restarts on; it ends bit-identical to an uninterrupted run.
+func TestRandomKills(t *testing.T) {
+	model := smallModel(t, "case-study")
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.json")
+	if code, _, errs := gp(t, "", "search", model, "--devices", "3", "--device", "cpu", "--micro-batch", "4", "-o", plan); code != 0 {
+		t.Fatal(errs)
+	}
+	const steps = "400"
+	if code, _, errs := gp(t, "", "run", plan, "--model", model, "--steps", steps, "--dump", filepath.Join(dir, "straight")); code != 0 {
+		t.Fatal(errs)
+	}
+	c := startRun(t, plan, "--model", model, "--steps", steps, "--restarts", "3", "--checkpoint", filepath.Join(dir, "ck"),
+		"--checkpoint-every", "10", "--dump", filepath.Join(dir, "killed"), "--run", "rand1")
+	seed := time.Now().UnixNano()
+	t.Logf("kill times and victims from seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	killed := 0
+	var err error
+kills:
+	for {
+		select {
+		case err = <-done:
+			break kills
+		case <-time.After(time.Duration(200+rng.Intn(600)) * time.Millisecond):
+			if killed == 3 {
+				continue
+			}
+			out, _ := exec.Command("pgrep", "-f", "worker --nats .* --run rand1 ").Output()
+			if pids := strings.Fields(string(out)); len(pids) > 0 {
+				exec.Command("kill", "-9", pids[rng.Intn(len(pids))]).Run()
+				killed++
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("the run did not survive %d random kills: %v", killed, err)
+	}
+	if killed == 0 {
+		t.Fatal("the run ended before any kill: the test exercised nothing")
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "killed", "final.safetensors")), readParams(t, filepath.Join(dir, "straight", "final.safetensors")), 0)
+	t.Logf("%d random kills, final parameters bit-identical", killed)
 }
