@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graphpipe/graphpipe/tensor/internal/openblas"
+	"github.com/graphpipe/graphpipe/internal/openblas"
 )
 
 // BenchmarkSgemmVsOpenBLAS times our Sgemm and OpenBLAS's on the same

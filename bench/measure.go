@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
+)
+
+// Emulated runs plan with emulated devices (in-process workers over an
+// embedded NATS server) and returns the median measured iteration, the first
+// iteration left out.
+func Emulated(g *dag.Graph, plan *search.Plan, steps int) (float64, error) {
+	srv, err := runtime.StartEmbedded(0)
+	if err != nil {
+		return 0, err
+	}
+	defer srv.Shutdown()
+	t, err := runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
+	if err != nil {
+		return 0, err
+	}
+	defer t.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	res, err := runtime.RunLocal(ctx, g, plan, t, "emu", steps, runtime.Options{Emulate: true})
+	if err != nil {
+		return 0, err
+	}
+	it := append([]float64(nil), res.Iters[1:]...)
+	sort.Float64s(it)
+	return it[len(it)/2], nil
+}
+
+// CPURun trains g for real on this machine under plan (workers in this
+// process over an embedded server) and single-process, and returns both
+// throughputs in samples per second.
+func CPURun(g *dag.Graph, plan *search.Plan, steps int, o stage.TrainOptions) (pipe, single float64, err error) {
+	srv, err := runtime.StartEmbedded(0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer srv.Shutdown()
+	t, err := runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer t.Close()
+	o.MicroBatch = int(plan.MicroBatch)
+	start := time.Now()
+	if _, err := runtime.RunLocal(context.Background(), g, plan, t, "cpu", steps, runtime.Options{Train: o}); err != nil {
+		return 0, 0, err
+	}
+	pipe = float64(steps) * float64(g.BatchSize()) / time.Since(start).Seconds()
+	tr, err := stage.NewTrainer(g, o)
+	if err != nil {
+		return 0, 0, err
+	}
+	start = time.Now()
+	for s := 0; s < steps; s++ {
+		if _, _, err := tr.Step(s); err != nil {
+			return 0, 0, err
+		}
+	}
+	return pipe, float64(steps) * float64(g.BatchSize()) / time.Since(start).Seconds(), nil
+}
+
+// Transport measures link throughput and raw NATS publish→subscribe for one
+// message size on one embedded server, in bytes per second.
+func Transport(size int) (links, raw float64, err error) {
+	srv, err := runtime.StartEmbedded(0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer srv.Shutdown()
+	dial := func() (*runtime.NATS, error) {
+		return runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
+	}
+	n := max(8, (256<<20)/size)
+	msg := make([]byte, size)
+	if raw, err = rawRate(dial, msg, n); err != nil {
+		return 0, 0, err
+	}
+	links, err = linkRate(dial, msg, n)
+	return links, raw, err
+}
+
+func rawRate(dial func() (*runtime.NATS, error), msg []byte, n int) (float64, error) {
+	pub, err := dial()
+	if err != nil {
+		return 0, err
+	}
+	defer pub.Close()
+	sub, err := dial()
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Close()
+	chunk := pub.MaxPayload() - 256
+	pieces := (len(msg) + chunk - 1) / chunk
+	got := make(chan struct{}, n*pieces)
+	unsub, err := sub.Subscribe("raw", func([]byte) { got <- struct{}{} })
+	if err != nil {
+		return 0, err
+	}
+	defer unsub()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		for c := 0; c < pieces; c++ {
+			pub.Publish("raw", msg[c*chunk:min(len(msg), (c+1)*chunk)])
+		}
+	}
+	timeout := time.After(time.Minute)
+	for i := 0; i < n*pieces; i++ {
+		select {
+		case <-got:
+		case <-timeout:
+			return 0, fmt.Errorf("raw NATS lost %d of %d messages", n*pieces-i, n*pieces)
+		}
+	}
+	return float64(n*len(msg)) / time.Since(start).Seconds(), nil
+}
+
+func linkRate(dial func() (*runtime.NATS, error), msg []byte, n int) (float64, error) {
+	a, err := dial()
+	if err != nil {
+		return 0, err
+	}
+	defer a.Close()
+	c, err := dial()
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	from, err := runtime.NewEndpoint(a, "bench", 1, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer from.Close()
+	to, err := runtime.NewEndpoint(c, "bench", 1, 1)
+	if err != nil {
+		return 0, err
+	}
+	defer to.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	errs := make(chan error, 1)
+	go func() {
+		for i := 0; i < n; i++ {
+			if err := from.SendActivation(ctx, 1, 0, int32(i), msg); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	for i := 0; i < n; i++ {
+		if _, err := to.ReceiveActivation(ctx, 0, int32(i)); err != nil {
+			return 0, err
+		}
+	}
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return float64(n*len(msg)) / time.Since(start).Seconds(), nil
+}
+
+// TwoBranch is the model of the real CPU comparison.
+func TwoBranch() (*dag.Graph, error) { return models.Branchy(2, 4, 512) }
