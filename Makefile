@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test demo fuzz bench lint clean replay
+.PHONY: build test demo fuzz bench bench-quick bench-go lint clean replay
 
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/graphpipe
@@ -47,20 +47,23 @@ fuzz:
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime $(FUZZTIME)
 
-# The planner comparison on the paper's models (simulated), its ablation, a
-# batch sweep and search times; each benchmark prints its table. Then sgemm:
-# against OpenBLAS in the same run when libopenblas-dev is installed (its
-# core-type pins are lifted for that command alone, so OpenBLAS runs its best
-# kernels and says which), our kernel alone otherwise.
+# The benchmark report: BENCHMARKS.md and bench/results/ (CSV, SVG), every
+# figure measured by the run that writes it. sgemm is set against OpenBLAS
+# when libopenblas-dev is installed; its core-type pins are lifted for that
+# command alone, so OpenBLAS runs its best kernels. bench: at most an hour on
+# 2 cores; bench-quick: a few minutes.
+OPENBLAS := $(shell ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so ' && echo openblas)
+REPORT := env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE CGO_ENABLED=$(if $(OPENBLAS),1,0) $(GO) run -tags '$(OPENBLAS)' ./bench/cmd/report
+
 bench:
+	$(REPORT)
+
+bench-quick:
+	$(REPORT) -quick
+
+# The Go benchmarks behind the report, one by one (go test -bench).
+bench-go:
 	$(GO) test ./bench -run '^$$' -bench . -benchtime 1x -timeout 60m
-	@if ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so '; then \
-		env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_VERBOSE=2 CGO_ENABLED=1 \
-			$(GO) test -tags openblas ./tensor -run '^$$' -bench 'SgemmVsOpenBLAS' -benchtime 1x; \
-	else \
-		echo "libopenblas-dev is not installed: sgemm runs without its baseline (apt-get install libopenblas-dev)"; \
-		$(GO) test ./tensor -run '^$$' -bench 'Sgemm' -benchtime 2s; \
-	fi
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,99 @@
+// Command report runs the comparison benchmarks and writes BENCHMARKS.md and
+// bench/results/ (CSV tables, SVG plots). make bench runs it in full (at most
+// an hour on a 2-core machine), make bench-quick a subset (a few minutes).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/graphpipe/graphpipe/bench"
+)
+
+func main() {
+	quick := flag.Bool("quick", false, "run the quick subset")
+	root := flag.String("root", ".", "where to write BENCHMARKS.md (and bench/results/)")
+	flag.Parse()
+	start := time.Now()
+	c := bench.Config{Quick: *quick, Log: func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "[%5.0fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}}
+	r, err := build(c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+	r.Stamp = stamp(*quick, time.Since(start))
+	if err := r.Write(*root); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "wrote BENCHMARKS.md and bench/results/ in %.0f s\n", time.Since(start).Seconds())
+}
+
+func build(c bench.Config) (*bench.Report, error) {
+	r := &bench.Report{}
+	paper, plot, rows, err := bench.PaperSection(c)
+	if err != nil {
+		return nil, err
+	}
+	r.Sections, r.Plots = append(r.Sections, paper), append(r.Plots, plot)
+	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.Controls, bench.OtherDevices, bench.Branches} {
+		s, err := f(c)
+		if err != nil {
+			return nil, err
+		}
+		r.Sections = append(r.Sections, s)
+	}
+	var at32 []bench.Row
+	for _, row := range rows {
+		if row.Devices == 32 {
+			at32 = append(at32, row)
+		}
+	}
+	r.Sections = append(r.Sections, bench.Ideal(at32))
+	st, sp, err := bench.SearchTime(c)
+	if err != nil {
+		return nil, err
+	}
+	r.Sections, r.Plots = append(r.Sections, st), append(r.Plots, sp)
+	rt, err := bench.Runtime(c)
+	if err != nil {
+		return nil, err
+	}
+	sgemm, err := sgemmRows(c)
+	if err != nil {
+		return nil, err
+	}
+	rt.Rows = append(rt.Rows, sgemm...)
+	r.Sections = append(r.Sections, rt)
+	return r, nil
+}
+
+// stamp names the machine, the commit and the date of the run.
+func stamp(quick bool, took time.Duration) string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				cpu = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	commit := "unknown commit"
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+	}
+	kind := "make bench"
+	if quick {
+		kind = "make bench-quick"
+	}
+	return fmt.Sprintf("Run: `%s`, %s, commit %s, on %s (%d cores), %s; it took %.0f s.",
+		kind, time.Now().UTC().Format("2006-01-02 15:04 UTC"), commit, cpu, runtime.NumCPU(), runtime.Version(), took.Seconds())
+}

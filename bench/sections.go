@@ -1,0 +1,282 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
+)
+
+// Config says how much to run: Quick is make bench-quick's subset.
+type Config struct {
+	Quick bool
+	Log   func(format string, args ...any)
+}
+
+func (c Config) devices() []int {
+	if c.Quick {
+		return []int{8, 32}
+	}
+	return []int{4, 8, 16, 32}
+}
+
+func f(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.4g", v)
+}
+
+func plan3(r Result) string {
+	if r.Err != "" {
+		return "none"
+	}
+	return fmt.Sprintf("%d, %d, %d", r.MicroBatch, r.Stages, r.Depth)
+}
+
+var planCols = []string{"model", "device", "devices", "batch", "gpp samples/s", "spp samples/s", "gpp/spp", "gpp b, stages, depth", "spp b, stages, depth", "gpp search s"}
+
+func planRow(r Row) []string {
+	return []string{r.Model, r.Device, fmt.Sprint(r.Devices), fmt.Sprint(r.Batch), f(r.GPP.SamplesPerS), f(r.SPP.SamplesPerS),
+		fmt.Sprintf("%.3f", r.Ratio()), plan3(r.GPP), plan3(r.SPP), fmt.Sprintf("%.2f", r.GPP.SearchS)}
+}
+
+// PaperSection is the paper's evaluation, simulated on v100, with spp-exact
+// where it finishes, and a plot of gpp/spp against the device count.
+func PaperSection(c Config) (*Section, *Plot, []Row, error) {
+	s := &Section{Name: "paper", Title: "The paper's models, simulated on v100 (4 per node, 16 GB)",
+		Intro: "Batch: the largest power of two (at most 65536) at which spp with a GPipe schedule still fits, i.e. the whole batch in flight " +
+			"(the GPipe-era meaning of \"near the memory limit\"); both planners then run 1F1B. The paper reports up to 1.6x over PipeDream and Piper, " +
+			"growing with the GPU count, and at 32 GPUs 1.12-1.40x from parallel stages alone and 1.25-1.61x with the larger micro-batch.",
+		Columns: append(append([]string{}, planCols...), "spp-exact")}
+	plot := &Plot{Name: "paper-ratio", Title: "gpp / spp throughput (simulated, v100)", XLabel: "devices", YLabel: "gpp / spp", LogX: true}
+	var rows []Row
+	for _, name := range []string{"mmt", "dlrm", "candle-uno"} {
+		g, err := Paper(name)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		series := Series{Label: name}
+		for _, d := range c.devices() {
+			c.Log("paper: %s on %d v100", name, d)
+			r := Compare(g, "v100", d, MemoryBatch(g, "v100", d), 0, !c.Quick)
+			ex := "-"
+			if r.Exact != nil {
+				ex = "stopped at its limit"
+				if r.Exact.Err == "" {
+					ex = fmt.Sprintf("%s samples/s in %.2f s", f(r.Exact.SamplesPerS), r.Exact.SearchS)
+				}
+			}
+			s.Rows = append(s.Rows, append(planRow(r), ex))
+			series.X, series.Y = append(series.X, float64(d)), append(series.Y, r.Ratio())
+			rows = append(rows, r)
+		}
+		plot.Series = append(plot.Series, series)
+	}
+	return s, plot, rows, nil
+}
+
+// Ablation forces spp's own micro-batch on both planners at 32 devices.
+func Ablation(c Config) (*Section, error) {
+	s := &Section{Name: "ablation", Title: "Ablation at 32 v100: one micro-batch size for both planners, beside the free choice",
+		Intro:   "Forced: both planners use the micro-batch spp chose (parallel stages alone). The paper saw 1.12-1.40x forced and 1.25-1.61x free.",
+		Columns: []string{"model", "batch", "micro-batch forced", "forced gpp/spp", "free gpp/spp"}}
+	for _, name := range []string{"mmt", "dlrm", "candle-uno"} {
+		g, err := Paper(name)
+		if err != nil {
+			return nil, err
+		}
+		c.Log("ablation: %s", name)
+		batch := MemoryBatch(g, "v100", 32)
+		free := Compare(g, "v100", 32, batch, 0, false)
+		forced := Compare(g, "v100", 32, batch, free.SPP.MicroBatch, false)
+		s.Rows = append(s.Rows, []string{name, fmt.Sprint(batch), fmt.Sprint(free.SPP.MicroBatch), fmt.Sprintf("%.3f", forced.Ratio()), fmt.Sprintf("%.3f", free.Ratio())})
+	}
+	return s, nil
+}
+
+// Controls is the paper's case study (2 branches, 8 GPUs) and the sequential
+// Transformer, which graph pipelines should match.
+func Controls(c Config) (*Section, error) {
+	s := &Section{Name: "controls", Title: "The case study and the sequential control",
+		Intro:   "Case study in the paper: 2 branches of 4 x [attention + 2 linear] on 8 GPUs, depth 4 instead of 8, micro-batch 4 instead of 2, +20%. The sequential Transformer (MMT's size) should give about 1.0.",
+		Columns: planCols}
+	cs, _ := Paper("case-study")
+	c.Log("controls: case study")
+	s.Rows = append(s.Rows, planRow(Compare(cs, "v100", 8, MemoryBatch(cs, "v100", 8), 0, false)))
+	tr, _ := Paper("transformer")
+	for _, d := range c.devices() {
+		c.Log("controls: transformer on %d", d)
+		s.Rows = append(s.Rows, planRow(Compare(tr, "v100", d, MemoryBatch(tr, "v100", d), 0, false)))
+	}
+	return s, nil
+}
+
+// OtherDevices repeats the comparison on a100 and h100.
+func OtherDevices(c Config) (*Section, error) {
+	s := &Section{Name: "devices", Title: "Beyond the paper: a100 and h100 (80 GB)", Columns: planCols}
+	ds := []int{16, 32}
+	if c.Quick {
+		ds = []int{32}
+	}
+	for _, dev := range []string{"a100", "h100"} {
+		for _, name := range []string{"mmt", "dlrm", "candle-uno"} {
+			g, _ := Paper(name)
+			for _, d := range ds {
+				c.Log("devices: %s on %d %s", name, d, dev)
+				s.Rows = append(s.Rows, planRow(Compare(g, dev, d, MemoryBatch(g, dev, d), 0, false)))
+			}
+		}
+	}
+	return s, nil
+}
+
+// Branches sweeps CANDLE-Uno's branch count at 16 v100.
+func Branches(c Config) (*Section, error) {
+	s := &Section{Name: "branches", Title: "Branch-count sweep: CANDLE-Uno at 16 v100", Columns: planCols}
+	counts := []int{2, 4, 8, 16}
+	if c.Quick {
+		counts = []int{2, 8}
+	}
+	e, _ := models.Lookup("candle-uno")
+	for _, n := range counts {
+		cfg := e.Default
+		cfg.Branches = int64(n)
+		g, err := e.Build(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.Log("branches: %d", n)
+		r := Compare(g, "v100", 16, MemoryBatch(g, "v100", 16), 0, false)
+		r.Model = fmt.Sprintf("candle-uno, %d branches", n)
+		s.Rows = append(s.Rows, planRow(r))
+	}
+	return s, nil
+}
+
+// Ideal sets each plan against total work over devices: the samples per
+// second if every device ran at its best efficiency all the time.
+func Ideal(rows []Row) *Section {
+	s := &Section{Name: "ideal", Title: "Fraction of the ideal bound (total work / devices at the best efficiency)",
+		Columns: []string{"model", "devices", "ideal samples/s", "gpp fraction", "spp fraction"}}
+	for _, r := range rows {
+		g, _ := Paper(r.Model)
+		t := g.Total()
+		dev := search.Profiles[r.Device]
+		ideal := float64(r.Devices) * dev.PeakFLOPs * dev.MaxEff / (t.FwdFLOPs + t.BwdFLOPs())
+		s.Rows = append(s.Rows, []string{r.Model, fmt.Sprint(r.Devices), f(ideal), fmt.Sprintf("%.3f", r.GPP.SamplesPerS/ideal), fmt.Sprintf("%.3f", r.SPP.SamplesPerS/ideal)})
+	}
+	return s
+}
+
+// SearchTime times the planners on synthetic branchy graphs against the
+// number of ops and of devices, with a fitted growth exponent.
+func SearchTime(c Config) (*Section, *Plot, error) {
+	s := &Section{Name: "search-time", Title: "Search time on synthetic branchy graphs (v100, batch 256)",
+		Columns: []string{"ops", "devices", "gpp s", "spp s", "spp-exact"}}
+	shapes := [][2]int{{4, 25}, {8, 125}, {10, 1000}}
+	devs := []int{4, 16, 64}
+	if c.Quick {
+		shapes, devs = shapes[:2], []int{4, 16}
+	}
+	plot := &Plot{Name: "search-time", Title: "gpp search time", XLabel: "ops", YLabel: "seconds", LogX: true, LogY: true}
+	for _, d := range devs {
+		series := Series{Label: fmt.Sprintf("%d devices", d)}
+		for _, sh := range shapes {
+			g, err := models.Branchy(sh[0], sh[1], 1024)
+			if err != nil {
+				return nil, nil, err
+			}
+			c.Log("search time: %d ops on %d devices", g.NumOps(), d)
+			timeIt := func(strategy string) (float64, string) {
+				start := time.Now()
+				_, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: d, Strategy: strategy, Batch: 256})
+				secs := time.Since(start).Seconds()
+				if err != nil {
+					return secs, "stopped at its limit"
+				}
+				return secs, fmt.Sprintf("%.3f s", secs)
+			}
+			gpp, _ := timeIt("gpp")
+			spp, _ := timeIt("spp")
+			exact := "-"
+			if g.NumOps() <= 200 {
+				_, exact = timeIt("spp-exact")
+			}
+			s.Rows = append(s.Rows, []string{fmt.Sprint(g.NumOps()), fmt.Sprint(d), fmt.Sprintf("%.3f", gpp), fmt.Sprintf("%.3f", spp), exact})
+			series.X, series.Y = append(series.X, float64(g.NumOps())), append(series.Y, gpp)
+		}
+		plot.Series = append(plot.Series, series)
+		s.Notes = append(s.Notes, fmt.Sprintf("At %d devices gpp's time grows as ops^%.2f (least squares on log-log).", d, slope(series.X, series.Y)))
+	}
+	return s, plot, nil
+}
+
+// slope is the least-squares slope of log y against log x.
+func slope(x, y []float64) float64 {
+	var sx, sy, sxx, sxy float64
+	n := float64(len(x))
+	for i := range x {
+		lx, ly := math.Log(x[i]), math.Log(y[i])
+		sx, sy, sxx, sxy = sx+lx, sy+ly, sxx+lx*lx, sxy+lx*ly
+	}
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+}
+
+// Runtime measures the runtime: emulated paper plans against the simulator,
+// a real CPU run against the single process, links against raw NATS.
+func Runtime(c Config) (*Section, error) {
+	s := &Section{Name: "runtime", Title: "The runtime, measured on this machine",
+		Columns: []string{"measurement", "figure", "baseline", "ratio"}}
+	g, _ := Paper("mmt")
+	ds := []int{16, 32}
+	if c.Quick {
+		ds = []int{16}
+	}
+	for _, d := range ds {
+		var measured, simulated [2]float64
+		for i, strategy := range []string{"gpp", "spp"} {
+			c.Log("runtime: emulated mmt on %d v100, %s", d, strategy)
+			plan, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: d, Strategy: strategy})
+			if err != nil {
+				return nil, err
+			}
+			if measured[i], err = Emulated(g, plan, 4); err != nil {
+				return nil, err
+			}
+			simulated[i] = plan.Predicted.IterationS
+			s.Rows = append(s.Rows, []string{fmt.Sprintf("emulated mmt, %d v100, %s: s/iteration measured vs simulated", d, strategy),
+				fmt.Sprintf("%.4f", measured[i]), fmt.Sprintf("%.4f", simulated[i]), fmt.Sprintf("%.3f", measured[i]/simulated[i])})
+		}
+		s.Rows = append(s.Rows, []string{fmt.Sprintf("emulated mmt, %d v100: gpp/spp measured vs simulated", d),
+			fmt.Sprintf("%.3f", measured[1]/measured[0]), fmt.Sprintf("%.3f", simulated[1]/simulated[0]), fmt.Sprintf("%.3f", (measured[1]/measured[0])/(simulated[1]/simulated[0]))})
+	}
+	two, _ := TwoBranch()
+	plan, err := search.Search(two, search.Options{Device: search.Profiles["cpu"], Devices: 2, MicroBatch: 32})
+	if err != nil {
+		return nil, err
+	}
+	c.Log("runtime: real CPU run")
+	pipe, single, err := CPURun(two, plan, 12, stage.TrainOptions{Optimizer: "sgd", LR: 0.01})
+	if err != nil {
+		return nil, err
+	}
+	s.Rows = append(s.Rows, []string{"real CPU run, 2-branch model, 2 workers vs one process: samples/s", f(pipe), f(single), fmt.Sprintf("%.3f", pipe/single)})
+	sizes := []int{64 << 10, 1 << 20, 8 << 20}
+	if c.Quick {
+		sizes = []int{1 << 20}
+	}
+	for _, size := range sizes {
+		c.Log("runtime: transport %d KiB", size>>10)
+		links, raw, err := Transport(size)
+		if err != nil {
+			return nil, err
+		}
+		s.Rows = append(s.Rows, []string{fmt.Sprintf("links vs raw NATS publish→subscribe, %d KiB messages: MiB/s", size>>10),
+			f(links / (1 << 20)), f(raw / (1 << 20)), fmt.Sprintf("%.3f", links/raw)})
+	}
+	return s, nil
+}
