@@ -264,7 +264,24 @@ func Runtime(c Config) (*Section, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Rows = append(s.Rows, []string{"real CPU run, 2-branch model, 2 workers vs one process: samples/s", f(pipe), f(single), fmt.Sprintf("%.3f", pipe/single)})
+	s.Rows = append(s.Rows, []string{"real CPU run, 2-branch model (2 x 4 linear, width 512), gpp on 2 workers vs one process: samples/s", f(pipe), f(single), fmt.Sprintf("%.3f", pipe/single)})
+	for _, name := range []string{"mmt", "case-study"} {
+		e, _ := models.Lookup(name)
+		g, _ := e.Build(e.Small)
+		for _, strategy := range []string{"gpp", "spp"} {
+			plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 2, MicroBatch: 4, Strategy: strategy})
+			if err != nil {
+				return nil, err
+			}
+			c.Log("runtime: real CPU run, %s small, %s", name, strategy)
+			pipe, single, err := CPURun(g, plan, 20, stage.TrainOptions{Optimizer: "adam", LR: 1e-3})
+			if err != nil {
+				return nil, err
+			}
+			s.Rows = append(s.Rows, []string{fmt.Sprintf("real CPU run, %s small preset, %s on 2 workers (%d stages) vs one process: samples/s", name, strategy, len(plan.Stages)),
+				f(pipe), f(single), fmt.Sprintf("%.3f", pipe/single)})
+		}
+	}
 	sizes := []int{64 << 10, 1 << 20, 8 << 20}
 	if c.Quick {
 		sizes = []int{1 << 20}
