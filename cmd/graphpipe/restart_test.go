@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,11 +88,34 @@ func waitCheckpoint(t *testing.T, dir string) int {
 	return 0
 }
 
-// workersOf counts the worker processes of a run.
-func workersOf(run string) int {
-	out, _ := exec.Command("pgrep", "-f", "worker --nats .* --run "+run+" ").Output()
-	return len(strings.Fields(string(out)))
+// workerPIDs lists the worker processes of a run, from /proc (no procps needed).
+func workerPIDs(run string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		isWorker, ours := false, false
+		for i, a := range args {
+			isWorker = isWorker || a == "worker"
+			ours = ours || a == "--run" && i+1 < len(args) && args[i+1] == run
+		}
+		if isWorker && ours {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
+
+// workersOf counts the worker processes of a run.
+func workersOf(run string) int { return len(workerPIDs(run)) }
 
 func waitNoWorkers(t *testing.T, run string, within time.Duration) {
 	deadline := time.Now().Add(within)
@@ -177,9 +202,8 @@ kills:
 			if killed == 3 {
 				continue
 			}
-			out, _ := exec.Command("pgrep", "-f", "worker --nats .* --run rand1 ").Output()
-			if pids := strings.Fields(string(out)); len(pids) > 0 {
-				exec.Command("kill", "-9", pids[rng.Intn(len(pids))]).Run()
+			if pids := workerPIDs("rand1"); len(pids) > 0 {
+				syscall.Kill(pids[rng.Intn(len(pids))], syscall.SIGKILL)
 				killed++
 			}
 		}
