@@ -55,25 +55,14 @@ func watchCoordinator(ctx context.Context, t Transport, run string, cancel conte
 	if err != nil {
 		return err
 	}
-	go func() {
-		defer unsub()
-		tick := time.NewTicker(HeartbeatEvery / 2)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				mu.Lock()
-				quiet := time.Since(last)
-				mu.Unlock()
-				if quiet > HeartbeatTimeout {
-					cancel(fmt.Errorf("the coordinator of run %s has been silent for %v: leaving", run, quiet.Round(time.Millisecond)))
-					return
-				}
-			}
+	go watch(ctx, unsub, cancel, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if quiet := time.Since(last); quiet > HeartbeatTimeout {
+			return fmt.Errorf("the coordinator of run %s has been silent for %v: leaving", run, quiet.Round(time.Millisecond))
 		}
-	}()
+		return nil
+	})
 	return nil
 }
 
@@ -104,27 +93,16 @@ func watchWorkers(ctx context.Context, t Transport, run string, gen uint32, n in
 	if err != nil {
 		return err
 	}
-	go func() {
-		defer unsub()
-		tick := time.NewTicker(HeartbeatEvery / 2)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				mu.Lock()
-				for id, at := range last {
-					if quiet := time.Since(at); quiet > HeartbeatTimeout {
-						mu.Unlock()
-						cancel(fmt.Errorf("%s has been silent for %v: it died or its host is cut off", names(id), quiet.Round(time.Millisecond)))
-						return
-					}
-				}
-				mu.Unlock()
+	go watch(ctx, unsub, cancel, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for id, at := range last {
+			if quiet := time.Since(at); quiet > HeartbeatTimeout {
+				return fmt.Errorf("%s has been silent for %v: it died or its host is cut off", names(id), quiet.Round(time.Millisecond))
 			}
 		}
-	}()
+		return nil
+	})
 	return nil
 }
 
@@ -132,4 +110,23 @@ func workerBeat(id int) []byte {
 	b := make([]byte, 4)
 	binary.LittleEndian.PutUint32(b, uint32(id))
 	return b
+}
+
+// watch runs check twice a heartbeat until ctx ends or check reports a
+// failure, which cancels ctx with it; unsub is called on the way out.
+func watch(ctx context.Context, unsub func(), cancel context.CancelCauseFunc, check func() error) {
+	defer unsub()
+	tick := time.NewTicker(HeartbeatEvery / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := check(); err != nil {
+				cancel(err)
+				return
+			}
+		}
+	}
 }
