@@ -20,6 +20,7 @@ type dp struct {
 	gpipe   bool
 	T       float64
 	costs   [][]stageCost // [block][k], k ≤ min(D, b)
+	fit     []fitEntry    // [block·(kmax+1)+k]: what fits needs, packed
 	kmax    int
 	solveM  []table   // [node], index k·(D+1)+δ
 	suffixM []table   // [node], index (i·(D+1)+k)·(D+1)+δ
@@ -49,6 +50,13 @@ func (d *dp) newTable(n int) table {
 	return t
 }
 
+// fitEntry is a stage's binding time and memory terms, for the hot check.
+type fitEntry struct {
+	t     float64 // max(period, link)
+	base  int64   // static + working memory
+	stash int64   // per micro-batch in flight
+}
+
 type choice struct {
 	p, k1  int16
 	absorb bool // suffix: kid i ran with units i+1..p absorbed into a branch's sink
@@ -62,6 +70,13 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 		d.costs[id] = make([]stageCost, d.kmax+1)
 		for k := 1; k <= d.kmax; k++ {
 			d.costs[id][k] = sp.price(id, k, b, mbs)
+		}
+	}
+	d.fit = make([]fitEntry, len(sp.blocks)*(d.kmax+1))
+	for id := range d.costs {
+		for k := 1; k <= d.kmax; k++ {
+			c := &d.costs[id][k]
+			d.fit[id*(d.kmax+1)+k] = fitEntry{math.Max(c.period, c.link), c.static + c.work, c.stashPerMB}
 		}
 	}
 	d.tailFloor = make([]float64, len(sp.tails))
@@ -148,8 +163,8 @@ func (d *dp) fits(id, k, depth int) bool {
 	if k < 1 || k > d.kmax {
 		return false
 	}
-	c := &d.costs[id][k]
-	return c.period <= d.T && c.link <= d.T && c.memory(d.inflight(depth)) <= d.sp.cm.limit
+	e := &d.fit[id*(d.kmax+1)+k]
+	return e.t <= d.T && e.base+int64(d.inflight(depth))*e.stash <= d.sp.cm.limit
 }
 
 // solve is the fewest in flight at the entry of n on exactly k devices with δ
@@ -252,8 +267,8 @@ func (d *dp) fitsTime(id, k int) bool {
 	if k < 1 || k > d.kmax {
 		return false
 	}
-	c := &d.costs[id][k]
-	return c.period <= d.T && c.link <= d.T && c.memory(1) <= d.sp.cm.limit
+	e := &d.fit[id*(d.kmax+1)+k]
+	return e.t <= d.T && e.base+e.stash <= d.sp.cm.limit
 }
 
 // group covers kids i.. of parallel node n side by side: kids i..p merged into
