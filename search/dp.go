@@ -207,11 +207,9 @@ func (d *dp) suffix(n *snode, i, k, δ int) int {
 	// try prices units i..p on k1 devices; stop reports that longer intervals
 	// cannot meet T either.
 	try := func(p, k1 int) (stop bool) {
-		after := δ
-		if p < last {
-			if after = d.suffix(n, p+1, k-k1, δ); after >= inf {
-				return false
-			}
+		after := d.rest(n, p, k-k1, δ)
+		if after >= inf {
+			return false
 		}
 		r := inf
 		switch {
@@ -246,11 +244,9 @@ func (d *dp) suffix(n *snode, i, k, δ int) int {
 				if (p == last) != (k1 == k) {
 					continue
 				}
-				after := δ
-				if p < last {
-					if after = d.suffix(n, p+1, k-k1, δ); after >= inf {
-						continue
-					}
+				after := d.rest(n, p, k-k1, δ)
+				if after >= inf {
+					continue
 				}
 				if r := d.groupHost(n.kids[i], 0, k1, after, t, true); r < best {
 					best, ch = r, choice{p: int16(p), k1: int16(k1), absorb: true}
@@ -260,6 +256,15 @@ func (d *dp) suffix(n *snode, i, k, δ int) int {
 	}
 	tab.v[idx], tab.ch[idx] = int16(best), ch
 	return best
+}
+
+// rest is the depth of series node n's units after p on k devices: δ when p
+// is the last unit, else the best suffix from p+1.
+func (d *dp) rest(n *snode, p, k, δ int) int {
+	if p == len(n.units)-1 {
+		return δ
+	}
+	return d.suffix(n, p+1, k, δ)
 }
 
 // fitsTime says whether a block meets T and its memory floor, ignoring depth.

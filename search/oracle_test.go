@@ -85,16 +85,7 @@ func seqPlans(n *snode, i, k int) [][]bfStage {
 			if (p == last) != (k1 == k) {
 				continue
 			}
-			var firsts [][]bfStage
-			if p == i && n.kids[i].kind != partition.Leaf {
-				firsts = treePlans(n.kids[i], k1)
-			} else {
-				var ops []int
-				for _, c := range n.kids[i : p+1] {
-					ops = append(ops, c.ops...)
-				}
-				firsts = [][]bfStage{{{ops, k1, 1}}}
-			}
+			firsts := firstPlans(n, i, p, k1)
 			rests := [][]bfStage{nil}
 			if p < last {
 				rests = seqPlans(n, p+1, k-k1)
@@ -204,16 +195,7 @@ func suffixHostPlans(n *snode, i, k int, tail []int) [][]bfStage {
 	}
 	for p := i; p < last; p++ {
 		for k1 := 1; k1 < k; k1++ {
-			var firsts [][]bfStage
-			if p == i && n.kids[i].kind != partition.Leaf {
-				firsts = treePlans(n.kids[i], k1)
-			} else {
-				var ops []int
-				for _, c := range n.kids[i : p+1] {
-					ops = append(ops, c.ops...)
-				}
-				firsts = [][]bfStage{{{ops, k1, 1}}}
-			}
+			firsts := firstPlans(n, i, p, k1)
 			for _, r := range suffixHostPlans(n, p+1, k-k1, tail) {
 				for _, f := range firsts {
 					out = append(out, append(shift(f, entry(r)), r...))
@@ -428,4 +410,17 @@ func compositions(total, parts int) [][]int {
 		}
 	}
 	return out
+}
+
+// firstPlans lists the ways to run units i..p of series node n as the first
+// stage(s) on k1 devices: kid i solved on its own, or the units merged.
+func firstPlans(n *snode, i, p, k1 int) [][]bfStage {
+	if p == i && n.kids[i].kind != partition.Leaf {
+		return treePlans(n.kids[i], k1)
+	}
+	var ops []int
+	for _, c := range n.kids[i : p+1] {
+		ops = append(ops, c.ops...)
+	}
+	return [][]bfStage{{{ops, k1, 1}}}
 }
