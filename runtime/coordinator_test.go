@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graphpipe/graphpipe/models"
-	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -19,12 +17,7 @@ func TestCoordinatorWithJoiningWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	e, _ := models.Lookup("case-study")
-	g, _ := e.Build(e.Small)
-	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 3, MicroBatch: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, plan := smallPlan(t, "case-study", 3, 4)
 	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

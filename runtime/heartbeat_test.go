@@ -19,12 +19,7 @@ func shortHeartbeats(t *testing.T) {
 }
 
 func heartbeatSetup(t *testing.T) (Transport, *search.Plan, func() (*Result, error), context.CancelFunc, chan error) {
-	e, _ := models.Lookup("case-study")
-	g, _ := e.Build(e.Small)
-	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 3, MicroBatch: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, plan := smallPlan(t, "case-study", 3, 4)
 	m := NewMemory(1, Faults{}, 1<<20)
 	t.Cleanup(func() { m.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -107,12 +107,7 @@ func TestPipelineEqualsSingleProcess(t *testing.T) {
 // TestFaultyTransport: 5% drops, duplicates and reordering, delays and tiny
 // chunks give bit-identical parameters to a clean run.
 func TestFaultyTransport(t *testing.T) {
-	e, _ := models.Lookup("mmt")
-	g, _ := e.Build(e.Small)
-	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 4, MicroBatch: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, plan := smallPlan(t, "mmt", 4, 4)
 	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -190,4 +185,23 @@ func TestDataParallelStages(t *testing.T) {
 	if replicated == 0 {
 		t.Fatal("no plan had a data-parallel stage: the test exercised nothing")
 	}
+}
+
+// smallPlan builds the small preset of a zoo model and plans it on cpu
+// devices with a fixed micro-batch.
+func smallPlan(t *testing.T, model string, devices int, micro int64) (*dag.Graph, *search.Plan) {
+	t.Helper()
+	e, err := models.Lookup(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := e.Build(e.Small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: devices, MicroBatch: micro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, plan
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graphpipe/graphpipe/models"
-	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -21,12 +19,7 @@ func TestOverEmbeddedNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	e, _ := models.Lookup("mmt")
-	g, _ := e.Build(e.Small)
-	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 4, MicroBatch: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, plan := smallPlan(t, "mmt", 4, 4)
 	o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

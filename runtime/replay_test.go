@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graphpipe/graphpipe/models"
-	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -56,12 +54,7 @@ func (r *replayer) Subscribe(subject string, fn func([]byte)) (func(), error) {
 // replayed into a generation-2 run of the same plan; the generation-2 run
 // drops them all and ends with a clean run's parameters, bit for bit.
 func TestReplayedFramesChangeNothing(t *testing.T) {
-	e, _ := models.Lookup("case-study")
-	g, _ := e.Build(e.Small)
-	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 3, MicroBatch: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, plan := smallPlan(t, "case-study", 3, 4)
 	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
