@@ -132,18 +132,12 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 	p := &Plan{Format: PlanFormat, Model: ModelRef{g.Name(), ModelHash(g), g.NumOps()}, Strategy: o.Strategy,
 		Schedule: o.Schedule, Device: o.Device, Devices: o.Devices, DevicesPerNode: o.DevicesPerNode,
 		MemoryLimit: o.MemoryLimit, BatchSize: o.Batch, MicroBatch: b, MicroBatches: mbs}
-	next := 0
 	for i, s := range in {
 		st := PlanStage{ID: i, MicroBatch: s.cost.m, Params: s.blk.params}
 		for _, op := range sg.Stages[i] {
 			st.Ops = append(st.Ops, g.Op(op).Name)
 		}
-		for d := 0; d < s.k; d++ {
-			st.Devices = append(st.Devices, next+d)
-		}
-		next += s.k
 		st.ForwardS, st.BackwardS = s.cost.f, s.cost.bi+s.cost.bw
-		st.FlushS = cm.flushAt(s.blk.params, s.k, p.spans(st.Devices))
 		st.StaticBytes = s.cost.static + s.cost.work
 		st.StashBytes = s.cost.stashPerMB
 		p.Stages = append(p.Stages, st)
@@ -155,17 +149,52 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 			p.Edges = append(p.Edges, PlanEdge{From: e.From, To: e.To, Tensors: e.Tensors, Bytes: e.Bytes})
 		}
 	}
-	for i := range p.Edges {
-		e := &p.Edges[i]
-		from, to := p.Stages[e.From], p.Stages[e.To]
-		m := ceilDiv(b, int64(min(len(from.Devices), len(to.Devices))))
-		e.Inter = p.node(from.Devices[0]) != p.node(to.Devices[0]) || p.spans(from.Devices) || p.spans(to.Devices)
-		e.Transfer = cm.dev.transfer(float64(e.Bytes*m), e.Inter)
-	}
 	if err := p.schedule(); err != nil {
 		return nil, err
 	}
-	return p, p.simulate(nil)
+	return p, p.placeBest(in, cm)
+}
+
+// placeBest tries the placements of placements and keeps the one the
+// simulator finds fastest (the first on ties).
+func (p *Plan) placeBest(in []stageIn, cm *costModel) error {
+	ks := make([]int, len(in))
+	for i, s := range in {
+		ks[i] = s.k
+	}
+	cands := placements(ks, p.Devices, p.DevicesPerNode)
+	best, bestS := 0, 0.0
+	for c, devs := range cands {
+		if len(cands) == 1 {
+			break
+		}
+		p.setDevices(in, devs, cm)
+		if err := p.simulate(nil); err != nil {
+			return err
+		}
+		if c == 0 || p.Predicted.IterationS < bestS {
+			best, bestS = c, p.Predicted.IterationS
+		}
+	}
+	p.setDevices(in, cands[best], cm)
+	return p.simulate(nil)
+}
+
+// setDevices gives the stages their devices and prices what depends on
+// where they are: each stage's flush and each edge's transfer.
+func (p *Plan) setDevices(in []stageIn, devs [][]int, cm *costModel) {
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		st.Devices = devs[i]
+		st.FlushS = cm.flushAt(in[i].blk.params, in[i].k, p.spans(st.Devices))
+	}
+	for i := range p.Edges {
+		e := &p.Edges[i]
+		from, to := p.Stages[e.From], p.Stages[e.To]
+		m := ceilDiv(p.MicroBatch, int64(min(len(from.Devices), len(to.Devices))))
+		e.Inter = p.node(from.Devices[0]) != p.node(to.Devices[0]) || p.spans(from.Devices) || p.spans(to.Devices)
+		e.Transfer = cm.dev.transfer(float64(e.Bytes*m), e.Inter)
+	}
 }
 
 // chainEdges links stage i to i+1 with every tensor live across that cut:
@@ -193,7 +222,12 @@ func (p *Plan) node(dev int) int { return dev / p.DevicesPerNode }
 
 // spans says whether devices lie on more than one node.
 func (p *Plan) spans(devs []int) bool {
-	return len(devs) > 0 && p.node(devs[0]) != p.node(devs[len(devs)-1])
+	for _, d := range devs {
+		if p.node(d) != p.node(devs[0]) {
+			return true
+		}
+	}
+	return false
 }
 
 // pipeline is the plan's stage DAG as the schedules see it.

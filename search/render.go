@@ -20,20 +20,13 @@ func (p *Plan) DOT() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "digraph %q {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n", p.Model.Name+" "+p.Strategy)
 	for s, st := range p.Stages {
-		fmt.Fprintf(&b, "  s%d [label=%q];\n", s, fmt.Sprintf("stage %d: %s\ndevices %s, %d in flight", s, p.stageLabel(s), devRange(st.Devices), st.InFlight))
+		fmt.Fprintf(&b, "  s%d [label=%q];\n", s, fmt.Sprintf("stage %d: %s\ndevices %s, %d in flight", s, p.stageLabel(s), DeviceList(st.Devices), st.InFlight))
 	}
 	for _, e := range p.Edges {
 		fmt.Fprintf(&b, "  s%d -> s%d [label=%q];\n", e.From, e.To, fmt.Sprintf("%d tensor(s), %s/sample", len(e.Tensors), bytesText(e.Bytes)))
 	}
 	b.WriteString("}\n")
 	return b.Bytes()
-}
-
-func devRange(d []int) string {
-	if len(d) == 1 {
-		return fmt.Sprint(d[0])
-	}
-	return fmt.Sprintf("%d-%d", d[0], d[len(d)-1])
 }
 
 func bytesText(n int64) string {
@@ -80,7 +73,7 @@ func (p *Plan) SVG() []byte {
 	}
 	for s, st := range p.Stages {
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" rx="4" fill="#e8eef7" stroke="#4e79a7"/>`+"\n", x[s], y[s], w, h)
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">stage %d · devices %s</text>`+"\n", x[s]+6, y[s]+15, s, devRange(st.Devices))
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">stage %d · devices %s</text>`+"\n", x[s]+6, y[s]+15, s, DeviceList(st.Devices))
 		label := p.stageLabel(s)
 		if len(label) > 34 {
 			label = label[:33] + "…"

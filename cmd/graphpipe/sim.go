@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/microbatch"
+	"github.com/graphpipe/graphpipe/search"
 )
 
 func newSimCmd(stdin io.Reader) *cobra.Command {
@@ -108,7 +109,7 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 				if len(s.Ops) > 1 {
 					ops = fmt.Sprintf("%s .. %s (%d)", s.Ops[0], s.Ops[len(s.Ops)-1], len(s.Ops))
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3g\t%.3g\t%.3g\t%s\n", s.ID, devs(s.Devices), s.MicroBatch, s.InFlight, s.ForwardS, s.BackwardS, float64(s.PeakBytes)/1e9, ops)
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3g\t%.3g\t%.3g\t%s\n", s.ID, search.DeviceList(s.Devices), s.MicroBatch, s.InFlight, s.ForwardS, s.BackwardS, float64(s.PeakBytes)/1e9, ops)
 			}
 			tw.Flush()
 			if len(p.Edges) > 0 {
@@ -123,11 +124,4 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 	cmd.Flags().BoolVar(&dot, "dot", false, "print the stage DAG in Graphviz's DOT language")
 	cmd.Flags().StringVar(&svg, "svg", "", "write the stage DAG as SVG to `FILE`")
 	return cmd
-}
-
-func devs(d []int) string {
-	if len(d) == 1 {
-		return fmt.Sprint(d[0])
-	}
-	return fmt.Sprintf("%d-%d", d[0], d[len(d)-1])
 }
