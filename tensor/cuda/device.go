@@ -1,0 +1,321 @@
+package cuda
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"unsafe"
+)
+
+//go:embed kernels.cu
+var kernelSource string
+
+// Device is one GPU (or the emulator) with its memory pool and pinned
+// staging buffers. A Device is used by one goroutine at a time, locked to
+// its OS thread (runtime.LockOSThread) while it uses the device.
+type Device struct {
+	Ordinal  int
+	Name     string
+	Memory   uint64 // bytes
+	Arch     string // sm_90; "emulator" for the CPU emulator
+	SMs      int
+	Emulated bool
+	b        backend
+	mem      *Pool[uint64]
+	pinned   *Pool[unsafe.Pointer]
+	bad      Buffer // an int the index kernels set on an out-of-range index
+}
+
+// Buffer is device memory holding N elements of 4 bytes (float32 or int32),
+// or N halves for a 16-bit buffer.
+type Buffer struct {
+	Ptr uint64
+	N   int
+}
+
+// Open loads the libraries (once) and opens GPU ordinal, as numbered after
+// CUDA_VISIBLE_DEVICES.
+func Open(ordinal int) (*Device, error) {
+	n, err := Available()
+	if err != nil {
+		return nil, err
+	}
+	if ordinal < 0 || ordinal >= n {
+		return nil, fmt.Errorf("cuda: GPU %d does not exist: the driver sees %d", ordinal, n)
+	}
+	g := &gpu{funcs: map[string]uintptr{}}
+	d := &Device{Ordinal: ordinal, b: g}
+	if err := d.initGPU(g); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, d.start()
+}
+
+func (d *Device) initGPU(g *gpu) error {
+	if err := check("cuDeviceGet", cuDeviceGet(&g.dev, int32(d.Ordinal))); err != nil {
+		return err
+	}
+	name := make([]byte, 256)
+	if err := check("cuDeviceGetName", cuDeviceGetName(&name[0], int32(len(name)), g.dev)); err != nil {
+		return err
+	}
+	d.Name = cString(&name[0])
+	var major, minor, sms int32
+	for _, a := range []struct {
+		v    *int32
+		attr int32
+	}{{&major, attrComputeMajor}, {&minor, attrComputeMinor}, {&sms, attrSMCount}} {
+		if err := check("cuDeviceGetAttribute", cuDeviceGetAttribute(a.v, a.attr, g.dev)); err != nil {
+			return err
+		}
+	}
+	d.Arch, d.SMs = fmt.Sprintf("sm_%d%d", major, minor), int(sms)
+	g.arch = d.Arch
+	if err := check("cuDeviceTotalMem", cuDeviceTotalMem(&d.Memory, g.dev)); err != nil {
+		return err
+	}
+	if err := check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&g.ctx, g.dev)); err != nil {
+		return err
+	}
+	if err := g.bind(); err != nil {
+		return err
+	}
+	if err := check("cuStreamCreate", cuStreamCreate(&g.stream, streamNonBlocking)); err != nil {
+		return err
+	}
+	if err := checkBLAS("cublasCreate", cublasCreate(&g.blas)); err != nil {
+		return err
+	}
+	return checkBLAS("cublasSetStream", cublasSetStream(g.blas, g.stream))
+}
+
+// start sets up what every backend shares: the pools and the bad-index flag.
+func (d *Device) start() error {
+	d.mem = newPool[uint64](devAlloc{d.b})
+	d.pinned = newPool[unsafe.Pointer](pinAlloc{d.b})
+	var err error
+	if d.bad, err = d.Zeros(1); err != nil {
+		d.Close()
+	}
+	return err
+}
+
+// Bind makes the device current on the calling OS thread (a no-op on the
+// emulator). Call it after runtime.LockOSThread in the goroutine that uses
+// the device.
+func (d *Device) Bind() error {
+	if g, ok := d.b.(*gpu); ok {
+		return g.bind()
+	}
+	return nil
+}
+
+// Close frees the device's memory and handles.
+func (d *Device) Close() error {
+	if d.b == nil {
+		return nil
+	}
+	_ = d.Bind()
+	_ = d.b.sync()
+	var err error
+	if d.mem != nil {
+		err = d.mem.Release()
+	}
+	if d.pinned != nil {
+		if perr := d.pinned.Release(); err == nil {
+			err = perr
+		}
+	}
+	if cerr := d.b.close(); err == nil {
+		err = cerr
+	}
+	d.b = nil
+	return err
+}
+
+// Alloc takes room for n 4-byte elements from the pool; its contents are
+// undefined.
+func (d *Device) Alloc(n int) (Buffer, error) {
+	p, err := d.mem.Get(uint64(4 * max(n, 1)))
+	return Buffer{p, n}, err
+}
+
+// Zeros allocates n zeroed 4-byte elements.
+func (d *Device) Zeros(n int) (Buffer, error) {
+	b, err := d.Alloc(n)
+	if err == nil {
+		err = d.b.zero(b.Ptr, uint64(max(n, 1)))
+	}
+	return b, err
+}
+
+// Free returns b to the pool.
+func (d *Device) Free(b Buffer) error { return d.mem.Put(b.Ptr) }
+
+// MemStats is the pool's accounting.
+func (d *Device) MemStats() PoolStats { return d.mem.Stats }
+
+// Upload copies src into a new buffer and waits for the copy.
+func (d *Device) Upload(src []float32) (Buffer, error) {
+	return upload(d, src)
+}
+
+// UploadInts copies int32s (indices, labels) into a new buffer.
+func (d *Device) UploadInts(src []int32) (Buffer, error) {
+	return upload(d, src)
+}
+
+func upload[T float32 | int32](d *Device, src []T) (Buffer, error) {
+	b, err := d.Alloc(len(src))
+	if err != nil || len(src) == 0 {
+		return b, err
+	}
+	err = d.b.htod(b.Ptr, unsafe.Pointer(&src[0]), uint64(4*len(src)))
+	if err == nil {
+		err = d.Sync() // src is Go memory: the copy must finish before we return
+	}
+	runtime.KeepAlive(src)
+	if err != nil {
+		_ = d.Free(b)
+	}
+	return b, err
+}
+
+// Download copies the first len(dst) elements of b into dst and waits.
+func (d *Device) Download(dst []float32, b Buffer) error {
+	if len(dst) > b.N {
+		return fmt.Errorf("cuda: download of %d elements from a buffer of %d", len(dst), b.N)
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	err := d.b.dtoh(unsafe.Pointer(&dst[0]), b.Ptr, uint64(4*len(dst)))
+	if err == nil {
+		err = d.Sync()
+	}
+	runtime.KeepAlive(dst)
+	return err
+}
+
+// Copy copies n elements from src to dst on the device.
+func (d *Device) Copy(dst, src Buffer, n int) error {
+	if n > dst.N || n > src.N {
+		return fmt.Errorf("cuda: copy of %d elements between buffers of %d and %d", n, src.N, dst.N)
+	}
+	return d.b.dtod(dst.Ptr, src.Ptr, uint64(4*n))
+}
+
+// Sync waits for everything queued on the device.
+func (d *Device) Sync() error { return d.b.sync() }
+
+// BadIndex reports, and clears, whether an index kernel met an index out
+// of range since the last call.
+func (d *Device) BadIndex() (bool, error) {
+	var v [1]float32
+	if err := d.Download(v[:], d.bad); err != nil {
+		return false, err
+	}
+	if v[0] == 0 {
+		return false, nil
+	}
+	return true, d.b.zero(d.bad.Ptr, 1)
+}
+
+// Staging is a pinned host buffer for moving a frame's tensor bytes
+// between NATS and the device without the driver's own bounce copy.
+type Staging struct {
+	ptr unsafe.Pointer
+	n   int
+}
+
+// Bytes is the buffer's memory.
+func (s Staging) Bytes() []byte { return unsafe.Slice((*byte)(s.ptr), s.n) }
+
+// Stage takes a pinned buffer of n bytes; Unstage gives it back.
+func (d *Device) Stage(n int) (Staging, error) {
+	p, err := d.pinned.Get(uint64(max(n, 1)))
+	return Staging{p, n}, err
+}
+
+// Unstage returns a staging buffer to the pool.
+func (d *Device) Unstage(s Staging) error { return d.pinned.Put(s.ptr) }
+
+// UploadStaged queues a copy of a staging buffer into b; the staging
+// buffer must stay untouched until Sync.
+func (d *Device) UploadStaged(b Buffer, s Staging) error {
+	if uint64(s.n) > uint64(4*b.N) {
+		return fmt.Errorf("cuda: %d staged bytes do not fit a buffer of %d elements", s.n, b.N)
+	}
+	return d.b.htod(b.Ptr, s.ptr, uint64(s.n))
+}
+
+// DownloadStaged queues a copy of b into a staging buffer; its bytes are
+// valid after Sync.
+func (d *Device) DownloadStaged(s Staging, b Buffer) error {
+	if uint64(s.n) > uint64(4*b.N) {
+		return fmt.Errorf("cuda: %d staged bytes exceed a buffer of %d elements", s.n, b.N)
+	}
+	return d.b.dtoh(s.ptr, b.Ptr, uint64(s.n))
+}
+
+// cubin compiles kernels.cu for arch, or reads it from the cache.
+func cubin(arch string) ([]byte, error) {
+	path := kernelCache(arch)
+	if image, err := os.ReadFile(path); err == nil && len(image) > 0 {
+		return image, nil
+	}
+	image, err := compile(kernelSource, "kernels.cu", arch)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" && os.MkdirAll(filepath.Dir(path), 0o755) == nil {
+		tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+		if os.WriteFile(tmp, image, 0o644) == nil {
+			_ = os.Rename(tmp, path)
+		}
+	}
+	return image, nil
+}
+
+// kernelCache is the CUBIN's path, keyed by source, arch and NVRTC version.
+func kernelCache(arch string) string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	var maj, min int32
+	nvrtcVersion(&maj, &min)
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00nvrtc %d.%d", kernelSource, arch, maj, min)))
+	return filepath.Join(dir, "graphpipe", "cuda", hex.EncodeToString(sum[:12])+"-"+arch+".cubin")
+}
+
+// Launch runs kernel name of kernels.cu over n work items, 256 threads to a
+// block. args follow the kernel's parameters: Buffer (its pointer), int
+// (passed as a 64-bit long), int32, float32.
+func (d *Device) Launch(name string, n int, args ...any) error {
+	params := make([]unsafe.Pointer, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case Buffer:
+			p := v.Ptr
+			params[i] = unsafe.Pointer(&p)
+		case int:
+			w := int64(v)
+			params[i] = unsafe.Pointer(&w)
+		case int32:
+			params[i] = unsafe.Pointer(&v)
+		case float32:
+			params[i] = unsafe.Pointer(&v)
+		default:
+			return fmt.Errorf("cuda: launch %s: argument %d has type %T", name, i, a)
+		}
+	}
+	const block = 256
+	grid := min(max((n+block-1)/block, 1), 65535)
+	return d.b.launch(name, grid, block, params)
+}

@@ -1,0 +1,35 @@
+// Package cuda is the GPU backend beside package tensor's CPU one: the CUDA
+// driver API, cuBLAS and NVRTC, loaded at run time with purego, so the
+// default build stays CGO_ENABLED=0 and builds on machines with no CUDA at
+// all.
+//
+// The contract:
+//
+//  1. Load finds and opens libcuda (the driver), libcublas and libnvrtc and
+//     resolves every symbol this package calls. Where one is missing it
+//     returns a *LoadError naming the library and the file names tried;
+//     nothing in this package panics on a machine without a GPU.
+//     GRAPHPIPE_LIBCUDA, GRAPHPIPE_LIBCUBLAS and GRAPHPIPE_LIBNVRTC name a
+//     library file to use instead of searching; the search tries the
+//     loader's path, then $CUDA_HOME/lib64, $CUDA_PATH/lib64 and
+//     /usr/local/cuda/lib64.
+//  2. Open(ordinal) makes a Device: the device's primary context, one
+//     stream, a cuBLAS handle bound to that stream, a caching memory pool
+//     and a pool of pinned host buffers for staging NATS frames. A Device is
+//     used by one goroutine at a time (a stage worker's).
+//  3. Every call into CUDA is checked; a failure is an *Error carrying the
+//     call and CUDA's own name for the code.
+//  4. Matrices are row-major, as in package tensor. Sgemm is cuBLAS SGEMM;
+//     Gemm16 runs BF16 or FP16 operands with FP32 accumulation (cuBLAS
+//     GemmEx, compute type 32F), converting FP32 inputs on the device.
+//  5. The other kernels are CUDA C in kernels.cu, compiled by NVRTC for the
+//     device's architecture at first use and cached: in memory per process
+//     and as a CUBIN under the user cache directory, keyed by the source,
+//     the architecture and the NVRTC version.
+//  6. Backward kernels accumulate (+=) into their gradients, as the CPU
+//     kernels do.
+//
+// What is verified where: the loading, the error paths, the pool and the
+// staging buffers are tested on every machine; everything that needs a GPU
+// (gpu_test.go) skips with a message naming what is missing.
+package cuda

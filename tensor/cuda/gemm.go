@@ -1,0 +1,131 @@
+package cuda
+
+import "fmt"
+
+// GemmArgs describes C = alpha·op(A)·op(B) + beta·C on row-major matrices:
+// op(A) is m×k, op(B) is k×n, C is m×n; LDx are row strides in elements.
+type GemmArgs struct {
+	TransA, TransB bool
+	M, N, K        int
+	Alpha, Beta    float32
+	A, B, C        Buffer
+	LDA, LDB, LDC  int
+}
+
+func (g *GemmArgs) defaults() error {
+	if g.LDA == 0 {
+		g.LDA = pick(g.TransA, g.M, g.K)
+	}
+	if g.LDB == 0 {
+		g.LDB = pick(g.TransB, g.K, g.N)
+	}
+	if g.LDC == 0 {
+		g.LDC = g.N
+	}
+	if g.M < 0 || g.N < 0 || g.K < 0 {
+		return fmt.Errorf("cuda: gemm: negative size %d×%d×%d", g.M, g.N, g.K)
+	}
+	need := func(b Buffer, rows, cols, ld int, what string) error {
+		if cols > ld {
+			return fmt.Errorf("cuda: gemm: %s has rows of %d elements but a stride of %d", what, cols, ld)
+		}
+		if rows > 0 && cols > 0 && (rows-1)*ld+cols > b.N {
+			return fmt.Errorf("cuda: gemm: %s holds %d elements, needs %d", what, b.N, (rows-1)*ld+cols)
+		}
+		return nil
+	}
+	// stored shapes: A is m×k (k×m transposed), B is k×n (n×k transposed)
+	if err := need(g.A, pick(g.TransA, g.K, g.M), pick(g.TransA, g.M, g.K), g.LDA, "A"); err != nil {
+		return err
+	}
+	if err := need(g.B, pick(g.TransB, g.N, g.K), pick(g.TransB, g.K, g.N), g.LDB, "B"); err != nil {
+		return err
+	}
+	return need(g.C, g.M, g.N, g.LDC, "C")
+}
+
+// pick is the row length of a stored matrix: cols when not transposed.
+func pick(trans bool, rows, cols int) int {
+	if trans {
+		return rows
+	}
+	return cols
+}
+
+func op(t bool) int32 {
+	if t {
+		return opT
+	}
+	return opN
+}
+
+// Sgemm runs FP32 GEMM in cuBLAS. Row-major C = op(A)·op(B) is column-major
+// Cᵀ = op(B)ᵀ·op(A)ᵀ, so B goes first.
+func (d *Device) Sgemm(g GemmArgs) error {
+	if err := g.defaults(); err != nil {
+		return err
+	}
+	return d.b.sgemm(op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+		g.Alpha, g.B.Ptr, int32(g.LDB), g.A.Ptr, int32(g.LDA), g.Beta, g.C.Ptr, int32(g.LDC))
+}
+
+// Half is a 16-bit operand format for Gemm16.
+type Half int
+
+const (
+	BF16 Half = iota
+	FP16
+)
+
+func (h Half) String() string { return [...]string{"bf16", "fp16"}[h] }
+
+// Convert writes src (FP32) into dst as 16-bit values; dst holds at least
+// len(src)/2 float32 slots' worth of memory (use HalfBuffer).
+func (d *Device) Convert(dst, src Buffer, h Half) error {
+	kernel := "gp_to_bf16"
+	if h == FP16 {
+		kernel = "gp_to_f16"
+	}
+	return d.Launch(kernel, src.N, src, dst, src.N)
+}
+
+// HalfBuffer allocates room for n 16-bit values.
+func (d *Device) HalfBuffer(n int) (Buffer, error) {
+	b, err := d.Alloc((n + 1) / 2)
+	b.N = n
+	return b, err
+}
+
+// Gemm16 runs GEMM on 16-bit operands already on the device (A and B
+// converted with Convert) with FP32 accumulation and an FP32 C.
+func (d *Device) Gemm16(g GemmArgs, h Half) error {
+	a, b := g.A, g.B // 16-bit: N counts halves, so the size checks hold
+	if err := g.defaults(); err != nil {
+		return err
+	}
+	t := int32(dataR16BF)
+	if h == FP16 {
+		t = dataR16F
+	}
+	return d.b.gemm16(t, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+		g.Alpha, b.Ptr, int32(g.LDB), a.Ptr, int32(g.LDA), g.Beta, g.C.Ptr, int32(g.LDC))
+}
+
+// SgemmBatched runs count GEMMs whose operands sit at fixed strides
+// (elements) from A, B and C: attention's per-head products.
+func (d *Device) SgemmBatched(g GemmArgs, strideA, strideB, strideC, count int) error {
+	if err := g.defaults(); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		b      Buffer
+		stride int
+		name   string
+	}{{g.A, strideA, "A"}, {g.B, strideB, "B"}, {g.C, strideC, "C"}} {
+		if count > 0 && (count-1)*c.stride > c.b.N {
+			return fmt.Errorf("cuda: batched gemm: %s holds %d elements, %d batches of stride %d need more", c.name, c.b.N, count, c.stride)
+		}
+	}
+	return d.b.sgemmBatched(op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+		g.Alpha, g.B.Ptr, int32(g.LDB), int64(strideB), g.A.Ptr, int32(g.LDA), int64(strideA), g.Beta, g.C.Ptr, int32(g.LDC), int64(strideC), int32(count))
+}

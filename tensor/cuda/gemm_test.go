@@ -1,0 +1,155 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/graphpipe/graphpipe/tensor"
+)
+
+func randSlice(r *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(r.NormFloat64())
+	}
+	return s
+}
+
+func put(t testing.TB, d *Device, s []float32) Buffer {
+	t.Helper()
+	b, err := d.Upload(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func download(t testing.TB, d *Device, b Buffer, n int) []float32 {
+	t.Helper()
+	out := make([]float32, n)
+	if err := d.Download(out, b); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// maxRel is the largest |got − want| / (|want| + floor).
+func maxRel(got, want []float32, floor float64) float64 {
+	var worst float64
+	for i := range want {
+		worst = max(worst, math.Abs(float64(got[i])-float64(want[i]))/(math.Abs(float64(want[i]))+floor))
+	}
+	return worst
+}
+
+// checkGemms runs Sgemm, SgemmBatched and Gemm16 on d against
+// tensor.SgemmNaive over transposes, odd sizes, strides, alpha and beta.
+func checkGemms(t *testing.T, d *Device) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, sz := range [][3]int{{1, 1, 1}, {3, 5, 7}, {17, 33, 9}, {64, 48, 80}} {
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				m, n, k := sz[0], sz[1], sz[2]
+				name := fmt.Sprintf("%dx%dx%d/ta=%v/tb=%v", m, n, k, ta, tb)
+				t.Run(name, func(t *testing.T) {
+					lda, ldb, ldc := pick(ta, m, k)+2, pick(tb, k, n)+1, n+3
+					a := randSlice(r, pick(ta, k, m)*lda)
+					b := randSlice(r, pick(tb, n, k)*ldb)
+					c := randSlice(r, m*ldc)
+					want := append([]float32(nil), c...)
+					tensor.SgemmNaive(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 0.25, want, ldc)
+					g := GemmArgs{TransA: ta, TransB: tb, M: m, N: n, K: k, Alpha: 0.5, Beta: 0.25,
+						A: put(t, d, a), B: put(t, d, b), C: put(t, d, c), LDA: lda, LDB: ldb, LDC: ldc}
+					if err := d.Sgemm(g); err != nil {
+						t.Fatal(err)
+					}
+					if e := maxRel(download(t, d, g.C, len(c)), want, 1); e > 1e-5 {
+						t.Errorf("sgemm: largest relative difference %.3g", e)
+					}
+					checkGemm16(t, d, g, a, b, want[:0:0], c)
+				})
+			}
+		}
+	}
+	t.Run("batched", func(t *testing.T) {
+		const m, n, k, count = 5, 6, 7, 3
+		a, b := randSlice(r, count*m*k), randSlice(r, count*k*n)
+		want := make([]float32, count*m*n)
+		for q := 0; q < count; q++ {
+			tensor.SgemmNaive(false, true, m, n, k, 1, a[q*m*k:], k, b[q*k*n:], k, 0, want[q*m*n:], n)
+		}
+		g := GemmArgs{TransB: true, M: m, N: n, K: k, Alpha: 1, A: put(t, d, a), B: put(t, d, b), C: put(t, d, make([]float32, count*m*n))}
+		if err := d.SgemmBatched(g, m*k, k*n, m*n, count); err != nil {
+			t.Fatal(err)
+		}
+		if e := maxRel(download(t, d, g.C, len(want)), want, 1); e > 1e-5 {
+			t.Errorf("batched: largest relative difference %.3g", e)
+		}
+	})
+	t.Run("too small", func(t *testing.T) {
+		g := GemmArgs{M: 4, N: 4, K: 4, Alpha: 1, A: put(t, d, make([]float32, 15)), B: put(t, d, make([]float32, 16)), C: put(t, d, make([]float32, 16))}
+		if err := d.Sgemm(g); err == nil {
+			t.Error("a 15-element A was accepted for a 4×4 operand")
+		}
+	})
+}
+
+// checkGemm16 runs g's product on BF16 and FP16 copies of its operands:
+// FP32 accumulation of rounded inputs, within the rounding of the inputs.
+func checkGemm16(t *testing.T, d *Device, g GemmArgs, a, b, _, c []float32) {
+	for _, h := range []Half{BF16, FP16} {
+		ah, err := d.HalfBuffer(len(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bh, _ := d.HalfBuffer(len(b))
+		if err := d.Convert(ah, g.A, h); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Convert(bh, g.B, h); err != nil {
+			t.Fatal(err)
+		}
+		ar, br := roundHalf(a, h), roundHalf(b, h)
+		want := append([]float32(nil), c...)
+		tensor.SgemmNaive(g.TransA, g.TransB, g.M, g.N, g.K, 0.5, ar, g.LDA, br, g.LDB, 0.25, want, g.LDC)
+		out := put(t, d, c)
+		h16 := g
+		h16.A, h16.B, h16.C = ah, bh, out
+		if err := d.Gemm16(h16, h); err != nil {
+			t.Fatal(err)
+		}
+		if e := maxRel(download(t, d, out, len(c)), want, 1); e > 1e-4 {
+			t.Errorf("%s gemm: largest relative difference %.3g from FP32 math on rounded inputs", h, e)
+		}
+	}
+}
+
+// roundHalf rounds to BF16 or FP16 and back, to nearest even.
+func roundHalf(x []float32, h Half) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		if h == BF16 {
+			u := math.Float32bits(v)
+			u += 0x7fff + (u>>16)&1
+			out[i] = math.Float32frombits(u &^ 0xffff)
+		} else {
+			out[i] = f16round(v)
+		}
+	}
+	return out
+}
+
+// f16round rounds a float32 to the nearest FP16 value (ties to even) for
+// values in FP16's normal range, which the tests stay in.
+func f16round(v float32) float32 {
+	if v == 0 {
+		return v
+	}
+	e := math.Floor(math.Log2(math.Abs(float64(v))))
+	q := math.Ldexp(1, int(e)-10) // the spacing of FP16 values near v
+	return float32(math.RoundToEven(float64(v)/q) * q)
+}
+
+func TestGemmsEmulated(t *testing.T) { checkGemms(t, emulator(t)) }
