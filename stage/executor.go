@@ -21,6 +21,7 @@ type Executor struct {
 	mbs     map[int]*microBatch // the stash, per micro-batch in flight
 	// OpSeconds accumulates each op's time: [0] forward, [1] backward.
 	OpSeconds map[string]*[2]float64
+	devErr    error // the first device error of a backward pass (GPU kernels)
 }
 
 // microBatch is what one micro-batch keeps between its passes.
@@ -147,6 +148,9 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, gp)
 		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
 	}
+	if e.devErr != nil {
+		return nil, e.devErr
+	}
 	m.weight = !weights
 	out := map[string]*Value[float32]{}
 	for name, v := range m.grads {
@@ -211,6 +215,9 @@ func (e *Executor) Weights(mb int) error {
 		x, _ := e.inputsAndGrads(m, i)
 		gx := make([]*Value[float32], len(x)) // inputs' gradients are done
 		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, e.paramGrads(i))
+	}
+	if e.devErr != nil {
+		return e.devErr
 	}
 	delete(e.mbs, mb)
 	return nil

@@ -37,6 +37,9 @@ type Buffer struct {
 	N   int
 }
 
+// Offset is the view of b that starts k elements in.
+func (b Buffer) Offset(k int) Buffer { return Buffer{b.Ptr + uint64(4*k), b.N - k} }
+
 // Open loads the libraries (once) and opens GPU ordinal, as numbered after
 // CUDA_VISIBLE_DEVICES.
 func Open(ordinal int) (*Device, error) {
@@ -212,6 +215,10 @@ func (d *Device) Copy(dst, src Buffer, n int) error {
 
 // Sync waits for everything queued on the device.
 func (d *Device) Sync() error { return d.b.sync() }
+
+// BadFlag is the int the index kernels set on an out-of-range index; pass
+// it as their bad argument.
+func (d *Device) BadFlag() Buffer { return d.bad }
 
 // BadIndex reports, and clears, whether an index kernel met an index out
 // of range since the last call.

@@ -117,14 +117,13 @@ func (d *Device) SgemmBatched(g GemmArgs, strideA, strideB, strideC, count int) 
 	if err := g.defaults(); err != nil {
 		return err
 	}
-	for _, c := range []struct {
-		b      Buffer
-		stride int
-		name   string
-	}{{g.A, strideA, "A"}, {g.B, strideB, "B"}, {g.C, strideC, "C"}} {
-		if count > 0 && (count-1)*c.stride > c.b.N {
-			return fmt.Errorf("cuda: batched gemm: %s holds %d elements, %d batches of stride %d need more", c.name, c.b.N, count, c.stride)
-		}
+	if count < 1 || strideA < 0 || strideB < 0 || strideC < 0 {
+		return fmt.Errorf("cuda: batched gemm: %d batches at strides %d, %d, %d", count, strideA, strideB, strideC)
+	}
+	last := g // the last batch's operands must fit too
+	last.A, last.B, last.C = g.A.Offset((count-1)*strideA), g.B.Offset((count-1)*strideB), g.C.Offset((count-1)*strideC)
+	if err := last.defaults(); err != nil {
+		return fmt.Errorf("%w (batch %d of %d)", err, count, count)
 	}
 	return d.b.sgemmBatched(op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 		g.Alpha, g.B.Ptr, int32(g.LDB), int64(strideB), g.A.Ptr, int32(g.LDA), int64(strideA), g.Beta, g.C.Ptr, int32(g.LDC), int64(strideC), int32(count))

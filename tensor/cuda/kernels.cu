@@ -15,6 +15,23 @@ __global__ void gp_fill(float* y, float v, long n) { LOOP(i, n) y[i] = v; }
 // dst[i] += src[i]
 __global__ void gp_add_into(float* dst, const float* src, long n) { LOOP(i, n) dst[i] += src[i]; }
 
+// y += a · x
+__global__ void gp_axpy(float* y, const float* x, float a, long n) { LOOP(i, n) y[i] += a * x[i]; }
+
+// y[b, p] = Σ_e xi[b, e] · xj[b, e]   xi, xj: [n, d]; y: [n, pairs]
+__global__ void gp_dot_pair(const float* xi, const float* xj, float* y, long n, long d, long pairs, long p) {
+  LOOP(b, n) {
+    float s = 0.f;
+    for (long e = 0; e < d; e++) s += xi[b * d + e] * xj[b * d + e];
+    y[b * pairs + p] = s;
+  }
+}
+
+// gx[b, e] += gy[b, p] · other[b, e]
+__global__ void gp_dot_pair_bwd(const float* gy, const float* other, float* gx, long n, long d, long pairs, long p) {
+  LOOP(i, n * d) gx[i] += gy[(i / d) * pairs + p] * other[i];
+}
+
 // y = a + b
 __global__ void gp_add(const float* a, const float* b, float* y, long n) { LOOP(i, n) y[i] = a[i] + b[i]; }
 

@@ -1,0 +1,184 @@
+package stage
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
+
+var (
+	emuOnce sync.Once
+	emuLib  string
+	emuErr  error
+)
+
+// emulatedDevice is package cuda's CPU emulator of the GPU kernels (skips
+// only where there is no C++ compiler to build it).
+func emulatedDevice(t *testing.T) *cuda.Device {
+	t.Helper()
+	emuOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "graphpipe-stage-emu-")
+		if err != nil {
+			emuErr = err
+			return
+		}
+		emuLib, emuErr = cuda.BuildEmulator(dir)
+	})
+	if errors.Is(emuErr, cuda.ErrNoCompiler) {
+		t.Skipf("the CUDA kernels' CPU emulator needs a C++ compiler: %v", emuErr)
+	}
+	if emuErr != nil {
+		t.Fatal(emuErr)
+	}
+	d, err := cuda.OpenEmulator(emuLib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// gpuDevice is GPU 0, or a skip naming what is missing.
+func gpuDevice(t *testing.T) *cuda.Device {
+	t.Helper()
+	d, err := cuda.Open(0)
+	if err != nil {
+		t.Skipf("no GPU to test on: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// gpuCases adds larger shapes to opCases, so that the GEMM strides of
+// attention and linear are exercised beyond one-element tiles.
+var gpuCases = append(append([]opCase(nil), opCases...),
+	opCase{"attention-wide", `{"name":"x","shape":[8,16],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":4}`},
+	opCase{"attention-wide-causal", `{"name":"x","shape":[6,12],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":3,"causal":true}`},
+	opCase{"linear-wide", `{"name":"x","shape":[5,33],"dtype":"float32"}`, `"op":"linear","inputs":["x"],"attrs":{"out":17}`},
+)
+
+// checkOpsOn runs every op kind's forward and backward on d and on the CPU
+// backend (float32) and compares them within 1e-3 relative. Gradients start
+// non-zero, so that accumulation (+=) is checked too, and the backward runs
+// three ways: inputs and weights together, inputs alone, weights alone.
+func checkOpsOn(t *testing.T, d *cuda.Device) {
+	for _, c := range gpuCases {
+		t.Run(c.name, func(t *testing.T) {
+			g, i := oneOp(t, c)
+			cpu, err := newKernel[float32](g, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var devErr error
+			gpu, err := newGPUKernel(g, i, d, &devErr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x64, p64 := randomValues(g, i, 3, rand.New(rand.NewSource(11)))
+			x, p := narrow(x64), narrow(p64)
+			yc, stc, err := cpu.forward(x, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			yg, stg, err := gpu.forward(x, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			close3(t, "y", yg.Data, yc.Data)
+			gy := NewValue[float32](yc.Shape...)
+			for j := range gy.Data {
+				gy.Data[j] = float32(j%7-3) / 3
+			}
+			for _, mode := range []struct {
+				name    string
+				inputs  bool
+				weights bool
+			}{{"both", true, true}, {"inputs", true, false}, {"weights", false, true}} {
+				gxc, gpc := seeded(x, mode.inputs), seeded(p, mode.weights)
+				gxg, gpg := seeded(x, mode.inputs), seeded(p, mode.weights)
+				if !mode.weights {
+					gpc, gpg = nil, nil
+				}
+				cpu.backward(gy, x, p, yc, stc, gxc, gpc)
+				gpu.backward(gy, x, p, yg, stg, gxg, gpg)
+				if devErr != nil {
+					t.Fatal(devErr)
+				}
+				for j := range gxc {
+					if gxc[j] != nil {
+						close3(t, fmt.Sprintf("%s: gx%d", mode.name, j), gxg[j].Data, gxc[j].Data)
+					}
+				}
+				for j := range gpc {
+					if gpc[j] != nil {
+						close3(t, fmt.Sprintf("%s: gp%d", mode.name, j), gpg[j].Data, gpc[j].Data)
+					}
+				}
+			}
+		})
+	}
+}
+
+// seeded gives a gradient buffer per float value, starting at 0.25 (nil
+// for int values, or for all when not wanted).
+func seeded(vs []*Value[float32], want bool) []*Value[float32] {
+	out := make([]*Value[float32], len(vs))
+	for i, v := range vs {
+		if !want || v == nil || v.Data == nil {
+			continue
+		}
+		out[i] = NewValue[float32](v.Shape...)
+		for j := range out[i].Data {
+			out[i].Data[j] = 0.25
+		}
+	}
+	return out
+}
+
+func close3(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for j := range want {
+		if math.Abs(float64(got[j])-float64(want[j])) > 1e-3*(1+math.Abs(float64(want[j]))) {
+			t.Fatalf("%s[%d]: device %v, CPU %v", what, j, got[j], want[j])
+		}
+	}
+}
+
+func TestOpsOnEmulator(t *testing.T) { checkOpsOn(t, emulatedDevice(t)) }
+
+func TestOpsOnGPU(t *testing.T) { checkOpsOn(t, gpuDevice(t)) }
+
+// TestGPUIndexOutOfRange: the device path refuses a bad index with the CPU
+// path's error, naming the op.
+func TestGPUIndexOutOfRange(t *testing.T) {
+	d := emulatedDevice(t)
+	for _, c := range []opCase{opCases[15], opCases[16], opCases[21]} { // embedding, embedding_bag, cross-entropy
+		t.Run(c.name, func(t *testing.T) {
+			g, i := oneOp(t, c)
+			var devErr error
+			gk, _ := newGPUKernel(g, i, d, &devErr)
+			ck, _ := newKernel[float32](g, i)
+			x64, p64 := randomValues(g, i, 2, rand.New(rand.NewSource(3)))
+			x, p := narrow(x64), narrow(p64)
+			for _, v := range x {
+				if v.Ints != nil {
+					v.Ints[len(v.Ints)-1] = 99
+				}
+			}
+			_, _, gerr := gk.forward(x, p)
+			_, _, cerr := ck.forward(x, p)
+			if gerr == nil || cerr == nil || gerr.Error() != cerr.Error() {
+				t.Fatalf("index 99: device error %v, CPU error %v", gerr, cerr)
+			}
+		})
+	}
+}
