@@ -11,6 +11,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // Control traffic runs on edge -1 in the stage traffic's generation, at an
@@ -39,6 +40,7 @@ type hello struct {
 	Worker int32  `json:"worker"`
 	Host   string `json:"host"`
 	PID    int    `json:"pid"`
+	Device string `json:"device,omitempty"` // where it computes: "cpu", or the GPU's name
 }
 
 type assignment struct {
@@ -80,9 +82,15 @@ func workerID() int32 {
 // Serve is a worker process of generation 1: see ServeGen.
 func Serve(ctx context.Context, t Transport, run string) error { return ServeGen(ctx, t, run, 1) }
 
-// ServeGen is a worker process: it joins generation gen of run, takes the
-// stage it is given, trains it and sends back its reports and parameters.
+// ServeGen is a worker process on the CPU: see ServeOn.
 func ServeGen(ctx context.Context, t Transport, run string, gen uint32) error {
+	return ServeOn(ctx, t, run, gen, nil)
+}
+
+// ServeOn is a worker process: it joins generation gen of run, takes the
+// stage it is given, trains it (on dev, or the CPU when dev is nil) and
+// sends back its reports and parameters.
+func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device) error {
 	id := workerID()
 	ctl, err := NewEndpoint(t, run, gen+ctlGenOffset, id)
 	if err != nil {
@@ -90,7 +98,11 @@ func ServeGen(ctx context.Context, t Transport, run string, gen uint32) error {
 	}
 	defer ctl.Close()
 	host, _ := os.Hostname()
-	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, hello{id, host, os.Getpid()}); err != nil {
+	where := "cpu"
+	if dev != nil {
+		where = fmt.Sprintf("%s (%s, GPU %d)", dev.Name, dev.Arch, dev.Ordinal)
+	}
+	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, hello{id, host, os.Getpid(), where}); err != nil {
 		return fmt.Errorf("joining run %s: %w", run, err)
 	}
 	_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbAssign)
@@ -101,6 +113,7 @@ func ServeGen(ctx context.Context, t Transport, run string, gen uint32) error {
 	if err := json.Unmarshal(msg, &a); err != nil {
 		return fmt.Errorf("assignment: %w", err)
 	}
+	a.Options.Device = dev
 	if err = serveStage(ctx, t, run, ctl, &a); err != nil {
 		sendJSON(context.Background(), ctl, coordinator, int64(id), mbError, map[string]string{"error": err.Error()})
 		return err

@@ -34,6 +34,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 	model, planJSON := dag.Write(g.Model()), plan.Encode()
 	lay := layout(plan)
 	workers := make([]int32, lay.total) // by worker id: each one's control address
+	where := make([]string, lay.total)
 	for s := range workers {
 		_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbHello)
 		if err != nil {
@@ -50,7 +51,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 		if err := sendJSON(ctx, ctl, h.Worker, 0, mbAssign, a); err != nil {
 			return nil, err
 		}
-		workers[s] = h.Worker
+		workers[s], where[s] = h.Worker, h.Device
 	}
 	if o.Resume != nil && !o.Emulate {
 		if err := sendResume(ctx, ctl, g, plan, lay, workers, o.Resume); err != nil {
@@ -68,6 +69,9 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 		return nil, err
 	}
 	res, err := collect(ctx, ctl, g, plan, lay, workers, steps, o, progress)
+	if res != nil {
+		res.Devices = where
+	}
 	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
 		return nil, cause
 	}

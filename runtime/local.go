@@ -20,6 +20,9 @@ type Result struct {
 	Iters  []float64                        // measured seconds per iteration
 	Events [][]Event                        // per stage, the last iteration's timeline
 	Ops    []map[string][2]float64          // per stage: each op's forward and backward seconds
+	// Devices says where each worker (by id) computed: "cpu" or a GPU's
+	// name (Coordinate only).
+	Devices []string
 }
 
 // RunLocal trains g under plan for steps iterations with one goroutine per

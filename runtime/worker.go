@@ -13,6 +13,7 @@ import (
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // Worker runs one replica of one stage of a plan: its action list, once per
@@ -93,6 +94,9 @@ type Options struct {
 	Resume *Checkpoint `json:"-"`
 	Start  int         `json:"start,omitempty"` // the first iteration, set from Resume
 	Gen    uint32      `json:"-"`               // the generation: 1, then one more per restart
+	// Device runs the stage's ops on a GPU (package cuda); nil: the CPU.
+	// It belongs to the worker process, not to the run.
+	Device *cuda.Device `json:"-"`
 }
 
 // NewWorker prepares stage id of plan over an endpoint.
@@ -130,6 +134,11 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options)
 	}
 	if w.ex, err = stage.NewExecutor(g, ops, g.Seed()); err != nil {
 		return nil, err
+	}
+	if o.Device != nil {
+		if err := w.ex.UseDevice(o.Device); err != nil {
+			return nil, err
+		}
 	}
 	if w.data, err = stage.NewDataset(g); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package stage
 import (
 	"fmt"
 	"math"
+	goruntime "runtime"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
@@ -121,8 +122,13 @@ type gpuKernel struct {
 	bwd  func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32])
 }
 
+// CUDA contexts are current per OS thread and goroutines move between
+// threads, so each call pins its goroutine and binds the device first.
 func (k *gpuKernel) forward(x, p []*Value[float32]) (*Value[float32], any, error) {
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
 	s := &gpuScope{d: k.d}
+	s.fail(k.d.Bind())
 	y, st, err := k.fwd(s, x, p)
 	if derr := s.done(); err == nil && derr != nil {
 		err = fmt.Errorf("gpu: %w", derr)
@@ -131,7 +137,10 @@ func (k *gpuKernel) forward(x, p []*Value[float32]) (*Value[float32], any, error
 }
 
 func (k *gpuKernel) backward(gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32]) {
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
 	s := &gpuScope{d: k.d}
+	s.fail(k.d.Bind())
 	k.bwd(s, gy, x, p, y, st, gx, gp)
 	if err := s.done(); err != nil && *k.errp == nil {
 		*k.errp = fmt.Errorf("gpu: %w", err)

@@ -62,12 +62,14 @@ type runSummary struct {
 	MeasuredIterS float64   `json:"measured_iteration_s"`
 	PredictedIter float64   `json:"predicted_iteration_s"`
 	Workers       string    `json:"workers"`
+	Devices       []string  `json:"devices,omitempty"` // where each worker computed
 	Emulated      string    `json:"emulated,omitempty"`
 }
 
 func newRunCmd(stdin io.Reader) *cobra.Command {
 	var sf searchFlags
 	var nf natsFlags
+	var df deviceFlags
 	var steps int
 	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume string
 	var ckptEvery, restarts int
@@ -149,11 +151,16 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if restarts < 0 || restarts > 0 && workers != "local" {
 				return usagef("--restarts: restarts need local workers and a count of at least 0")
 			}
-			return runPlan(cmd, g, plan, &nf, workers, runID, steps, o, dump, trace, prof, asJSON, restarts)
+			wargs, err := df.workerArgs(workers, o.Emulate)
+			if err != nil {
+				return err
+			}
+			return runPlan(cmd, g, plan, &nf, workers, wargs, runID, steps, o, dump, trace, prof, asJSON, restarts)
 		},
 	}
 	sf.register(cmd)
 	nf.register(cmd)
+	df.registerRun(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 10, "training iterations")
 	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
 	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")
@@ -232,7 +239,7 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int) error {
+func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := nf.options("graphpipe coordinator " + runID)
@@ -260,7 +267,7 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	for gen := uint32(1); ; gen++ {
 		o.Gen = gen
 		var err error
-		res, err = runGeneration(ctx, cmd, g, plan, t, opts, workers, runID, steps, n, o, bar, asJSON, start)
+		res, err = runGeneration(ctx, cmd, g, plan, t, opts, workers, wargs, runID, steps, n, o, bar, asJSON, start)
 		if err == nil {
 			break
 		}
@@ -296,7 +303,7 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	ran := len(res.Losses)
 	sum := runSummary{Model: g.Name(), Strategy: plan.Strategy, Stages: len(plan.Stages), Steps: steps, Losses: res.Losses,
 		FinalLoss: res.Losses[ran-1], SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
-		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers}
+		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers, Devices: res.Devices}
 	sum.Steps = ran
 	if o.Emulate {
 		sum.Emulated = plan.Device.Name
@@ -317,13 +324,13 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 // runGeneration runs one generation of workers to the end, or to the first
 // failure, which it returns with its cause.
 func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *search.Plan, t *runtime.NATS, opts runtime.NATSOptions,
-	workers, runID string, steps, n int, o runtime.Options, bar, asJSON bool, start time.Time) (*runtime.Result, error) {
+	workers string, wargs func(int) []string, runID string, steps, n int, o runtime.Options, bar, asJSON bool, start time.Time) (*runtime.Result, error) {
 	log := cmd.ErrOrStderr()
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	switch workers {
 	case "local":
-		procs, err := startWorkers(ctx, n, opts, runID, o.Gen, log)
+		procs, err := startWorkers(ctx, n, opts, runID, o.Gen, wargs, log)
 		if err != nil {
 			return nil, err
 		}
@@ -391,15 +398,16 @@ func writeTrace(path string, plan *search.Plan, res *runtime.Result, emulated bo
 	return writeFileAtomic(path, microbatch.Trace(r, len(plan.Stages), names))
 }
 
-// startWorkers starts one worker process per stage: this same binary.
-func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID string, gen uint32, log io.Writer) ([]*exec.Cmd, error) {
+// startWorkers starts one worker process per device: this same binary,
+// worker i with the extra arguments wargs(i) (its backend and GPU).
+func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID string, gen uint32, wargs func(int) []string, log io.Writer) ([]*exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	var procs []*exec.Cmd
 	for i := 0; i < n; i++ {
-		c := exec.CommandContext(ctx, self, "worker", "--nats", o.URL, "--run", runID, "--gen", fmt.Sprint(gen))
+		c := exec.CommandContext(ctx, self, append([]string{"worker", "--nats", o.URL, "--run", runID, "--gen", fmt.Sprint(gen)}, wargs(i)...)...)
 		c.Env = append(os.Environ(), tokenEnv+"="+o.Token)
 		c.Stderr = log
 		if err := c.Start(); err != nil {
@@ -485,6 +493,7 @@ func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, s
 
 func newWorkerCmd() *cobra.Command {
 	var nf natsFlags
+	var df deviceFlags
 	var runID string
 	var gen uint32
 	cmd := &cobra.Command{
@@ -499,15 +508,23 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			dev, err := df.open()
+			if err != nil {
+				return err // exit 1: no such device or no driver
+			}
+			if dev != nil {
+				defer dev.Close()
+			}
 			t, err := runtime.DialNATS(nf.options("graphpipe worker " + runID))
 			if err != nil {
 				return err
 			}
 			defer t.Close()
-			return runtime.ServeGen(ctx, t, runID, gen)
+			return runtime.ServeOn(ctx, t, runID, gen, dev)
 		},
 	}
 	nf.register(cmd)
+	df.registerWorker(cmd)
 	cmd.Flags().StringVar(&runID, "run", "", "the run to join")
 	cmd.Flags().Uint32Var(&gen, "gen", 1, "the generation to join (restarts start new ones)")
 	return cmd

@@ -30,6 +30,7 @@ type trainSummary struct {
 
 func newTrainCmd(stdin io.Reader) *cobra.Command {
 	var steps, batch, micro int
+	var df deviceFlags
 	var optName, dump string
 	var lr, momentum float32
 	var seed int64
@@ -69,9 +70,15 @@ in PyTorch.`,
 			if err != nil {
 				return inputf("%v", err)
 			}
+			release, err := df.useDevice(t)
+			if err != nil {
+				return err
+			}
+			defer release()
 			return train(cmd, t, steps, dump, asJSON, trainSummary{Model: g.Name(), Steps: steps, Optimizer: optName, LR: lr})
 		},
 	}
+	df.registerWorker(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 100, "training steps (one optimizer step each)")
 	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
 	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")

@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -253,3 +255,38 @@ func (e *emu) gemm16(half int32, ta, tb int32, m, n, k int32, alpha float32, a u
 
 func (e *emu) sync() error  { return nil }
 func (e *emu) close() error { return nil }
+
+// EmulatorLibrary returns the emulator library for this kernels.cu,
+// building it into the user cache directory on first use (keyed by the
+// source, so an edited kernels.cu builds anew). Processes that race to
+// build it each build into their own directory; the first rename wins.
+func EmulatorLibrary() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	sum := sha256.Sum256([]byte(emuShim + kernelSource + emuRuntime))
+	dir := filepath.Join(base, "graphpipe", "cuda-emulator-"+hex.EncodeToString(sum[:8]))
+	lib := filepath.Join(dir, "libgraphpipe-cuda-emulator.so")
+	if _, err := os.Stat(lib); err == nil {
+		return lib, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "build-")
+	if err != nil {
+		return "", err
+	}
+	if _, err := BuildEmulator(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		if _, serr := os.Stat(lib); serr != nil {
+			return "", err
+		}
+	}
+	return lib, nil
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
+
+// deviceFlags choose where workers compute: --backend, and --gpus (run:
+// one entry per local worker, in turn) or --gpu (worker, train).
+type deviceFlags struct {
+	backend string
+	gpus    string
+	gpu     int
+}
+
+const backendHelp = "where ops run: cpu, cuda (NVIDIA GPUs through the driver, cuBLAS and NVRTC), or cuda-emulator (the CUDA code path with its kernels compiled for the CPU by g++: for testing)"
+
+func (f *deviceFlags) registerRun(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.backend, "backend", "cpu", backendHelp)
+	cmd.Flags().StringVar(&f.gpus, "gpus", "", "with --backend cuda: GPU ordinals (after CUDA_VISIBLE_DEVICES) for the local workers in turn, e.g. 0,1,2,3; \"cpu\" entries keep a worker on the CPU (default: every GPU the driver sees)")
+}
+
+func (f *deviceFlags) registerWorker(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.backend, "backend", "cpu", backendHelp)
+	cmd.Flags().IntVar(&f.gpu, "gpu", 0, "with --backend cuda: the GPU ordinal (after CUDA_VISIBLE_DEVICES)")
+}
+
+func (f *deviceFlags) checkBackend() error {
+	switch f.backend {
+	case "cpu", "cuda", "cuda-emulator":
+		return nil
+	}
+	return usagef("--backend: unknown backend %q (known: cpu, cuda, cuda-emulator)", f.backend)
+}
+
+// open opens the worker's device: nil for the CPU. A missing driver or
+// library is an error naming it (exit 1).
+func (f *deviceFlags) open() (*cuda.Device, error) {
+	if err := f.checkBackend(); err != nil {
+		return nil, err
+	}
+	switch f.backend {
+	case "cuda":
+		if f.gpu < 0 {
+			return nil, usagef("--gpu: must be at least 0, got %d", f.gpu)
+		}
+		return cuda.Open(f.gpu)
+	case "cuda-emulator":
+		lib, err := cuda.EmulatorLibrary()
+		if err != nil {
+			return nil, err
+		}
+		return cuda.OpenEmulator(lib)
+	}
+	return nil, nil
+}
+
+// workerArgs checks the run's device flags and returns each local worker's
+// extra arguments. With --backend cuda the driver must load here, so that a
+// machine without one fails at the start, naming the library.
+func (f *deviceFlags) workerArgs(workers string, emulate bool) (func(int) []string, error) {
+	if err := f.checkBackend(); err != nil {
+		return nil, err
+	}
+	cpu := func(int) []string { return nil }
+	if f.backend == "cpu" {
+		if f.gpus != "" {
+			return nil, usagef("--gpus: needs --backend cuda")
+		}
+		return cpu, nil
+	}
+	if workers != "local" {
+		return nil, usagef("--backend %s: with --workers external, each 'graphpipe worker' takes its own --backend and --gpu", f.backend)
+	}
+	if emulate {
+		return nil, usagef("--backend %s: an emulated run computes nothing", f.backend)
+	}
+	if f.backend == "cuda-emulator" {
+		if _, err := cuda.EmulatorLibrary(); err != nil {
+			return nil, err
+		}
+		return func(int) []string { return []string{"--backend", "cuda-emulator"} }, nil
+	}
+	n, err := cuda.Available()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := parseGPUs(f.gpus, n)
+	if err != nil {
+		return nil, err
+	}
+	return func(i int) []string {
+		e := entries[i%len(entries)]
+		if e < 0 {
+			return []string{"--backend", "cpu"}
+		}
+		return []string{"--backend", "cuda", "--gpu", strconv.Itoa(e)}
+	}, nil
+}
+
+// parseGPUs reads --gpus: ordinals below n, or "cpu" (returned as −1);
+// empty means every GPU.
+func parseGPUs(spec string, n int) ([]int, error) {
+	if spec == "" {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out, nil
+	}
+	var out []int
+	for _, e := range strings.Split(spec, ",") {
+		e = strings.TrimSpace(e)
+		if e == "cpu" {
+			out = append(out, -1)
+			continue
+		}
+		v, err := strconv.Atoi(e)
+		if err != nil || v < 0 {
+			return nil, usagef("--gpus: %q is neither a GPU ordinal nor \"cpu\"", e)
+		}
+		if v >= n {
+			return nil, usagef("--gpus: GPU %d does not exist: the driver sees %d", v, n)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// useDevice moves a trainer onto the flags' device, if any.
+func (f *deviceFlags) useDevice(t *stage.Trainer) (func(), error) {
+	dev, err := f.open()
+	if err != nil || dev == nil {
+		return func() {}, err
+	}
+	if err := t.Ex.UseDevice(dev); err != nil {
+		dev.Close()
+		return func() {}, err
+	}
+	return func() { dev.Close() }, nil
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
+
+// needEmulator skips where the CUDA kernels' CPU emulator cannot be built
+// for want of a C++ compiler.
+func needEmulator(t *testing.T) {
+	t.Helper()
+	if _, err := cuda.EmulatorLibrary(); errors.Is(err, cuda.ErrNoCompiler) {
+		t.Skipf("the CUDA kernels' CPU emulator needs a C++ compiler: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunOnEmulatedGPUs: a 2-stage run whose workers take the CUDA code
+// path (on the emulator) ends with train's parameters, and so does train
+// itself on that path.
+func TestRunOnEmulatedGPUs(t *testing.T) {
+	needEmulator(t)
+	model := smallModel(t, "mmt")
+	dir := t.TempDir()
+	common := []string{"--micro-batch", "4", "--steps", "3", "--optimizer", "sgd", "--lr", "0.05"}
+	if c, _, e := gp(t, "", append([]string{"train", model, "--dump", filepath.Join(dir, "cpu")}, common...)...); c != 0 {
+		t.Fatal(e)
+	}
+	want := readParams(t, filepath.Join(dir, "cpu", "final.safetensors"))
+	if c, _, e := gp(t, "", append([]string{"train", model, "--backend", "cuda-emulator", "--dump", filepath.Join(dir, "train-emu")}, common...)...); c != 0 {
+		t.Fatal(e)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "train-emu", "final.safetensors")), want, 1e-4)
+	c, out, e := gp(t, "", append([]string{"run", model, "--devices", "2", "--device", "cpu", "--backend", "cuda-emulator", "--json",
+		"--dump", filepath.Join(dir, "run-emu")}, common...)...)
+	if c != 0 {
+		t.Fatal(e)
+	}
+	if strings.Count(out, "CPU emulator") != 2 {
+		t.Errorf("the run's devices should name the emulator twice: %s", out)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "run-emu", "final.safetensors")), want, 1e-4)
+}
+
+// TestMixedCPUAndGPUWorkers: four external workers, two on the CUDA code
+// path and two on the CPU, train one run to train's parameters.
+func TestMixedCPUAndGPUWorkers(t *testing.T) {
+	needEmulator(t)
+	self, _ := os.Executable()
+	natsProc := exec.Command(self)
+	natsProc.Env = append(os.Environ(), "GRAPHPIPE_TEST_NATS=1", "GRAPHPIPE_TEST_MAIN=0")
+	stdin, _ := natsProc.StdinPipe()
+	stdout, _ := natsProc.StdoutPipe()
+	if err := natsProc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); natsProc.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var url, token string
+	fmt.Sscan(line, &url, &token)
+	model := smallModel(t, "dlrm")
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	var code int
+	var out, errs string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		code, out, errs = gp(t, "", "run", model, "--devices", "4", "--device", "cpu", "--micro-batch", "8", "--steps", "3",
+			"--optimizer", "sgd", "--lr", "0.05", "--nats", url, "--nats-token", token, "--workers", "external", "--run", "mixed1",
+			"--dump", filepath.Join(dir, "run"), "--json")
+	}()
+	var workers []*exec.Cmd
+	for i, backend := range []string{"cuda-emulator", "cpu", "cuda-emulator", "cpu"} {
+		w := exec.Command(self, "worker", "--nats", url, "--run", "mixed1", "--backend", backend)
+		w.Env = append(os.Environ(), tokenEnv+"="+token)
+		if err := w.Start(); err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+		workers = append(workers, w)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the run did not finish")
+	}
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, errs)
+	}
+	for _, w := range workers {
+		if err := w.Wait(); err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}
+	if strings.Count(out, "CPU emulator") != 2 || strings.Count(out, `"cpu"`) != 2 {
+		t.Errorf("the run's devices should be two emulated GPUs and two CPUs: %s", out)
+	}
+	if c, _, e := gp(t, "", "train", model, "--micro-batch", "8", "--steps", "3", "--optimizer", "sgd", "--lr", "0.05", "--dump", filepath.Join(dir, "train")); c != 0 {
+		t.Fatal(e)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "run", "final.safetensors")), readParams(t, filepath.Join(dir, "train", "final.safetensors")), 1e-4)
+}
+
+// TestBackendCUDAWithoutDriver: where no driver loads, every command that
+// takes --backend cuda fails at the start with exit 1, naming the library.
+func TestBackendCUDAWithoutDriver(t *testing.T) {
+	if _, err := cuda.Available(); err == nil {
+		t.Skip("a CUDA driver is present here")
+	}
+	model := smallModel(t, "mlp")
+	for _, args := range [][]string{
+		{"train", model, "--steps", "1", "--backend", "cuda"},
+		{"run", model, "--devices", "2", "--device", "cpu", "--steps", "1", "--backend", "cuda"},
+		{"worker", "--nats", "nats://127.0.0.1:1", "--run", "x", "--backend", "cuda"},
+	} {
+		code, _, errs := gp(t, "", args...)
+		if code != 1 || !strings.Contains(errs, "cannot load libcuda") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("%s: exit %d, stderr %q; want exit 1 and one line naming libcuda", args[0], code, errs)
+		}
+	}
+	for _, args := range [][]string{
+		{"run", model, "--devices", "2", "--device", "cpu", "--steps", "1", "--backend", "tpu"},
+		{"run", model, "--devices", "2", "--device", "cpu", "--steps", "1", "--gpus", "0"},
+		{"train", model, "--steps", "1", "--backend", "cuda", "--gpu", "-1"},
+	} {
+		if code, _, errs := gp(t, "", args...); code != 2 {
+			t.Errorf("%v: exit %d (%s), want 2", args, code, errs)
+		}
+	}
+}
+
+// TestRunOnGPU: on a machine with a GPU, a 2-stage run on it ends with the
+// CPU's parameters within 1e-4.
+func TestRunOnGPU(t *testing.T) {
+	if _, err := cuda.Available(); err != nil {
+		t.Skipf("no GPU to run on: %v", err)
+	}
+	model := smallModel(t, "mmt")
+	dir := t.TempDir()
+	common := []string{"--micro-batch", "4", "--steps", "3", "--optimizer", "sgd", "--lr", "0.05"}
+	if c, _, e := gp(t, "", append([]string{"train", model, "--dump", filepath.Join(dir, "cpu")}, common...)...); c != 0 {
+		t.Fatal(e)
+	}
+	c, out, e := gp(t, "", append([]string{"run", model, "--devices", "2", "--device", "cpu", "--backend", "cuda", "--json",
+		"--dump", filepath.Join(dir, "gpu")}, common...)...)
+	if c != 0 {
+		t.Fatal(e)
+	}
+	t.Logf("run: %s", out)
+	sameParams(t, readParams(t, filepath.Join(dir, "gpu", "final.safetensors")), readParams(t, filepath.Join(dir, "cpu", "final.safetensors")), 1e-4)
+}
