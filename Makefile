@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test demo fuzz bench bench-quick bench-go lint clean replay
+.PHONY: build test demo fuzz bench bench-quick bench-go lint clean replay gpu-build
 
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/graphpipe
@@ -64,6 +64,15 @@ bench-quick:
 # The Go benchmarks behind the report, one by one (go test -bench).
 bench-go:
 	$(GO) test ./bench -run '^$$' -bench . -benchtime 1x -timeout 60m
+
+# Binaries for the GPU checks, to carry to a machine with a GPU and run
+# there with bench/gpu/run.sh (no Go needed there).
+gpu-build:
+	mkdir -p build/gpu
+	CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o build/gpu/graphpipe ./cmd/graphpipe
+	CGO_ENABLED=0 $(GO) test -c -ldflags="-s -w" -o build/gpu/stage.test ./stage
+	CGO_ENABLED=0 $(GO) test -c -ldflags="-s -w" -o build/gpu/cuda.test ./tensor/cuda
+	CGO_ENABLED=0 $(GO) test -c -ldflags="-s -w" -o build/gpu/graphpipe.test ./cmd/graphpipe
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -128,6 +128,7 @@ func TestBackendCUDAWithoutDriver(t *testing.T) {
 		{"train", model, "--steps", "1", "--backend", "cuda"},
 		{"run", model, "--devices", "2", "--device", "cpu", "--steps", "1", "--backend", "cuda"},
 		{"worker", "--nats", "nats://127.0.0.1:1", "--run", "x", "--backend", "cuda"},
+		{"profile", "--device", "cuda"},
 	} {
 		code, _, errs := gp(t, "", args...)
 		if code != 1 || !strings.Contains(errs, "cannot load libcuda") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
@@ -138,6 +139,7 @@ func TestBackendCUDAWithoutDriver(t *testing.T) {
 		{"run", model, "--devices", "2", "--device", "cpu", "--steps", "1", "--backend", "tpu"},
 		{"run", model, "--devices", "2", "--device", "cpu", "--steps", "1", "--gpus", "0"},
 		{"train", model, "--steps", "1", "--backend", "cuda", "--gpu", "-1"},
+		{"profile", "--device", "tpu"},
 	} {
 		if code, _, errs := gp(t, "", args...); code != 2 {
 			t.Errorf("%v: exit %d (%s), want 2", args, code, errs)
@@ -164,4 +166,23 @@ func TestRunOnGPU(t *testing.T) {
 	}
 	t.Logf("run: %s", out)
 	sameParams(t, readParams(t, filepath.Join(dir, "gpu", "final.safetensors")), readParams(t, filepath.Join(dir, "cpu", "final.safetensors")), 1e-4)
+}
+
+// TestProfileFeedsSearch: a measured profile is written and a search plans
+// with it; on the emulator, the GPU meter's code path runs too.
+func TestProfileFeedsSearch(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "cpu.json")
+	if c, _, e := gp(t, "", "profile", "--device", "cpu", "--quick", "-o", prof); c != 0 {
+		t.Fatal(e)
+	}
+	c, out, e := gp(t, "", "search", smallModel(t, "mmt"), "--devices", "2", "--device", prof, "--json")
+	if c != 0 || !strings.Contains(out, `"device":"cpu (measured)"`) {
+		t.Fatalf("search with the measured profile: exit %d, %s %s", c, out, e)
+	}
+	needEmulator(t)
+	c, out, e = gp(t, "", "profile", "--device", "cuda-emulator", "--quick", "--json")
+	if c != 0 || !strings.Contains(out, `"gemm_bf16_s"`) {
+		t.Fatalf("profile on the emulator: exit %d, %s %s", c, out, e)
+	}
 }

@@ -153,3 +153,13 @@ func f16round(v float32) float32 {
 }
 
 func TestGemmsEmulated(t *testing.T) { checkGemms(t, emulator(t)) }
+
+func TestGemmsOnGPU(t *testing.T) {
+	d, err := Open(0)
+	if err != nil {
+		t.Skipf("no GPU to test on: %v", err)
+	}
+	defer d.Close()
+	t.Logf("GPU 0: %s (%s, %d SMs, %.1f GB)", d.Name, d.Arch, d.SMs, float64(d.Memory)/1e9)
+	checkGemms(t, d)
+}

@@ -1,0 +1,26 @@
+#!/bin/sh
+# The GPU checks, run on a machine with an NVIDIA GPU (CUDA 13) from the
+# repository root after `make gpu-build` built build/gpu here (no Go needed
+# there). Writes what it measured under ${OUT:-build/gpu/out}.
+set -eu
+B=build/gpu
+OUT=${OUT:-$B/out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt" || true
+# every op's forward and backward on the GPU against the CPU kernels (1e-3)
+$B/stage.test -test.run 'OnGPU' -test.v 2>&1 | tee "$OUT/ops.txt"
+# GEMMs (FP32, batched, BF16/FP16) against the naive oracle
+$B/cuda.test -test.run 'GPU' -test.v 2>&1 | tee "$OUT/gemm.txt"
+# a 2-stage run with GPU workers against the CPU run (1e-4)
+$B/graphpipe.test -test.run 'TestRunOnGPU' -test.v 2>&1 | tee "$OUT/run.txt"
+# the measured profile, and a search that uses it
+$B/graphpipe profile --device cuda --json > "$OUT/profile.json"
+$B/graphpipe profile --device cuda -o "$OUT/gpu-profile.json" 2> "$OUT/profile.txt"
+$B/graphpipe models export mmt > "$OUT/mmt.json"
+$B/graphpipe search "$OUT/mmt.json" --devices 8 --device "$OUT/gpu-profile.json" | tee "$OUT/search.txt"
+# GEMM throughput against torch.matmul, when PyTorch is there
+if python3 -c 'import torch' 2>/dev/null; then
+	python3 bench/gpu/compare.py "$OUT/profile.json" | tee "$OUT/compare.txt"
+else
+	echo "PyTorch is not installed: no torch.matmul comparison" | tee "$OUT/compare.txt"
+fi

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/tensor"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
+
+// meter measures one device for a profile.
+type meter interface {
+	name() string
+	gemm(n int, half bool) (float64, error) // seconds per n×n×n GEMM (FP32, or BF16 with FP32 accumulation)
+	launch() (float64, error)               // seconds of fixed cost per kernel call
+	copyRate(bytes int) (float64, error)    // bytes moved (read + written) per second
+	memory() int64
+	base() search.Device // where the links come from: one device cannot measure them
+	sizes(quick bool) []int
+	close()
+}
+
+// timeIt runs f reps times after one warm-up and returns the fastest run.
+func timeIt(reps int, f func() error) (float64, error) {
+	if err := f(); err != nil {
+		return 0, err
+	}
+	best := math.Inf(1)
+	for i := 0; i < reps; i++ {
+		start := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		best = math.Min(best, time.Since(start).Seconds())
+	}
+	return best, nil
+}
+
+type profileResult struct {
+	Device  search.Device `json:"device"`
+	Sizes   []int         `json:"gemm_sizes"`
+	FP32    []float64     `json:"gemm_fp32_s"`
+	BF16    []float64     `json:"gemm_bf16_s,omitempty"`
+	LinksOf string        `json:"links_from"`
+}
+
+func newProfileCmd() *cobra.Command {
+	var device, out string
+	var gpu int
+	var quick, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "profile --device cpu|cuda [-o profile.json]",
+		Short: "Measure a device profile (GEMM rate and efficiency, launch cost, memory bandwidth) for the planner",
+		Long: `Measure this machine's CPU, or a GPU, and write a device profile that
+'graphpipe search --device FILE' reads. GEMMs of growing size fit the cost
+model's compute term (the rate large calls approach, and the work at which a
+call reaches half of it); a tiny call gives the launch cost; a large copy
+gives memory bandwidth. Links between devices cannot be measured from one
+device: they are copied from the nearest built-in profile, which the output
+names.`,
+		Example: "  graphpipe profile --device cuda -o h100.json\n  graphpipe search mmt.json --devices 8 --device h100.json",
+		Args:    args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := openMeter(device, gpu)
+			if err != nil {
+				return err
+			}
+			defer m.close()
+			res, err := measure(m, quick, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			data, _ := json.MarshalIndent(res.Device, "", "  ")
+			data = append(data, '\n')
+			if out != "" {
+				if err := writeFileAtomic(out, data); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", out)
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			}
+			if out == "" {
+				_, err = cmd.OutOrStdout().Write(data)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&device, "device", "cpu", "what to measure: cpu, cuda or cuda-emulator (the emulator's figures say nothing about a GPU; it exercises the code path)")
+	cmd.Flags().IntVar(&gpu, "gpu", 0, "with --device cuda: the GPU ordinal")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write the profile to `FILE` (default: print it)")
+	cmd.Flags().BoolVar(&quick, "quick", false, "fewer and smaller GEMMs (seconds, not a minute)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the profile and every measurement as one JSON object")
+	return cmd
+}
+
+func openMeter(device string, gpu int) (meter, error) {
+	switch device {
+	case "cpu":
+		return cpuMeter{}, nil
+	case "cuda", "cuda-emulator":
+		f := deviceFlags{backend: device, gpu: gpu}
+		d, err := f.open()
+		if err != nil {
+			return nil, err
+		}
+		return &gpuMeter{d: d}, nil
+	}
+	return nil, usagef("--device: cannot measure %q (known: cpu, cuda, cuda-emulator)", device)
+}
+
+// measure runs the GEMM sweep, the launch and copy measurements, and fits.
+func measure(m meter, quick bool, log io.Writer) (*profileResult, error) {
+	res := &profileResult{Sizes: m.sizes(quick)}
+	launch, err := m.launch()
+	if err != nil {
+		return nil, err
+	}
+	tw := tabwriter.NewWriter(log, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s\nGEMM n\tFP32 s\tFP32 TFLOP/s\tBF16 TFLOP/s\n", m.name())
+	var samples []search.KernelSample
+	for _, n := range res.Sizes {
+		t, err := m.gemm(n, false)
+		if err != nil {
+			return nil, err
+		}
+		w := 2 * math.Pow(float64(n), 3)
+		samples = append(samples, search.KernelSample{Work: w, Seconds: t})
+		res.FP32 = append(res.FP32, t)
+		bf := "-"
+		if th, err := m.gemm(n, true); err == nil && th > 0 {
+			res.BF16 = append(res.BF16, th)
+			bf = fmt.Sprintf("%.4g", w/th/1e12)
+		}
+		fmt.Fprintf(tw, "%d\t%.4g\t%.4g\t%s\n", n, t, w/t/1e12, bf)
+	}
+	tw.Flush()
+	peak, half, err := search.FitCompute(samples, launch)
+	if err != nil {
+		return nil, err
+	}
+	bw, err := m.copyRate(map[bool]int{true: 64 << 20, false: 512 << 20}[quick])
+	if err != nil {
+		return nil, err
+	}
+	d := m.base()
+	res.LinksOf = d.Name
+	d.Name = m.name() + " (measured)"
+	d.PeakFLOPs, d.MaxEff, d.HalfWork, d.Launch, d.MemBW, d.Memory = peak, 1, half, launch, bw, m.memory()
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	res.Device = d
+	fmt.Fprintf(log, "fit: %.4g TFLOP/s for large GEMMs, half of it at %.3g FLOPs per call; launch %.3g µs; copy %.4g GB/s; links from the %s profile\n",
+		peak/1e12, half, launch*1e6, bw/1e9, res.LinksOf)
+	return res, nil
+}
+
+// cpuMeter measures this machine with package tensor's kernels.
+type cpuMeter struct{}
+
+func (cpuMeter) name() string { return "cpu" }
+
+func (cpuMeter) sizes(quick bool) []int {
+	if quick {
+		return []int{32, 64, 128, 256}
+	}
+	return []int{32, 64, 128, 256, 512, 1024}
+}
+
+func (cpuMeter) gemm(n int, half bool) (float64, error) {
+	if half {
+		return 0, nil // the CPU backend has no 16-bit GEMM
+	}
+	a, b, c := make([]float32, n*n), make([]float32, n*n), make([]float32, n*n)
+	for i := range a {
+		a[i], b[i] = float32(i%7)/7, float32(i%5)/5
+	}
+	return timeIt(3, func() error { tensor.Sgemm(false, false, n, n, n, 1, a, n, b, n, 0, c, n); return nil })
+}
+
+func (cpuMeter) launch() (float64, error) {
+	a, b, c := []float32{1}, []float32{1}, []float32{0}
+	const calls = 1000
+	t, err := timeIt(3, func() error {
+		for i := 0; i < calls; i++ {
+			tensor.Sgemm(false, false, 1, 1, 1, 1, a, 1, b, 1, 0, c, 1)
+		}
+		return nil
+	})
+	return t / calls, err
+}
+
+func (cpuMeter) copyRate(bytes int) (float64, error) {
+	src, dst := make([]byte, bytes), make([]byte, bytes)
+	for i := range src { // touch every page: untouched pages all read as one zero page
+		src[i], dst[i] = byte(i), 1
+	}
+	t, err := timeIt(3, func() error { copy(dst, src); return nil })
+	return 2 * float64(bytes) / t, err
+}
+
+func (cpuMeter) memory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return search.Profiles["cpu"].Memory
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var kb int64
+		if _, err := fmt.Sscanf(sc.Text(), "MemTotal: %d kB", &kb); err == nil {
+			return kb << 10
+		}
+	}
+	return search.Profiles["cpu"].Memory
+}
+
+func (cpuMeter) base() search.Device { return search.Profiles["cpu"] }
+func (cpuMeter) close()              {}
+
+// gpuMeter measures a GPU (or the emulator) through package cuda.
+type gpuMeter struct{ d *cuda.Device }
+
+func (g *gpuMeter) name() string {
+	if g.d.Emulated {
+		return g.d.Name
+	}
+	return fmt.Sprintf("%s %s", g.d.Name, g.d.Arch)
+}
+
+func (g *gpuMeter) sizes(quick bool) []int {
+	switch {
+	case g.d.Emulated:
+		return []int{8, 16, 32}
+	case quick:
+		return []int{256, 1024, 4096}
+	}
+	return []int{256, 512, 1024, 2048, 4096, 8192}
+}
+
+func (g *gpuMeter) gemm(n int, half bool) (float64, error) {
+	d := g.d
+	a, err := d.Zeros(n * n)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Free(a)
+	c, err := d.Zeros(n * n)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Free(c)
+	args := cuda.GemmArgs{M: n, N: n, K: n, Alpha: 1, A: a, B: a, C: c}
+	reps := 5
+	run := func() error { return d.Sgemm(args) }
+	if half {
+		h, err := d.HalfBuffer(n * n)
+		if err != nil {
+			return 0, err
+		}
+		defer d.Free(h)
+		if err := d.Convert(h, a, cuda.BF16); err != nil {
+			return 0, err
+		}
+		args.A, args.B = h, h
+		run = func() error { return d.Gemm16(args, cuda.BF16) }
+	}
+	const calls = 10
+	t, err := timeIt(reps, func() error {
+		for i := 0; i < calls; i++ {
+			if err := run(); err != nil {
+				return err
+			}
+		}
+		return d.Sync()
+	})
+	return t / calls, err
+}
+
+func (g *gpuMeter) launch() (float64, error) {
+	b, err := g.d.Zeros(1)
+	if err != nil {
+		return 0, err
+	}
+	defer g.d.Free(b)
+	const calls = 1000
+	t, err := timeIt(3, func() error {
+		for i := 0; i < calls; i++ {
+			if err := g.d.Launch("gp_fill", 1, b, float32(0), 1); err != nil {
+				return err
+			}
+		}
+		return g.d.Sync()
+	})
+	return t / calls, err
+}
+
+func (g *gpuMeter) copyRate(bytes int) (float64, error) {
+	if g.d.Emulated {
+		bytes = min(bytes, 16<<20)
+	}
+	n := bytes / 4
+	src, err := g.d.Zeros(n)
+	if err != nil {
+		return 0, err
+	}
+	defer g.d.Free(src)
+	dst, err := g.d.Zeros(n)
+	if err != nil {
+		return 0, err
+	}
+	defer g.d.Free(dst)
+	t, err := timeIt(3, func() error {
+		if err := g.d.Copy(dst, src, n); err != nil {
+			return err
+		}
+		return g.d.Sync()
+	})
+	return 2 * float64(4*n) / t, err
+}
+
+func (g *gpuMeter) memory() int64 {
+	if g.d.Emulated {
+		return search.Profiles["cpu"].Memory
+	}
+	return int64(g.d.Memory)
+}
+
+// base picks the built-in profile whose links stand in for this GPU's.
+func (g *gpuMeter) base() search.Device {
+	name := strings.ToLower(g.d.Name)
+	for _, p := range []string{"v100", "a100", "h100"} {
+		if strings.Contains(name, p) {
+			return search.Profiles[p]
+		}
+	}
+	if g.d.Emulated {
+		return search.Profiles["cpu"]
+	}
+	return search.Profiles["h100"]
+}
+
+func (g *gpuMeter) close() { g.d.Close() }
