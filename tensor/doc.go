@@ -1,5 +1,5 @@
-// Package tensor owns float32 arrays and their kernels: the CPU backend, and
-// later the CUDA backend beside it.
+// Package tensor owns float32 arrays and their kernels: the CPU backend here,
+// and the CUDA backend beside it in package tensor/cuda.
 //
 // The contract:
 //
