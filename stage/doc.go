@@ -1,5 +1,6 @@
 // Package stage computes a pipeline stage: forward and backward of every op
-// kind of graphpipe/model@1 over the CPU backend, parameter initialisation,
+// kind of graphpipe/model@1 over the CPU backend (or, after
+// Executor.UseDevice, the CUDA backend of package tensor/cuda), parameter initialisation,
 // the activation stash per micro-batch, gradient accumulation, the optimizers
 // and the Executor that runs one stage's ops for one micro-batch.
 //
@@ -22,4 +23,8 @@
 //  5. opaque ops cannot be computed: anything that must compute one fails
 //     with an error naming it. Indices out of their table's range fail too:
 //     nothing trains on wrong data.
+//  6. The GPU kernels (gpu.go) keep the CPU kernels' interface and results
+//     (within 1e-3 relative, checked on the CPU emulator of the CUDA kernels
+//     and on a GPU where there is one); parameters, optimizer state and the
+//     stash stay in host memory in this version.
 package stage
