@@ -125,6 +125,7 @@ type gpuKernel struct {
 // CUDA contexts are current per OS thread and goroutines move between
 // threads, so each call pins its goroutine and binds the device first.
 func (k *gpuKernel) forward(x, p []*Value[float32]) (*Value[float32], any, error) {
+	defer k.d.Exclusive()()
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
 	s := &gpuScope{d: k.d}
@@ -137,6 +138,7 @@ func (k *gpuKernel) forward(x, p []*Value[float32]) (*Value[float32], any, error
 }
 
 func (k *gpuKernel) backward(gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32]) {
+	defer k.d.Exclusive()()
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
 	s := &gpuScope{d: k.d}

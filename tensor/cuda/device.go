@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"unsafe"
 )
 
@@ -28,6 +29,15 @@ type Device struct {
 	mem      *Pool[uint64]
 	pinned   *Pool[unsafe.Pointer]
 	bad      Buffer // an int the index kernels set on an out-of-range index
+	mu       sync.Mutex
+}
+
+// Exclusive takes the device for a sequence of calls (one op's) and returns
+// the function that gives it back: workers that share a device in one
+// process (tests, benchmarks) take turns op by op.
+func (d *Device) Exclusive() func() {
+	d.mu.Lock()
+	return d.mu.Unlock
 }
 
 // Buffer is device memory holding N elements of 4 bytes (float32 or int32),

@@ -1,0 +1,48 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
+
+// TestWorkersShareAnEmulatedDevice: every in-process worker of a 4-device
+// plan computes on one device of the CUDA code path (its CPU emulator),
+// taking turns op by op, over a faulty transport; the parameters equal the
+// single-process CPU run's within 1e-4.
+func TestWorkersShareAnEmulatedDevice(t *testing.T) {
+	lib, err := cuda.EmulatorLibrary()
+	if errors.Is(err, cuda.ErrNoCompiler) {
+		t.Skipf("the CUDA kernels' CPU emulator needs a C++ compiler: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := cuda.OpenEmulator(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	for _, model := range []string{"mmt", "dlrm"} {
+		t.Run(model, func(t *testing.T) {
+			g, plan := smallPlan(t, model, 4, 4)
+			// SGD: Adam turns the rounding noise of a zero gradient (the key third of
+			// in_proj_bias, which softmax ignores) into ±lr steps on either side.
+			o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}, Device: dev}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := RunLocal(ctx, g, plan, NewMemory(5, Faults{Drop: 0.03, Reorder: 0.03}, 1<<20), "gpu-emu", 3, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := reference(t, g, plan.MicroBatch, 3, o.Train)
+			equalParams(t, res.Params, want, 1e-4)
+			if used := dev.MemStats(); used.InUse > 4096 {
+				t.Errorf("%d bytes of device memory still in use after the run", used.InUse)
+			}
+		})
+	}
+}
