@@ -559,11 +559,14 @@ func gpuCrossEntropy(op string) (fwdFn, bwdFn) {
 	return fwd, bwd
 }
 
-func gpuMSE() (fwdFn, bwdFn) {
+// gpuElementLoss is a loss averaging per-element terms of (x, t): term
+// writes them, grad adds g·∂term/∂x into gx0, and targetGrad adds g·∂term/∂t
+// into gx1.
+func gpuElementLoss(term, grad string, targetGrad func(s *gpuScope, gt, xb, tb cuda.Buffer, g float32, n int)) (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		n := len(x[0].Data)
 		tb := s.zeros(n)
-		s.launch("gp_mse", n, s.up(x[0].Data), s.up(x[1].Data), tb, n)
+		s.launch(term, n, s.up(x[0].Data), s.up(x[1].Data), tb, n)
 		y := NewValue[float32](1)
 		y.Data[0] = float32(sumTerms(s, tb, n) / float64(n))
 		return y, nil, nil
@@ -574,43 +577,30 @@ func gpuMSE() (fwdFn, bwdFn) {
 		xb, tb := s.up(x[0].Data), s.up(x[1].Data)
 		if gx[0] != nil {
 			b := s.up(gx[0].Data)
-			s.launch("gp_mse_bwd", n, xb, tb, g, b, n)
+			s.launch(grad, n, xb, tb, g, b, n)
 			s.back(gx[0], b)
 		}
 		if gx[1] != nil {
 			b := s.up(gx[1].Data)
-			s.launch("gp_mse_bwd", n, xb, tb, -g, b, n)
+			targetGrad(s, b, xb, tb, g, n)
 			s.back(gx[1], b)
 		}
 	}
 	return fwd, bwd
 }
 
+// gpuMSE: (x − t)²; ∂/∂t = −∂/∂x.
+func gpuMSE() (fwdFn, bwdFn) {
+	return gpuElementLoss("gp_mse", "gp_mse_bwd", func(s *gpuScope, gt, xb, tb cuda.Buffer, g float32, n int) {
+		s.launch("gp_mse_bwd", n, xb, tb, -g, gt, n)
+	})
+}
+
+// gpuBCE: max(x,0) − x·t + log(1 + e^−|x|); ∂/∂t = −x.
 func gpuBCE() (fwdFn, bwdFn) {
-	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
-		n := len(x[0].Data)
-		tb := s.zeros(n)
-		s.launch("gp_bce", n, s.up(x[0].Data), s.up(x[1].Data), tb, n)
-		y := NewValue[float32](1)
-		y.Data[0] = float32(sumTerms(s, tb, n) / float64(n))
-		return y, nil, nil
-	}
-	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], _ *Value[float32], _ any, gx, _ []*Value[float32]) {
-		n := len(x[0].Data)
-		g := gy.Data[0] / float32(n)
-		xb := s.up(x[0].Data)
-		if gx[0] != nil {
-			b := s.up(gx[0].Data)
-			s.launch("gp_bce_bwd", n, xb, s.up(x[1].Data), g, b, n)
-			s.back(gx[0], b)
-		}
-		if gx[1] != nil {
-			b := s.up(gx[1].Data)
-			s.launch("gp_axpy", n, b, xb, -g, n)
-			s.back(gx[1], b)
-		}
-	}
-	return fwd, bwd
+	return gpuElementLoss("gp_bce", "gp_bce_bwd", func(s *gpuScope, gt, xb, _ cuda.Buffer, g float32, n int) {
+		s.launch("gp_axpy", n, gt, xb, -g, n)
+	})
 }
 
 type gpuAttnStash struct{ qkv, probs, ctx []float32 }

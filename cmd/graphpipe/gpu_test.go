@@ -1,16 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
@@ -57,57 +51,10 @@ func TestRunOnEmulatedGPUs(t *testing.T) {
 // path and two on the CPU, train one run to train's parameters.
 func TestMixedCPUAndGPUWorkers(t *testing.T) {
 	needEmulator(t)
-	self, _ := os.Executable()
-	natsProc := exec.Command(self)
-	natsProc.Env = append(os.Environ(), "GRAPHPIPE_TEST_NATS=1", "GRAPHPIPE_TEST_MAIN=0")
-	stdin, _ := natsProc.StdinPipe()
-	stdout, _ := natsProc.StdoutPipe()
-	if err := natsProc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); natsProc.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	var url, token string
-	fmt.Sscan(line, &url, &token)
 	model := smallModel(t, "dlrm")
 	dir := t.TempDir()
-	var wg sync.WaitGroup
-	var code int
-	var out, errs string
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		code, out, errs = gp(t, "", "run", model, "--devices", "4", "--device", "cpu", "--micro-batch", "8", "--steps", "3",
-			"--optimizer", "sgd", "--lr", "0.05", "--nats", url, "--nats-token", token, "--workers", "external", "--run", "mixed1",
-			"--dump", filepath.Join(dir, "run"), "--json")
-	}()
-	var workers []*exec.Cmd
-	for i, backend := range []string{"cuda-emulator", "cpu", "cuda-emulator", "cpu"} {
-		w := exec.Command(self, "worker", "--nats", url, "--run", "mixed1", "--backend", backend)
-		w.Env = append(os.Environ(), tokenEnv+"="+token)
-		if err := w.Start(); err != nil {
-			t.Fatalf("worker %d: %v", i, err)
-		}
-		workers = append(workers, w)
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(90 * time.Second):
-		t.Fatal("the run did not finish")
-	}
-	if code != 0 {
-		t.Fatalf("run: exit %d: %s", code, errs)
-	}
-	for _, w := range workers {
-		if err := w.Wait(); err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}
+	emu, cpu := []string{"--backend", "cuda-emulator"}, []string{"--backend", "cpu"}
+	out := externalRun(t, model, "mixed1", filepath.Join(dir, "run"), [][]string{emu, cpu, emu, cpu})
 	if strings.Count(out, "CPU emulator") != 2 || strings.Count(out, `"cpu"`) != 2 {
 		t.Errorf("the run's devices should be two emulated GPUs and two CPUs: %s", out)
 	}

@@ -179,6 +179,22 @@ func TestRunEqualsTrain(t *testing.T) {
 // TestRunWithExternalServerAndWorkers: a separate NATS server process, a
 // coordinator told --workers external, and worker processes that join it.
 func TestRunWithExternalServerAndWorkers(t *testing.T) {
+	model := smallModel(t, "dlrm")
+	dir := t.TempDir()
+	externalRun(t, model, "ext1", filepath.Join(dir, "run"), [][]string{nil, nil, nil, nil})
+	if c, _, e := gp(t, "", "train", model, "--micro-batch", "8", "--steps", "3", "--optimizer", "sgd", "--lr", "0.05", "--dump", filepath.Join(dir, "train")); c != 0 {
+		t.Fatal(e)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "run", "final.safetensors")), readParams(t, filepath.Join(dir, "train", "final.safetensors")), 1e-5)
+}
+
+// externalRun starts a NATS server process (this test binary re-executed
+// as one), runs model on len(workers) cpu devices for 3 SGD steps with
+// --workers external, dumping into dump, and starts one worker process per
+// entry of workers with those extra arguments. It returns run's stdout
+// (--json).
+func externalRun(t *testing.T, model, runID, dump string, workers [][]string) string {
+	t.Helper()
 	self, _ := os.Executable()
 	natsProc := exec.Command(self)
 	natsProc.Env = append(os.Environ(), "GRAPHPIPE_TEST_NATS=1", "GRAPHPIPE_TEST_MAIN=0")
@@ -194,26 +210,24 @@ func TestRunWithExternalServerAndWorkers(t *testing.T) {
 	}
 	var url, token string
 	fmt.Sscan(line, &url, &token)
-	model := smallModel(t, "dlrm")
-	dir := t.TempDir()
 	var wg sync.WaitGroup
 	var code int
-	var errs string
+	var out, errs string
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		code, _, errs = gp(t, "", "run", model, "--devices", "4", "--device", "cpu", "--micro-batch", "8", "--steps", "3",
-			"--optimizer", "sgd", "--lr", "0.05", "--nats", url, "--nats-token", token, "--workers", "external", "--run", "ext1",
-			"--dump", filepath.Join(dir, "run"))
+		code, out, errs = gp(t, "", "run", model, "--devices", fmt.Sprint(len(workers)), "--device", "cpu", "--micro-batch", "8", "--steps", "3",
+			"--optimizer", "sgd", "--lr", "0.05", "--nats", url, "--nats-token", token, "--workers", "external", "--run", runID,
+			"--dump", dump, "--json")
 	}()
-	var workers []*exec.Cmd
-	for i := 0; i < 4; i++ {
-		w := exec.Command(self, "worker", "--nats", url, "--run", "ext1")
+	var procs []*exec.Cmd
+	for _, extra := range workers {
+		w := exec.Command(self, append([]string{"worker", "--nats", url, "--run", runID}, extra...)...)
 		w.Env = append(os.Environ(), tokenEnv+"="+token)
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}
-		workers = append(workers, w)
+		procs = append(procs, w)
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -225,15 +239,12 @@ func TestRunWithExternalServerAndWorkers(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, errs)
 	}
-	for _, w := range workers {
+	for _, w := range procs {
 		if err := w.Wait(); err != nil {
 			t.Errorf("worker: %v", err)
 		}
 	}
-	if c, _, e := gp(t, "", "train", model, "--micro-batch", "8", "--steps", "3", "--optimizer", "sgd", "--lr", "0.05", "--dump", filepath.Join(dir, "train")); c != 0 {
-		t.Fatal(e)
-	}
-	sameParams(t, readParams(t, filepath.Join(dir, "run", "final.safetensors")), readParams(t, filepath.Join(dir, "train", "final.safetensors")), 1e-5)
+	return out
 }
 
 func TestRunRefusals(t *testing.T) {
