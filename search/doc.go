@@ -84,7 +84,11 @@
 //     fp32 peak on every GPU. HalfWork (the FLOPs at which a call reaches
 //     half of MaxEff) is 2e8 on v100, 3e8 on a100, 1e9 on h100: assumed in
 //     proportion to peak, about a 460³ GEMM on a v100. Launch: 10, 8, 6 µs.
-//     These await measurement (`graphpipe profile`, the CUDA issue).
+//     `graphpipe profile --device cuda` measures them on a GPU: it fits
+//     t(w) = a + b·w to a GEMM sweep (FitCompute; the model's time is linear
+//     in w) and writes a profile with MaxEff 1, PeakFLOPs 1/b and HalfWork
+//     (a − Launch)/b, plus the measured launch cost and copy bandwidth; no
+//     GPU has been measured yet, so the built-in GPU profiles stay assumed.
 //   - Peaks and bandwidths are datasheet values from ../shared/background.md:
 //     v100 15.7 TFLOP/s fp32, 900 GB/s, 16 GB; a100 19.5 TFLOP/s, 2.0 TB/s,
 //     80 GB; h100 67 TFLOP/s, 3.0 TB/s (measured in a copy), 80 GB.
