@@ -207,18 +207,20 @@ func (d *dp) suffix(n *snode, i, k, δ int) int {
 	// try prices units i..p on k1 devices; stop reports that longer intervals
 	// cannot meet T either.
 	try := func(p, k1 int) (stop bool) {
+		kid := p == i && n.kids[i].kind != partition.Leaf
+		if !kid && !d.fitsTime(n.blk[i][p-i], k1) {
+			return true // checked before the rest is solved: most intervals stop here
+		}
 		after := d.rest(n, p, k-k1, δ)
 		if after >= inf {
 			return false
 		}
 		r := inf
 		switch {
-		case p == i && n.kids[i].kind != partition.Leaf:
+		case kid:
 			r = d.solve(n.kids[i], k1, after)
 		case d.fits(n.blk[i][p-i], k1, after+1):
 			r = after + 1
-		case !d.fitsTime(n.blk[i][p-i], k1):
-			return true
 		}
 		if r < best {
 			best, ch = r, choice{p: int16(p), k1: int16(k1)}
@@ -511,17 +513,19 @@ func (d *dp) suffixHost(n *snode, i, k, δ int, t *tailSpec) int {
 	}
 	for k1 := 1; k1 < k && k1 <= d.kmax && best > δ+1; k1++ {
 		for p := i; p < last && best > δ+1; p++ {
+			kid := p == i && n.kids[i].kind != partition.Leaf
+			if !kid && !d.fitsTime(n.blk[i][p-i], k1) {
+				break // before the rest is solved, as in suffix
+			}
 			after := d.suffixHost(n, p+1, k-k1, δ, t)
 			if after >= inf {
 				continue
 			}
 			r := inf
-			if p == i && n.kids[i].kind != partition.Leaf {
+			if kid {
 				r = d.solve(n.kids[i], k1, after)
 			} else if d.fits(n.blk[i][p-i], k1, after+1) {
 				r = after + 1
-			} else if !d.fitsTime(n.blk[i][p-i], k1) {
-				break
 			}
 			if r < best {
 				best, ch = r, choice{p: int16(p), k1: int16(k1)}
