@@ -99,10 +99,18 @@
 //     simulator; inside the DP, where placement is unknown, a link is priced
 //     as between nodes whenever the run spans nodes, and a graph stage's link
 //     by its largest single crossing tensor.
-//   - The cpu profile is this machine (2 cores, AVX2): 16 GFLOP/s, gonum's
-//     pure-Go sgemm measured at 12–18 GFLOP/s; 10.7 GB/s memcpy; 0.8 GB/s
-//     between workers, NATS publish→subscribe through an embedded server
-//     measured at 0.5–1.1 GB/s (../shared/background.md).
+//   - The cpu profile is this machine (2 cores) as first measured with
+//     gonum's pure-Go sgemm: 16 GFLOP/s (12–18 measured), 10.7 GB/s memcpy;
+//     0.8 GB/s between workers, NATS publish→subscribe through an embedded
+//     server measured at 0.5–1.1 GB/s (../shared/background.md). Package
+//     tensor's own sgemm is faster: `graphpipe profile --device cpu`
+//     measured 0.232–0.246 TFLOP/s for large GEMMs, half of that at
+//     5.3e5–6.3e5 FLOPs, 0.81–0.83 µs per call and 28.1–28.6 GB/s copies in
+//     three runs. The built-in profile keeps the first figures because the
+//     runtime's tests choose their plans with it (multi-stage pipelines on
+//     small models); for predictions of real CPU runs, use a measured
+//     profile: graphpipe profile --device cpu -o cpu.json, then --device
+//     cpu.json.
 //   - Memory per device: weights, gradients and optimizer state, 4 + 4 + 8
 //     bytes per parameter (Adam's two moments; Options.OptimizerBytes),
 //     replicated on every data-parallel device; plus the stash of every
