@@ -16,6 +16,7 @@ test:
 	$(GO) test ./...
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
+	$(GO) test ./search -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime 200000x
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 100000x
 
@@ -44,6 +45,7 @@ demo: build
 fuzz:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./search -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime $(FUZZTIME)
 

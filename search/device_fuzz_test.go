@@ -1,0 +1,36 @@
+package search
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/graphpipe/graphpipe/models"
+)
+
+// FuzzParseDevice: a profile file either is refused with an error or
+// round-trips through JSON unchanged and plans a small model without a
+// panic (a plan, or an error saying which limit failed).
+func FuzzParseDevice(f *testing.F) {
+	for _, name := range ProfileNames() {
+		data, _ := json.Marshal(Profiles[name])
+		f.Add(data)
+	}
+	f.Add([]byte(`{"name":"x","peak_flops":1e308,"max_eff":1,"half_work":1e-300,"mem_bw":1e-300,"memory":1,"intra_bw":1,"inter_bw":1}`))
+	e, _ := models.Lookup("mlp")
+	g, _ := e.Build(e.Small)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := ParseDevice(data)
+		if err != nil {
+			return
+		}
+		again, _ := json.Marshal(d)
+		d2, err := ParseDevice(again)
+		if err != nil || !reflect.DeepEqual(d, d2) {
+			t.Fatalf("round trip: %v, %+v vs %+v", err, d, d2)
+		}
+		if p, err := Search(g, Options{Device: d, Devices: 2, DevicesPerNode: 1}); err == nil && !(p.Predicted.IterationS >= 0) {
+			t.Fatalf("a plan with iteration time %v", p.Predicted.IterationS)
+		}
+	})
+}
