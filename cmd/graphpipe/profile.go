@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	goruntime "runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -110,9 +111,16 @@ func openMeter(device string, gpu int) (meter, error) {
 	case "cpu":
 		return cpuMeter{}, nil
 	case "cuda", "cuda-emulator":
+		// every call below comes from this goroutine: keep it on the
+		// thread where the device's context is current
+		goruntime.LockOSThread()
 		f := deviceFlags{backend: device, gpu: gpu}
 		d, err := f.open()
+		if err == nil {
+			err = d.Bind()
+		}
 		if err != nil {
+			goruntime.UnlockOSThread()
 			return nil, err
 		}
 		return &gpuMeter{d: d}, nil
@@ -352,4 +360,7 @@ func (g *gpuMeter) base() search.Device {
 	return search.Profiles["h100"]
 }
 
-func (g *gpuMeter) close() { g.d.Close() }
+func (g *gpuMeter) close() {
+	g.d.Close()
+	goruntime.UnlockOSThread()
+}

@@ -60,6 +60,9 @@ func Open(ordinal int) (*Device, error) {
 	if ordinal < 0 || ordinal >= n {
 		return nil, fmt.Errorf("cuda: GPU %d does not exist: the driver sees %d", ordinal, n)
 	}
+	// the context is current per OS thread: set up on one
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	g := &gpu{funcs: map[string]uintptr{}}
 	d := &Device{Ordinal: ordinal, b: g}
 	if err := d.initGPU(g); err != nil {
@@ -133,6 +136,8 @@ func (d *Device) Close() error {
 	if d.b == nil {
 		return nil
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	_ = d.Bind()
 	_ = d.b.sync()
 	var err error

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/graphpipe/graphpipe/tensor"
@@ -155,11 +156,16 @@ func f16round(v float32) float32 {
 func TestGemmsEmulated(t *testing.T) { checkGemms(t, emulator(t)) }
 
 func TestGemmsOnGPU(t *testing.T) {
+	runtime.LockOSThread() // the device's context is current on this thread only
+	defer runtime.UnlockOSThread()
 	d, err := Open(0)
 	if err != nil {
 		t.Skipf("no GPU to test on: %v", err)
 	}
 	defer d.Close()
+	if err := d.Bind(); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("GPU 0: %s (%s, %d SMs, %.1f GB)", d.Name, d.Arch, d.SMs, float64(d.Memory)/1e9)
 	checkGemms(t, d)
 }

@@ -1,6 +1,9 @@
 package cuda
 
-import "unsafe"
+import (
+	"runtime"
+	"unsafe"
+)
 
 // NVRTC (nvrtc.h). Status 0 is success.
 var (
@@ -43,9 +46,9 @@ func compile(src, name, arch string) ([]byte, error) {
 		return nil, err
 	}
 	defer nvrtcDestroyProgram(&prog)
-	opts := cStrings("--gpu-architecture="+arch, "--std=c++17", "--use_fast_math=false")
+	opts := cStrings("--gpu-architecture="+arch, "--std=c++17") // no fast math: the CPU kernels use IEEE expf, erff
 	st := nvrtcCompileProgram(prog, int32(len(opts.ptrs)), unsafe.Pointer(&opts.ptrs[0]))
-	opts.keep()
+	runtime.KeepAlive(opts)
 	if st != 0 {
 		err := checkRTC("nvrtcCompileProgram", st).(*Error)
 		var n uint64
@@ -68,8 +71,8 @@ func compile(src, name, arch string) ([]byte, error) {
 	return out, nil
 }
 
-// cstrs is an array of NUL-terminated strings for a char** argument; keep
-// holds the bytes alive until the call has returned.
+// cstrs is an array of NUL-terminated strings for a char** argument; the
+// caller keeps it alive (runtime.KeepAlive) until the call has returned.
 type cstrs struct {
 	bufs [][]byte
 	ptrs []*byte
@@ -84,5 +87,3 @@ func cStrings(ss ...string) *cstrs {
 	}
 	return c
 }
-
-func (c *cstrs) keep() { _ = c.bufs[len(c.bufs)-1][0] }
