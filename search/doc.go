@@ -129,6 +129,7 @@
 //     of whole nodes first, then stages smaller than a node best-fit into
 //     one node each, as the DP priced them); the simulator keeps the faster.
 //     Numbering in order had put DLRM's 4-device embedding stage on two
-//     nodes at 32 v100, its all-reduce of the seven embedding tables on InfiniBand instead of
-//     NVLink: 6.66e4 samples/s placed in order, 8.12e4 node-aligned.
+//     nodes at 32 v100, the all-reduce of its seven embedding tables on
+//     InfiniBand instead of NVLink: 6.66e4 samples/s placed in order, 8.12e4
+//     node-aligned.
 package search
