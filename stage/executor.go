@@ -21,7 +21,8 @@ type Executor struct {
 	mbs     map[int]*microBatch // the stash, per micro-batch in flight
 	// OpSeconds accumulates each op's time: [0] forward, [1] backward.
 	OpSeconds map[string]*[2]float64
-	devErr    error // the first device error of a backward pass (GPU kernels)
+	devErr    error       // the first device error of a backward pass (GPU kernels)
+	pcache    *paramCache // the parameters' device copies (UseDevice)
 }
 
 // microBatch is what one micro-batch keeps between its passes.
@@ -92,6 +93,11 @@ func (e *Executor) paramGrads(i int) []*Value[float32] {
 func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
+	}
+	if e.pcache != nil && len(e.mbs) == 0 { // an iteration starts: parameters may have changed
+		if err := e.pcache.invalidate(); err != nil {
+			return nil, err
+		}
 	}
 	m := &microBatch{vals: map[string]*Value[float32]{}, stash: map[int]any{}, grads: map[string]*Value[float32]{}}
 	for k, v := range feeds {

@@ -14,16 +14,63 @@ import (
 // and values: each call uploads what it reads, runs on the device and
 // downloads what it writes (a backward uploads the gradients it adds into
 // and downloads their sums, so "backward accumulates" holds unchanged).
-// Parameters, optimizer state and the stash stay in host memory. That
-// costs a PCIe round trip per op; keeping values resident on the device is
-// the next step and changes nothing above this file.
+// Optimizer state and the stash stay in host memory; parameters are
+// uploaded once per iteration (paramCache). That costs a PCIe round trip
+// per op for activations and gradients; keeping those resident on the
+// device is the next step and changes nothing above this file.
 
 // gpuScope runs one kernel call: every buffer it takes is freed by done,
 // and the first error sticks (later steps do nothing).
 type gpuScope struct {
-	d    *cuda.Device
-	bufs []cuda.Buffer
-	err  error
+	d      *cuda.Device
+	params *paramCache // nil: parameters are uploaded like any value
+	bufs   []cuda.Buffer
+	err    error
+}
+
+// paramCache keeps each parameter's device copy from its first use until
+// the executor next starts an iteration (a Forward with no micro-batch in
+// flight), the only time the optimizer, a checkpoint load or anything else
+// may change parameters.
+type paramCache struct {
+	d       *cuda.Device
+	bufs    map[*Value[float32]]cuda.Buffer
+	uploads int // parameter uploads so far
+}
+
+func newParamCache(d *cuda.Device) *paramCache {
+	return &paramCache{d: d, bufs: map[*Value[float32]]cuda.Buffer{}}
+}
+
+// invalidate forgets every copy, returning its memory to the pool.
+func (c *paramCache) invalidate() error {
+	defer c.d.Exclusive()()
+	var first error
+	for v, b := range c.bufs {
+		if err := c.d.Free(b); err != nil && first == nil {
+			first = err
+		}
+		delete(c.bufs, v)
+	}
+	return first
+}
+
+// param is a parameter's device copy.
+func (s *gpuScope) param(v *Value[float32]) cuda.Buffer {
+	if s.params == nil {
+		return s.up(v.Data)
+	}
+	if b, ok := s.params.bufs[v]; ok || s.err != nil {
+		return b
+	}
+	b, err := s.d.Upload(v.Data)
+	if err != nil {
+		s.fail(err)
+		return b
+	}
+	s.params.bufs[v] = b
+	s.params.uploads++
+	return b
 }
 
 func (s *gpuScope) keep(b cuda.Buffer, err error) cuda.Buffer {
@@ -116,10 +163,11 @@ func (s *gpuScope) done() error {
 // backward, which has no error result, is kept and reported by the
 // executor's next call (Executor.deviceErr).
 type gpuKernel struct {
-	d    *cuda.Device
-	errp *error
-	fwd  func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error)
-	bwd  func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32])
+	d     *cuda.Device
+	cache *paramCache
+	errp  *error
+	fwd   func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error)
+	bwd   func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32])
 }
 
 // CUDA contexts are current per OS thread and goroutines move between
@@ -128,7 +176,7 @@ func (k *gpuKernel) forward(x, p []*Value[float32]) (*Value[float32], any, error
 	defer k.d.Exclusive()()
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
-	s := &gpuScope{d: k.d}
+	s := &gpuScope{d: k.d, params: k.cache}
 	s.fail(k.d.Bind())
 	y, st, err := k.fwd(s, x, p)
 	if derr := s.done(); err == nil && derr != nil {
@@ -141,7 +189,7 @@ func (k *gpuKernel) backward(gy *Value[float32], x, p []*Value[float32], y *Valu
 	defer k.d.Exclusive()()
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
-	s := &gpuScope{d: k.d}
+	s := &gpuScope{d: k.d, params: k.cache}
 	s.fail(k.d.Bind())
 	k.bwd(s, gy, x, p, y, st, gx, gp)
 	if err := s.done(); err != nil && *k.errp == nil {
@@ -150,12 +198,13 @@ func (k *gpuKernel) backward(gy *Value[float32], x, p []*Value[float32], y *Valu
 }
 
 // newGPUKernel builds the GPU kernel of op i of g; errp collects device
-// errors from backward passes.
-func newGPUKernel(g *dag.Graph, i int, d *cuda.Device, errp *error) (kernel[float32], error) {
+// errors from backward passes; cache, when not nil, keeps parameters on
+// the device between calls.
+func newGPUKernel(g *dag.Graph, i int, d *cuda.Device, cache *paramCache, errp *error) (kernel[float32], error) {
 	op := g.Op(i)
 	a := op.Attrs
 	in := g.OpInputs(i)
-	k := &gpuKernel{d: d, errp: errp}
+	k := &gpuKernel{d: d, cache: cache, errp: errp}
 	switch op.Kind {
 	case dag.Linear:
 		k.fwd, k.bwd = gpuLinear(a.Bias)
@@ -203,10 +252,10 @@ func gpuLinear(bias bool) (fwdFn, bwdFn) {
 		in, out := p[0].Shape[1], p[0].Shape[0]
 		r := rows(x[0].Shape)
 		y := NewValue[float32](append(append([]int(nil), x[0].Shape[:len(x[0].Shape)-1]...), out)...)
-		xb, w, yb := s.up(x[0].Data), s.up(p[0].Data), s.zeros(len(y.Data))
+		xb, w, yb := s.up(x[0].Data), s.param(p[0]), s.zeros(len(y.Data))
 		s.gemm(cuda.GemmArgs{TransB: true, M: r, N: out, K: in, Alpha: 1, A: xb, B: w, C: yb}) // y[R,out] = x·Wᵀ
 		if bias {
-			s.launch("gp_bias", r*out, yb, s.up(p[1].Data), r, out)
+			s.launch("gp_bias", r*out, yb, s.param(p[1]), r, out)
 		}
 		s.down(y.Data, yb)
 		return y, nil, nil
@@ -217,7 +266,7 @@ func gpuLinear(bias bool) (fwdFn, bwdFn) {
 		g := s.up(gy.Data)
 		if gx[0] != nil {
 			b := s.up(gx[0].Data)
-			s.gemm(cuda.GemmArgs{M: r, N: in, K: out, Alpha: 1, Beta: 1, A: g, B: s.up(p[0].Data), C: b}) // gx += gy·W
+			s.gemm(cuda.GemmArgs{M: r, N: in, K: out, Alpha: 1, Beta: 1, A: g, B: s.param(p[0]), C: b}) // gx += gy·W
 			s.back(gx[0], b)
 		}
 		if gp == nil {
@@ -267,7 +316,7 @@ func gpuLayerNorm(eps float32) (fwdFn, bwdFn) {
 		y := NewValue[float32](x[0].Shape...)
 		st := &gpuLNStash{mean: make([]float32, r), rstd: make([]float32, r)}
 		yb, mb, rb := s.zeros(len(y.Data)), s.zeros(r), s.zeros(r)
-		s.launch("gp_layernorm", r, s.up(x[0].Data), s.up(p[0].Data), s.up(p[1].Data), yb, mb, rb, r, d, eps)
+		s.launch("gp_layernorm", r, s.up(x[0].Data), s.param(p[0]), s.param(p[1]), yb, mb, rb, r, d, eps)
 		s.down(y.Data, yb)
 		s.down(st.mean, mb)
 		s.down(st.rstd, rb)
@@ -280,7 +329,7 @@ func gpuLayerNorm(eps float32) (fwdFn, bwdFn) {
 		xb, g, mb, rb := s.up(x[0].Data), s.up(gy.Data), s.up(st.mean), s.up(st.rstd)
 		if gx[0] != nil {
 			b := s.up(gx[0].Data)
-			s.launch("gp_layernorm_bwd_x", r, xb, s.up(p[0].Data), mb, rb, g, b, r, d)
+			s.launch("gp_layernorm_bwd_x", r, xb, s.param(p[0]), mb, rb, g, b, r, d)
 			s.back(gx[0], b)
 		}
 		if gp != nil && (gp[0] != nil || gp[1] != nil) {
@@ -435,7 +484,7 @@ func gpuEmbedding(op string, num, dim int) (fwdFn, bwdFn) {
 		y := NewValue[float32](append(append([]int(nil), x[0].Shape...), dim)...)
 		n := len(x[0].Ints)
 		yb := s.zeros(len(y.Data))
-		s.launch("gp_embedding", n*dim, s.upInts(x[0].Ints), s.up(p[0].Data), yb, n, dim, num, s.d.BadFlag())
+		s.launch("gp_embedding", n*dim, s.upInts(x[0].Ints), s.param(p[0]), yb, n, dim, num, s.d.BadFlag())
 		s.down(y.Data, yb)
 		return y, nil, nil
 	}
@@ -463,7 +512,7 @@ func gpuEmbeddingBag(op string, num, dim int, isMean bool) (fwdFn, bwdFn) {
 		n, bag := x[0].Shape[0], x[0].Shape[1]
 		y := NewValue[float32](n, dim)
 		yb := s.zeros(len(y.Data))
-		s.launch("gp_embedding_bag", n*dim, s.upInts(x[0].Ints), s.up(p[0].Data), yb, n, bag, dim, num, m, s.d.BadFlag())
+		s.launch("gp_embedding_bag", n*dim, s.upInts(x[0].Ints), s.param(p[0]), yb, n, bag, dim, num, m, s.d.BadFlag())
 		s.down(y.Data, yb)
 		return y, nil, nil
 	}
@@ -623,8 +672,8 @@ func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
 		scale := float32(1 / math.Sqrt(float64(dh)))
 		st := &gpuAttnStash{qkv: make([]float32, n*sq*3*d), probs: make([]float32, n*heads*sq*sq), ctx: make([]float32, n*sq*d)}
 		qkv, pr, ctx := s.zeros(len(st.qkv)), s.zeros(len(st.probs)), s.zeros(len(st.ctx))
-		s.gemm(cuda.GemmArgs{TransB: true, M: n * sq, N: 3 * d, K: d, Alpha: 1, A: s.up(x[0].Data), B: s.up(p[0].Data), C: qkv}) // qkv = x·W_inᵀ
-		s.launch("gp_bias", n*sq*3*d, qkv, s.up(p[1].Data), n*sq, 3*d)
+		s.gemm(cuda.GemmArgs{TransB: true, M: n * sq, N: 3 * d, K: d, Alpha: 1, A: s.up(x[0].Data), B: s.param(p[0]), C: qkv}) // qkv = x·W_inᵀ
+		s.launch("gp_bias", n*sq*3*d, qkv, s.param(p[1]), n*sq, 3*d)
 		for b := 0; b < n; b++ {
 			base := b * sq * 3 * d
 			q, k, v := qkv.Offset(base), qkv.Offset(base+d), qkv.Offset(base+2*d)
@@ -637,8 +686,8 @@ func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
 		}
 		y := NewValue[float32](n, sq, d)
 		yb := s.zeros(len(y.Data))
-		s.gemm(cuda.GemmArgs{TransB: true, M: n * sq, N: d, K: d, Alpha: 1, A: ctx, B: s.up(p[2].Data), C: yb}) // y = ctx·W_outᵀ
-		s.launch("gp_bias", n*sq*d, yb, s.up(p[3].Data), n*sq, d)
+		s.gemm(cuda.GemmArgs{TransB: true, M: n * sq, N: d, K: d, Alpha: 1, A: ctx, B: s.param(p[2]), C: yb}) // y = ctx·W_outᵀ
+		s.launch("gp_bias", n*sq*d, yb, s.param(p[3]), n*sq, d)
 		s.down(y.Data, yb)
 		s.down(st.qkv, qkv)
 		s.down(st.probs, pr)
@@ -667,7 +716,7 @@ func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
 			return
 		}
 		gctx := s.zeros(n * sq * d)
-		s.gemm(cuda.GemmArgs{M: n * sq, N: d, K: d, Alpha: 1, A: g, B: s.up(p[2].Data), C: gctx}) // gctx = gy·W_out
+		s.gemm(cuda.GemmArgs{M: n * sq, N: d, K: d, Alpha: 1, A: g, B: s.param(p[2]), C: gctx}) // gctx = gy·W_out
 		qkv, pr := s.up(st.qkv), s.up(st.probs)
 		gqkv, gP, gS := s.zeros(n*sq*3*d), s.zeros(n*heads*sq*sq), s.zeros(n*heads*sq*sq)
 		for b := 0; b < n; b++ {
@@ -688,7 +737,7 @@ func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
 		}
 		if gx[0] != nil {
 			b := s.up(gx[0].Data)
-			s.gemm(cuda.GemmArgs{M: n * sq, N: d, K: 3 * d, Alpha: 1, Beta: 1, A: gqkv, B: s.up(p[0].Data), C: b}) // gx += gqkv·W_in
+			s.gemm(cuda.GemmArgs{M: n * sq, N: d, K: 3 * d, Alpha: 1, Beta: 1, A: gqkv, B: s.param(p[0]), C: b}) // gx += gqkv·W_in
 			s.back(gx[0], b)
 		}
 		if gp != nil && gp[0] != nil {
@@ -712,8 +761,9 @@ func (e *Executor) UseDevice(d *cuda.Device) error {
 	if len(e.mbs) > 0 {
 		return fmt.Errorf("stage: UseDevice with %d micro-batches in flight", len(e.mbs))
 	}
+	e.pcache = newParamCache(d)
 	for _, i := range e.ops {
-		k, err := newGPUKernel(e.g, i, d, &e.devErr)
+		k, err := newGPUKernel(e.g, i, d, e.pcache, &e.devErr)
 		if err != nil {
 			return err
 		}

@@ -76,7 +76,7 @@ func checkOpsOn(t *testing.T, d *cuda.Device) {
 				t.Fatal(err)
 			}
 			var devErr error
-			gpu, err := newGPUKernel(g, i, d, &devErr)
+			gpu, err := newGPUKernel(g, i, d, nil, &devErr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestGPUIndexOutOfRange(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			g, i := oneOp(t, c)
 			var devErr error
-			gk, _ := newGPUKernel(g, i, d, &devErr)
+			gk, _ := newGPUKernel(g, i, d, nil, &devErr)
 			ck, _ := newKernel[float32](g, i)
 			x64, p64 := randomValues(g, i, 2, rand.New(rand.NewSource(3)))
 			x, p := narrow(x64), narrow(p64)
@@ -180,5 +180,45 @@ func TestGPUIndexOutOfRange(t *testing.T) {
 				t.Fatalf("index 99: device error %v, CPU error %v", gerr, cerr)
 			}
 		})
+	}
+}
+
+// TestParamCacheKeepsParametersFresh: training on the device with 4
+// micro-batches a step uploads each parameter once per micro-batch that
+// starts an iteration, not once per op call, and still follows the
+// optimizer's updates step by step (= the CPU trainer within 1e-4).
+func TestParamCacheKeepsParametersFresh(t *testing.T) {
+	d := emulatedDevice(t)
+	g := small(t, "mmt")
+	o := TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9, MicroBatch: int(g.BatchSize()) / 4}
+	cpu, err := NewTrainer(g, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, _ := NewTrainer(g, o)
+	if err := dev.Ex.UseDevice(d); err != nil {
+		t.Fatal(err)
+	}
+	const steps = 3
+	for s := 0; s < steps; s++ {
+		lc, _, err := cpu.Step(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ld, _, err := dev.Step(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(lc-ld) > 1e-4*math.Abs(lc) {
+			t.Fatalf("step %d: loss %v on the device, %v on the CPU", s, ld, lc)
+		}
+	}
+	for name, want := range cpu.Ex.Params {
+		close3(t, name, dev.Ex.Params[name].Data, want.Data)
+	}
+	// the trainer runs micro-batch by micro-batch, so each one starts an
+	// "iteration" for the cache: one upload per parameter per micro-batch
+	if got, want := dev.Ex.pcache.uploads, steps*4*len(dev.Ex.Params); got != want {
+		t.Errorf("%d parameter uploads, want %d (%d parameters, %d micro-batches)", got, want, len(dev.Ex.Params), steps*4)
 	}
 }
