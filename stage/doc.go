@@ -25,6 +25,7 @@
 //     nothing trains on wrong data.
 //  6. The GPU kernels (gpu.go) keep the CPU kernels' interface and results
 //     (within 1e-3 relative, checked on the CPU emulator of the CUDA kernels
-//     and on a GPU where there is one); parameters, optimizer state and the
-//     stash stay in host memory in this version.
+//     and on a GPU where there is one); optimizer state and the stash stay
+//     in host memory in this version, parameters are copied to the device
+//     once per iteration.
 package stage
