@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
@@ -63,7 +66,7 @@ func (f *deviceFlags) open() (*cuda.Device, error) {
 // workerArgs checks the run's device flags and returns each local worker's
 // extra arguments. With --backend cuda the driver must load here, so that a
 // machine without one fails at the start, naming the library.
-func (f *deviceFlags) workerArgs(workers string, emulate bool) (func(int) []string, error) {
+func (f *deviceFlags) workerArgs(workers string, emulate bool, plan *search.Plan, log io.Writer) (func(int) []string, error) {
 	if err := f.checkBackend(); err != nil {
 		return nil, err
 	}
@@ -93,6 +96,13 @@ func (f *deviceFlags) workerArgs(workers string, emulate bool) (func(int) []stri
 	entries, err := parseGPUs(f.gpus, n)
 	if err != nil {
 		return nil, err
+	}
+	need := 0 // one worker per device of the plan
+	for _, s := range plan.Stages {
+		need += len(s.Devices)
+	}
+	if need > len(entries) {
+		fmt.Fprintf(log, "graphpipe: %d workers on %d GPU entries: workers share GPUs in turn\n", need, len(entries))
 	}
 	return func(i int) []string {
 		e := entries[i%len(entries)]

@@ -151,7 +151,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if restarts < 0 || restarts > 0 && workers != "local" {
 				return usagef("--restarts: restarts need local workers and a count of at least 0")
 			}
-			wargs, err := df.workerArgs(workers, o.Emulate)
+			wargs, err := df.workerArgs(workers, o.Emulate, plan, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
