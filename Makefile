@@ -14,6 +14,8 @@ build:
 # Unit tests, then a few seconds of each fuzz target (the long runs are make fuzz).
 test:
 	$(GO) test ./...
+	# the CUDA path as shipped (CGO_ENABLED=0: purego without cgo), on the kernels' emulator
+	CGO_ENABLED=0 $(GO) test ./tensor/cuda ./stage ./cmd/graphpipe -run 'Emulat|Staging|ParamCache|Mixed|Driver'
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x
