@@ -21,8 +21,8 @@ type Executor struct {
 	mbs     map[int]*microBatch // the stash, per micro-batch in flight
 	// OpSeconds accumulates each op's time: [0] forward, [1] backward.
 	OpSeconds map[string]*[2]float64
-	devErr    error       // the first device error of a backward pass (GPU kernels)
-	pcache    *paramCache // the parameters' device copies (UseDevice)
+	devErr    error     // the first device error of a backward pass (GPU kernels)
+	dev       *devState // the device the ops run on (UseDevice), or nil
 }
 
 // microBatch is what one micro-batch keeps between its passes.
@@ -94,10 +94,13 @@ func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
 	}
-	if e.pcache != nil && len(e.mbs) == 0 { // an iteration starts: parameters may have changed
-		if err := e.pcache.invalidate(); err != nil {
-			return nil, err
+	if e.dev != nil {
+		if len(e.mbs) == 0 { // an iteration starts: parameters may have changed
+			if err := e.dev.startIteration(); err != nil {
+				return nil, err
+			}
 		}
+		e.dev.begin(mb)
 	}
 	m := &microBatch{vals: map[string]*Value[float32]{}, stash: map[int]any{}, grads: map[string]*Value[float32]{}}
 	for k, v := range feeds {
@@ -123,6 +126,11 @@ func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string
 		out[e.g.Op(i).Name] = y
 	}
 	e.mbs[mb] = m
+	if e.dev != nil { // what leaves the stage comes back to the host
+		if err := e.dev.fetch(out, func(name string) bool { return e.dev.external[name] }); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 
@@ -138,6 +146,9 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 	}
 	for k, v := range grads {
 		m.grads[k] = v
+	}
+	if e.dev != nil {
+		e.dev.use(mb)
 	}
 	for j := len(e.ops) - 1; j >= 0; j-- {
 		i := e.ops[j]
@@ -164,10 +175,26 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 			out[name] = v
 		}
 	}
+	if e.dev != nil { // the gradients of what was fed go back to the host
+		if err := e.dev.fetch(out, func(string) bool { return true }); err != nil {
+			return nil, err
+		}
+	}
 	if weights {
-		delete(e.mbs, mb)
+		if err := e.release(mb); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
+}
+
+// release forgets micro-batch mb's stash (and its device memory).
+func (e *Executor) release(mb int) error {
+	delete(e.mbs, mb)
+	if e.dev != nil {
+		return e.dev.release(mb, len(e.mbs))
+	}
+	return nil
 }
 
 func (e *Executor) isFed(name string) bool {
@@ -195,7 +222,7 @@ func (e *Executor) inputsAndGrads(m *microBatch, i int) (x, gx []*Value[float32]
 		}
 		g, ok := m.grads[t.Name]
 		if !ok {
-			g = NewValue[float32](v.Shape...)
+			g = e.newGrad(v.Shape)
 			m.grads[t.Name] = g
 		}
 		gx = append(gx, g)
@@ -218,6 +245,9 @@ func (e *Executor) Weights(mb int) error {
 		if !ok {
 			continue
 		}
+		if e.dev != nil {
+			e.dev.use(mb)
+		}
 		x, _ := e.inputsAndGrads(m, i)
 		gx := make([]*Value[float32], len(x)) // inputs' gradients are done
 		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, e.paramGrads(i))
@@ -225,8 +255,16 @@ func (e *Executor) Weights(mb int) error {
 	if e.devErr != nil {
 		return e.devErr
 	}
-	delete(e.mbs, mb)
-	return nil
+	return e.release(mb)
+}
+
+// newGrad is a gradient buffer: on the host, or shape only when it will
+// live on the device.
+func (e *Executor) newGrad(shape []int) *Value[float32] {
+	if e.dev != nil {
+		return &Value[float32]{Shape: append([]int(nil), shape...)}
+	}
+	return NewValue[float32](shape...)
 }
 
 // InFlight is the number of micro-batches stashed.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 func small(t *testing.T, name string) *dag.Graph {
@@ -25,9 +26,20 @@ func small(t *testing.T, name string) *dag.Graph {
 // the weight gradients taken at once (split false) or deferred (split true),
 // and returns the accumulated gradients.
 func gradsOf(t *testing.T, g *dag.Graph, mbs int, split bool) map[string][]float32 {
+	return gradsOn(t, g, mbs, split, nil)
+}
+
+// gradsOn is gradsOf with the executor on device d (nil: the CPU).
+func gradsOn(t *testing.T, g *dag.Graph, mbs int, split bool, d *cuda.Device) map[string][]float32 {
 	tr, err := NewTrainer(g, TrainOptions{Optimizer: "sgd", LR: 0.1})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d != nil {
+		if err := tr.Ex.UseDevice(d); err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Ex.Close()
 	}
 	batch, err := tr.Data.Batch(0, int(g.BatchSize()))
 	if err != nil {
@@ -41,8 +53,16 @@ func gradsOf(t *testing.T, g *dag.Graph, mbs int, split bool) map[string][]float
 		for k, v := range batch {
 			feeds[k] = SliceRows(v, j*b, (j+1)*b)
 		}
-		if _, err := tr.Ex.Forward(j, feeds); err != nil {
+		out, err := tr.Ex.Forward(j, feeds)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if d != nil { // only the loss leaves a whole-model stage: the rest stays on the device
+			for name, v := range out {
+				if (name == loss) != (v.Data != nil) {
+					t.Fatalf("output %s: host data %v, want it only for the loss", name, v.Data != nil)
+				}
+			}
 		}
 	}
 	for j := mbs - 1; j >= 0; j-- { // backward in another order than forward

@@ -218,7 +218,33 @@ func TestParamCacheKeepsParametersFresh(t *testing.T) {
 	}
 	// the trainer runs micro-batch by micro-batch, so each one starts an
 	// "iteration" for the cache: one upload per parameter per micro-batch
-	if got, want := dev.Ex.pcache.uploads, steps*4*len(dev.Ex.Params); got != want {
+	if got, want := dev.Ex.dev.uploads, steps*4*len(dev.Ex.Params); got != want {
 		t.Errorf("%d parameter uploads, want %d (%d parameters, %d micro-batches)", got, want, len(dev.Ex.Params), steps*4)
+	}
+}
+
+// TestDeviceAccumulation: with values kept on the device, 4 micro-batches
+// with the weight gradients taken at once or deferred (W after every B, in
+// another order) give the CPU's full-batch gradients; the outputs that stay
+// inside the stage never come back to the host (checked in gradsOn).
+func TestDeviceAccumulation(t *testing.T) {
+	d := emulatedDevice(t)
+	for _, name := range []string{"mmt", "dlrm", "candle-uno", "case-study"} {
+		t.Run(name, func(t *testing.T) {
+			g := small(t, name)
+			full := gradsOf(t, g, 1, false)
+			for _, v := range []struct {
+				mbs   int
+				split bool
+			}{{4, false}, {4, true}, {1, true}} {
+				got := gradsOn(t, g, v.mbs, v.split, d)
+				for k, want := range full {
+					close3(t, fmt.Sprintf("%+v: %s", v, k), got[k], want)
+				}
+			}
+			if used := d.MemStats(); used.InUse > 512 { // the bad-index flag
+				t.Errorf("%d bytes of device memory in use after the executors closed", used.InUse)
+			}
+		})
 	}
 }

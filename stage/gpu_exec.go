@@ -1,0 +1,165 @@
+package stage
+
+import (
+	"fmt"
+
+	"github.com/graphpipe/graphpipe/tensor"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
+
+// devState is an Executor's device (UseDevice). Values stay on the device
+// while a micro-batch is in flight; the host sees only what crosses the
+// stage's boundary:
+//
+//   - Forward uploads the values it is fed (once per micro-batch) and
+//     downloads the outputs read outside the stage and the loss; the other
+//     outputs come back with their shape only.
+//   - Backward uploads the gradients it is given and downloads the gradients
+//     of the values it was fed.
+//   - Parameters are uploaded at their first use after an iteration starts
+//     (a Forward with nothing in flight: the only time the optimizer or a
+//     checkpoint load may change them).
+//   - Parameter gradients accumulate on the device and are added into the
+//     host gradients (Executor.Grads) whenever the stage has nothing in
+//     flight, so the host gradients are whole whenever the optimizer, an
+//     all-reduce or a checkpoint reads them.
+//   - A micro-batch's device memory (activations, gradients, stash) goes
+//     back to the pool when the micro-batch is done.
+type devState struct {
+	d        *cuda.Device
+	params   map[*Value[float32]]cuda.Buffer
+	uploads  int // parameter uploads so far
+	pgrads   map[*Value[float32]]cuda.Buffer
+	isGrad   map[*Value[float32]]struct{} // the executor's parameter gradients
+	cur      *residency
+	mbs      map[int]*residency
+	external map[string]bool // op outputs read outside the stage, and the loss
+}
+
+// residency is one micro-batch's device copies.
+type residency struct {
+	vals  map[*Value[float32]]cuda.Buffer
+	owned []cuda.Buffer // freed with the micro-batch
+}
+
+func (r *residency) hold(v *Value[float32], b cuda.Buffer) {
+	r.vals[v] = b
+	r.owned = append(r.owned, b)
+}
+
+// UseDevice moves every op of the stage onto d (see devState for what stays
+// where). Call it before the first Forward.
+func (e *Executor) UseDevice(d *cuda.Device) error {
+	if len(e.mbs) > 0 {
+		return fmt.Errorf("stage: UseDevice with %d micro-batches in flight", len(e.mbs))
+	}
+	dev := &devState{d: d, params: map[*Value[float32]]cuda.Buffer{}, pgrads: map[*Value[float32]]cuda.Buffer{},
+		isGrad: map[*Value[float32]]struct{}{}, mbs: map[int]*residency{}, external: map[string]bool{}}
+	for _, g := range e.Grads {
+		dev.isGrad[g] = struct{}{}
+	}
+	in := map[int]bool{}
+	for _, i := range e.ops {
+		in[i] = true
+	}
+	for _, i := range e.ops {
+		if i == e.g.Loss() {
+			dev.external[e.g.Op(i).Name] = true
+		}
+		for _, c := range e.g.Consumers(i) {
+			if !in[c] {
+				dev.external[e.g.Op(i).Name] = true
+			}
+		}
+	}
+	kernels := map[int]kernel[float32]{}
+	for _, i := range e.ops {
+		k, err := newGPUKernel(e.g, i, d, dev, &e.devErr)
+		if err != nil {
+			return err
+		}
+		kernels[i] = k
+	}
+	e.kernels, e.dev = kernels, dev
+	return nil
+}
+
+// begin starts micro-batch mb's residency; use resumes it.
+func (dev *devState) begin(mb int) {
+	dev.cur = &residency{vals: map[*Value[float32]]cuda.Buffer{}}
+	dev.mbs[mb] = dev.cur
+}
+
+func (dev *devState) use(mb int) { dev.cur = dev.mbs[mb] }
+
+// startIteration forgets the parameters' copies: they may have changed.
+func (dev *devState) startIteration() error {
+	return onDevice(dev.d, nil, func(s *gpuScope) {
+		for v, b := range dev.params {
+			s.fail(dev.d.Free(b))
+			delete(dev.params, v)
+		}
+	})
+}
+
+// fetch gives each value without host data its device copy's contents
+// (zeros when it has none: a gradient nothing added into).
+func (dev *devState) fetch(vals map[string]*Value[float32], want func(string) bool) error {
+	return onDevice(dev.d, nil, func(s *gpuScope) {
+		for name, v := range vals {
+			if v.Data != nil || v.Ints != nil || !want(name) {
+				continue
+			}
+			v.Data = make([]float32, tensor.Size(v.Shape))
+			if b, ok := dev.cur.vals[v]; ok {
+				s.down(v.Data, b)
+			}
+		}
+	})
+}
+
+// release frees micro-batch mb's device memory; with nothing left in
+// flight, it adds the parameter gradients into the host's.
+func (dev *devState) release(mb int, inFlight int) error {
+	r := dev.mbs[mb]
+	delete(dev.mbs, mb)
+	if dev.cur == r {
+		dev.cur = nil
+	}
+	return onDevice(dev.d, nil, func(s *gpuScope) {
+		if r != nil {
+			for _, b := range r.owned {
+				s.fail(dev.d.Free(b))
+			}
+		}
+		if inFlight > 0 {
+			return
+		}
+		for v, b := range dev.pgrads {
+			g := make([]float32, len(v.Data))
+			s.down(g, b)
+			addInto(v.Data, g)
+			s.fail(dev.d.Free(b))
+			delete(dev.pgrads, v)
+		}
+	})
+}
+
+// Close gives back the device memory the executor holds (its parameters'
+// copies and any micro-batch still in flight); the executor must not run
+// again. It does nothing for an executor on the CPU.
+func (e *Executor) Close() error {
+	if e.dev == nil {
+		return nil
+	}
+	var first error
+	for mb := range e.mbs {
+		if err := e.release(mb); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := e.dev.startIteration(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}

@@ -1,0 +1,307 @@
+package stage
+
+import (
+	"fmt"
+	goruntime "runtime"
+
+	"github.com/graphpipe/graphpipe/tensor"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
+
+// gpuScope runs one GPU kernel call. Its temporaries are freed by done; the
+// first error sticks (later steps do nothing). With a device state (an
+// Executor after UseDevice) values stay on the device: inputs are read from
+// their device copies, outputs and gradients are kept there, and only what
+// crosses the stage's boundary is copied (gpu_exec.go). Without one (dev
+// nil: the op tests) every call uploads what it reads and downloads what it
+// writes, so the host values are always current.
+type gpuScope struct {
+	d    *cuda.Device
+	dev  *devState
+	bufs []cuda.Buffer
+	err  error
+}
+
+func (s *gpuScope) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *gpuScope) keep(b cuda.Buffer, err error) cuda.Buffer {
+	if err != nil {
+		s.fail(err)
+		return b
+	}
+	s.bufs = append(s.bufs, b)
+	return b
+}
+
+// own takes b out of the scope's temporaries: whoever registered it frees it.
+func (s *gpuScope) own(b cuda.Buffer) {
+	for i, t := range s.bufs {
+		if t == b {
+			s.bufs = append(s.bufs[:i], s.bufs[i+1:]...)
+			return
+		}
+	}
+}
+
+func (s *gpuScope) up(v []float32) cuda.Buffer {
+	if s.err != nil {
+		return cuda.Buffer{}
+	}
+	return s.keep(s.d.Upload(v))
+}
+
+func (s *gpuScope) upInts(v []int32) cuda.Buffer {
+	if s.err != nil {
+		return cuda.Buffer{}
+	}
+	return s.keep(s.d.UploadInts(v))
+}
+
+func (s *gpuScope) zeros(n int) cuda.Buffer {
+	if s.err != nil {
+		return cuda.Buffer{}
+	}
+	return s.keep(s.d.Zeros(n))
+}
+
+func (s *gpuScope) down(dst []float32, b cuda.Buffer) {
+	if s.err == nil {
+		s.fail(s.d.Download(dst, b))
+	}
+}
+
+// resident is the micro-batch's table of device copies, or nil.
+func (s *gpuScope) resident() *residency {
+	if s.dev == nil {
+		return nil
+	}
+	return s.dev.cur
+}
+
+// newValue is an op's output: with host storage, or shape only when it
+// will live on the device.
+func (s *gpuScope) newValue(shape ...int) *Value[float32] {
+	if s.resident() != nil {
+		return &Value[float32]{Shape: append([]int(nil), shape...)}
+	}
+	return NewValue[float32](shape...)
+}
+
+// in is a value an op reads: its device copy, or an upload of its host
+// data (kept for the micro-batch when values stay on the device: values
+// are never changed once made).
+func (s *gpuScope) in(v *Value[float32]) cuda.Buffer {
+	r := s.resident()
+	if r != nil {
+		if b, ok := r.vals[v]; ok {
+			return b
+		}
+	}
+	if v.Data == nil && tensor.Size(v.Shape) > 0 {
+		s.fail(fmt.Errorf("a value of shape %v has neither host data nor a device copy", v.Shape))
+		return cuda.Buffer{}
+	}
+	b := s.up(v.Data)
+	if r != nil && s.err == nil {
+		s.own(b)
+		r.hold(v, b)
+	}
+	return b
+}
+
+// out makes b the value y: downloaded into y's host storage, or kept as
+// y's device copy.
+func (s *gpuScope) out(y *Value[float32], b cuda.Buffer) {
+	if r := s.resident(); r != nil {
+		if s.err == nil {
+			s.own(b)
+			r.hold(y, b)
+		}
+		return
+	}
+	s.down(y.Data, b)
+}
+
+// acc is a gradient to add into: its device accumulator (made on first
+// use: a parameter's starts at zero and is flushed into the host gradient
+// when the stage has nothing in flight; another starts from the value's
+// host data, if any), or, without a device state, an upload of it.
+func (s *gpuScope) acc(v *Value[float32]) cuda.Buffer {
+	r := s.resident()
+	if r == nil {
+		return s.up(v.Data)
+	}
+	if b, ok := r.vals[v]; ok {
+		return b
+	}
+	if b, ok := s.dev.pgrads[v]; ok {
+		return b
+	}
+	var b cuda.Buffer
+	_, param := s.dev.isGrad[v]
+	if v.Data != nil && !param {
+		b = s.up(v.Data)
+	} else {
+		b = s.zeros(tensor.Size(v.Shape))
+	}
+	if s.err != nil {
+		return b
+	}
+	s.own(b)
+	if param {
+		s.dev.pgrads[v] = b
+	} else {
+		r.hold(v, b)
+	}
+	return b
+}
+
+// grad is acc, or a zero temporary when the caller does not want the
+// gradient (v nil).
+func (s *gpuScope) grad(v *Value[float32], n int) cuda.Buffer {
+	if v == nil {
+		return s.zeros(n)
+	}
+	return s.acc(v)
+}
+
+// back brings an accumulated gradient back into v's host storage, when v is
+// wanted and values do not stay on the device.
+func (s *gpuScope) back(v *Value[float32], b cuda.Buffer) {
+	if v != nil && s.resident() == nil {
+		s.down(v.Data, b)
+	}
+}
+
+// scalar is element 0 of v (a loss's seed gradient).
+func (s *gpuScope) scalar(v *Value[float32]) float32 {
+	if len(v.Data) > 0 {
+		return v.Data[0]
+	}
+	var x [1]float32
+	s.down(x[:], s.in(v))
+	return x[0]
+}
+
+// stashBuf is a device buffer a backward pass needs again: downloaded to
+// the host, or kept on the device for the micro-batch.
+type stashBuf struct {
+	host []float32
+	dev  cuda.Buffer
+	kept bool
+}
+
+func (s *gpuScope) stash(b cuda.Buffer, n int) stashBuf {
+	if r := s.resident(); r != nil {
+		if s.err == nil {
+			s.own(b)
+			r.owned = append(r.owned, b)
+		}
+		return stashBuf{dev: b, kept: true}
+	}
+	h := make([]float32, n)
+	s.down(h, b)
+	return stashBuf{host: h}
+}
+
+func (s *gpuScope) unstash(sb stashBuf) cuda.Buffer {
+	if sb.kept {
+		return sb.dev
+	}
+	return s.up(sb.host)
+}
+
+// param is a parameter's device copy, kept from its first use until the
+// next iteration starts (without a device state, an upload).
+func (s *gpuScope) param(v *Value[float32]) cuda.Buffer {
+	if s.dev == nil {
+		return s.up(v.Data)
+	}
+	if b, ok := s.dev.params[v]; ok || s.err != nil {
+		return b
+	}
+	b, err := s.d.Upload(v.Data)
+	if err != nil {
+		s.fail(err)
+		return b
+	}
+	s.dev.params[v] = b
+	s.dev.uploads++
+	return b
+}
+
+func (s *gpuScope) launch(name string, n int, args ...any) {
+	if s.err == nil {
+		s.fail(s.d.Launch(name, n, args...))
+	}
+}
+
+func (s *gpuScope) gemm(g cuda.GemmArgs) {
+	if s.err == nil {
+		s.fail(s.d.Sgemm(g))
+	}
+}
+
+func (s *gpuScope) batched(g cuda.GemmArgs, sa, sb, sc, count int) {
+	if s.err == nil {
+		s.fail(s.d.SgemmBatched(g, sa, sb, sc, count))
+	}
+}
+
+func (s *gpuScope) done() error {
+	for _, b := range s.bufs {
+		if err := s.d.Free(b); err != nil {
+			s.fail(err)
+		}
+	}
+	s.bufs = nil
+	return s.err
+}
+
+// onDevice runs f in a scope with the device taken, the goroutine on one
+// OS thread and the device's context current there (CUDA contexts are
+// current per thread and goroutines move between threads).
+func onDevice(d *cuda.Device, dev *devState, f func(s *gpuScope)) error {
+	defer d.Exclusive()()
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	s := &gpuScope{d: d, dev: dev}
+	s.fail(d.Bind())
+	if s.err == nil {
+		f(s)
+	}
+	return s.done()
+}
+
+// gpuKernel wraps an op's GPU implementation; a device failure in a
+// backward, which has no error result, is kept and reported by the
+// executor's next call (Executor.devErr).
+type gpuKernel struct {
+	d    *cuda.Device
+	dev  *devState
+	errp *error
+	fwd  func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error)
+	bwd  func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32])
+}
+
+func (k *gpuKernel) forward(x, p []*Value[float32]) (*Value[float32], any, error) {
+	var y *Value[float32]
+	var st any
+	var err error
+	derr := onDevice(k.d, k.dev, func(s *gpuScope) { y, st, err = k.fwd(s, x, p) })
+	if err == nil && derr != nil {
+		err = fmt.Errorf("gpu: %w", derr)
+	}
+	return y, st, err
+}
+
+func (k *gpuKernel) backward(gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32]) {
+	err := onDevice(k.d, k.dev, func(s *gpuScope) { k.bwd(s, gy, x, p, y, st, gx, gp) })
+	if err != nil && *k.errp == nil {
+		*k.errp = fmt.Errorf("gpu: %w", err)
+	}
+}
