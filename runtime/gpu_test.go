@@ -52,6 +52,9 @@ func TestWorkersShareAnEmulatedDevice(t *testing.T) {
 					keep += (n + 2<<20 - 1) / (2 << 20) * (2 << 20)
 				}
 			}
+			if st := dev.StagingStats(); st.InUse != 0 || st.Reuses == 0 {
+				t.Errorf("staging: %d bytes still in use, %d buffers reused; want 0 and some", st.InUse, st.Reuses)
+			}
 			if used := dev.MemStats(); used.InUse != keep {
 				t.Errorf("%d bytes of device memory in use after the run, want %d (parameters and the flag)", used.InUse, keep)
 			}

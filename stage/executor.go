@@ -127,7 +127,7 @@ func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string
 	}
 	e.mbs[mb] = m
 	if e.dev != nil { // what leaves the stage comes back to the host
-		if err := e.dev.fetch(out, func(name string) bool { return e.dev.external[name] }); err != nil {
+		if err := e.dev.fetch(out, func(name string) bool { return e.dev.external[name] }, true); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +176,7 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		}
 	}
 	if e.dev != nil { // the gradients of what was fed go back to the host
-		if err := e.dev.fetch(out, func(string) bool { return true }); err != nil {
+		if err := e.dev.fetch(out, func(string) bool { return true }, false); err != nil {
 			return nil, err
 		}
 	}

@@ -12,8 +12,10 @@ import (
 // stage's boundary:
 //
 //   - Forward uploads the values it is fed (once per micro-batch) and
-//     downloads the outputs read outside the stage and the loss; the other
-//     outputs come back with their shape only.
+//     downloads the outputs read outside the stage and the loss, into
+//     pinned staging buffers whose host data stays valid until the
+//     micro-batch is done; the other outputs come back with their shape
+//     only.
 //   - Backward uploads the gradients it is given and downloads the gradients
 //     of the values it was fed.
 //   - Parameters are uploaded at their first use after an iteration starts
@@ -38,8 +40,19 @@ type devState struct {
 
 // residency is one micro-batch's device copies.
 type residency struct {
-	vals  map[*Value[float32]]cuda.Buffer
-	owned []cuda.Buffer // freed with the micro-batch
+	vals   map[*Value[float32]]cuda.Buffer
+	owned  []cuda.Buffer // freed with the micro-batch
+	staged []stagedValue // outputs whose host data is pinned staging memory
+}
+
+// stagedValue is a Forward output downloaded into a pinned staging buffer,
+// which frames are encoded from without another copy. It is valid until
+// the micro-batch is done (its activations have been sent by then); at
+// release its Data is set to nil, so a late reader fails loudly instead of
+// reading a reused buffer.
+type stagedValue struct {
+	v  *Value[float32]
+	st cuda.Staging
 }
 
 func (r *residency) hold(v *Value[float32], b cuda.Buffer) {
@@ -102,17 +115,31 @@ func (dev *devState) startIteration() error {
 	})
 }
 
-// fetch gives each value without host data its device copy's contents
-// (zeros when it has none: a gradient nothing added into).
-func (dev *devState) fetch(vals map[string]*Value[float32], want func(string) bool) error {
+// fetch gives each wanted value without host data its device copy's
+// contents (zeros when it has none: a gradient nothing added into), in
+// pinned staging memory when staged (see stagedValue), else in Go memory.
+func (dev *devState) fetch(vals map[string]*Value[float32], want func(string) bool, staged bool) error {
 	return onDevice(dev.d, nil, func(s *gpuScope) {
 		for name, v := range vals {
-			if v.Data != nil || v.Ints != nil || !want(name) {
+			if v.Data != nil || v.Ints != nil || !want(name) || s.err != nil {
 				continue
 			}
-			v.Data = make([]float32, tensor.Size(v.Shape))
+			n := tensor.Size(v.Shape)
+			if staged {
+				st, err := dev.d.Stage(4 * n)
+				if err != nil {
+					s.fail(err)
+					continue
+				}
+				v.Data = st.Float32s()[:n]
+				dev.cur.staged = append(dev.cur.staged, stagedValue{v, st})
+			} else {
+				v.Data = make([]float32, n)
+			}
 			if b, ok := dev.cur.vals[v]; ok {
 				s.down(v.Data, b)
+			} else {
+				clear(v.Data)
 			}
 		}
 	})
@@ -130,6 +157,10 @@ func (dev *devState) release(mb int, inFlight int) error {
 		if r != nil {
 			for _, b := range r.owned {
 				s.fail(dev.d.Free(b))
+			}
+			for _, sv := range r.staged {
+				sv.v.Data = nil
+				s.fail(dev.d.Unstage(sv.st))
 			}
 		}
 		if inFlight > 0 {

@@ -175,8 +175,11 @@ func (d *Device) Zeros(n int) (Buffer, error) {
 // Free returns b to the pool.
 func (d *Device) Free(b Buffer) error { return d.mem.Put(b.Ptr) }
 
-// MemStats is the pool's accounting.
+// MemStats is the device memory pool's accounting.
 func (d *Device) MemStats() PoolStats { return d.mem.Stats }
+
+// StagingStats is the pinned staging pool's accounting.
+func (d *Device) StagingStats() PoolStats { return d.pinned.Stats }
 
 // Upload copies src into a new buffer and waits for the copy.
 func (d *Device) Upload(src []float32) (Buffer, error) {
@@ -257,6 +260,9 @@ type Staging struct {
 
 // Bytes is the buffer's memory.
 func (s Staging) Bytes() []byte { return unsafe.Slice((*byte)(s.ptr), s.n) }
+
+// Float32s is the buffer's memory as float32s (n/4 of them).
+func (s Staging) Float32s() []float32 { return unsafe.Slice((*float32)(s.ptr), s.n/4) }
 
 // Stage takes a pinned buffer of n bytes; Unstage gives it back.
 func (d *Device) Stage(n int) (Staging, error) {
