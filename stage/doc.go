@@ -25,7 +25,8 @@
 //     nothing trains on wrong data.
 //  6. The GPU kernels (gpu.go) keep the CPU kernels' interface and results
 //     (within 1e-3 relative, checked on the CPU emulator of the CUDA kernels
-//     and on a GPU where there is one); optimizer state and the stash stay
-//     in host memory in this version, parameters are copied to the device
-//     once per iteration.
+//     and on a GPU where there is one). On a device, values stay there while
+//     a micro-batch is in flight and only what crosses the stage's boundary
+//     is copied; the host's parameter gradients are whole whenever nothing
+//     is in flight (gpu_exec.go). Optimizer state stays on the host.
 package stage

@@ -89,7 +89,10 @@ func (e *Executor) paramGrads(i int) []*Value[float32] {
 // Forward runs the stage on micro-batch mb. feeds holds every tensor the
 // stage reads from outside (model inputs and other stages' outputs), batch-
 // major. It returns every op output of the stage; the stash is kept until
-// the micro-batch's backward passes are done.
+// the micro-batch's backward passes are done. On a device (UseDevice) only
+// the outputs read outside the stage and the loss carry host data, valid
+// until the micro-batch's backward passes are done; the others carry their
+// shape only.
 func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
