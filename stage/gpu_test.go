@@ -227,8 +227,11 @@ func TestParamCacheKeepsParametersFresh(t *testing.T) {
 // with the weight gradients taken at once or deferred (W after every B, in
 // another order) give the CPU's full-batch gradients; the outputs that stay
 // inside the stage never come back to the host (checked in gradsOn).
-func TestDeviceAccumulation(t *testing.T) {
-	d := emulatedDevice(t)
+func TestDeviceAccumulation(t *testing.T) { checkDeviceAccumulation(t, emulatedDevice(t)) }
+
+func TestDeviceAccumulationOnGPU(t *testing.T) { checkDeviceAccumulation(t, gpuDevice(t)) }
+
+func checkDeviceAccumulation(t *testing.T, d *cuda.Device) {
 	for _, name := range []string{"mmt", "dlrm", "candle-uno", "case-study"} {
 		t.Run(name, func(t *testing.T) {
 			g := small(t, name)
