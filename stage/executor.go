@@ -97,14 +97,31 @@ func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
 	}
-	if e.dev != nil {
-		if len(e.mbs) == 0 { // an iteration starts: parameters may have changed
-			if err := e.dev.startIteration(); err != nil {
-				return nil, err
-			}
-		}
-		e.dev.begin(mb)
+	if e.dev == nil {
+		return e.forward(mb, feeds)
 	}
+	if len(e.mbs) == 0 { // an iteration starts: parameters may have changed
+		if err := e.dev.startIteration(); err != nil {
+			return nil, err
+		}
+	}
+	e.dev.begin(mb)
+	out, err := e.forward(mb, feeds)
+	if err == nil { // what leaves the stage comes back to the host
+		err = e.dev.fetch(out, func(name string) bool { return e.dev.external[name] }, true)
+	}
+	if err != nil { // nothing of a failed micro-batch stays on the device
+		if _, ok := e.mbs[mb]; ok {
+			e.release(mb)
+		} else {
+			e.dev.release(mb, len(e.mbs))
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+func (e *Executor) forward(mb int, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
 	m := &microBatch{vals: map[string]*Value[float32]{}, stash: map[int]any{}, grads: map[string]*Value[float32]{}}
 	for k, v := range feeds {
 		m.vals[k] = v
@@ -129,11 +146,6 @@ func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string
 		out[e.g.Op(i).Name] = y
 	}
 	e.mbs[mb] = m
-	if e.dev != nil { // what leaves the stage comes back to the host
-		if err := e.dev.fetch(out, func(name string) bool { return e.dev.external[name] }, true); err != nil {
-			return nil, err
-		}
-	}
 	return out, nil
 }
 

@@ -251,3 +251,43 @@ func checkDeviceAccumulation(t *testing.T, d *cuda.Device) {
 		})
 	}
 }
+
+// TestDeviceForwardFailure: a micro-batch that fails on the device (an
+// index out of range) reports the op and leaves no device memory behind.
+func TestDeviceForwardFailure(t *testing.T) {
+	d := emulatedDevice(t)
+	g := small(t, "dlrm")
+	tr, err := NewTrainer(g, TrainOptions{Optimizer: "sgd", LR: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Ex.UseDevice(d); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := tr.Data.Batch(0, int(g.BatchSize()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for _, v := range batch {
+		if v.Ints != nil {
+			v.Ints[0] = 1 << 30
+			bad++
+		}
+	}
+	if bad == 0 {
+		t.Fatal("dlrm has no index input")
+	}
+	if _, err := tr.Ex.Forward(0, batch); err == nil {
+		t.Fatal("an index of 2^30 was accepted")
+	}
+	if tr.Ex.InFlight() != 0 {
+		t.Errorf("%d micro-batches in flight after a failed forward", tr.Ex.InFlight())
+	}
+	if err := tr.Ex.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if used := d.MemStats(); used.InUse > 512 {
+		t.Errorf("%d bytes of device memory in use after the failure and Close", used.InUse)
+	}
+}
