@@ -84,7 +84,7 @@ func chainSpace(g *dag.Graph, o *Options, cm *costModel) *space {
 // size's best plan in ascending order of size, so the outcome is deterministic.
 func plans(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, who string, consider func(*Plan, string)) error {
 	sizes := o.microBatches()
-	found := make([]*Plan, len(sizes))
+	found := make([][2]*Plan, len(sizes))
 	errs := make([]error, len(sizes))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
@@ -101,15 +101,24 @@ func plans(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, who s
 		if errs[i] != nil {
 			return errs[i]
 		}
-		if found[i] != nil {
-			consider(found[i], who)
+		for _, p := range found[i] {
+			if p != nil {
+				consider(p, who)
+			}
 		}
 	}
 	return nil
 }
 
-// planAt is the best plan at micro-batch b on as many devices as can be used.
-func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64) (*Plan, error) {
+// planAt returns, at micro-batch b, the DP's plan (the least bottleneck time
+// per micro-batch, then the shallowest pipeline, on as many devices as can
+// be used) and the whole model as one data-parallel stage when that fits.
+// The DP's objective ignores how many micro-batches an iteration has: with
+// few of them, a deeper pipeline's fill and drain can cost more than its
+// shorter bottleneck saves, and pure data parallelism wins. The simulator
+// judges between them.
+func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64) ([2]*Plan, error) {
+	var out [2]*Plan
 	d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
 	for k := o.Devices; k >= 1; k-- {
 		if _, ok := d.minT(k); !ok {
@@ -120,12 +129,25 @@ func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b in
 			in = append(in, stageIn{ops: sp.blocks[a.block].ops, k: a.k, cost: d.costs[a.block][a.k], blk: sp.blocks[a.block]})
 		}
 		p, err := assemble(g, o, cm, b, in, chain)
-		if err != nil || !p.Predicted.Feasible {
-			return nil, err
+		if err != nil {
+			return out, err
 		}
-		return p, nil
+		if p.Predicted.Feasible {
+			out[0] = p
+		}
+		break
 	}
-	return nil, nil
+	id, k := sp.root.whole(), d.kmax
+	if c := &d.costs[id][k]; c.memory(d.inflight(1)) <= cm.limit && (out[0] == nil || len(out[0].Stages) > 1) {
+		p, err := assemble(g, o, cm, b, []stageIn{{ops: sp.blocks[id].ops, k: k, cost: *c, blk: sp.blocks[id]}}, chain)
+		if err != nil {
+			return out, err
+		}
+		if p.Predicted.Feasible {
+			out[1] = p
+		}
+	}
+	return out, nil
 }
 
 // noPlan explains which limit failed.
