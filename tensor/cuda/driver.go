@@ -25,7 +25,6 @@ func (e *Error) Error() string {
 // CUdeviceptr is a 64-bit integer; CUdevice an int.
 var (
 	cuInit                    func(flags uint32) int32
-	cuDriverGetVersion        func(v *int32) int32
 	cuGetErrorName            func(r int32, s **byte) int32
 	cuDeviceGetCount          func(n *int32) int32
 	cuDeviceGet               func(d *int32, ordinal int32) int32
@@ -35,7 +34,6 @@ var (
 	cuDevicePrimaryCtxRetain  func(ctx *uintptr, d int32) int32
 	cuDevicePrimaryCtxRelease func(d int32) int32
 	cuCtxSetCurrent           func(ctx uintptr) int32
-	cuCtxSynchronize          func() int32
 	cuMemAlloc                func(p *uint64, bytes uint64) int32
 	cuMemFree                 func(p uint64) int32
 	cuMemHostAlloc            func(p *unsafe.Pointer, bytes uint64, flags uint32) int32
@@ -63,7 +61,6 @@ const (
 func driverBindings() []binding {
 	return []binding{
 		bind(&cuInit, "cuInit"),
-		bind(&cuDriverGetVersion, "cuDriverGetVersion"),
 		bind(&cuGetErrorName, "cuGetErrorName"),
 		bind(&cuDeviceGetCount, "cuDeviceGetCount"),
 		bind(&cuDeviceGet, "cuDeviceGet"),
@@ -73,7 +70,6 @@ func driverBindings() []binding {
 		bind(&cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
 		bind(&cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
 		bind(&cuCtxSetCurrent, "cuCtxSetCurrent"),
-		bind(&cuCtxSynchronize, "cuCtxSynchronize"),
 		bind(&cuMemAlloc, "cuMemAlloc_v2"),
 		bind(&cuMemFree, "cuMemFree_v2"),
 		bind(&cuMemHostAlloc, "cuMemHostAlloc"),
