@@ -16,6 +16,11 @@
 //     n_s = min(M, 1 + the longest path in stages from s to a sink), then
 //     alternates one backward and one forward, then drains. On a chain this is
 //     PipeDream-Flush's 1F1B; on a DAG parallel branches are not serialised.
+//     NewTimed, given the durations and a memory limit, warms stages up
+//     further (Warmup): by as many micro-batches as the round trip of the
+//     transfers downstream of a stage needs so that no stage stalls in the
+//     steady state, within the memory limit, every stage still behind each
+//     stage before it.
 //
 // Check verifies a schedule: every micro-batch's F, B (and W) once per stage in
 // that order, sends and receives that pair up in the same order on every edge,

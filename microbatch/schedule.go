@@ -160,23 +160,51 @@ func GPipe(p Pipeline) (*Schedule, error) {
 	return sch, nil
 }
 
-// OneFOneB is 1F1B generalised to a stage DAG (see the package doc).
+// OneFOneB is 1F1B generalised to a stage DAG (see the package doc): stage s
+// runs 1 + the longest path in stages from s to a sink forwards before its
+// first backward.
 func OneFOneB(p Pipeline) (*Schedule, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
 	depth, _ := p.Depth()
-	sch := &Schedule{Name: "1f1b", Pipe: p}
+	return OneFOneBWarm(p, depth)
+}
+
+// OneFOneBWarm is 1F1B where stage s runs warm[s] forwards (at most the
+// number of micro-batches) before its first backward, then alternates one
+// backward and one forward, then drains. A stage must warm up at least as
+// far as each of its successors and at least 1 + its longest path to a sink,
+// or the schedule could deadlock.
+func OneFOneBWarm(p Pipeline, warm []int) (*Schedule, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	if len(warm) != p.Stages {
+		return nil, fmt.Errorf("warm-up: %d counts for %d stages", len(warm), p.Stages)
+	}
+	depth, _ := p.Depth()
 	m := p.MicroBatches
+	for s, w := range warm {
+		if w < depth[s] {
+			return nil, fmt.Errorf("warm-up: stage %d runs %d forwards first, fewer than its depth %d", s, w, depth[s])
+		}
+		for _, e := range p.out(s) {
+			if to := p.Edges[e][1]; w < warm[to] {
+				return nil, fmt.Errorf("warm-up: stage %d runs %d forwards first, fewer than its successor %d's %d", s, w, to, warm[to])
+			}
+		}
+	}
+	sch := &Schedule{Name: "1f1b", Pipe: p}
 	for s := 0; s < p.Stages; s++ {
 		l := &lister{p: p, s: s}
-		warm := min(m, depth[s])
-		for mb := 0; mb < warm; mb++ {
+		w := min(m, warm[s])
+		for mb := 0; mb < w; mb++ {
 			l.forward(mb)
 		}
 		for mb := 0; mb < m; mb++ {
 			l.backward(mb)
-			if next := mb + warm; next < m {
+			if next := mb + w; next < m {
 				l.forward(next)
 			}
 		}
@@ -194,4 +222,18 @@ func New(name string, p Pipeline) (*Schedule, error) {
 		return GPipe(p)
 	}
 	return nil, fmt.Errorf("unknown schedule %q (known: 1f1b, gpipe)", name)
+}
+
+// NewTimed builds the named schedule for these durations and a per-device
+// memory limit in bytes (0: none): 1F1B warms up as Warmup says, GPipe is
+// New's.
+func NewTimed(name string, p Pipeline, t Timing, limit int64) (*Schedule, error) {
+	if name != "1f1b" {
+		return New(name, p)
+	}
+	warm, err := Warmup(p, t, limit)
+	if err != nil {
+		return nil, err
+	}
+	return OneFOneBWarm(p, warm)
 }

@@ -116,8 +116,14 @@
 //     replicated on every data-parallel device; plus the stash of every
 //     micro-batch in flight; plus twice the largest output (its value and
 //     gradient) as working memory.
-//   - In flight: 1F1B holds min(M, 1 + the longest stage path to a sink),
-//     GPipe holds all M.
+//   - In flight: the DP's memory rule counts what 1F1B holds at least,
+//     min(M, 1 + the longest stage path to a sink); GPipe holds all M. The
+//     schedule built for a priced plan warms up further where transfers
+//     would stall it and memory has room (microbatch.Warmup): with exactly
+//     1 + its depth in flight a stage waits on every micro-batch's round
+//     trip. MMT at 32 v100, batch 512 (gpp: 32 one-layer stages, depth 9,
+//     micro-batch 4): bubble 14.0% → 7.7%, 495.9 → 532.2 samples/s; stage
+//     0 then holds 16 micro-batches, 1.78 GB of its 16.
 //   - A stage's flush, once per iteration after its last backward: a ring
 //     all-reduce of its gradients over its k devices, 2(k−1)/k · bytes /
 //     bandwidth + 2(k−1) latencies (between nodes if the stage spans nodes),

@@ -149,9 +149,6 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 			p.Edges = append(p.Edges, PlanEdge{From: e.From, To: e.To, Tensors: e.Tensors, Bytes: e.Bytes})
 		}
 	}
-	if err := p.schedule(); err != nil {
-		return nil, err
-	}
 	return p, p.placeBest(in, cm)
 }
 
@@ -168,7 +165,9 @@ func (p *Plan) placeBest(in []stageIn, cm *costModel) error {
 		if len(cands) == 1 {
 			break
 		}
-		p.setDevices(in, devs, cm)
+		if err := p.setDevices(in, devs, cm); err != nil {
+			return err
+		}
 		if err := p.simulate(nil); err != nil {
 			return err
 		}
@@ -176,13 +175,16 @@ func (p *Plan) placeBest(in []stageIn, cm *costModel) error {
 			best, bestS = c, p.Predicted.IterationS
 		}
 	}
-	p.setDevices(in, cands[best], cm)
+	if err := p.setDevices(in, cands[best], cm); err != nil {
+		return err
+	}
 	return p.simulate(nil)
 }
 
-// setDevices gives the stages their devices and prices what depends on
-// where they are: each stage's flush and each edge's transfer.
-func (p *Plan) setDevices(in []stageIn, devs [][]int, cm *costModel) {
+// setDevices gives the stages their devices, prices what depends on where
+// they are (each stage's flush and each edge's transfer) and builds the
+// schedule for those prices.
+func (p *Plan) setDevices(in []stageIn, devs [][]int, cm *costModel) error {
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		st.Devices = devs[i]
@@ -195,6 +197,7 @@ func (p *Plan) setDevices(in []stageIn, devs [][]int, cm *costModel) {
 		e.Inter = p.node(from.Devices[0]) != p.node(to.Devices[0]) || p.spans(from.Devices) || p.spans(to.Devices)
 		e.Transfer = cm.dev.transfer(float64(e.Bytes*m), e.Inter)
 	}
+	return p.schedule()
 }
 
 // chainEdges links stage i to i+1 with every tensor live across that cut:
@@ -239,10 +242,12 @@ func (p *Plan) pipeline() microbatch.Pipeline {
 	return pp
 }
 
-// schedule builds the action lists. They stay in memory during the search
-// and are written out as text by finish, for the plan that is kept.
+// schedule builds the action lists for the plan's priced stages and edges
+// (1F1B warms up to hide transfers where memory allows: microbatch.Warmup).
+// They stay in memory during the search and are written out as text by
+// finish, for the plan that is kept.
 func (p *Plan) schedule() error {
-	sch, err := microbatch.New(p.Schedule, p.pipeline())
+	sch, err := microbatch.NewTimed(p.Schedule, p.pipeline(), p.Timing(), p.MemoryLimit)
 	if err != nil {
 		return err
 	}
