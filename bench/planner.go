@@ -28,7 +28,8 @@ type Row struct {
 	Device     string
 	Devices    int
 	Batch      int64
-	MicroBatch int64 // forced on both planners; 0: free
+	MicroBatch int64  // forced on both planners; 0: free
+	Schedule   string // both planners'
 	GPP, SPP   Result
 	Exact      *Result // spp-exact, when asked for
 }
@@ -80,13 +81,19 @@ func MemoryBatch(g *dag.Graph, device string, devices int) int64 {
 	return best
 }
 
-// Compare runs gpp and spp (and spp-exact if exact) on one configuration.
+// Compare runs gpp and spp (and spp-exact if exact) on one configuration
+// with the default schedule, 1f1b.
 func Compare(g *dag.Graph, device string, devices int, batch, micro int64, exact bool) Row {
-	r := Row{Model: g.Name(), Device: device, Devices: devices, Batch: batch, MicroBatch: micro}
-	r.GPP = run(g, options(device, devices, batch, micro, "gpp", "1f1b"))
-	r.SPP = run(g, options(device, devices, batch, micro, "spp", "1f1b"))
+	return CompareWith(g, device, devices, batch, micro, "1f1b", exact)
+}
+
+// CompareWith is Compare with both planners on the named schedule.
+func CompareWith(g *dag.Graph, device string, devices int, batch, micro int64, schedule string, exact bool) Row {
+	r := Row{Model: g.Name(), Device: device, Devices: devices, Batch: batch, MicroBatch: micro, Schedule: schedule}
+	r.GPP = run(g, options(device, devices, batch, micro, "gpp", schedule))
+	r.SPP = run(g, options(device, devices, batch, micro, "spp", schedule))
 	if exact {
-		e := run(g, options(device, devices, batch, micro, "spp-exact", "1f1b"))
+		e := run(g, options(device, devices, batch, micro, "spp-exact", schedule))
 		r.Exact = &e
 	}
 	return r

@@ -34,6 +34,28 @@ func BenchmarkPaper(b *testing.B) {
 	Table(os.Stdout, rows)
 }
 
+// BenchmarkClassic is BenchmarkPaper's comparison with both planners on
+// 1f1b-depth (PipeDream-Flush's warm-up), at 32 devices.
+func BenchmarkClassic(b *testing.B) {
+	var rows []Row
+	for _, name := range []string{"mmt", "dlrm", "candle-uno", "transformer"} {
+		g, err := Paper(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch := MemoryBatch(g, "v100", 32)
+		b.Run(name, func(b *testing.B) {
+			var r Row
+			for i := 0; i < b.N; i++ {
+				r = CompareWith(g, "v100", 32, batch, 0, "1f1b-depth", false)
+			}
+			b.ReportMetric(r.Ratio(), "gpp/spp")
+			rows = append(rows, r)
+		})
+	}
+	Table(os.Stdout, rows)
+}
+
 // BenchmarkAblation is the paper's ablation at 32 devices: one micro-batch
 // size forced on both planners (parallel stages alone) beside the free choice.
 func BenchmarkAblation(b *testing.B) {

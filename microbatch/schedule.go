@@ -2,6 +2,7 @@ package microbatch
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/graphpipe/graphpipe/partition"
 )
@@ -213,20 +214,36 @@ func OneFOneBWarm(p Pipeline, warm []int) (*Schedule, error) {
 	return sch, nil
 }
 
-// New builds the named schedule: "1f1b" or "gpipe".
+// Names are the schedules New and NewTimed build: 1f1b (warmed up by
+// Warmup when built by NewTimed), 1f1b-depth (1 + its depth in flight at each
+// stage, PipeDream-Flush's rule, however it is built) and gpipe.
+var Names = []string{"1f1b", "1f1b-depth", "gpipe"}
+
+// Known says whether name is one of Names.
+func Known(name string) bool {
+	for _, n := range Names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// New builds the named schedule without durations: both 1F1Bs warm up to the
+// depth.
 func New(name string, p Pipeline) (*Schedule, error) {
 	switch name {
-	case "1f1b":
+	case "1f1b", "1f1b-depth":
 		return OneFOneB(p)
 	case "gpipe":
 		return GPipe(p)
 	}
-	return nil, fmt.Errorf("unknown schedule %q (known: 1f1b, gpipe)", name)
+	return nil, fmt.Errorf("unknown schedule %q (known: %s)", name, strings.Join(Names, ", "))
 }
 
 // NewTimed builds the named schedule for these durations and a per-device
-// memory limit in bytes (0: none): 1F1B warms up as Warmup says, GPipe is
-// New's.
+// memory limit in bytes (0: none): 1f1b warms up as Warmup says; the others
+// are New's.
 func NewTimed(name string, p Pipeline, t Timing, limit int64) (*Schedule, error) {
 	if name != "1f1b" {
 		return New(name, p)

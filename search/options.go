@@ -1,11 +1,16 @@
 package search
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/graphpipe/graphpipe/microbatch"
+)
 
 // Options are what a search is asked for.
 type Options struct {
 	Strategy       string // "gpp" (default), "spp" or "spp-exact"
-	Schedule       string // "1f1b" (default) or "gpipe"
+	Schedule       string // "1f1b" (default), "1f1b-depth" or "gpipe" (microbatch.Names)
 	Device         Device
 	Devices        int
 	DevicesPerNode int   // default 4
@@ -63,8 +68,8 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	switch {
 	case o.Strategy != "gpp" && o.Strategy != "spp" && o.Strategy != "spp-exact":
 		return o, &OptionError{"strategy", fmt.Sprintf("unknown strategy %q (known: gpp, spp, spp-exact)", o.Strategy)}
-	case o.Schedule != "1f1b" && o.Schedule != "gpipe":
-		return o, &OptionError{"schedule", fmt.Sprintf("unknown schedule %q (known: 1f1b, gpipe)", o.Schedule)}
+	case !microbatch.Known(o.Schedule):
+		return o, &OptionError{"schedule", fmt.Sprintf("unknown schedule %q (known: %s)", o.Schedule, strings.Join(microbatch.Names, ", "))}
 	case o.Devices < 1 || o.Devices > 4096:
 		return o, &OptionError{"devices", fmt.Sprintf("must be between 1 and 4096, got %d", o.Devices)}
 	case o.DevicesPerNode < 1:

@@ -100,7 +100,7 @@ func TestZooPlans(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, d := range []int{4, 8} {
-				for _, sched := range []string{"1f1b", "gpipe"} {
+				for _, sched := range []string{"1f1b", "1f1b-depth", "gpipe"} {
 					t.Run(fmt.Sprintf("%s/%s/%d/%s", e.Name, preset, d, sched), func(t *testing.T) {
 						dev := Profiles["v100"]
 						if preset == "small" {
@@ -122,9 +122,7 @@ func TestRandomPlans(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := Options{Device: Profiles["v100"], Devices: 1 + int(seed%8), DevicesPerNode: 1 + int(seed%4), Batch: 32}
-		if seed%2 == 1 {
-			o.Schedule = "gpipe"
-		}
+		o.Schedule = []string{"1f1b", "gpipe", "1f1b-depth"}[seed%3]
 		searchBoth(t, g, o)
 	}
 }
