@@ -216,8 +216,12 @@ func OneFOneBWarm(p Pipeline, warm []int) (*Schedule, error) {
 
 // Names are the schedules New and NewTimed build: 1f1b (warmed up by
 // Warmup when built by NewTimed), 1f1b-depth (1 + its depth in flight at each
-// stage, PipeDream-Flush's rule, however it is built) and gpipe.
-var Names = []string{"1f1b", "1f1b-depth", "gpipe"}
+// stage, PipeDream-Flush's rule, however it is built), zb (ZeroBubble, which
+// needs durations: NewTimed only) and gpipe.
+var Names = []string{"1f1b", "1f1b-depth", "zb", "gpipe"}
+
+// Splits says whether the named schedule splits the backward into B and W.
+func Splits(name string) bool { return name == "zb" }
 
 // Known says whether name is one of Names.
 func Known(name string) bool {
@@ -237,6 +241,8 @@ func New(name string, p Pipeline) (*Schedule, error) {
 		return OneFOneB(p)
 	case "gpipe":
 		return GPipe(p)
+	case "zb":
+		return nil, fmt.Errorf("schedule zb is built from durations (NewTimed)")
 	}
 	return nil, fmt.Errorf("unknown schedule %q (known: %s)", name, strings.Join(Names, ", "))
 }
@@ -245,12 +251,15 @@ func New(name string, p Pipeline) (*Schedule, error) {
 // memory limit in bytes (0: none): 1f1b warms up as Warmup says; the others
 // are New's.
 func NewTimed(name string, p Pipeline, t Timing, limit int64) (*Schedule, error) {
-	if name != "1f1b" {
+	if name != "1f1b" && name != "zb" {
 		return New(name, p)
 	}
 	warm, err := Warmup(p, t, limit)
 	if err != nil {
 		return nil, err
+	}
+	if name == "zb" {
+		return ZeroBubble(p, t, warm)
 	}
 	return OneFOneBWarm(p, warm)
 }

@@ -75,7 +75,7 @@ func TestPipelineEqualsSingleProcess(t *testing.T) {
 	o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}
 	for _, c := range cases {
 		for _, strategy := range []string{"gpp", "spp"} {
-			for _, sched := range []string{"1f1b", "gpipe"} {
+			for _, sched := range []string{"1f1b", "zb", "gpipe"} {
 				t.Run(fmt.Sprintf("%s/%s/%s", c.name, strategy, sched), func(t *testing.T) {
 					devices := 4
 					if c.name == "transformer" {

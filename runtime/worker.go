@@ -26,6 +26,7 @@ type Worker struct {
 	g       *dag.Graph
 	plan    *search.Plan
 	sched   []microbatch.Action
+	split   bool // the schedule runs each backward as B (inputs) and a later W (weights)
 	ex      *stage.Executor
 	ep      *Endpoint
 	opt     stage.Optimizer
@@ -110,7 +111,7 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options)
 	if st < 0 {
 		return nil, fmt.Errorf("plan: worker %d is beyond its %d devices", id, lay.total)
 	}
-	w := &Worker{ID: int32(id), Stage: st, Replica: rep, lay: lay, g: g, plan: plan, sched: sch.Lists[st], ep: ep,
+	w := &Worker{ID: int32(id), Stage: st, Replica: rep, lay: lay, g: g, plan: plan, sched: sch.Lists[st], split: sch.Split, ep: ep,
 		ops: map[string]bool{}, reads: map[string]bool{}, linkFree: map[[2]int]time.Time{}}
 	var ops []int
 	for _, name := range plan.Stages[st].Ops {
@@ -243,7 +244,13 @@ func (w *Worker) emulate(ctx context.Context, it *iteration, a microbatch.Action
 	case microbatch.Forward:
 		w.wait(ctx, st.ForwardS)
 	case microbatch.Backward:
-		w.wait(ctx, st.BackwardS+st.WeightS)
+		if w.split {
+			w.wait(ctx, st.BackwardS)
+		} else {
+			w.wait(ctx, st.BackwardS+st.WeightS)
+		}
+	case microbatch.Weight:
+		w.wait(ctx, st.WeightS)
 	case microbatch.Send:
 		e := w.plan.Edges[a.Edge]
 		link := [2]int{a.Edge, int(a.Dir)}
@@ -315,10 +322,12 @@ func (w *Worker) act(ctx context.Context, it *iteration, a microbatch.Action) er
 		if w.loss != "" {
 			g[w.loss] = &stage.Value[float32]{Shape: []int{1}, Data: []float32{weight}}
 		}
-		in, err := w.ex.Backward(a.MB, g, true)
+		in, err := w.ex.Backward(a.MB, g, !w.split)
 		it.ingrads[a.MB] = in
 		delete(it.outs, a.MB)
 		return err
+	case microbatch.Weight:
+		return w.ex.Weights(a.MB)
 	}
 	return fmt.Errorf("unsupported action kind %c", a.Kind)
 }

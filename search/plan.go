@@ -138,6 +138,9 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 			st.Ops = append(st.Ops, g.Op(op).Name)
 		}
 		st.ForwardS, st.BackwardS = s.cost.f, s.cost.bi+s.cost.bw
+		if microbatch.Splits(o.Schedule) {
+			st.BackwardS, st.WeightS = s.cost.bi, s.cost.bw
+		}
 		st.StaticBytes = s.cost.static + s.cost.work
 		st.StashBytes = s.cost.stashPerMB
 		p.Stages = append(p.Stages, st)
@@ -275,7 +278,7 @@ func (p *Plan) ScheduleOf() (*microbatch.Schedule, error) {
 	if p.sched != nil {
 		return p.sched, nil
 	}
-	sch := &microbatch.Schedule{Name: p.Schedule, Pipe: p.pipeline()}
+	sch := &microbatch.Schedule{Name: p.Schedule, Pipe: p.pipeline(), Split: microbatch.Splits(p.Schedule)}
 	for s, l := range p.Actions {
 		var acts []microbatch.Action
 		for _, txt := range l {

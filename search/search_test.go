@@ -100,7 +100,7 @@ func TestZooPlans(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, d := range []int{4, 8} {
-				for _, sched := range []string{"1f1b", "1f1b-depth", "gpipe"} {
+				for _, sched := range []string{"1f1b", "1f1b-depth", "zb", "gpipe"} {
 					t.Run(fmt.Sprintf("%s/%s/%d/%s", e.Name, preset, d, sched), func(t *testing.T) {
 						dev := Profiles["v100"]
 						if preset == "small" {
@@ -122,7 +122,7 @@ func TestRandomPlans(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := Options{Device: Profiles["v100"], Devices: 1 + int(seed%8), DevicesPerNode: 1 + int(seed%4), Batch: 32}
-		o.Schedule = []string{"1f1b", "gpipe", "1f1b-depth"}[seed%3]
+		o.Schedule = []string{"1f1b", "gpipe", "1f1b-depth", "zb"}[seed%4]
 		searchBoth(t, g, o)
 	}
 }
@@ -150,7 +150,7 @@ func TestOptionErrors(t *testing.T) {
 	}{
 		{Options{Devices: 0}, "devices"},
 		{Options{Devices: 2, Strategy: "magic"}, "strategy"},
-		{Options{Devices: 2, Schedule: "zb"}, "schedule"},
+		{Options{Devices: 2, Schedule: "zb-h2"}, "schedule"},
 		{Options{Devices: 2, MicroBatch: 5}, "micro-batch"},
 		{Options{Devices: 2, Batch: -1}, "batch"},
 	} {

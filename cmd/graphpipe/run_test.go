@@ -104,7 +104,7 @@ func TestRunMatrixEqualsTrain(t *testing.T) {
 		}
 		want := readParams(t, filepath.Join(train, "final.safetensors"))
 		for _, strategy := range []string{"gpp", "spp"} {
-			for _, sched := range []string{"1f1b", "gpipe"} {
+			for _, sched := range []string{"1f1b", "zb", "gpipe"} {
 				t.Run(filepath.Base(model)+"/"+strategy+"/"+sched, func(t *testing.T) {
 					out := filepath.Join(dir, fmt.Sprintf("%s-%s-%s", filepath.Base(model), strategy, sched))
 					devices := "4"

@@ -71,7 +71,7 @@ func TestSearchJSON(t *testing.T) {
 func TestSearchStrategies(t *testing.T) {
 	model := smallModel(t, "case-study")
 	for _, s := range []string{"gpp", "spp", "spp-exact"} {
-		for _, sched := range []string{"1f1b", "1f1b-depth", "gpipe"} {
+		for _, sched := range []string{"1f1b", "1f1b-depth", "zb", "gpipe"} {
 			code, out, errs := gp(t, "", "search", model, "--devices", "3", "--device", "cpu", "--strategy", s, "--schedule", sched)
 			if code != 0 || !strings.Contains(out, "predicted") {
 				t.Errorf("%s/%s: exit %d %s %s", s, sched, code, out, errs)

@@ -1,0 +1,189 @@
+package microbatch
+
+import (
+	"fmt"
+	"math"
+)
+
+// ZeroBubble is 1F1B with the backward split, generalised to a stage DAG:
+// the input-gradient half (B) stays on the critical path in 1F1B's order,
+// and the weight-gradient half (W) of each micro-batch is deferred into the
+// time its stage would otherwise wait (Zero Bubble's H1 idea: the cool-down
+// drains at the speed of B alone while W fills the gaps). A stage holds no
+// more micro-batches than 1F1B with the same warm-up would (a micro-batch's
+// stash is freed by its W): before a forward that would exceed warm[s] it
+// runs its oldest pending W.
+//
+// The lists are made by playing the schedule forward in time with the
+// durations t (which must give W): whenever a stage is free, it runs the
+// next F or B of its 1F1B order if that action's data is there, else its
+// oldest pending W, else it waits. warm is as OneFOneBWarm takes it.
+func ZeroBubble(p Pipeline, t Timing, warm []int) (*Schedule, error) {
+	base, err := OneFOneBWarm(p, warm)
+	if err != nil {
+		return nil, err
+	}
+	sch := &Schedule{Name: "zb", Pipe: p, Split: true}
+	if err := t.check(&Schedule{Pipe: p, Split: true, Lists: make([][]Action, p.Stages)}); err != nil {
+		return nil, err
+	}
+	z := newZB(p, t, base, warm)
+	if err := z.run(); err != nil {
+		return nil, err
+	}
+	sch.Lists = z.lists
+	return sch, nil
+}
+
+// zb is the state of ZeroBubble's playout.
+type zb struct {
+	p       Pipeline
+	t       Timing
+	order   [][]Action // per stage: its F and B in 1F1B order
+	next    []int      // per stage: index into order
+	pending [][]int    // per stage: micro-batches whose W is due, oldest first
+	held    []int      // per stage: micro-batches forwarded and not yet W'd
+	limit   []int
+	clock   []float64
+	arrival []float64 // per (edge, dir, mb): when the data lands; NaN until sent
+	link    []float64 // per (edge, dir): when the link is free
+	lists   [][]Action
+}
+
+func newZB(p Pipeline, t Timing, base *Schedule, warm []int) *zb {
+	n, m := p.Stages, p.MicroBatches
+	z := &zb{p: p, t: t, next: make([]int, n), pending: make([][]int, n), held: make([]int, n), limit: make([]int, n),
+		clock: make([]float64, n), arrival: make([]float64, 2*len(p.Edges)*m), link: make([]float64, 2*len(p.Edges)),
+		lists: make([][]Action, n)}
+	for i := range z.arrival {
+		z.arrival[i] = math.NaN()
+	}
+	for s, l := range base.Lists {
+		var acts []Action
+		for _, a := range l {
+			if a.Kind == Forward || a.Kind == Backward {
+				acts = append(acts, a)
+			}
+		}
+		z.order = append(z.order, acts)
+		z.limit[s] = min(m, warm[s])
+	}
+	return z
+}
+
+func (z *zb) slot(e int, d Dir, mb int) int {
+	k := 0
+	if d == Grad {
+		k = 1
+	}
+	return (e*2+k)*z.p.MicroBatches + mb
+}
+
+// ready is when the data of stage s's next F or B is all there: +Inf while
+// some of it has not been sent, NaN when nothing is left in its order.
+func (z *zb) ready(s int) float64 {
+	if z.next[s] == len(z.order[s]) {
+		return math.NaN()
+	}
+	a := z.order[s][z.next[s]]
+	edges, dir := z.p.in(s), Act
+	if a.Kind == Backward {
+		edges, dir = z.p.out(s), Grad
+	}
+	at := 0.0
+	for _, e := range edges {
+		v := z.arrival[z.slot(e, dir, a.MB)]
+		if math.IsNaN(v) {
+			return math.Inf(1)
+		}
+		at = max(at, v)
+	}
+	return at
+}
+
+// when is the time stage s acts next: +Inf if it must wait for data not yet
+// sent, NaN if it is done.
+func (z *zb) when(s int) float64 {
+	r := z.ready(s)
+	switch {
+	case math.IsNaN(r) && len(z.pending[s]) == 0:
+		return math.NaN()
+	case len(z.pending[s]) > 0:
+		return z.clock[s]
+	}
+	return max(z.clock[s], r)
+}
+
+func (z *zb) run() error {
+	for {
+		s, at := -1, math.Inf(1)
+		done := true
+		for st := range z.clock {
+			w := z.when(st)
+			if math.IsNaN(w) {
+				continue
+			}
+			done = false
+			if w < at {
+				s, at = st, w
+			}
+		}
+		if done {
+			return nil
+		}
+		if s < 0 {
+			return fmt.Errorf("zero-bubble schedule: every unfinished stage waits for data never sent")
+		}
+		z.clock[s] = at
+		z.step(s)
+	}
+}
+
+// step runs stage s's next action at its clock.
+func (z *zb) step(s int) {
+	r := z.ready(s)
+	if !math.IsNaN(r) && r <= z.clock[s] {
+		a := z.order[s][z.next[s]]
+		if a.Kind == Backward || z.held[s] < z.limit[s] || len(z.pending[s]) == 0 {
+			z.next[s]++
+			z.compute(s, a)
+			return
+		}
+	}
+	mb := z.pending[s][0]
+	z.pending[s] = z.pending[s][1:]
+	z.held[s]--
+	z.lists[s] = append(z.lists[s], Action{Kind: Weight, MB: mb})
+	z.clock[s] += z.t.W[s]
+}
+
+// compute runs a forward or input-gradient backward with its receives before
+// and sends after.
+func (z *zb) compute(s int, a Action) {
+	in, out, dir := z.p.in(s), z.p.out(s), Act
+	dur := z.t.F[s]
+	if a.Kind == Backward {
+		in, out, dir, dur = out, in, Grad, z.t.B[s]
+	}
+	for _, e := range in {
+		z.lists[s] = append(z.lists[s], Action{Kind: Recv, MB: a.MB, Edge: e, Dir: dir})
+	}
+	z.lists[s] = append(z.lists[s], a)
+	z.clock[s] += dur
+	for _, e := range out {
+		z.lists[s] = append(z.lists[s], Action{Kind: Send, MB: a.MB, Edge: e, Dir: dir})
+		cost := z.t.Act[e]
+		if dir == Grad {
+			cost = z.t.Grad[e]
+		}
+		k := z.slot(e, dir, a.MB) / z.p.MicroBatches
+		start := max(z.clock[s], z.link[k])
+		z.link[k] = start + cost
+		z.arrival[z.slot(e, dir, a.MB)] = start + cost
+	}
+	if a.Kind == Forward {
+		z.held[s]++
+	} else {
+		z.pending[s] = append(z.pending[s], a.MB)
+	}
+}
