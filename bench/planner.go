@@ -102,7 +102,7 @@ func CompareWith(g *dag.Graph, device string, devices int, batch, micro int64, s
 // Table renders rows as a Markdown table.
 func Table(w io.Writer, rows []Row) {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "model\tdevices\tbatch\tgpp samples/s\tspp samples/s\tgpp/spp\tgpp b, stages, depth\tspp b, stages, depth\tgpp search s\tspp-exact")
+	fmt.Fprintln(tw, "model\tschedule\tdevices\tbatch\tgpp samples/s\tspp samples/s\tgpp/spp\tgpp b, stages, depth\tspp b, stages, depth\tgpp search s\tspp-exact")
 	for _, r := range rows {
 		ex := "-"
 		if r.Exact != nil {
@@ -112,7 +112,7 @@ func Table(w io.Writer, rows []Row) {
 				ex = fmt.Sprintf("%.4g samples/s in %.2f s", r.Exact.SamplesPerS, r.Exact.SearchS)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.4g\t%.4g\t%.3f\t%d, %d, %d\t%d, %d, %d\t%.2f\t%s\n", r.Model, r.Devices, r.Batch,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.4g\t%.4g\t%.3f\t%d, %d, %d\t%d, %d, %d\t%.2f\t%s\n", r.Model, r.Schedule, r.Devices, r.Batch,
 			r.GPP.SamplesPerS, r.SPP.SamplesPerS, r.Ratio(), r.GPP.MicroBatch, r.GPP.Stages, r.GPP.Depth,
 			r.SPP.MicroBatch, r.SPP.Stages, r.SPP.Depth, r.GPP.SearchS, ex)
 	}

@@ -34,24 +34,26 @@ func BenchmarkPaper(b *testing.B) {
 	Table(os.Stdout, rows)
 }
 
-// BenchmarkClassic is BenchmarkPaper's comparison with both planners on
-// 1f1b-depth (PipeDream-Flush's warm-up), at 32 devices.
-func BenchmarkClassic(b *testing.B) {
+// BenchmarkSchedules is BenchmarkPaper's comparison at 32 devices with both
+// planners on 1f1b-depth (PipeDream-Flush's warm-up) and on zb.
+func BenchmarkSchedules(b *testing.B) {
 	var rows []Row
-	for _, name := range []string{"mmt", "dlrm", "candle-uno", "transformer"} {
-		g, err := Paper(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		batch := MemoryBatch(g, "v100", 32)
-		b.Run(name, func(b *testing.B) {
-			var r Row
-			for i := 0; i < b.N; i++ {
-				r = CompareWith(g, "v100", 32, batch, 0, "1f1b-depth", false)
+	for _, sched := range []string{"1f1b-depth", "zb"} {
+		for _, name := range []string{"mmt", "dlrm", "candle-uno", "transformer"} {
+			g, err := Paper(name)
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(r.Ratio(), "gpp/spp")
-			rows = append(rows, r)
-		})
+			batch := MemoryBatch(g, "v100", 32)
+			b.Run(sched+"/"+name, func(b *testing.B) {
+				var r Row
+				for i := 0; i < b.N; i++ {
+					r = CompareWith(g, "v100", 32, batch, 0, sched, false)
+				}
+				b.ReportMetric(r.Ratio(), "gpp/spp")
+				rows = append(rows, r)
+			})
+		}
 	}
 	Table(os.Stdout, rows)
 }

@@ -79,32 +79,35 @@ func PaperSection(c Config) (*Section, *Plot, []Row, error) {
 	return s, plot, rows, nil
 }
 
-// Classic repeats the paper's comparison with both planners on 1f1b-depth,
-// the 1F1B of PipeDream-Flush (and of the paper's baselines), beside the
-// default 1f1b rows: which of the gains come from the planner and which from
-// the schedule.
-func Classic(c Config, rows []Row) (*Section, error) {
-	s := &Section{Name: "classic", Title: "The same comparison with 1F1B's classic warm-up (1f1b-depth: 1 + its depth in flight per stage)",
-		Intro: "1f1b-depth is the schedule of PipeDream-Flush and of the paper's baselines: a stage warms up to its depth only, so it waits out the " +
-			"round trip of every micro-batch's transfers; 1f1b (the default) warms up further where memory allows (microbatch.Warmup). " +
-			"Deep sequential pipelines lose most to those waits. Last column: graphpipe's default (gpp, 1f1b) over a PipeDream-Flush-style " +
-			"sequential pipeline (spp, 1f1b-depth).",
-		Columns: []string{"model", "devices", "batch", "gpp/spp, 1f1b", "gpp/spp, 1f1b-depth", "spp 1f1b / 1f1b-depth", "gpp 1f1b / 1f1b-depth", "gpp 1f1b / spp 1f1b-depth"}}
+// Schedules repeats the paper's comparison on the other 1F1Bs, beside the
+// default 1f1b rows: 1f1b-depth, the 1F1B of PipeDream-Flush (and of the
+// paper's baselines), and zb, which defers weight gradients into idle time.
+// It shows which gains come from the planner and which from the schedule.
+func Schedules(c Config, rows []Row) (*Section, error) {
+	s := &Section{Name: "schedules", Title: "The same comparison on other schedules: 1f1b-depth (PipeDream-Flush's 1F1B) and zb (weight gradients deferred)",
+		Intro: "1f1b-depth is the schedule of PipeDream-Flush and of the paper's baselines: a stage warms up to 1 + its depth only, so it waits " +
+			"out the round trip of every micro-batch's transfers; 1f1b (the default) warms up further where memory allows (microbatch.Warmup); " +
+			"zb is 1f1b with each backward split into input and weight gradients, the weight half deferred into the stage's idle time, no more " +
+			"in flight (microbatch.ZeroBubble). Deep sequential pipelines lose most to 1f1b-depth's waits. Last column: gpp on zb over a " +
+			"PipeDream-Flush-style sequential pipeline (spp on 1f1b-depth).",
+		Columns: []string{"model", "devices", "batch", "gpp/spp, 1f1b-depth", "gpp/spp, 1f1b", "gpp/spp, zb", "gpp zb samples/s", "spp zb samples/s",
+			"gpp zb / spp 1f1b-depth"}}
+	ratio := func(a, b Result) string {
+		if a.SamplesPerS == 0 || b.SamplesPerS == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f", a.SamplesPerS/b.SamplesPerS)
+	}
 	for _, r := range rows {
 		g, err := Paper(r.Model)
 		if err != nil {
 			return nil, err
 		}
-		c.Log("classic: %s on %d v100", r.Model, r.Devices)
+		c.Log("schedules: %s on %d v100", r.Model, r.Devices)
 		d := CompareWith(g, r.Device, r.Devices, r.Batch, 0, "1f1b-depth", false)
-		ratio := func(a, b Result) string {
-			if a.SamplesPerS == 0 || b.SamplesPerS == 0 {
-				return "-"
-			}
-			return fmt.Sprintf("%.3f", a.SamplesPerS/b.SamplesPerS)
-		}
-		s.Rows = append(s.Rows, []string{r.Model, fmt.Sprint(r.Devices), fmt.Sprint(r.Batch), ratio(r.GPP, r.SPP), ratio(d.GPP, d.SPP),
-			ratio(r.SPP, d.SPP), ratio(r.GPP, d.GPP), ratio(r.GPP, d.SPP)})
+		z := CompareWith(g, r.Device, r.Devices, r.Batch, 0, "zb", false)
+		s.Rows = append(s.Rows, []string{r.Model, fmt.Sprint(r.Devices), fmt.Sprint(r.Batch), ratio(d.GPP, d.SPP), ratio(r.GPP, r.SPP),
+			ratio(z.GPP, z.SPP), f(z.GPP.SamplesPerS), f(z.SPP.SamplesPerS), ratio(z.GPP, d.SPP)})
 	}
 	return s, nil
 }

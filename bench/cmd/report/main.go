@@ -43,11 +43,11 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections, r.Plots = append(r.Sections, paper), append(r.Plots, plot)
-	classic, err := bench.Classic(c, rows)
+	scheds, err := bench.Schedules(c, rows)
 	if err != nil {
 		return nil, err
 	}
-	r.Sections = append(r.Sections, classic)
+	r.Sections = append(r.Sections, scheds)
 	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.Controls, bench.OtherDevices, bench.Branches} {
 		s, err := f(c)
 		if err != nil {
