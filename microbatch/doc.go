@@ -20,7 +20,15 @@
 //     further (Warmup): by as many micro-batches as the round trip of the
 //     transfers downstream of a stage needs so that no stage stalls in the
 //     steady state, within the memory limit, every stage still behind each
-//     stage before it.
+//     stage before it. "1f1b-depth" keeps the depth rule however it is built.
+//   - Zero bubble ("zb", ZeroBubble, built by NewTimed only): 1F1B's order of
+//     F and B with the backward split, B the input gradient and W the weight
+//     gradient; each W waits in a queue and runs when its stage would
+//     otherwise wait for data, or before a forward that would hold more
+//     micro-batches than 1F1B's warm-up (a micro-batch's stash is freed by
+//     its W). The lists are made by playing the schedule forward with the
+//     durations. Zero Bubble (Qi et al., ICLR 2024) is for chains; this one
+//     runs on any stage DAG.
 //
 // Check verifies a schedule: every micro-batch's F, B (and W) once per stage in
 // that order, sends and receives that pair up in the same order on every edge,

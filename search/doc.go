@@ -123,7 +123,10 @@
 //     1 + its depth in flight a stage waits on every micro-batch's round
 //     trip. MMT at 32 v100, batch 512 (gpp: 32 one-layer stages, depth 9,
 //     micro-batch 4): bubble 14.0% → 7.7%, 495.9 → 532.2 samples/s; stage
-//     0 then holds 16 micro-batches, 1.78 GB of its 16.
+//     0 then holds 16 micro-batches, 1.78 GB of its 16. Schedule "zb"
+//     (microbatch.ZeroBubble) prices the backward as two calls, B (input
+//     gradient, PlanStage.BackwardS) and W (weight gradient, WeightS), and
+//     holds what 1F1B holds.
 //   - A stage's flush, once per iteration after its last backward: a ring
 //     all-reduce of its gradients over its k devices, 2(k−1)/k · bytes /
 //     bandwidth + 2(k−1) latencies (between nodes if the stage spans nodes),
