@@ -38,6 +38,24 @@ func Emulated(g *dag.Graph, plan *search.Plan, steps int) (float64, error) {
 	return it[len(it)/2], nil
 }
 
+// Slowed is a copy of plan with every planned duration (compute, flush,
+// transfer) and its predictions k times as long: emulated at k > 1, a
+// fixed cost per action weighs k times less against the plan.
+func Slowed(plan *search.Plan, k float64) *search.Plan {
+	p := *plan
+	p.Stages = append([]search.PlanStage(nil), plan.Stages...)
+	p.Edges = append([]search.PlanEdge(nil), plan.Edges...)
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS
+	}
+	for i := range p.Edges {
+		p.Edges[i].Transfer *= k
+	}
+	p.Predicted.IterationS *= k
+	return &p
+}
+
 // CPURun trains g for real on this machine under plan (workers in this
 // process over an embedded server) and single-process, and returns both
 // throughputs in samples per second.
