@@ -103,13 +103,17 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 			}
 			printSummary(w, p)
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "\nSTAGE\tDEVICES\tMICRO-BATCH/DEVICE\tIN FLIGHT\tFWD S\tBWD S\tPEAK GB\tOPS")
+			fmt.Fprintln(tw, "\nSTAGE\tDEVICES\tMICRO-BATCH/DEVICE\tIN FLIGHT\tFWD S\tBWD S\tWGRAD S\tPEAK GB\tOPS")
 			for _, s := range p.Stages {
 				ops := s.Ops[0]
 				if len(s.Ops) > 1 {
 					ops = fmt.Sprintf("%s .. %s (%d)", s.Ops[0], s.Ops[len(s.Ops)-1], len(s.Ops))
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3g\t%.3g\t%.3g\t%s\n", s.ID, search.DeviceList(s.Devices), s.MicroBatch, s.InFlight, s.ForwardS, s.BackwardS, float64(s.PeakBytes)/1e9, ops)
+				wgrad := "-" // in BWD S unless the schedule splits the backward
+				if s.WeightS > 0 {
+					wgrad = fmt.Sprintf("%.3g", s.WeightS)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3g\t%.3g\t%s\t%.3g\t%s\n", s.ID, search.DeviceList(s.Devices), s.MicroBatch, s.InFlight, s.ForwardS, s.BackwardS, wgrad, float64(s.PeakBytes)/1e9, ops)
 			}
 			tw.Flush()
 			if len(p.Edges) > 0 {
