@@ -5,6 +5,28 @@ import (
 	"testing"
 )
 
+// playZeroBubble builds the zero-bubble schedule for p and tm with Warmup's
+// counts, checks it holds no more than they allow, and simulates it.
+func playZeroBubble(t *testing.T, p Pipeline, tm Timing) (*Result, []int) {
+	t.Helper()
+	warm, err := Warmup(p, tm, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ZeroBubble(p, tm, warm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(s, warm); err != nil {
+		t.Fatalf("%v on %+v with %+v", err, p, tm)
+	}
+	r, err := Simulate(s, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, warm
+}
+
 // TestZeroBubbleByHand: 2 stages, 2 micro-batches, F=1, B=1, W=1,
 // transfers 0.5. Worked out on paper (warm-up: stage 0 wants 3, has 2
 // micro-batches; the sink 1):
@@ -18,21 +40,7 @@ import (
 func TestZeroBubbleByHand(t *testing.T) {
 	p := chain(2, 2)
 	tm := Timing{F: []float64{1, 1}, B: []float64{1, 1}, W: []float64{1, 1}, Act: []float64{0.5}, Grad: []float64{0.5}}
-	warm, err := Warmup(p, tm, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ZeroBubble(p, tm, warm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Check(s, warm); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Simulate(s, tm)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _ := playZeroBubble(t, p, tm)
 	sameTimeline(t, timeline(r, 2), [][]span{
 		{{"F0", 0, 1}, {"F1", 1, 2}, {"B0", 4, 5}, {"W0", 5, 6}, {"B1", 7, 8}, {"W1", 8, 9}},
 		{{"F0", 1.5, 2.5}, {"B0", 2.5, 3.5}, {"W0", 3.5, 4.5}, {"F1", 4.5, 5.5}, {"B1", 5.5, 6.5}, {"W1", 6.5, 7.5}},
@@ -58,21 +66,7 @@ func TestZeroBubbleOnRandomDAGs(t *testing.T) {
 			tm.W = append(tm.W, tm.B[s]*(1-frac))
 			tm.B[s] *= frac
 		}
-		warm, err := Warmup(p, tm, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		z, err := ZeroBubble(p, tm, warm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := Check(z, warm); err != nil {
-			t.Fatalf("case %d: %v on %+v", i, err, p)
-		}
-		zr, err := Simulate(z, tm)
-		if err != nil {
-			t.Fatal(err)
-		}
+		zr, warm := playZeroBubble(t, p, tm)
 		whole := tm
 		whole.B, whole.W = make([]float64, len(tm.B)), nil
 		for s := range tm.B {
