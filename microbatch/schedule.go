@@ -113,28 +113,35 @@ func (p Pipeline) edgesWhere(f func([2]int) bool) []int {
 
 // lister appends compute actions with their receives and sends around them.
 type lister struct {
-	p     Pipeline
-	split bool
-	s     int
-	list  []Action
+	p       Pipeline
+	split   bool
+	s       int
+	in, out []int // the stage's edges
+	list    []Action
+}
+
+func newLister(p Pipeline, s int) *lister {
+	l := &lister{p: p, s: s, in: p.in(s), out: p.out(s)}
+	l.list = make([]Action, 0, p.MicroBatches*(2+2*len(l.in)+2*len(l.out)))
+	return l
 }
 
 func (l *lister) forward(mb int) {
-	for _, e := range l.p.in(l.s) {
+	for _, e := range l.in {
 		l.list = append(l.list, Action{Kind: Recv, MB: mb, Edge: e, Dir: Act})
 	}
 	l.list = append(l.list, Action{Kind: Forward, MB: mb})
-	for _, e := range l.p.out(l.s) {
+	for _, e := range l.out {
 		l.list = append(l.list, Action{Kind: Send, MB: mb, Edge: e, Dir: Act})
 	}
 }
 
 func (l *lister) backward(mb int) {
-	for _, e := range l.p.out(l.s) {
+	for _, e := range l.out {
 		l.list = append(l.list, Action{Kind: Recv, MB: mb, Edge: e, Dir: Grad})
 	}
 	l.list = append(l.list, Action{Kind: Backward, MB: mb})
-	for _, e := range l.p.in(l.s) {
+	for _, e := range l.in {
 		l.list = append(l.list, Action{Kind: Send, MB: mb, Edge: e, Dir: Grad})
 	}
 	if l.split {
@@ -149,7 +156,7 @@ func GPipe(p Pipeline) (*Schedule, error) {
 	}
 	sch := &Schedule{Name: "gpipe", Pipe: p}
 	for s := 0; s < p.Stages; s++ {
-		l := &lister{p: p, s: s}
+		l := newLister(p, s)
 		for mb := 0; mb < p.MicroBatches; mb++ {
 			l.forward(mb)
 		}
@@ -181,32 +188,17 @@ func OneFOneBWarm(p Pipeline, warm []int) (*Schedule, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	if len(warm) != p.Stages {
-		return nil, fmt.Errorf("warm-up: %d counts for %d stages", len(warm), p.Stages)
-	}
-	depth, _ := p.Depth()
-	m := p.MicroBatches
-	for s, w := range warm {
-		if w < depth[s] {
-			return nil, fmt.Errorf("warm-up: stage %d runs %d forwards first, fewer than its depth %d", s, w, depth[s])
-		}
-		for _, e := range p.out(s) {
-			if to := p.Edges[e][1]; w < warm[to] {
-				return nil, fmt.Errorf("warm-up: stage %d runs %d forwards first, fewer than its successor %d's %d", s, w, to, warm[to])
-			}
-		}
+	if err := p.checkWarm(warm); err != nil {
+		return nil, err
 	}
 	sch := &Schedule{Name: "1f1b", Pipe: p}
 	for s := 0; s < p.Stages; s++ {
-		l := &lister{p: p, s: s}
-		w := min(m, warm[s])
-		for mb := 0; mb < w; mb++ {
-			l.forward(mb)
-		}
-		for mb := 0; mb < m; mb++ {
-			l.backward(mb)
-			if next := mb + w; next < m {
-				l.forward(next)
+		l := newLister(p, s)
+		for _, a := range oneFOneBOrder(p.MicroBatches, warm[s]) {
+			if a.Kind == Forward {
+				l.forward(a.MB)
+			} else {
+				l.backward(a.MB)
 			}
 		}
 		sch.Lists = append(sch.Lists, l.list)
@@ -231,6 +223,42 @@ func Known(name string) bool {
 		}
 	}
 	return false
+}
+
+// checkWarm refuses warm-up counts that could deadlock 1F1B.
+func (p Pipeline) checkWarm(warm []int) error {
+	if len(warm) != p.Stages {
+		return fmt.Errorf("warm-up: %d counts for %d stages", len(warm), p.Stages)
+	}
+	depth, _ := p.Depth()
+	for s, w := range warm {
+		if w < depth[s] {
+			return fmt.Errorf("warm-up: stage %d runs %d forwards first, fewer than its depth %d", s, w, depth[s])
+		}
+		for _, e := range p.out(s) {
+			if to := p.Edges[e][1]; w < warm[to] {
+				return fmt.Errorf("warm-up: stage %d runs %d forwards first, fewer than its successor %d's %d", s, w, to, warm[to])
+			}
+		}
+	}
+	return nil
+}
+
+// oneFOneBOrder is a 1F1B stage's forwards and backwards in order, m
+// micro-batches, w of them forwarded before the first backward.
+func oneFOneBOrder(m, w int) []Action {
+	w = min(m, w)
+	acts := make([]Action, 0, 2*m)
+	for mb := 0; mb < w; mb++ {
+		acts = append(acts, Action{Kind: Forward, MB: mb})
+	}
+	for mb := 0; mb < m; mb++ {
+		acts = append(acts, Action{Kind: Backward, MB: mb})
+		if next := mb + w; next < m {
+			acts = append(acts, Action{Kind: Forward, MB: next})
+		}
+	}
+	return acts
 }
 
 // New builds the named schedule without durations: both 1F1Bs warm up to the

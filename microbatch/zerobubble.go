@@ -19,15 +19,17 @@ import (
 // next F or B of its 1F1B order if that action's data is there, else its
 // oldest pending W, else it waits. warm is as OneFOneBWarm takes it.
 func ZeroBubble(p Pipeline, t Timing, warm []int) (*Schedule, error) {
-	base, err := OneFOneBWarm(p, warm)
-	if err != nil {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	if err := p.checkWarm(warm); err != nil {
 		return nil, err
 	}
 	sch := &Schedule{Name: "zb", Pipe: p, Split: true}
 	if err := t.check(&Schedule{Pipe: p, Split: true, Lists: make([][]Action, p.Stages)}); err != nil {
 		return nil, err
 	}
-	z := newZB(p, t, base, warm)
+	z := newZB(p, t, warm)
 	if err := z.run(); err != nil {
 		return nil, err
 	}
@@ -39,6 +41,7 @@ func ZeroBubble(p Pipeline, t Timing, warm []int) (*Schedule, error) {
 type zb struct {
 	p       Pipeline
 	t       Timing
+	in, out [][]int    // per stage: the edges into and out of it
 	order   [][]Action // per stage: its F and B in 1F1B order
 	next    []int      // per stage: index into order
 	pending [][]int    // per stage: micro-batches whose W is due, oldest first
@@ -50,7 +53,7 @@ type zb struct {
 	lists   [][]Action
 }
 
-func newZB(p Pipeline, t Timing, base *Schedule, warm []int) *zb {
+func newZB(p Pipeline, t Timing, warm []int) *zb {
 	n, m := p.Stages, p.MicroBatches
 	z := &zb{p: p, t: t, next: make([]int, n), pending: make([][]int, n), held: make([]int, n), limit: make([]int, n),
 		clock: make([]float64, n), arrival: make([]float64, 2*len(p.Edges)*m), link: make([]float64, 2*len(p.Edges)),
@@ -58,15 +61,11 @@ func newZB(p Pipeline, t Timing, base *Schedule, warm []int) *zb {
 	for i := range z.arrival {
 		z.arrival[i] = math.NaN()
 	}
-	for s, l := range base.Lists {
-		var acts []Action
-		for _, a := range l {
-			if a.Kind == Forward || a.Kind == Backward {
-				acts = append(acts, a)
-			}
-		}
-		z.order = append(z.order, acts)
+	for s := 0; s < n; s++ {
+		z.order = append(z.order, oneFOneBOrder(m, warm[s]))
 		z.limit[s] = min(m, warm[s])
+		z.in, z.out = append(z.in, p.in(s)), append(z.out, p.out(s))
+		z.lists[s] = make([]Action, 0, m*(3+2*len(z.in[s])+2*len(z.out[s])))
 	}
 	return z
 }
@@ -86,9 +85,9 @@ func (z *zb) ready(s int) float64 {
 		return math.NaN()
 	}
 	a := z.order[s][z.next[s]]
-	edges, dir := z.p.in(s), Act
+	edges, dir := z.in[s], Act
 	if a.Kind == Backward {
-		edges, dir = z.p.out(s), Grad
+		edges, dir = z.out[s], Grad
 	}
 	at := 0.0
 	for _, e := range edges {
@@ -114,12 +113,18 @@ func (z *zb) when(s int) float64 {
 	return max(z.clock[s], r)
 }
 
+// run steps the stage that acts first (the lowest on ties) until every stage
+// is done. A stage's next time changes only when it acts or a neighbour sends
+// it data, so only those are recomputed.
 func (z *zb) run() error {
+	due := make([]float64, len(z.clock))
+	for s := range due {
+		due[s] = z.when(s)
+	}
 	for {
 		s, at := -1, math.Inf(1)
 		done := true
-		for st := range z.clock {
-			w := z.when(st)
+		for st, w := range due {
 			if math.IsNaN(w) {
 				continue
 			}
@@ -136,6 +141,13 @@ func (z *zb) run() error {
 		}
 		z.clock[s] = at
 		z.step(s)
+		due[s] = z.when(s)
+		for _, e := range z.in[s] {
+			due[z.p.Edges[e][0]] = z.when(z.p.Edges[e][0])
+		}
+		for _, e := range z.out[s] {
+			due[z.p.Edges[e][1]] = z.when(z.p.Edges[e][1])
+		}
 	}
 }
 
@@ -160,7 +172,7 @@ func (z *zb) step(s int) {
 // compute runs a forward or input-gradient backward with its receives before
 // and sends after.
 func (z *zb) compute(s int, a Action) {
-	in, out, dir := z.p.in(s), z.p.out(s), Act
+	in, out, dir := z.in[s], z.out[s], Act
 	dur := z.t.F[s]
 	if a.Kind == Backward {
 		in, out, dir, dur = out, in, Grad, z.t.B[s]

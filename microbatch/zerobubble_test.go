@@ -86,3 +86,34 @@ func TestZeroBubbleOnRandomDAGs(t *testing.T) {
 	}
 	t.Logf("zero bubble faster than 1F1B in %d of %d cases, %.2f%% faster on average", faster, n, 100*sumGain/float64(n))
 }
+
+// BenchmarkZeroBubble plays a 32-stage chain with 4096 micro-batches, beside
+// 1F1B's lists for the same warm-up (the baseline in the same run).
+func BenchmarkZeroBubble(b *testing.B) {
+	p := chain(32, 4096)
+	tm := Timing{}
+	for s := 0; s < p.Stages; s++ {
+		tm.F, tm.B, tm.W = append(tm.F, 1), append(tm.B, 1), append(tm.W, 1)
+	}
+	for range p.Edges {
+		tm.Act, tm.Grad = append(tm.Act, 0.1), append(tm.Grad, 0.1)
+	}
+	warm, err := Warmup(p, tm, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("zb", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := ZeroBubble(p, tm, warm); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("1f1b", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := OneFOneBWarm(p, warm); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
