@@ -27,7 +27,7 @@ func Check(sch *Schedule, limit []int) error {
 			return err
 		}
 	}
-	res, err := Simulate(sch, Unit(sch.Pipe))
+	res, err := Summarize(sch, Unit(sch.Pipe))
 	if err != nil {
 		return err
 	}

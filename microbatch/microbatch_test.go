@@ -301,3 +301,28 @@ func FuzzParseAction(f *testing.F) {
 		}
 	})
 }
+
+// TestSummarizeIsSimulate: the summary is the simulation without its events.
+func TestSummarizeIsSimulate(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	for i := 0; i < 200; i++ {
+		p := randomPipeline(r)
+		tm := randomTiming(r, p, false)
+		s := mustSchedule(t, "1f1b", p)
+		full, err := Simulate(s, tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := Summarize(s, tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(full.Events) == 0 || sum.Events != nil {
+			t.Fatalf("events: %d in the simulation, %d in the summary", len(full.Events), len(sum.Events))
+		}
+		full.Events = nil
+		if fmt.Sprint(full) != fmt.Sprint(sum) {
+			t.Fatalf("case %d: summary %+v, simulation %+v", i, sum, full)
+		}
+	}
+}

@@ -58,7 +58,13 @@ func (e *DeadlockError) Error() string {
 
 // Simulate runs one iteration of the schedule. Sends never block; a link
 // carries one transfer at a time per direction, in the order they were sent.
-func Simulate(sch *Schedule, t Timing) (*Result, error) {
+func Simulate(sch *Schedule, t Timing) (*Result, error) { return simulate(sch, t, true) }
+
+// Summarize is Simulate without Result.Events: what a planner comparing
+// many candidates needs, in memory that does not grow with the events.
+func Summarize(sch *Schedule, t Timing) (*Result, error) { return simulate(sch, t, false) }
+
+func simulate(sch *Schedule, t Timing, events bool) (*Result, error) {
 	if err := t.check(sch); err != nil {
 		return nil, err
 	}
@@ -102,10 +108,14 @@ func Simulate(sch *Schedule, t Timing) (*Result, error) {
 					start := max(clock[s], linkFree[link])
 					linkFree[link] = start + dur
 					arrival[slot(a)] = start + dur
-					transfers = append(transfers, Event{Stage: s, Kind: Send, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: start, End: start + dur})
+					if events {
+						transfers = append(transfers, Event{Stage: s, Kind: Send, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: start, End: start + dur})
+					}
 				} else {
 					dur := t.compute(s, a.Kind)
-					r.Events = append(r.Events, Event{Stage: s, Kind: a.Kind, MB: a.MB, Start: clock[s], End: clock[s] + dur})
+					if events {
+						r.Events = append(r.Events, Event{Stage: s, Kind: a.Kind, MB: a.MB, Start: clock[s], End: clock[s] + dur})
+					}
 					clock[s] += dur
 					r.Busy[s] += dur
 					stashed[s] += stashDelta(a.Kind, sch.Split)

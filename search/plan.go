@@ -323,7 +323,11 @@ func (p *Plan) simulate(res **microbatch.Result) error {
 	if err != nil {
 		return err
 	}
-	r, err := microbatch.Simulate(sch, p.Timing())
+	sim := microbatch.Summarize // the events only for a caller that asks for them
+	if res != nil {
+		sim = microbatch.Simulate
+	}
+	r, err := sim(sch, p.Timing())
 	if err != nil {
 		return err
 	}
