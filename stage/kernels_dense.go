@@ -118,6 +118,7 @@ type attention[T Num] struct {
 
 type attnStash[T Num] struct {
 	qkv, probs, ctx []T // [n,s,3d], [n,h,s,s], [n,s,d]
+	gqkv            []T // [n,s,3d]: kept by an inputs-only backward for the weights' pass
 }
 
 func (k *attention[T]) dims(x *Value[T]) (n, s, d, dh int) {
@@ -195,6 +196,32 @@ func (k *attention[T]) backward(gy *Value[T], x, p []*Value[T], _ *Value[T], s0 
 	if gx[0] == nil && (gp == nil || gp[0] == nil && gp[1] == nil) {
 		return
 	}
+	gqkv := st.gqkv
+	if gqkv == nil {
+		gqkv = k.qkvGrad(gy, p, st, n, s, d, dh)
+	}
+	st.gqkv = nil
+	if gx[0] != nil {
+		gemm(false, false, n*s, d, 3*d, gqkv, 3*d, p[0].Data, d, 1, gx[0].Data, d) // gx[ns,d] += gqkv·W_in
+		if gp == nil {                                                             // the weights' pass follows: keep what it needs
+			st.gqkv = gqkv
+		}
+	}
+	if gp != nil {
+		if gp[0] != nil {
+			gemm(true, false, 3*d, d, n*s, gqkv, 3*d, x[0].Data, d, 1, gp[0].Data, d) // gW_in[3d,d] += gqkvᵀ·x
+		}
+		if gp[1] != nil {
+			for i := 0; i < n*s; i++ {
+				addInto(gp[1].Data, gqkv[i*3*d:(i+1)*3*d])
+			}
+		}
+	}
+}
+
+// qkvGrad is the gradient of the stacked q, k, v projections, [n,s,3d], from
+// the output gradient gy [n,s,d] through the output projection and softmax.
+func (k *attention[T]) qkvGrad(gy *Value[T], p []*Value[T], st *attnStash[T], n, s, d, dh int) []T {
 	gctx := make([]T, n*s*d)
 	gemm(false, false, n*s, d, d, gy.Data, d, p[2].Data, d, 0, gctx, d) // gctx[ns,d] = gy·W_out
 	gqkv := make([]T, n*s*3*d)
@@ -223,17 +250,5 @@ func (k *attention[T]) backward(gy *Value[T], x, p []*Value[T], _ *Value[T], s0 
 			gemm(true, false, s, dh, s, gp2, s, q, 3*d, 1, gk, 3*d)   // gk[s,dh] += gSᵀ·q
 		}
 	}
-	if gx[0] != nil {
-		gemm(false, false, n*s, d, 3*d, gqkv, 3*d, p[0].Data, d, 1, gx[0].Data, d) // gx[ns,d] += gqkv·W_in
-	}
-	if gp != nil {
-		if gp[0] != nil {
-			gemm(true, false, 3*d, d, n*s, gqkv, 3*d, x[0].Data, d, 1, gp[0].Data, d) // gW_in[3d,d] += gqkvᵀ·x
-		}
-		if gp[1] != nil {
-			for i := 0; i < n*s; i++ {
-				addInto(gp[1].Data, gqkv[i*3*d:(i+1)*3*d])
-			}
-		}
-	}
+	return gqkv
 }
