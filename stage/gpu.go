@@ -466,7 +466,10 @@ func gpuBCE() (fwdFn, bwdFn) {
 	})
 }
 
-type gpuAttnStash struct{ qkv, probs, ctx stashBuf }
+type gpuAttnStash struct {
+	qkv, probs, ctx stashBuf
+	gqkv            *stashBuf // kept by an inputs-only backward for the weights' pass
+}
 
 // gpuAttention follows the CPU kernel's layout: qkv [n·s, 3d], head h of
 // q, k, v at columns h·dh, d + h·dh, 2d + h·dh; probs [n, h, s, s]; the
@@ -505,6 +508,32 @@ func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
 		s.out(y, yb)
 		return y, &gpuAttnStash{qkv: s.stash(qkv, nqkv), probs: s.stash(pr, npr), ctx: s.stash(ctx, nctx)}, nil
 	}
+	// qkvGrad is the gradient of the stacked q, k, v projections, [n·s, 3d],
+	// from gy through the output projection and the softmax.
+	qkvGrad := func(s *gpuScope, g cuda.Buffer, p []*Value[float32], st *gpuAttnStash, z dims, scale float32) cuda.Buffer {
+		n, sq, d, dh := z.n, z.sq, z.d, z.dh
+		gctx := s.zeros(n * sq * d)
+		s.gemm(cuda.GemmArgs{M: n * sq, N: d, K: d, Alpha: 1, A: g, B: s.param(p[2]), C: gctx}) // gctx = gy·W_out
+		qkv, pr := s.unstash(st.qkv), s.unstash(st.probs)
+		gqkv, gP, gS := s.zeros(n*sq*3*d), s.zeros(n*heads*sq*sq), s.zeros(n*heads*sq*sq)
+		for b := 0; b < n; b++ {
+			base := b * sq * 3 * d
+			q, k, v := qkv.Offset(base), qkv.Offset(base+d), qkv.Offset(base+2*d)
+			gq, gk, gv := gqkv.Offset(base), gqkv.Offset(base+d), gqkv.Offset(base+2*d)
+			pb, gpb, gsb := pr.Offset(b*heads*sq*sq), gP.Offset(b*heads*sq*sq), gS.Offset(b*heads*sq*sq)
+			gc := gctx.Offset(b * sq * d)
+			// gP[s,s] = gctx[s,dh]·vᵀ
+			s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: gc, B: v, C: gpb, LDA: d, LDB: 3 * d, LDC: sq}, dh, dh, sq*sq, heads)
+			// gv[s,dh] += Pᵀ·gctx
+			s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: pb, B: gc, C: gv, LDA: sq, LDB: d, LDC: 3 * d}, sq*sq, dh, dh, heads)
+			// gS = scale · P ⊙ (gP − Σ gP·P)
+			s.launch("gp_softmax_bwd", heads*sq, pb, gpb, gsb, heads*sq, sq, scale)
+			// gq[s,dh] += gS·k; gk[s,dh] += gSᵀ·q
+			s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: gsb, B: k, C: gq, LDA: sq, LDB: 3 * d, LDC: 3 * d}, sq*sq, dh, dh, heads)
+			s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: gsb, B: q, C: gk, LDA: sq, LDB: 3 * d, LDC: 3 * d}, sq*sq, dh, dh, heads)
+		}
+		return gqkv
+	}
 	bwd := func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], _ *Value[float32], st0 any, gx, gp []*Value[float32]) {
 		st := st0.(*gpuAttnStash)
 		z := dimsOf(x[0])
@@ -526,30 +555,21 @@ func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
 		if gx[0] == nil && (gp == nil || gp[0] == nil && gp[1] == nil) {
 			return
 		}
-		gctx := s.zeros(n * sq * d)
-		s.gemm(cuda.GemmArgs{M: n * sq, N: d, K: d, Alpha: 1, A: g, B: s.param(p[2]), C: gctx}) // gctx = gy·W_out
-		qkv, pr := s.unstash(st.qkv), s.unstash(st.probs)
-		gqkv, gP, gS := s.zeros(n*sq*3*d), s.zeros(n*heads*sq*sq), s.zeros(n*heads*sq*sq)
-		for b := 0; b < n; b++ {
-			base := b * sq * 3 * d
-			q, k, v := qkv.Offset(base), qkv.Offset(base+d), qkv.Offset(base+2*d)
-			gq, gk, gv := gqkv.Offset(base), gqkv.Offset(base+d), gqkv.Offset(base+2*d)
-			pb, gpb, gsb := pr.Offset(b*heads*sq*sq), gP.Offset(b*heads*sq*sq), gS.Offset(b*heads*sq*sq)
-			gc := gctx.Offset(b * sq * d)
-			// gP[s,s] = gctx[s,dh]·vᵀ
-			s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: gc, B: v, C: gpb, LDA: d, LDB: 3 * d, LDC: sq}, dh, dh, sq*sq, heads)
-			// gv[s,dh] += Pᵀ·gctx
-			s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: pb, B: gc, C: gv, LDA: sq, LDB: d, LDC: 3 * d}, sq*sq, dh, dh, heads)
-			// gS = scale · P ⊙ (gP − Σ gP·P)
-			s.launch("gp_softmax_bwd", heads*sq, pb, gpb, gsb, heads*sq, sq, scale)
-			// gq[s,dh] += gS·k; gk[s,dh] += gSᵀ·q
-			s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: gsb, B: k, C: gq, LDA: sq, LDB: 3 * d, LDC: 3 * d}, sq*sq, dh, dh, heads)
-			s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: gsb, B: q, C: gk, LDA: sq, LDB: 3 * d, LDC: 3 * d}, sq*sq, dh, dh, heads)
+		var gqkv cuda.Buffer
+		if st.gqkv != nil {
+			gqkv = s.unstash(*st.gqkv)
+		} else {
+			gqkv = qkvGrad(s, g, p, st, z, scale)
 		}
+		st.gqkv = nil
 		if gx[0] != nil {
 			b := s.acc(gx[0])
 			s.gemm(cuda.GemmArgs{M: n * sq, N: d, K: 3 * d, Alpha: 1, Beta: 1, A: gqkv, B: s.param(p[0]), C: b}) // gx += gqkv·W_in
 			s.back(gx[0], b)
+			if gp == nil { // the weights' pass follows: keep what it needs
+				sb := s.stash(gqkv, n*sq*3*d)
+				st.gqkv = &sb
+			}
 		}
 		if gp != nil && gp[0] != nil {
 			b := s.acc(gp[0])
