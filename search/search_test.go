@@ -210,6 +210,11 @@ func FuzzDecodePlan(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(p.Encode())
+	z, err := Search(g, Options{Device: Profiles["cpu"], Devices: 3, MicroBatch: 2, Schedule: "zb"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(z.Encode())
 	f.Add([]byte(`{"format": "graphpipe/plan@1"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		q, err := DecodePlan(data)
