@@ -19,5 +19,7 @@
 //     repeated micro-batch.
 //  4. A worker runs its action list in order; gradients are summed in a fixed
 //     order (edge order, micro-batch order), never arrival order, so results
-//     do not depend on what the network did.
+//     do not depend on what the network did. A schedule that splits the
+//     backward (zb) runs B as the inputs' gradients only and W, later, as the
+//     parameters' (stage.Executor.Backward without weights, then Weights).
 package runtime
