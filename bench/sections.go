@@ -86,7 +86,7 @@ func PaperSection(c Config) (*Section, *Plot, []Row, error) {
 // It shows which gains come from the planner and which from the schedule.
 func Schedules(c Config, rows []Row) (*Section, error) {
 	s := &Section{Name: "schedules", Title: "The same comparison on other schedules: 1f1b-depth (PipeDream-Flush's 1F1B) and zb (weight gradients deferred)",
-		Intro: "1f1b-depth is the schedule of PipeDream-Flush and of the paper's baselines: a stage warms up to 1 + its depth only, so it waits " +
+		Intro: "1f1b-depth is the schedule of PipeDream-Flush and of the paper's baselines: a stage warms up to its depth only (1 + its longest path to a sink), so it waits " +
 			"out the round trip of every micro-batch's transfers; 1f1b (the default) warms up further where memory allows (microbatch.Warmup); " +
 			"zb is 1f1b with each backward split into input and weight gradients, the weight half deferred into the stage's idle time, no more " +
 			"in flight (microbatch.ZeroBubble). Deep sequential pipelines lose most to 1f1b-depth's waits. Last column: gpp on zb over a " +

@@ -207,8 +207,8 @@ func OneFOneBWarm(p Pipeline, warm []int) (*Schedule, error) {
 }
 
 // Names are the schedules New and NewTimed build: 1f1b (warmed up by
-// Warmup when built by NewTimed), 1f1b-depth (1 + its depth in flight at each
-// stage, PipeDream-Flush's rule, however it is built), zb (ZeroBubble, which
+// Warmup when built by NewTimed), 1f1b-depth (each stage holds its depth, 1 +
+// its longest path to a sink: PipeDream-Flush's rule, however it is built), zb (ZeroBubble, which
 // needs durations: NewTimed only) and gpipe.
 var Names = []string{"1f1b", "1f1b-depth", "zb", "gpipe"}
 

@@ -119,9 +119,8 @@
 //   - In flight: the DP's memory rule counts what 1F1B holds at least,
 //     min(M, 1 + the longest stage path to a sink); GPipe holds all M. The
 //     schedule built for a priced plan warms up further where transfers
-//     would stall it and memory has room (microbatch.Warmup): with exactly
-//     1 + its depth in flight a stage waits on every micro-batch's round
-//     trip. MMT at 32 v100, batch 512 (gpp: 32 one-layer stages, depth 9,
+//     would stall it and memory has room (microbatch.Warmup): holding no
+//     more than that a stage waits on every micro-batch's round trip. MMT at 32 v100, batch 512 (gpp: 32 one-layer stages, depth 9,
 //     micro-batch 4): bubble 14.0% → 7.7%, 495.9 → 532.2 samples/s; stage
 //     0 then holds 16 micro-batches, 1.78 GB of its 16. Schedule "zb"
 //     (microbatch.ZeroBubble) prices the backward as two calls, B (input

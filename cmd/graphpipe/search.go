@@ -29,7 +29,7 @@ func (f *searchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&f.memoryGB, "memory-gb", 0, "memory per device in GB (default: the profile's)")
 	cmd.Flags().Int64Var(&f.batch, "batch", 0, "global mini-batch (default: the model's batch_size)")
 	cmd.Flags().StringVar(&f.strategy, "strategy", "gpp", "planner: gpp (graph pipeline), spp (best sequential pipeline) or spp-exact")
-	cmd.Flags().StringVar(&f.schedule, "schedule", "1f1b", "schedule: 1f1b (warmed up to hide transfers where memory allows), zb (1f1b with weight gradients deferred into idle time), 1f1b-depth (1 + its depth in flight per stage) or gpipe")
+	cmd.Flags().StringVar(&f.schedule, "schedule", "1f1b", "schedule: 1f1b (warmed up to hide transfers where memory allows), zb (1f1b with weight gradients deferred into idle time), 1f1b-depth (each stage holds its depth: 1 + its longest path to a sink) or gpipe")
 	cmd.Flags().Int64Var(&f.microBatch, "micro-batch", 0, "force this micro-batch size on every stage (default: the planner chooses)")
 }
 
