@@ -8,9 +8,9 @@ import (
 // first backward, given the durations t and a per-device memory limit in
 // bytes (0: none).
 //
-// With its depth (1 + its longest path to a sink) in flight a stage is exactly as far ahead as its
-// successors need when transfers are free; a transfer then stalls the whole
-// pipeline once per micro-batch. In a steady state of period P (the slowest
+// With its depth (1 + its longest path to a sink) in flight a stage is
+// exactly as far ahead as its successors need when transfers are free; a
+// transfer then stalls the whole pipeline once per micro-batch. In a steady state of period P (the slowest
 // stage's F + B) let x_s be how long after the start of its forward of
 // micro-batch j stage s starts its backward of j. Stage s's list forces
 // (w_s − 1)·P + F_s ≤ x_s ≤ w_s·P − B_s, w_s being its warm-up count: the
