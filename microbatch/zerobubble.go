@@ -46,10 +46,10 @@ type zb struct {
 	next    []int      // per stage: index into order
 	pending [][]int    // per stage: micro-batches whose W is due, oldest first
 	held    []int      // per stage: micro-batches forwarded and not yet W'd
-	limit   []int
-	clock   []float64
-	arrival []float64 // per (edge, dir, mb): when the data lands; NaN until sent
-	link    []float64 // per (edge, dir): when the link is free
+	limit   []int      // per stage: the most it may hold, 1F1B's warm-up
+	clock   []float64  // per stage: when it is next free
+	arrival []float64  // per (edge, dir, mb): when the data lands; NaN until sent
+	link    []float64  // per (edge, dir): when the link is free
 	lists   [][]Action
 }
 
