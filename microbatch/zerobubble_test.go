@@ -117,3 +117,19 @@ func BenchmarkZeroBubble(b *testing.B) {
 		}
 	})
 }
+
+// TestZeroBubbleGrid: the step × stage grid of a zero-bubble chain (F, B and
+// W one step each, free transfers), golden.
+func TestZeroBubbleGrid(t *testing.T) {
+	p := chain(4, 6)
+	tm := Unit(p)
+	s, err := NewTimed("zb", p, tm, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Grid(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "zb-chain4-m6", g)
+}
