@@ -20,14 +20,19 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 		return nil, err
 	}
 	cm := newCostModel(g, &o)
-	var best *Plan
+	// the fastest few of each planner's candidates, whose schedules are tuned
+	// at the end (tune): the same ones whichever strategy offers them, so gpp,
+	// which also offers spp's, is never worse than spp
+	var families []string
+	tops := map[string][]*Plan{}
 	candidates := 0
 	consider := func(p *Plan, who string) {
 		candidates++
 		p.Search.Chosen = who
-		if best == nil || better(p, best) {
-			best = p
+		if _, ok := tops[who]; !ok {
+			families = append(families, who)
 		}
+		tops[who] = keepFastest(tops[who], p, tuneTop)
 	}
 	var notes []string
 	switch o.Strategy {
@@ -55,6 +60,17 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
+	var best *Plan
+	for _, who := range families {
+		for _, p := range tops[who] {
+			if err := p.tune(); err != nil {
+				return nil, err
+			}
+			if best == nil || better(p, best) {
+				best = p
+			}
+		}
+	}
 	if best == nil {
 		return nil, noPlan(g, &o, cm)
 	}
@@ -63,6 +79,23 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	best.Search.Candidates = candidates
 	best.Search.Notes = append(notes, best.Search.Notes...)
 	return best, nil
+}
+
+// tuneTop is how many of each planner's fastest plans get their schedules tuned.
+const tuneTop = 3
+
+// keepFastest inserts p into top, fastest first (better's order; the earlier
+// offered first on ties), keeping at most n.
+func keepFastest(top []*Plan, p *Plan, n int) []*Plan {
+	i := len(top)
+	for i > 0 && better(p, top[i-1]) {
+		i--
+	}
+	if i >= n {
+		return top
+	}
+	top = append(top[:i], append([]*Plan{p}, top[i:]...)...)
+	return top[:min(len(top), n)]
 }
 
 // better prefers the faster iteration, then the shallower pipeline, then fewer stages.

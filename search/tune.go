@@ -1,0 +1,95 @@
+package search
+
+import (
+	"github.com/graphpipe/graphpipe/microbatch"
+)
+
+// tuneBudget is how many actions the warm-up tuning of one plan may simulate
+// in all: a plan's list lengths times the simulations it tries.
+const tuneBudget = 2_000_000
+
+// tune raises the plan's 1F1B (or zb) warm-up counts from Warmup's while the
+// simulator finds the iteration shorter and every stage still fits in
+// memory. Warmup's rule is a steady-state one; an iteration of few
+// micro-batches, or of unequal stages, can gain from running further ahead
+// (the faster stages' forwards then wait less on the slow ones' backwards).
+// Each round tries, stage by stage, one more and twice as many, raising the
+// stages before it to stay ahead, and keeps the first that helps; it stops
+// when a round finds nothing or the budget is spent. Deterministic.
+func (p *Plan) tune() error {
+	if p.Schedule != "1f1b" && p.Schedule != "zb" {
+		return nil
+	}
+	pipe, t := p.pipeline(), p.Timing()
+	warm, err := microbatch.Warmup(pipe, t, p.MemoryLimit)
+	if err != nil {
+		return err
+	}
+	build := func(w []int) (*microbatch.Schedule, error) {
+		if p.Schedule == "zb" {
+			return microbatch.ZeroBubble(pipe, t, w)
+		}
+		return microbatch.OneFOneBWarm(pipe, w)
+	}
+	cost := 0 // actions per simulation
+	eval := func(w []int) (float64, *microbatch.Schedule, bool) {
+		s, err := build(w)
+		if err != nil {
+			return 0, nil, false
+		}
+		r, err := microbatch.Summarize(s, t)
+		if err != nil {
+			return 0, nil, false
+		}
+		for _, m := range r.PeakMemory {
+			if m > p.MemoryLimit {
+				return 0, nil, false
+			}
+		}
+		if cost == 0 {
+			for _, l := range s.Lists {
+				cost += len(l)
+			}
+		}
+		return r.Iteration, s, true
+	}
+	cur, sched, ok := eval(warm)
+	if !ok {
+		return nil // keep the schedule the plan has
+	}
+	spent := cost
+	for improved := true; improved; {
+		improved = false
+		for s := 0; s < len(warm) && !improved; s++ {
+			for _, n := range []int{warm[s] + 1, 2 * warm[s]} {
+				if n > pipe.MicroBatches || spent+cost > tuneBudget {
+					continue
+				}
+				spent += cost
+				w := raise(pipe, warm, s, n)
+				if it, sc, ok := eval(w); ok && it < cur*(1-1e-9) {
+					cur, sched, warm, improved = it, sc, w, true
+					break
+				}
+			}
+		}
+	}
+	p.sched, p.Actions = sched, nil
+	return p.simulate(nil)
+}
+
+// raise is warm with stage s at n and every stage before it at least one
+// ahead of each stage after it.
+func raise(pipe microbatch.Pipeline, warm []int, s, n int) []int {
+	w := append([]int(nil), warm...)
+	w[s] = max(w[s], n)
+	for changed := true; changed; {
+		changed = false
+		for _, e := range pipe.Edges {
+			if w[e[0]] < w[e[1]]+1 {
+				w[e[0]], changed = w[e[1]]+1, true
+			}
+		}
+	}
+	return w
+}
