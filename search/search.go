@@ -22,7 +22,8 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	cm := newCostModel(g, &o)
 	// the fastest few of each planner's candidates, whose schedules are tuned
 	// at the end (tune): the same ones whichever strategy offers them, so gpp,
-	// which also offers spp's, is never worse than spp
+	// which also offers spp's, is never worse than spp; only those close
+	// enough to the fastest that tuning could make them the fastest
 	var families []string
 	tops := map[string][]*Plan{}
 	candidates := 0
@@ -63,6 +64,9 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	var best *Plan
 	for _, who := range families {
 		for _, p := range tops[who] {
+			if p.Predicted.IterationS > tuneWithin*tops[who][0].Predicted.IterationS {
+				break
+			}
 			if err := p.tune(); err != nil {
 				return nil, err
 			}
@@ -81,8 +85,12 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	return best, nil
 }
 
-// tuneTop is how many of each planner's fastest plans get their schedules tuned.
-const tuneTop = 3
+// Tuning takes each planner's fastest tuneTop plans that are within
+// tuneWithin of its fastest (it has shortened plans by up to 7.5%).
+const (
+	tuneTop    = 8
+	tuneWithin = 1.10
+)
 
 // keepFastest inserts p into top, fastest first (better's order; the earlier
 // offered first on ties), keeping at most n.
