@@ -122,8 +122,9 @@
 //     would stall it and memory has room (microbatch.Warmup): holding no
 //     more than that a stage waits on every micro-batch's round trip. MMT at 32 v100, batch 512 (gpp: 32 one-layer stages, depth 9,
 //     micro-batch 4): bubble 14.0% → 7.7%, 495.9 → 532.2 samples/s; stage
-//     0 then holds 16 micro-batches, 1.78 GB of its 16. Then the fastest
-//     three plans of each planner have their warm-up tuned by the simulator
+//     0 then holds 16 micro-batches, 1.78 GB of its 16. Then each
+//     planner's plans within 10% of its fastest (at most 8) have their
+//     warm-up tuned by the simulator
 //     (tune: raise a stage's count while the iteration gets shorter and
 //     memory fits); Warmup's rule is for the steady state, and a few
 //     micro-batches through unequal stages can gain from running further
