@@ -116,20 +116,19 @@
 //     replicated on every data-parallel device; plus the stash of every
 //     micro-batch in flight; plus twice the largest output (its value and
 //     gradient) as working memory.
-//   - In flight: the DP's memory rule counts what 1F1B holds at least,
-//     min(M, 1 + the longest stage path to a sink); GPipe holds all M. The
-//     schedule built for a priced plan warms up further where transfers
-//     would stall it and memory has room (microbatch.Warmup): holding no
-//     more than that a stage waits on every micro-batch's round trip. MMT at 32 v100, batch 512 (gpp: 32 one-layer stages, depth 9,
-//     micro-batch 4): bubble 14.0% → 7.7%, 495.9 → 532.2 samples/s; stage
-//     0 then holds 16 micro-batches, 1.78 GB of its 16. Then each
-//     planner's plans within 10% of its fastest (at most 8) have their
-//     warm-up tuned by the simulator
-//     (tune: raise a stage's count while the iteration gets shorter and
-//     memory fits); Warmup's rule is for the steady state, and a few
-//     micro-batches through unequal stages can gain from running further
-//     ahead. DLRM at 32 v100, batch 65536: gpp 8.124e4 → 8.655e4
-//     samples/s (8 stages, 16 micro-batches). Schedule "zb"
+//   - In flight: the DP's memory rule counts what 1F1B holds at least, min(M,
+//     1 + the longest stage path to a sink); GPipe holds all M. The schedule
+//     built for a priced plan warms up further where transfers would stall it
+//     and memory has room (microbatch.Warmup): holding no more than that, a
+//     stage waits on every micro-batch's round trip. MMT at 32 v100, batch 512
+//     (gpp: 32 one-layer stages, depth 9, micro-batch 4): bubble 14.0% → 7.7%,
+//     495.9 → 532.2 samples/s; stage 0 then holds 16 micro-batches, 1.78 GB of
+//     its 16. Then each planner's plans within 10% of its fastest (at most 8)
+//     have their warm-up tuned by the simulator (tune: raise a stage's count
+//     while the iteration gets shorter and memory fits): Warmup's rule is for
+//     the steady state, and a few micro-batches through unequal stages can
+//     gain from running further ahead. DLRM at 32 v100, batch 65536: gpp
+//     8.124e4 → 8.655e4 samples/s (8 stages, 16 micro-batches). Schedule "zb"
 //     (microbatch.ZeroBubble) prices the backward as two calls, B (input
 //     gradient, PlanStage.BackwardS) and W (weight gradient, WeightS), and
 //     holds what 1F1B holds.
