@@ -30,6 +30,7 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	consider := func(p *Plan, who string) {
 		candidates++
 		p.Search.Chosen = who
+		p.sched = nil // a kept plan's lists are built again when needed: they can be large
 		if _, ok := tops[who]; !ok {
 			families = append(families, who)
 		}
@@ -77,6 +78,11 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	}
 	if best == nil {
 		return nil, noPlan(g, &o, cm)
+	}
+	if best.sched == nil { // not tuned: the same lists as when it was simulated
+		if err := best.schedule(); err != nil {
+			return nil, err
+		}
 	}
 	best.finish()
 	best.Search.Seconds = time.Since(start).Seconds()

@@ -17,10 +17,10 @@ const tuneBudget = 2_000_000
 // stages before it to stay ahead, and keeps the first that helps; it stops
 // when a round finds nothing or the budget is spent. Deterministic.
 func (p *Plan) tune() error {
-	if p.Schedule != "1f1b" && p.Schedule != "zb" {
-		return nil
-	}
 	pipe, t := p.pipeline(), p.Timing()
+	if (p.Schedule != "1f1b" && p.Schedule != "zb") || 2*actions(pipe, p.Schedule == "zb") > tuneBudget {
+		return p.schedule() // nothing to tune, or no room to try anything
+	}
 	warm, err := microbatch.Warmup(pipe, t, p.MemoryLimit)
 	if err != nil {
 		return err
@@ -76,6 +76,17 @@ func (p *Plan) tune() error {
 	}
 	p.sched, p.Actions = sched, nil
 	return p.simulate(nil)
+}
+
+// actions is how many actions a 1F1B (or, if split, zb) schedule of pipe
+// lists: per micro-batch, each stage's passes (F, B, and W if split) and
+// four per edge (activations and gradients, each sent and received).
+func actions(pipe microbatch.Pipeline, split bool) int {
+	passes := 2
+	if split {
+		passes = 3
+	}
+	return pipe.MicroBatches * (passes*pipe.Stages + 4*len(pipe.Edges))
 }
 
 // raise is warm with stage s at n and every stage before it at least one

@@ -73,3 +73,26 @@ func TestTuneDLRM(t *testing.T) {
 		t.Logf("tuning gained %.2f%%: %v s against %v s", 100*gain, p.Predicted.IterationS, before)
 	}
 }
+
+// TestActionsCountsLists: the count tune budgets with is the lists' length.
+func TestActionsCountsLists(t *testing.T) {
+	e, _ := models.Lookup("case-study")
+	g, _ := e.Build(e.Small)
+	for _, sched := range []string{"1f1b", "zb"} {
+		p, err := Search(g, Options{Device: Profiles["cpu"], Devices: 4, MicroBatch: 2, Schedule: sched})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sch, err := p.ScheduleOf()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range sch.Lists {
+			n += len(l)
+		}
+		if got := actions(p.pipeline(), sched == "zb"); got != n || len(p.Edges) == 0 {
+			t.Errorf("%s: actions %d, the lists hold %d (%d edges)", sched, got, n, len(p.Edges))
+		}
+	}
+}
