@@ -79,12 +79,7 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	if best == nil {
 		return nil, noPlan(g, &o, cm)
 	}
-	if best.sched == nil { // not tuned: the same lists as when it was simulated
-		if err := best.schedule(); err != nil {
-			return nil, err
-		}
-	}
-	best.finish()
+	best.finish() // tune gave every plan it saw its lists again
 	best.Search.Seconds = time.Since(start).Seconds()
 	best.Search.Candidates = candidates
 	best.Search.Notes = append(notes, best.Search.Notes...)

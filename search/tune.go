@@ -18,7 +18,8 @@ const tuneBudget = 2_000_000
 // when a round finds nothing or the budget is spent. Deterministic.
 func (p *Plan) tune() error {
 	pipe, t := p.pipeline(), p.Timing()
-	if (p.Schedule != "1f1b" && p.Schedule != "zb") || 2*actions(pipe, p.Schedule == "zb") > tuneBudget {
+	cost := actions(pipe, p.Schedule == "zb") // per simulation
+	if (p.Schedule != "1f1b" && p.Schedule != "zb") || 2*cost > tuneBudget {
 		return p.schedule() // nothing to tune, or no room to try anything
 	}
 	warm, err := microbatch.Warmup(pipe, t, p.MemoryLimit)
@@ -31,7 +32,6 @@ func (p *Plan) tune() error {
 		}
 		return microbatch.OneFOneBWarm(pipe, w)
 	}
-	cost := 0 // actions per simulation
 	eval := func(w []int) (float64, *microbatch.Schedule, bool) {
 		s, err := build(w)
 		if err != nil {
@@ -46,16 +46,11 @@ func (p *Plan) tune() error {
 				return 0, nil, false
 			}
 		}
-		if cost == 0 {
-			for _, l := range s.Lists {
-				cost += len(l)
-			}
-		}
 		return r.Iteration, s, true
 	}
 	cur, sched, ok := eval(warm)
 	if !ok {
-		return nil // keep the schedule the plan has
+		return p.schedule() // the lists it was simulated with
 	}
 	spent := cost
 	for improved := true; improved; {
@@ -74,7 +69,7 @@ func (p *Plan) tune() error {
 			}
 		}
 	}
-	p.sched, p.Actions = sched, nil
+	p.sched = sched
 	return p.simulate(nil)
 }
 
