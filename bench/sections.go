@@ -168,6 +168,32 @@ func OtherDevices(c Config) (*Section, error) {
 	return s, nil
 }
 
+// BatchSweep runs the paper's models at 32 v100 over global batches from 4
+// to 2048 samples per device, beside the batch rule's: what gpp gains depends
+// on how many micro-batches an iteration has to fill a deep pipeline with.
+func BatchSweep(c Config) (*Section, error) {
+	s := &Section{Name: "batch-sweep", Title: "Batch sweep at 32 v100: gpp / spp against samples per device",
+		Intro: "The rows above use one batch per device count (the rule of the first section). A deeper pipeline needs more micro-batches to hide " +
+			"its warm-up; with fewer samples per device, the shallower graph pipeline gains more. Every row is one search per planner, default schedule.",
+		Columns: append(append([]string{}, planCols...), "samples per device")}
+	per := []int64{4, 16, 64, 256, 1024, 2048}
+	if c.Quick {
+		per = []int64{4, 64, 2048}
+	}
+	for _, name := range []string{"mmt", "dlrm", "candle-uno"} {
+		g, err := Paper(name)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range per {
+			c.Log("batch sweep: %s, %d per device", name, p)
+			r := Compare(g, "v100", 32, 32*p, 0, false)
+			s.Rows = append(s.Rows, append(planRow(r), fmt.Sprint(p)))
+		}
+	}
+	return s, nil
+}
+
 // Branches sweeps CANDLE-Uno's branch count at 16 v100.
 func Branches(c Config) (*Section, error) {
 	s := &Section{Name: "branches", Title: "Branch-count sweep: CANDLE-Uno at 16 v100", Columns: planCols}
