@@ -1,6 +1,10 @@
 package stage
 
-import "math"
+import (
+	"math"
+
+	"github.com/graphpipe/graphpipe/tensor"
+)
 
 // linear: x [R, in] (R = every leading dim) → y [R, out] = x·Wᵀ + b;
 // W [out, in], b [out].
@@ -162,6 +166,11 @@ func softmaxRow[T Num](row []T, scale T, causal bool, i int) {
 	if causal {
 		end = i + 1
 	}
+	if r32, ok := any(row[:end]).([]float32); ok {
+		softmax32(r32, float32(scale))
+		clear(row[end:])
+		return
+	}
 	m := math.Inf(-1)
 	for j := 0; j < end; j++ {
 		m = math.Max(m, float64(row[j]*scale))
@@ -177,6 +186,30 @@ func softmaxRow[T Num](row []T, scale T, causal bool, i int) {
 	}
 	for j := end; j < len(row); j++ {
 		row[j] = 0
+	}
+}
+
+// softmax32 is softmaxRow's float32 path: the max and the shift in float32,
+// e^x by tensor.Exp (AVX2 where the CPU has it), the sum in float64.
+func softmax32(row []float32, scale float32) {
+	m := float32(math.Inf(-1))
+	for j, v := range row {
+		v *= scale
+		row[j] = v
+		if v > m {
+			m = v
+		}
+	}
+	for j := range row {
+		row[j] -= m
+	}
+	tensor.Exp(row, row)
+	var sum float64
+	for _, e := range row {
+		sum += float64(e)
+	}
+	for j := range row {
+		row[j] = float32(float64(row[j]) / sum)
 	}
 }
 

@@ -12,6 +12,10 @@ type pointwise[T Num] struct{ kind dag.Kind }
 
 func (k *pointwise[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	y := NewValue[T](x[0].Shape...)
+	if x32, ok := any(x[0].Data).([]float32); ok && k.kind == dag.GELU {
+		tensor.GELU(any(y.Data).([]float32), x32) // AVX2 where the CPU has it
+		return y, nil, nil
+	}
 	for i, v := range x[0].Data {
 		f := float64(v)
 		switch k.kind {
@@ -31,6 +35,10 @@ func (k *pointwise[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 
 func (k *pointwise[T]) backward(gy *Value[T], x, _ []*Value[T], y *Value[T], _ any, gx, _ []*Value[T]) {
 	if gx[0] == nil {
+		return
+	}
+	if x32, ok := any(x[0].Data).([]float32); ok && k.kind == dag.GELU {
+		tensor.GELUGrad(any(gx[0].Data).([]float32), x32, any(gy.Data).([]float32))
 		return
 	}
 	for i, g := range gy.Data {

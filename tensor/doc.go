@@ -12,4 +12,8 @@
 //  3. Every fast kernel keeps its naive counterpart (SgemmNaive) as the
 //     oracle its tests compare against.
 //  4. Kernels comment their shapes; backward kernels accumulate (+=).
+//  5. Exp, GELU and GELUGrad run element-wise in AVX2/FMA assembly where the
+//     CPU has it, within a few float32 ulps of their float64 oracles
+//     (ExpNaive, GELUNaive, GELUGradNaive), special values included; the
+//     methods and their sources are in vmath.go.
 package tensor

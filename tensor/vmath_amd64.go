@@ -1,0 +1,24 @@
+//go:build amd64 && !purego
+
+package tensor
+
+import "golang.org/x/sys/cpu"
+
+// hasVMath says whether the AVX2/FMA element-wise kernels run (tests turn it
+// off to compare against the naive path).
+var hasVMath = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// expVec is Exp on n elements, n a positive multiple of 8.
+//
+//go:noescape
+func expVec(dst, x *float32, n int)
+
+// geluVec is GELU on n elements, n a positive multiple of 8.
+//
+//go:noescape
+func geluVec(y, x *float32, n int)
+
+// geluGradVec is GELUGrad on n elements, n a positive multiple of 8.
+//
+//go:noescape
+func geluGradVec(gx, x, gy *float32, n int)
