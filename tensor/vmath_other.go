@@ -5,6 +5,6 @@ package tensor
 // hasVMath is false: every element takes the naive path.
 var hasVMath = false
 
-func expVec(dst, x *float32, n int)          { panic("tensor: no vector math on this platform") }
-func geluVec(y, x *float32, n int)           { panic("tensor: no vector math on this platform") }
+func expVec(dst, x *float32, n int)         { panic("tensor: no vector math on this platform") }
+func geluVec(y, x *float32, n int)          { panic("tensor: no vector math on this platform") }
 func geluGradVec(gx, x, gy *float32, n int) { panic("tensor: no vector math on this platform") }
