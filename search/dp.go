@@ -28,6 +28,7 @@ type dp struct {
 	hostG   [][]table // [tail][node]: groupHost, index as suffixM, ×2 for need
 	hostS   [][]table // [tail][node]: suffixHost, index as suffixM
 	tables  []*table  // every table allocated, refilled at each reset
+	ts      []float64 // candidates(), once computed
 	// tailFloor is, per tail, the least per-micro-batch time of any stage that
 	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
 	// longer one.
@@ -384,18 +385,52 @@ func (d *dp) extractGroup(n *snode, i, k, δ int, out *[]assignment) {
 // minT finds the smallest candidate T at which the root fits on k devices,
 // by binary search over the candidates. ok is false if none fits.
 func (d *dp) minT(k int) (float64, bool) {
-	ts := d.candidates()
-	if len(ts) == 0 {
-		return 0, false
+	T, _, ok := d.minTBelow(k, 0, inf, math.Inf(1))
+	return T, ok
+}
+
+// minTBelow finds the smallest candidate T, from the from-th on and at most
+// maxT, at which the root fits on k devices with fewer than depth
+// micro-batches in flight at its entry (the DP's value never grows with T, so
+// a galloping binary search finds it), and leaves the DP solved there. It returns T and
+// the candidate's index.
+func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
+	if d.ts == nil {
+		d.ts = d.candidates()
+	}
+	ts := d.ts
+	top := sort.SearchFloat64s(ts, maxT) // first above maxT, or equal
+	if top < len(ts) && ts[top] == maxT {
+		top++
+	}
+	if from >= top {
+		return 0, 0, false
 	}
 	feasible := func(i int) bool {
 		d.reset(ts[i])
-		return d.solve(d.sp.root, k, 0) < inf
+		return d.solve(d.sp.root, k, 0) < depth
 	}
-	if !feasible(len(ts) - 1) {
-		return 0, false
+	// from the start, bisect (checking the top first); past a frontier
+	// point, gallop up from it (the next tends to lie close), then bisect
+	// the last step
+	lo, hi := from, -1
+	if from == 0 {
+		if !feasible(top - 1) {
+			return 0, 0, false
+		}
+		hi = top - 1
 	}
-	lo, hi := 0, len(ts)-1 // hi is feasible
+	for step := 1; hi < 0; step *= 2 {
+		i := min(from+step-1, top-1)
+		if feasible(i) {
+			hi = i
+			break
+		}
+		if i == top-1 {
+			return 0, 0, false
+		}
+		lo = i + 1
+	}
 	for lo < hi {
 		mid := (lo + hi) / 2
 		if feasible(mid) {
@@ -406,8 +441,12 @@ func (d *dp) minT(k int) (float64, bool) {
 	}
 	d.reset(ts[hi])
 	d.solve(d.sp.root, k, 0)
-	return ts[hi], true
+	return ts[hi], hi, true
 }
+
+// depth is the root's value after a solve on k devices: the micro-batches in
+// flight at its entry, 1 + the longest stage path.
+func (d *dp) depth(k int) int { return d.solve(d.sp.root, k, 0) }
 
 // groupHost covers kids i.. of parallel node n where, if need, one part's sink
 // stage absorbs tail t. The tail's stage sits δ+1 from the end; every other

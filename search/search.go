@@ -2,7 +2,9 @@ package search
 
 import (
 	"fmt"
+	"math"
 	"runtime"
+	"sort"
 	"sync"
 	"time"
 
@@ -123,33 +125,82 @@ func chainSpace(g *dag.Graph, o *Options, cm *costModel) *space {
 }
 
 // plans runs the DP at every micro-batch size, in parallel, and offers each
-// size's best plan in ascending order of size, so the outcome is deterministic.
+// size's plans in ascending order of size, so the outcome is deterministic.
+// Then, at the sizes whose plan could still be beaten by a shallower one
+// (frontier), it follows the DP's frontier and offers what it finds.
 func plans(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, who string, consider func(*Plan, string)) error {
 	sizes := o.microBatches()
-	found := make([][2]*Plan, len(sizes))
-	errs := make([]error, len(sizes))
+	first := make([]sized, len(sizes))
+	if err := each(len(sizes), func(i int) (err error) {
+		first[i], err = planAt(g, o, cm, sp, chain, sizes[i])
+		return err
+	}); err != nil {
+		return err
+	}
+	best := math.Inf(1)
+	for _, f := range first {
+		for _, p := range f.plans {
+			consider(p, who)
+			best = math.Min(best, p.Predicted.IterationS)
+		}
+	}
+	// the frontier at the frontierSizes sizes with the fastest plans, where
+	// a shallower plan could still beat the best
+	var order []int
+	for i, f := range first {
+		if f.gain > 0 && f.plans[0].Predicted.IterationS < best*f.gain {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		return first[order[a]].plans[0].Predicted.IterationS < first[order[b]].plans[0].Predicted.IterationS
+	})
+	order = order[:min(len(order), frontierSizes)]
+	more := make([][]*Plan, len(sizes))
+	if err := each(len(order), func(j int) (err error) {
+		i := order[j]
+		more[i], err = frontier(g, o, cm, sp, chain, sizes[i], first[i])
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, ps := range more {
+		for _, p := range ps {
+			consider(p, who)
+		}
+	}
+	return nil
+}
+
+// each runs f(0..n-1) on every core and returns the first error by index.
+func each(n int, f func(i int) error) error {
+	errs := make([]error, n)
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
-	for i, b := range sizes {
+	for i := 0; i < n; i++ {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			found[i], errs[i] = planAt(g, o, cm, sp, chain, b)
+			errs[i] = f(i)
 		}()
 	}
 	wg.Wait()
-	for i := range sizes {
-		if errs[i] != nil {
-			return errs[i]
-		}
-		for _, p := range found[i] {
-			if p != nil {
-				consider(p, who)
-			}
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// sized is what planAt found at one micro-batch size: the DP's plan first
+// (when there is one), and gain > 0, the most a shallower plan at this size
+// could shorten the DP's (as a factor), when that is worth looking for.
+type sized struct {
+	plans    []*Plan
+	gain     float64
+	k, i, at int // the DP's devices, candidate index and depth
 }
 
 // planAt returns, at micro-batch b, the DP's plan (the least bottleneck time
@@ -159,37 +210,98 @@ func plans(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, who s
 // few of them, a deeper pipeline's fill and drain can cost more than its
 // shorter bottleneck saves, and pure data parallelism wins. The simulator
 // judges between them.
-func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64) ([2]*Plan, error) {
-	var out [2]*Plan
+func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64) (sized, error) {
+	var out sized
 	d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
-	for k := o.Devices; k >= 1; k-- {
-		if _, ok := d.minT(k); !ok {
-			continue
-		}
-		var in []stageIn
-		for _, a := range d.extract(sp.root, k) {
-			in = append(in, stageIn{ops: sp.blocks[a.block].ops, k: a.k, cost: d.costs[a.block][a.k], blk: sp.blocks[a.block]})
-		}
-		p, err := assemble(g, o, cm, b, in, chain)
+	if k, i, ok := d.minTOnMost(o.Devices); ok {
+		p, err := d.assemble(g, o, cm, chain, k)
 		if err != nil {
 			return out, err
 		}
 		if p.Predicted.Feasible {
-			out[0] = p
+			out.plans = append(out.plans, p)
+			out.k, out.i, out.at = k, i, d.depth(k)
+			if out.at > 1 {
+				out.gain = d.gain(out.at)
+			}
 		}
-		break
 	}
 	id, k := sp.root.whole(), d.kmax
-	if c := &d.costs[id][k]; c.memory(d.inflight(1)) <= cm.limit && (out[0] == nil || len(out[0].Stages) > 1) {
+	if c := &d.costs[id][k]; c.memory(d.inflight(1)) <= cm.limit && (len(out.plans) == 0 || len(out.plans[0].Stages) > 1) {
 		p, err := assemble(g, o, cm, b, []stageIn{{ops: sp.blocks[id].ops, k: k, cost: *c, blk: sp.blocks[id]}}, chain)
 		if err != nil {
 			return out, err
 		}
 		if p.Predicted.Feasible {
-			out[1] = p
+			out.plans = append(out.plans, p)
+		}
+	}
+	if len(out.plans) == 0 || len(out.plans[0].Stages) == 1 {
+		out.gain = 0
+	}
+	return out, nil
+}
+
+// frontier follows the DP's frontier at micro-batch b past its least
+// bottleneck: up to shallowerPlans plans, each the least bottleneck time at
+// which the pipeline is shallower than the last, while that time can still
+// pay (gain).
+func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64, f sized) ([]*Plan, error) {
+	var out []*Plan
+	d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
+	d.ts = d.candidates()
+	k, i, depth, maxT := f.k, f.i, f.at, d.ts[f.i]*f.gain
+	for n := 0; n < shallowerPlans; n++ {
+		var ok bool
+		if _, i, ok = d.minTBelow(k, i+1, depth, maxT); !ok {
+			break
+		}
+		depth = d.depth(k)
+		p, err := d.assemble(g, o, cm, chain, k)
+		if err != nil {
+			return nil, err
+		}
+		if p.Predicted.Feasible {
+			out = append(out, p)
 		}
 	}
 	return out, nil
+}
+
+// shallowerPlans is how many plans past the least bottleneck frontier
+// offers at each micro-batch size, at the frontierSizes most promising (a
+// variable so that tests can turn the frontier off).
+var (
+	shallowerPlans = 3
+	frontierSizes  = 2
+)
+
+// minTOnMost solves at the least bottleneck on the most devices (up to n)
+// that have a plan, and returns that count and the candidate's index.
+func (d *dp) minTOnMost(n int) (k, i int, ok bool) {
+	for k := n; k >= 1; k-- {
+		if _, i, ok := d.minTBelow(k, 0, inf, math.Inf(1)); ok {
+			return k, i, true
+		}
+	}
+	return 0, 0, false
+}
+
+// gain bounds what a shallower pipeline could save over one of the given
+// depth at the DP's bottleneck: a pipeline of depth δ over M micro-batches
+// takes about M + δ − 1 bottleneck periods, so one of depth 1 at most
+// (M + δ − 1)/M fewer; half as much again allows for the estimate.
+func (d *dp) gain(depth int) float64 {
+	return 1 + 1.5*float64(depth-1)/float64(d.mbs)
+}
+
+// assemble builds the plan of the DP's current solution on k devices.
+func (d *dp) assemble(g *dag.Graph, o *Options, cm *costModel, chain bool, k int) (*Plan, error) {
+	var in []stageIn
+	for _, a := range d.extract(d.sp.root, k) {
+		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: a.k, cost: d.costs[a.block][a.k], blk: d.sp.blocks[a.block]})
+	}
+	return assemble(g, o, cm, d.b, in, chain)
 }
 
 // noPlan explains which limit failed.
