@@ -29,6 +29,8 @@ type dp struct {
 	hostS   [][]table // [tail][node]: suffixHost, index as suffixM
 	tables  []*table  // every table allocated, refilled at each reset
 	ts      []float64 // candidates(), once computed
+	capped  bool      // minTBelow may make only budget more solves
+	budget  int
 	// tailFloor is, per tail, the least per-micro-batch time of any stage that
 	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
 	// longer one.
@@ -392,7 +394,9 @@ func (d *dp) minT(k int) (float64, bool) {
 // minTBelow finds the smallest candidate T, from the from-th on and at most
 // maxT, at which the root fits on k devices with fewer than depth
 // micro-batches in flight at its entry (the DP's value never grows with T, so
-// a galloping binary search finds it), and leaves the DP solved there. It returns T and
+// a galloping binary search finds it), and leaves the DP solved there. With
+// capped set, it stops when its budget of solves is spent, with the feasible
+// candidate it has (a shallower plan, perhaps not at the least T) or none. It returns T and
 // the candidate's index.
 func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	if d.ts == nil {
@@ -407,9 +411,11 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 		return 0, 0, false
 	}
 	feasible := func(i int) bool {
+		d.budget--
 		d.reset(ts[i])
 		return d.solve(d.sp.root, k, 0) < depth
 	}
+	spent := func() bool { return d.capped && d.budget <= 0 }
 	// from the start, bisect (checking the top first); past a frontier
 	// point, gallop up from it (the next tends to lie close), then bisect
 	// the last step
@@ -421,6 +427,9 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 		hi = top - 1
 	}
 	for step := 1; hi < 0; step *= 2 {
+		if spent() {
+			return 0, 0, false
+		}
 		i := min(from+step-1, top-1)
 		if feasible(i) {
 			hi = i
@@ -431,7 +440,7 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 		}
 		lo = i + 1
 	}
-	for lo < hi {
+	for lo < hi && !spent() { // out of budget: hi is a frontier point, if not the least T of its depth
 		mid := (lo + hi) / 2
 		if feasible(mid) {
 			hi = mid

@@ -248,8 +248,12 @@ func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b in
 // pay (gain).
 func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64, f sized) ([]*Plan, error) {
 	var out []*Plan
+	if shallowerPlans == 0 {
+		return nil, nil
+	}
 	d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
 	d.ts = d.candidates()
+	d.capped, d.budget = true, frontierSolves
 	k, i, depth, maxT := f.k, f.i, f.at, d.ts[f.i]*f.gain
 	for n := 0; n < shallowerPlans; n++ {
 		var ok bool
@@ -269,11 +273,14 @@ func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b 
 }
 
 // shallowerPlans is how many plans past the least bottleneck frontier
-// offers at each micro-batch size, at the frontierSizes most promising (a
-// variable so that tests can turn the frontier off).
+// offers at each micro-batch size, at the frontierSizes most promising, in
+// at most frontierSolves solves of the DP each (the DP on a 1003-op graph
+// over 64 devices takes tens of milliseconds a solve). A variable, so that
+// tests can turn the frontier off.
 var (
 	shallowerPlans = 3
 	frontierSizes  = 2
+	frontierSolves = 24
 )
 
 // minTOnMost solves at the least bottleneck on the most devices (up to n)
