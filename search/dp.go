@@ -394,7 +394,7 @@ func (d *dp) minT(k int) (float64, bool) {
 // minTBelow finds the smallest candidate T, from the from-th on and at most
 // maxT, at which the root fits on k devices with fewer than depth
 // micro-batches in flight at its entry (the DP's value never grows with T, so
-// a galloping binary search finds it), and leaves the DP solved there. With
+// a binary search finds it), and leaves the DP solved there. With
 // capped set, it stops when its budget of solves is spent, with the feasible
 // candidate it has (a shallower plan, perhaps not at the least T) or none. It returns T and
 // the candidate's index.
@@ -416,30 +416,11 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 		return d.solve(d.sp.root, k, 0) < depth
 	}
 	spent := func() bool { return d.capped && d.budget <= 0 }
-	// from the start, bisect (checking the top first); past a frontier
-	// point, gallop up from it (the next tends to lie close), then bisect
-	// the last step
-	lo, hi := from, -1
-	if from == 0 {
-		if !feasible(top - 1) {
-			return 0, 0, false
-		}
-		hi = top - 1
+	// check the top, then bisect
+	if spent() || !feasible(top-1) {
+		return 0, 0, false
 	}
-	for step := 1; hi < 0; step *= 2 {
-		if spent() {
-			return 0, 0, false
-		}
-		i := min(from+step-1, top-1)
-		if feasible(i) {
-			hi = i
-			break
-		}
-		if i == top-1 {
-			return 0, 0, false
-		}
-		lo = i + 1
-	}
+	lo, hi := from, top-1
 	for lo < hi && !spent() { // out of budget: hi is a frontier point, if not the least T of its depth
 		mid := (lo + hi) / 2
 		if feasible(mid) {
@@ -451,6 +432,28 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	d.reset(ts[hi])
 	d.solve(d.sp.root, k, 0)
 	return ts[hi], hi, true
+}
+
+// depthAt solves at the largest candidate T at most T on k devices and
+// returns the root's depth there (inf when nothing fits); ok is false when
+// the budget is spent.
+func (d *dp) depthAt(k int, T float64) (int, bool) {
+	if d.capped && d.budget <= 0 {
+		return 0, false
+	}
+	if d.ts == nil {
+		d.ts = d.candidates()
+	}
+	i := sort.SearchFloat64s(d.ts, T)
+	if i == len(d.ts) || d.ts[i] > T {
+		i--
+	}
+	if i < 0 {
+		return inf, true
+	}
+	d.budget--
+	d.reset(d.ts[i])
+	return d.solve(d.sp.root, k, 0), true
 }
 
 // depth is the root's value after a solve on k devices: the micro-batches in

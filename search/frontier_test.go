@@ -8,7 +8,7 @@ import (
 	"github.com/graphpipe/graphpipe/partition"
 )
 
-// TestFrontierMatchesScan: minTBelow's galloping search finds the same
+// TestFrontierMatchesScan: minTBelow's binary search finds the same
 // frontier points (candidate index and depth) as trying every candidate in
 // turn, on the oracle's random DAGs with several micro-batch counts.
 func TestFrontierMatchesScan(t *testing.T) {

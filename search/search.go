@@ -159,7 +159,7 @@ func plans(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, who s
 	more := make([][]*Plan, len(sizes))
 	if err := each(len(order), func(j int) (err error) {
 		i := order[j]
-		more[i], err = frontier(g, o, cm, sp, chain, sizes[i], first[i])
+		more[i], err = frontier(g, o, cm, sp, chain, sizes[i], first[i], best)
 		return err
 	}); err != nil {
 		return err
@@ -242,11 +242,11 @@ func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b in
 	return out, nil
 }
 
-// frontier follows the DP's frontier at micro-batch b past its least
-// bottleneck: up to shallowerPlans plans, each the least bottleneck time at
-// which the pipeline is shallower than the last, while that time can still
-// pay (gain).
-func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64, f sized) ([]*Plan, error) {
+// frontier samples the DP's frontier at micro-batch b past its least
+// bottleneck (see doc.go): up to shallowerPlans plans, each the shallowest
+// at one of frontierProbes bottlenecks up to what can still pay (f.gain), at
+// the least bottleneck of its depth.
+func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64, f sized, best float64) ([]*Plan, error) {
 	var out []*Plan
 	if shallowerPlans == 0 {
 		return nil, nil
@@ -254,13 +254,30 @@ func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b 
 	d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
 	d.ts = d.candidates()
 	d.capped, d.budget = true, frontierSolves
-	k, i, depth, maxT := f.k, f.i, f.at, d.ts[f.i]*f.gain
-	for n := 0; n < shallowerPlans; n++ {
-		var ok bool
-		if _, i, ok = d.minTBelow(k, i+1, depth, maxT); !ok {
+	// probe the frontier at bottlenecks growing geometrically from the DP's
+	// T0 to T0·gain; where the pipeline can be shallower, offer the
+	// shallowest plan at the least T of its depth. Past best/M no plan
+	// can beat the best: its slowest stage alone would take longer.
+	k, i, depth, T := f.k, f.i, f.at, d.ts[f.i]
+	reach := math.Min(f.gain, best/float64(d.mbs)/T)
+	if reach <= 1 {
+		return nil, nil
+	}
+	step := math.Pow(reach, 1/float64(frontierProbes))
+	for j := 0; j < frontierProbes && depth > 1 && len(out) < shallowerPlans; j++ {
+		T *= step
+		shallowest, ok := d.depthAt(k, T)
+		if !ok {
+			break // out of budget
+		}
+		if shallowest >= depth {
+			continue
+		}
+		_, at, ok := d.minTBelow(k, i+1, shallowest+1, T)
+		if !ok {
 			break
 		}
-		depth = d.depth(k)
+		i, depth = at, d.depth(k)
 		p, err := d.assemble(g, o, cm, chain, k)
 		if err != nil {
 			return nil, err
@@ -273,14 +290,15 @@ func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b 
 }
 
 // shallowerPlans is how many plans past the least bottleneck frontier
-// offers at each micro-batch size, at the frontierSizes most promising, in
-// at most frontierSolves solves of the DP each (the DP on a 1003-op graph
-// over 64 devices takes tens of milliseconds a solve). A variable, so that
-// tests can turn the frontier off.
+// offers at each micro-batch size, at the frontierSizes most promising, from
+// frontierProbes probes in at most frontierSolves solves of the DP each (the
+// DP on a 1003-op graph over 64 devices takes tens of milliseconds a solve).
+// Variables, so that tests can turn the frontier off.
 var (
 	shallowerPlans = 3
 	frontierSizes  = 2
 	frontierSolves = 24
+	frontierProbes = 6
 )
 
 // minTOnMost solves at the least bottleneck on the most devices (up to n)
