@@ -4,9 +4,11 @@ import "math"
 
 // Element-wise transcendental kernels for float32 slices: e^x, and GELU (the
 // exact, erf form) with its gradient. On amd64 with AVX2 and FMA they run 8
-// lanes at a time in assembly (vmath_amd64.s); elsewhere, and for the last
-// len % 8 elements, they run the naive versions below, which compute in
-// float64 with package math and are the oracles the tests compare against.
+// lanes at a time in assembly (vmath_amd64.s), the last len % 8 elements
+// through a padded block, so that an element's result never depends on where
+// it sits (a data-parallel replica's half of a micro-batch computes what the
+// whole would); elsewhere they run the naive versions below, which compute
+// in float64 with package math and are the oracles the tests compare against.
 //
 // The assembly's method:
 //   - e^x: x = n·ln2 + r with n = round(x·log2 e) and |r| ≤ ln2/2 (ln2 in
@@ -27,12 +29,20 @@ import "math"
 func Exp(dst, x []float32) {
 	n := len(x)
 	_ = dst[:n]
-	done := 0
-	if hasVMath && n >= 8 {
-		done = n &^ 7
-		expVec(&dst[0], &x[0], done)
+	if !hasVMath {
+		ExpNaive(dst[:n], x)
+		return
 	}
-	ExpNaive(dst[done:n], x[done:])
+	body := n &^ 7
+	if body > 0 {
+		expVec(&dst[0], &x[0], body)
+	}
+	if body < n {
+		var d, v [8]float32
+		copy(v[:], x[body:])
+		expVec(&d[0], &v[0], 8)
+		copy(dst[body:n], d[:])
+	}
 }
 
 // ExpNaive is Exp in float64 through math.Exp: the oracle.
@@ -47,12 +57,20 @@ func ExpNaive(dst, x []float32) {
 func GELU(y, x []float32) {
 	n := len(x)
 	_ = y[:n]
-	done := 0
-	if hasVMath && n >= 8 {
-		done = n &^ 7
-		geluVec(&y[0], &x[0], done)
+	if !hasVMath {
+		GELUNaive(y[:n], x)
+		return
 	}
-	GELUNaive(y[done:n], x[done:])
+	body := n &^ 7
+	if body > 0 {
+		geluVec(&y[0], &x[0], body)
+	}
+	if body < n {
+		var d, v [8]float32
+		copy(v[:], x[body:])
+		geluVec(&d[0], &v[0], 8)
+		copy(y[body:n], d[:])
+	}
 }
 
 // GELUNaive is GELU in float64 through math.Erfc (1 + erf(x/√2) would
@@ -69,12 +87,22 @@ func GELUNaive(y, x []float32) {
 func GELUGrad(gx, x, gy []float32) {
 	n := len(x)
 	_, _ = gx[:n], gy[:n]
-	done := 0
-	if hasVMath && n >= 8 {
-		done = n &^ 7
-		geluGradVec(&gx[0], &x[0], &gy[0], done)
+	if !hasVMath {
+		GELUGradNaive(gx[:n], x, gy[:n])
+		return
 	}
-	GELUGradNaive(gx[done:n], x[done:], gy[done:n])
+	body := n &^ 7
+	if body > 0 {
+		geluGradVec(&gx[0], &x[0], &gy[0], body)
+	}
+	if body < n {
+		var a, v, g [8]float32
+		copy(a[:], gx[body:n])
+		copy(v[:], x[body:])
+		copy(g[:], gy[body:n])
+		geluGradVec(&a[0], &v[0], &g[0], 8)
+		copy(gx[body:n], a[:])
+	}
 }
 
 // GELUGradNaive is GELUGrad in float64 through math.Erfc and math.Exp: the
