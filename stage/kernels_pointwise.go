@@ -16,11 +16,17 @@ func (k *pointwise[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 		tensor.GELU(any(y.Data).([]float32), x32) // AVX2 where the CPU has it
 		return y, nil, nil
 	}
+	if k.kind == dag.ReLU {
+		for i, v := range x[0].Data {
+			if !(v <= 0) { // NaN passes, as in PyTorch; y starts at 0
+				y.Data[i] = v
+			}
+		}
+		return y, nil, nil
+	}
 	for i, v := range x[0].Data {
 		f := float64(v)
 		switch k.kind {
-		case dag.ReLU:
-			f = math.Max(f, 0)
 		case dag.GELU:
 			f = 0.5 * f * (1 + math.Erf(f/math.Sqrt2))
 		case dag.Tanh:
@@ -41,13 +47,17 @@ func (k *pointwise[T]) backward(gy *Value[T], x, _ []*Value[T], y *Value[T], _ a
 		tensor.GELUGrad(any(gx[0].Data).([]float32), x32, any(gy.Data).([]float32))
 		return
 	}
+	if k.kind == dag.ReLU {
+		for i, g := range gy.Data {
+			if x[0].Data[i] > 0 { // where x ≤ 0 nothing flows, not even an Inf·0
+				gx[0].Data[i] += g
+			}
+		}
+		return
+	}
 	for i, g := range gy.Data {
 		var d float64
 		switch k.kind {
-		case dag.ReLU:
-			if x[0].Data[i] > 0 {
-				d = 1
-			}
 		case dag.GELU:
 			f := float64(x[0].Data[i])
 			d = 0.5*(1+math.Erf(f/math.Sqrt2)) + f*math.Exp(-f*f/2)/math.Sqrt(2*math.Pi)
