@@ -205,6 +205,14 @@ func TestDataParallelStages(t *testing.T) {
 		replicated++
 		t.Run(name, func(t *testing.T) {
 			o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}
+			if name == "case-study" {
+				// attention's key bias has no gradient (softmax ignores a
+				// constant added to a row of scores): what it gets is
+				// rounding, which Adam scales up to steps of lr, so another
+				// order of summation (a replica's half-batch) moves it by
+				// ~1e-7; SGD keeps rounding at rounding's size
+				o.Train = stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			res, err := RunLocal(ctx, g, plan, NewMemory(3, Faults{Drop: 0.03, Duplicate: 0.03, Reorder: 0.03}, 1<<20), "dp", 4, o)
