@@ -2,6 +2,8 @@ package stage
 
 import (
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -138,25 +140,49 @@ func (k *attention[T]) forward(x, p []*Value[T]) (*Value[T], any, error) {
 	}
 	gemm(false, true, n*s, 3*d, d, x[0].Data, d, p[0].Data, d, 1, st.qkv, 3*d) // qkv[ns,3d] += x[ns,d]·W_inᵀ
 	scale := T(1 / math.Sqrt(float64(dh)))
-	for b := 0; b < n; b++ {
-		for h := 0; h < k.heads; h++ {
-			q := st.qkv[b*s*3*d+h*dh:]
-			kk := st.qkv[b*s*3*d+d+h*dh:]
-			v := st.qkv[b*s*3*d+2*d+h*dh:]
-			pr := st.probs[(b*k.heads+h)*s*s : (b*k.heads+h+1)*s*s]
-			gemm(false, true, s, s, dh, q, 3*d, kk, 3*d, 0, pr, s) // scores[s,s] = q[s,dh]·kᵀ
-			for i := 0; i < s; i++ {
-				softmaxRow(pr[i*s:(i+1)*s], scale, k.causal, i)
-			}
-			gemm(false, false, s, dh, s, pr, s, v, 3*d, 0, st.ctx[b*s*d+h*dh:], d) // ctx[s,dh] = P[s,s]·v[s,dh]
+	eachHead(n*k.heads, s*s*dh, func(bh int) {
+		b, h := bh/k.heads, bh%k.heads
+		q := st.qkv[b*s*3*d+h*dh:]
+		kk := st.qkv[b*s*3*d+d+h*dh:]
+		v := st.qkv[b*s*3*d+2*d+h*dh:]
+		pr := st.probs[bh*s*s : (bh+1)*s*s]
+		gemm(false, true, s, s, dh, q, 3*d, kk, 3*d, 0, pr, s) // scores[s,s] = q[s,dh]·kᵀ
+		for i := 0; i < s; i++ {
+			softmaxRow(pr[i*s:(i+1)*s], scale, k.causal, i)
 		}
-	}
+		gemm(false, false, s, dh, s, pr, s, v, 3*d, 0, st.ctx[b*s*d+h*dh:], d) // ctx[s,dh] = P[s,s]·v[s,dh]
+	})
 	y := NewValue[T](n, s, d)
 	for i := 0; i < n*s; i++ {
 		copy(y.Data[i*d:(i+1)*d], p[3].Data)
 	}
 	gemm(false, true, n*s, d, d, st.ctx, d, p[2].Data, d, 1, y.Data, d) // y[ns,d] += ctx·W_outᵀ
 	return y, st, nil
+}
+
+// eachHead runs f for every (sample, head) pair 0..count-1, split over the
+// cores when each pair's products (s·s·dh multiply-adds) are worth a
+// goroutine. Pairs write disjoint parts of their outputs, so the result does
+// not depend on the split.
+func eachHead(count, work int, f func(bh int)) {
+	workers := min(runtime.GOMAXPROCS(0), count)
+	if workers < 2 || count*work < 1<<17 {
+		for bh := 0; bh < count; bh++ {
+			f(bh)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for bh := w; bh < count; bh += workers {
+				f(bh)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // softmaxRow turns scores into probabilities in place: softmax(scale·row),
@@ -259,29 +285,28 @@ func (k *attention[T]) qkvGrad(gy *Value[T], p []*Value[T], st *attnStash[T], n,
 	gemm(false, false, n*s, d, d, gy.Data, d, p[2].Data, d, 0, gctx, d) // gctx[ns,d] = gy·W_out
 	gqkv := make([]T, n*s*3*d)
 	scale := T(1 / math.Sqrt(float64(dh)))
-	gp2 := make([]T, s*s)
-	for b := 0; b < n; b++ {
-		for h := 0; h < k.heads; h++ {
-			base := b * s * 3 * d
-			q, kk, v := st.qkv[base+h*dh:], st.qkv[base+d+h*dh:], st.qkv[base+2*d+h*dh:]
-			gq, gk, gv := gqkv[base+h*dh:], gqkv[base+d+h*dh:], gqkv[base+2*d+h*dh:]
-			pr := st.probs[(b*k.heads+h)*s*s : (b*k.heads+h+1)*s*s]
-			gc := gctx[b*s*d+h*dh:]
-			gemm(false, true, s, s, dh, gc, d, v, 3*d, 0, gp2, s) // gP[s,s] = gctx[s,dh]·vᵀ
-			gemm(true, false, s, dh, s, pr, s, gc, d, 1, gv, 3*d) // gv[s,dh] += Pᵀ·gctx
-			for i := 0; i < s; i++ {                              // gS = P ⊙ (gP − Σ_j gP·P), times the scale
-				row, g := pr[i*s:(i+1)*s], gp2[i*s:(i+1)*s]
-				var dotp T
-				for j := range row {
-					dotp += row[j] * g[j]
-				}
-				for j := range row {
-					g[j] = row[j] * (g[j] - dotp) * scale
-				}
+	eachHead(n*k.heads, s*s*dh, func(bh int) {
+		b, h := bh/k.heads, bh%k.heads
+		base := b * s * 3 * d
+		q, kk, v := st.qkv[base+h*dh:], st.qkv[base+d+h*dh:], st.qkv[base+2*d+h*dh:]
+		gq, gk, gv := gqkv[base+h*dh:], gqkv[base+d+h*dh:], gqkv[base+2*d+h*dh:]
+		pr := st.probs[bh*s*s : (bh+1)*s*s]
+		gc := gctx[b*s*d+h*dh:]
+		gp2 := make([]T, s*s)
+		gemm(false, true, s, s, dh, gc, d, v, 3*d, 0, gp2, s) // gP[s,s] = gctx[s,dh]·vᵀ
+		gemm(true, false, s, dh, s, pr, s, gc, d, 1, gv, 3*d) // gv[s,dh] += Pᵀ·gctx
+		for i := 0; i < s; i++ {                              // gS = P ⊙ (gP − Σ_j gP·P), times the scale
+			row, g := pr[i*s:(i+1)*s], gp2[i*s:(i+1)*s]
+			var dotp T
+			for j := range row {
+				dotp += row[j] * g[j]
 			}
-			gemm(false, false, s, dh, s, gp2, s, kk, 3*d, 1, gq, 3*d) // gq[s,dh] += gS·k
-			gemm(true, false, s, dh, s, gp2, s, q, 3*d, 1, gk, 3*d)   // gk[s,dh] += gSᵀ·q
+			for j := range row {
+				g[j] = row[j] * (g[j] - dotp) * scale
+			}
 		}
-	}
+		gemm(false, false, s, dh, s, gp2, s, kk, 3*d, 1, gq, 3*d) // gq[s,dh] += gS·k
+		gemm(true, false, s, dh, s, gp2, s, q, 3*d, 1, gk, 3*d)   // gk[s,dh] += gSᵀ·q
+	})
 	return gqkv
 }
