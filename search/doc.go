@@ -5,7 +5,10 @@
 //  1. Search(g, Options) returns the fastest plan it finds, predicted by the
 //     simulator (package microbatch) running the plan's own action lists, or
 //     a NoPlanError saying which limit failed, an OptionError naming the flag
-//     at fault, or a LimitError when spp-exact stops at its size limit.
+//     at fault, or a LimitError when spp-exact stops at its size limit. A
+//     gpp plan's SearchReport.Sequential sums up the best sequential plan
+//     the search found, exactly what strategy spp returns, so that every
+//     search says what the graph pipeline gains.
 //  2. The search is deterministic: the same graph and options give the same
 //     plan. Micro-batch sizes are searched in parallel and combined in order.
 //  3. A Plan (graphpipe/plan@1) is self-contained: the model's name and the

@@ -89,6 +89,18 @@ type SearchReport struct {
 	Candidates int      `json:"candidates"` // plans simulated
 	Chosen     string   `json:"chosen"`     // the planner whose plan this is
 	Notes      []string `json:"notes,omitempty"`
+	// Sequential is, for gpp, the best sequential plan the search found:
+	// what --strategy spp would return (gpp runs spp's search too).
+	Sequential *Baseline `json:"sequential,omitempty"`
+}
+
+// Baseline sums up a plan the search found and did not choose.
+type Baseline struct {
+	SamplesPerS float64 `json:"samples_per_s"`
+	IterationS  float64 `json:"iteration_s"`
+	Stages      int     `json:"stages"`
+	Depth       int     `json:"depth"`
+	MicroBatch  int64   `json:"micro_batch"`
 }
 
 // ModelHash is the SHA-256 of the model's canonical rendering.

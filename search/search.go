@@ -64,7 +64,7 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
-	var best *Plan
+	var best, seq *Plan
 	for _, who := range families {
 		for _, p := range tops[who] {
 			if p.Predicted.IterationS > tuneWithin*tops[who][0].Predicted.IterationS {
@@ -76,10 +76,17 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 			if best == nil || better(p, best) {
 				best = p
 			}
+			if who == "spp" && (seq == nil || better(p, seq)) {
+				seq = p
+			}
 		}
 	}
 	if best == nil {
 		return nil, noPlan(g, &o, cm)
+	}
+	if o.Strategy == "gpp" && seq != nil {
+		best.Search.Sequential = &Baseline{SamplesPerS: seq.Predicted.SamplesPerS, IterationS: seq.Predicted.IterationS,
+			Stages: len(seq.Stages), Depth: seq.Predicted.Depth, MicroBatch: seq.MicroBatch}
 	}
 	best.finish() // tune gave every plan it saw its lists again
 	best.Search.Seconds = time.Since(start).Seconds()

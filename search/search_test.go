@@ -88,6 +88,12 @@ func searchBoth(t *testing.T, g *dag.Graph, o Options) (gpp, spp *Plan) {
 	if gpp.Predicted.SamplesPerS < spp.Predicted.SamplesPerS {
 		t.Fatalf("gpp %.6g samples/s < spp %.6g", gpp.Predicted.SamplesPerS, spp.Predicted.SamplesPerS)
 	}
+	// gpp reports the sequential plan it found: spp's, exactly
+	want := Baseline{SamplesPerS: spp.Predicted.SamplesPerS, IterationS: spp.Predicted.IterationS, Stages: len(spp.Stages),
+		Depth: spp.Predicted.Depth, MicroBatch: spp.MicroBatch}
+	if q := gpp.Search.Sequential; q == nil || *q != want {
+		t.Fatalf("gpp reports the sequential plan %+v, spp found %+v", q, want)
+	}
 	return gpp, spp
 }
 

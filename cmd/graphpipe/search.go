@@ -81,12 +81,20 @@ type planSummary struct {
 	SearchS      float64  `json:"search_s"`
 	Feasible     bool     `json:"feasible"`
 	Notes        []string `json:"notes,omitempty"`
+	// gpp only: the best sequential plan the search found, and this plan's
+	// throughput over it
+	SequentialSamplesPerS float64 `json:"sequential_samples_per_s,omitempty"`
+	OverSequential        float64 `json:"over_sequential,omitempty"`
 }
 
 func summary(p *search.Plan) planSummary {
-	return planSummary{p.Model.Name, p.Strategy, p.Search.Chosen, p.Schedule, p.Device.Name, p.Devices, len(p.Stages), p.Predicted.Depth,
+	s := planSummary{p.Model.Name, p.Strategy, p.Search.Chosen, p.Schedule, p.Device.Name, p.Devices, len(p.Stages), p.Predicted.Depth,
 		p.BatchSize, p.MicroBatch, p.MicroBatches, p.Predicted.IterationS, p.Predicted.SamplesPerS, p.Predicted.Bubble,
-		p.Predicted.PeakMemory, p.MemoryLimit, p.Search.Seconds, p.Predicted.Feasible, p.Search.Notes}
+		p.Predicted.PeakMemory, p.MemoryLimit, p.Search.Seconds, p.Predicted.Feasible, p.Search.Notes, 0, 0}
+	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
+		s.SequentialSamplesPerS, s.OverSequential = q.SamplesPerS, p.Predicted.SamplesPerS/q.SamplesPerS
+	}
+	return s
 }
 
 func printSummary(w io.Writer, p *search.Plan) {
@@ -97,6 +105,10 @@ func printSummary(w io.Writer, p *search.Plan) {
 	fmt.Fprintf(w, "stages      %d, depth %d, micro-batch %d (%d per iteration of %d samples), schedule %s\n", len(p.Stages), p.Predicted.Depth, p.MicroBatch, p.MicroBatches, p.BatchSize, p.Schedule)
 	fmt.Fprintf(w, "predicted   %.4g s per iteration, %.4g samples/s, bubble %.1f%%\n", p.Predicted.IterationS, p.Predicted.SamplesPerS, 100*p.Predicted.Bubble)
 	fmt.Fprintf(w, "memory      peak %.3g GB per device of %.3g GB\n", float64(p.Predicted.PeakMemory)/1e9, float64(p.MemoryLimit)/1e9)
+	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
+		fmt.Fprintf(w, "sequential  the best sequential plan found: %.4g samples/s (%d stages, depth %d, micro-batch %d); this plan %.3f×\n",
+			q.SamplesPerS, q.Stages, q.Depth, q.MicroBatch, p.Predicted.SamplesPerS/q.SamplesPerS)
+	}
 	fmt.Fprintf(w, "search      %.3g s, %d candidate plans simulated\n", p.Search.Seconds, p.Search.Candidates)
 	for _, n := range p.Search.Notes {
 		fmt.Fprintf(w, "note        %s\n", n)

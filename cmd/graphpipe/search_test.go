@@ -29,10 +29,13 @@ func TestSearchJSON(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	for _, k := range []string{"strategy", "devices", "stages", "depth", "micro_batch", "iteration_s", "samples_per_s",
-		"bubble_fraction", "peak_memory_bytes", "memory_limit_bytes", "search_s", "feasible"} {
+		"bubble_fraction", "peak_memory_bytes", "memory_limit_bytes", "search_s", "feasible", "sequential_samples_per_s", "over_sequential"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("--json lacks %q", k)
 		}
+	}
+	if r, ok := got["over_sequential"].(float64); !ok || r < 1 {
+		t.Errorf("over_sequential %v: gpp is never slower than the sequential plan", got["over_sequential"])
 	}
 	if got["feasible"] != true || got["devices"].(float64) != 4 {
 		t.Errorf("summary %v", got)
