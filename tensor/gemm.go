@@ -29,6 +29,10 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if k == 0 || alpha == 0 {
 		return
 	}
+	if m*n*k <= tinyGemm {
+		sgemmTiny(transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+		return
+	}
 	workers := runtime.GOMAXPROCS(0)
 	if 2*float64(m)*float64(n)*float64(k) < smallGemm {
 		workers = 1 // goroutines cost more than they save
