@@ -26,21 +26,25 @@ import "math"
 
 // Exp sets dst[i] = e^x[i]; dst and x have the same length and may be the
 // same slice.
-func Exp(dst, x []float32) {
+func Exp(dst, x []float32) { elementwise(dst, x, expVec, ExpNaive) }
+
+// elementwise runs vec over x into dst, 8 lanes at a time and the rest in a
+// padded block, or naive without AVX2.
+func elementwise(dst, x []float32, vec func(dst, x *float32, n int), naive func(dst, x []float32)) {
 	n := len(x)
 	_ = dst[:n]
 	if !hasVMath {
-		ExpNaive(dst[:n], x)
+		naive(dst[:n], x)
 		return
 	}
 	body := n &^ 7
 	if body > 0 {
-		expVec(&dst[0], &x[0], body)
+		vec(&dst[0], &x[0], body)
 	}
 	if body < n {
 		var d, v [8]float32
 		copy(v[:], x[body:])
-		expVec(&d[0], &v[0], 8)
+		vec(&d[0], &v[0], 8)
 		copy(dst[body:n], d[:])
 	}
 }
@@ -54,24 +58,7 @@ func ExpNaive(dst, x []float32) {
 
 // GELU sets y[i] = x[i]·Φ(x[i]), Φ the standard normal CDF; y and x have the
 // same length and may be the same slice.
-func GELU(y, x []float32) {
-	n := len(x)
-	_ = y[:n]
-	if !hasVMath {
-		GELUNaive(y[:n], x)
-		return
-	}
-	body := n &^ 7
-	if body > 0 {
-		geluVec(&y[0], &x[0], body)
-	}
-	if body < n {
-		var d, v [8]float32
-		copy(v[:], x[body:])
-		geluVec(&d[0], &v[0], 8)
-		copy(y[body:n], d[:])
-	}
-}
+func GELU(y, x []float32) { elementwise(y, x, geluVec, GELUNaive) }
 
 // GELUNaive is GELU in float64 through math.Erfc (1 + erf(x/√2) would
 // cancel to 0 below x ≈ −8): the oracle.
