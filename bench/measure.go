@@ -58,35 +58,40 @@ func Slowed(plan *search.Plan, k float64) *search.Plan {
 
 // CPURun trains g for real on this machine under plan (workers in this
 // process over an embedded server) and single-process, and returns both
-// throughputs in samples per second.
-func CPURun(g *dag.Graph, plan *search.Plan, steps int, o stage.TrainOptions) (pipe, single float64, err error) {
+// throughputs in samples per second (start-up included) and the pipeline's
+// median iteration in seconds (the first left out).
+func CPURun(g *dag.Graph, plan *search.Plan, steps int, o stage.TrainOptions) (pipe, single, iter float64, err error) {
 	srv, err := runtime.StartEmbedded(0)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer srv.Shutdown()
 	t, err := runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer t.Close()
 	o.MicroBatch = int(plan.MicroBatch)
 	start := time.Now()
-	if _, err := runtime.RunLocal(context.Background(), g, plan, t, "cpu", steps, runtime.Options{Train: o}); err != nil {
-		return 0, 0, err
+	res, err := runtime.RunLocal(context.Background(), g, plan, t, "cpu", steps, runtime.Options{Train: o})
+	if err != nil {
+		return 0, 0, 0, err
 	}
 	pipe = float64(steps) * float64(g.BatchSize()) / time.Since(start).Seconds()
+	it := append([]float64(nil), res.Iters[1:]...)
+	sort.Float64s(it)
+	iter = it[len(it)/2]
 	tr, err := stage.NewTrainer(g, o)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	start = time.Now()
 	for s := 0; s < steps; s++ {
 		if _, _, err := tr.Step(s); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 	}
-	return pipe, float64(steps) * float64(g.BatchSize()) / time.Since(start).Seconds(), nil
+	return pipe, float64(steps) * float64(g.BatchSize()) / time.Since(start).Seconds(), iter, nil
 }
 
 // Transport measures link throughput and raw NATS publish→subscribe for one

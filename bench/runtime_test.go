@@ -74,13 +74,14 @@ func BenchmarkCPURun(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var pipe, single float64
+	var pipe, single, iter float64
 	for i := 0; i < b.N; i++ {
-		if pipe, single, err = CPURun(g, plan, 12, stage.TrainOptions{Optimizer: "sgd", LR: 0.01}); err != nil {
+		if pipe, single, iter, err = CPURun(g, plan, 12, stage.TrainOptions{Optimizer: "sgd", LR: 0.01}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(pipe, "pipeline-samples/s")
 	b.ReportMetric(single, "single-samples/s")
 	b.ReportMetric(pipe/single, "speedup")
+	b.ReportMetric(iter/plan.Predicted.IterationS, "measured/simulated")
 }

@@ -286,6 +286,13 @@ func slope(x, y []float64) float64 {
 	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
 }
 
+// predictedRow sets a real run's median iteration against the plan's
+// prediction with the built-in cpu profile.
+func predictedRow(what string, iter float64, plan *search.Plan) []string {
+	return []string{what + ": s/iteration measured vs simulated (built-in cpu profile)", fmt.Sprintf("%.4f", iter),
+		fmt.Sprintf("%.4f", plan.Predicted.IterationS), fmt.Sprintf("%.3f", iter/plan.Predicted.IterationS)}
+}
+
 // Runtime measures the runtime: emulated paper plans against the simulator,
 // a real CPU run against the single process, links against raw NATS.
 func Runtime(c Config) (*Section, error) {
@@ -339,11 +346,12 @@ func Runtime(c Config) (*Section, error) {
 		return nil, err
 	}
 	c.Log("runtime: real CPU run")
-	pipe, single, err := CPURun(two, plan, 12, stage.TrainOptions{Optimizer: "sgd", LR: 0.01})
+	pipe, single, iter, err := CPURun(two, plan, 12, stage.TrainOptions{Optimizer: "sgd", LR: 0.01})
 	if err != nil {
 		return nil, err
 	}
-	s.Rows = append(s.Rows, []string{"real CPU run, 2-branch model (2 x 4 linear, width 512), gpp on 2 workers vs one process: samples/s", f(pipe), f(single), fmt.Sprintf("%.3f", pipe/single)})
+	s.Rows = append(s.Rows, []string{"real CPU run, 2-branch model (2 x 4 linear, width 512), gpp on 2 workers vs one process: samples/s", f(pipe), f(single), fmt.Sprintf("%.3f", pipe/single)},
+		predictedRow("real CPU run, 2-branch model, gpp", iter, plan))
 	for _, name := range []string{"mmt", "case-study"} {
 		e, _ := models.Lookup(name)
 		g, _ := e.Build(e.Small)
@@ -353,12 +361,13 @@ func Runtime(c Config) (*Section, error) {
 				return nil, err
 			}
 			c.Log("runtime: real CPU run, %s small, %s", name, strategy)
-			pipe, single, err := CPURun(g, plan, 20, stage.TrainOptions{Optimizer: "adam", LR: 1e-3})
+			pipe, single, iter, err := CPURun(g, plan, 20, stage.TrainOptions{Optimizer: "adam", LR: 1e-3})
 			if err != nil {
 				return nil, err
 			}
 			s.Rows = append(s.Rows, []string{fmt.Sprintf("real CPU run, %s small preset, %s on 2 workers (%d stages) vs one process: samples/s", name, strategy, len(plan.Stages)),
-				f(pipe), f(single), fmt.Sprintf("%.3f", pipe/single)})
+				f(pipe), f(single), fmt.Sprintf("%.3f", pipe/single)},
+				predictedRow(fmt.Sprintf("real CPU run, %s small preset, %s", name, strategy), iter, plan))
 		}
 	}
 	sizes := []int{64 << 10, 1 << 20, 8 << 20}
