@@ -64,7 +64,7 @@
 // shallower pipeline can pay; where the root can be shallower than the last
 // plan offered, a binary search over the candidates (the DP's value never
 // grows with T) finds the least T of that depth, and that plan is offered;
-// three plans and 24 solves of the DP per size at most. The simulator judges.
+// three plans and 12 solves of the DP per size at most. The simulator judges.
 // spp's chains get the same treatment. Gains, 32 v100: DLRM at batch 2048,
 // gpp 15.6% faster (depth 3 at micro-batch 512 instead of depth 4 at 256);
 // the sequential Transformer at batch 512, spp 464.6 → 477.1 samples/s

@@ -304,7 +304,7 @@ func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b 
 var (
 	shallowerPlans = 3
 	frontierSizes  = 2
-	frontierSolves = 24
+	frontierSolves = 12
 	frontierProbes = 6
 )
 
