@@ -51,7 +51,8 @@ func PaperSection(c Config) (*Section, *Plot, []Row, error) {
 		Intro: "Batch: the largest power of two (at most 65536) at which spp with a GPipe schedule still fits, i.e. the whole batch in flight " +
 			"(the GPipe-era meaning of \"near the memory limit\"); both planners then run the default schedule, 1f1b, which warms each stage up " +
 			"far enough to hide its transfers where memory allows (the next section has the other schedules). The paper reports up to 1.6x over PipeDream and Piper, " +
-			"growing with the GPU count, and at 32 GPUs 1.12-1.40x from parallel stages alone and 1.25-1.61x with the larger micro-batch.",
+			"growing with the GPU count, and at 32 GPUs 1.12-1.40x from parallel stages alone and 1.25-1.61x with the larger micro-batch. " +
+			"The batch sweep further down shows the ratio at 4 to 2048 samples per device.",
 		Columns: append(append([]string{}, planCols...), "spp-exact")}
 	plot := &Plot{Name: "paper-ratio", Title: "gpp / spp throughput (simulated, v100)", XLabel: "devices", YLabel: "gpp / spp", LogX: true}
 	var rows []Row
