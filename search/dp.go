@@ -394,10 +394,10 @@ func (d *dp) minT(k int) (float64, bool) {
 // minTBelow finds the smallest candidate T, from the from-th on and at most
 // maxT, at which the root fits on k devices with fewer than depth
 // micro-batches in flight at its entry (the DP's value never grows with T, so
-// a binary search finds it), and leaves the DP solved there. With
-// capped set, it stops when its budget of solves is spent, with the feasible
-// candidate it has (a shallower plan, perhaps not at the least T) or none. It returns T and
-// the candidate's index.
+// a binary search finds it), and leaves the DP solved there. It returns T
+// and the candidate's index. With capped set, it stops when its budget of
+// solves is spent, with the feasible candidate it has (a shallower plan,
+// perhaps not at the least T of its depth) or none.
 func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	if d.ts == nil {
 		d.ts = d.candidates()
