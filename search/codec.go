@@ -54,6 +54,9 @@ func (p *Plan) validate() error {
 	case len(p.Actions) != len(p.Stages):
 		return fmt.Errorf("actions: %d lists for %d stages", len(p.Actions), len(p.Stages))
 	}
+	if q := p.Search.Sequential; q != nil && !(q.SamplesPerS > 0 && q.IterationS > 0 && q.Stages > 0 && q.Depth > 0 && q.MicroBatch > 0) {
+		return fmt.Errorf("search.sequential: samples_per_s, iteration_s, stages, depth and micro_batch must be positive")
+	}
 	used := map[int]int{}
 	for i, s := range p.Stages {
 		if s.ID != i {

@@ -197,6 +197,7 @@ func TestPlanRefusals(t *testing.T) {
 		{`"devices": [`, `"devices": [99, `, "not one of"},
 		{`"format"`, `"extra": 1, "format"`, "unknown field"},
 		{`"0F"`, `"0X"`, "action"},
+		{"\"sequential\": {\n      \"samples_per_s\": ", "\"sequential\": {\n      \"samples_per_s\": -", "search.sequential"},
 	} {
 		bad := strings.Replace(good, tc.old, tc.new, 1)
 		if bad == good {
