@@ -124,8 +124,9 @@ func newSearchCmd(stdin io.Reader) *cobra.Command {
 		Short: "Plan a model: stages, devices, micro-batch size and schedule",
 		Long: `Cut a model into a DAG of pipeline stages, give each stage devices and a
 micro-batch size, order its passes, and predict the iteration time with the
-simulator. gpp also considers the best sequential plan, so it is never worse
-than spp. Exit 1 when no plan fits, saying which limit failed.`,
+simulator. gpp also runs spp's search and keeps the faster plan, so it is
+never worse than spp, and prints the best sequential plan beside its own.
+Exit 1 when no plan fits, saying which limit failed.`,
 		Example: "  graphpipe search mmt.json --devices 32 --device v100 -o plan.json\n  graphpipe search dlrm.json --devices 16 --strategy spp --json",
 		Args:    args("MODEL"),
 		RunE: func(cmd *cobra.Command, a []string) error {
