@@ -231,8 +231,10 @@ func (d *dp) suffix(n *snode, i, k, δ int) int {
 		return false
 	}
 	try(last, k)
-	for k1 := 1; k1 < k && k1 <= d.kmax && best > δ+1; k1++ {
-		for p := i; p < last && best > δ+1; p++ {
+	// a first interval short of the last unit has a stage after it, so it
+	// holds at least δ+2: once best is δ+2 no split can improve it
+	for k1 := 1; k1 < k && k1 <= d.kmax && best > δ+2; k1++ {
+		for p := i; p < last && best > δ+2; p++ {
 			if try(p, k1) {
 				break
 			}
@@ -562,8 +564,8 @@ func (d *dp) suffixHost(n *snode, i, k, δ int, t *tailSpec) int {
 			best, ch = r, choice{p: int16(last), k1: int16(k), host: true}
 		}
 	}
-	for k1 := 1; k1 < k && k1 <= d.kmax && best > δ+1; k1++ {
-		for p := i; p < last && best > δ+1; p++ {
+	for k1 := 1; k1 < k && k1 <= d.kmax && best > δ+2; k1++ { // δ+2 at best, as in suffix
+		for p := i; p < last && best > δ+2; p++ {
 			kid := p == i && n.kids[i].kind != partition.Leaf
 			if !kid && !d.fitsTime(n.blk[i][p-i], k1) {
 				break // before the rest is solved, as in suffix
