@@ -491,8 +491,14 @@ func (d *dp) groupHost(n *snode, i, k, δ int, t *tailSpec, need bool) int {
 			best, ch = r, choice{p: int16(p), k1: int16(k1), host: host}
 		}
 	}
+	// a part short of the last kid leaves a part after it, and one of the two
+	// feeds the host from δ+2: only the whole group as the host's stage holds
+	// δ+1, so past δ+2 only p = last can improve, and past δ+1 nothing
 	for p := i; p <= last; p++ {
-		for k1 := 1; k1 <= k; k1++ {
+		if best <= δ+1 || p < last && best <= δ+2 {
+			continue
+		}
+		for k1 := 1; k1 <= k && !(p < last && best <= δ+2); k1++ {
 			if (p == last) != (k1 == k) {
 				continue
 			}
