@@ -23,7 +23,7 @@ type dp struct {
 	fit     []fitEntry    // [block·(kmax+1)+k]: what fits needs, packed
 	kmax    int
 	solveM  []table   // [node], index k·(D+1)+δ
-	suffixM []table   // [node], index (i·(D+1)+k)·(D+1)+δ
+	suffixM []table   // [node], index at(n, i, k, δ)
 	groupM  []table   // [node], as suffixM
 	hostG   [][]table // [tail][node]: groupHost, index as suffixM, ×2 for need
 	hostS   [][]table // [tail][node]: suffixHost, index as suffixM
@@ -145,6 +145,11 @@ func (d *dp) reset(T float64) {
 	}
 }
 
+// at is the index of (unit i, k devices, δ after) in a node's suffix, group
+// and host tables: unit innermost, because a split's loops walk the units
+// after it at one device count.
+func (d *dp) at(n *snode, i, k, δ int) int { return (δ*(d.D+1)+k)*len(n.kids) + i }
+
 // hostTable returns the lazily allocated absorption table of (tail, node).
 func (d *dp) hostTable(tabs [][]table, t *tailSpec, n *snode, size int) table {
 	if tabs[t.id][n.id].v == nil {
@@ -200,7 +205,7 @@ func (d *dp) solve(n *snode, k, δ int) int {
 // kid i solved on its own) on k1 devices, then the rest on k-k1. The last
 // interval takes every device left.
 func (d *dp) suffix(n *snode, i, k, δ int) int {
-	idx := (i*(d.D+1)+k)*(d.D+1) + δ
+	idx := d.at(n, i, k, δ)
 	tab := d.suffixM[n.id]
 	if v := tab.v[idx]; v >= 0 {
 		return int(v)
@@ -286,7 +291,7 @@ func (d *dp) fitsTime(id, k int) bool {
 // group covers kids i.. of parallel node n side by side: kids i..p merged into
 // one stage (or kid i solved on its own) on k1 devices, the rest on k-k1.
 func (d *dp) group(n *snode, i, k, δ int) int {
-	idx := (i*(d.D+1)+k)*(d.D+1) + δ
+	idx := d.at(n, i, k, δ)
 	tab := d.groupM[n.id]
 	if v := tab.v[idx]; v >= 0 {
 		return int(v)
@@ -353,7 +358,7 @@ func (d *dp) extractSolve(n *snode, k, δ int, out *[]assignment) {
 }
 
 func (d *dp) extractSuffix(n *snode, i, k, δ int, out *[]assignment) {
-	ch := d.suffixM[n.id].ch[(i*(d.D+1)+k)*(d.D+1)+δ]
+	ch := d.suffixM[n.id].ch[d.at(n, i, k, δ)]
 	p, k1 := int(ch.p), int(ch.k1)
 	last := len(n.units) - 1
 	after := δ
@@ -374,7 +379,7 @@ func (d *dp) extractSuffix(n *snode, i, k, δ int, out *[]assignment) {
 }
 
 func (d *dp) extractGroup(n *snode, i, k, δ int, out *[]assignment) {
-	ch := d.groupM[n.id].ch[(i*(d.D+1)+k)*(d.D+1)+δ]
+	ch := d.groupM[n.id].ch[d.at(n, i, k, δ)]
 	p, k1 := int(ch.p), int(ch.k1)
 	if p == i {
 		d.extractSolve(n.kids[i], k1, δ, out)
@@ -523,7 +528,7 @@ func (d *dp) groupHost(n *snode, i, k, δ int, t *tailSpec, need bool) int {
 
 func (d *dp) hostGroupIdx(n *snode, i, k, δ int, t *tailSpec, need bool) (table, int) {
 	w := d.D + 1
-	idx := ((i*w+k)*w + δ) * 2
+	idx := d.at(n, i, k, δ) * 2
 	if need {
 		idx++
 	}
@@ -532,7 +537,7 @@ func (d *dp) hostGroupIdx(n *snode, i, k, δ int, t *tailSpec, need bool) (table
 
 func (d *dp) hostSuffixIdx(n *snode, i, k, δ int, t *tailSpec) (table, int) {
 	w := d.D + 1
-	return d.hostTable(d.hostS, t, n, len(n.kids)*w*w), (i*w+k)*w + δ
+	return d.hostTable(d.hostS, t, n, len(n.kids)*w*w), d.at(n, i, k, δ)
 }
 
 // hostSolve is n planned with tail t in its sink stage, δ after the tail.
