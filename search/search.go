@@ -21,6 +21,72 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	best, err := searchOn(g, o)
+	if err != nil {
+		return nil, err
+	}
+	// on half the devices, and half again: past some count more devices
+	// only add all-reduce and thin each one's share of the batch, and the
+	// DP uses every device it can
+	// (while the best plan is slower than n devices' ideal: every op at the
+	// device's best efficiency, no time idle, which no plan on n beats)
+	candidates := best.Search.Candidates
+	t := g.Total()
+	perSample := t.FwdFLOPs + t.BwdFLOPs()
+	for sub := o; fewerDevices && sub.Devices >= 4; {
+		sub.Devices /= 2
+		ideal := float64(sub.Devices) * o.Device.PeakFLOPs * o.Device.MaxEff / perSample
+		if perSample > 0 && best.Predicted.SamplesPerS >= ideal {
+			break
+		}
+		q, err := searchOn(g, sub)
+		if err != nil {
+			break // nothing fits on fewer
+		}
+		candidates += q.Search.Candidates
+		seq := betterBaseline(best.Search.Sequential, q.Search.Sequential)
+		if better(q, best) {
+			q.Devices = o.Devices
+			q.Search.Notes = append(q.Search.Notes, fmt.Sprintf("uses %d of the %d devices: more made no plan faster", sub.Devices, o.Devices))
+			best = q
+		}
+		best.Search.Sequential = seq
+	}
+	best.Search.Seconds = time.Since(start).Seconds()
+	best.Search.Candidates = candidates
+	return best, nil
+}
+
+// fewerDevices turns Search's tries on fewer devices on (tests turn it off).
+var fewerDevices = true
+
+// betterBaseline is the faster of two sequential summaries, by better's
+// order (the first on ties); nil counts as none.
+func betterBaseline(a, b *Baseline) *Baseline {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case b.IterationS != a.IterationS:
+		if b.IterationS < a.IterationS {
+			return b
+		}
+		return a
+	case b.Depth != a.Depth:
+		if b.Depth < a.Depth {
+			return b
+		}
+		return a
+	case b.Stages < a.Stages:
+		return b
+	}
+	return a
+}
+
+// searchOn is Search on exactly o's devices at most.
+func searchOn(g *dag.Graph, o Options) (*Plan, error) {
+	start := time.Now()
 	cm := newCostModel(g, &o)
 	// the fastest few of each planner's candidates, whose schedules are tuned
 	// at the end (tune): the same ones whichever strategy offers them, so gpp,
