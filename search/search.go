@@ -27,9 +27,9 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	}
 	// on half the devices, and half again: past some count more devices
 	// only add all-reduce and thin each one's share of the batch, and the
-	// DP uses every device it can
-	// (while the best plan is slower than n devices' ideal: every op at the
-	// device's best efficiency, no time idle, which no plan on n beats)
+	// DP uses every device it can; while the best plan is slower than n
+	// devices' ideal (every op at the device's best efficiency, never idle),
+	// which no plan on n beats
 	candidates := best.Search.Candidates
 	t := g.Total()
 	perSample := t.FwdFLOPs + t.BwdFLOPs()
@@ -63,22 +63,7 @@ var fewerDevices = true
 // betterBaseline is the faster of two sequential summaries, by better's
 // order (the first on ties); nil counts as none.
 func betterBaseline(a, b *Baseline) *Baseline {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	case b.IterationS != a.IterationS:
-		if b.IterationS < a.IterationS {
-			return b
-		}
-		return a
-	case b.Depth != a.Depth:
-		if b.Depth < a.Depth {
-			return b
-		}
-		return a
-	case b.Stages < a.Stages:
+	if a == nil || b != nil && ahead(b.IterationS, b.Depth, b.Stages, a.IterationS, a.Depth, a.Stages) {
 		return b
 	}
 	return a
@@ -184,13 +169,18 @@ func keepFastest(top []*Plan, p *Plan, n int) []*Plan {
 
 // better prefers the faster iteration, then the shallower pipeline, then fewer stages.
 func better(a, b *Plan) bool {
-	if a.Predicted.IterationS != b.Predicted.IterationS {
-		return a.Predicted.IterationS < b.Predicted.IterationS
+	return ahead(a.Predicted.IterationS, a.Predicted.Depth, len(a.Stages), b.Predicted.IterationS, b.Predicted.Depth, len(b.Stages))
+}
+
+// ahead is better's order on (iteration, depth, stages).
+func ahead(ai float64, ad, as int, bi float64, bd, bs int) bool {
+	if ai != bi {
+		return ai < bi
 	}
-	if a.Predicted.Depth != b.Predicted.Depth {
-		return a.Predicted.Depth < b.Predicted.Depth
+	if ad != bd {
+		return ad < bd
 	}
-	return len(a.Stages) < len(b.Stages)
+	return as < bs
 }
 
 func chainSpace(g *dag.Graph, o *Options, cm *costModel) *space {
