@@ -16,6 +16,10 @@ var (
 	// HangTimeout: a worker computing one action for longer than this (or
 	// than ten times its stage's planned compute, if more) says it hangs.
 	HangTimeout = 4 * time.Second
+	// WarmupHangTimeout replaces HangTimeout in a worker's first iteration,
+	// which also pays for what runs once: a GPU's kernels compiled, its
+	// libraries' code loaded, pools filled.
+	WarmupHangTimeout = 60 * time.Second
 )
 
 func coordBeats(run string) string { return "graphpipe." + run + ".hb.coordinator" }

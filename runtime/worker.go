@@ -48,6 +48,7 @@ type Worker struct {
 	busyMu    sync.Mutex // guards busySince, busyWhat
 	busySince time.Time  // when the computation under way began; zero while waiting on others
 	busyWhat  string
+	warm      bool // an iteration has finished (see WarmupHangTimeout)
 }
 
 // busy marks the start (what != "") or end of a computation of the worker's own.
@@ -68,7 +69,11 @@ func (w *Worker) hang() string {
 	w.busyMu.Lock()
 	defer w.busyMu.Unlock()
 	st := w.plan.Stages[w.Stage]
-	limit := max(HangTimeout, time.Duration(10*(st.ForwardS+st.BackwardS+st.WeightS+st.FlushS)*float64(time.Second)))
+	floor := HangTimeout
+	if !w.warm {
+		floor = max(floor, WarmupHangTimeout)
+	}
+	limit := max(floor, time.Duration(10*(st.ForwardS+st.BackwardS+st.WeightS+st.FlushS)*float64(time.Second)))
 	if !w.busySince.IsZero() && time.Since(w.busySince) > limit {
 		return fmt.Sprintf("computing %s for %v (its limit %v)", w.busyWhat, time.Since(w.busySince).Round(time.Millisecond), limit)
 	}
@@ -144,6 +149,9 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options)
 	if w.data, err = stage.NewDataset(g); err != nil {
 		return nil, err
 	}
+	if o.Device != nil {
+		w.data.UseDevice(o.Device, int(plan.Stages[st].MicroBatch)) // at most a micro-batch's activations
+	}
 	if w.opt, err = stage.NewOptimizer(o.Train.Optimizer, o.Train.LR, o.Train.Momentum); err != nil {
 		return nil, err
 	}
@@ -197,15 +205,25 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 		w.wait(ctx, w.plan.Stages[w.Stage].FlushS)
 	} else {
 		w.die("before-step")
+		if err := w.ex.SyncGrads(); err != nil {
+			return 0, fmt.Errorf("stage %d replica %d, iteration %d, gradients from the device: %w", w.Stage, w.Replica, n, err)
+		}
 		if err := w.allReduce(ctx, n); err != nil {
 			return 0, fmt.Errorf("stage %d replica %d, iteration %d, all-reduce: %w", w.Stage, w.Replica, n, err)
 		}
 		w.busy(fmt.Sprintf("iteration %d optimizer step", n))
 		w.opt.Step(w.ex.Params, w.ex.Grads)
-		w.ex.ZeroGrads()
+		w.ex.ParamsChanged()
+		err := w.ex.ZeroGrads()
 		w.busy("")
+		if err != nil {
+			return 0, fmt.Errorf("stage %d replica %d, iteration %d, optimizer step: %w", w.Stage, w.Replica, n, err)
+		}
 	}
 	w.ep.Forget(n)
+	w.busyMu.Lock()
+	w.warm = true
+	w.busyMu.Unlock()
 	return it.loss, nil
 }
 
@@ -599,6 +617,7 @@ func (w *Worker) loadState(b []byte) error {
 				return fmt.Errorf("checkpoint: parameter %q does not fit stage %d", e.Name[6:], w.Stage)
 			}
 			copy(p.Data, e.F32)
+			w.ex.ParamsChanged()
 		case strings.HasPrefix(e.Name, "optim:"):
 			optim[e.Name[6:]] = e.F32
 		}

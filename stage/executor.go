@@ -2,7 +2,10 @@ package stage
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -51,13 +54,35 @@ func NewExecutor(g *dag.Graph, ops []int, seed int64) (*Executor, error) {
 		}
 		e.kernels[i] = k
 		e.OpSeconds[g.Op(i).Name] = &[2]float64{}
-		for name, v := range InitParams(g, i, seed) {
-			full := g.Op(i).Name + "." + name
+	}
+	for k, params := range initAll(g, e.ops, seed) {
+		for name, v := range params {
+			full := g.Op(e.ops[k]).Name + "." + name
 			e.Params[full] = v
 			e.Grads[full] = NewValue[float32](v.Shape...)
 		}
 	}
 	return e, nil
+}
+
+// initAll is InitParams of every op in ops, over the cores: each op's
+// parameters come from a generator of their own, so the split changes
+// nothing (a large model's draws take seconds on one core).
+func initAll(g *dag.Graph, ops []int, seed int64) []map[string]*Value[float32] {
+	out := make([]map[string]*Value[float32], len(ops))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(ops)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := int(next.Add(1)) - 1; k < len(ops); k = int(next.Add(1)) - 1 {
+				out[k] = InitParams(g, ops[k], seed)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // ParamNames lists the stage's parameters, sorted.
@@ -100,8 +125,8 @@ func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string
 	if e.dev == nil {
 		return e.forward(mb, feeds)
 	}
-	if len(e.mbs) == 0 { // an iteration starts: parameters may have changed
-		if err := e.dev.startIteration(); err != nil {
+	if len(e.mbs) == 0 && e.dev.stale { // the host's parameters changed
+		if err := e.dev.dropParams(); err != nil {
 			return nil, err
 		}
 	}
@@ -114,7 +139,7 @@ func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string
 		if _, ok := e.mbs[mb]; ok {
 			e.release(mb)
 		} else {
-			e.dev.release(mb, len(e.mbs))
+			e.dev.release(mb)
 		}
 		return nil, err
 	}
@@ -207,7 +232,7 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 func (e *Executor) release(mb int) error {
 	delete(e.mbs, mb)
 	if e.dev != nil {
-		return e.dev.release(mb, len(e.mbs))
+		return e.dev.release(mb)
 	}
 	return nil
 }
@@ -285,9 +310,14 @@ func (e *Executor) newGrad(shape []int) *Value[float32] {
 // InFlight is the number of micro-batches stashed.
 func (e *Executor) InFlight() int { return len(e.mbs) }
 
-// ZeroGrads clears the accumulated gradients after an optimizer step.
-func (e *Executor) ZeroGrads() {
+// ZeroGrads clears the accumulated gradients after an optimizer step, on
+// the host and on the device. It reports a device failure.
+func (e *Executor) ZeroGrads() error {
 	for _, g := range e.Grads {
 		clear(g.Data)
 	}
+	if e.dev != nil {
+		return e.dev.syncGrads(false)
+	}
+	return nil
 }

@@ -84,6 +84,18 @@ func gradsOn(t *testing.T, g *dag.Graph, mbs int, split bool, d *cuda.Device) ma
 	if tr.Ex.InFlight() != 0 {
 		t.Fatalf("%d micro-batches still stashed", tr.Ex.InFlight())
 	}
+	if d != nil { // the device's gradients reach the host at SyncGrads alone
+		for k, v := range tr.Ex.Grads {
+			for _, x := range v.Data {
+				if x != 0 {
+					t.Fatalf("gradient %s reached the host before SyncGrads", k)
+				}
+			}
+		}
+	}
+	if err := tr.Ex.SyncGrads(); err != nil {
+		t.Fatal(err)
+	}
 	out := map[string][]float32{}
 	for k, v := range tr.Ex.Grads {
 		out[k] = append([]float32(nil), v.Data...)

@@ -98,7 +98,7 @@ func gpuLinear(bias bool) (fwdFn, bwdFn) {
 		}
 		if bias && gp[1] != nil {
 			b := s.acc(gp[1])
-			s.launch("gp_bias_bwd", out, g, b, r, out)
+			s.colSums(g, r, out, b)
 			s.back(gp[1], b)
 		}
 	}
@@ -150,7 +150,12 @@ func gpuLayerNorm(eps float32) (fwdFn, bwdFn) {
 		}
 		if gp != nil && (gp[0] != nil || gp[1] != nil) {
 			gg, gb := s.grad(gp[0], d), s.grad(gp[1], d)
-			s.launch("gp_layernorm_bwd_p", d, xb, mb, rb, g, gg, gb, r, d)
+			if chunk, parts := colParts(r, d); parts > 0 {
+				pg, pb := s.scratch(parts*d), s.scratch(parts*d)
+				s.launch("gp_layernorm_bwd_p_part", parts*d, xb, mb, rb, g, pg, pb, r, d, chunk, parts)
+				s.launch("gp_colsum_fold", d, pg, gg, parts, d)
+				s.launch("gp_colsum_fold", d, pb, gb, parts, d)
+			}
 			s.back(gp[0], gg)
 			s.back(gp[1], gb)
 		}
@@ -548,7 +553,7 @@ func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
 			}
 			if gp[3] != nil {
 				b := s.acc(gp[3])
-				s.launch("gp_bias_bwd", d, g, b, n*sq, d)
+				s.colSums(g, n*sq, d, b)
 				s.back(gp[3], b)
 			}
 		}
@@ -578,7 +583,7 @@ func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
 		}
 		if gp != nil && gp[1] != nil {
 			b := s.acc(gp[1])
-			s.launch("gp_bias_bwd", 3*d, gqkv, b, n*sq, 3*d)
+			s.colSums(gqkv, n*sq, 3*d, b)
 			s.back(gp[1], b)
 		}
 	}

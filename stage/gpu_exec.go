@@ -18,13 +18,16 @@ import (
 //     only.
 //   - Backward uploads the gradients it is given and downloads the gradients
 //     of the values it was fed.
-//   - Parameters are uploaded at their first use after an iteration starts
-//     (a Forward with nothing in flight: the only time the optimizer or a
-//     checkpoint load may change them).
-//   - Parameter gradients accumulate on the device and are added into the
-//     host gradients (Executor.Grads) whenever the stage has nothing in
-//     flight, so the host gradients are whole whenever the optimizer, an
-//     all-reduce or a checkpoint reads them.
+//   - Parameters are uploaded at their first use and kept there until
+//     Executor.ParamsChanged says the host's copies changed (an optimizer
+//     step, a checkpoint load); the next Forward with nothing in flight
+//     drops the device copies.
+//   - Parameter gradients accumulate on the device over every micro-batch
+//     of an iteration and are added into the host gradients
+//     (Executor.Grads) by Executor.SyncGrads, which whoever reads the host
+//     gradients (the optimizer, a data-parallel all-reduce) calls first.
+//     Moving a stage's weights both ways per micro-batch would cost more
+//     than the micro-batch's compute on a large model.
 //   - A micro-batch's device memory (activations, gradients, stash) goes
 //     back to the pool when the micro-batch is done.
 type devState struct {
@@ -36,6 +39,7 @@ type devState struct {
 	cur      *residency
 	mbs      map[int]*residency
 	external map[string]bool // op outputs read outside the stage, and the loss
+	stale    bool            // the host's parameters changed since their upload
 }
 
 // residency is one micro-batch's device copies.
@@ -105,8 +109,9 @@ func (dev *devState) begin(mb int) {
 
 func (dev *devState) use(mb int) { dev.cur = dev.mbs[mb] }
 
-// startIteration forgets the parameters' copies: they may have changed.
-func (dev *devState) startIteration() error {
+// dropParams forgets the parameters' copies: the host's have changed.
+func (dev *devState) dropParams() error {
+	dev.stale = false
 	return onDevice(dev.d, nil, func(s *gpuScope) {
 		for v, b := range dev.params {
 			s.fail(dev.d.Free(b))
@@ -145,35 +150,66 @@ func (dev *devState) fetch(vals map[string]*Value[float32], want func(string) bo
 	})
 }
 
-// release frees micro-batch mb's device memory; with nothing left in
-// flight, it adds the parameter gradients into the host's.
-func (dev *devState) release(mb int, inFlight int) error {
+// release frees micro-batch mb's device memory.
+func (dev *devState) release(mb int) error {
 	r := dev.mbs[mb]
 	delete(dev.mbs, mb)
 	if dev.cur == r {
 		dev.cur = nil
 	}
+	if r == nil {
+		return nil
+	}
 	return onDevice(dev.d, nil, func(s *gpuScope) {
-		if r != nil {
-			for _, b := range r.owned {
-				s.fail(dev.d.Free(b))
-			}
-			for _, sv := range r.staged {
-				sv.v.Data = nil
-				s.fail(dev.d.Unstage(sv.st))
-			}
+		for _, b := range r.owned {
+			s.fail(dev.d.Free(b))
 		}
-		if inFlight > 0 {
-			return
+		for _, sv := range r.staged {
+			sv.v.Data = nil
+			s.fail(dev.d.Unstage(sv.st))
 		}
+	})
+}
+
+// syncGrads adds the parameter gradients on the device into the host's
+// and frees them, or only frees them when add is false.
+func (dev *devState) syncGrads(add bool) error {
+	return onDevice(dev.d, nil, func(s *gpuScope) {
+		var g []float32 // one host buffer for every parameter's download
 		for v, b := range dev.pgrads {
-			g := make([]float32, len(v.Data))
-			s.down(g, b)
-			addInto(v.Data, g)
+			if add && s.err == nil {
+				if cap(g) < len(v.Data) {
+					g = make([]float32, len(v.Data))
+				}
+				g = g[:len(v.Data)]
+				s.down(g, b)
+				if s.err == nil {
+					addIntoSpans(v.Data, g)
+				}
+			}
 			s.fail(dev.d.Free(b))
 			delete(dev.pgrads, v)
 		}
 	})
+}
+
+// SyncGrads adds the parameter gradients accumulated on the device into
+// Grads (nothing on the CPU). Call it before reading Grads: before an
+// optimizer step or an all-reduce.
+func (e *Executor) SyncGrads() error {
+	if e.dev == nil {
+		return nil
+	}
+	return e.dev.syncGrads(true)
+}
+
+// ParamsChanged says the host's Params changed (an optimizer step, a
+// checkpoint load): the device's copies are dropped at the next Forward
+// with nothing in flight. Nothing on the CPU.
+func (e *Executor) ParamsChanged() {
+	if e.dev != nil {
+		e.dev.stale = true
+	}
 }
 
 // Close gives back the device memory the executor holds (its parameters'
@@ -189,7 +225,10 @@ func (e *Executor) Close() error {
 			first = err
 		}
 	}
-	if err := e.dev.startIteration(); err != nil && first == nil {
+	if err := e.dev.syncGrads(false); err != nil && first == nil {
+		first = err
+	}
+	if err := e.dev.dropParams(); err != nil && first == nil {
 		first = err
 	}
 	return first

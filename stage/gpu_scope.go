@@ -47,6 +47,37 @@ func (s *gpuScope) own(b cuda.Buffer) {
 	}
 }
 
+// scratch is n elements of uninitialised device memory, freed with the scope.
+func (s *gpuScope) scratch(n int) cuda.Buffer {
+	if s.err != nil {
+		return cuda.Buffer{}
+	}
+	return s.keep(s.d.Alloc(n))
+}
+
+// colParts cuts rows into chunks for the two-pass column sums
+// (gp_colsum_part): enough (chunk, column) threads to fill a GPU, each
+// summing a run of rows. It returns the chunk length and count.
+func colParts(rows, cols int) (chunk, parts int) {
+	parts = min(max((1<<16)/max(cols, 1), 1), max(rows, 1))
+	chunk = (rows + parts - 1) / parts
+	if chunk == 0 {
+		return 1, 0
+	}
+	return chunk, (rows + chunk - 1) / chunk
+}
+
+// colSums adds the column sums of m [rows, cols] into dst [cols].
+func (s *gpuScope) colSums(m cuda.Buffer, rows, cols int, dst cuda.Buffer) {
+	chunk, parts := colParts(rows, cols)
+	if parts == 0 {
+		return
+	}
+	part := s.scratch(parts * cols)
+	s.launch("gp_colsum_part", parts*cols, m, part, rows, cols, chunk, parts)
+	s.launch("gp_colsum_fold", cols, part, dst, parts, cols)
+}
+
 func (s *gpuScope) up(v []float32) cuda.Buffer {
 	if s.err != nil {
 		return cuda.Buffer{}

@@ -61,13 +61,37 @@ var gpuCases = append(append([]opCase(nil), opCases...),
 	opCase{"attention-wide", `{"name":"x","shape":[8,16],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":4}`},
 	opCase{"attention-wide-causal", `{"name":"x","shape":[6,12],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":3,"causal":true}`},
 	opCase{"linear-wide", `{"name":"x","shape":[5,33],"dtype":"float32"}`, `"op":"linear","inputs":["x"],"attrs":{"out":17}`},
+	// more rows than one pass of the column sums takes (colParts: chunks of 3)
+	opCase{"linear-tall", `{"name":"x","shape":[1500,5],"dtype":"float32"}`, `"op":"linear","inputs":["x"],"attrs":{"out":120}`},
+	opCase{"layer_norm-tall", `{"name":"x","shape":[1500,120],"dtype":"float32"}`, `"op":"layer_norm","inputs":["x"]`},
 )
+
+// TestColParts: the chunks of the two-pass column sums cover every row
+// once, and there are never more of them than rows.
+func TestColParts(t *testing.T) {
+	for rows := 0; rows <= 700; rows++ {
+		for _, cols := range []int{1, 7, 120, 1024, 70000} {
+			chunk, parts := colParts(rows, cols)
+			if rows == 0 {
+				if parts != 0 {
+					t.Fatalf("rows 0, cols %d: %d parts", cols, parts)
+				}
+				continue
+			}
+			if chunk < 1 || parts < 1 || parts > rows || chunk*parts < rows || (parts-1)*chunk >= rows {
+				t.Fatalf("rows %d, cols %d: chunk %d, parts %d", rows, cols, chunk, parts)
+			}
+		}
+	}
+}
 
 // checkOpsOn runs every op kind's forward and backward on d and on the CPU
 // backend (float32) and compares them within 1e-3 relative. Gradients start
 // non-zero, so that accumulation (+=) is checked too, and the backward runs
 // three ways: inputs and weights together, inputs alone, weights alone.
 func checkOpsOn(t *testing.T, d *cuda.Device) {
+	var worst closeness
+	defer func() { t.Logf("largest relative difference, device against CPU: %.3g (%s)", worst.rel, worst.what) }()
 	for _, c := range gpuCases {
 		t.Run(c.name, func(t *testing.T) {
 			g, i := oneOp(t, c)
@@ -90,7 +114,7 @@ func checkOpsOn(t *testing.T, d *cuda.Device) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			close3(t, "y", yg.Data, yc.Data)
+			worst.note(c.name+": y", close3(t, "y", yg.Data, yc.Data))
 			gy := NewValue[float32](yc.Shape...)
 			for j := range gy.Data {
 				gy.Data[j] = float32(j%7-3) / 3
@@ -112,12 +136,12 @@ func checkOpsOn(t *testing.T, d *cuda.Device) {
 				}
 				for j := range gxc {
 					if gxc[j] != nil {
-						close3(t, fmt.Sprintf("%s: gx%d", mode.name, j), gxg[j].Data, gxc[j].Data)
+						worst.note(fmt.Sprintf("%s: %s: gx%d", c.name, mode.name, j), close3(t, fmt.Sprintf("%s: gx%d", mode.name, j), gxg[j].Data, gxc[j].Data))
 					}
 				}
 				for j := range gpc {
 					if gpc[j] != nil {
-						close3(t, fmt.Sprintf("%s: gp%d", mode.name, j), gpg[j].Data, gpc[j].Data)
+						worst.note(fmt.Sprintf("%s: %s: gp%d", c.name, mode.name, j), close3(t, fmt.Sprintf("%s: gp%d", mode.name, j), gpg[j].Data, gpc[j].Data))
 					}
 				}
 			}
@@ -141,16 +165,34 @@ func seeded(vs []*Value[float32], want bool) []*Value[float32] {
 	return out
 }
 
-func close3(t *testing.T, what string, got, want []float32) {
+// closeness keeps the largest relative difference seen and where.
+type closeness struct {
+	rel  float64
+	what string
+}
+
+func (c *closeness) note(what string, rel float64) {
+	if rel > c.rel {
+		c.rel, c.what = rel, what
+	}
+}
+
+// close3 fails where got and want differ by more than 1e-3 relative (to
+// 1 + |want|) and returns the largest such difference.
+func close3(t *testing.T, what string, got, want []float32) float64 {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
+	var worst float64
 	for j := range want {
-		if math.Abs(float64(got[j])-float64(want[j])) > 1e-3*(1+math.Abs(float64(want[j]))) {
+		rel := math.Abs(float64(got[j])-float64(want[j])) / (1 + math.Abs(float64(want[j])))
+		if rel > 1e-3 {
 			t.Fatalf("%s[%d]: device %v, CPU %v", what, j, got[j], want[j])
 		}
+		worst = max(worst, rel)
 	}
+	return worst
 }
 
 func TestOpsOnEmulator(t *testing.T) { checkOpsOn(t, emulatedDevice(t)) }
@@ -184,8 +226,8 @@ func TestGPUIndexOutOfRange(t *testing.T) {
 }
 
 // TestParamCacheKeepsParametersFresh: training on the device with 4
-// micro-batches a step uploads each parameter once per micro-batch that
-// starts an iteration, not once per op call, and still follows the
+// micro-batches a step uploads each parameter once a step, not once per
+// micro-batch or op call, and still follows the
 // optimizer's updates step by step (= the CPU trainer within 1e-4).
 func TestParamCacheKeepsParametersFresh(t *testing.T) {
 	d := emulatedDevice(t)
@@ -216,10 +258,10 @@ func TestParamCacheKeepsParametersFresh(t *testing.T) {
 	for name, want := range cpu.Ex.Params {
 		close3(t, name, dev.Ex.Params[name].Data, want.Data)
 	}
-	// the trainer runs micro-batch by micro-batch, so each one starts an
-	// "iteration" for the cache: one upload per parameter per micro-batch
-	if got, want := dev.Ex.dev.uploads, steps*4*len(dev.Ex.Params); got != want {
-		t.Errorf("%d parameter uploads, want %d (%d parameters, %d micro-batches)", got, want, len(dev.Ex.Params), steps*4)
+	// the optimizer's step changes the parameters once a step: one upload
+	// per parameter per step, whatever the micro-batches
+	if got, want := dev.Ex.dev.uploads, steps*len(dev.Ex.Params); got != want {
+		t.Errorf("%d parameter uploads, want %d (%d parameters, %d steps of 4 micro-batches)", got, want, len(dev.Ex.Params), steps)
 	}
 }
 
@@ -289,5 +331,50 @@ func TestDeviceForwardFailure(t *testing.T) {
 	}
 	if used := d.MemStats(); used.InUse > 512 {
 		t.Errorf("%d bytes of device memory in use after the failure and Close", used.InUse)
+	}
+}
+
+// TestTeacherOnDevice: a dataset whose teacher runs on the device labels
+// every batch as the CPU's teacher does (argmax, logits' signs, regression
+// targets within 1e-4), uploads the teacher's parameters once, and keeps
+// no micro-batch on the device between batches.
+func TestTeacherOnDevice(t *testing.T) {
+	d := emulatedDevice(t)
+	for _, name := range []string{"mmt", "dlrm", "candle-uno"} {
+		t.Run(name, func(t *testing.T) {
+			g := small(t, name)
+			cpu, _ := NewDataset(g)
+			dev, err := NewDataset(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev.UseDevice(d, 3) // batches of 8 in passes of 3, 3 and 2
+			const steps = 3
+			for s := 0; s < steps; s++ {
+				want, err := cpu.Batch(s, int(g.BatchSize()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := dev.Batch(s, int(g.BatchSize()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, v := want[cpu.target], got[dev.target]
+				for i := range w.Ints {
+					if v.Ints[i] != w.Ints[i] {
+						t.Fatalf("step %d: label %d is %d on the device, %d on the CPU", s, i, v.Ints[i], w.Ints[i])
+					}
+				}
+				if w.Data != nil {
+					close3(t, fmt.Sprintf("step %d: target", s), v.Data, w.Data)
+				}
+				if n := len(dev.teacher.dev.mbs); n != 0 {
+					t.Fatalf("step %d: %d teacher micro-batches left on the device", s, n)
+				}
+			}
+			if got, want := dev.teacher.dev.uploads, len(dev.teacher.Params); got != want {
+				t.Errorf("%d teacher parameter uploads over %d batches, want %d (once each)", got, steps, want)
+			}
+		})
 	}
 }

@@ -50,23 +50,28 @@ func (o *SGD) Step(params, grads map[string]*Value[float32]) {
 	for _, name := range sortedKeys(params) {
 		p, g := params[name].Data, grads[name].Data
 		if o.Momentum == 0 {
-			for i := range p {
-				p[i] -= o.LR * g[i]
-			}
+			eachSpan(len(p), func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					p[i] -= o.LR * g[i]
+				}
+			})
 			continue
 		}
-		b, ok := o.buf[name]
-		if !ok {
-			b = append([]float32(nil), g...)
+		b, first := o.buf[name], false
+		if b == nil {
+			b, first = make([]float32, len(g)), true
 			o.buf[name] = b
-		} else {
-			for i := range b {
-				b[i] = o.Momentum*b[i] + g[i]
+		}
+		eachSpan(len(p), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				if first {
+					b[i] = g[i]
+				} else {
+					b[i] = o.Momentum*b[i] + g[i]
+				}
+				p[i] -= o.LR * b[i]
 			}
-		}
-		for i := range p {
-			p[i] -= o.LR * b[i]
-		}
+		})
 	}
 }
 
@@ -92,12 +97,14 @@ func (o *Adam) Step(params, grads map[string]*Value[float32]) {
 			o.m[name] = m
 		}
 		v := o.v[name]
-		for i := range p {
-			m[i] = o.Beta1*m[i] + (1-o.Beta1)*g[i]
-			v[i] = o.Beta2*v[i] + (1-o.Beta2)*g[i]*g[i]
-			denom := float32(math.Sqrt(float64(v[i])))/sqrtBC2 + o.Eps
-			p[i] -= step * m[i] / denom
-		}
+		eachSpan(len(p), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				m[i] = o.Beta1*m[i] + (1-o.Beta1)*g[i]
+				v[i] = o.Beta2*v[i] + (1-o.Beta2)*g[i]*g[i]
+				denom := float32(math.Sqrt(float64(v[i])))/sqrtBC2 + o.Eps
+				p[i] -= step * m[i] / denom
+			}
+		})
 	}
 }
 

@@ -82,8 +82,14 @@ func (t *Trainer) Step(step int) (float64, map[string]*Value[float32], error) {
 			return 0, nil, err
 		}
 	}
+	if err := t.Ex.SyncGrads(); err != nil {
+		return 0, nil, err
+	}
 	t.opt.Step(t.Ex.Params, t.Ex.Grads)
-	t.Ex.ZeroGrads()
+	t.Ex.ParamsChanged()
+	if err := t.Ex.ZeroGrads(); err != nil {
+		return 0, nil, err
+	}
 	return loss, batch, nil
 }
 
@@ -102,6 +108,9 @@ func SliceRows[T Num](v *Value[T], lo, hi int) *Value[T] {
 	}
 	return out
 }
+
+// MicroBatch is the samples per micro-batch of a step.
+func (t *Trainer) MicroBatch() int { return t.batch / t.mbs }
 
 // Optimizer is the trainer's optimizer.
 func (t *Trainer) Optimizer() Optimizer { return t.opt }

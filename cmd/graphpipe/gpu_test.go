@@ -112,7 +112,8 @@ func TestRunOnGPU(t *testing.T) {
 		t.Fatal(e)
 	}
 	t.Logf("run: %s", out)
-	sameParams(t, readParams(t, filepath.Join(dir, "gpu", "final.safetensors")), readParams(t, filepath.Join(dir, "cpu", "final.safetensors")), 1e-4)
+	rel := sameParams(t, readParams(t, filepath.Join(dir, "gpu", "final.safetensors")), readParams(t, filepath.Join(dir, "cpu", "final.safetensors")), 1e-4)
+	t.Logf("parameters after 3 steps, GPU run against CPU: largest difference %.3g of the tensor's largest value", rel)
 }
 
 // TestProfileFeedsSearch: a measured profile is written and a search plans

@@ -35,6 +35,7 @@ func inputf(format string, args ...any) error {
 
 // run executes one command line and returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	defer startCPUProfile(stderr)()
 	root := newRoot(stdin)
 	root.SetArgs(args)
 	root.SetOut(stdout)

@@ -62,7 +62,7 @@ func readParams(t *testing.T, path string) map[string][]float32 {
 	return out
 }
 
-func sameParams(t *testing.T, got, want map[string][]float32, tol float64) {
+func sameParams(t *testing.T, got, want map[string][]float32, tol float64) (worstRel float64) {
 	t.Helper()
 	if len(got) != len(want) || len(want) == 0 {
 		t.Fatalf("%d parameters, want %d", len(got), len(want))
@@ -76,7 +76,9 @@ func sameParams(t *testing.T, got, want map[string][]float32, tol float64) {
 		if worst > tol*math.Max(scale, 1e-12) {
 			t.Fatalf("%s: differs by %.3g (scale %.3g)", name, worst, scale)
 		}
+		worstRel = math.Max(worstRel, worst/math.Max(scale, 1e-12))
 	}
+	return worstRel
 }
 
 // TestRunMatrixEqualsTrain: for every small preset and two branchy graphs,

@@ -97,6 +97,14 @@ func summary(p *search.Plan) planSummary {
 	return s
 }
 
+// stagesWord is "1 stage" or "n stages".
+func stagesWord(n int) string {
+	if n == 1 {
+		return "1 stage"
+	}
+	return fmt.Sprintf("%d stages", n)
+}
+
 func printSummary(w io.Writer, p *search.Plan) {
 	fmt.Fprintf(w, "plan        %s for %s on %d × %s (%d per node, %.3g GB each)\n", p.Strategy, p.Model.Name, p.Devices, p.Device.Name, p.DevicesPerNode, float64(p.MemoryLimit)/1e9)
 	if p.Search.Chosen != p.Strategy {
@@ -106,8 +114,8 @@ func printSummary(w io.Writer, p *search.Plan) {
 	fmt.Fprintf(w, "predicted   %.4g s per iteration, %.4g samples/s, bubble %.1f%%\n", p.Predicted.IterationS, p.Predicted.SamplesPerS, 100*p.Predicted.Bubble)
 	fmt.Fprintf(w, "memory      peak %.3g GB per device of %.3g GB\n", float64(p.Predicted.PeakMemory)/1e9, float64(p.MemoryLimit)/1e9)
 	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
-		fmt.Fprintf(w, "sequential  the best sequential plan found: %.4g samples/s (%d stages, depth %d, micro-batch %d); this plan %.3f×\n",
-			q.SamplesPerS, q.Stages, q.Depth, q.MicroBatch, p.Predicted.SamplesPerS/q.SamplesPerS)
+		fmt.Fprintf(w, "sequential  the best sequential plan found: %.4g samples/s (%s, depth %d, micro-batch %d); this plan %.3f×\n",
+			q.SamplesPerS, stagesWord(q.Stages), q.Depth, q.MicroBatch, p.Predicted.SamplesPerS/q.SamplesPerS)
 	}
 	fmt.Fprintf(w, "search      %.3g s, %d candidate plans simulated\n", p.Search.Seconds, p.Search.Candidates)
 	for _, n := range p.Search.Notes {

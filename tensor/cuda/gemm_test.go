@@ -55,6 +55,7 @@ func checkGemms(t *testing.T, d *Device) {
 				m, n, k := sz[0], sz[1], sz[2]
 				name := fmt.Sprintf("%dx%dx%d/ta=%v/tb=%v", m, n, k, ta, tb)
 				t.Run(name, func(t *testing.T) {
+					bindHere(t, d)
 					lda, ldb, ldc := pick(ta, m, k)+2, pick(tb, k, n)+1, n+3
 					a := randSlice(r, pick(ta, k, m)*lda)
 					b := randSlice(r, pick(tb, n, k)*ldb)
@@ -75,6 +76,7 @@ func checkGemms(t *testing.T, d *Device) {
 		}
 	}
 	t.Run("batched", func(t *testing.T) {
+		bindHere(t, d)
 		const m, n, k, count = 5, 6, 7, 3
 		a, b := randSlice(r, count*m*k), randSlice(r, count*k*n)
 		want := make([]float32, count*m*n)
@@ -90,6 +92,7 @@ func checkGemms(t *testing.T, d *Device) {
 		}
 	})
 	t.Run("too small", func(t *testing.T) {
+		bindHere(t, d)
 		g := GemmArgs{M: 4, N: 4, K: 4, Alpha: 1, A: put(t, d, make([]float32, 15)), B: put(t, d, make([]float32, 16)), C: put(t, d, make([]float32, 16))}
 		if err := d.Sgemm(g); err == nil {
 			t.Error("a 15-element A was accepted for a 4×4 operand")
@@ -151,6 +154,17 @@ func f16round(v float32) float32 {
 	e := math.Floor(math.Log2(math.Abs(float64(v))))
 	q := math.Ldexp(1, int(e)-10) // the spacing of FP16 values near v
 	return float32(math.RoundToEven(float64(v)/q) * q)
+}
+
+// bindHere makes d current on the calling goroutine's thread until the test
+// ends: every t.Run body runs on a goroutine of its own.
+func bindHere(t *testing.T, d *Device) {
+	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	if err := d.Bind(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestGemmsEmulated(t *testing.T) { checkGemms(t, emulator(t)) }

@@ -76,12 +76,26 @@ __global__ void gp_act_bwd(int kind, const float* x, const float* y, const float
 // y[r, c] += b[c]   y: [rows, cols]
 __global__ void gp_bias(float* y, const float* b, long rows, long cols) { LOOP(i, rows * cols) y[i] += b[i % cols]; }
 
-// gb[c] += Σ_r gy[r, c]   one thread per column
-__global__ void gp_bias_bwd(const float* gy, float* gb, long rows, long cols) {
+// Column sums in two passes, so that a [rows, cols] matrix with few
+// columns still fills the GPU and the order of the additions is fixed: a
+// thread per (chunk of rows k, column c) sums its chunk into part[k, c],
+// then a thread per column folds the parts.
+// part[k, c] = Σ_{r in chunk k} gy[r, c]
+__global__ void gp_colsum_part(const float* gy, float* part, long rows, long cols, long chunk, long parts) {
+  LOOP(i, parts * cols) {
+    long k = i / cols, c = i % cols, end = (k + 1) * chunk < rows ? (k + 1) * chunk : rows;
+    float s = 0.f;
+    for (long r = k * chunk; r < end; r++) s += gy[r * cols + c];
+    part[i] = s;
+  }
+}
+
+// dst[c] += Σ_k part[k, c]
+__global__ void gp_colsum_fold(const float* part, float* dst, long parts, long cols) {
   LOOP(c, cols) {
     float s = 0.f;
-    for (long r = 0; r < rows; r++) s += gy[r * cols + c];
-    gb[c] += s;
+    for (long k = 0; k < parts; k++) s += part[k * cols + c];
+    dst[c] += s;
   }
 }
 
@@ -114,17 +128,18 @@ __global__ void gp_layernorm_bwd_x(const float* x, const float* g, const float* 
   }
 }
 
-// gg[c] += Σ_r gy · x̂; gb[c] += Σ_r gy   one thread per column
-__global__ void gp_layernorm_bwd_p(const float* x, const float* mean, const float* rstd, const float* gy, float* gg, float* gb, long rows, long cols) {
-  LOOP(c, cols) {
+// the parts of layer norm's parameter gradients (folded by gp_colsum_fold):
+// pg[k, c] = Σ_{r in chunk k} gy · x̂; pb[k, c] = Σ_{r in chunk k} gy
+__global__ void gp_layernorm_bwd_p_part(const float* x, const float* mean, const float* rstd, const float* gy, float* pg, float* pb, long rows, long cols, long chunk, long parts) {
+  LOOP(i, parts * cols) {
+    long k = i / cols, c = i % cols, end = (k + 1) * chunk < rows ? (k + 1) * chunk : rows;
     float sg = 0.f, sb = 0.f;
-    for (long r = 0; r < rows; r++) {
+    for (long r = k * chunk; r < end; r++) {
       float v = gy[r * cols + c];
       sg += v * (x[r * cols + c] - mean[r]) * rstd[r];
       sb += v;
     }
-    if (gg) gg[c] += sg;
-    if (gb) gb[c] += sb;
+    pg[i] = sg; pb[i] = sb;
   }
 }
 
