@@ -27,6 +27,10 @@
 //     (within 1e-3 relative, checked on the CPU emulator of the CUDA kernels
 //     and on a GPU where there is one). On a device, values stay there while
 //     a micro-batch is in flight and only what crosses the stage's boundary
-//     is copied; the host's parameter gradients are whole whenever nothing
-//     is in flight (gpu_exec.go). Optimizer state stays on the host.
+//     is copied; parameters stay there until Executor.ParamsChanged, and
+//     parameter gradients accumulate there until Executor.SyncGrads adds
+//     them into the host's, which whoever reads Grads (optimizer step,
+//     all-reduce) calls first (gpu_exec.go). Optimizer state stays on the
+//     host. A device stage's synthetic data is labelled by a teacher on the
+//     same device (Dataset.UseDevice).
 package stage

@@ -128,13 +128,21 @@ func gpuAct(kind int32) (fwdFn, bwdFn) {
 
 type gpuLNStash struct{ mean, rstd stashBuf }
 
+// lnLanes is LANES in kernels.cu: threads that share one row's sums.
+const lnLanes = 32
+
 func gpuLayerNorm(eps float32) (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error) {
 		d := p[0].Shape[0]
 		r := rows(x[0].Shape)
 		y := s.newValue(x[0].Shape...)
 		yb, mb, rb := s.zeros(tensor.Size(y.Shape)), s.zeros(r), s.zeros(r)
-		s.launch("gp_layernorm", r, s.in(x[0]), s.param(p[0]), s.param(p[1]), yb, mb, rb, r, d, eps)
+		xb, part := s.in(x[0]), s.scratch(r*lnLanes)
+		s.launch("gp_layernorm_part", r*lnLanes, xb, cuda.Buffer{}, part, r, d)
+		s.launch("gp_layernorm_fold", r, part, mb, r, d, float32(0), int32(0))
+		s.launch("gp_layernorm_part", r*lnLanes, xb, mb, part, r, d)
+		s.launch("gp_layernorm_fold", r, part, rb, r, d, eps, int32(1))
+		s.launch("gp_layernorm_apply", r*d, xb, s.param(p[0]), s.param(p[1]), mb, rb, yb, r, d)
 		s.out(y, yb)
 		return y, &gpuLNStash{mean: s.stash(mb, r), rstd: s.stash(rb, r)}, nil
 	}
@@ -145,7 +153,11 @@ func gpuLayerNorm(eps float32) (fwdFn, bwdFn) {
 		xb, g, mb, rb := s.in(x[0]), s.in(gy), s.unstash(st.mean), s.unstash(st.rstd)
 		if gx[0] != nil {
 			b := s.acc(gx[0])
-			s.launch("gp_layernorm_bwd_x", r, xb, s.param(p[0]), mb, rb, g, b, r, d)
+			p1, p2, s1, s2 := s.scratch(r*lnLanes), s.scratch(r*lnLanes), s.scratch(r), s.scratch(r)
+			s.launch("gp_layernorm_bwd_x_part", r*lnLanes, xb, s.param(p[0]), mb, rb, g, p1, p2, r, d)
+			s.launch("gp_layernorm_fold", r, p1, s1, r, d, float32(0), int32(0))
+			s.launch("gp_layernorm_fold", r, p2, s2, r, d, float32(0), int32(0))
+			s.launch("gp_layernorm_bwd_x_apply", r*d, xb, s.param(p[0]), mb, rb, g, s1, s2, b, r, d)
 			s.back(gx[0], b)
 		}
 		if gp != nil && (gp[0] != nil || gp[1] != nil) {
@@ -479,6 +491,40 @@ type gpuAttnStash struct {
 // gpuAttention follows the CPU kernel's layout: qkv [n·s, 3d], head h of
 // q, k, v at columns h·dh, d + h·dh, 2d + h·dh; probs [n, h, s, s]; the
 // heads of one sample run as one strided batch of GEMMs.
+// attnSplit is how attention's per-(sample, head) products are batched:
+// cuBLAS's strided batches need one stride, and a tensor's (sample, head)
+// blocks have two (per sample, per head), so one index is looped over and
+// the other batched. The loop runs over the smaller of the two: fewer
+// launches, each with more work.
+type attnSplit struct {
+	outer, count int
+	bySample     bool // loop over samples, batch the heads
+}
+
+func newAttnSplit(n, heads int) attnSplit {
+	if n <= heads {
+		return attnSplit{outer: n, count: heads, bySample: true}
+	}
+	return attnSplit{outer: heads, count: n}
+}
+
+// at is the block of b that loop step o starts at, for a tensor whose
+// (sample, head) blocks lie perSample and perHead elements apart.
+func (sp attnSplit) at(b cuda.Buffer, o, perSample, perHead int) cuda.Buffer {
+	if sp.bySample {
+		return b.Offset(o * perSample)
+	}
+	return b.Offset(o * perHead)
+}
+
+// stride is the batch stride of such a tensor.
+func (sp attnSplit) stride(perSample, perHead int) int {
+	if sp.bySample {
+		return perHead
+	}
+	return perSample
+}
+
 func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
 	c := int32(0)
 	if causal {
@@ -496,15 +542,18 @@ func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
 		qkv, pr, ctx := s.zeros(nqkv), s.zeros(npr), s.zeros(nctx)
 		s.gemm(cuda.GemmArgs{TransB: true, M: n * sq, N: 3 * d, K: d, Alpha: 1, A: s.in(x[0]), B: s.param(p[0]), C: qkv}) // qkv = x·W_inᵀ
 		s.launch("gp_bias", n*sq*3*d, qkv, s.param(p[1]), n*sq, 3*d)
-		for b := 0; b < n; b++ {
-			base := b * sq * 3 * d
-			q, k, v := qkv.Offset(base), qkv.Offset(base+d), qkv.Offset(base+2*d)
-			pb := pr.Offset(b * heads * sq * sq)
-			// scores[s,s] = q[s,dh]·kᵀ per head
-			s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: q, B: k, C: pb, LDA: 3 * d, LDB: 3 * d, LDC: sq}, dh, dh, sq*sq, heads)
-			s.launch("gp_softmax", heads*sq, pb, pb, heads*sq, sq, scale, c)
-			// ctx[s,dh] = P[s,s]·v[s,dh] per head
-			s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, A: pb, B: v, C: ctx.Offset(b * sq * d), LDA: sq, LDB: 3 * d, LDC: d}, sq*sq, dh, dh, heads)
+		sp := newAttnSplit(n, heads)
+		q, k, v := qkv, qkv.Offset(d), qkv.Offset(2*d)
+		for o := 0; o < sp.outer; o++ {
+			// scores[s,s] = q[s,dh]·kᵀ per (sample, head)
+			s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: sp.at(q, o, sq*3*d, dh), B: sp.at(k, o, sq*3*d, dh),
+				C: sp.at(pr, o, heads*sq*sq, sq*sq), LDA: 3 * d, LDB: 3 * d, LDC: sq}, sp.stride(sq*3*d, dh), sp.stride(sq*3*d, dh), sp.stride(heads*sq*sq, sq*sq), sp.count)
+		}
+		s.launch("gp_softmax", n*heads*sq, pr, pr, n*heads*sq, sq, scale, c) // every (sample, head, query) row at once
+		for o := 0; o < sp.outer; o++ {
+			// ctx[s,dh] = P[s,s]·v[s,dh] per (sample, head)
+			s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, A: sp.at(pr, o, heads*sq*sq, sq*sq), B: sp.at(v, o, sq*3*d, dh),
+				C: sp.at(ctx, o, sq*d, dh), LDA: sq, LDB: 3 * d, LDC: d}, sp.stride(heads*sq*sq, sq*sq), sp.stride(sq*3*d, dh), sp.stride(sq*d, dh), sp.count)
 		}
 		y := s.newValue(n, sq, d)
 		yb := s.zeros(tensor.Size(y.Shape))
@@ -521,21 +570,25 @@ func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
 		s.gemm(cuda.GemmArgs{M: n * sq, N: d, K: d, Alpha: 1, A: g, B: s.param(p[2]), C: gctx}) // gctx = gy·W_out
 		qkv, pr := s.unstash(st.qkv), s.unstash(st.probs)
 		gqkv, gP, gS := s.zeros(n*sq*3*d), s.zeros(n*heads*sq*sq), s.zeros(n*heads*sq*sq)
-		for b := 0; b < n; b++ {
-			base := b * sq * 3 * d
-			q, k, v := qkv.Offset(base), qkv.Offset(base+d), qkv.Offset(base+2*d)
-			gq, gk, gv := gqkv.Offset(base), gqkv.Offset(base+d), gqkv.Offset(base+2*d)
-			pb, gpb, gsb := pr.Offset(b*heads*sq*sq), gP.Offset(b*heads*sq*sq), gS.Offset(b*heads*sq*sq)
-			gc := gctx.Offset(b * sq * d)
+		sp := newAttnSplit(n, heads)
+		q, k, v := qkv, qkv.Offset(d), qkv.Offset(2*d)
+		gq, gk, gv := gqkv, gqkv.Offset(d), gqkv.Offset(2*d)
+		qs, ps, cs := sp.stride(sq*3*d, dh), sp.stride(heads*sq*sq, sq*sq), sp.stride(sq*d, dh) // batch strides
+		for o := 0; o < sp.outer; o++ {
+			pb, gpb := sp.at(pr, o, heads*sq*sq, sq*sq), sp.at(gP, o, heads*sq*sq, sq*sq)
+			gc := sp.at(gctx, o, sq*d, dh)
 			// gP[s,s] = gctx[s,dh]·vᵀ
-			s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: gc, B: v, C: gpb, LDA: d, LDB: 3 * d, LDC: sq}, dh, dh, sq*sq, heads)
+			s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: gc, B: sp.at(v, o, sq*3*d, dh), C: gpb, LDA: d, LDB: 3 * d, LDC: sq}, cs, qs, ps, sp.count)
 			// gv[s,dh] += Pᵀ·gctx
-			s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: pb, B: gc, C: gv, LDA: sq, LDB: d, LDC: 3 * d}, sq*sq, dh, dh, heads)
-			// gS = scale · P ⊙ (gP − Σ gP·P)
-			s.launch("gp_softmax_bwd", heads*sq, pb, gpb, gsb, heads*sq, sq, scale)
+			s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: pb, B: gc, C: sp.at(gv, o, sq*3*d, dh), LDA: sq, LDB: d, LDC: 3 * d}, ps, cs, qs, sp.count)
+		}
+		// gS = scale · P ⊙ (gP − Σ gP·P), every row at once
+		s.launch("gp_softmax_bwd", n*heads*sq, pr, gP, gS, n*heads*sq, sq, scale)
+		for o := 0; o < sp.outer; o++ {
+			gsb := sp.at(gS, o, heads*sq*sq, sq*sq)
 			// gq[s,dh] += gS·k; gk[s,dh] += gSᵀ·q
-			s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: gsb, B: k, C: gq, LDA: sq, LDB: 3 * d, LDC: 3 * d}, sq*sq, dh, dh, heads)
-			s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: gsb, B: q, C: gk, LDA: sq, LDB: 3 * d, LDC: 3 * d}, sq*sq, dh, dh, heads)
+			s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: gsb, B: sp.at(k, o, sq*3*d, dh), C: sp.at(gq, o, sq*3*d, dh), LDA: sq, LDB: 3 * d, LDC: 3 * d}, ps, qs, qs, sp.count)
+			s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: gsb, B: sp.at(q, o, sq*3*d, dh), C: sp.at(gk, o, sq*3*d, dh), LDA: sq, LDB: 3 * d, LDC: 3 * d}, ps, qs, qs, sp.count)
 		}
 		return gqkv
 	}

@@ -158,8 +158,8 @@ func (s *gpuScope) out(y *Value[float32], b cuda.Buffer) {
 }
 
 // acc is a gradient to add into: its device accumulator (made on first
-// use: a parameter's starts at zero and is flushed into the host gradient
-// when the stage has nothing in flight; another starts from the value's
+// use: a parameter's starts at zero and is added into the host gradient
+// by Executor.SyncGrads; another starts from the value's
 // host data, if any), or, without a device state, an upload of it.
 func (s *gpuScope) acc(v *Value[float32]) cuda.Buffer {
 	r := s.resident()

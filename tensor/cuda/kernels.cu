@@ -1,8 +1,10 @@
 // graphpipe's CUDA kernels, compiled by NVRTC at first use (package cuda).
 // Row-major; n counts elements; backward kernels accumulate (+=) into their
 // gradients. Each kernel is a grid-stride loop, one thread per output
-// element or per row, with no shared memory, so a launch of any grid size is
-// correct.
+// element, per row, or per part of a reduction (a chunk of rows, a lane of
+// a row: folded by a second kernel in a fixed order), with no shared memory
+// and no warp-level operations, so a launch of any grid size is correct and
+// the CPU emulator runs the same code.
 
 #define NEG_INF __int_as_float(0xff800000)
 #define LOOP(i, n) for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long)blockDim.x * gridDim.x)
@@ -99,32 +101,58 @@ __global__ void gp_colsum_fold(const float* part, float* dst, long parts, long c
   }
 }
 
-// layer norm over the last axis; x, y: [rows, cols]; mean, rstd: [rows]
-__global__ void gp_layernorm(const float* x, const float* g, const float* b, float* y, float* mean, float* rstd, long rows, long cols, float eps) {
-  LOOP(r, rows) {
+// Layer norm over the last axis in coalesced passes: a row's sums are
+// taken by LANES threads side by side (lane j adds columns j, j + LANES,
+// ...: neighbouring threads read neighbouring addresses), folded per row,
+// then applied one thread per element. x, y, gy, gx: [rows, cols]; mean,
+// rstd, s1, s2: [rows]; parts: [rows, LANES].
+#define LANES 32
+
+// part[r, j] = Σ_{c ≡ j} x[r, c]            (mean == 0)
+//            = Σ_{c ≡ j} (x[r, c] − mean[r])²  (mean != 0)
+__global__ void gp_layernorm_part(const float* x, const float* mean, float* part, long rows, long cols) {
+  LOOP(i, rows * LANES) {
+    long r = i / LANES, j = i % LANES;
     const float* xr = x + r * cols;
-    float m = 0.f;
-    for (long c = 0; c < cols; c++) m += xr[c];
-    m /= cols;
-    float v = 0.f;
-    for (long c = 0; c < cols; c++) { float d = xr[c] - m; v += d * d; }
-    float rs = rsqrtf(v / cols + eps);
-    mean[r] = m; rstd[r] = rs;
-    for (long c = 0; c < cols; c++) y[r * cols + c] = (xr[c] - m) * rs * g[c] + b[c];
+    float s = 0.f;
+    if (mean) { float m = mean[r]; for (long c = j; c < cols; c += LANES) { float d = xr[c] - m; s += d * d; } }
+    else for (long c = j; c < cols; c += LANES) s += xr[c];
+    part[i] = s;
   }
 }
 
-// gx += rstd · (gŷ − mean(gŷ) − x̂ · mean(gŷ · x̂)), gŷ = gy · g
-__global__ void gp_layernorm_bwd_x(const float* x, const float* g, const float* mean, const float* rstd, const float* gy, float* gx, long rows, long cols) {
+// out[r] = Σ_j part[r, j] / cols, or rsqrt of that + eps when rsqrt_eps
+__global__ void gp_layernorm_fold(const float* part, float* out, long rows, long cols, float eps, int rsqrt_eps) {
   LOOP(r, rows) {
+    float s = 0.f;
+    for (long j = 0; j < LANES; j++) s += part[r * LANES + j];
+    s /= cols;
+    out[r] = rsqrt_eps ? rsqrtf(s + eps) : s;
+  }
+}
+
+// y = (x − mean) · rstd · g + b   one thread per element
+__global__ void gp_layernorm_apply(const float* x, const float* g, const float* b, const float* mean, const float* rstd, float* y, long rows, long cols) {
+  LOOP(i, rows * cols) { long r = i / cols, c = i % cols; y[i] = (x[i] - mean[r]) * rstd[r] * g[c] + b[c]; }
+}
+
+// p1[r, j] = Σ_{c ≡ j} gŷ; p2[r, j] = Σ_{c ≡ j} gŷ · x̂, gŷ = gy · g
+__global__ void gp_layernorm_bwd_x_part(const float* x, const float* g, const float* mean, const float* rstd, const float* gy, float* p1, float* p2, long rows, long cols) {
+  LOOP(i, rows * LANES) {
+    long r = i / LANES, j = i % LANES;
     const float* xr = x + r * cols; const float* gr = gy + r * cols;
     float m = mean[r], rs = rstd[r], s1 = 0.f, s2 = 0.f;
-    for (long c = 0; c < cols; c++) { float gh = gr[c] * g[c]; s1 += gh; s2 += gh * (xr[c] - m) * rs; }
-    s1 /= cols; s2 /= cols;
-    for (long c = 0; c < cols; c++) {
-      float xh = (xr[c] - m) * rs;
-      gx[r * cols + c] += rs * (gr[c] * g[c] - s1 - xh * s2);
-    }
+    for (long c = j; c < cols; c += LANES) { float gh = gr[c] * g[c]; s1 += gh; s2 += gh * (xr[c] - m) * rs; }
+    p1[i] = s1; p2[i] = s2;
+  }
+}
+
+// gx += rstd · (gŷ − mean(gŷ) − x̂ · mean(gŷ · x̂)), the means s1, s2 folded per row
+__global__ void gp_layernorm_bwd_x_apply(const float* x, const float* g, const float* mean, const float* rstd, const float* gy, const float* s1, const float* s2, float* gx, long rows, long cols) {
+  LOOP(i, rows * cols) {
+    long r = i / cols, c = i % cols;
+    float rs = rstd[r], xh = (x[i] - mean[r]) * rs;
+    gx[i] += rs * (gy[i] * g[c] - s1[r] - xh * s2[r]);
   }
 }
 
