@@ -103,3 +103,24 @@ func TestCoordinatorNamesAHungWorker(t *testing.T) {
 	}
 	_ = plan
 }
+
+// TestFirstIterationMayTakeLonger: an action running past HangTimeout is a
+// hang once an iteration has finished, not during the first (which pays for
+// compiling kernels and loading libraries), up to WarmupHangTimeout.
+func TestFirstIterationMayTakeLonger(t *testing.T) {
+	w := &Worker{plan: &search.Plan{Stages: []search.PlanStage{{}}}}
+	w.busy("iteration 0 action 0B")
+	w.busySince = time.Now().Add(-2 * HangTimeout)
+	if h := w.hang(); h != "" {
+		t.Fatalf("first iteration, %v in: called hung (%s)", 2*HangTimeout, h)
+	}
+	w.busySince = time.Now().Add(-WarmupHangTimeout - time.Second)
+	if h := w.hang(); h == "" {
+		t.Fatalf("first iteration, past WarmupHangTimeout: not called hung")
+	}
+	w.warm = true
+	w.busySince = time.Now().Add(-2 * HangTimeout)
+	if h := w.hang(); !strings.Contains(h, "0B") {
+		t.Fatalf("after an iteration, %v in: got %q, want a hang naming the action", 2*HangTimeout, h)
+	}
+}
