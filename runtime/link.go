@@ -24,7 +24,7 @@ type Endpoint struct {
 	gen    uint32
 	stage  int32
 	window int
-	resend time.Duration
+	resend time.Duration // the least resend timeout (and the first, before any ack)
 	unsub  func()
 
 	mu      sync.Mutex // guards everything below
@@ -37,6 +37,42 @@ type Endpoint struct {
 	floor   int64               // frames of iterations before it are stale
 	failure error
 	stats   Stats
+	rtt     rttEstimate
+}
+
+// maxResend caps a chunk's resend timeout as it backs off.
+const maxResend = 2 * time.Second
+
+// rttEstimate is the smoothed round trip of acknowledged chunks and its
+// variation (RFC 6298's SRTT and RTTVAR), from which the resend timeout
+// follows: a busy receiver or a full link slows acknowledgements, and
+// resending on a fixed short timer would then multiply the traffic that
+// slowed them.
+type rttEstimate struct {
+	srtt, rttvar time.Duration
+	samples      int
+}
+
+func (r *rttEstimate) add(sample time.Duration) {
+	if r.samples++; r.samples == 1 {
+		r.srtt, r.rttvar = sample, sample/2
+		return
+	}
+	d := r.srtt - sample
+	if d < 0 {
+		d = -d
+	}
+	r.rttvar = (3*r.rttvar + d) / 4
+	r.srtt = (7*r.srtt + sample) / 8
+}
+
+// timeout is the resend timeout: srtt + 4·rttvar, at least floor, at most
+// maxResend; floor before any sample.
+func (r *rttEstimate) timeout(floor time.Duration) time.Duration {
+	if r.samples == 0 {
+		return floor
+	}
+	return min(max(r.srtt+4*r.rttvar, floor), maxResend)
 }
 
 // Stats count what the endpoint saw.
@@ -54,7 +90,10 @@ type linkKey struct {
 type pending struct {
 	subject string
 	data    []byte
-	sentAt  time.Time
+	firstAt time.Time     // first sent: its ack times the round trip, unless resent
+	sentAt  time.Time     // last sent
+	wait    time.Duration // the resend timeout it backs off from (0: the endpoint's)
+	resent  bool
 }
 
 // Inbox is the subject a stage receives on.
@@ -123,7 +162,8 @@ func (e *Endpoint) Send(ctx context.Context, peer int32, k msgKey, payload []byt
 		if e.unacked[lk] == nil {
 			e.unacked[lk] = map[uint64]*pending{}
 		}
-		p := &pending{Inbox(e.run, e.gen, peer), data, time.Now()}
+		now := time.Now()
+		p := &pending{subject: Inbox(e.run, e.gen, peer), data: data, firstAt: now, sentAt: now}
 		e.unacked[lk][seq] = p
 		e.stats.Sent++
 		e.stats.Bytes += int64(len(data))
@@ -154,10 +194,14 @@ func (e *Endpoint) resender() {
 		}
 		var again []*pending
 		now := time.Now()
+		rto := e.rtt.timeout(e.resend)
 		for _, m := range e.unacked {
 			for _, p := range m {
-				if now.Sub(p.sentAt) > e.resend {
-					p.sentAt = now
+				wait := max(p.wait, rto)
+				if now.Sub(p.sentAt) > wait {
+					// each resend of a chunk doubles its wait: a lost chunk is
+					// resent soon, a slow link is not flooded
+					p.sentAt, p.wait, p.resent = now, min(2*wait, maxResend), true
 					again = append(again, p)
 				}
 			}
@@ -184,6 +228,9 @@ func (e *Endpoint) handle(data []byte) {
 	}
 	if f.Kind == KindAck {
 		if m := e.unacked[linkKey{f.From, f.Edge, f.Dir}]; m != nil {
+			if p := m[f.Seq]; p != nil && !p.resent { // Karn: a resent chunk's ack times nothing
+				e.rtt.add(time.Since(p.firstAt))
+			}
 			delete(m, f.Seq)
 			e.cond.Broadcast()
 		}
