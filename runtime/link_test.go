@@ -6,13 +6,24 @@ import (
 	"time"
 )
 
+// endpointPair is stages 0 and 1 of run "r" over m, closed when the test ends.
+func endpointPair(t *testing.T, m Transport) (a, b *Endpoint) {
+	t.Helper()
+	a, err := NewEndpoint(m, "r", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	if b, err = NewEndpoint(m, "r", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return a, b
+}
+
 // TestEmptyMessage: a message with no payload is delivered, not waited for.
 func TestEmptyMessage(t *testing.T) {
-	m := NewMemory(1, Faults{}, 1<<20)
-	a, _ := NewEndpoint(m, "r", 1, 0)
-	b, _ := NewEndpoint(m, "r", 1, 1)
-	defer a.Close()
-	defer b.Close()
+	a, b := endpointPair(t, NewMemory(1, Faults{}, 1<<20))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	k := msgKey{iter: 3, mb: 1, edge: 0, dir: 'a'}
@@ -29,10 +40,7 @@ func TestEmptyMessage(t *testing.T) {
 // each arrives whole; it returns a's counters.
 func sendMany(t *testing.T, m Transport, n, size int) Stats {
 	t.Helper()
-	a, _ := NewEndpoint(m, "r", 1, 0)
-	b, _ := NewEndpoint(m, "r", 1, 1)
-	defer a.Close()
-	defer b.Close()
+	a, b := endpointPair(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	go func() {
