@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -223,9 +224,12 @@ func externalRun(t *testing.T, model, runID, dump string, workers [][]string) st
 			"--dump", dump, "--json")
 	}()
 	var procs []*exec.Cmd
-	for _, extra := range workers {
+	stderrs := make([]*bytes.Buffer, len(workers))
+	for i, extra := range workers {
 		w := exec.Command(self, append([]string{"worker", "--nats", url, "--run", runID}, extra...)...)
 		w.Env = append(os.Environ(), tokenEnv+"="+token)
+		stderrs[i] = &bytes.Buffer{}
+		w.Stderr = stderrs[i]
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -241,9 +245,9 @@ func externalRun(t *testing.T, model, runID, dump string, workers [][]string) st
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, errs)
 	}
-	for _, w := range procs {
+	for i, w := range procs {
 		if err := w.Wait(); err != nil {
-			t.Errorf("worker: %v", err)
+			t.Errorf("worker %d: %v: %s", i, err, stderrs[i])
 		}
 	}
 	return out
