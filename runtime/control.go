@@ -118,7 +118,7 @@ func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda
 		sendJSON(context.Background(), ctl, coordinator, int64(id), mbError, map[string]string{"error": err.Error()})
 		return err
 	}
-	return ctl.Drain(ctx)
+	return nil // serveWork drained ctl while the coordinator was watched
 }
 
 func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment) error {
@@ -206,6 +206,12 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 			}
 		}
 	}
+	// the other stages acknowledge everything sent to them before the
+	// parameters go: once the coordinator holds every stage's parameters it
+	// stops, and its heartbeats with it, so nothing may still wait on a peer
+	if err := ep.Drain(ctx); err != nil {
+		return err
+	}
 	params, err := encodeParams(w.Params())
 	if err != nil {
 		return err
@@ -213,5 +219,5 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	if err := ctl.Send(ctx, coordinator, msgKey{int64(a.Stage), mbParams, ctlEdge, 'g'}, params); err != nil {
 		return err
 	}
-	return ep.Drain(ctx)
+	return ctl.Drain(ctx) // still watching the coordinator: it acknowledges before it stops
 }
