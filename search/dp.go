@@ -252,10 +252,8 @@ func (d *dp) suffix(n *snode, i, k, δ int) int {
 			if d.tailFloor[t.id] > d.T {
 				break
 			}
-			for k1 := 1; k1 <= k && best > δ+1; k1++ {
-				if (p == last) != (k1 == k) {
-					continue
-				}
+			lo, hi := kRange(p == last, k)
+			for k1 := lo; k1 <= hi && best > δ+1; k1++ {
 				after := d.rest(n, p, k-k1, δ)
 				if after >= inf {
 					continue
@@ -268,6 +266,15 @@ func (d *dp) suffix(n *snode, i, k, δ int) int {
 	}
 	tab.v[idx], tab.ch[idx] = int16(best), ch
 	return best
+}
+
+// kRange is the devices a part may take of k: all of them when it is the
+// last part, else 1..k-1 (the rest needs at least one).
+func kRange(last bool, k int) (lo, hi int) {
+	if last {
+		return k, k
+	}
+	return 1, k - 1
 }
 
 // rest is the depth of series node n's units after p on k devices: δ when p
@@ -503,10 +510,15 @@ func (d *dp) groupHost(n *snode, i, k, δ int, t *tailSpec, need bool) int {
 		if best <= δ+1 || p < last && best <= δ+2 {
 			continue
 		}
-		for k1 := 1; k1 <= k && !(p < last && best <= δ+2); k1++ {
-			if (p == last) != (k1 == k) {
-				continue
+		blk, union := -1, -1 // units i..p as one stage, alone and with the tail
+		if p > i {
+			blk = n.blk[i][p-i]
+			if need {
+				union = t.unions[blk]
 			}
+		}
+		lo, hi := kRange(p == last, k) // the last part takes every device left
+		for k1 := lo; k1 <= hi && !(p < last && best <= δ+2); k1++ {
 			if p == i {
 				consider(p, k1, d.solve(n.kids[i], k1, δ+1), false)
 				if need {
@@ -514,10 +526,10 @@ func (d *dp) groupHost(n *snode, i, k, δ int, t *tailSpec, need bool) int {
 				}
 				continue
 			}
-			if d.fits(n.blk[i][p-i], k1, δ+2) {
+			if d.fits(blk, k1, δ+2) {
 				consider(p, k1, δ+2, false)
 			}
-			if need && d.fits(t.unions[n.blk[i][p-i]], k1, δ+1) {
+			if need && d.fits(union, k1, δ+1) {
 				consider(p, k1, δ+1, true)
 			}
 		}
