@@ -31,6 +31,11 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 		return nil, err
 	}
 	defer ctl.Close()
+	// beat from the start: a worker watches for the heartbeats from its
+	// assignment on, and the others may take a while to join
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go beat(ctx, t, coordBeats(run), []byte{})
 	model, planJSON := dag.Write(g.Model()), plan.Encode()
 	lay := layout(plan)
 	workers := make([]int32, lay.total) // by worker id: each one's control address
@@ -58,9 +63,6 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 			return nil, err
 		}
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go beat(ctx, t, coordBeats(run), []byte{})
 	name := func(id int) string {
 		s, r := lay.where(id)
 		return fmt.Sprintf("worker %d (stage %d, replica %d)", id, s, r)

@@ -124,3 +124,36 @@ func TestFirstIterationMayTakeLonger(t *testing.T) {
 		t.Fatalf("after an iteration, %v in: got %q, want a hang naming the action", 2*HangTimeout, h)
 	}
 }
+
+// TestALateWorkerDoesNotStrandTheFirst: a worker assigned its stage while
+// the others are still starting (slow processes on a loaded machine) hears
+// the coordinator's heartbeats meanwhile, and the run trains once the last
+// one joins, twice the heartbeat timeout later.
+func TestALateWorkerDoesNotStrandTheFirst(t *testing.T) {
+	shortHeartbeats(t)
+	g, plan := smallPlan(t, "case-study", 3, 4)
+	m := NewMemory(1, Faults{}, 1<<20)
+	t.Cleanup(func() { m.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make(chan error, len(plan.Stages))
+	go func() { errs <- Serve(ctx, m, "late") }()
+	go func() {
+		time.Sleep(2 * HeartbeatTimeout)
+		for range plan.Stages[1:] {
+			go func() { errs <- Serve(ctx, m, "late") }()
+		}
+	}()
+	res, err := Coordinate(ctx, g, plan, m, "late", 2, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Losses) != 2 {
+		t.Fatalf("%d iterations, want 2", len(res.Losses))
+	}
+	for range plan.Stages {
+		if err := <-errs; err != nil {
+			t.Fatalf("a worker ended with %v", err)
+		}
+	}
+}
