@@ -149,9 +149,6 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options)
 	if w.data, err = stage.NewDataset(g); err != nil {
 		return nil, err
 	}
-	if o.Device != nil {
-		w.data.UseDevice(o.Device, int(plan.Stages[st].MicroBatch)) // at most a micro-batch's activations
-	}
 	if w.opt, err = stage.NewOptimizer(o.Train.Optimizer, o.Train.LR, o.Train.Momentum); err != nil {
 		return nil, err
 	}

@@ -2,64 +2,52 @@ package stage
 
 import (
 	"fmt"
+	"hash/fnv"
+	"math"
 
 	"github.com/graphpipe/graphpipe/dag"
-	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
-// teacherSeed separates the teacher's parameters from the student's.
+// teacherSeed separates the teacher's draws from the inputs' and the
+// parameters'.
 const teacherSeed = 0x7eac4e
+
+// teacherWidth is the number of random features the teacher reads.
+const teacherWidth = 32
 
 // Dataset is a model's default synthetic data, reproducible from (seed,
 // step): float inputs ~ N(0, 1), int32 inputs uniform in their range, and
-// the loss's target input produced by a teacher, the same model with
-// parameters from another seed, so that the loss can really fall:
-// softmax_cross_entropy gets the teacher's argmax, mse its prediction,
-// bce_with_logits 1 where its logit is positive.
+// the loss's target input produced by a teacher, so that the loss can
+// really fall. The teacher is a random-feature model of every other input:
+// a float input x of n values adds R·x/√n (R a fixed Gaussian matrix of
+// teacherWidth rows), an int32 input of n values adds the mean of a fixed
+// random vector per (input, value); the sum passes through tanh and a fixed
+// random linear map to the prediction's shape: softmax_cross_entropy gets
+// its argmax, mse the values, bce_with_logits 1 where a value is positive.
+//
+// The teacher costs about teacherWidth multiply-adds per input value and per
+// output value, far below a forward pass of the model: an earlier teacher,
+// the model itself with other parameters, made the stage that holds the
+// loss run a forward pass of the whole model per batch besides its share.
 type Dataset struct {
-	g       *dag.Graph
-	seed    int64
-	target  string    // the model input the teacher labels, "" if none
-	teacher *Executor // made at the first label: only a stage that reads the target needs one
-	dev     *cuda.Device
-	rows    int // on dev: samples per teacher forward pass
+	g      *dag.Graph
+	seed   int64
+	target string    // the model input the teacher labels, "" if none
+	out    int       // per-sample values of the prediction
+	w      []float32 // [out, teacherWidth] output map
+	tables map[string][]float32
 }
 
 // NewDataset prepares the data of g.
 func NewDataset(g *dag.Graph) (*Dataset, error) {
-	d := &Dataset{g: g, seed: g.Seed()}
-	if t := g.OpInputs(g.Loss())[1]; t.Producer < 0 {
+	d := &Dataset{g: g, seed: g.Seed(), tables: map[string][]float32{}}
+	loss := g.OpInputs(g.Loss())
+	if t := loss[1]; t.Producer < 0 {
 		d.target = t.Name
+		d.out = sizeOf(toIntsShape(loss[0].Shape))
+		d.w = gaussian(rng(d.seed^teacherSeed, "teacher", "out"), d.out*teacherWidth, 1/math.Sqrt(teacherWidth))
 	}
 	return d, nil
-}
-
-// UseDevice runs the teacher on dev (its parameters, which never change,
-// uploaded once), rows samples per forward pass (0: the whole batch): on
-// a GPU stage, labelling a batch would otherwise cost a whole forward pass
-// of the model on the host. Call it before the first batch.
-func (d *Dataset) UseDevice(dev *cuda.Device, rows int) { d.dev, d.rows = dev, rows }
-
-// makeTeacher builds the teacher: every op but the loss, with parameters
-// from another seed.
-func (d *Dataset) makeTeacher() error {
-	var ops []int
-	for i := 0; i < d.g.NumOps(); i++ {
-		if i != d.g.Loss() {
-			ops = append(ops, i)
-		}
-	}
-	t, err := NewExecutor(d.g, ops, d.g.Seed()^teacherSeed)
-	if err != nil {
-		return err
-	}
-	if d.dev != nil {
-		if err := t.UseDevice(d.dev); err != nil {
-			return err
-		}
-	}
-	d.teacher = t
-	return nil
 }
 
 // Batch is step's batch of n samples, every model input by name.
@@ -96,9 +84,7 @@ func (d *Dataset) Inputs(step, n int, names map[string]bool) (map[string]*Value[
 		out[in.Name] = v
 	}
 	if d.target != "" && out[d.target] != nil {
-		if err := d.label(out, step); err != nil {
-			return nil, err
-		}
+		d.label(out, n)
 	}
 	return out, nil
 }
@@ -111,69 +97,115 @@ func sizeOf(shape []int) int {
 	return n
 }
 
-// label replaces the target input by the teacher's answer, d.rows samples
-// at a time on a device (the whole batch at once would hold every sample's
-// activations there).
-func (d *Dataset) label(batch map[string]*Value[float32], step int) error {
-	if d.teacher == nil {
-		if err := d.makeTeacher(); err != nil {
-			return err
-		}
-	}
-	n := batch[d.target].Shape[0]
-	if d.dev == nil || d.rows <= 0 || d.rows >= n {
-		return d.labelRows(batch, step)
-	}
-	for lo := 0; lo < n; lo += d.rows {
-		part := map[string]*Value[float32]{}
-		for name, v := range batch {
-			part[name] = SliceRows(v, lo, min(lo+d.rows, n))
-		}
-		if err := d.labelRows(part, step); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// labelRows labels batch (its rows share the caller's storage) in one
-// forward pass of the teacher.
-func (d *Dataset) labelRows(batch map[string]*Value[float32], step int) (err error) {
-	mb := -1 - step // the teacher's micro-batch ids never meet a caller's
-	outs, err := d.teacher.Forward(mb, batch)
-	if err != nil {
-		return err
-	}
-	// the teacher never runs backward; on a device, its output stays valid
-	// until the micro-batch is released
-	defer func() {
-		if e := d.teacher.release(mb); err == nil {
-			err = e
-		}
-	}()
-	pred := outs[d.g.OpInputs(d.g.Loss())[0].Name]
+// label replaces the target input of a batch of n samples by the teacher's
+// answer.
+func (d *Dataset) label(batch map[string]*Value[float32], n int) {
 	tgt := batch[d.target]
-	switch d.g.Op(d.g.Loss()).Kind {
-	case dag.SoftmaxCrossEntropy:
-		c := pred.Shape[1]
-		for b := range tgt.Ints {
+	kind := d.g.Op(d.g.Loss()).Kind
+	feat := make([]float64, teacherWidth)
+	z := make([]float64, d.out)
+	for s := 0; s < n; s++ {
+		d.features(batch, s, feat)
+		for o := range z {
+			var acc float64
+			for f, h := range feat {
+				acc += float64(d.w[o*teacherWidth+f]) * h
+			}
+			z[o] = acc
+		}
+		switch kind {
+		case dag.SoftmaxCrossEntropy:
 			best := 0
-			for j := 1; j < c; j++ {
-				if pred.Data[b*c+j] > pred.Data[b*c+best] {
-					best = j
+			for o := range z {
+				if z[o] > z[best] {
+					best = o
 				}
 			}
-			tgt.Ints[b] = int32(best)
-		}
-	case dag.MSE:
-		copy(tgt.Data, pred.Data)
-	case dag.BCEWithLogits:
-		for i, z := range pred.Data {
-			tgt.Data[i] = 0
-			if z > 0 {
-				tgt.Data[i] = 1
+			tgt.Ints[s] = int32(best)
+		case dag.MSE:
+			for o, v := range z {
+				tgt.Data[s*d.out+o] = float32(v)
+			}
+		case dag.BCEWithLogits:
+			for o, v := range z {
+				tgt.Data[s*d.out+o] = 0
+				if v > 0 {
+					tgt.Data[s*d.out+o] = 1
+				}
 			}
 		}
 	}
-	return nil
+}
+
+// features is tanh of the sum of every input's random features for sample
+// s, into feat.
+func (d *Dataset) features(batch map[string]*Value[float32], s int, feat []float64) {
+	clear(feat)
+	for _, in := range d.g.Inputs() {
+		if in.Name == d.target {
+			continue
+		}
+		v := batch[in.Name]
+		per := sizeOf(toIntsShape(in.Shape))
+		scale := 1 / math.Sqrt(float64(max(per, 1)))
+		if v.Ints != nil {
+			key := fnvString(in.Name)
+			for _, x := range v.Ints[s*per : (s+1)*per] {
+				for f := range feat {
+					feat[f] += scale * hashUnit(uint64(d.seed)^teacherSeed, key, uint64(int64(x)), uint64(f))
+				}
+			}
+			continue
+		}
+		r := d.table(in.Name, per)
+		for j, x := range v.Data[s*per : (s+1)*per] {
+			row := r[j*teacherWidth : (j+1)*teacherWidth]
+			for f := range feat {
+				feat[f] += scale * float64(row[f]) * float64(x)
+			}
+		}
+	}
+	for f := range feat {
+		feat[f] = math.Tanh(feat[f])
+	}
+}
+
+// table is float input name's fixed Gaussian feature matrix, [per, width].
+func (d *Dataset) table(name string, per int) []float32 {
+	if t, ok := d.tables[name]; ok {
+		return t
+	}
+	t := gaussian(rng(d.seed^teacherSeed, "teacher", name), per*teacherWidth, 1)
+	d.tables[name] = t
+	return t
+}
+
+func gaussian(r interface{ NormFloat64() float64 }, n int, scale float64) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(scale * r.NormFloat64())
+	}
+	return out
+}
+
+func fnvString(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// hashUnit is a fixed pseudo-random value in [−√3, √3) (unit variance) for
+// (seed, key, value, feature): an int32 input's random vector per value,
+// without a table as large as its range.
+func hashUnit(seed, key, value, f uint64) float64 {
+	x := splitmix(seed ^ splitmix(key^splitmix(value^splitmix(f))))
+	return (float64(x>>11)/(1<<53)*2 - 1) * math.Sqrt(3)
+}
+
+// splitmix is SplitMix64's finaliser.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }

@@ -31,6 +31,5 @@
 //     parameter gradients accumulate there until Executor.SyncGrads adds
 //     them into the host's, which whoever reads Grads (optimizer step,
 //     all-reduce) calls first (gpu_exec.go). Optimizer state stays on the
-//     host. A device stage's synthetic data is labelled by a teacher on the
-//     same device (Dataset.UseDevice).
+//     host.
 package stage

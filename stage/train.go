@@ -109,8 +109,5 @@ func SliceRows[T Num](v *Value[T], lo, hi int) *Value[T] {
 	return out
 }
 
-// MicroBatch is the samples per micro-batch of a step.
-func (t *Trainer) MicroBatch() int { return t.batch / t.mbs }
-
 // Optimizer is the trainer's optimizer.
 func (t *Trainer) Optimizer() Optimizer { return t.opt }

@@ -152,6 +152,5 @@ func (f *deviceFlags) useDevice(t *stage.Trainer) (func(), error) {
 		dev.Close()
 		return func() {}, err
 	}
-	t.Data.UseDevice(dev, t.MicroBatch())
 	return func() { dev.Close() }, nil
 }
