@@ -114,11 +114,15 @@
 //     `graphpipe profile --device cuda` measures them on a GPU: it fits
 //     t(w) = a + b·w to a GEMM sweep (FitCompute; the model's time is linear
 //     in w) and writes a profile with MaxEff 1, PeakFLOPs 1/b and HalfWork
-//     (a − Launch)/b, plus the measured launch cost and copy bandwidth. On
+//     (a − launch)/b with the bare kernel launch, then Launch the fixed
+//     cost of an op call through the stage executor (a chain of 1-wide
+//     layers trained forward and backward: 0.6 µs on this CPU, against
+//     0.03 µs for a bare 1×1×1 GEMM), and the copy bandwidth. On
 //     an H100 80GB HBM3 (2026-11-22, two runs) it measured 51.5 and 53.0
 //     TFLOP/s for large fp32 GEMMs (the built-in h100: 67 × 0.81 = 54.3),
-//     HalfWork 3.9e8 and 6.4e8 (assumed 1e9), launch 4.4 and 6.1 µs
-//     (assumed 6), copies 2.93 and 2.54 TB/s; bench/gpu/h100-profile.json
+//     HalfWork 3.9e8 and 6.4e8 (assumed 1e9), bare kernel launch 4.4 and
+//     6.1 µs (assumed 6; the executor's per-call cost was not measured
+//     there yet), copies 2.93 and 2.54 TB/s; bench/gpu/h100-profile.json
 //     is the second. The built-in profiles stay as they were: close enough
 //     on the one GPU measured. What the GEMM sweep does not see: a training
 //     step of the paper's MMT on that H100 (one stage, batch 128) ran 5.5 s

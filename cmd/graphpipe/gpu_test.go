@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -133,4 +134,13 @@ func TestProfileFeedsSearch(t *testing.T) {
 	if c != 0 || !strings.Contains(out, `"gemm_bf16_s"`) {
 		t.Fatalf("profile on the emulator: exit %d, %s %s", c, out, e)
 	}
+	var res profileResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	// both launch figures are written (the profile's is the larger)
+	if res.KernelLaunch <= 0 || res.Device.Launch < res.KernelLaunch {
+		t.Errorf("kernel launch %g s, op call %g s: want 0 < launch ≤ op call", res.KernelLaunch, res.Device.Launch)
+	}
+	t.Logf("emulator: %.3g µs per kernel launch, %.3g µs per op call through the executor", res.KernelLaunch*1e6, res.Device.Launch*1e6)
 }

@@ -14,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
@@ -24,6 +26,7 @@ type meter interface {
 	name() string
 	gemm(n int, half bool) (float64, error) // seconds per n×n×n GEMM (FP32, or BF16 with FP32 accumulation)
 	launch() (float64, error)               // seconds of fixed cost per kernel call
+	device() *cuda.Device                   // where the executor runs ops: nil for the CPU
 	copyRate(bytes int) (float64, error)    // bytes moved (read + written) per second
 	memory() int64
 	base() search.Device // where the links come from: one device cannot measure them
@@ -53,6 +56,9 @@ type profileResult struct {
 	FP32    []float64     `json:"gemm_fp32_s"`
 	BF16    []float64     `json:"gemm_bf16_s,omitempty"`
 	LinksOf string        `json:"links_from"`
+	// KernelLaunch is the bare cost of a kernel call; Device.Launch is an
+	// op call's through the executor (the larger).
+	KernelLaunch float64 `json:"kernel_launch_s"`
 }
 
 func newProfileCmd() *cobra.Command {
@@ -65,8 +71,9 @@ func newProfileCmd() *cobra.Command {
 		Long: `Measure this machine's CPU, or a GPU, and write a device profile that
 'graphpipe search --device FILE' reads. GEMMs of growing size fit the cost
 model's compute term (the rate large calls approach, and the work at which a
-call reaches half of it); a tiny call gives the launch cost; a large copy
-gives memory bandwidth. Links between devices cannot be measured from one
+call reaches half of it); a chain of tiny ops trained through the stage
+executor gives the fixed cost of an op call (the bare kernel launch is
+reported beside it); a large copy gives memory bandwidth. Links between devices cannot be measured from one
 device: they are copied from the nearest built-in profile, which the output
 names.`,
 		Example: "  graphpipe profile --device cuda -o h100.json\n  graphpipe search mmt.json --devices 8 --device h100.json",
@@ -162,17 +169,86 @@ func measure(m meter, quick bool, log io.Writer) (*profileResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	perCall, err := opOverhead(m.device())
+	if err != nil {
+		return nil, err
+	}
 	d := m.base()
 	res.LinksOf = d.Name
 	d.Name = m.name() + " (measured)"
-	d.PeakFLOPs, d.MaxEff, d.HalfWork, d.Launch, d.MemBW, d.Memory = peak, 1, half, launch, bw, m.memory()
+	// the cost model's Launch is what an op call costs beyond its work: the
+	// executor's own per-call work (allocation, bookkeeping, the launch
+	// itself), measured through it; the GEMM fit keeps the bare launch
+	d.PeakFLOPs, d.MaxEff, d.HalfWork, d.Launch, d.MemBW, d.Memory = peak, 1, half, max(perCall, launch), bw, m.memory()
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	res.Device = d
-	fmt.Fprintf(log, "fit: %.4g TFLOP/s for large GEMMs, half of it at %.3g FLOPs per call; launch %.3g µs; copy %.4g GB/s; links from the %s profile\n",
-		peak/1e12, half, launch*1e6, bw/1e9, res.LinksOf)
+	res.Device, res.KernelLaunch = d, launch
+	fmt.Fprintf(log, "fit: %.4g TFLOP/s for large GEMMs, half of it at %.3g FLOPs per call; launch %.3g µs per kernel, %.3g µs per op call through the executor; copy %.4g GB/s; links from the %s profile\n",
+		peak/1e12, half, launch*1e6, perCall*1e6, bw/1e9, res.LinksOf)
 	return res, nil
+}
+
+// opOverhead is the fixed cost of one op call through the stage executor on
+// dev (nil: the CPU): a chain of 1-wide linear and relu layers trains one
+// sample, forward and backward, and the fastest run's time is divided by
+// the calls the cost model counts (forward, input gradient, and weight
+// gradient where there are weights). The work in the chain is negligible.
+func opOverhead(dev *cuda.Device) (float64, error) {
+	e, err := models.Lookup("mlp")
+	if err != nil {
+		return 0, err
+	}
+	c := e.Small
+	c.Layers, c.Hidden, c.Input, c.Classes, c.Batch = 32, 1, 1, 2, 1
+	g, err := e.Build(c)
+	if err != nil {
+		return 0, err
+	}
+	calls := 0
+	var ops []int
+	for i := 0; i < g.NumOps(); i++ {
+		ops = append(ops, i)
+		calls += 2
+		if g.Cost(i).BwdWeightFLOPs > 0 {
+			calls++
+		}
+	}
+	ex, err := stage.NewExecutor(g, ops, g.Seed())
+	if err != nil {
+		return 0, err
+	}
+	if dev != nil {
+		if err := ex.UseDevice(dev); err != nil {
+			return 0, err
+		}
+		defer ex.Close()
+	}
+	data, err := stage.NewDataset(g)
+	if err != nil {
+		return 0, err
+	}
+	batch, err := data.Batch(0, 1)
+	if err != nil {
+		return 0, err
+	}
+	loss := g.Op(g.Loss()).Name
+	seed := map[string]*stage.Value[float32]{loss: {Shape: []int{1}, Data: []float32{1}}}
+	mb := 0
+	t, err := timeIt(5, func() error {
+		const reps = 20
+		for r := 0; r < reps; r++ {
+			mb++
+			if _, err := ex.Forward(mb, batch); err != nil {
+				return err
+			}
+			if _, err := ex.Backward(mb, seed, true); err != nil {
+				return err
+			}
+		}
+		return ex.ZeroGrads()
+	})
+	return t / 20 / float64(calls), err
 }
 
 // cpuMeter measures this machine with package tensor's kernels.
@@ -235,8 +311,9 @@ func (cpuMeter) memory() int64 {
 	return search.Profiles["cpu"].Memory
 }
 
-func (cpuMeter) base() search.Device { return search.Profiles["cpu"] }
-func (cpuMeter) close()              {}
+func (cpuMeter) base() search.Device  { return search.Profiles["cpu"] }
+func (cpuMeter) device() *cuda.Device { return nil }
+func (cpuMeter) close()               {}
 
 // gpuMeter measures a GPU (or the emulator) through package cuda.
 type gpuMeter struct{ d *cuda.Device }
@@ -359,6 +436,8 @@ func (g *gpuMeter) base() search.Device {
 	}
 	return search.Profiles["h100"]
 }
+
+func (g *gpuMeter) device() *cuda.Device { return g.d }
 
 func (g *gpuMeter) close() {
 	g.d.Close()
