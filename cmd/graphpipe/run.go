@@ -64,6 +64,9 @@ type runSummary struct {
 	Workers       string    `json:"workers"`
 	Devices       []string  `json:"devices,omitempty"` // where each worker computed
 	Emulated      string    `json:"emulated,omitempty"`
+	// StageTimes: each stage's compute per micro-batch, planned and measured
+	// in the last iteration.
+	StageTimes []stageTime `json:"stage_times,omitempty"`
 }
 
 func newRunCmd(stdin io.Reader) *cobra.Command {
@@ -305,6 +308,7 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		FinalLoss: res.Losses[ran-1], SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
 		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers, Devices: res.Devices}
 	sum.Steps = ran
+	sum.StageTimes = stageTimes(plan, res)
 	if o.Emulate {
 		sum.Emulated = plan.Device.Name
 	}
@@ -317,7 +321,8 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 			sum.Model, sum.Emulated, steps, sum.Stages, sum.MeasuredIterS, sum.PredictedIter)
 		return nil
 	}
-	fmt.Fprintf(w, "%s: %d steps on %d stages, loss %.6g → %.6g, %.4g samples/s\n", sum.Model, ran, sum.Stages, res.Losses[0], sum.FinalLoss, sum.SamplesPerS)
+	fmt.Fprintf(w, "%s: %d steps on %d stages, loss %.6g → %.6g, %.4g samples/s; %.4g s per iteration measured (median), %.4g s predicted\n",
+		sum.Model, ran, sum.Stages, res.Losses[0], sum.FinalLoss, sum.SamplesPerS, sum.MeasuredIterS, sum.PredictedIter)
 	return nil
 }
 

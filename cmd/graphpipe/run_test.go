@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -141,8 +142,18 @@ func TestRunEqualsTrain(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, errs)
 	}
-	if !strings.Contains(out, `"stages":3`) {
-		t.Errorf("summary: %s", out)
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.Stages != 3 {
+		t.Fatalf("summary: %s (%v)", out, err)
+	}
+	// every stage's compute, planned and measured, in stage order
+	if len(sum.StageTimes) != 3 {
+		t.Errorf("%d stage times, want 3: %s", len(sum.StageTimes), out)
+	}
+	for i, st := range sum.StageTimes {
+		if st.Stage != i || st.MeasuredForward <= 0 || st.MeasuredBackward <= 0 || st.PredictedForward <= 0 || st.PredictedBackward <= 0 {
+			t.Errorf("stage time %d: %+v", i, st)
+		}
 	}
 	if code, _, errs := gp(t, "", "train", model, "--micro-batch", "4", "--steps", "4", "--optimizer", "sgd", "--lr", "0.05", "--dump", trainDump); code != 0 {
 		t.Fatal(errs)
