@@ -38,6 +38,7 @@ type Endpoint struct {
 	failure error
 	stats   Stats
 	rtt     rttEstimate
+	acks    sync.WaitGroup // acknowledgements being published (Close waits for them)
 }
 
 // maxResend caps a chunk's resend timeout as it backs off.
@@ -116,7 +117,10 @@ func NewEndpoint(t Transport, run string, gen uint32, stage int32) (*Endpoint, e
 	return e, nil
 }
 
-// Close stops the endpoint and wakes everything waiting on it.
+// Close stops the endpoint and wakes everything waiting on it. It returns
+// once the acknowledgements of what it received are published: a
+// coordinator closes its transport right after the last message it needs,
+// and the sender of that message waits for the acknowledgement.
 func (e *Endpoint) Close() {
 	e.unsub()
 	e.mu.Lock()
@@ -125,6 +129,7 @@ func (e *Endpoint) Close() {
 	}
 	e.cond.Broadcast()
 	e.mu.Unlock()
+	e.acks.Wait()
 }
 
 // Stats is a snapshot of the endpoint's counters.
@@ -275,9 +280,14 @@ func (e *Endpoint) ack(f *Frame) {
 	a := &Frame{Version: FrameVersion, Kind: KindAck, Run: e.run, Gen: e.gen, Iter: f.Iter, MB: f.MB, Edge: f.Edge,
 		Dir: f.Dir, From: e.stage, Chunk: 0, Chunks: 0, Seq: f.Seq, Payload: []byte{}}
 	data, err := EncodeFrame(a)
-	if err == nil {
-		go e.t.Publish(Inbox(e.run, e.gen, f.From), data)
+	if err != nil || e.failure != nil { // closed: Close may be waiting on acks
+		return
 	}
+	e.acks.Add(1)
+	go func() {
+		defer e.acks.Done()
+		e.t.Publish(Inbox(e.run, e.gen, f.From), data)
+	}()
 }
 
 // Receive waits for a whole message and takes it.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -55,5 +56,54 @@ func TestOverEmbeddedNATS(t *testing.T) {
 			t.Fatal(errs[i])
 		}
 		equalParams(t, results[i].Params, want.Params, 0)
+	}
+}
+
+// TestLastMessageIsAcknowledged: a receiver that closes its endpoint and its
+// connection right after the last message it needs (as the coordinator does
+// with the workers' parameters) has acknowledged it: the sender's drain
+// ends. The acknowledgement is published from a goroutine; before Close
+// waited for it, it could come after the connection closed, and the sender
+// waited on it until the coordinator's silence failed the worker.
+func TestLastMessageIsAcknowledged(t *testing.T) {
+	srv, err := StartEmbedded(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	dial := func(name string) *NATS {
+		nt, err := DialNATS(NATSOptions{URL: srv.URL(), Token: srv.Token, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nt
+	}
+	for i := 0; i < 30; i++ {
+		run := fmt.Sprintf("last%d", i)
+		na, nb := dial("a"), dial("b")
+		a, err := NewEndpoint(na, run, 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := NewEndpoint(nb, run, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		k := msgKey{iter: 1, edge: ctlEdge, dir: 'g'}
+		if err := a.Send(ctx, 1, k, []byte("params")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Receive(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		nb.Close()
+		if err := a.Drain(ctx); err != nil {
+			t.Fatalf("run %d: the sender's drain: %v", i, err)
+		}
+		cancel()
+		a.Close()
+		na.Close()
 	}
 }
