@@ -32,4 +32,8 @@
 //     them into the host's, which whoever reads Grads (optimizer step,
 //     all-reduce) calls first (gpu_exec.go). Optimizer state stays on the
 //     host.
+//  7. The synthetic data (Dataset, data.go) depends on (seed, step, input
+//     name) alone, so every process makes the same batch, and only the stage
+//     that reads the loss's target labels it, with a fixed random-feature
+//     teacher of the other inputs that costs far less than the model.
 package stage
