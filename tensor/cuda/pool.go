@@ -56,17 +56,36 @@ func (p *Pool[P]) Get(n uint64) (P, error) {
 	b, err := p.a.alloc(c)
 	if err != nil {
 		if p.Stats.Cached == 0 {
-			return b, err
+			return b, p.failed(c, err)
 		}
 		if terr := p.Trim(); terr != nil {
 			return b, terr
 		}
 		if b, err = p.a.alloc(c); err != nil {
-			return b, err
+			return b, p.failed(c, err)
 		}
 	}
 	p.Stats.Allocs++
 	return b, p.use(b, c)
+}
+
+// failed says how much was asked for and held when the allocator refused:
+// out of memory, the first question is whose memory.
+func (p *Pool[P]) failed(c uint64, err error) error {
+	return fmt.Errorf("allocating %s with %s in use (peak %s): %w", bytesText(c), bytesText(p.Stats.InUse), bytesText(p.Stats.Peak), err)
+}
+
+// bytesText is n in bytes, KiB, MiB or GiB.
+func bytesText(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 func (p *Pool[P]) use(b P, c uint64) error {

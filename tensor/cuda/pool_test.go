@@ -65,8 +65,13 @@ func TestPoolReusesAndTrims(t *testing.T) {
 	if _, err := p.Get(4 << 20); err != nil {
 		t.Fatalf("the pool did not trim its cache before failing: %v", err)
 	}
-	if _, err := p.Get(1); err == nil {
+	_, err := p.Get(1)
+	if err == nil {
 		t.Fatal("allocation past the limit succeeded")
+	}
+	// the failure says what was asked and held, and keeps the cause
+	if want := "allocating 512 B with 4.00 MiB in use (peak 4.00 MiB): out of memory"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }
 
