@@ -59,10 +59,10 @@ func watchCoordinator(ctx context.Context, t Transport, run string, cancel conte
 	if err != nil {
 		return err
 	}
-	go watch(ctx, unsub, cancel, func() error {
+	go watch(ctx, unsub, cancel, func(now, awake time.Time) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if quiet := time.Since(last); quiet > HeartbeatTimeout {
+		if quiet := quietFor(last, awake, now); quiet > HeartbeatTimeout {
 			return fmt.Errorf("the coordinator of run %s has been silent for %v: leaving", run, quiet.Round(time.Millisecond))
 		}
 		return nil
@@ -97,11 +97,11 @@ func watchWorkers(ctx context.Context, t Transport, run string, gen uint32, n in
 	if err != nil {
 		return err
 	}
-	go watch(ctx, unsub, cancel, func() error {
+	go watch(ctx, unsub, cancel, func(now, awake time.Time) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for id, at := range last {
-			if quiet := time.Since(at); quiet > HeartbeatTimeout {
+			if quiet := quietFor(at, awake, now); quiet > HeartbeatTimeout {
 				return fmt.Errorf("%s has been silent for %v: it died or its host is cut off", names(id), quiet.Round(time.Millisecond))
 			}
 		}
@@ -118,19 +118,41 @@ func workerBeat(id int) []byte {
 
 // watch runs check twice a heartbeat until ctx ends or check reports a
 // failure, which cancels ctx with it; unsub is called on the way out.
-func watch(ctx context.Context, unsub func(), cancel context.CancelCauseFunc, check func() error) {
+func watch(ctx context.Context, unsub func(), cancel context.CancelCauseFunc, check func(now, awake time.Time) error) {
 	defer unsub()
 	tick := time.NewTicker(HeartbeatEvery / 2)
 	defer tick.Stop()
+	watchTicks(ctx, tick.C, time.Now(), cancel, check)
+}
+
+// watchTicks is watch's loop over ticks (their times). A tick that comes a
+// whole heartbeat late means this process itself stalled (descheduled,
+// swapping, a long pause): heartbeats sent meanwhile may still wait unread,
+// so silence counts again from then (awake), not from the last one heard.
+func watchTicks(ctx context.Context, ticks <-chan time.Time, start time.Time, cancel context.CancelCauseFunc, check func(now, awake time.Time) error) {
+	prev, awake := start, start
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
-			if err := check(); err != nil {
+		case now := <-ticks:
+			if now.Sub(prev) > HeartbeatEvery {
+				awake = now
+			}
+			prev = now
+			if err := check(now, awake); err != nil {
 				cancel(err)
 				return
 			}
 		}
 	}
+}
+
+// quietFor is how long a peer last heard at last has been silent at now,
+// counting only time this process was awake to hear it.
+func quietFor(last, awake, now time.Time) time.Duration {
+	if awake.After(last) {
+		last = awake
+	}
+	return now.Sub(last)
 }

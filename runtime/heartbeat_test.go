@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,51 @@ func TestALateWorkerDoesNotStrandTheFirst(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatalf("a worker ended with %v", err)
 		}
+	}
+}
+
+// TestWatchForgivesItsOwnStall: a watcher whose ticks stop for longer than
+// the heartbeat timeout (its own process stalled) does not call a peer
+// silent on waking, before the beats sent meanwhile can be read; a peer
+// that stays silent for the timeout after that is called silent.
+func TestWatchForgivesItsOwnStall(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	last := t0 // the peer's last beat, never renewed
+	ticks := make(chan time.Time)
+	var fired error
+	var firedAt time.Time
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan struct{})
+	go func() {
+		watchTicks(ctx, ticks, t0, func(err error) { fired = err; cancel(err) }, func(now, awake time.Time) error {
+			if q := quietFor(last, awake, now); q > HeartbeatTimeout {
+				firedAt = now
+				return fmt.Errorf("silent for %v", q)
+			}
+			return nil
+		})
+		close(done)
+	}()
+	step := HeartbeatEvery / 2
+	now := t0
+	for i := 0; i < 3; i++ { // on time: 1.5 beats of silence, not yet a failure
+		now = now.Add(step)
+		ticks <- now
+	}
+	now = now.Add(3 * HeartbeatTimeout) // the process stalls past the timeout
+	woke := now
+	for ctx.Err() == nil && now.Sub(woke) < 3*HeartbeatTimeout {
+		now = now.Add(step)
+		select {
+		case ticks <- now:
+		case <-done:
+		}
+	}
+	<-done
+	if fired == nil {
+		t.Fatal("a peer silent for the timeout after the stall was never called silent")
+	}
+	if since := firedAt.Sub(woke); since < HeartbeatTimeout {
+		t.Fatalf("called silent %v after waking (%v), before a heartbeat timeout (%v) had passed awake", since, fired, HeartbeatTimeout)
 	}
 }
