@@ -110,3 +110,60 @@ func TestTeacherIsLearnable(t *testing.T) {
 		})
 	}
 }
+
+// TestGenerator: float inputs have mean 0 and variance 1 (within 1% on a
+// million values) and stay within ±2√3; int inputs fill their range evenly
+// (every value of a range of 10 within 2% of its share); any value is the
+// same made alone (the label's taps) as in a whole input.
+func TestGenerator(t *testing.T) {
+	base := stepBase(12345, 7)
+	const n = 1 << 20
+	var sum, sq float64
+	for i := 0; i < n; i++ {
+		x := float64(normalAt(base, i))
+		if math.Abs(x) > 2*math.Sqrt(3)+1e-6 {
+			t.Fatalf("value %d: %v outside ±2√3", i, x)
+		}
+		sum += x
+		sq += x * x
+	}
+	mean, variance := sum/n, sq/n-(sum/n)*(sum/n)
+	if math.Abs(mean) > 0.01 || math.Abs(variance-1) > 0.01 {
+		t.Errorf("mean %.4f, variance %.4f: want 0 and 1", mean, variance)
+	}
+	rng := [2]int64{-3, 7}
+	count := map[int32]int{}
+	for i := 0; i < n; i++ {
+		count[intAt(base, i, &rng)]++
+	}
+	for v := int32(-3); v < 7; v++ {
+		if share := float64(count[v]) / n; math.Abs(share-0.1) > 0.002 {
+			t.Errorf("value %d: share %.4f, want 0.1", v, share)
+		}
+	}
+	if len(count) != 10 {
+		t.Errorf("%d distinct values, want 10", len(count))
+	}
+	g := small(t, "dlrm")
+	d, _ := NewDataset(g)
+	batch, err := d.Batch(5, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range g.Inputs() {
+		if in.Name == d.target { // the teacher's labels
+			continue
+		}
+		v, b := batch[in.Name], stepBase(d.dataKey(in.Name), 5)
+		for i := range v.Data {
+			if v.Data[i] != normalAt(b, i) {
+				t.Fatalf("%s[%d]: %v in the batch, %v alone", in.Name, i, v.Data[i], normalAt(b, i))
+			}
+		}
+		for i := range v.Ints {
+			if v.Ints[i] != intAt(b, i, in.Range) {
+				t.Fatalf("%s[%d]: %v in the batch, %v alone", in.Name, i, v.Ints[i], intAt(b, i, in.Range))
+			}
+		}
+	}
+}
