@@ -32,8 +32,10 @@
 //     them into the host's, which whoever reads Grads (optimizer step,
 //     all-reduce) calls first (gpu_exec.go). Optimizer state stays on the
 //     host.
-//  7. The synthetic data (Dataset, data.go) depends on (seed, step, input
-//     name) alone, so every process makes the same batch, and only the stage
-//     that reads the loss's target labels it, with a fixed random-feature
-//     teacher of the other inputs that costs far less than the model.
+//  7. The synthetic data (Dataset, data.go): each value is a function of
+//     (seed, step, input name, index) alone, so every process makes the same
+//     batch and a stage makes only the inputs it reads; the stage that reads
+//     the loss's target labels it with a fixed random-feature teacher that
+//     reads at most 64 positions of each other input, far cheaper than the
+//     model.
 package stage
