@@ -51,7 +51,6 @@ type Dataset struct {
 
 // teacherTap is what the teacher reads of one input.
 type teacherTap struct {
-	name  string
 	per   int       // values per sample
 	pos   []int     // the positions read, at most teacherTaps
 	r     []float32 // float input: [len(pos), teacherWidth] Gaussian
@@ -92,7 +91,7 @@ func (d *Dataset) tap(in dag.Input) teacherTap {
 		pos = pos[:teacherTaps]
 		sort.Ints(pos)
 	}
-	t := teacherTap{name: in.Name, per: per, pos: pos, key: splitmix(uint64(d.seed)^teacherSeed) ^ fnvString(in.Name), rng: in.Range, data: d.dataKey(in.Name),
+	t := teacherTap{per: per, pos: pos, key: splitmix(uint64(d.seed)^teacherSeed) ^ fnvString(in.Name), rng: in.Range, data: d.dataKey(in.Name),
 		scale: 1 / math.Sqrt(float64(max(len(pos), 1)))}
 	if in.DType != dag.Int32 {
 		t.r = gaussian(r, len(pos)*teacherWidth, 1)

@@ -234,9 +234,9 @@ func opOverhead(dev *cuda.Device) (float64, error) {
 	}
 	loss := g.Op(g.Loss()).Name
 	seed := map[string]*stage.Value[float32]{loss: {Shape: []int{1}, Data: []float32{1}}}
+	const reps = 20 // steps per timed run
 	mb := 0
 	t, err := timeIt(5, func() error {
-		const reps = 20
 		for r := 0; r < reps; r++ {
 			mb++
 			if _, err := ex.Forward(mb, batch); err != nil {
@@ -248,7 +248,7 @@ func opOverhead(dev *cuda.Device) (float64, error) {
 		}
 		return ex.ZeroGrads()
 	})
-	return t / 20 / float64(calls), err
+	return t / reps / float64(calls), err
 }
 
 // cpuMeter measures this machine with package tensor's kernels.
