@@ -19,6 +19,7 @@ test:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x
+	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime 20000x
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime 200000x
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 100000x
 
@@ -48,6 +49,7 @@ fuzz:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime $(FUZZTIME)
 

@@ -16,14 +16,19 @@ type costModel struct {
 	optBytes int64      // optimizer state bytes per parameter
 	mu       sync.Mutex // guards opTimes
 	opTimes  map[int64][]opTime
+	measured []*OpSeries // by op, from Options.OpTimes; nil: priced from FLOPs and bytes
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.
 type opTime struct{ f, bi, bw float64 }
 
 func newCostModel(g *dag.Graph, o *Options) *costModel {
-	return &costModel{g: g, dev: o.Device, devices: o.Devices, perNode: o.DevicesPerNode,
+	cm := &costModel{g: g, dev: o.Device, devices: o.Devices, perNode: o.DevicesPerNode,
 		limit: o.MemoryLimit, optBytes: o.OptimizerBytes, opTimes: map[int64][]opTime{}}
+	if o.OpTimes != nil {
+		cm.measured, _ = o.OpTimes.resolve(g) // checked by withDefaults
+	}
+	return cm
 }
 
 // times returns every op's time at per-device micro-batch m (cached).
@@ -41,10 +46,14 @@ func (cm *costModel) times(m int64) []opTime {
 	return t
 }
 
-// opTime prices one op: forward, input gradient and weight gradient, each a
+// opTime prices one op: its measured times where the search has them (an
+// OpTimes), else forward, input gradient and weight gradient, each a
 // kernel whose memory traffic is its activations (per sample × m) plus its
 // parameters, except gathers (embeddings), which touch only the rows they read.
 func (cm *costModel) opTime(i int, m int64) opTime {
+	if cm.measured != nil {
+		return cm.measured[i].at(m)
+	}
 	c := cm.g.Cost(i)
 	mf := float64(m)
 	act := float64(c.MemBytes - 4*c.Params)

@@ -21,6 +21,10 @@ type Options struct {
 	MaxSeries      int   // coarsening: most children of a series node; 0: 32
 	MaxUnits       int   // spp: most units in the topological order; 0: 128
 	MaxDownsets    int   // spp-exact: most downsets it enumerates; 0: 4096
+	// OpTimes, when set, prices every op's compute from times measured on
+	// the model itself (graphpipe profile --model) instead of from the
+	// device's FLOP rate; it must belong to the graph searched.
+	OpTimes *OpTimes
 }
 
 // OptionError is an option the search cannot use; Flag names it.

@@ -21,6 +21,14 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.OpTimes != nil {
+		if err := o.OpTimes.Validate(); err != nil {
+			return nil, &OptionError{"op-times", err.Error()}
+		}
+		if _, err := o.OpTimes.resolve(g); err != nil {
+			return nil, err
+		}
+	}
 	best, err := searchOn(g, o)
 	if err != nil {
 		return nil, err
@@ -36,7 +44,8 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	for sub := o; fewerDevices && sub.Devices >= 4; {
 		sub.Devices /= 2
 		ideal := float64(sub.Devices) * o.Device.PeakFLOPs * o.Device.MaxEff / perSample
-		if perSample > 0 && best.Predicted.SamplesPerS >= ideal {
+		// measured op times are no FLOP rate: no ideal bounds them
+		if o.OpTimes == nil && perSample > 0 && best.Predicted.SamplesPerS >= ideal {
 			break
 		}
 		q, err := searchOn(g, sub)
@@ -54,6 +63,9 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 	}
 	best.Search.Seconds = time.Since(start).Seconds()
 	best.Search.Candidates = candidates
+	if o.OpTimes != nil {
+		best.Search.Notes = append(best.Search.Notes, fmt.Sprintf("op times measured on %s", o.OpTimes.Device))
+	}
 	return best, nil
 }
 

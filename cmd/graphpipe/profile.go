@@ -62,11 +62,12 @@ type profileResult struct {
 }
 
 func newProfileCmd() *cobra.Command {
-	var device, out string
+	var device, out, model string
 	var gpu int
 	var quick, asJSON bool
+	var batch int64
 	cmd := &cobra.Command{
-		Use:   "profile --device cpu|cuda [-o profile.json]",
+		Use:   "profile (--device cpu|cuda | --model MODEL) [-o FILE]",
 		Short: "Measure a device profile (GEMM rate and efficiency, launch cost, memory bandwidth) for the planner",
 		Long: `Measure this machine's CPU, or a GPU, and write a device profile that
 'graphpipe search --device FILE' reads. GEMMs of growing size fit the cost
@@ -75,10 +76,31 @@ call reaches half of it); a chain of tiny ops trained through the stage
 executor gives the fixed cost of an op call (the bare kernel launch is
 reported beside it); a large copy gives memory bandwidth. Links between devices cannot be measured from one
 device: they are copied from the nearest built-in profile, which the output
-names.`,
-		Example: "  graphpipe profile --device cuda -o h100.json\n  graphpipe search mmt.json --devices 8 --device h100.json",
-		Args:    args(),
+names.
+
+With --model, time the model's own ops instead, as the paper's planner
+does: each op alike (kind, attributes, input shapes) runs forward, backward
+for its inputs and backward for its weights through the stage executor on
+the CPU backend, at every power-of-two micro-batch up to the batch, on the
+model's synthetic data. 'graphpipe search --op-times FILE' then prices
+every op from these times; links, all-reduce, the optimizer step and
+memory still come from --device.`,
+		Example: "  graphpipe profile --device cuda -o h100.json\n  graphpipe search mmt.json --devices 8 --device h100.json\n" +
+			"  graphpipe profile --model mmt-small.json -o mmt-small.optimes.json\n  graphpipe search mmt-small.json --devices 2 --device cpu --op-times mmt-small.optimes.json",
+		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if model != "" {
+				if asJSON {
+					return usagef("--json: not with --model (op times are JSON already)")
+				}
+				if device != "cpu" {
+					return usagef("--model: op times are measured on the cpu backend only (got --device %s)", device)
+				}
+				return profileOps(cmd, model, batch, quick, out)
+			}
+			if cmd.Flags().Changed("batch") {
+				return usagef("--batch: only with --model")
+			}
 			m, err := openMeter(device, gpu)
 			if err != nil {
 				return err
@@ -110,6 +132,8 @@ names.`,
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write the profile to `FILE` (default: print it)")
 	cmd.Flags().BoolVar(&quick, "quick", false, "fewer and smaller GEMMs (seconds, not a minute)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the profile and every measurement as one JSON object")
+	cmd.Flags().StringVar(&model, "model", "", "instead of the device, time every op of the model in `FILE` (forward, input and weight gradient, at every power-of-two micro-batch up to the batch) and write op times for 'graphpipe search --op-times'")
+	cmd.Flags().Int64Var(&batch, "batch", 0, "with --model: the largest micro-batch timed (default: the model's batch_size)")
 	return cmd
 }
 

@@ -20,6 +20,7 @@ type searchFlags struct {
 	memoryGB           float64
 	batch, microBatch  int64
 	strategy, schedule string
+	opTimes            string
 }
 
 func (f *searchFlags) register(cmd *cobra.Command) {
@@ -31,6 +32,7 @@ func (f *searchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.strategy, "strategy", "gpp", "planner: gpp (graph pipeline), spp (best sequential pipeline) or spp-exact")
 	cmd.Flags().StringVar(&f.schedule, "schedule", "1f1b", "schedule: 1f1b (warmed up to hide transfers where memory allows), zb (1f1b with weight gradients deferred into idle time), 1f1b-depth (each stage holds its depth: 1 + its longest path to a sink) or gpipe")
 	cmd.Flags().Int64Var(&f.microBatch, "micro-batch", 0, "force this micro-batch size on every stage (default: the planner chooses)")
+	cmd.Flags().StringVar(&f.opTimes, "op-times", "", "price every op from times measured on this model (`FILE` from 'graphpipe profile --model'), not from the profile's FLOP rate")
 }
 
 func (f *searchFlags) options() (search.Options, error) {
@@ -47,8 +49,18 @@ func (f *searchFlags) options() (search.Options, error) {
 	if f.memoryGB < 0 || f.memoryGB > 1e6 {
 		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
 	}
-	return search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices,
-		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch}, nil
+	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices,
+		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch}
+	if f.opTimes != "" {
+		data, err := os.ReadFile(f.opTimes)
+		if err != nil {
+			return o, inputf("--op-times %s: cannot read: %v", f.opTimes, errors.Unwrap(err))
+		}
+		if o.OpTimes, err = search.DecodeOpTimes(data); err != nil {
+			return o, inputf("--op-times %s: %v", f.opTimes, err)
+		}
+	}
+	return o, nil
 }
 
 // searchError maps the planner's errors onto exit codes.

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
+)
+
+// profileOps is graphpipe profile --model: every op of the model timed on
+// this machine's CPU backend, written as op times.
+func profileOps(cmd *cobra.Command, path string, batch int64, quick bool, out string) error {
+	g, err := loadModel(path, cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	if batch == 0 {
+		batch = g.BatchSize()
+	}
+	if batch < 1 || batch > 1<<20 {
+		return usagef("--batch: must be between 1 and %d, got %d", 1<<20, batch)
+	}
+	var sizes []int
+	for m := int64(1); m <= batch; m *= 2 {
+		sizes = append(sizes, int(m))
+	}
+	if last := sizes[len(sizes)-1]; int64(last) != batch {
+		sizes = append(sizes, int(batch))
+	}
+	minTime := 20 * time.Millisecond
+	if quick {
+		minTime = 2 * time.Millisecond
+	}
+	log := cmd.ErrOrStderr()
+	start := time.Now()
+	timed, err := stage.TimeOps(g, sizes, minTime, nil)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	t := &search.OpTimes{Format: search.OpTimesFormat, Model: g.Name(), SHA256: search.ModelHash(g),
+		Device: fmt.Sprintf("cpu (%s, stage executor)", host), Ops: map[string]search.OpSeries{}}
+	for name, s := range timed {
+		t.Ops[name] = search.OpSeries{MicroBatch: s.MicroBatch, Forward: s.Forward, InputGrad: s.InputGrad, WeightGrad: s.WeightGrad}
+	}
+	data, err := t.Encode()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "timed %d ops at micro-batches %v in %.1f s\n", g.NumOps(), sizes, time.Since(start).Seconds())
+	if out == "" {
+		_, err = cmd.OutOrStdout().Write(data)
+		return err
+	}
+	if err := writeFileAtomic(out, data); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "wrote %s\n", out)
+	return nil
+}

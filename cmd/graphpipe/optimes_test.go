@@ -1,0 +1,52 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestOpTimesFeedSearch: profile --model writes op times that search and
+// run read; the plan says so; op times of another model, a broken file and
+// a device the timing cannot run on are usage errors naming the flag.
+func TestOpTimesFeedSearch(t *testing.T) {
+	dir := t.TempDir()
+	model := smallModel(t, "mmt")
+	times := filepath.Join(dir, "mmt.optimes.json")
+	if c, _, e := gp(t, "", "profile", "--model", model, "--quick", "-o", times); c != 0 || !strings.Contains(e, "timed 57 ops at micro-batches [1 2 4 8 16]") {
+		t.Fatalf("profile --model: exit %d, %s", c, e)
+	}
+	c, out, e := gp(t, "", "search", model, "--devices", "2", "--device", "cpu", "--op-times", times, "--json")
+	if c != 0 || !strings.Contains(out, `op times measured on cpu (`) {
+		t.Fatalf("search --op-times: exit %d, %s %s", c, out, e)
+	}
+
+	other := filepath.Join(dir, "other.json")
+	if c, _, e := gp(t, "", "models", "export", "mlp", "--preset", "small", "-o", other); c != 0 {
+		t.Fatal(e)
+	}
+	broken := filepath.Join(dir, "broken.json")
+	if err := os.WriteFile(broken, []byte(`{"format":"graphpipe/optimes@1"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"another model", []string{"search", other, "--op-times", times}, "--op-times: measured on model \"mmt\""},
+		{"broken file", []string{"search", model, "--op-times", broken}, "--op-times " + broken + ": op times: file:"},
+		{"missing file", []string{"search", model, "--op-times", filepath.Join(dir, "none.json")}, "cannot read"},
+		{"on a gpu", []string{"profile", "--model", model, "--device", "cuda"}, "--model: op times are measured on the cpu backend only"},
+		{"batch without model", []string{"profile", "--batch", "4"}, "--batch: only with --model"},
+		{"bad batch", []string{"profile", "--model", model, "--batch", "-3"}, "--batch: must be between 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, e := gp(t, "", c.args...)
+			if code != 2 || !strings.Contains(e, c.want) || strings.Count(strings.TrimSpace(e), "\n") > 1 {
+				t.Fatalf("exit %d, stderr %q, want 2 and %q", code, e, c.want)
+			}
+		})
+	}
+}

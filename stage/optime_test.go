@@ -1,0 +1,62 @@
+package stage
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/graphpipe/graphpipe/models"
+)
+
+// TestTimeOps: every op gets a time per pass at every size; ops without
+// weights owe no weight pass; alike ops share their figures; a linear layer
+// with weights does some.
+func TestTimeOps(t *testing.T) {
+	e, _ := models.Lookup("mmt")
+	c := e.Small
+	c.Batch = 4
+	g, err := e.Build(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := []int{1, 2, 4}
+	got, err := TimeOps(g, sizes, time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < g.NumOps(); i++ {
+		name := g.Op(i).Name
+		s := got[name]
+		if s == nil {
+			t.Fatalf("op %q is not timed", name)
+		}
+		if len(s.MicroBatch) != len(sizes) || len(s.Forward) != len(sizes) || len(s.InputGrad) != len(sizes) || len(s.WeightGrad) != len(sizes) {
+			t.Fatalf("op %q: %+v, want %d sizes", name, s, len(sizes))
+		}
+		for j, m := range sizes {
+			if s.MicroBatch[j] != int64(m) || !(s.Forward[j] > 0) || s.InputGrad[j] < 0 {
+				t.Fatalf("op %q at %d: %+v", name, m, s)
+			}
+			if weighted := len(g.Params(i)) > 0; weighted != (s.WeightGrad[j] > 0) {
+				t.Fatalf("op %q (weights: %v) at %d: weight pass %g", name, weighted, m, s.WeightGrad[j])
+			}
+		}
+	}
+	// the branches are alike: their ops share one measurement
+	if a, b := got["b0.l0.attn"], got["b1.l0.attn"]; a == nil || a != b {
+		t.Fatalf("alike ops timed apart: %p %p", a, b)
+	}
+}
+
+func TestTimeOpsSizes(t *testing.T) {
+	e, _ := models.Lookup("mlp")
+	g, err := e.Build(e.Small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sizes := range [][]int{nil, {0}, {2, 1}} {
+		if _, err := TimeOps(g, sizes, time.Millisecond, nil); err == nil || !strings.Contains(err.Error(), "ascending") {
+			t.Errorf("sizes %v: got %v", sizes, err)
+		}
+	}
+}
