@@ -94,6 +94,46 @@ func CPURun(g *dag.Graph, plan *search.Plan, steps int, o stage.TrainOptions) (p
 	return pipe, float64(steps) * float64(g.BatchSize()) / time.Since(start).Seconds(), iter, nil
 }
 
+// OpTimesOf times every op of g on this machine's CPU backend at every
+// power-of-two micro-batch up to its batch, as graphpipe profile --model does.
+func OpTimesOf(g *dag.Graph) (*search.OpTimes, error) {
+	var sizes []int
+	for m := 1; int64(m) <= g.BatchSize(); m *= 2 {
+		sizes = append(sizes, m)
+	}
+	timed, err := stage.TimeOps(g, sizes, 20*time.Millisecond, nil)
+	if err != nil {
+		return nil, err
+	}
+	t := &search.OpTimes{Format: search.OpTimesFormat, Model: g.Name(), SHA256: search.ModelHash(g), Device: "cpu (this run)", Ops: map[string]search.OpSeries{}}
+	for name, s := range timed {
+		t.Ops[name] = search.OpSeries{MicroBatch: s.MicroBatch, Forward: s.Forward, InputGrad: s.InputGrad, WeightGrad: s.WeightGrad}
+	}
+	return t, t.Validate()
+}
+
+// SingleIteration trains g in one process at micro-batch micro for steps
+// iterations and returns the median iteration in seconds (the first left out).
+func SingleIteration(g *dag.Graph, micro, steps int, o stage.TrainOptions) (float64, error) {
+	o.MicroBatch = micro
+	tr, err := stage.NewTrainer(g, o)
+	if err != nil {
+		return 0, err
+	}
+	var it []float64
+	for s := 0; s < steps; s++ {
+		start := time.Now()
+		if _, _, err := tr.Step(s); err != nil {
+			return 0, err
+		}
+		if s > 0 {
+			it = append(it, time.Since(start).Seconds())
+		}
+	}
+	sort.Float64s(it)
+	return it[len(it)/2], nil
+}
+
 // Transport measures link throughput and raw NATS publish→subscribe for one
 // message size on one embedded server, in bytes per second.
 func Transport(size int) (links, raw float64, err error) {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
@@ -288,10 +289,57 @@ func slope(x, y []float64) float64 {
 }
 
 // predictedRow sets a real run's median iteration against the plan's
-// prediction with the built-in cpu profile.
-func predictedRow(what string, iter float64, plan *search.Plan) []string {
-	return []string{what + ": s/iteration measured vs simulated (built-in cpu profile)", fmt.Sprintf("%.4f", iter),
+// prediction, priced as priced says.
+func predictedRow(what, priced string, iter float64, plan *search.Plan) []string {
+	return []string{what + ": s/iteration measured vs simulated (" + priced + ")", fmt.Sprintf("%.4f", iter),
 		fmt.Sprintf("%.4f", plan.Predicted.IterationS), fmt.Sprintf("%.3f", iter/plan.Predicted.IterationS)}
+}
+
+// realRuns trains g for real on 2 CPU workers under gpp and spp plans at
+// micro-batch micro, priced by the built-in cpu profile and by op times
+// measured in this run, and sets each run against its prediction; and the
+// single process against a 1-device plan from the op times.
+func realRuns(c Config, s *Section, label string, g *dag.Graph, micro int64, steps int, o stage.TrainOptions, strategies []string) error {
+	c.Log("runtime: timing the ops of %s", label)
+	times, err := OpTimesOf(g)
+	if err != nil {
+		return err
+	}
+	for _, priced := range []string{"built-in cpu profile", "op times"} {
+		opt := search.Options{Device: search.Profiles["cpu"], Devices: 2, MicroBatch: micro}
+		if priced == "op times" {
+			opt.OpTimes = times
+		}
+		for _, strategy := range strategies {
+			opt.Strategy = strategy
+			plan, err := search.Search(g, opt)
+			if err != nil {
+				return err
+			}
+			c.Log("runtime: real CPU run, %s, %s, %s", label, strategy, priced)
+			pipe, single, iter, err := CPURun(g, plan, steps, o)
+			if err != nil {
+				return err
+			}
+			what := fmt.Sprintf("real CPU run, %s, %s", label, strategy)
+			if priced == "op times" {
+				s.Rows = append(s.Rows, predictedRow(fmt.Sprintf("%s (%d stages)", what, len(plan.Stages)), priced, iter, plan))
+				continue
+			}
+			s.Rows = append(s.Rows, []string{fmt.Sprintf("%s on 2 workers (%d stages) vs one process: samples/s", what, len(plan.Stages)), f(pipe), f(single), fmt.Sprintf("%.3f", pipe/single)},
+				predictedRow(what, priced, iter, plan))
+		}
+	}
+	one, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 1, MicroBatch: micro, OpTimes: times})
+	if err != nil {
+		return err
+	}
+	iter, err := SingleIteration(g, int(micro), steps, o)
+	if err != nil {
+		return err
+	}
+	s.Rows = append(s.Rows, predictedRow(fmt.Sprintf("one process, %s", label), "op times, 1 device", iter, one))
+	return nil
 }
 
 // Runtime measures the runtime: emulated paper plans against the simulator,
@@ -301,7 +349,11 @@ func Runtime(c Config) (*Section, error) {
 		Columns: []string{"measurement", "figure", "baseline", "ratio"},
 		Notes: []string{"Emulated runs start one worker per device in this process (32 on 2 cores at 32 v100) and sleep each action's planned " +
 			"time. The rows with every duration 4x as long tell a fixed cost per action on this machine (it weighs 4 times less there) from " +
-			"a disagreement between the runtime and the simulator (which would not shrink)."}}
+			"a disagreement between the runtime and the simulator (which would not shrink).",
+			"Real CPU runs are priced two ways: by the built-in cpu profile (FLOPs and bytes at a rate measured with gonum's sgemm), and by op times " +
+				"measured in this run (every op of the model timed through the stage executor at power-of-two micro-batches, as graphpipe profile --model " +
+				"does, with the machine to itself); the second plan may differ from the first. Two workers in one process share this machine's 2 cores " +
+				"with the NATS server; the op times were taken alone."}}
 	g, _ := Paper("mmt")
 	ds := []int{16, 32}
 	if c.Quick {
@@ -342,33 +394,14 @@ func Runtime(c Config) (*Section, error) {
 		}
 	}
 	two, _ := TwoBranch()
-	plan, err := search.Search(two, search.Options{Device: search.Profiles["cpu"], Devices: 2, MicroBatch: 32})
-	if err != nil {
+	if err := realRuns(c, s, "2-branch model (2 x 4 linear, width 512)", two, 32, 12, stage.TrainOptions{Optimizer: "sgd", LR: 0.01}, []string{"gpp"}); err != nil {
 		return nil, err
 	}
-	c.Log("runtime: real CPU run")
-	pipe, single, iter, err := CPURun(two, plan, 12, stage.TrainOptions{Optimizer: "sgd", LR: 0.01})
-	if err != nil {
-		return nil, err
-	}
-	s.Rows = append(s.Rows, []string{"real CPU run, 2-branch model (2 x 4 linear, width 512), gpp on 2 workers vs one process: samples/s", f(pipe), f(single), fmt.Sprintf("%.3f", pipe/single)},
-		predictedRow("real CPU run, 2-branch model, gpp", iter, plan))
 	for _, name := range []string{"mmt", "case-study"} {
 		e, _ := models.Lookup(name)
 		g, _ := e.Build(e.Small)
-		for _, strategy := range []string{"gpp", "spp"} {
-			plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 2, MicroBatch: 4, Strategy: strategy})
-			if err != nil {
-				return nil, err
-			}
-			c.Log("runtime: real CPU run, %s small, %s", name, strategy)
-			pipe, single, iter, err := CPURun(g, plan, 20, stage.TrainOptions{Optimizer: "adam", LR: 1e-3})
-			if err != nil {
-				return nil, err
-			}
-			s.Rows = append(s.Rows, []string{fmt.Sprintf("real CPU run, %s small preset, %s on 2 workers (%d stages) vs one process: samples/s", name, strategy, len(plan.Stages)),
-				f(pipe), f(single), fmt.Sprintf("%.3f", pipe/single)},
-				predictedRow(fmt.Sprintf("real CPU run, %s small preset, %s", name, strategy), iter, plan))
+		if err := realRuns(c, s, name+" small preset", g, 4, 20, stage.TrainOptions{Optimizer: "adam", LR: 1e-3}, []string{"gpp", "spp"}); err != nil {
+			return nil, err
 		}
 	}
 	sizes := []int{64 << 10, 1 << 20, 8 << 20}
