@@ -138,13 +138,15 @@
 //     to the micro-batch beyond the largest); links, all-reduce, the
 //     optimizer step and memory still come from the device profile. This is
 //     how the paper's planner prices ops. What it fixes: the small MMT
-//     (batch 16) trained in one process took 3.3-3.4 ms per iteration;
+//     (batch 16) trained in one process took 3.7-3.8 ms per iteration;
 //     predicted from the built-in cpu profile 19.5 ms, from a measured
 //     device profile 0.60 ms (attention runs as per-(sample, head) GEMMs of
 //     a few kFLOPs each, layer norm and GELU cost 5x their FLOP count's
-//     price), from its op times 2.27 ms. Times are taken on the CPU backend
-//     only, with every core free: workers sharing the machine's cores each
-//     run slower than that.
+//     price), from its op times 3.4-3.8 ms (stage.TimeOps: the whole model's
+//     passes, each op's mean share). Times are taken on the CPU backend
+//     only, with the machine to itself: workers sharing its cores run
+//     slower (the bench's real runs on 2 workers: 1.4-2.0 times their
+//     prediction from op times, 0.11-0.31 from the built-in profile).
 //   - Peaks and bandwidths are datasheet values from ../shared/background.md:
 //     v100 15.7 TFLOP/s fp32, 900 GB/s, 16 GB; a100 19.5 TFLOP/s, 2.0 TB/s,
 //     80 GB; h100 67 TFLOP/s, 3.0 TB/s (measured in a copy), 80 GB.

@@ -22,7 +22,8 @@ type Executor struct {
 	Params  map[string]*Value[float32] // "<op>.<param>"
 	Grads   map[string]*Value[float32]
 	mbs     map[int]*microBatch // the stash, per micro-batch in flight
-	// OpSeconds accumulates each op's time: [0] forward, [1] backward.
+	// OpSeconds accumulates each op's time: [0] forward, [1] backward (for
+	// the inputs, and for the weights whether in Backward or in Weights).
 	OpSeconds map[string]*[2]float64
 	devErr    error     // the first device error of a backward pass (GPU kernels)
 	dev       *devState // the device the ops run on (UseDevice), or nil
@@ -290,7 +291,9 @@ func (e *Executor) Weights(mb int) error {
 		}
 		x, _ := e.inputsAndGrads(m, i)
 		gx := make([]*Value[float32], len(x)) // inputs' gradients are done
+		start := time.Now()
 		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, e.paramGrads(i))
+		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
 	}
 	if e.devErr != nil {
 		return e.devErr

@@ -9,8 +9,7 @@ import (
 )
 
 // TestTimeOps: every op gets a time per pass at every size; ops without
-// weights owe no weight pass; alike ops share their figures; a linear layer
-// with weights does some.
+// weights owe no weight pass, ops with weights take time in it.
 func TestTimeOps(t *testing.T) {
 	e, _ := models.Lookup("mmt")
 	c := e.Small
@@ -41,10 +40,6 @@ func TestTimeOps(t *testing.T) {
 				t.Fatalf("op %q (weights: %v) at %d: weight pass %g", name, weighted, m, s.WeightGrad[j])
 			}
 		}
-	}
-	// the branches are alike: their ops share one measurement
-	if a, b := got["b0.l0.attn"], got["b1.l0.attn"]; a == nil || a != b {
-		t.Fatalf("alike ops timed apart: %p %p", a, b)
 	}
 }
 

@@ -31,9 +31,9 @@ func profileOps(cmd *cobra.Command, path string, batch int64, quick bool, out st
 	if last := sizes[len(sizes)-1]; int64(last) != batch {
 		sizes = append(sizes, int(batch))
 	}
-	minTime := 20 * time.Millisecond
+	minTime := 200 * time.Millisecond // per size
 	if quick {
-		minTime = 2 * time.Millisecond
+		minTime = 20 * time.Millisecond
 	}
 	log := cmd.ErrOrStderr()
 	start := time.Now()
