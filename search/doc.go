@@ -46,6 +46,21 @@
 // paper's MMT on 32 devices gives 31 devices to 4 branches of 8 layers and the
 // tail 1, and one branch must double up layers.
 //
+// Fork absorption (ours too), the mirror image: the units before a parallel
+// node (a stem feeding the branches) may share the source stage of one
+// branch instead of taking a device of their own, with or without a join
+// absorbed into another branch's sink. That stage comes first, so its
+// in-flight count is one more than the deepest entry of everything after it,
+// known only once the branches are planned: the DP asks, for growing c,
+// whether the branches fit with every entry at most c and the stem's stage
+// fitting at c+1 (fork.go). On the oracle's random DAGs (up to 7 ops, 1-4
+// devices) the DP's mean gap to the best of all convex stage graphs went
+// from 4.03% to 1.35% (worst 59.66% to 30.57%), gpp as searched from 0.67%
+// to 0.43% (worst 18.70% to 17.11%). What is left needs stages the SP tree
+// does not offer: branches merged out of cost order, or the first ops of
+// several branches in one stage. The paper's models start their branches at
+// model inputs, so they have no stem and their plans are unchanged.
+//
 // Parallel children are ordered by descending cost, so merged groups are runs
 // of similar branches. A stage fits if its time (forward, backward, and its
 // once-per-iteration flush divided by the micro-batches) and its busiest link

@@ -35,6 +35,7 @@ type dp struct {
 	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
 	// longer one.
 	tailFloor []float64
+	forkM     map[forkKey]forkChoice // fork absorption's answers at T (fork.go)
 }
 
 // table memoises one recurrence at one node: values (-1: unknown) and the
@@ -64,6 +65,10 @@ type choice struct {
 	p, k1  int16
 	absorb bool // suffix: kid i ran with units i+1..p absorbed into a branch's sink
 	host   bool // groupHost: the first part hosts the tail
+	// suffix's fork absorption: units i..q-1 in a source stage of parallel
+	// kid q at depth c+1, units q+1..p (if any) in one of its sinks
+	fork bool
+	q, c int16
 }
 
 func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
@@ -122,6 +127,7 @@ func (d *dp) candidates() []float64 {
 // reset sets the target time and forgets every memoised value.
 func (d *dp) reset(T float64) {
 	d.T = T
+	d.forkM = map[forkKey]forkChoice{}
 	if d.solveM == nil {
 		n, w := len(d.sp.nodes), d.D+1
 		d.solveM, d.suffixM, d.groupM = make([]table, n), make([]table, n), make([]table, n)
@@ -264,6 +270,11 @@ func (d *dp) suffix(n *snode, i, k, δ int) int {
 			}
 		}
 	}
+	if best > δ+2 {
+		if r, fch := d.forkSuffix(n, i, k, δ, best); r < best {
+			best, ch = r, fch
+		}
+	}
 	tab.v[idx], tab.ch[idx] = int16(best), ch
 	return best
 }
@@ -373,6 +384,13 @@ func (d *dp) extractSuffix(n *snode, i, k, δ int, out *[]assignment) {
 		after = d.suffix(n, p+1, k-k1, δ)
 	}
 	switch {
+	case ch.fork:
+		q, c := int(ch.q), int(ch.c)
+		var t *tailSpec
+		if p > q {
+			t = d.sp.tailAt[[3]int{n.id, q + 1, p}]
+		}
+		d.extractForkGroup(n.kids[q], 0, k1, after, c, d.sp.headAt[[3]int{n.id, i, q - 1}], t, true, t != nil, out)
 	case ch.absorb:
 		d.extractGroupHost(n.kids[i], 0, k1, after, d.sp.tailAt[[3]int{n.id, i + 1, p}], true, out)
 	case p == i && n.kids[i].kind != partition.Leaf:

@@ -50,7 +50,7 @@ func seqAll(g *dag.Graph, done map[int]bool, k int) [][]bfStage {
 		}
 		for k1 := 1; k1 <= k; k1++ {
 			for _, r := range seqAll(g, next, k-k1) {
-				out = append(out, append([]bfStage{{stage, k1, len(r) + 1}}, r...))
+				out = append(out, append([]bfStage{{stage, k1, len(r) + 1, false}}, r...))
 			}
 		}
 	}

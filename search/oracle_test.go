@@ -14,6 +14,7 @@ type bfStage struct {
 	ops   []int
 	k     int
 	depth int
+	fork  bool // hosts a head: its depth is set once the plan around it is known (fixFork)
 }
 
 // value is a plan's binding time, or +Inf if a stage is out of memory or
@@ -41,7 +42,7 @@ func value(cm *costModel, stages []bfStage, b int64, mbs int, gpipe bool, cross 
 // devices, with depths relative to the node's exit.
 func treePlans(n *snode, k int) [][]bfStage {
 	var out [][]bfStage
-	out = append(out, []bfStage{{n.ops, k, 1}})
+	out = append(out, []bfStage{{n.ops, k, 1, false}})
 	if n.kind == partition.Leaf {
 		return out
 	}
@@ -80,6 +81,9 @@ func seqPlans(n *snode, i, k int) [][]bfStage {
 			}
 		}
 	}
+	if n.kind == partition.Series {
+		out = append(out, forkSeqPlans(n, i, k)...)
+	}
 	for p := i; p <= last; p++ {
 		for k1 := 1; k1 <= k; k1++ {
 			if (p == last) != (k1 == k) {
@@ -98,7 +102,7 @@ func seqPlans(n *snode, i, k int) [][]bfStage {
 						shift = entry(r)
 					}
 					for _, s := range f {
-						plan = append(plan, bfStage{s.ops, s.k, s.depth + shift})
+						plan = append(plan, bfStage{s.ops, s.k, s.depth + shift, s.fork})
 					}
 					out = append(out, append(plan, r...))
 				}
@@ -111,7 +115,7 @@ func seqPlans(n *snode, i, k int) [][]bfStage {
 func shift(p []bfStage, by int) []bfStage {
 	out := make([]bfStage, len(p))
 	for i, s := range p {
-		out[i] = bfStage{s.ops, s.k, s.depth + by}
+		out[i] = bfStage{s.ops, s.k, s.depth + by, s.fork}
 	}
 	return out
 }
@@ -147,9 +151,9 @@ func groupHostPlans(n *snode, i, k int, tail []int, need bool) [][]bfStage {
 				for _, c := range n.kids[i : p+1] {
 					ops = append(ops, c.ops...)
 				}
-				opts = append(opts, opt{[][]bfStage{{{ops, k1, 2}}}, false})
+				opts = append(opts, opt{[][]bfStage{{{ops, k1, 2, false}}}, false})
 				if need {
-					opts = append(opts, opt{[][]bfStage{{{withTail(ops, tail), k1, 1}}}, true})
+					opts = append(opts, opt{[][]bfStage{{{withTail(ops, tail), k1, 1, false}}}, true})
 				}
 			}
 			for _, o := range opts {
@@ -176,7 +180,7 @@ func groupHostPlans(n *snode, i, k int, tail []int, need bool) [][]bfStage {
 func hostPlans(n *snode, k int, tail []int) [][]bfStage {
 	switch n.kind {
 	case partition.Leaf:
-		return [][]bfStage{{{withTail(n.ops, tail), k, 1}}}
+		return [][]bfStage{{{withTail(n.ops, tail), k, 1, false}}}
 	case partition.Parallel:
 		return groupHostPlans(n, 0, k, tail, true)
 	}
@@ -189,7 +193,7 @@ func suffixHostPlans(n *snode, i, k int, tail []int) [][]bfStage {
 	for _, c := range n.kids[i:] {
 		rest = append(rest, c.ops...)
 	}
-	out := [][]bfStage{{{withTail(rest, tail), k, 1}}}
+	out := [][]bfStage{{{withTail(rest, tail), k, 1, false}}}
 	if i == last && n.kids[i].kind != partition.Leaf {
 		out = append(out, hostPlans(n.kids[i], k, tail)...)
 	}
@@ -219,11 +223,11 @@ func chainPlans(order []int, k int) [][]bfStage {
 			}
 			first := append([]int(nil), order[:p]...)
 			if p == len(order) {
-				out = append(out, []bfStage{{first, k1, 1}})
+				out = append(out, []bfStage{{first, k1, 1, false}})
 				continue
 			}
 			for _, r := range chainPlans(order[p:], k-k1) {
-				out = append(out, append([]bfStage{{first, k1, entry(r) + 1}}, r...))
+				out = append(out, append([]bfStage{{first, k1, entry(r) + 1, false}}, r...))
 			}
 		}
 	}
@@ -300,10 +304,48 @@ func TestGPPEqualsBruteForce(t *testing.T) {
 		}
 		if ok {
 			feasible++
+			checkExtract(t, tc, cm, sp, d, got)
 		}
 	}
 	if feasible < 50 {
 		t.Errorf("only %d feasible cases: the oracle barely ran", feasible)
+	}
+}
+
+// checkExtract: the stages the DP rebuilds cover every op once, form a
+// valid stage graph, use the devices, and meet the DP's T at the depths the
+// DP counted, which are at least the real ones.
+func checkExtract(t *testing.T, tc oracleCase, cm *costModel, sp *space, d *dp, T float64) {
+	t.Helper()
+	var plan []bfStage
+	var stages [][]int
+	devices, seen := 0, map[int]bool{}
+	for _, a := range d.extract(sp.root, tc.k) {
+		ops := sp.blocks[a.block].ops
+		plan = append(plan, bfStage{ops, a.k, a.depth, false})
+		stages = append(stages, ops)
+		devices += a.k
+		for _, op := range ops {
+			if seen[op] {
+				t.Fatalf("seed %d: op %d in two stages", tc.seed, op)
+			}
+			seen[op] = true
+		}
+	}
+	if len(seen) != tc.g.NumOps() || devices != tc.k {
+		t.Fatalf("seed %d: the rebuilt plan covers %d of %d ops on %d of %d devices", tc.seed, len(seen), tc.g.NumOps(), devices, tc.k)
+	}
+	sg, err := partition.NewStageGraph(tc.g, stages)
+	if err != nil {
+		t.Fatalf("seed %d: the rebuilt plan: %v", tc.seed, err)
+	}
+	for s, depth := range sg.Depth() {
+		if depth > plan[s].depth {
+			t.Fatalf("seed %d: stage %v is %d deep, the DP counted %d", tc.seed, stages[s], depth, plan[s].depth)
+		}
+	}
+	if v := value(cm, plan, tc.b, tc.mbs, false, cm.boundary); !close(v, T) {
+		t.Fatalf("seed %d: the rebuilt plan binds at %v, the DP at %v", tc.seed, v, T)
 	}
 }
 
@@ -393,7 +435,7 @@ func bestConvex(t *testing.T, cm *costModel, tc oracleCase) float64 {
 			for _, ks := range compositions(tc.k, blocks) {
 				var plan []bfStage
 				for s := range stages {
-					plan = append(plan, bfStage{stages[s], ks[s], depth[s]})
+					plan = append(plan, bfStage{stages[s], ks[s], depth[s], false})
 				}
 				bestV = math.Min(bestV, value(cm, plan, tc.b, tc.mbs, false, cm.boundary))
 			}
@@ -435,5 +477,179 @@ func firstPlans(n *snode, i, p, k1 int) [][]bfStage {
 	for _, c := range n.kids[i : p+1] {
 		ops = append(ops, c.ops...)
 	}
-	return [][]bfStage{{{ops, k1, 1}}}
+	return [][]bfStage{{{ops, k1, 1, false}}}
+}
+
+func opsOf(kids []*snode) []int {
+	var ops []int
+	for _, c := range kids {
+		ops = append(ops, c.ops...)
+	}
+	return ops
+}
+
+// forkSeqPlans: units i..q-1 of series node n in a source stage of parallel
+// kid q (fork absorption), units q+1..p (if any) in one of its sinks, the
+// units after p planned on the devices left.
+func forkSeqPlans(n *snode, i, k int) [][]bfStage {
+	last := len(n.kids) - 1
+	var out [][]bfStage
+	for q := i + 1; q <= last; q++ {
+		if n.kids[q].kind != partition.Parallel {
+			continue
+		}
+		head := opsOf(n.kids[i:q])
+		for p := q; p <= last; p++ {
+			var tail []int
+			if p > q {
+				tail = opsOf(n.kids[q+1 : p+1])
+			}
+			for k1 := 1; k1 <= k; k1++ {
+				if (p == last) != (k1 == k) {
+					continue
+				}
+				rests := [][]bfStage{nil}
+				if p < last {
+					rests = seqPlans(n, p+1, k-k1)
+				}
+				for _, f := range forkGroupPlans(n.kids[q], 0, k1, head, tail, true, tail != nil) {
+					for _, r := range rests {
+						out = append(out, fixFork(append(shift(f, entry(r)), r...), entry(r)))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// fixFork sets the depth of the head's stage: one more than every other
+// stage of the plan, and than after+1 (the DP's floor).
+func fixFork(p []bfStage, after int) []bfStage {
+	d := after + 1
+	for _, s := range p {
+		if !s.fork {
+			d = max(d, s.depth)
+		}
+	}
+	out := make([]bfStage, len(p))
+	for i, s := range p {
+		out[i] = s
+		if s.fork {
+			out[i] = bfStage{s.ops, s.k, d + 1, false}
+		}
+	}
+	return out
+}
+
+// forkGroupPlans: parallel kids i.. side by side, one part (if needF) with
+// the head in its source stage; with a tail, one other part (if needJ) with
+// the tail in its sink stage at depth 1, which the others feed.
+func forkGroupPlans(n *snode, i, k int, head, tail []int, needF, needJ bool) [][]bfStage {
+	last := len(n.kids) - 1
+	base := 0
+	if tail != nil {
+		base = 1
+	}
+	var out [][]bfStage
+	for p := i; p <= last; p++ {
+		for k1 := 1; k1 <= k; k1++ {
+			if (p == last) != (k1 == k) {
+				continue
+			}
+			type opt struct {
+				plans [][]bfStage
+				f, j  bool // what it placed
+			}
+			ops := opsOf(n.kids[i : p+1])
+			var opts []opt
+			if p == i {
+				var plain [][]bfStage
+				for _, q := range treePlans(n.kids[i], k1) {
+					plain = append(plain, shift(q, base))
+				}
+				opts = append(opts, opt{plain, false, false})
+				if tail != nil && needJ {
+					opts = append(opts, opt{hostPlans(n.kids[i], k1, tail), false, true})
+				}
+				if needF {
+					var fp [][]bfStage
+					for _, q := range forkSolvePlans(n.kids[i], k1, head) {
+						fp = append(fp, shift(q, base))
+					}
+					opts = append(opts, opt{fp, true, false})
+				}
+			} else {
+				opts = append(opts, opt{[][]bfStage{{{ops, k1, base + 1, false}}}, false, false})
+				if tail != nil && needJ {
+					opts = append(opts, opt{[][]bfStage{{{withTail(ops, tail), k1, 1, false}}}, false, true})
+				}
+				if needF {
+					opts = append(opts, opt{[][]bfStage{{{withTail(head, ops), k1, 0, true}}}, true, false})
+				}
+			}
+			for _, o := range opts {
+				f, j := needF && !o.f, needJ && !o.j
+				var rests [][]bfStage
+				switch {
+				case p < last:
+					rests = forkGroupPlans(n, p+1, k-k1, head, tail, f, j)
+				case !f && !j:
+					rests = [][]bfStage{nil}
+				}
+				for _, a := range o.plans {
+					for _, r := range rests {
+						out = append(out, append(append([]bfStage(nil), a...), r...))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// forkSolvePlans: n with the head in its source stage, depths relative to
+// its exit (the head's stage marked, its depth set later).
+func forkSolvePlans(n *snode, k int, head []int) [][]bfStage {
+	switch n.kind {
+	case partition.Leaf:
+		return [][]bfStage{{{withTail(head, n.ops), k, 0, true}}}
+	case partition.Parallel:
+		return forkGroupPlans(n, 0, k, head, nil, true, false)
+	}
+	last := len(n.kids) - 1
+	out := [][]bfStage{{{withTail(head, n.ops), k, 0, true}}}
+	for p := 0; p < last; p++ {
+		for k1 := 1; k1 < k; k1++ {
+			firsts := [][]bfStage{{{withTail(head, opsOf(n.kids[:p+1])), k1, 0, true}}}
+			if p == 0 && n.kids[0].kind != partition.Leaf {
+				firsts = append(firsts, forkSolvePlans(n.kids[0], k1, head)...)
+			}
+			for _, r := range seqPlans(n, p+1, k-k1) {
+				for _, f := range firsts {
+					out = append(out, append(shift(f, entry(r)), r...))
+				}
+			}
+		}
+	}
+	if n.kids[0].kind == partition.Parallel {
+		for p := 1; p <= last; p++ {
+			tail := opsOf(n.kids[1 : p+1])
+			for k1 := 1; k1 <= k; k1++ {
+				if (p == last) != (k1 == k) {
+					continue
+				}
+				rests := [][]bfStage{nil}
+				if p < last {
+					rests = seqPlans(n, p+1, k-k1)
+				}
+				for _, f := range forkGroupPlans(n.kids[0], 0, k1, head, tail, true, true) {
+					for _, r := range rests {
+						out = append(out, append(shift(f, entry(r)), r...))
+					}
+				}
+			}
+		}
+	}
+	return out
 }

@@ -28,6 +28,8 @@ type space struct {
 	owner  []blockRef // per block: where its units lie
 	tails  []*tailSpec
 	tailAt map[[3]int]*tailSpec // (series node, i, p) → tail
+	heads  []*tailSpec
+	headAt map[[3]int]*tailSpec // (series node, i, p) → head
 	mu     sync.Mutex           // guards every node's sums
 }
 
@@ -38,8 +40,10 @@ type blockRef struct {
 	tail *tailSpec // the units a host absorbs; nil for an interval block
 }
 
-// tailSpec is a run of units after a parallel kid of a series node: the ops a
-// branch's sink stage may absorb (join absorption, see doc.go).
+// tailSpec is a run of units of a series node that a stage of a parallel kid
+// may absorb: after the kid, into a branch's sink stage (a tail: join
+// absorption), or before it, into a branch's source stage (a head: fork
+// absorption); see doc.go.
 type tailSpec struct {
 	id     int
 	n      *snode // the series node
@@ -51,15 +55,71 @@ type tailSpec struct {
 // newSpace builds the search space over an SP tree. Parallel children are
 // ordered by descending cost so that similar branches sit side by side.
 func newSpace(cm *costModel, root *partition.Node, cross func([]int) (int64, int64)) *space {
-	sp := &space{cm: cm, tailAt: map[[3]int]*tailSpec{}}
+	sp := &space{cm: cm, tailAt: map[[3]int]*tailSpec{}, headAt: map[[3]int]*tailSpec{}}
 	sp.root = sp.convert(root)
 	for _, n := range sp.nodes {
 		sp.makeBlocks(n, cross)
 	}
 	for _, n := range sp.nodes {
 		sp.makeTails(n, cross)
+		sp.makeHeads(n, cross)
 	}
 	return sp
+}
+
+// makeHeads creates, for every parallel kid q of series node n and every run
+// of units i..q-1 before it, the union blocks of each possible source stage
+// of the kid with that run.
+func (sp *space) makeHeads(n *snode, cross func([]int) (int64, int64)) {
+	if n.kind != partition.Series {
+		return
+	}
+	for q, kid := range n.kids {
+		if kid.kind != partition.Parallel || q == 0 {
+			continue
+		}
+		sources := sp.sourceBlocks(kid)
+		var ops []int
+		for i := q - 1; i >= 0; i-- {
+			ops = append(append([]int(nil), n.units[i]...), ops...)
+			h := &tailSpec{id: len(sp.heads), n: n, i: i, p: q - 1, ops: ops, unions: map[int]int{}}
+			for _, s := range sources {
+				u := sp.cm.newBlock(append(append([]int(nil), h.ops...), sp.blocks[s].ops...), cross)
+				h.unions[s] = len(sp.blocks)
+				sp.blocks = append(sp.blocks, u)
+				sp.owner = append(sp.owner, blockRef{host: s, tail: h})
+			}
+			sp.heads = append(sp.heads, h)
+			sp.headAt[[3]int{n.id, i, q - 1}] = h
+		}
+	}
+}
+
+// sourceBlocks lists the blocks that can be the source stage of a plan of n.
+func (sp *space) sourceBlocks(n *snode) []int {
+	switch n.kind {
+	case partition.Leaf:
+		return []int{n.whole()}
+	case partition.Series:
+		var out []int
+		for p := range n.units {
+			out = append(out, n.blk[0][p])
+		}
+		if n.kids[0].kind != partition.Leaf {
+			out = append(out, sp.sourceBlocks(n.kids[0])...)
+		}
+		return out
+	}
+	var out []int
+	for i := range n.units {
+		for p := i; p < len(n.units); p++ {
+			out = append(out, n.blk[i][p-i])
+		}
+	}
+	for _, k := range n.kids {
+		out = append(out, sp.sourceBlocks(k)...)
+	}
+	return out
 }
 
 // makeTails creates, for every parallel kid of series node n and every run of
