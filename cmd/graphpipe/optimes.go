@@ -31,13 +31,25 @@ func profileOps(cmd *cobra.Command, path string, batch int64, quick bool, out st
 	if last := sizes[len(sizes)-1]; int64(last) != batch {
 		sizes = append(sizes, int(batch))
 	}
+	// the whole model runs at the largest size: its parameters, their
+	// gradients, and every output and stash of a micro-batch
+	tot := g.Total()
+	need := 8*tot.Params + int64(sizes[len(sizes)-1])*(tot.OutBytes+tot.StashBytes)
+	if have := (cpuMeter{}).memory(); need > have/2 {
+		return usagef("--batch: timing the ops at micro-batch %d needs about %.3g GB, over half of this machine's %.3g GB; pass a smaller --batch (times beyond it are extrapolated)",
+			sizes[len(sizes)-1], float64(need)/1e9, float64(have)/1e9)
+	}
 	minTime := 200 * time.Millisecond // per size
 	if quick {
 		minTime = 20 * time.Millisecond
 	}
 	log := cmd.ErrOrStderr()
 	start := time.Now()
-	timed, err := stage.TimeOps(g, sizes, minTime, nil)
+	last := start
+	timed, err := stage.TimeOps(g, sizes, minTime, func(m int) {
+		fmt.Fprintf(log, "timed every op at micro-batch %d (%.1f s)\n", m, time.Since(last).Seconds())
+		last = time.Now()
+	})
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,7 @@ func TestOpTimesFeedSearch(t *testing.T) {
 		{"on a gpu", []string{"profile", "--model", model, "--device", "cuda"}, "--model: op times are measured on the cpu backend only"},
 		{"batch without model", []string{"profile", "--batch", "4"}, "--batch: only with --model"},
 		{"bad batch", []string{"profile", "--model", model, "--batch", "-3"}, "--batch: must be between 1"},
+		{"batch past memory", []string{"profile", "--model", model, "--batch", "1048576"}, "--batch: timing the ops at micro-batch 1048576 needs about"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, e := gp(t, "", c.args...)
