@@ -112,6 +112,25 @@ func OpTimesOf(g *dag.Graph) (*search.OpTimes, error) {
 	return t, t.Validate()
 }
 
+// ProbedCPU is the built-in cpu profile with its links measured on this
+// host (runtime.ProbeLinks, fitted by search.FitLink), as graphpipe profile
+// --device cpu measures them.
+func ProbedCPU() (search.Device, error) {
+	d := search.Profiles["cpu"]
+	sizes := []int{1 << 10, 64 << 10, 1 << 20, 8 << 20}
+	t, err := runtime.ProbeLinks(sizes, 20)
+	if err != nil {
+		return d, err
+	}
+	var samples []search.KernelSample
+	for i, size := range sizes {
+		samples = append(samples, search.KernelSample{Work: float64(size), Seconds: t[i]})
+	}
+	lat, bw, err := search.FitLink(samples)
+	d.IntraLat, d.InterLat, d.IntraBW, d.InterBW = lat, lat, bw, bw
+	return d, err
+}
+
 // SingleIteration trains g in one process at micro-batch micro for steps
 // iterations and returns the median iteration in seconds (the first left out).
 func SingleIteration(g *dag.Graph, micro, steps int, o stage.TrainOptions) (float64, error) {

@@ -305,10 +305,14 @@ func realRuns(c Config, s *Section, label string, g *dag.Graph, micro int64, ste
 	if err != nil {
 		return err
 	}
+	probed, err := ProbedCPU()
+	if err != nil {
+		return err
+	}
 	for _, priced := range []string{"built-in cpu profile", "op times"} {
 		opt := search.Options{Device: search.Profiles["cpu"], Devices: 2, MicroBatch: micro}
 		if priced == "op times" {
-			opt.OpTimes = times
+			opt.OpTimes, opt.Device = times, probed
 		}
 		for _, strategy := range strategies {
 			opt.Strategy = strategy
@@ -352,7 +356,7 @@ func Runtime(c Config) (*Section, error) {
 			"a disagreement between the runtime and the simulator (which would not shrink).",
 			"Real CPU runs are priced two ways: by the built-in cpu profile (FLOPs and bytes at a rate measured with gonum's sgemm), and by op times " +
 				"measured in this run (every op of the model timed through the stage executor at power-of-two micro-batches, as graphpipe profile --model " +
-				"does, with the machine to itself); the second plan may differ from the first. Two workers in one process share this machine's 2 cores " +
+				"does, with the machine to itself) with links probed in this run (as graphpipe profile --device cpu does); the second plan may differ from the first. Two workers in one process share this machine's 2 cores " +
 				"with the NATS server; the op times were taken alone."}}
 	g, _ := Paper("mmt")
 	ds := []int{16, 32}

@@ -21,13 +21,35 @@ type KernelSample struct {
 // profile's terms with MaxEff = 1: PeakFLOPs = 1/b (the rate large calls
 // approach) and HalfWork = (a − launch)·PeakFLOPs, at least 1 FLOP.
 func FitCompute(samples []KernelSample, launch float64) (peak, halfWork float64, err error) {
+	a, b, err := fitLine(samples, "FLOPs")
+	if err != nil {
+		return 0, 0, err
+	}
+	peak = 1 / b
+	halfWork = math.Max((a-launch)*peak, 1)
+	return peak, halfWork, nil
+}
+
+// FitLink fits a link's cost, latency + bytes/bandwidth, to measured
+// one-way times (Work in bytes), the same way.
+func FitLink(samples []KernelSample) (latency, bandwidth float64, err error) {
+	a, b, err := fitLine(samples, "bytes")
+	if err != nil {
+		return 0, 0, err
+	}
+	return math.Max(a, 0), 1 / b, nil
+}
+
+// fitLine fits t = a + b·w by least squares on relative error (each sample
+// weighted 1/t²); b must come out positive.
+func fitLine(samples []KernelSample, unit string) (a, b float64, err error) {
 	if len(samples) < 2 {
 		return 0, 0, fmt.Errorf("profile: fitting needs at least 2 measured sizes, got %d", len(samples))
 	}
 	var sw, swx, swy, swxx, swxy float64
 	for _, s := range samples {
 		if !(s.Work > 0) || !(s.Seconds > 0) {
-			return 0, 0, fmt.Errorf("profile: a sample of %g FLOPs in %g s cannot be fitted", s.Work, s.Seconds)
+			return 0, 0, fmt.Errorf("profile: a sample of %g %s in %g s cannot be fitted", s.Work, unit, s.Seconds)
 		}
 		w := 1 / (s.Seconds * s.Seconds)
 		sw += w
@@ -40,12 +62,10 @@ func FitCompute(samples []KernelSample, launch float64) (peak, halfWork float64,
 	if det <= 0 {
 		return 0, 0, fmt.Errorf("profile: the measured sizes must differ")
 	}
-	b := (sw*swxy - swx*swy) / det
-	a := (swy - b*swx) / sw
+	b = (sw*swxy - swx*swy) / det
+	a = (swy - b*swx) / sw
 	if !(b > 0) || math.IsInf(b, 0) {
-		return 0, 0, fmt.Errorf("profile: time does not grow with work in these measurements (slope %g s/FLOP)", b)
+		return 0, 0, fmt.Errorf("profile: time does not grow with %s in these measurements (slope %g s per unit)", unit, b)
 	}
-	peak = 1 / b
-	halfWork = math.Max((a-launch)*peak, 1)
-	return peak, halfWork, nil
+	return a, b, nil
 }

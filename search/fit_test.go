@@ -60,3 +60,25 @@ func TestFitComputeRefusals(t *testing.T) {
 }
 
 func rel(a, b float64) float64 { return math.Abs(a-b) / math.Abs(b) }
+
+// TestFitLinkRecoversTheModel: one-way times made by Device.transfer give
+// back each built-in profile's latency and bandwidth.
+func TestFitLinkRecoversTheModel(t *testing.T) {
+	for _, name := range ProfileNames() {
+		d := Profiles[name]
+		var samples []KernelSample
+		for b := 1024.0; b <= 64<<20; b *= 4 {
+			samples = append(samples, KernelSample{b, d.transfer(b, false)})
+		}
+		lat, bw, err := FitLink(samples)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rel(lat, d.IntraLat) > 1e-6 || rel(bw, d.IntraBW) > 1e-9 {
+			t.Errorf("%s: fitted %.6g s + bytes / %.6g B/s, want %.6g and %.6g", name, lat, bw, d.IntraLat, d.IntraBW)
+		}
+	}
+	if _, _, err := FitLink([]KernelSample{{1e6, 2e-3}, {1e9, 1e-3}}); err == nil {
+		t.Error("a link that gets faster with size was fitted")
+	}
+}

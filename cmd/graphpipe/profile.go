@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
@@ -29,7 +30,10 @@ type meter interface {
 	device() *cuda.Device                   // where the executor runs ops: nil for the CPU
 	copyRate(bytes int) (float64, error)    // bytes moved (read + written) per second
 	memory() int64
-	base() search.Device // where the links come from: one device cannot measure them
+	base() search.Device // where the links come from when links cannot measure them
+	// links measures the links between workers of this kind on one host:
+	// one-way seconds per message size, or ok false when it cannot
+	links(quick bool) (sizes []int, oneWay []float64, ok bool, err error)
 	sizes(quick bool) []int
 	close()
 }
@@ -59,6 +63,10 @@ type profileResult struct {
 	// KernelLaunch is the bare cost of a kernel call; Device.Launch is an
 	// op call's through the executor (the larger).
 	KernelLaunch float64 `json:"kernel_launch_s"`
+	// LinkSizes and LinkS are the probed message sizes and one-way times,
+	// where the links were measured.
+	LinkSizes []int     `json:"link_sizes,omitempty"`
+	LinkS     []float64 `json:"link_one_way_s,omitempty"`
 }
 
 func newProfileCmd() *cobra.Command {
@@ -74,9 +82,11 @@ func newProfileCmd() *cobra.Command {
 model's compute term (the rate large calls approach, and the work at which a
 call reaches half of it); a chain of tiny ops trained through the stage
 executor gives the fixed cost of an op call (the bare kernel launch is
-reported beside it); a large copy gives memory bandwidth. Links between devices cannot be measured from one
-device: they are copied from the nearest built-in profile, which the output
-names.
+reported beside it); a large copy gives memory bandwidth. On the CPU, the
+links between workers on this host (endpoints over an embedded NATS server)
+are probed with messages of growing size; links between GPUs cannot be
+measured from one device: they are copied from the nearest built-in
+profile, which the output names.
 
 With --model, time the model's own ops instead, as the paper's planner
 does: each op alike (kind, attributes, input shapes) runs forward, backward
@@ -199,6 +209,21 @@ func measure(m meter, quick bool, log io.Writer) (*profileResult, error) {
 	}
 	d := m.base()
 	res.LinksOf = d.Name
+	if sizes, oneWay, ok, err := m.links(quick); err != nil {
+		return nil, err
+	} else if ok {
+		var samples []search.KernelSample
+		for i, size := range sizes {
+			samples = append(samples, search.KernelSample{Work: float64(size), Seconds: oneWay[i]})
+		}
+		lat, lbw, err := search.FitLink(samples)
+		if err != nil {
+			return nil, err
+		}
+		d.IntraLat, d.InterLat, d.IntraBW, d.InterBW = lat, lat, lbw, lbw
+		res.LinkSizes, res.LinkS = sizes, oneWay
+		res.LinksOf = fmt.Sprintf("measured between workers on this host (%.3g µs + bytes / %.3g GB/s)", lat*1e6, lbw/1e9)
+	}
 	d.Name = m.name() + " (measured)"
 	// the cost model's Launch is what an op call costs beyond its work: the
 	// executor's own per-call work (allocation, bookkeeping, the launch
@@ -208,7 +233,7 @@ func measure(m meter, quick bool, log io.Writer) (*profileResult, error) {
 		return nil, err
 	}
 	res.Device, res.KernelLaunch = d, launch
-	fmt.Fprintf(log, "fit: %.4g TFLOP/s for large GEMMs, half of it at %.3g FLOPs per call; launch %.3g µs per kernel, %.3g µs per op call through the executor; copy %.4g GB/s; links from the %s profile\n",
+	fmt.Fprintf(log, "fit: %.4g TFLOP/s for large GEMMs, half of it at %.3g FLOPs per call; launch %.3g µs per kernel, %.3g µs per op call through the executor; copy %.4g GB/s; links %s\n",
 		peak/1e12, half, launch*1e6, perCall*1e6, bw/1e9, res.LinksOf)
 	return res, nil
 }
@@ -336,6 +361,17 @@ func (cpuMeter) memory() int64 {
 }
 
 func (cpuMeter) base() search.Device  { return search.Profiles["cpu"] }
+
+// links probes the links CPU workers on this host use: endpoints over an
+// embedded NATS server on loopback.
+func (cpuMeter) links(quick bool) ([]int, []float64, bool, error) {
+	sizes, reps := []int{1 << 10, 64 << 10, 1 << 20, 8 << 20}, 20
+	if quick {
+		sizes, reps = []int{1 << 10, 1 << 20}, 5
+	}
+	t, err := runtime.ProbeLinks(sizes, reps)
+	return sizes, t, err == nil, err
+}
 func (cpuMeter) device() *cuda.Device { return nil }
 func (cpuMeter) close()               {}
 
@@ -462,6 +498,9 @@ func (g *gpuMeter) base() search.Device {
 }
 
 func (g *gpuMeter) device() *cuda.Device { return g.d }
+
+// links: one GPU cannot measure the links between GPUs.
+func (g *gpuMeter) links(bool) ([]int, []float64, bool, error) { return nil, nil, false, nil }
 
 func (g *gpuMeter) close() {
 	g.d.Close()
