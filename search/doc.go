@@ -179,7 +179,9 @@
 //     tensor's own sgemm is faster: `graphpipe profile --device cpu`
 //     measured 0.232–0.246 TFLOP/s for large GEMMs, half of that at
 //     5.3e5–6.3e5 FLOPs, 0.81–0.83 µs per call and 28.1–28.6 GB/s copies in
-//     three runs. The built-in profile keeps the first figures because the
+//     three runs, and probes the links between workers on this host
+//     (endpoints over an embedded NATS server, 1 KiB to 8 MiB): 26.1 µs +
+//     bytes / 0.513 GB/s. The built-in profile keeps the first figures because the
 //     runtime's tests choose their plans with it (multi-stage pipelines on
 //     small models); for predictions of real CPU runs, use a measured
 //     profile: graphpipe profile --device cpu -o cpu.json, then --device
