@@ -360,7 +360,7 @@ func (cpuMeter) memory() int64 {
 	return search.Profiles["cpu"].Memory
 }
 
-func (cpuMeter) base() search.Device  { return search.Profiles["cpu"] }
+func (cpuMeter) base() search.Device { return search.Profiles["cpu"] }
 
 // links probes the links CPU workers on this host use: endpoints over an
 // embedded NATS server on loopback.

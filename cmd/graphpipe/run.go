@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -410,10 +411,11 @@ func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID strin
 	if err != nil {
 		return nil, err
 	}
+	env := workerEnv(n, o.Token)
 	var procs []*exec.Cmd
 	for i := 0; i < n; i++ {
 		c := exec.CommandContext(ctx, self, append([]string{"worker", "--nats", o.URL, "--run", runID, "--gen", fmt.Sprint(gen)}, wargs(i)...)...)
-		c.Env = append(os.Environ(), tokenEnv+"="+o.Token)
+		c.Env = env
 		c.Stderr = log
 		if err := c.Start(); err != nil {
 			stopWorkers(procs)
@@ -422,6 +424,20 @@ func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID strin
 		procs = append(procs, c)
 	}
 	return procs, nil
+}
+
+// workerEnv is the environment of n local worker processes: this one's,
+// the server's token, and, unless the user set GOMAXPROCS, an even share of
+// this host's cores each. With all of them each, a pipeline's stages, busy
+// at once, preempt one another and the server relaying their messages: the
+// small MMT on 2 workers and 2 cores took 6.05-7.34 ms per iteration, with a
+// core each 4.84-5.19 ms.
+func workerEnv(n int, token string) []string {
+	env := append(os.Environ(), tokenEnv+"="+token)
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", max(1, goruntime.NumCPU()/n)))
+	}
+	return env
 }
 
 // watchWorkers fails the run as soon as a local worker process dies with an

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -324,5 +326,20 @@ func TestRunFailsWhenAWorkerDies(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("took %v to notice", d)
+	}
+}
+
+// TestWorkerEnv: local workers share the cores unless the user chose.
+func TestWorkerEnv(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	os.Unsetenv("GOMAXPROCS")
+	want := fmt.Sprintf("GOMAXPROCS=%d", max(1, goruntime.NumCPU()/3))
+	if env := workerEnv(3, "tok"); !slices.Contains(env, want) || !slices.Contains(env, tokenEnv+"=tok") {
+		t.Fatalf("env lacks %s or the token: %v", want, env)
+	}
+	t.Setenv("GOMAXPROCS", "1000")
+	env := workerEnv(3, "tok")
+	if slices.Contains(env, want) || !slices.Contains(env, "GOMAXPROCS=1000") {
+		t.Fatalf("the user's GOMAXPROCS was overridden: %v", env)
 	}
 }
