@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -122,10 +123,24 @@ func TestRunOnGPU(t *testing.T) {
 func TestProfileFeedsSearch(t *testing.T) {
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "cpu.json")
-	if c, _, e := gp(t, "", "profile", "--device", "cpu", "--quick", "-o", prof); c != 0 {
+	c, out, e := gp(t, "", "profile", "--device", "cpu", "--quick", "-o", prof, "--json")
+	if c != 0 {
 		t.Fatal(e)
 	}
-	c, out, e := gp(t, "", "search", smallModel(t, "mmt"), "--devices", "2", "--device", prof, "--json")
+	var cpu profileResult
+	if err := json.Unmarshal([]byte(out), &cpu); err != nil {
+		t.Fatal(err)
+	}
+	// the links were probed, and the profile holds their fit
+	var samples []search.KernelSample
+	for i, size := range cpu.LinkSizes {
+		samples = append(samples, search.KernelSample{Work: float64(size), Seconds: cpu.LinkS[i]})
+	}
+	lat, bw, err := search.FitLink(samples)
+	if err != nil || lat != cpu.Device.IntraLat || bw != cpu.Device.IntraBW || !strings.HasPrefix(cpu.LinksOf, "measured") {
+		t.Fatalf("links %q: probed %v in %v s, fit %g s + bytes / %g B/s (%v), profile %g s, %g B/s", cpu.LinksOf, cpu.LinkSizes, cpu.LinkS, lat, bw, err, cpu.Device.IntraLat, cpu.Device.IntraBW)
+	}
+	c, out, e = gp(t, "", "search", smallModel(t, "mmt"), "--devices", "2", "--device", prof, "--json")
 	if c != 0 || !strings.Contains(out, `"device":"cpu (measured)"`) {
 		t.Fatalf("search with the measured profile: exit %d, %s %s", c, out, e)
 	}
@@ -138,9 +153,9 @@ func TestProfileFeedsSearch(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	// both launch figures are written (the profile's is the larger)
-	if res.KernelLaunch <= 0 || res.Device.Launch < res.KernelLaunch {
-		t.Errorf("kernel launch %g s, op call %g s: want 0 < launch ≤ op call", res.KernelLaunch, res.Device.Launch)
+	// both launch figures are written; links cannot be probed from one GPU
+	if res.KernelLaunch <= 0 || res.Device.Launch <= 0 || len(res.LinkSizes) != 0 || res.LinksOf != "cpu" {
+		t.Errorf("kernel launch %g s, op call %g s, links %q %v", res.KernelLaunch, res.Device.Launch, res.LinksOf, res.LinkSizes)
 	}
 	t.Logf("emulator: %.3g µs per kernel launch, %.3g µs per op call through the executor", res.KernelLaunch*1e6, res.Device.Launch*1e6)
 }
