@@ -23,16 +23,18 @@ test:
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime 200000x
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 100000x
 
-# The main job: plan a small multi-branch model (the MMT preset) on 4 CPU
-# "devices" as a graph pipeline and as the best sequential pipeline, train each
+# The main job: time the ops of a small multi-branch model (the MMT preset) on
+# this CPU, plan it on 4 CPU "devices" from those times as a graph pipeline
+# and as the best sequential pipeline, train each
 # for 60 steps with one worker process per stage over an embedded NATS server,
 # and print the loss and the measured throughput of both. Then plan the
 # paper's MMT on 32 v100s and simulate it.
 demo: build
 	@mkdir -p $(DEMO)
 	$(BIN) models export mmt --preset small -o $(DEMO)/mmt-small.json
-	$(BIN) search $(DEMO)/mmt-small.json --devices 4 --device cpu --micro-batch 4 -o $(DEMO)/small-gpp.json
-	$(BIN) search $(DEMO)/mmt-small.json --devices 4 --device cpu --micro-batch 4 --strategy spp -o $(DEMO)/small-spp.json
+	$(BIN) profile --model $(DEMO)/mmt-small.json -o $(DEMO)/mmt-small.optimes.json
+	$(BIN) search $(DEMO)/mmt-small.json --devices 4 --device cpu --op-times $(DEMO)/mmt-small.optimes.json --micro-batch 4 -o $(DEMO)/small-gpp.json
+	$(BIN) search $(DEMO)/mmt-small.json --devices 4 --device cpu --op-times $(DEMO)/mmt-small.optimes.json --micro-batch 4 --strategy spp -o $(DEMO)/small-spp.json
 	$(BIN) explain $(DEMO)/small-gpp.json
 	$(BIN) run $(DEMO)/small-gpp.json --model $(DEMO)/mmt-small.json --steps 60 --lr 0.01 --json > $(DEMO)/run-gpp.json
 	$(BIN) run $(DEMO)/small-spp.json --model $(DEMO)/mmt-small.json --steps 60 --lr 0.01 --json > $(DEMO)/run-spp.json
