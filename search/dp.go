@@ -35,6 +35,7 @@ type dp struct {
 	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
 	// longer one.
 	tailFloor []float64
+	headFloor []float64              // the same for heads (fork absorption)
 	forkM     map[forkKey]forkChoice // fork absorption's answers at T (fork.go)
 }
 
@@ -87,18 +88,25 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 			d.fit[id*(d.kmax+1)+k] = fitEntry{math.Max(c.period, c.link), c.static + c.work, c.stashPerMB}
 		}
 	}
-	d.tailFloor = make([]float64, len(sp.tails))
-	for _, t := range sp.tails {
-		d.tailFloor[t.id] = math.Inf(1)
+	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
+	return d
+}
+
+// floors is, per run of units, the least per-micro-batch time of any stage
+// that absorbs it.
+func (d *dp) floors(runs []*tailSpec) []float64 {
+	out := make([]float64, len(runs))
+	for _, t := range runs {
+		out[t.id] = math.Inf(1)
 		for _, u := range t.unions {
 			for k := 1; k <= d.kmax; k++ {
-				if c := &d.costs[u][k]; c.memory(1) <= sp.cm.limit {
-					d.tailFloor[t.id] = math.Min(d.tailFloor[t.id], math.Max(c.period, c.link))
+				if c := &d.costs[u][k]; c.memory(1) <= d.sp.cm.limit {
+					out[t.id] = math.Min(out[t.id], math.Max(c.period, c.link))
 				}
 			}
 		}
 	}
-	return d
+	return out
 }
 
 // candidates are the distinct per-micro-batch times of every block on every

@@ -11,12 +11,19 @@ import "github.com/graphpipe/graphpipe/partition"
 // every entry at most c and the head's stage fitting at c+1; the first c
 // that works is the least.
 
-// forkKey memoises forkGroup and forkSolve.
-type forkKey struct {
-	node, i, k, δ, c int
-	head, tail       int // spec ids; tail -1 when there is none
-	needF, needJ     bool
-	solve            bool // forkSolve's entry, not forkGroup's
+// forkKey memoises forkGroup and forkSolve: (node, i, k, flags) and (δ, c,
+// head, tail+1) packed, which hashes far faster than a struct of ints.
+type forkKey [2]uint64
+
+func newForkKey(node, i, k, δ, c int, h, t *tailSpec, needF, needJ, solve bool) forkKey {
+	flags := uint64(0)
+	for b, on := range []bool{needF, needJ, solve} {
+		if on {
+			flags |= 1 << b
+		}
+	}
+	return forkKey{uint64(node)<<40 | uint64(i)<<20 | uint64(k)<<4 | flags,
+		uint64(δ)<<52 | uint64(c)<<40 | uint64(h.id)<<20 | uint64(tailID(t)+1)}
 }
 
 // forkChoice is how a forkGroup or forkSolve answer was reached.
@@ -42,13 +49,19 @@ func (d *dp) forkGroup(n *snode, i, k, δ, c int, h, t *tailSpec, needF, needJ b
 	if k < 1 || c >= d.D {
 		return false
 	}
-	key := forkKey{n.id, i, k, δ, c, h.id, tailID(t), needF, needJ, false}
-	if v, ok := d.forkM[key]; ok {
-		return v.ok
-	}
 	base := δ
 	if t != nil {
 		base = δ + 1
+	}
+	if !needF { // the head is placed: what is left is the plain DP's
+		if t == nil || !needJ {
+			return d.group(n, i, k, base) <= c
+		}
+		return d.groupHost(n, i, k, δ, t, true) <= c
+	}
+	key := newForkKey(n.id, i, k, δ, c, h, t, needF, needJ, false)
+	if v, ok := d.forkM[key]; ok {
+		return v.ok
 	}
 	last := len(n.units) - 1
 	ans := forkChoice{}
@@ -114,7 +127,7 @@ func (d *dp) forkSolve(n *snode, k, δ, c int, h *tailSpec) bool {
 	if k < 1 || c >= d.D || δ+1 > c+1 {
 		return false
 	}
-	key := forkKey{n.id, 0, k, δ, c, h.id, -1, true, false, true}
+	key := newForkKey(n.id, 0, k, δ, c, h, nil, true, false, true)
 	if v, ok := d.forkM[key]; ok {
 		return v.ok
 	}
@@ -184,6 +197,9 @@ func (d *dp) forkSuffix(n *snode, i, k, δ, best int) (int, choice) {
 			continue
 		}
 		h := d.sp.headAt[[3]int{n.id, i, q - 1}]
+		if d.headFloor[h.id] > d.T {
+			continue // no stage that absorbs the head meets T
+		}
 		for p := q; p <= last; p++ { // p > q: units q+1..p join a branch's sink
 			var t *tailSpec
 			if p > q {
@@ -195,7 +211,19 @@ func (d *dp) forkSuffix(n *snode, i, k, δ, best int) (int, choice) {
 				if after >= inf {
 					continue
 				}
-				for c := after + 1; c+1 < best && c < d.D; c++ {
+				// without the head, a plan of the branches holds at most
+				// one more than c at its entry: the plain DP's value
+				// bounds c from below, and none means no c works
+				var plain int
+				if t == nil {
+					plain = d.group(n.kids[q], 0, k1, after)
+				} else {
+					plain = d.groupHost(n.kids[q], 0, k1, after, t, true)
+				}
+				if plain >= inf {
+					continue
+				}
+				for c := max(after+1, plain-1); c+1 < best && c < d.D; c++ {
 					if d.forkGroup(n.kids[q], 0, k1, after, c, h, t, true, t != nil) {
 						best, ch = c+1, choice{p: int16(p), k1: int16(k1), fork: true, q: int16(q), c: int16(c)}
 						break
@@ -209,11 +237,19 @@ func (d *dp) forkSuffix(n *snode, i, k, δ, best int) (int, choice) {
 
 // extractFork rebuilds the stages of a fork absorption chosen at suffix.
 func (d *dp) extractForkGroup(n *snode, i, k, δ, c int, h, t *tailSpec, needF, needJ bool, out *[]assignment) {
-	ch := d.forkM[forkKey{n.id, i, k, δ, c, h.id, tailID(t), needF, needJ, false}]
 	base := δ
 	if t != nil {
 		base = δ + 1
 	}
+	if !needF { // the plain DP's choices
+		if t == nil || !needJ {
+			d.extractGroup(n, i, k, base, out)
+		} else {
+			d.extractGroupHost(n, i, k, δ, t, true, out)
+		}
+		return
+	}
+	ch := d.forkM[newForkKey(n.id, i, k, δ, c, h, t, needF, needJ, false)]
 	p, k1 := ch.p, ch.k1
 	f, j := needF, needJ
 	switch {
@@ -240,7 +276,7 @@ func (d *dp) extractForkGroup(n *snode, i, k, δ, c int, h, t *tailSpec, needF, 
 }
 
 func (d *dp) extractForkSolve(n *snode, k, δ, c int, h *tailSpec, out *[]assignment) {
-	ch := d.forkM[forkKey{n.id, 0, k, δ, c, h.id, -1, true, false, true}]
+	ch := d.forkM[newForkKey(n.id, 0, k, δ, c, h, nil, true, false, true)]
 	switch ch.role {
 	case 'w':
 		*out = append(*out, assignment{h.unions[n.whole()], k, c + 1})
