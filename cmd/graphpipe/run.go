@@ -206,6 +206,11 @@ func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, s
 		if seed != nil {
 			return nil, nil, usagef("--seed: a plan is made for one model, seed included; search again with the new seed")
 		}
+		for _, f := range searchFlagNames {
+			if cmd.Flags().Changed(f) {
+				return nil, nil, usagef("--%s: the plan %s fixes it; search again to change it", f, name)
+			}
+		}
 		g, err := loadModel(modelPath, stdin)
 		if err != nil {
 			return nil, nil, err

@@ -283,6 +283,8 @@ func TestRunRefusals(t *testing.T) {
 		{[]string{"run", model, "--steps", "0"}, "--steps"},
 		{[]string{"worker"}, "needs --nats and --run"},
 		{[]string{"run", plan, "--model", model, "--seed", "3"}, "search again with the new seed"},
+		{[]string{"run", plan, "--model", model, "--devices", "4"}, "--devices: the plan " + plan + " fixes it"},
+		{[]string{"run", plan, "--model", model, "--op-times", "t.json"}, "--op-times: the plan"},
 	} {
 		code, _, errs := gp(t, "", tc.args...)
 		if code != 2 || !strings.Contains(errs, tc.want) {

@@ -23,6 +23,9 @@ type searchFlags struct {
 	opTimes            string
 }
 
+// searchFlagNames are searchFlags' flags: a command given a plan refuses them.
+var searchFlagNames = []string{"devices", "device", "devices-per-node", "memory-gb", "batch", "strategy", "schedule", "micro-batch", "op-times"}
+
 func (f *searchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.devices, "devices", 8, "number of devices")
 	cmd.Flags().StringVar(&f.device, "device", "v100", "device profile: "+strings.Join(search.ProfileNames(), ", ")+", or a JSON profile file")
