@@ -10,11 +10,9 @@ import (
 // maxReplicas bounds the replicas of one stage; wire keys pack (edge, replica).
 const maxReplicas = 4096
 
-// Edge keys at and above these carry a stage's gradient all-reduce.
-const (
-	gatherEdge    = 1 << 30
-	broadcastEdge = 1<<30 + 1
-)
+// ringEdge is the edge key of a stage's gradient all-reduce (allreduce.go),
+// above every stage edge's.
+const ringEdge = 1 << 30
 
 // rowRange is replica r of k's rows of a micro-batch of b.
 func rowRange(b, k, r int) (lo, hi int) { return r * b / k, (r + 1) * b / k }

@@ -1,0 +1,126 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/graphpipe/graphpipe/stage"
+)
+
+// allReduce sums the gradients of a stage's k replicas with a ring. The
+// gradients, laid end to end in parameter-name order, are cut in k chunks.
+// In k−1 steps each replica passes a chunk to the next, which adds its own
+// (reduce-scatter): replica r ends with the whole sum of chunk r+1. In k−1
+// more the sums go round and are copied (all-gather). Each replica sends
+// 2(k−1)/k of the gradients, what the cost model prices, instead of the
+// (k−1) whole copies a gather to one replica and a broadcast back put on
+// that replica's link; and every replica steps its optimizer on the same
+// numbers, since each chunk is summed once, in one order, and copied.
+func (w *Worker) allReduce(ctx context.Context, n int64) error {
+	k := w.lay.count[w.Stage]
+	if k == 1 {
+		return nil
+	}
+	return ringAllReduce(ctx, w.ep, w.lay.id(w.Stage, (w.Replica+1)%k), w.Replica, n, newGradRing(w.gradients(), k))
+}
+
+// ringAllReduce is replica r's part of the ring over endpoint ep, next the
+// endpoint of replica r+1, in iteration n.
+func ringAllReduce(ctx context.Context, ep *Endpoint, next int32, r int, n int64, g gradRing) error {
+	k := g.k
+	for s := 0; s < 2*(k-1); s++ {
+		send, recv, add := r-s, r-s-1, true // reduce-scatter
+		if s >= k-1 {
+			s2 := s - (k - 1)
+			send, recv, add = r+1-s2, r-s2, false // all-gather
+		}
+		msg, err := EncodeTensors([]Tensor{{Name: "chunk", Shape: []int{g.size(send)}, F32: g.read(send)}})
+		if err != nil {
+			return err
+		}
+		if err := ep.Send(ctx, next, msgKey{n, int32(s), ringEdge, 'g'}, msg); err != nil {
+			return err
+		}
+		got, err := ep.Receive(ctx, msgKey{n, int32(s), ringEdge, 'g'})
+		if err != nil {
+			return err
+		}
+		ts, err := DecodeTensors(got)
+		if err != nil {
+			return err
+		}
+		if len(ts) != 1 || len(ts[0].F32) != g.size(recv) {
+			return fmt.Errorf("all-reduce step %d: a chunk of %d tensors, want 1 of %d values", s, len(ts), g.size(recv))
+		}
+		g.write(recv, ts[0].F32, add)
+	}
+	return nil
+}
+
+// gradients is the stage's gradients in parameter-name order.
+func (w *Worker) gradients() []*stage.Value[float32] {
+	names := w.ex.ParamNames()
+	out := make([]*stage.Value[float32], len(names))
+	for i, name := range names {
+		out[i] = w.ex.Grads[name]
+	}
+	return out
+}
+
+// gradRing is gradients laid end to end and cut in k chunks.
+type gradRing struct {
+	vals     []*stage.Value[float32]
+	k, total int
+}
+
+func newGradRing(vals []*stage.Value[float32], k int) gradRing {
+	g := gradRing{vals: vals, k: k}
+	for _, v := range vals {
+		g.total += len(v.Data)
+	}
+	return g
+}
+
+// span is chunk c's [lo, hi) in the values laid end to end (c taken mod k).
+func (g gradRing) span(c int) (lo, hi int) {
+	c = ((c % g.k) + g.k) % g.k
+	return c * g.total / g.k, (c + 1) * g.total / g.k
+}
+
+func (g gradRing) size(c int) int {
+	lo, hi := g.span(c)
+	return hi - lo
+}
+
+// each calls f on the pieces of chunk c, one per value it touches, with
+// the offset of each piece in the chunk.
+func (g gradRing) each(c int, f func(piece []float32, at int)) {
+	lo, hi := g.span(c)
+	base := 0
+	for _, v := range g.vals {
+		a, b := max(lo, base), min(hi, base+len(v.Data))
+		if a < b {
+			f(v.Data[a-base:b-base], a-lo)
+		}
+		base += len(v.Data)
+	}
+}
+
+func (g gradRing) read(c int) []float32 {
+	out := make([]float32, g.size(c))
+	g.each(c, func(piece []float32, at int) { copy(out[at:], piece) })
+	return out
+}
+
+// write adds data into chunk c, or copies it there.
+func (g gradRing) write(c int, data []float32, add bool) {
+	g.each(c, func(piece []float32, at int) {
+		if !add {
+			copy(piece, data[at:])
+			return
+		}
+		for i := range piece {
+			piece[i] += data[at+i]
+		}
+	})
+}

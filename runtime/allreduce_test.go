@@ -1,0 +1,78 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/graphpipe/graphpipe/stage"
+)
+
+// TestRingAllReduce: k replicas, each with gradients of uneven sizes (some
+// smaller than a chunk, some spanning several), end with the same numbers,
+// the sum of everyone's, over a transport that drops, duplicates and
+// reorders; and each sends 2(k-1)/k of the gradients, not more.
+func TestRingAllReduce(t *testing.T) {
+	sizes := []int{300, 1, 1700, 0, 800}
+	total := 2801
+	for k := 2; k <= 5; k++ {
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			m := NewMemory(int64(k), Faults{Drop: 0.1, Duplicate: 0.1, Reorder: 0.1}, 1<<20)
+			eps := make([]*Endpoint, k)
+			grads := make([][]*stage.Value[float32], k)
+			want := make([]float64, total)
+			for r := range eps {
+				var err error
+				if eps[r], err = NewEndpoint(m, "ring", 1, int32(r)); err != nil {
+					t.Fatal(err)
+				}
+				defer eps[r].Close()
+				at := 0
+				for _, n := range sizes {
+					v := stage.NewValue[float32](n)
+					for i := range v.Data {
+						v.Data[i] = float32((r+1)*(at+1)) / 7
+						want[at] += float64(v.Data[i])
+						at++
+					}
+					grads[r] = append(grads[r], v)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			errs := make(chan error, k)
+			for r := range eps {
+				go func() {
+					errs <- ringAllReduce(ctx, eps[r], int32((r+1)%k), r, 3, newGradRing(grads[r], k))
+				}()
+			}
+			for range eps {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			for r := range eps {
+				at := 0
+				for j, v := range grads[r] {
+					for i, x := range v.Data {
+						if x != grads[0][j].Data[i] {
+							t.Fatalf("replica %d value %d: %v, replica 0 has %v", r, at, x, grads[0][j].Data[i])
+						}
+						if d := float64(x) - want[at]; d > 1e-6*want[at] || d < -1e-6*want[at] {
+							t.Fatalf("replica %d value %d: %v, want %v", r, at, x, want[at])
+						}
+						at++
+					}
+				}
+				// a gather to replica 0 and a broadcast back would put
+				// (k-1) whole copies on its link: from 4 replicas on, more
+				// than this allows for resends and framing
+				ring := 2 * (k - 1) * (total/k + 1) * 4
+				if sent := eps[r].Stats().Bytes; sent > int64(ring*3/2+2*(k-1)*300) {
+					t.Errorf("replica %d sent %d bytes; the ring's share is %d", r, sent, ring)
+				}
+			}
+		})
+	}
+}
