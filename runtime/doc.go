@@ -22,4 +22,8 @@
 //     do not depend on what the network did. A schedule that splits the
 //     backward (zb) runs B as the inputs' gradients only and W, later, as the
 //     parameters' (stage.Executor.Backward without weights, then Weights).
+//  5. A data-parallel stage's replicas all-reduce their gradients with a
+//     ring (allreduce.go): each sends 2(k−1)/k of them, as the cost model
+//     prices, and each chunk is summed once, in one order, and copied, so
+//     every replica steps its optimizer on the same numbers.
 package runtime
