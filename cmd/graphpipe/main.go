@@ -118,6 +118,17 @@ func loadModel(path string, stdin io.Reader) (*dag.Graph, error) {
 	return g, err
 }
 
+// computable refuses, as bad input, a model that a command must compute but
+// cannot: one with an opaque op (a cost without a computation).
+func computable(g *dag.Graph, path string) error {
+	for i := 0; i < g.NumOps(); i++ {
+		if op := g.Op(i); op.Kind == dag.Opaque {
+			return inputf("%s: op %q is opaque: it has a cost but no computation, so it can be searched and simulated (and run with --emulate) but not computed", path, op.Name)
+		}
+	}
+	return nil
+}
+
 // rebuild validates an edited model document.
 func rebuild(m *dag.Model) (*dag.Graph, error) {
 	g, err := dag.Build(m)

@@ -18,6 +18,9 @@ func profileOps(cmd *cobra.Command, path string, batch int64, quick bool, out st
 	if err != nil {
 		return err
 	}
+	if err := computable(g, path); err != nil {
+		return err
+	}
 	if batch == 0 {
 		batch = g.BatchSize()
 	}

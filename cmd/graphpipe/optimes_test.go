@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,5 +50,46 @@ func TestOpTimesFeedSearch(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q, want 2 and %q", code, e, c.want)
 			}
 		})
+	}
+}
+
+// opaqueModel is the small MLP with its first op made opaque (a cost, no
+// computation).
+func opaqueModel(t *testing.T) string {
+	t.Helper()
+	path := smallModel(t, "mlp")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	op := m["ops"].([]any)[0].(map[string]any)
+	op["op"], op["attrs"] = "opaque", map[string]any{"out_shape": []int{4}, "flops_fwd": 100}
+	data, _ = json.Marshal(m)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestOpaqueIsNotComputed: what must compute a model refuses an opaque op
+// up front, as bad input naming the file and the op; search takes it.
+func TestOpaqueIsNotComputed(t *testing.T) {
+	model := opaqueModel(t)
+	for _, args := range [][]string{
+		{"run", model, "--devices", "1", "--device", "cpu", "--steps", "1"},
+		{"profile", "--model", model},
+		{"train", model, "--steps", "1"},
+	} {
+		code, _, e := gp(t, "", args...)
+		if code != 2 || !strings.Contains(e, "is opaque") || strings.Count(strings.TrimSpace(e), "\n") > 0 {
+			t.Errorf("%v: exit %d, %q", args, code, e)
+		}
+	}
+	if code, _, e := gp(t, "", "search", model, "--devices", "2", "--device", "cpu"); code != 0 {
+		t.Errorf("search of an opaque model: exit %d, %s", code, e)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -125,6 +126,8 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 					return usagef("--dump: an emulated run computes nothing to dump")
 				}
 				o.Emulate = true
+			} else if err := computable(g, cmp.Or(modelPath, a[0])); err != nil {
+				return err
 			}
 			if ckptEvery < 0 || ckptEvery > 0 && ckptDir == "" {
 				return usagef("--checkpoint-every needs --checkpoint DIR and a positive count")
