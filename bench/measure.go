@@ -105,7 +105,7 @@ func OpTimesOf(g *dag.Graph) (*search.OpTimes, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &search.OpTimes{Format: search.OpTimesFormat, Model: g.Name(), SHA256: search.ModelHash(g), Device: "cpu (this run)", Ops: map[string]search.OpSeries{}}
+	t := &search.OpTimes{Format: search.OpTimesFormat, Model: g.Name(), SHA256: search.OpsHash(g), Device: "cpu (this run)", Ops: map[string]search.OpSeries{}}
 	for name, s := range timed {
 		t.Ops[name] = search.OpSeries{MicroBatch: s.MicroBatch, Forward: s.Forward, InputGrad: s.InputGrad, WeightGrad: s.WeightGrad}
 	}

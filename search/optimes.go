@@ -2,6 +2,8 @@ package search
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -22,7 +24,7 @@ const OpTimesFormat = "graphpipe/optimes@1"
 type OpTimes struct {
 	Format string `json:"format"`
 	Model  string `json:"model"`
-	SHA256 string `json:"model_sha256"` // ModelHash of the model the times belong to
+	SHA256 string `json:"model_sha256"` // OpsHash of the model the times belong to
 	Device string `json:"device"`       // where they were measured, in words
 	// Ops maps every op's name to its times per call.
 	Ops map[string]OpSeries `json:"ops"`
@@ -137,10 +139,20 @@ func (s OpSeries) at(m int64) opTime {
 	return opTime{f: pick(s.Forward), bi: pick(s.InputGrad), bw: pick(s.WeightGrad)}
 }
 
-// resolve indexes t by g's ops, after checking that t was measured on g and
-// times every op of it.
+// OpsHash is the SHA-256 of the model's canonical rendering with its seed
+// and batch size cleared: what op times depend on (the ops, their shapes
+// per sample), so that times measured once serve every seed and batch.
+func OpsHash(g *dag.Graph) string {
+	m := *g.Model()
+	m.Seed, m.BatchSize = 0, 1
+	sum := sha256.Sum256(dag.Write(&m))
+	return hex.EncodeToString(sum[:])
+}
+
+// resolve indexes t by g's ops, after checking that t was measured on g's
+// ops (OpsHash) and times every op of it.
 func (t *OpTimes) resolve(g *dag.Graph) ([]*OpSeries, error) {
-	if h := ModelHash(g); t.SHA256 != h {
+	if h := OpsHash(g); t.SHA256 != h {
 		return nil, &OptionError{"op-times", fmt.Sprintf("measured on model %q (sha256 %.12s…), not on this one (%.12s…): measure it with graphpipe profile --model", t.Model, t.SHA256, h)}
 	}
 	out := make([]*OpSeries, g.NumOps())

@@ -15,7 +15,7 @@ import (
 // from FLOPs and bytes, at every per-device micro-batch from 1 to batch.
 func analyticTimes(g *dag.Graph, o Options, batch int64) *OpTimes {
 	cm := newCostModel(g, &o)
-	t := &OpTimes{Format: OpTimesFormat, Model: g.Name(), SHA256: ModelHash(g), Device: "the cost model", Ops: map[string]OpSeries{}}
+	t := &OpTimes{Format: OpTimesFormat, Model: g.Name(), SHA256: OpsHash(g), Device: "the cost model", Ops: map[string]OpSeries{}}
 	for i := 0; i < g.NumOps(); i++ {
 		var s OpSeries
 		for m := int64(1); m <= batch; m++ {
@@ -104,7 +104,17 @@ func TestOpTimesOfAnotherModel(t *testing.T) {
 	if !errors.As(err, &oe) || oe.Flag != "op-times" || !strings.Contains(err.Error(), "not on this one") {
 		t.Fatalf("got %v, want an op-times OptionError", err)
 	}
+	// another seed and batch: the same ops, the same times
+	m := *g.Model()
+	m.Seed, m.BatchSize = m.Seed+1, 2*m.BatchSize
+	reseeded, err := dag.Build(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
 	o.OpTimes = analyticTimes(g, o, 4)
+	if _, err := Search(reseeded, o); err != nil {
+		t.Fatalf("op times refused for another seed and batch of the same model: %v", err)
+	}
 	delete(o.OpTimes.Ops, g.Op(3).Name)
 	if _, err = Search(g, o); !errors.As(err, &oe) || !strings.Contains(err.Error(), g.Op(3).Name) {
 		t.Fatalf("an untimed op: got %v, want it named", err)

@@ -57,7 +57,7 @@ func profileOps(cmd *cobra.Command, path string, batch int64, quick bool, out st
 		return err
 	}
 	host, _ := os.Hostname()
-	t := &search.OpTimes{Format: search.OpTimesFormat, Model: g.Name(), SHA256: search.ModelHash(g),
+	t := &search.OpTimes{Format: search.OpTimesFormat, Model: g.Name(), SHA256: search.OpsHash(g),
 		Device: fmt.Sprintf("cpu (%s, stage executor)", host), Ops: map[string]search.OpSeries{}}
 	for name, s := range timed {
 		t.Ops[name] = search.OpSeries{MicroBatch: s.MicroBatch, Forward: s.Forward, InputGrad: s.InputGrad, WeightGrad: s.WeightGrad}
