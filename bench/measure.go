@@ -101,7 +101,7 @@ func OpTimesOf(g *dag.Graph) (*search.OpTimes, error) {
 	for m := 1; int64(m) <= g.BatchSize(); m *= 2 {
 		sizes = append(sizes, m)
 	}
-	timed, err := stage.TimeOps(g, sizes, 200*time.Millisecond, nil)
+	timed, err := stage.TimeOps(g, sizes, 200*time.Millisecond, nil, nil)
 	if err != nil {
 		return nil, err
 	}

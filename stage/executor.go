@@ -25,8 +25,12 @@ type Executor struct {
 	// OpSeconds accumulates each op's time: [0] forward, [1] backward (for
 	// the inputs, and for the weights whether in Backward or in Weights).
 	OpSeconds map[string]*[2]float64
-	devErr    error     // the first device error of a backward pass (GPU kernels)
-	dev       *devState // the device the ops run on (UseDevice), or nil
+	// SyncOps makes OpSeconds time each op on a device to its end, not to
+	// its launch: the device is synchronised after every op (for timing
+	// ops, at the cost of overlap; graphpipe profile --model).
+	SyncOps bool
+	devErr  error     // the first device error of a backward pass (GPU kernels)
+	dev     *devState // the device the ops run on (UseDevice), or nil
 }
 
 // microBatch is what one micro-batch keeps between its passes.
@@ -164,6 +168,9 @@ func (e *Executor) forward(mb int, feeds map[string]*Value[float32]) (map[string
 		}
 		start := time.Now()
 		y, st, err := e.kernels[i].forward(x, e.params(i))
+		if e.opDone(); err == nil {
+			err = e.devErr
+		}
 		e.OpSeconds[e.g.Op(i).Name][0] += time.Since(start).Seconds()
 		if err != nil {
 			return nil, err
@@ -204,6 +211,7 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		}
 		start := time.Now()
 		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, gp)
+		e.opDone()
 		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
 	}
 	if e.devErr != nil {
@@ -227,6 +235,15 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		}
 	}
 	return out, nil
+}
+
+// opDone waits for the op just launched on the device, when SyncOps asks.
+func (e *Executor) opDone() {
+	if e.SyncOps && e.dev != nil && e.devErr == nil {
+		if err := e.dev.d.Sync(); err != nil {
+			e.devErr = err
+		}
+	}
 }
 
 // release forgets micro-batch mb's stash (and its device memory).
@@ -293,6 +310,7 @@ func (e *Executor) Weights(mb int) error {
 		gx := make([]*Value[float32], len(x)) // inputs' gradients are done
 		start := time.Now()
 		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, e.paramGrads(i))
+		e.opDone()
 		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
 	}
 	if e.devErr != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // OpTiming is one op's measured time per call, at each micro-batch size, of
@@ -18,8 +19,9 @@ type OpTiming struct {
 	WeightGrad []float64
 }
 
-// TimeOps times every op of g on the CPU backend at each micro-batch size, in
-// context: the whole model runs forward, backward for the inputs, then
+// TimeOps times every op of g at each micro-batch size, on the CPU backend,
+// or on dev if it is not nil (synchronising after every op: see
+// Executor.SyncOps), in context: the whole model runs forward, backward for the inputs, then
 // backward for the weights, on its own synthetic data, and each op's share of
 // each pass is read from the executor's per-op clock (Executor.OpSeconds).
 // Timed one op at a time in a loop, an op finds its data in cache and runs
@@ -30,7 +32,7 @@ type OpTiming struct {
 // each op keeps its mean per pass (a run's throughput pays for its slow
 // calls too). progress, if not nil, is told each size
 // timed.
-func TimeOps(g *dag.Graph, sizes []int, minTime time.Duration, progress func(m int)) (map[string]*OpTiming, error) {
+func TimeOps(g *dag.Graph, sizes []int, minTime time.Duration, dev *cuda.Device, progress func(m int)) (map[string]*OpTiming, error) {
 	if len(sizes) == 0 || !slices.IsSorted(sizes) || sizes[0] < 1 {
 		return nil, fmt.Errorf("stage: micro-batch sizes must be positive and ascending, got %v", sizes)
 	}
@@ -41,6 +43,13 @@ func TimeOps(g *dag.Graph, sizes []int, minTime time.Duration, progress func(m i
 	ex, err := NewExecutor(g, all, g.Seed())
 	if err != nil {
 		return nil, err
+	}
+	if dev != nil {
+		if err := ex.UseDevice(dev); err != nil {
+			return nil, err
+		}
+		defer ex.Close()
+		ex.SyncOps = true
 	}
 	data, err := NewDataset(g)
 	if err != nil {

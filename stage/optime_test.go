@@ -19,7 +19,7 @@ func TestTimeOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	sizes := []int{1, 2, 4}
-	got, err := TimeOps(g, sizes, time.Millisecond, nil)
+	got, err := TimeOps(g, sizes, time.Millisecond, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +50,32 @@ func TestTimeOpsSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sizes := range [][]int{nil, {0}, {2, 1}} {
-		if _, err := TimeOps(g, sizes, time.Millisecond, nil); err == nil || !strings.Contains(err.Error(), "ascending") {
+		if _, err := TimeOps(g, sizes, time.Millisecond, nil, nil); err == nil || !strings.Contains(err.Error(), "ascending") {
 			t.Errorf("sizes %v: got %v", sizes, err)
+		}
+	}
+}
+
+// TestTimeOpsOnEmulator: the same on the CUDA code path (its CPU emulator),
+// each op synchronised: every op timed, the weight pass where there are
+// weights.
+func TestTimeOpsOnEmulator(t *testing.T) {
+	dev := emulatedDevice(t)
+	e, _ := models.Lookup("mmt")
+	c := e.Small
+	c.Batch = 4
+	g, err := e.Build(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := TimeOps(g, []int{1, 4}, time.Millisecond, dev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < g.NumOps(); i++ {
+		s := got[g.Op(i).Name]
+		if s == nil || len(s.Forward) != 2 || !(s.Forward[1] > 0) || (len(g.Params(i)) > 0) != (s.WeightGrad[1] > 0) {
+			t.Fatalf("op %q: %+v", g.Op(i).Name, s)
 		}
 	}
 }

@@ -18,6 +18,11 @@ $B/graphpipe profile --device cuda --json > "$OUT/profile.json"
 $B/graphpipe profile --device cuda -o "$OUT/gpu-profile.json" 2> "$OUT/profile.txt"
 $B/graphpipe models export mmt > "$OUT/mmt.json"
 $B/graphpipe search "$OUT/mmt.json" --devices 8 --device "$OUT/gpu-profile.json" | tee "$OUT/search.txt"
+# the paper's MMT's own ops timed on the GPU (micro-batches 1 to 16), a
+# search priced by them, and one GPU's training step against that price
+$B/graphpipe profile --model "$OUT/mmt.json" --device cuda --batch 16 -o "$OUT/mmt.optimes.json" 2> "$OUT/optimes.txt"
+$B/graphpipe search "$OUT/mmt.json" --devices 8 --device "$OUT/gpu-profile.json" --op-times "$OUT/mmt.optimes.json" | tee "$OUT/search-optimes.txt"
+$B/graphpipe run "$OUT/mmt.json" --devices 1 --device "$OUT/gpu-profile.json" --op-times "$OUT/mmt.optimes.json" --batch 16 --backend cuda --steps 4 2>&1 | tail -1 | tee "$OUT/run-optimes.txt"
 # GEMM throughput against torch.matmul, when PyTorch is there
 if python3 -c 'import torch' 2>/dev/null; then
 	python3 bench/gpu/compare.py "$OUT/profile.json" | tee "$OUT/compare.txt"

@@ -3,17 +3,20 @@ package main
 import (
 	"fmt"
 	"os"
+	goruntime "runtime"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // profileOps is graphpipe profile --model: every op of the model timed on
-// this machine's CPU backend, written as op times.
-func profileOps(cmd *cobra.Command, path string, batch int64, quick bool, out string) error {
+// this machine's CPU backend or on a GPU (device cuda or cuda-emulator),
+// written as op times.
+func profileOps(cmd *cobra.Command, path, device string, gpu int, batch int64, quick bool, out string) error {
 	g, err := loadModel(path, cmd.InOrStdin())
 	if err != nil {
 		return err
@@ -34,13 +37,38 @@ func profileOps(cmd *cobra.Command, path string, batch int64, quick bool, out st
 	if last := sizes[len(sizes)-1]; int64(last) != batch {
 		sizes = append(sizes, int(batch))
 	}
+	var dev *cuda.Device
+	where, have := "cpu", (cpuMeter{}).memory()
+	switch device {
+	case "cpu":
+	case "cuda", "cuda-emulator":
+		// every call below comes from this goroutine: keep it on the
+		// thread where the device's context is current
+		goruntime.LockOSThread()
+		defer goruntime.UnlockOSThread()
+		f := deviceFlags{backend: device, gpu: gpu}
+		d, err := f.open()
+		if err == nil {
+			err = d.Bind()
+		}
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		dev, where = d, d.Name
+		if !d.Emulated {
+			have = int64(d.Memory)
+		}
+	default:
+		return usagef("--device: cannot time ops on %q (known: cpu, cuda, cuda-emulator)", device)
+	}
 	// the whole model runs at the largest size: its parameters, their
 	// gradients, and every output and stash of a micro-batch
 	tot := g.Total()
 	need := 8*tot.Params + int64(sizes[len(sizes)-1])*(tot.OutBytes+tot.StashBytes)
-	if have := (cpuMeter{}).memory(); need > have/2 {
-		return usagef("--batch: timing the ops at micro-batch %d needs about %.3g GB, over half of this machine's %.3g GB; pass a smaller --batch (times beyond it are extrapolated)",
-			sizes[len(sizes)-1], float64(need)/1e9, float64(have)/1e9)
+	if need > have/2 {
+		return usagef("--batch: timing the ops at micro-batch %d needs about %.3g GB, over half of the %.3g GB of %s; pass a smaller --batch (times beyond it are extrapolated)",
+			sizes[len(sizes)-1], float64(need)/1e9, float64(have)/1e9, where)
 	}
 	minTime := 200 * time.Millisecond // per size
 	if quick {
@@ -49,16 +77,19 @@ func profileOps(cmd *cobra.Command, path string, batch int64, quick bool, out st
 	log := cmd.ErrOrStderr()
 	start := time.Now()
 	last := start
-	timed, err := stage.TimeOps(g, sizes, minTime, func(m int) {
+	timed, err := stage.TimeOps(g, sizes, minTime, dev, func(m int) {
 		fmt.Fprintf(log, "timed every op at micro-batch %d (%.1f s)\n", m, time.Since(last).Seconds())
 		last = time.Now()
 	})
 	if err != nil {
 		return err
 	}
-	host, _ := os.Hostname()
+	if dev == nil {
+		host, _ := os.Hostname()
+		where = fmt.Sprintf("cpu (%s)", host)
+	}
 	t := &search.OpTimes{Format: search.OpTimesFormat, Model: g.Name(), SHA256: search.OpsHash(g),
-		Device: fmt.Sprintf("cpu (%s, stage executor)", host), Ops: map[string]search.OpSeries{}}
+		Device: where + ", stage executor", Ops: map[string]search.OpSeries{}}
 	for name, s := range timed {
 		t.Ops[name] = search.OpSeries{MicroBatch: s.MicroBatch, Forward: s.Forward, InputGrad: s.InputGrad, WeightGrad: s.WeightGrad}
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/graphpipe/graphpipe/search"
 )
 
 // TestOpTimesFeedSearch: profile --model writes op times that search and
@@ -39,7 +41,8 @@ func TestOpTimesFeedSearch(t *testing.T) {
 		{"another model", []string{"search", other, "--op-times", times}, "--op-times: measured on model \"mmt\""},
 		{"broken file", []string{"search", model, "--op-times", broken}, "--op-times " + broken + ": op times: file:"},
 		{"missing file", []string{"search", model, "--op-times", filepath.Join(dir, "none.json")}, "cannot read"},
-		{"on a gpu", []string{"profile", "--model", model, "--device", "cuda"}, "--model: op times are measured on the cpu backend only"},
+		{"unknown device", []string{"profile", "--model", model, "--device", "tpu"}, `--device: cannot time ops on "tpu"`},
+		{"json", []string{"profile", "--model", model, "--json"}, "--json: not with --model"},
 		{"batch without model", []string{"profile", "--batch", "4"}, "--batch: only with --model"},
 		{"bad batch", []string{"profile", "--model", model, "--batch", "-3"}, "--batch: must be between 1"},
 		{"batch past memory", []string{"profile", "--model", model, "--batch", "1048576"}, "--batch: timing the ops at micro-batch 1048576 needs about"},
@@ -91,5 +94,27 @@ func TestOpaqueIsNotComputed(t *testing.T) {
 	}
 	if code, _, e := gp(t, "", "search", model, "--devices", "2", "--device", "cpu"); code != 0 {
 		t.Errorf("search of an opaque model: exit %d, %s", code, e)
+	}
+}
+
+// TestOpTimesOnEmulator: profile --model times the ops through the CUDA code
+// path (on its CPU emulator), and the times say where they were taken.
+func TestOpTimesOnEmulator(t *testing.T) {
+	needEmulator(t)
+	model := smallModel(t, "mmt")
+	times := filepath.Join(t.TempDir(), "emu.optimes.json")
+	if c, _, e := gp(t, "", "profile", "--model", model, "--device", "cuda-emulator", "--quick", "-o", times); c != 0 {
+		t.Fatalf("exit %d: %s", c, e)
+	}
+	data, err := os.ReadFile(times)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ot, err := search.DecodeOpTimes(data)
+	if err != nil || !strings.Contains(ot.Device, "emulator") || len(ot.Ops) != 57 {
+		t.Fatalf("op times from the emulator: %v, device %q, %d ops", err, ot.Device, len(ot.Ops))
+	}
+	if c, _, e := gp(t, "", "search", model, "--devices", "2", "--device", "cpu", "--op-times", times); c != 0 {
+		t.Fatalf("search with them: exit %d, %s", c, e)
 	}
 }

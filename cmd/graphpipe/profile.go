@@ -89,10 +89,10 @@ measured from one device: they are copied from the nearest built-in
 profile, which the output names.
 
 With --model, time the model's own ops instead, as the paper's planner
-does: each op alike (kind, attributes, input shapes) runs forward, backward
-for its inputs and backward for its weights through the stage executor on
-the CPU backend, at every power-of-two micro-batch up to the batch, on the
-model's synthetic data. 'graphpipe search --op-times FILE' then prices
+does: the whole model runs forward, backward for its inputs and backward for
+its weights through the stage executor, on this CPU or on the --device GPU
+(synchronised after every op), at every power-of-two micro-batch up to the
+batch, on the model's synthetic data, and each op keeps its mean share. 'graphpipe search --op-times FILE' then prices
 every op from these times; links, all-reduce, the optimizer step and
 memory still come from --device.`,
 		Example: "  graphpipe profile --device cuda -o h100.json\n  graphpipe search mmt.json --devices 8 --device h100.json\n" +
@@ -103,10 +103,7 @@ memory still come from --device.`,
 				if asJSON {
 					return usagef("--json: not with --model (op times are JSON already)")
 				}
-				if device != "cpu" {
-					return usagef("--model: op times are measured on the cpu backend only (got --device %s)", device)
-				}
-				return profileOps(cmd, model, batch, quick, out)
+				return profileOps(cmd, model, device, gpu, batch, quick, out)
 			}
 			if cmd.Flags().Changed("batch") {
 				return usagef("--batch: only with --model")
