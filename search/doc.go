@@ -158,8 +158,9 @@
 //     device profile 0.60 ms (attention runs as per-(sample, head) GEMMs of
 //     a few kFLOPs each, layer norm and GELU cost 5x their FLOP count's
 //     price), from its op times 3.4-3.8 ms (stage.TimeOps: the whole model's
-//     passes, each op's mean share). Times are taken on the CPU backend
-//     only, with the machine to itself: workers sharing its cores run
+//     passes, each op's mean share). On a GPU (--device cuda) the device is
+//     synchronised after every op; that path has run on the CPU emulator of
+//     the kernels only. CPU times are taken with the machine to itself: workers sharing its cores run
 //     slower (the bench's real runs on 2 workers: 1.4-2.0 times their
 //     prediction from op times, 0.11-0.31 from the built-in profile).
 //   - Peaks and bandwidths are datasheet values from ../shared/background.md:
