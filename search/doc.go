@@ -160,9 +160,13 @@
 //     price), from its op times 3.4-3.8 ms (stage.TimeOps: the whole model's
 //     passes, each op's mean share). On a GPU (--device cuda) the device is
 //     synchronised after every op; that path has run on the CPU emulator of
-//     the kernels only. CPU times are taken with the machine to itself: workers sharing its cores run
-//     slower (the bench's real runs on 2 workers: 1.4-2.0 times their
-//     prediction from op times, 0.11-0.31 from the built-in profile).
+//     the kernels only. CPU times are taken with the machine to itself: on
+//     this 2-core machine, two workers and the NATS server relaying their
+//     messages share the cores, and pipelined runs took 1.4-2.6 times their
+//     prediction from op times (0.10-0.31 from the built-in profile), while
+//     each stage's measured forward and backward, with a core per worker,
+//     were within 0.67-1.10 of their prediction: the rest is waiting for
+//     messages.
 //   - Peaks and bandwidths are datasheet values from ../shared/background.md:
 //     v100 15.7 TFLOP/s fp32, 900 GB/s, 16 GB; a100 19.5 TFLOP/s, 2.0 TB/s,
 //     80 GB; h100 67 TFLOP/s, 3.0 TB/s (measured in a copy), 80 GB.
