@@ -30,7 +30,7 @@ func newForkKey(node, i, k, δ, c int, h, t *tailSpec, needF, needJ, solve bool)
 type forkChoice struct {
 	ok    bool
 	p, k1 int
-	role  byte // forkGroup: 'n' plain, 'j' hosts the tail, 'f' hosts the head; forkSolve: 'w' whole, 's' split, 'k' kid 0 hosts, 'J' kid 0 with a tail
+	role  byte // forkGroup: 'n' plain, 'j' hosts the tail, 'f' hosts the head; forkSolve: 'w' whole, 'g' a parallel node's group, 's' a first interval, 'k' kid 0 hosts, 'J' kid 0 with a tail
 }
 
 func tailID(t *tailSpec) int {
