@@ -79,26 +79,17 @@ func (d *dp) forkGroup(n *snode, i, k, δ, c int, h, t *tailSpec, needF, needJ b
 				blk = n.blk[i][p-i]
 			}
 			// plain
-			var e int
-			if p == i {
-				e = d.solve(n.kids[i], k1, base)
-			} else if d.fits(blk, k1, base+1) {
-				e = base + 1
-			} else {
-				e = inf
-			}
+			e := d.part(p == i, blk, k1, base, func() int { return d.solve(n.kids[i], k1, base) })
 			if e <= c && rest(p, k1, needF, needJ) {
 				ans = forkChoice{true, p, k1, 'n'}
 				break
 			}
 			if t != nil && needJ {
-				if p == i {
-					e = d.hostSolve(n.kids[i], k1, δ, t)
-				} else if d.fits(t.unions[blk], k1, δ+1) {
-					e = δ + 1
-				} else {
-					e = inf
+				union := -1
+				if blk >= 0 {
+					union = t.unions[blk]
 				}
+				e = d.part(p == i, union, k1, δ, func() int { return d.hostSolve(n.kids[i], k1, δ, t) })
 				if e <= c && rest(p, k1, needF, false) {
 					ans = forkChoice{true, p, k1, 'j'}
 					break
@@ -119,6 +110,18 @@ func (d *dp) forkGroup(n *snode, i, k, δ, c int, h, t *tailSpec, needF, needJ b
 	}
 	d.forkM[key] = ans
 	return ans.ok
+}
+
+// part is the entry of one part of a group: a kid planned on its own
+// (alone), or block blk as one stage δ+1 from the end.
+func (d *dp) part(alone bool, blk, k, δ int, solve func() int) int {
+	switch {
+	case alone:
+		return solve()
+	case d.fits(blk, k, δ+1):
+		return δ + 1
+	}
+	return inf
 }
 
 // forkSolve says whether n fits on exactly k devices, δ stages after it,

@@ -112,6 +112,17 @@ func seqPlans(n *snode, i, k int) [][]bfStage {
 	return out
 }
 
+// pairs joins every plan of firsts with every plan of rests.
+func pairs(firsts, rests [][]bfStage) [][]bfStage {
+	var out [][]bfStage
+	for _, f := range firsts {
+		for _, r := range rests {
+			out = append(out, append(append([]bfStage(nil), f...), r...))
+		}
+	}
+	return out
+}
+
 func shift(p []bfStage, by int) []bfStage {
 	out := make([]bfStage, len(p))
 	for i, s := range p {
@@ -165,11 +176,7 @@ func groupHostPlans(n *snode, i, k int, tail []int, need bool) [][]bfStage {
 				case !still:
 					rests = [][]bfStage{nil}
 				}
-				for _, f := range o.plans {
-					for _, r := range rests {
-						out = append(out, append(append([]bfStage(nil), f...), r...))
-					}
-				}
+				out = append(out, pairs(o.plans, rests)...)
 			}
 		}
 	}
@@ -597,11 +604,7 @@ func forkGroupPlans(n *snode, i, k int, head, tail []int, needF, needJ bool) [][
 				case !f && !j:
 					rests = [][]bfStage{nil}
 				}
-				for _, a := range o.plans {
-					for _, r := range rests {
-						out = append(out, append(append([]bfStage(nil), a...), r...))
-					}
-				}
+				out = append(out, pairs(o.plans, rests)...)
 			}
 		}
 	}

@@ -110,16 +110,7 @@ func (sp *space) sourceBlocks(n *snode) []int {
 		}
 		return out
 	}
-	var out []int
-	for i := range n.units {
-		for p := i; p < len(n.units); p++ {
-			out = append(out, n.blk[i][p-i])
-		}
-	}
-	for _, k := range n.kids {
-		out = append(out, sp.sourceBlocks(k)...)
-	}
-	return out
+	return sp.groupBlocks(n, sp.sourceBlocks)
 }
 
 // makeTails creates, for every parallel kid of series node n and every run of
@@ -165,6 +156,12 @@ func (sp *space) hostBlocks(n *snode) []int {
 		}
 		return out
 	}
+	return sp.groupBlocks(n, sp.hostBlocks)
+}
+
+// groupBlocks lists, for parallel node n, every run of its kids as one
+// block, and what each kid offers.
+func (sp *space) groupBlocks(n *snode, kid func(*snode) []int) []int {
 	var out []int
 	for i := range n.units {
 		for p := i; p < len(n.units); p++ {
@@ -172,7 +169,7 @@ func (sp *space) hostBlocks(n *snode) []int {
 		}
 	}
 	for _, k := range n.kids {
-		out = append(out, sp.hostBlocks(k)...)
+		out = append(out, kid(k)...)
 	}
 	return out
 }

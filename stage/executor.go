@@ -33,6 +33,15 @@ type Executor struct {
 	dev     *devState // the device the ops run on (UseDevice), or nil
 }
 
+// allOps is every op of g, in order: a whole-model executor's ops.
+func allOps(g *dag.Graph) []int {
+	all := make([]int, g.NumOps())
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
 // microBatch is what one micro-batch keeps between its passes.
 type microBatch struct {
 	vals   map[string]*Value[float32] // fed tensors and op outputs

@@ -36,10 +36,7 @@ func TimeOps(g *dag.Graph, sizes []int, minTime time.Duration, dev *cuda.Device,
 	if len(sizes) == 0 || !slices.IsSorted(sizes) || sizes[0] < 1 {
 		return nil, fmt.Errorf("stage: micro-batch sizes must be positive and ascending, got %v", sizes)
 	}
-	all := make([]int, g.NumOps())
-	for i := range all {
-		all[i] = i
-	}
+	all := allOps(g)
 	ex, err := NewExecutor(g, all, g.Seed())
 	if err != nil {
 		return nil, err

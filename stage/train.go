@@ -36,10 +36,7 @@ func NewTrainer(g *dag.Graph, o TrainOptions) (*Trainer, error) {
 	if o.Batch < 1 || o.MicroBatch < 1 || o.Batch%o.MicroBatch != 0 {
 		return nil, fmt.Errorf("--micro-batch: %d does not divide the batch of %d", o.MicroBatch, o.Batch)
 	}
-	all := make([]int, g.NumOps())
-	for i := range all {
-		all[i] = i
-	}
+	all := allOps(g)
 	ex, err := NewExecutor(g, all, g.Seed())
 	if err != nil {
 		return nil, err
