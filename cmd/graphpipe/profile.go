@@ -75,7 +75,7 @@ func newProfileCmd() *cobra.Command {
 	var quick, asJSON bool
 	var batch int64
 	cmd := &cobra.Command{
-		Use:   "profile (--device cpu|cuda | --model MODEL) [-o FILE]",
+		Use:   "profile [--device cpu|cuda] [--model MODEL] [-o FILE]",
 		Short: "Measure a device profile (GEMM rate and efficiency, launch cost, memory bandwidth) for the planner",
 		Long: `Measure this machine's CPU, or a GPU, and write a device profile that
 'graphpipe search --device FILE' reads. GEMMs of growing size fit the cost
@@ -92,9 +92,10 @@ With --model, time the model's own ops instead, as the paper's planner
 does: the whole model runs forward, backward for its inputs and backward for
 its weights through the stage executor, on this CPU or on the --device GPU
 (synchronised after every op), at every power-of-two micro-batch up to the
-batch, on the model's synthetic data, and each op keeps its mean share. 'graphpipe search --op-times FILE' then prices
-every op from these times; links, all-reduce, the optimizer step and
-memory still come from --device.`,
+batch, on the model's synthetic data, and each op keeps its mean share.
+'graphpipe search --op-times FILE' then prices every op from these times;
+links, all-reduce, the optimizer step and memory still come from its
+--device. (On a GPU this path has run on the kernels' CPU emulator only.)`,
 		Example: "  graphpipe profile --device cuda -o h100.json\n  graphpipe search mmt.json --devices 8 --device h100.json\n" +
 			"  graphpipe profile --model mmt-small.json -o mmt-small.optimes.json\n  graphpipe search mmt-small.json --devices 2 --device cpu --op-times mmt-small.optimes.json",
 		Args: args(),
@@ -137,7 +138,7 @@ memory still come from --device.`,
 	cmd.Flags().StringVar(&device, "device", "cpu", "what to measure: cpu, cuda or cuda-emulator (the emulator's figures say nothing about a GPU; it exercises the code path)")
 	cmd.Flags().IntVar(&gpu, "gpu", 0, "with --device cuda: the GPU ordinal")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write the profile to `FILE` (default: print it)")
-	cmd.Flags().BoolVar(&quick, "quick", false, "fewer and smaller GEMMs (seconds, not a minute)")
+	cmd.Flags().BoolVar(&quick, "quick", false, "fewer and smaller GEMMs (seconds, not a minute); with --model, 20 ms of timing per micro-batch size instead of 200")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the profile and every measurement as one JSON object")
 	cmd.Flags().StringVar(&model, "model", "", "instead of the device, time every op of the model in `FILE` (forward, input and weight gradient, at every power-of-two micro-batch up to the batch) and write op times for 'graphpipe search --op-times'")
 	cmd.Flags().Int64Var(&batch, "batch", 0, "with --model: the largest micro-batch timed (default: the model's batch_size)")
