@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"sync"
 	"time"
 )
@@ -177,6 +178,10 @@ func (e *Endpoint) Send(ctx context.Context, peer int32, k msgKey, payload []byt
 			return err
 		}
 	}
+	// a transport may hand the bytes to a goroutine of its own (NATS's
+	// flusher); a worker with one thread would otherwise compute on and
+	// hold the message back until it next waits
+	goruntime.Gosched()
 	return nil
 }
 
