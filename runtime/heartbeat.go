@@ -22,6 +22,27 @@ var (
 	WarmupHangTimeout = 60 * time.Second
 )
 
+// timingMu guards the four timings above against the tests that shorten
+// them while goroutines of an earlier run may still read them: the package
+// reads them through these, and tests write them through setTimings.
+var timingMu sync.RWMutex
+
+func heartbeatEvery() time.Duration {
+	timingMu.RLock()
+	defer timingMu.RUnlock()
+	return HeartbeatEvery
+}
+func heartbeatTimeout() time.Duration {
+	timingMu.RLock()
+	defer timingMu.RUnlock()
+	return HeartbeatTimeout
+}
+func hangTimeouts() (steady, warmup time.Duration) {
+	timingMu.RLock()
+	defer timingMu.RUnlock()
+	return HangTimeout, WarmupHangTimeout
+}
+
 func coordBeats(run string) string { return "graphpipe." + run + ".hb.coordinator" }
 func workerBeats(run string, gen uint32) string {
 	return fmt.Sprintf("graphpipe.%s.g%d.hb.workers", run, gen)
@@ -34,7 +55,7 @@ func beat(ctx context.Context, t Transport, subject string, payload []byte) {
 
 // beatWith publishes what payload returns, every beat, until ctx ends.
 func beatWith(ctx context.Context, t Transport, subject string, payload func() []byte) {
-	tick := time.NewTicker(HeartbeatEvery)
+	tick := time.NewTicker(heartbeatEvery())
 	defer tick.Stop()
 	for {
 		t.Publish(subject, payload())
@@ -62,7 +83,7 @@ func watchCoordinator(ctx context.Context, t Transport, run string, cancel conte
 	go watch(ctx, unsub, cancel, func(now, awake time.Time) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if quiet := quietFor(last, awake, now); quiet > HeartbeatTimeout {
+		if quiet := quietFor(last, awake, now); quiet > heartbeatTimeout() {
 			return fmt.Errorf("the coordinator of run %s has been silent for %v: leaving", run, quiet.Round(time.Millisecond))
 		}
 		return nil
@@ -101,7 +122,7 @@ func watchWorkers(ctx context.Context, t Transport, run string, gen uint32, n in
 		mu.Lock()
 		defer mu.Unlock()
 		for id, at := range last {
-			if quiet := quietFor(at, awake, now); quiet > HeartbeatTimeout {
+			if quiet := quietFor(at, awake, now); quiet > heartbeatTimeout() {
 				return fmt.Errorf("%s has been silent for %v: it died or its host is cut off", names(id), quiet.Round(time.Millisecond))
 			}
 		}
@@ -120,7 +141,7 @@ func workerBeat(id int) []byte {
 // failure, which cancels ctx with it; unsub is called on the way out.
 func watch(ctx context.Context, unsub func(), cancel context.CancelCauseFunc, check func(now, awake time.Time) error) {
 	defer unsub()
-	tick := time.NewTicker(HeartbeatEvery / 2)
+	tick := time.NewTicker(heartbeatEvery() / 2)
 	defer tick.Stop()
 	watchTicks(ctx, tick.C, time.Now(), cancel, check)
 }
@@ -136,7 +157,7 @@ func watchTicks(ctx context.Context, ticks <-chan time.Time, start time.Time, ca
 		case <-ctx.Done():
 			return
 		case now := <-ticks:
-			if now.Sub(prev) > HeartbeatEvery {
+			if now.Sub(prev) > heartbeatEvery() {
 				awake = now
 			}
 			prev = now

@@ -14,9 +14,17 @@ import (
 )
 
 func shortHeartbeats(t *testing.T) {
-	every, timeout := HeartbeatEvery, HeartbeatTimeout
-	HeartbeatEvery, HeartbeatTimeout = 100*time.Millisecond, time.Second
-	t.Cleanup(func() { HeartbeatEvery, HeartbeatTimeout = every, timeout })
+	every, timeout := heartbeatEvery(), heartbeatTimeout()
+	setTimings(func() { HeartbeatEvery, HeartbeatTimeout = 100*time.Millisecond, time.Second })
+	t.Cleanup(func() { setTimings(func() { HeartbeatEvery, HeartbeatTimeout = every, timeout }) })
+}
+
+// setTimings changes the package's timings under timingMu: goroutines of an
+// earlier test's run may still read them.
+func setTimings(f func()) {
+	timingMu.Lock()
+	defer timingMu.Unlock()
+	f()
 }
 
 func heartbeatSetup(t *testing.T) (Transport, *search.Plan, func() (*Result, error), context.CancelFunc, chan error) {
@@ -88,9 +96,9 @@ func TestCoordinatorNamesASilentWorker(t *testing.T) {
 // beating) is named with the action it hangs in.
 func TestCoordinatorNamesAHungWorker(t *testing.T) {
 	shortHeartbeats(t)
-	hang := HangTimeout
-	HangTimeout = time.Second
-	defer func() { HangTimeout = hang }()
+	hang, _ := hangTimeouts()
+	setTimings(func() { HangTimeout = time.Second })
+	defer setTimings(func() { HangTimeout = hang })
 	t.Setenv(KillEnv, "1:1:1:hang-before-step")
 	m, plan, run, _, _ := heartbeatSetup(t)
 	_ = m

@@ -69,9 +69,9 @@ func (w *Worker) hang() string {
 	w.busyMu.Lock()
 	defer w.busyMu.Unlock()
 	st := w.plan.Stages[w.Stage]
-	floor := HangTimeout
+	floor, warmup := hangTimeouts()
 	if !w.warm {
-		floor = max(floor, WarmupHangTimeout)
+		floor = max(floor, warmup)
 	}
 	limit := max(floor, time.Duration(10*(st.ForwardS+st.BackwardS+st.WeightS+st.FlushS)*float64(time.Second)))
 	if !w.busySince.IsZero() && time.Since(w.busySince) > limit {

@@ -16,6 +16,7 @@ import (
 	goruntime "runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -420,6 +421,11 @@ func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID strin
 		return nil, err
 	}
 	env := workerEnv(n, o.Token)
+	if _, ok := log.(*os.File); !ok {
+		// exec copies each worker's stderr into log from a goroutine of
+		// its own: the workers must take turns
+		log = &lockedWriter{w: log}
+	}
 	var procs []*exec.Cmd
 	for i := 0; i < n; i++ {
 		c := exec.CommandContext(ctx, self, append([]string{"worker", "--nats", o.URL, "--run", runID, "--gen", fmt.Sprint(gen)}, wargs(i)...)...)
@@ -432,6 +438,18 @@ func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID strin
 		procs = append(procs, c)
 	}
 	return procs, nil
+}
+
+// lockedWriter is a writer several goroutines may share.
+type lockedWriter struct {
+	mu sync.Mutex // guards w
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // workerEnv is the environment of n local worker processes: this one's,
