@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test demo fuzz bench bench-quick bench-go lint clean replay gpu-build
+.PHONY: build test race demo fuzz bench bench-quick bench-go lint clean replay gpu-build
 
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/graphpipe
@@ -46,6 +46,11 @@ demo: build
 	$(BIN) search $(DEMO)/mmt.json --devices 32 --device v100 -o $(DEMO)/mmt-gpp.json
 	$(BIN) sim $(DEMO)/mmt-gpp.json --trace $(DEMO)/mmt-gpp-trace.json --svg $(DEMO)/mmt-gpp-timeline.svg > /dev/null
 	@echo "demo: plans, runs, a trace (open in Perfetto) and a timeline under $(DEMO)/"
+
+# The race detector over the packages with goroutines (about 4 minutes on 2
+# cores: not part of make test).
+race:
+	$(GO) test -race ./runtime ./stage ./search ./cmd/graphpipe ./tensor
 
 fuzz:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
