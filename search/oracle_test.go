@@ -261,7 +261,6 @@ type oracleCase struct {
 	o      Options
 	b      int64
 	mbs    int
-	limit  int64
 	seed   int64
 	ops, k int
 }
