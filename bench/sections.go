@@ -274,6 +274,31 @@ func SearchTime(c Config) (*Section, *Plot, error) {
 		plot.Series = append(plot.Series, series)
 		s.Notes = append(s.Notes, fmt.Sprintf("At %d devices gpp's time grows as ops^%.2f (least squares on log-log).", d, slope(series.X, series.Y)))
 	}
+	// a chain of fork-join blocks (Inception's shape): stems that fork
+	// absorption may put in a branch's first stage, joins that join
+	// absorption may put in its last
+	blocks := []int{10, 40}
+	if c.Quick {
+		blocks = blocks[:1]
+	}
+	for _, n := range blocks {
+		g, err := models.ForkJoin(n, 4, 256)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, d := range []int{8, 32} {
+			c.Log("search time: fork-join chain of %d blocks (%d ops) on %d devices", n, g.NumOps(), d)
+			var secs [2]float64
+			for i, strategy := range []string{"gpp", "spp"} {
+				start := time.Now()
+				if _, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: d, Strategy: strategy}); err != nil {
+					return nil, nil, err
+				}
+				secs[i] = time.Since(start).Seconds()
+			}
+			s.Rows = append(s.Rows, []string{fmt.Sprintf("%d (fork-join chain, %d blocks)", g.NumOps(), n), fmt.Sprint(d), fmt.Sprintf("%.3f", secs[0]), fmt.Sprintf("%.3f", secs[1]), "-"})
+		}
+	}
 	return s, plot, nil
 }
 

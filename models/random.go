@@ -89,3 +89,25 @@ func Branchy(branches, layers int, width int64) (*dag.Graph, error) {
 	b.op("loss", dag.MSE, nil, h, target)
 	return b.build()
 }
+
+// ForkJoin builds a synthetic chain of fork-join blocks for search-time
+// benchmarks, the shape of Inception-like models: each block a stem linear
+// op, branches parallel chains of two linear ops with a relu between, and
+// an add joining them; then an mse loss.
+func ForkJoin(blocks, branches int, width int64) (*dag.Graph, error) {
+	b := newBuilder(fmt.Sprintf("forkjoin-%dx%d", blocks, branches), Config{Batch: 256, Seed: 1})
+	x := b.input("x", dag.Shape{width}, dag.Float32)
+	for k := 0; k < blocks; k++ {
+		stem := b.linear(fmt.Sprintf("b%d.stem", k), x, width)
+		outs := make([]string, branches)
+		for br := range outs {
+			p := fmt.Sprintf("b%d.br%d", k, br)
+			h := b.act(p+".relu", dag.ReLU, b.linear(p+".fc0", stem, width))
+			outs[br] = b.linear(p+".fc1", h, width)
+		}
+		x = b.op(fmt.Sprintf("b%d.join", k), dag.Add, nil, outs...)
+	}
+	target := b.input("target", dag.Shape{width}, dag.Float32)
+	b.op("loss", dag.MSE, nil, x, target)
+	return b.build()
+}

@@ -188,25 +188,24 @@ func (d *dp) forkSeries(n *snode, k, δ, c int, h *tailSpec) forkChoice {
 	return forkChoice{}
 }
 
-// forkSuffix is suffix's fork absorption at units i.. of series node n: the
-// units before a parallel kid q in the source stage of one of its branches,
+// forkSuffix is suffix's fork absorption at units i.. of series node n: unit
+// i, before a parallel kid q = i+1, in the source stage of one of its branches,
 // perhaps with units after it in another branch's sink. It returns the
 // fewest in flight it finds below best, and the choice that reached it.
 func (d *dp) forkSuffix(n *snode, i, k, δ, best int) (int, choice) {
 	last := len(n.units) - 1
 	var ch choice
-	for q := i + 1; q <= last && best > δ+2; q++ {
-		if n.kids[q].kind != partition.Parallel {
-			continue
-		}
+	if q := i + 1; q <= last && best > δ+2 && n.kids[q].kind == partition.Parallel { // unit i is the head
 		h := d.sp.headAt[[3]int{n.id, i, q - 1}]
 		if d.headFloor[h.id] > d.T {
-			continue // no stage that absorbs the head meets T
+			return best, ch // no stage that absorbs the head meets T
 		}
 		for p := q; p <= last; p++ { // p > q: units q+1..p join a branch's sink
 			var t *tailSpec
 			if p > q {
-				t = d.sp.tailAt[[3]int{n.id, q + 1, p}]
+				if t = d.sp.tailAt[[3]int{n.id, q + 1, p}]; d.tailFloor[t.id] > d.T {
+					break // nothing absorbs this tail within T, nor a longer one
+				}
 			}
 			lo, hi := kRange(p == last, k)
 			for k1 := lo; k1 <= hi; k1++ {

@@ -494,17 +494,14 @@ func opsOf(kids []*snode) []int {
 	return ops
 }
 
-// forkSeqPlans: units i..q-1 of series node n in a source stage of parallel
-// kid q (fork absorption), units q+1..p (if any) in one of its sinks, the
+// forkSeqPlans: unit i of series node n in a source stage of parallel kid
+// q = i+1 (fork absorption), units q+1..p (if any) in one of its sinks, the
 // units after p planned on the devices left.
 func forkSeqPlans(n *snode, i, k int) [][]bfStage {
 	last := len(n.kids) - 1
 	var out [][]bfStage
-	for q := i + 1; q <= last; q++ {
-		if n.kids[q].kind != partition.Parallel {
-			continue
-		}
-		head := opsOf(n.kids[i:q])
+	if q := i + 1; q <= last && n.kids[q].kind == partition.Parallel { // unit i is the head
+		head := n.kids[i].ops
 		for p := q; p <= last; p++ {
 			var tail []int
 			if p > q {
