@@ -101,15 +101,7 @@ func OpTimesOf(g *dag.Graph) (*search.OpTimes, error) {
 	for m := 1; int64(m) <= g.BatchSize(); m *= 2 {
 		sizes = append(sizes, m)
 	}
-	timed, err := stage.TimeOps(g, sizes, 200*time.Millisecond, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	t := &search.OpTimes{Format: search.OpTimesFormat, Model: g.Name(), SHA256: search.OpsHash(g), Device: "cpu (this run)", Ops: map[string]search.OpSeries{}}
-	for name, s := range timed {
-		t.Ops[name] = search.OpSeries{MicroBatch: s.MicroBatch, Forward: s.Forward, InputGrad: s.InputGrad, WeightGrad: s.WeightGrad}
-	}
-	return t, t.Validate()
+	return runtime.MeasureOpTimes(g, sizes, 200*time.Millisecond, nil, "cpu (this run)", nil)
 }
 
 // ProbedCPU is the built-in cpu profile with its links measured on this
@@ -122,13 +114,7 @@ func ProbedCPU() (search.Device, error) {
 	if err != nil {
 		return d, err
 	}
-	var samples []search.KernelSample
-	for i, size := range sizes {
-		samples = append(samples, search.KernelSample{Work: float64(size), Seconds: t[i]})
-	}
-	lat, bw, err := search.FitLink(samples)
-	d.IntraLat, d.InterLat, d.IntraBW, d.InterBW = lat, lat, bw, bw
-	return d, err
+	return d.WithLinks(sizes, t)
 }
 
 // SingleIteration trains g in one process at micro-batch micro for steps

@@ -66,10 +66,10 @@ type choice struct {
 	p, k1  int16
 	absorb bool // suffix: kid i ran with units i+1..p absorbed into a branch's sink
 	host   bool // groupHost: the first part hosts the tail
-	// suffix's fork absorption: units i..q-1 in a source stage of parallel
-	// kid q at depth c+1, units q+1..p (if any) in one of its sinks
+	// suffix's fork absorption: unit i in a source stage of parallel kid
+	// i+1 at depth c+1, units i+2..p (if any) in one of its sinks
 	fork bool
-	q, c int16
+	c    int16
 }
 
 func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
@@ -393,12 +393,12 @@ func (d *dp) extractSuffix(n *snode, i, k, δ int, out *[]assignment) {
 	}
 	switch {
 	case ch.fork:
-		q, c := int(ch.q), int(ch.c)
+		q, c := i+1, int(ch.c)
 		var t *tailSpec
 		if p > q {
 			t = d.sp.tailAt[[3]int{n.id, q + 1, p}]
 		}
-		d.extractForkGroup(n.kids[q], 0, k1, after, c, d.sp.headAt[[3]int{n.id, i, q - 1}], t, true, t != nil, out)
+		d.extractForkGroup(n.kids[q], 0, k1, after, c, d.sp.headAt[[2]int{n.id, i}], t, true, t != nil, out)
 	case ch.absorb:
 		d.extractGroupHost(n.kids[i], 0, k1, after, d.sp.tailAt[[3]int{n.id, i + 1, p}], true, out)
 	case p == i && n.kids[i].kind != partition.Leaf:

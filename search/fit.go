@@ -40,6 +40,21 @@ func FitLink(samples []KernelSample) (latency, bandwidth float64, err error) {
 	return math.Max(a, 0), 1 / b, nil
 }
 
+// WithLinks is d with its links (inside and between nodes alike) fitted to
+// one-way times measured for messages of the given sizes (FitLink).
+func (d Device) WithLinks(sizes []int, oneWay []float64) (Device, error) {
+	samples := make([]KernelSample, len(sizes))
+	for i, size := range sizes {
+		samples[i] = KernelSample{Work: float64(size), Seconds: oneWay[i]}
+	}
+	lat, bw, err := FitLink(samples)
+	if err != nil {
+		return d, err
+	}
+	d.IntraLat, d.InterLat, d.IntraBW, d.InterBW = lat, lat, bw, bw
+	return d, nil
+}
+
 // fitLine fits t = a + b·w by least squares on relative error (each sample
 // weighted 1/t²); b must come out positive.
 func fitLine(samples []KernelSample, unit string) (a, b float64, err error) {

@@ -2,8 +2,9 @@ package search
 
 import "github.com/graphpipe/graphpipe/partition"
 
-// Fork absorption (see doc.go): units before a parallel kid of a series node
-// (a head) share a stage with the source stage of one of the kid's branches.
+// Fork absorption (see doc.go): the unit before a parallel kid of a series
+// node (a head) shares a stage with the source stage of one of the kid's
+// branches.
 // That stage comes first: every other branch, and the rest of its own,
 // follow it, so its in-flight count is one more than the largest entry
 // below it, which is known only once the branches are planned. The DP
@@ -100,7 +101,7 @@ func (d *dp) forkGroup(n *snode, i, k, δ, c int, h, t *tailSpec, needF, needJ b
 				if p == i {
 					ok = d.forkSolve(n.kids[i], k1, base, c, h)
 				} else {
-					ok = base+1 <= c+1 && d.fits(h.unions[blk], k1, c+1)
+					ok = base <= c && d.fits(h.unions[blk], k1, c+1)
 				}
 				if ok && rest(p, k1, false, needJ) {
 					ans = forkChoice{true, p, k1, 'f'}
@@ -196,7 +197,7 @@ func (d *dp) forkSuffix(n *snode, i, k, δ, best int) (int, choice) {
 	last := len(n.units) - 1
 	var ch choice
 	if q := i + 1; q <= last && best > δ+2 && n.kids[q].kind == partition.Parallel { // unit i is the head
-		h := d.sp.headAt[[3]int{n.id, i, q - 1}]
+		h := d.sp.headAt[[2]int{n.id, i}]
 		if d.headFloor[h.id] > d.T {
 			return best, ch // no stage that absorbs the head meets T
 		}
@@ -227,7 +228,7 @@ func (d *dp) forkSuffix(n *snode, i, k, δ, best int) (int, choice) {
 				}
 				for c := max(after+1, plain-1); c+1 < best && c < d.D; c++ {
 					if d.forkGroup(n.kids[q], 0, k1, after, c, h, t, true, t != nil) {
-						best, ch = c+1, choice{p: int16(p), k1: int16(k1), fork: true, q: int16(q), c: int16(c)}
+						best, ch = c+1, choice{p: int16(p), k1: int16(k1), fork: true, c: int16(c)}
 						break
 					}
 				}
@@ -237,7 +238,7 @@ func (d *dp) forkSuffix(n *snode, i, k, δ, best int) (int, choice) {
 	return best, ch
 }
 
-// extractFork rebuilds the stages of a fork absorption chosen at suffix.
+// extractForkGroup rebuilds the stages of a forkGroup answer.
 func (d *dp) extractForkGroup(n *snode, i, k, δ, c int, h, t *tailSpec, needF, needJ bool, out *[]assignment) {
 	base := δ
 	if t != nil {

@@ -29,7 +29,7 @@ type space struct {
 	tails  []*tailSpec
 	tailAt map[[3]int]*tailSpec // (series node, i, p) → tail
 	heads  []*tailSpec
-	headAt map[[3]int]*tailSpec // (series node, i, p) → head
+	headAt map[[2]int]*tailSpec // (series node, i) → unit i as a head
 	mu     sync.Mutex           // guards every node's sums
 }
 
@@ -55,7 +55,7 @@ type tailSpec struct {
 // newSpace builds the search space over an SP tree. Parallel children are
 // ordered by descending cost so that similar branches sit side by side.
 func newSpace(cm *costModel, root *partition.Node, cross func([]int) (int64, int64)) *space {
-	sp := &space{cm: cm, tailAt: map[[3]int]*tailSpec{}, headAt: map[[3]int]*tailSpec{}}
+	sp := &space{cm: cm, tailAt: map[[3]int]*tailSpec{}, headAt: map[[2]int]*tailSpec{}}
 	sp.root = sp.convert(root)
 	for _, n := range sp.nodes {
 		sp.makeBlocks(n, cross)
@@ -88,7 +88,7 @@ func (sp *space) makeHeads(n *snode, cross func([]int) (int64, int64)) {
 			sp.owner = append(sp.owner, blockRef{host: s, tail: h})
 		}
 		sp.heads = append(sp.heads, h)
-		sp.headAt[[3]int{n.id, q - 1, q - 1}] = h
+		sp.headAt[[2]int{n.id, q - 1}] = h
 	}
 }
 

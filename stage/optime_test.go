@@ -5,19 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
 )
 
 // TestTimeOps: every op gets a time per pass at every size; ops without
 // weights owe no weight pass, ops with weights take time in it.
 func TestTimeOps(t *testing.T) {
-	e, _ := models.Lookup("mmt")
-	c := e.Small
-	c.Batch = 4
-	g, err := e.Build(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := tinyMMT(t)
 	sizes := []int{1, 2, 4}
 	got, err := TimeOps(g, sizes, time.Millisecond, nil, nil)
 	if err != nil {
@@ -43,6 +38,19 @@ func TestTimeOps(t *testing.T) {
 	}
 }
 
+// tinyMMT is the small MMT at a batch of 4.
+func tinyMMT(t *testing.T) *dag.Graph {
+	t.Helper()
+	e, _ := models.Lookup("mmt")
+	c := e.Small
+	c.Batch = 4
+	g, err := e.Build(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func TestTimeOpsSizes(t *testing.T) {
 	e, _ := models.Lookup("mlp")
 	g, err := e.Build(e.Small)
@@ -61,13 +69,7 @@ func TestTimeOpsSizes(t *testing.T) {
 // weights.
 func TestTimeOpsOnEmulator(t *testing.T) {
 	dev := emulatedDevice(t)
-	e, _ := models.Lookup("mmt")
-	c := e.Small
-	c.Batch = 4
-	g, err := e.Build(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := tinyMMT(t)
 	got, err := TimeOps(g, []int{1, 4}, time.Millisecond, dev, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/graphpipe/graphpipe/search"
-	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -77,21 +76,16 @@ func profileOps(cmd *cobra.Command, path, device string, gpu int, batch int64, q
 	log := cmd.ErrOrStderr()
 	start := time.Now()
 	last := start
-	timed, err := stage.TimeOps(g, sizes, minTime, dev, func(m int) {
+	if dev == nil {
+		host, _ := os.Hostname()
+		where = fmt.Sprintf("cpu (%s)", host)
+	}
+	t, err := runtime.MeasureOpTimes(g, sizes, minTime, dev, where+", stage executor", func(m int) {
 		fmt.Fprintf(log, "timed every op at micro-batch %d (%.1f s)\n", m, time.Since(last).Seconds())
 		last = time.Now()
 	})
 	if err != nil {
 		return err
-	}
-	if dev == nil {
-		host, _ := os.Hostname()
-		where = fmt.Sprintf("cpu (%s)", host)
-	}
-	t := &search.OpTimes{Format: search.OpTimesFormat, Model: g.Name(), SHA256: search.OpsHash(g),
-		Device: where + ", stage executor", Ops: map[string]search.OpSeries{}}
-	for name, s := range timed {
-		t.Ops[name] = search.OpSeries{MicroBatch: s.MicroBatch, Forward: s.Forward, InputGrad: s.InputGrad, WeightGrad: s.WeightGrad}
 	}
 	data, err := t.Encode()
 	if err != nil {

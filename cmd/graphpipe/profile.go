@@ -210,17 +210,11 @@ func measure(m meter, quick bool, log io.Writer) (*profileResult, error) {
 	if sizes, oneWay, ok, err := m.links(quick); err != nil {
 		return nil, err
 	} else if ok {
-		var samples []search.KernelSample
-		for i, size := range sizes {
-			samples = append(samples, search.KernelSample{Work: float64(size), Seconds: oneWay[i]})
-		}
-		lat, lbw, err := search.FitLink(samples)
-		if err != nil {
+		if d, err = d.WithLinks(sizes, oneWay); err != nil {
 			return nil, err
 		}
-		d.IntraLat, d.InterLat, d.IntraBW, d.InterBW = lat, lat, lbw, lbw
 		res.LinkSizes, res.LinkS = sizes, oneWay
-		res.LinksOf = fmt.Sprintf("measured between workers on this host (%.3g µs + bytes / %.3g GB/s)", lat*1e6, lbw/1e9)
+		res.LinksOf = fmt.Sprintf("measured between workers on this host (%.3g µs + bytes / %.3g GB/s)", d.IntraLat*1e6, d.IntraBW/1e9)
 	}
 	d.Name = m.name() + " (measured)"
 	// the cost model's Launch is what an op call costs beyond its work: the
