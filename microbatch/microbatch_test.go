@@ -326,3 +326,24 @@ func TestSummarizeIsSimulate(t *testing.T) {
 		}
 	}
 }
+
+func TestPeakBytesSaturates(t *testing.T) {
+	const top = math.MaxInt64
+	for _, tc := range []struct {
+		static, stash int64
+		n             int
+		want          int64
+	}{
+		{5, 7, 0, 5},
+		{5, 7, 3, 26},
+		{0, top, 1, top},
+		{1, top, 1, top},
+		{top, 0, 9, top},
+		{1 << 40, 1 << 40, 1 << 24, top},
+		{1 << 40, 1 << 30, 1 << 20, 1<<40 + 1<<50},
+	} {
+		if got := peakBytes(tc.static, tc.stash, tc.n); got != tc.want {
+			t.Errorf("peakBytes(%d, %d, %d) = %d, want %d", tc.static, tc.stash, tc.n, got, tc.want)
+		}
+	}
+}

@@ -173,7 +173,7 @@ func (r *Result) finish(sch *Schedule, t Timing, clock []float64, transfers []Ev
 		r.Idle[s] = r.Iteration - r.Busy[s]
 		devTime += d * r.Iteration
 		busyTime += d * r.Busy[s]
-		r.PeakMemory[s] = atInt(t.Static, s) + int64(r.InFlight[s])*atInt(t.Stash, s)
+		r.PeakMemory[s] = peakBytes(atInt(t.Static, s), atInt(t.Stash, s), r.InFlight[s])
 	}
 	if devTime > 0 {
 		r.Bubble = 1 - busyTime/devTime
@@ -186,6 +186,16 @@ func at(v []float64, i int) float64 {
 		return 0
 	}
 	return v[i]
+}
+
+// peakBytes is static + n·stash (both ≥ 0), or math.MaxInt64 where that
+// overflows: a plan of absurd sizes reads as never fitting, not as fitting
+// in negative bytes.
+func peakBytes(static, stash int64, n int) int64 {
+	if n > 0 && stash > (math.MaxInt64-static)/int64(n) {
+		return math.MaxInt64
+	}
+	return static + int64(n)*stash
 }
 
 func atInt(v []int64, i int) int64 {

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"math"
 	"sync"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -72,7 +73,45 @@ func (cm *costModel) opTime(i int, m int64) opTime {
 
 // static is the per-device memory of a stage's parameters: weights, gradients
 // and optimizer state; data-parallel replicas each hold all of it.
-func (cm *costModel) static(params int64) int64 { return params * (8 + cm.optBytes) }
+func (cm *costModel) static(params int64) int64 { return satMul(params, 8+cm.optBytes) }
+
+// setMemory fills c's memory terms for blk at per-device micro-batch m.
+func (cm *costModel) setMemory(c *stageCost, blk *block, m int64) {
+	c.static = cm.static(blk.params)
+	c.stashPerMB = satMul(blk.stash, m)
+	c.work = satMul(blk.work, m)
+}
+
+// satMul is a·b for a, b ≥ 0, or math.MaxInt64 where that overflows: the
+// bytes of an absurd batch saturate (and fit nowhere) instead of wrapping
+// negative (and fitting anywhere).
+func satMul(a, b int64) int64 {
+	if a > 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// satAdd is a+b for a, b ≥ 0, or math.MaxInt64 where that overflows.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// maxInFlight is the most micro-batches in flight that fit in limit, given
+// the bytes held regardless (base) and per micro-batch (stash): -1 if none
+// fit, math.MaxInt if every count does.
+func maxInFlight(base, stash, limit int64) int {
+	switch {
+	case base > limit:
+		return -1
+	case stash == 0:
+		return math.MaxInt
+	}
+	return int(min((limit-base)/stash, math.MaxInt32))
+}
 
 // flush is a stage's once-per-iteration work: the gradient all-reduce across
 // its k replicas and the optimizer step (weights, gradients and state read and
@@ -161,7 +200,7 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // memory is the per-device peak of a stage holding inflight micro-batches.
 func (s *stageCost) memory(inflight int) int64 {
-	return s.static + int64(inflight)*s.stashPerMB + s.work
+	return satAdd(satAdd(s.static, satMul(int64(inflight), s.stashPerMB)), s.work)
 }
 
 // priceOps prices an arbitrary op set on k devices at micro-batch b.
@@ -177,8 +216,6 @@ func (cm *costModel) priceOps(ops []int, blk *block, k int, b int64, mbs int) st
 	c.flush = cm.flush(blk.params, k)
 	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
 	c.link = 2 * cm.dev.transfer(float64(max(blk.inB, blk.outB))*float64(m), cm.interDP())
-	c.static = cm.static(blk.params)
-	c.stashPerMB = blk.stash * m
-	c.work = blk.work * m
+	cm.setMemory(&c, blk, m)
 	return c
 }

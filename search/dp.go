@@ -58,8 +58,7 @@ func (d *dp) newTable(n int) table {
 // fitEntry is a stage's binding time and memory terms, for the hot check.
 type fitEntry struct {
 	t     float64 // max(period, link)
-	base  int64   // static + working memory
-	stash int64   // per micro-batch in flight
+	maxIn int     // the most micro-batches in flight that fit in memory (maxInFlight)
 }
 
 type choice struct {
@@ -85,7 +84,7 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 	for id := range d.costs {
 		for k := 1; k <= d.kmax; k++ {
 			c := &d.costs[id][k]
-			d.fit[id*(d.kmax+1)+k] = fitEntry{math.Max(c.period, c.link), c.static + c.work, c.stashPerMB}
+			d.fit[id*(d.kmax+1)+k] = fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, sp.cm.limit)}
 		}
 	}
 	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
@@ -186,7 +185,7 @@ func (d *dp) fits(id, k, depth int) bool {
 		return false
 	}
 	e := &d.fit[id*(d.kmax+1)+k]
-	return e.t <= d.T && e.base+int64(d.inflight(depth))*e.stash <= d.sp.cm.limit
+	return e.t <= d.T && d.inflight(depth) <= e.maxIn
 }
 
 // solve is the fewest in flight at the entry of n on exactly k devices with δ
@@ -311,7 +310,7 @@ func (d *dp) fitsTime(id, k int) bool {
 		return false
 	}
 	e := &d.fit[id*(d.kmax+1)+k]
-	return e.t <= d.T && e.base+e.stash <= d.sp.cm.limit
+	return e.t <= d.T && e.maxIn >= 1
 }
 
 // group covers kids i.. of parallel node n side by side: kids i..p merged into

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -30,6 +31,10 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 		}
 	}
 	best, err := searchOn(g, o)
+	var np *NoPlanError
+	if errors.As(err, &np) {
+		best, o, err = smallerMicroBatch(g, o, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +72,29 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 		best.Search.Notes = append(best.Search.Notes, fmt.Sprintf("op times measured on %s", o.OpTimes.Device))
 	}
 	return best, nil
+}
+
+// smallerMicroBatch is Search's answer when nothing fits at the sizes the
+// planner tries first (at most MaxMicroBatches micro-batches per iteration):
+// the plan at the largest smaller size that fits, with options forcing that
+// size, or the first failure when none does.
+func smallerMicroBatch(g *dag.Graph, o Options, failed error) (*Plan, Options, error) {
+	for _, b := range o.smallerMicroBatches() {
+		forced := o
+		forced.MicroBatch = b
+		p, err := searchOn(g, forced)
+		var np *NoPlanError
+		if errors.As(err, &np) {
+			continue
+		}
+		if err != nil {
+			return nil, o, err
+		}
+		p.Search.Notes = append(p.Search.Notes, fmt.Sprintf("no plan fits with at most %d micro-batches per iteration: micro-batch %d (%d per iteration) is the largest that does",
+			MaxMicroBatches, b, o.Batch/b))
+		return p, forced, nil
+	}
+	return nil, o, failed
 }
 
 // fewerDevices turns Search's tries on fewer devices on (tests turn it off).
@@ -420,6 +448,12 @@ func noPlan(g *dag.Graph, o *Options, cm *costModel) error {
 		return &NoPlanError{fmt.Sprintf("memory: op %q alone needs %s for its weights, gradients and optimizer state, over the %s a device has",
 			name, gb(biggest), gb(o.MemoryLimit))}
 	}
-	return &NoPlanError{fmt.Sprintf("memory: no %s plan of %q on %d devices fits in %s per device at any micro-batch size (weights, gradients and optimizer state take %s in all, %s per device if split evenly)",
-		o.Strategy, g.Name(), o.Devices, gb(o.MemoryLimit), gb(total), gb(total/int64(o.Devices)))}
+	at := "at any micro-batch size"
+	if o.MicroBatch > 0 {
+		at = fmt.Sprintf("at micro-batch %d", o.MicroBatch)
+	} else if o.Batch > MicroBatchLimit {
+		at = fmt.Sprintf("at any micro-batch size that makes at most %d micro-batches per iteration (the most a plan may have)", MicroBatchLimit)
+	}
+	return &NoPlanError{fmt.Sprintf("memory: no %s plan of %q on %d devices fits in %s per device %s (weights, gradients and optimizer state take %s in all, %s per device if split evenly)",
+		o.Strategy, g.Name(), o.Devices, gb(o.MemoryLimit), at, gb(total), gb(total/int64(o.Devices)))}
 }

@@ -250,9 +250,7 @@ func (sp *space) price(id, k int, b int64, mbs int) stageCost {
 	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
 	bytes := float64(max(blk.inB, blk.outB)) * float64(m)
 	c.link = 2 * sp.cm.dev.transfer(bytes, sp.cm.interDP())
-	c.static = sp.cm.static(blk.params)
-	c.stashPerMB = blk.stash * m
-	c.work = blk.work * m
+	sp.cm.setMemory(&c, blk, m)
 	return c
 }
 

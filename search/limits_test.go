@@ -1,0 +1,115 @@
+package search
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/graphpipe/graphpipe/models"
+)
+
+// A batch whose bytes overflow int64 fits nowhere: before saturation, MMT at
+// batch 2^36 on 8 v100 "fit" as one stage with a peak of 0 bytes.
+func TestAbsurdBatchFitsNowhere(t *testing.T) {
+	e, _ := models.Lookup("mmt")
+	g, _ := e.Build(e.Default)
+	for _, batch := range []int64{1 << 36, 99999999999999} {
+		p, err := Search(g, Options{Device: Profiles["v100"], Devices: 8, Batch: batch})
+		var np *NoPlanError
+		if !errors.As(err, &np) {
+			t.Fatalf("batch %d: got a plan (micro-batch %d, peak %d bytes), want no plan", batch, p.MicroBatch, p.Predicted.PeakMemory)
+		}
+		if !strings.Contains(err.Error(), "at most 65536 micro-batches per iteration") {
+			t.Errorf("batch %d: %v does not say which sizes were tried", batch, err)
+		}
+	}
+}
+
+// When no plan fits with MaxMicroBatches micro-batches, Search halves the
+// micro-batch until one does, and that is the largest size that fits.
+func TestSmallerMicroBatchWhenNothingFits(t *testing.T) {
+	e, _ := models.Lookup("mmt")
+	g, _ := e.Build(e.Default)
+	o := Options{Device: Profiles["v100"], Devices: 8, Batch: 1 << 20}
+	p, err := Search(g, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MicroBatches <= MaxMicroBatches || p.MicroBatches > MicroBatchLimit || !p.Predicted.Feasible {
+		t.Fatalf("micro-batch %d × %d, feasible %v", p.MicroBatch, p.MicroBatches, p.Predicted.Feasible)
+	}
+	if !strings.Contains(strings.Join(p.Search.Notes, "\n"), "is the largest that does") {
+		t.Errorf("notes %q do not say the micro-batch was reduced", p.Search.Notes)
+	}
+	o.MicroBatch = 2 * p.MicroBatch
+	var np *NoPlanError
+	if _, err := Search(g, o); !errors.As(err, &np) || !strings.Contains(err.Error(), "at micro-batch") {
+		t.Errorf("forced micro-batch %d: got %v, want no plan at that size", o.MicroBatch, err)
+	}
+}
+
+func TestMicroBatchOptions(t *testing.T) {
+	e, _ := models.Lookup("mlp")
+	g, _ := e.Build(e.Small)
+	for _, tc := range []struct {
+		batch, micro int64
+		want         string
+	}{
+		{64, -2, "must be positive"},
+		{1 << 20, 8, "131072 micro-batches per iteration, over the 65536"},
+	} {
+		_, err := Search(g, Options{Device: Profiles["cpu"], Devices: 2, Batch: tc.batch, MicroBatch: tc.micro})
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Flag != "micro-batch" || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("batch %d, micro-batch %d: got %v, want --micro-batch: ...%s", tc.batch, tc.micro, err, tc.want)
+		}
+	}
+}
+
+func TestSaturatingBytes(t *testing.T) {
+	const top = math.MaxInt64
+	for _, tc := range []struct{ a, b, mul, add int64 }{
+		{0, top, 0, top},
+		{3, 4, 12, 7},
+		{1 << 31, 1 << 31, 1 << 62, 1 << 32},
+		{1 << 32, 1 << 32, top, 1 << 33},
+		{top, 1, top, top},
+		{top / 2, 3, top, top/2 + 3},
+	} {
+		if got := satMul(tc.a, tc.b); got != tc.mul {
+			t.Errorf("satMul(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.mul)
+		}
+		if got := satAdd(tc.a, tc.b); got != tc.add {
+			t.Errorf("satAdd(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.add)
+		}
+	}
+	for _, tc := range []struct {
+		base, stash, limit int64
+		want               int
+	}{
+		{10, 0, 10, math.MaxInt},
+		{11, 0, 10, -1},
+		{2, 3, 10, 2},
+		{2, 4, 10, 2},
+		{2, 9, 10, 0},
+		{0, top, 1e15, 0},
+		{0, 1, top, math.MaxInt32},
+	} {
+		if got := maxInFlight(tc.base, tc.stash, tc.limit); got != tc.want {
+			t.Errorf("maxInFlight(%d, %d, %d) = %d, want %d", tc.base, tc.stash, tc.limit, got, tc.want)
+		}
+		// the oracle: the largest n ≤ 8 with base + n·stash ≤ limit, in big enough arithmetic
+		if tc.stash > 0 && tc.stash < 1<<40 && tc.want < 8 {
+			n := -1
+			for k := 0; k <= 8; k++ {
+				if float64(tc.base)+float64(k)*float64(tc.stash) <= float64(tc.limit) {
+					n = k
+				}
+			}
+			if n != tc.want {
+				t.Errorf("maxInFlight(%d, %d, %d): table says %d, the oracle %d", tc.base, tc.stash, tc.limit, tc.want, n)
+			}
+		}
+	}
+}
