@@ -22,6 +22,8 @@ test:
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime 20000x
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime 200000x
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 100000x
+	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime 20000x
+	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime 20000x
 
 # The main job: time the ops of a small multi-branch model (the MMT preset) on
 # this CPU, plan it on 4 CPU "devices" from those times as a graph pipeline
@@ -59,6 +61,8 @@ fuzz:
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime $(FUZZTIME)
 
 # The benchmark report: BENCHMARKS.md and bench/results/ (CSV, SVG), every
 # figure measured by the run that writes it. sgemm is set against OpenBLAS

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Encode renders a plan as indented JSON.
@@ -21,6 +22,18 @@ func (p *Plan) Encode() []byte {
 // checks that it is whole: format, stages, devices, edges, and action lists
 // that form a valid schedule.
 func DecodePlan(data []byte) (*Plan, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("not a plan: the file is empty")
+	}
+	var head struct {
+		Format string `json:"format"`
+	}
+	if json.Unmarshal(data, &head) == nil && head.Format != "" && head.Format != PlanFormat {
+		if strings.HasPrefix(head.Format, "graphpipe/model@") {
+			return nil, fmt.Errorf("not a plan but a model file (%s): make a plan of it with graphpipe search MODEL -o PLAN", head.Format)
+		}
+		return nil, fmt.Errorf("format: is %q, want %q", head.Format, PlanFormat)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var p Plan
@@ -49,8 +62,8 @@ func (p *Plan) validate() error {
 		return fmt.Errorf("devices_per_node: must be positive")
 	case p.BatchSize < 1 || p.MicroBatch < 1 || p.BatchSize%p.MicroBatch != 0 || int64(p.MicroBatches) != p.BatchSize/p.MicroBatch:
 		return fmt.Errorf("batch_size, micro_batch, micro_batches: %d, %d and %d do not agree", p.BatchSize, p.MicroBatch, p.MicroBatches)
-	case p.MicroBatches > 1<<20:
-		return fmt.Errorf("micro_batches: %d is too many", p.MicroBatches)
+	case p.MicroBatches > MicroBatchLimit:
+		return fmt.Errorf("micro_batches: %d is over the %d a plan may have", p.MicroBatches, MicroBatchLimit)
 	case len(p.Actions) != len(p.Stages):
 		return fmt.Errorf("actions: %d lists for %d stages", len(p.Actions), len(p.Stages))
 	}

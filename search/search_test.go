@@ -207,6 +207,15 @@ func TestPlanRefusals(t *testing.T) {
 			t.Errorf("%s: got %v, want %q", tc.want, err, tc.want)
 		}
 	}
+	for _, tc := range []struct{ data, want string }{
+		{"", "not a plan: the file is empty"},
+		{" \n", "not a plan: the file is empty"},
+		{string(dag.Write(g.Model())), "not a plan but a model file (graphpipe/model@1)"},
+	} {
+		if _, err := DecodePlan([]byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.20q: got %v, want %q", tc.data, err, tc.want)
+		}
+	}
 }
 
 func FuzzDecodePlan(f *testing.F) {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -80,7 +78,7 @@ which flags each model takes.`,
 			if err != nil {
 				return inputf("%v", err)
 			}
-			return writeOutput(cmd, out, dag.Write(g.Model()))
+			return writeOutput(cmd, "-o", out, dag.Write(g.Model()))
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write to `FILE` instead of stdout")
@@ -89,30 +87,4 @@ which flags each model takes.`,
 		cmd.Flags().Int64Var(&vals[i], k.Name, 0, k.Help)
 	}
 	return cmd
-}
-
-// writeOutput writes data to path atomically (a temp file renamed into place),
-// or to stdout when path is empty or "-".
-func writeOutput(cmd *cobra.Command, path string, data []byte) error {
-	if path == "" || path == "-" {
-		_, err := cmd.OutOrStdout().Write(data)
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return inputf("-o %s: %v", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", path)
-	return nil
 }

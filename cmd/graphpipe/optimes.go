@@ -96,7 +96,7 @@ func profileOps(cmd *cobra.Command, path, device string, gpu int, batch int64, q
 		_, err = cmd.OutOrStdout().Write(data)
 		return err
 	}
-	if err := writeFileAtomic(out, data); err != nil {
+	if err := writeFile("-o", out, data); err != nil {
 		return err
 	}
 	fmt.Fprintf(log, "wrote %s\n", out)

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	goruntime "runtime"
 	"strings"
 	"text/tabwriter"
@@ -100,6 +98,9 @@ links, all-reduce, the optimizer step and memory still come from its
 			"  graphpipe profile --model mmt-small.json -o mmt-small.optimes.json\n  graphpipe search mmt-small.json --devices 2 --device cpu --op-times mmt-small.optimes.json",
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputs("-o", out); err != nil {
+				return err
+			}
 			if model != "" {
 				if asJSON {
 					return usagef("--json: not with --model (op times are JSON already)")
@@ -121,7 +122,7 @@ links, all-reduce, the optimizer step and memory still come from its
 			data, _ := json.MarshalIndent(res.Device, "", "  ")
 			data = append(data, '\n')
 			if out != "" {
-				if err := writeFileAtomic(out, data); err != nil {
+				if err := writeFile("-o", out, data); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", out)
@@ -337,17 +338,8 @@ func (cpuMeter) copyRate(bytes int) (float64, error) {
 }
 
 func (cpuMeter) memory() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return search.Profiles["cpu"].Memory
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var kb int64
-		if _, err := fmt.Sscanf(sc.Text(), "MemTotal: %d kB", &kb); err == nil {
-			return kb << 10
-		}
+	if m := hostMemory(); m > 0 {
+		return m
 	}
 	return search.Profiles["cpu"].Memory
 }

@@ -138,6 +138,9 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			}
 			o.CheckpointDir, o.CheckpointEvery = ckptDir, ckptEvery
 			if resume != "" {
+				if st, err := os.Stat(resume); err != nil || !st.IsDir() {
+					return usagef("--resume %s: not a directory of checkpoints", resume)
+				}
 				c, err := runtime.LoadCheckpoint(resume, func(step int, why error) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d in %s is not whole (%v): falling back to the one before\n", step, resume, why)
 				})
@@ -156,12 +159,21 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if prof != "" && o.Emulate {
 				return usagef("--profile: an emulated run computes nothing to profile")
 			}
+			if err := checkOutputs("--trace", trace, "--profile", prof); err != nil {
+				return err
+			}
 			if restarts < 0 || restarts > 0 && workers != "local" {
 				return usagef("--restarts: restarts need local workers and a count of at least 0")
 			}
 			wargs, err := df.workerArgs(workers, o.Emulate, plan, cmd.ErrOrStderr())
 			if err != nil {
 				return err
+			}
+			if workers == "local" && !o.Emulate && df.backend != "cuda" {
+				what := fmt.Sprintf("the plan's local workers (%s devices, %d samples per iteration; the peak memory the plan predicts per device, summed)", plan.Device.Name, plan.BatchSize)
+				if err := checkHost("--batch", what, estimateSlack*planNeed(plan)); err != nil {
+					return err
+				}
 			}
 			return runPlan(cmd, g, plan, &nf, workers, wargs, runID, steps, o, dump, trace, prof, asJSON, restarts)
 		},
@@ -410,7 +422,7 @@ func writeTrace(path string, plan *search.Plan, res *runtime.Result, emulated bo
 			r.Events = append(r.Events, microbatch.Event{Stage: s, Kind: microbatch.Kind(e.Kind), MB: e.MB, Start: e.Start, End: e.End})
 		}
 	}
-	return writeFileAtomic(path, microbatch.Trace(r, len(plan.Stages), names))
+	return writeFile("--trace", path, microbatch.Trace(r, len(plan.Stages), names))
 }
 
 // startWorkers starts one worker process per device: this same binary,
@@ -457,11 +469,20 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // this host's cores each. With all of them each, a pipeline's stages, busy
 // at once, preempt one another and the server relaying their messages: the
 // small MMT on 2 workers and 2 cores took 6.05-7.34 ms per iteration, with a
-// core each 4.84-5.19 ms.
+// core each 4.84-5.19 ms. Likewise, unless the user set GOMEMLIMIT, an even
+// share of hostShare of the host's memory each, as a soft limit: a Go heap
+// grows to twice its live size between collections, and eight workers of the
+// paper's MMT (14.7 GB predicted in all) were killed for memory on a 25 GB
+// host without it.
 func workerEnv(n int, token string) []string {
 	env := append(os.Environ(), tokenEnv+"="+token)
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", max(1, goruntime.NumCPU()/n)))
+	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		if host := hostMemory(); host > 0 {
+			env = append(env, fmt.Sprintf("GOMEMLIMIT=%d", int64(hostShare*float64(host))/int64(n)))
+		}
 	}
 	return env
 }
@@ -613,7 +634,7 @@ func writeProfile(path string, res *runtime.Result) error {
 	if err := p.Write(&b); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, b.Bytes())
+	return writeFile("--profile", path, b.Bytes())
 }
 
 // isTerminal says whether w is a character device (a terminal): progress is
@@ -653,7 +674,7 @@ file a PyTorch user can load: each parameter as "<op>.<param>" in PyTorch's layo
 			if err != nil {
 				return err
 			}
-			return writeOutput(cmd, out, b)
+			return writeOutput(cmd, "-o", out, b)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "the safetensors `FILE` to write")

@@ -293,6 +293,30 @@ func TestRunRefusals(t *testing.T) {
 	}
 }
 
+// TestHostMemory: a run or a training whose predicted memory is over the
+// host's is refused before anything starts; an unknown host size passes.
+func TestHostMemory(t *testing.T) {
+	model := smallModel(t, "mlp")
+	defer func(f func() int64) { hostMemory = f }(hostMemory)
+	hostMemory = func() int64 { return 1000 }
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", model, "--devices", "2", "--device", "cpu"}, "--batch: the plan's local workers (cpu devices, 32 samples per iteration"},
+		{[]string{"train", model, "--steps", "1"}, "--batch: training mlp at batch 32, micro-batch 32, in one process needs about"},
+	} {
+		code, _, errs := gp(t, "", tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.want) || !strings.Contains(errs, "over 90% of the 1e-06 GB of this host") {
+			t.Errorf("%v: exit %d %q, want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+	hostMemory = func() int64 { return 0 }
+	if code, _, errs := gp(t, "", "train", model, "--steps", "1"); code != 0 {
+		t.Errorf("with the host's memory unknown: exit %d %q", code, errs)
+	}
+}
+
 // TestRunDataParallel: a plan with a stage on two devices runs as replicas in
 // separate processes and ends with graphpipe train's parameters.
 func TestRunDataParallel(t *testing.T) {
@@ -343,5 +367,15 @@ func TestWorkerEnv(t *testing.T) {
 	env := workerEnv(3, "tok")
 	if slices.Contains(env, want) || !slices.Contains(env, "GOMAXPROCS=1000") {
 		t.Fatalf("the user's GOMAXPROCS was overridden: %v", env)
+	}
+	defer func(f func() int64) { hostMemory = f }(hostMemory)
+	hostMemory = func() int64 { return 30e9 }
+	os.Unsetenv("GOMEMLIMIT")
+	if env := workerEnv(3, "tok"); !slices.Contains(env, "GOMEMLIMIT=9000000000") {
+		t.Fatalf("env lacks a third of 90%% of 30 GB as GOMEMLIMIT: %v", env)
+	}
+	t.Setenv("GOMEMLIMIT", "5GiB")
+	if env := workerEnv(3, "tok"); slices.Contains(env, "GOMEMLIMIT=9000000000") || !slices.Contains(env, "GOMEMLIMIT=5GiB") {
+		t.Fatalf("the user's GOMEMLIMIT was overridden: %v", env)
 	}
 }

@@ -49,6 +49,9 @@ func (f *searchFlags) options() (search.Options, error) {
 			return search.Options{}, inputf("--device %s: %v", f.device, err)
 		}
 	}
+	if f.perNode < 1 {
+		return search.Options{}, usagef("--devices-per-node: must be positive, got %d", f.perNode)
+	}
 	if f.memoryGB < 0 || f.memoryGB > 1e6 {
 		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
 	}
@@ -161,12 +164,15 @@ Exit 1 when no plan fits, saying which limit failed.`,
 			if err != nil {
 				return err
 			}
+			if err := checkOutputs("-o", out); err != nil {
+				return err
+			}
 			p, err := search.Search(g, o)
 			if err != nil {
 				return searchError(err)
 			}
 			if out != "" {
-				if err := writeOutput(cmd, out, p.Encode()); err != nil {
+				if err := writeOutput(cmd, "-o", out, p.Encode()); err != nil {
 					return err
 				}
 			}

@@ -36,13 +36,13 @@ prints the schedule as a step × stage grid.`,
 				names[i] = fmt.Sprintf("stage %d (devices %v)", i, s.Devices)
 			}
 			if trace != "" {
-				if err := writeOutput(cmd, trace, microbatch.Trace(res, len(p.Stages), names)); err != nil {
+				if err := writeOutput(cmd, "--trace", trace, microbatch.Trace(res, len(p.Stages), names)); err != nil {
 					return err
 				}
 			}
 			if svg != "" {
 				title := fmt.Sprintf("%s, %s plan, %s", p.Model.Name, p.Strategy, p.Schedule)
-				if err := writeOutput(cmd, svg, microbatch.SVG(res, len(p.Stages), title)); err != nil {
+				if err := writeOutput(cmd, "--svg", svg, microbatch.SVG(res, len(p.Stages), title)); err != nil {
 					return err
 				}
 			}
@@ -93,7 +93,7 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if svg != "" {
-				if err := writeOutput(cmd, svg, p.SVG()); err != nil {
+				if err := writeOutput(cmd, "--svg", svg, p.SVG()); err != nil {
 					return err
 				}
 			}

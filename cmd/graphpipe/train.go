@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -65,6 +66,12 @@ in PyTorch.`,
 			}
 			if !cmd.Flags().Changed("lr") {
 				lr = defaultLR
+			}
+			b, m := cmp.Or(batch, int(g.BatchSize())), cmp.Or(micro, batch, int(g.BatchSize()))
+			if b > 0 && m > 0 {
+				if err := checkHost("--batch", fmt.Sprintf("training %s at batch %d, micro-batch %d, in one process", g.Name(), b, m), estimateSlack*trainNeed(g, b, m, optimizerBytes(optName, momentum))); err != nil {
+					return err
+				}
 			}
 			t, err := stage.NewTrainer(g, stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, Batch: batch, MicroBatch: micro})
 			if err != nil {
@@ -162,25 +169,4 @@ func writeDump(dir string, ex *stage.Executor, data []tensor.Named, losses []flo
 	}
 	l, _ := json.MarshalIndent(losses, "", " ")
 	return writeFileAtomic(filepath.Join(dir, "losses.json"), append(l, '\n'))
-}
-
-// writeFileAtomic writes through a temporary file renamed into place.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -71,6 +71,7 @@ func TestTrainRefusals(t *testing.T) {
 		{[]string{"train", model, "--optimizer", "lion"}, `unknown optimizer "lion"`},
 		{[]string{"train", model, "--lr", "-1"}, "--lr: must be a positive number"},
 		{[]string{"train", model, "--steps", "0"}, "--steps: must be positive"},
+		{[]string{"train", model, "--batch", "1099511627776"}, "--batch: training mlp at batch 1099511627776, micro-batch 1099511627776, in one process needs about"},
 	} {
 		code, _, errs := gp(t, "", tc.args...)
 		if code != 2 || !strings.Contains(errs, tc.want) {

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+)
+
+// checkOutputs refuses, before any work starts, an output flag whose file
+// cannot be written: its directory missing or not a directory, not writable,
+// or the path itself a directory. A run that trains for an hour must not
+// find out at the end that its --trace has nowhere to go. pairs alternate
+// flag and path; empty paths and "-" (stdout) pass.
+func checkOutputs(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := checkOutput(pairs[i], pairs[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkOutput(flag, path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return usagef("%s %s: is a directory, not a file", flag, path)
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return usagef("%s %s: directory %s: %v", flag, path, dir, cause(err))
+	case !st.IsDir():
+		return usagef("%s %s: %s is not a directory", flag, path, dir)
+	}
+	probe, err := os.CreateTemp(dir, ".graphpipe-probe-*")
+	if err != nil {
+		return usagef("%s %s: cannot write in %s: %v", flag, path, dir, cause(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
+}
+
+// cause is err without the path a *fs.PathError adds (a temporary file's
+// name means nothing to the user).
+func cause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// writeOutput writes data to path atomically, or to stdout when path is
+// empty or "-", and says so on stderr; errors name flag and path.
+func writeOutput(cmd *cobra.Command, flag, path string, data []byte) error {
+	if path == "" || path == "-" {
+		_, err := cmd.OutOrStdout().Write(data)
+		return err
+	}
+	if err := writeFile(flag, path, data); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", path)
+	return nil
+}
+
+// writeFile writes data to path atomically; errors name flag and path.
+func writeFile(flag, path string, data []byte) error {
+	if err := writeFileAtomic(path, data); err != nil {
+		return inputf("%s %s: cannot write: %v", flag, path, cause(err))
+	}
+	return nil
+}
+
+// writeFileAtomic writes through a temporary file, synced, renamed into place.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
