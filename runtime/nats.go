@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -82,6 +84,33 @@ func DialNATS(o NATSOptions) (*NATS, error) {
 		return nil, fmt.Errorf("NATS %s: %w", o.URL, err)
 	}
 	return &NATS{nc: nc}, nil
+}
+
+// DialNATSWaiting is DialNATS retried, while no server answers, for up to
+// wait: a worker may start before the server it joins. waiting is told once,
+// when the first try finds no server.
+func DialNATSWaiting(ctx context.Context, o NATSOptions, wait time.Duration, waiting func(error)) (*NATS, error) {
+	deadline := time.Now().Add(wait)
+	for try := 0; ; try++ {
+		n, err := DialNATS(o)
+		if err == nil || !errors.Is(err, nats.ErrNoServers) {
+			return n, err
+		}
+		if !time.Now().Before(deadline) {
+			if try > 0 {
+				err = fmt.Errorf("%w (after waiting %v)", err, wait)
+			}
+			return nil, err
+		}
+		if try == 0 && waiting != nil {
+			waiting(err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("NATS %s: %w", o.URL, context.Cause(ctx))
+		case <-time.After(min(250*time.Millisecond, time.Until(deadline))):
+		}
+	}
 }
 
 func (n *NATS) Publish(subject string, data []byte) error { return n.nc.Publish(subject, data) }

@@ -2,12 +2,17 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/graphpipe/graphpipe/stage"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // TestOverEmbeddedNATS: a run over a real NATS server on a random loopback
@@ -105,5 +110,55 @@ func TestLastMessageIsAcknowledged(t *testing.T) {
 		cancel()
 		a.Close()
 		na.Close()
+	}
+}
+
+// TestDialWaitsForALateServer: a worker started before its server connects
+// once the server is up; with no server it gives up after its wait, and a
+// wrong token fails at once instead of waiting.
+func TestDialWaitsForALateServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	var srv *server.Server
+	started := make(chan error, 1)
+	go func() {
+		time.Sleep(600 * time.Millisecond)
+		var err error
+		srv, err = server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, Authorization: "tok", NoLog: true, NoSigs: true})
+		if err == nil {
+			srv.Start()
+		}
+		started <- err
+	}()
+	waited := 0
+	n, err := DialNATSWaiting(context.Background(), NATSOptions{URL: url, Token: "tok"}, 20*time.Second, func(error) { waited++ })
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	if err != nil {
+		t.Fatalf("no connection once the server was up: %v", err)
+	}
+	n.Close()
+	if waited != 1 {
+		t.Errorf("told of the wait %d times, want once", waited)
+	}
+	start := time.Now()
+	if _, err := DialNATSWaiting(context.Background(), NATSOptions{URL: url, Token: "wrong"}, 20*time.Second, nil); err == nil || time.Since(start) > 5*time.Second {
+		t.Errorf("a wrong token: %v after %v, want an error at once", err, time.Since(start))
+	}
+	srv.Shutdown()
+	start = time.Now()
+	_, err = DialNATSWaiting(context.Background(), NATSOptions{URL: url, Token: "tok"}, 300*time.Millisecond, nil)
+	if !errors.Is(err, nats.ErrNoServers) || !strings.Contains(err.Error(), "after waiting 300ms") {
+		t.Errorf("no server: got %v, want no servers after waiting 300ms", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 10*time.Second {
+		t.Errorf("gave up after %v, want about 300ms", d)
 	}
 }

@@ -48,6 +48,14 @@ func checkOutput(flag, path string) error {
 	return nil
 }
 
+// checkCheckpointDir refuses a checkpoint directory that is not one.
+func checkCheckpointDir(flag, dir string) error {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return usagef("%s %s: not a directory of checkpoints", flag, dir)
+	}
+	return nil
+}
+
 // cause is err without the path a *fs.PathError adds (a temporary file's
 // name means nothing to the user).
 func cause(err error) error {

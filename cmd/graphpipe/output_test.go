@@ -36,6 +36,7 @@ func TestOutputsCheckedFirst(t *testing.T) {
 		{[]string{"models", "export", "mlp", "-o", missing}, "-o " + missing + ": cannot write"},
 		{[]string{"search", model, "--devices-per-node", "0"}, "--devices-per-node: must be positive, got 0"},
 		{[]string{"run", model, "--device", "cpu", "--resume", missing}, "--resume " + missing + ": not a directory of checkpoints"},
+		{[]string{"export", missing, "-o", file}, "DIR " + missing + ": not a directory of checkpoints"},
 		{[]string{"sim", model}, "not a plan but a model file (graphpipe/model@1)"},
 		{[]string{"explain", file}, file + ": not a plan: the file is empty"},
 	} {

@@ -138,8 +138,8 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			}
 			o.CheckpointDir, o.CheckpointEvery = ckptDir, ckptEvery
 			if resume != "" {
-				if st, err := os.Stat(resume); err != nil || !st.IsDir() {
-					return usagef("--resume %s: not a directory of checkpoints", resume)
+				if err := checkCheckpointDir("--resume", resume); err != nil {
+					return err
 				}
 				c, err := runtime.LoadCheckpoint(resume, func(step int, why error) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d in %s is not whole (%v): falling back to the one before\n", step, resume, why)
@@ -564,6 +564,7 @@ func newWorkerCmd() *cobra.Command {
 	var df deviceFlags
 	var runID string
 	var gen uint32
+	var connectWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL --run ID",
 		Short: "Join a run as a stage worker",
@@ -583,7 +584,12 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 			if dev != nil {
 				defer dev.Close()
 			}
-			t, err := runtime.DialNATS(nf.options("graphpipe worker " + runID))
+			if connectWait < 0 {
+				return usagef("--connect-wait: must be at least 0, got %v", connectWait)
+			}
+			t, err := runtime.DialNATSWaiting(ctx, nf.options("graphpipe worker "+runID), connectWait, func(err error) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %v: waiting up to %v for the server\n", err, connectWait)
+			})
 			if err != nil {
 				return err
 			}
@@ -595,6 +601,7 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 	df.registerWorker(cmd)
 	cmd.Flags().StringVar(&runID, "run", "", "the run to join")
 	cmd.Flags().Uint32Var(&gen, "gen", 1, "the generation to join (restarts start new ones)")
+	cmd.Flags().DurationVar(&connectWait, "connect-wait", 30*time.Second, "while no NATS server answers at --nats, keep trying this long (a worker may start before the server)")
 	return cmd
 }
 
@@ -659,6 +666,12 @@ file a PyTorch user can load: each parameter as "<op>.<param>" in PyTorch's layo
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if out == "" {
 				return usagef("export needs -o FILE")
+			}
+			if err := checkCheckpointDir("DIR", a[0]); err != nil {
+				return err
+			}
+			if err := checkOutputs("-o", out); err != nil {
+				return err
 			}
 			c, err := runtime.LoadCheckpoint(a[0], func(step int, why error) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d is not whole (%v): using the one before\n", step, why)
