@@ -40,9 +40,17 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 	lay := layout(plan)
 	workers := make([]int32, lay.total) // by worker id: each one's control address
 	where := make([]string, lay.total)
+	joinCtx, joined := ctx, func() {}
+	if o.JoinTimeout > 0 {
+		joinCtx, joined = context.WithTimeoutCause(ctx, o.JoinTimeout, fmt.Errorf("not all joined within %v", o.JoinTimeout))
+	}
+	defer joined()
 	for s := range workers {
-		_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbHello)
+		_, msg, err := ctl.ReceiveAny(joinCtx, ctlEdge, 'a', mbHello)
 		if err != nil {
+			if c := context.Cause(joinCtx); c != nil {
+				err = c
+			}
 			return nil, fmt.Errorf("waiting for workers: %d of %d joined: %w", s, lay.total, err)
 		}
 		var h hello

@@ -212,3 +212,34 @@ func TestWatchForgivesItsOwnStall(t *testing.T) {
 		t.Fatalf("called silent %v after waking (%v), before a heartbeat timeout (%v) had passed awake", since, fired, HeartbeatTimeout)
 	}
 }
+
+// TestJoinTimeout: a coordinator whose workers do not all join within its
+// JoinTimeout says how many did and stops; the one that joined leaves.
+func TestJoinTimeout(t *testing.T) {
+	shortHeartbeats(t)
+	g, plan := smallPlan(t, "case-study", 3, 4)
+	m := NewMemory(1, Faults{}, 1<<20)
+	t.Cleanup(func() { m.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make(chan error, 1)
+	go func() { errs <- Serve(ctx, m, "few") }()
+	start := time.Now()
+	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}, JoinTimeout: 300 * time.Millisecond}
+	_, err := Coordinate(ctx, g, plan, m, "few", 2, o, nil)
+	want := fmt.Sprintf("waiting for workers: 1 of %d joined: not all joined within 300ms", len(plan.Stages))
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("gave up after %v", d)
+	}
+	select {
+	case err := <-errs:
+		if err == nil {
+			t.Error("the worker that joined ended without an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the worker that joined is still waiting")
+	}
+}

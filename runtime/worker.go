@@ -100,6 +100,8 @@ type Options struct {
 	Resume *Checkpoint `json:"-"`
 	Start  int         `json:"start,omitempty"` // the first iteration, set from Resume
 	Gen    uint32      `json:"-"`               // the generation: 1, then one more per restart
+	// JoinTimeout > 0 bounds the coordinator's wait for its workers to join.
+	JoinTimeout time.Duration `json:"-"`
 	// Device runs the stage's ops on a GPU (package cuda); nil: the CPU.
 	// It belongs to the worker process, not to the run.
 	Device *cuda.Device `json:"-"`

@@ -79,6 +79,7 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var steps int
 	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume string
 	var ckptEvery, restarts int
+	var joinTimeout time.Duration
 	var lr, momentum float32
 	var seed int64
 	var asJSON bool
@@ -137,6 +138,10 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				ckptEvery = max(1, steps/10)
 			}
 			o.CheckpointDir, o.CheckpointEvery = ckptDir, ckptEvery
+			if joinTimeout < 0 {
+				return usagef("--join-timeout: must be at least 0, got %v", joinTimeout)
+			}
+			o.JoinTimeout = joinTimeout
 			if resume != "" {
 				if err := checkCheckpointDir("--resume", resume); err != nil {
 					return err
@@ -196,6 +201,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	cmd.Flags().IntVar(&ckptEvery, "checkpoint-every", 0, "checkpoint after every K iterations (default: a tenth of --steps)")
 	cmd.Flags().StringVar(&resume, "resume", "", "resume from the newest whole checkpoint in `DIR` (any plan: parameters are keyed by name)")
 	cmd.Flags().IntVar(&restarts, "restarts", 0, "when a worker dies, restart the workers up to this many times, resuming from the last checkpoint (local workers)")
+	cmd.Flags().DurationVar(&joinTimeout, "join-timeout", 10*time.Minute, "give up when not every worker has joined within this long (0: wait for ever)")
 	cmd.Flags().StringVar(&prof, "profile", "", "write each op's time, per stage and pass, as a pprof profile to `FILE` (go tool pprof FILE)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
