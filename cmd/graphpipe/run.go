@@ -367,15 +367,15 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 		if err != nil {
 			return nil, err
 		}
+		exited := watchWorkers(procs, fail)
 		defer func() {
 			if context.Cause(ctx) != nil { // the generation failed: the rest of it goes too
 				for _, p := range procs {
 					p.Process.Kill()
 				}
 			}
-			stopWorkers(procs)
+			stopWorkers(procs, exited)
 		}()
-		watchWorkers(procs, fail)
 	case "external":
 		fmt.Fprintf(log, "waiting for %d workers: %s=<token> graphpipe worker --nats %s --run %s\n", n, tokenEnv, opts.URL, runID)
 	}
@@ -450,7 +450,10 @@ func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID strin
 		c.Env = env
 		c.Stderr = log
 		if err := c.Start(); err != nil {
-			stopWorkers(procs)
+			for _, p := range procs {
+				p.Process.Kill()
+				p.Wait()
+			}
 			return nil, fmt.Errorf("starting worker %d: %w", i, err)
 		}
 		procs = append(procs, c)
@@ -494,36 +497,39 @@ func workerEnv(n int, token string) []string {
 }
 
 // watchWorkers fails the run as soon as a local worker process dies with an
-// error, instead of waiting for messages it will never send.
-func watchWorkers(procs []*exec.Cmd, fail context.CancelCauseFunc) {
+// error, instead of waiting for messages it will never send. It owns the
+// workers' Wait, which also joins the goroutines copying their stderr; the
+// channel closes once every worker has exited and been waited for.
+func watchWorkers(procs []*exec.Cmd, fail context.CancelCauseFunc) <-chan struct{} {
+	var wg sync.WaitGroup
 	for i, p := range procs {
+		wg.Add(1)
 		go func() {
-			state, err := p.Process.Wait()
-			if err == nil && !state.Success() {
-				fail(fmt.Errorf("worker process %d (pid %d) exited: %v", i, p.Process.Pid, state))
+			defer wg.Done()
+			p.Wait()
+			if st := p.ProcessState; st != nil && !st.Success() {
+				fail(fmt.Errorf("worker process %d (pid %d) exited: %v", i, p.Process.Pid, st))
 			}
 		}()
 	}
+	exited := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(exited)
+	}()
+	return exited
 }
 
-// stopWorkers waits briefly for workers to leave, then kills what remains.
-func stopWorkers(procs []*exec.Cmd) {
-	done := make(chan struct{})
-	go func() {
-		for _, p := range procs {
-			for p.ProcessState == nil && p.Process.Signal(syscall.Signal(0)) == nil {
-				time.Sleep(10 * time.Millisecond) // watchWorkers owns the Wait
-			}
-		}
-		close(done)
-	}()
+// stopWorkers waits briefly for workers to leave, then kills what remains,
+// and returns once watchWorkers has waited for every one.
+func stopWorkers(procs []*exec.Cmd, exited <-chan struct{}) {
 	select {
-	case <-done:
+	case <-exited:
 	case <-time.After(5 * time.Second):
 		for _, p := range procs {
 			p.Process.Kill()
 		}
-		<-done
+		<-exited
 	}
 }
 
