@@ -158,20 +158,22 @@ type exactProblem struct {
 	ds     *downsets
 	b      int64
 	mbs    int
-	kmax   int
+	kmax   int // in groups of g devices, as the gpp DP counts them past maxDPDevices
+	g      int
 	stages []exactStage
 	out    [][]int // per downset, its candidate stages
 	ts     []float64
 }
 
 func newExactProblem(cm *costModel, ds *downsets, o *Options, b int64) *exactProblem {
-	ep := &exactProblem{ds: ds, b: b, mbs: int(o.Batch / b), kmax: int(min(int64(o.Devices), b)), out: make([][]int, len(ds.sets))}
+	g := dpGroup(o.Devices)
+	ep := &exactProblem{ds: ds, b: b, mbs: int(o.Batch / b), g: g, kmax: int(min(int64(o.Devices/g), b/int64(g))), out: make([][]int, len(ds.sets))}
 	for i := range ds.sets {
 		for _, j := range ds.supers[i] {
 			st := exactStage{from: i, to: j, ops: diff(ds.ops[j], ds.ops[i]), costs: make([]stageCost, ep.kmax+1)}
 			blk := ep.block(cm, i, j, st.ops)
 			for k := 1; k <= ep.kmax; k++ {
-				st.costs[k] = cm.priceOps(st.ops, blk, k, b, ep.mbs)
+				st.costs[k] = cm.priceOps(st.ops, blk, k*g, b, ep.mbs)
 				if c := &st.costs[k]; c.memory(1) <= cm.limit {
 					ep.ts = append(ep.ts, math.Max(c.period, c.link))
 				}
@@ -217,7 +219,7 @@ func (ep *exactProblem) solve(cm *costModel, k int, gpipe bool) (float64, []int,
 // exactAt is the best exact sequential plan at micro-batch b.
 func exactAt(g *dag.Graph, o *Options, cm *costModel, ds *downsets, b int64) (*Plan, error) {
 	ep := newExactProblem(cm, ds, o, b)
-	for k := o.Devices; k >= 1; k-- {
+	for k := o.Devices / ep.g; k >= 1; k-- {
 		_, chosen, ks, ok := ep.solve(cm, k, o.Schedule == "gpipe")
 		if !ok {
 			continue
@@ -225,7 +227,7 @@ func exactAt(g *dag.Graph, o *Options, cm *costModel, ds *downsets, b int64) (*P
 		var in []stageIn
 		for i, s := range chosen {
 			st := ep.stages[s]
-			in = append(in, stageIn{ops: st.ops, k: ks[i], cost: st.costs[ks[i]], blk: ep.block(cm, st.from, st.to, st.ops)})
+			in = append(in, stageIn{ops: st.ops, k: ks[i] * ep.g, cost: st.costs[ks[i]], blk: ep.block(cm, st.from, st.to, st.ops)})
 		}
 		p, err := assemble(g, o, cm, b, in, true)
 		if err != nil || !p.Predicted.Feasible {

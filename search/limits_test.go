@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/partition"
 )
 
 // A batch whose bytes overflow int64 fits nowhere: before saturation, MMT at
@@ -111,5 +112,79 @@ func TestSaturatingBytes(t *testing.T) {
 				t.Errorf("maxInFlight(%d, %d, %d): table says %d, the oracle %d", tc.base, tc.stash, tc.limit, tc.want, n)
 			}
 		}
+	}
+}
+
+func TestDPGroup(t *testing.T) {
+	defer func(m int) { maxDPDevices = m }(maxDPDevices)
+	maxDPDevices = 128
+	for _, tc := range []struct{ devices, g int }{
+		{1, 1}, {128, 1}, {129, 3}, {256, 2}, {300, 3}, {4096, 32}, {1021, 8},
+	} {
+		g := dpGroup(tc.devices)
+		if g != tc.g {
+			t.Errorf("dpGroup(%d) = %d, want %d", tc.devices, g, tc.g)
+		}
+		if tc.devices/g > maxDPDevices {
+			t.Errorf("dpGroup(%d) = %d makes %d groups, over %d", tc.devices, g, tc.devices/g, maxDPDevices)
+		}
+	}
+}
+
+// TestGroupedDevices: past maxDPDevices the DP plans whole groups of devices.
+// Its space is a subset of the ungrouped one, so its bottleneck is never
+// below the ungrouped DP's; every stage takes whole groups; the plan says so.
+func TestGroupedDevices(t *testing.T) {
+	defer func(m int, f bool) { maxDPDevices, fewerDevices = m, f }(maxDPDevices, fewerDevices)
+	fewerDevices = false // on half the devices there are no groups
+	for seed := int64(0); seed < 40; seed++ {
+		g, err := models.RandomDAG(seed, 6+int(seed%10), 256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := Options{Device: Profiles["v100"], Devices: 8, DevicesPerNode: 4, Batch: 64}.withDefaults(64)
+		cm := newCostModel(g, &o)
+		sp := newSpace(cm, partition.Decompose(g, o.MaxSeries).Root, cm.boundary)
+		maxDPDevices = 128
+		free, okFree := newDP(sp, 8, 8, 8, false).minT(8)
+		maxDPDevices = 4
+		d := newDP(sp, 8, 8, 8, false)
+		grouped, ok := d.minT(d.D)
+		if d.g != 2 || d.D != 4 {
+			t.Fatalf("groups of %d, %d of them; want 4 of 2", d.g, d.D)
+		}
+		if ok && (!okFree || grouped < free*(1-1e-12)) {
+			t.Fatalf("seed %d: grouped bottleneck %v below the ungrouped %v", seed, grouped, free)
+		}
+		p, err := Search(g, o)
+		if err != nil {
+			continue
+		}
+		for s, st := range p.Stages {
+			if len(st.Devices)%2 != 0 {
+				t.Fatalf("seed %d: stage %d on %d devices, not whole groups of 2", seed, s, len(st.Devices))
+			}
+		}
+		if len(p.Stages) > 0 && !strings.Contains(strings.Join(p.Search.Notes, "\n"), "devices planned in groups of 2") {
+			t.Errorf("seed %d: notes %q do not say the devices went in groups", seed, p.Search.Notes)
+		}
+	}
+}
+
+// TestManyDevices: the largest device count the options allow plans (before
+// groups, 2048 devices of the paper's MMT took 24 GB and were killed).
+func TestManyDevices(t *testing.T) {
+	e, _ := models.Lookup("mlp")
+	g, _ := e.Build(e.Small)
+	p, err := Search(g, Options{Device: Profiles["cpu"], Devices: 4096, Batch: 65536})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := 0
+	for _, st := range p.Stages {
+		used += len(st.Devices)
+	}
+	if used < 1 || used > 4096 || p.Predicted.SamplesPerS <= 0 {
+		t.Fatalf("%d devices used, %v samples/s", used, p.Predicted.SamplesPerS)
 	}
 }

@@ -316,7 +316,7 @@ type sized struct {
 func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64) (sized, error) {
 	var out sized
 	d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
-	if k, i, ok := d.minTOnMost(o.Devices); ok {
+	if k, i, ok := d.minTOnMost(d.D); ok {
 		p, err := d.assemble(g, o, cm, chain, k)
 		if err != nil {
 			return out, err
@@ -330,8 +330,8 @@ func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b in
 		}
 	}
 	id, k := sp.root.whole(), d.kmax
-	if c := &d.costs[id][k]; c.memory(d.inflight(1)) <= cm.limit && (len(out.plans) == 0 || len(out.plans[0].Stages) > 1) {
-		p, err := assemble(g, o, cm, b, []stageIn{{ops: sp.blocks[id].ops, k: k, cost: *c, blk: sp.blocks[id]}}, chain)
+	if c := &d.costs[id][k]; k >= 1 && c.memory(d.inflight(1)) <= cm.limit && (len(out.plans) == 0 || len(out.plans[0].Stages) > 1) {
+		p, err := assemble(g, o, cm, b, []stageIn{{ops: sp.blocks[id].ops, k: k * d.g, cost: *c, blk: sp.blocks[id]}}, chain)
 		if err != nil {
 			return out, err
 		}
@@ -342,7 +342,18 @@ func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b in
 	if len(out.plans) == 0 || len(out.plans[0].Stages) == 1 {
 		out.gain = 0
 	}
+	d.noteGroups(out.plans)
 	return out, nil
+}
+
+// noteGroups says, in each plan's notes, when the DP counted devices in groups.
+func (d *dp) noteGroups(plans []*Plan) {
+	if d.g == 1 {
+		return
+	}
+	for _, p := range plans {
+		p.Search.Notes = append(p.Search.Notes, fmt.Sprintf("devices planned in groups of %d (%d groups): past %d devices every stage takes whole groups", d.g, d.D, maxDPDevices))
+	}
 }
 
 // frontier samples the DP's frontier at micro-batch b past its least
@@ -389,6 +400,7 @@ func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b 
 			out = append(out, p)
 		}
 	}
+	d.noteGroups(out)
 	return out, nil
 }
 
@@ -427,7 +439,7 @@ func (d *dp) gain(depth int) float64 {
 func (d *dp) assemble(g *dag.Graph, o *Options, cm *costModel, chain bool, k int) (*Plan, error) {
 	var in []stageIn
 	for _, a := range d.extract(d.sp.root, k) {
-		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: a.k, cost: d.costs[a.block][a.k], blk: d.sp.blocks[a.block]})
+		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: a.k * d.g, cost: d.costs[a.block][a.k], blk: d.sp.blocks[a.block]})
 	}
 	return assemble(g, o, cm, d.b, in, chain)
 }
