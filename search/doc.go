@@ -100,14 +100,15 @@
 // worse than spp.
 //
 // Device groups: the DP's tables grow with the square of the device count
-// and its splits with the cube; past maxDPDevices (128) devices it counts them
+// and its splits with the cube; past maxDPDevices (64) devices it counts them
 // in groups, each stage on whole groups (dpGroup: the least size that makes at
-// most 128 groups, or one up to twice as large that divides the devices
-// evenly), and spp-exact does the same. The paper's MMT, batch 16 per device,
-// searched on 512 v100 in 191 s and 7.9 GB before groups, and on 2048 ran out
-// of this machine's 24 GB; with groups 11-12 s and 0.7-0.8 GB from 128 to
-// 4096 devices, and the plan on 512 was no slower (8379 against 8348
-// samples/s). A plan made in groups says so in its notes.
+// most 64 groups, or one up to twice as large that divides the devices
+// evenly), and spp-exact does the same. The paper's MMT, 16 samples per
+// device, searched on 128 v100 in 11.4 s, on 512 in 191 s and 7.9 GB, and on
+// 2048 ran out of this machine's 24 GB; with groups 3.4-3.5 s and 0.33-0.35
+// GB from 512 to 4096 devices. On 128 v100 the groups gave the same plans
+// for MMT, CANDLE-Uno and the Transformer and a 0.1% slower one for DLRM, in
+// 2.1-4.2 s instead of 7.0-11.4 s. A plan made in groups says so in its notes.
 //
 // Micro-batch sizes: the powers of two that divide the batch into at most
 // MaxMicroBatches (1024) micro-batches, and the batch itself. Only when no

@@ -75,9 +75,13 @@ type choice struct {
 // maxDPDevices is the most device counts the DP tells apart: its tables grow
 // with the square of them and its splits with the cube. Past it, devices go
 // in groups (dpGroup), each stage on a whole number of groups. MMT on v100s
-// before groups: 128 devices 11.4 s of search in 0.72 GB, 512 devices 191 s
-// in 7.9 GB, 2048 killed for memory at 24 GB.
-var maxDPDevices = 128
+// (16 samples per device) without groups: 64 devices 3.4 s of search, 128
+// 11.4 s in 0.72 GB, 512 191 s in 7.9 GB, 2048 killed for memory at 24 GB;
+// a 300-op random DAG on 128 devices 125 s. With groups past 64: 3.4-3.5 s
+// and 0.33-0.35 GB for MMT from 512 to 4096 devices; on 128 devices the
+// same plans for MMT, CANDLE-Uno and the Transformer, DLRM's 0.1% slower
+// (74858 against 74930 samples/s), in 2.1-4.2 s instead of 7.0-11.4 s.
+var maxDPDevices = 64
 
 // dpGroup is the devices per group for the DP: 1 up to maxDPDevices, else
 // the least group size that makes at most maxDPDevices groups, or a little

@@ -117,7 +117,7 @@ func TestSaturatingBytes(t *testing.T) {
 
 func TestDPGroup(t *testing.T) {
 	defer func(m int) { maxDPDevices = m }(maxDPDevices)
-	maxDPDevices = 128
+	maxDPDevices = 128 // the rule, at a size where its cases are easy to check by hand
 	for _, tc := range []struct{ devices, g int }{
 		{1, 1}, {128, 1}, {129, 3}, {256, 2}, {300, 3}, {4096, 32}, {1021, 8},
 	} {
