@@ -43,6 +43,9 @@ func DecodePlan(data []byte) (*Plan, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("not a plan: unexpected data after the closing brace")
 	}
+	if p.Format == "" {
+		return nil, fmt.Errorf("format: required (%q): not a plan file", PlanFormat)
+	}
 	if p.Format != PlanFormat {
 		return nil, fmt.Errorf("format: is %q, want %q", p.Format, PlanFormat)
 	}

@@ -211,6 +211,7 @@ func TestPlanRefusals(t *testing.T) {
 		{"", "not a plan: the file is empty"},
 		{" \n", "not a plan: the file is empty"},
 		{string(dag.Write(g.Model())), "not a plan but a model file (graphpipe/model@1)"},
+		{"{}", `format: required ("graphpipe/plan@1")`},
 	} {
 		if _, err := DecodePlan([]byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%.20q: got %v, want %q", tc.data, err, tc.want)
