@@ -7,10 +7,11 @@ import (
 	"testing"
 )
 
-// TestOutputsCheckedFirst: an output flag that names a file which cannot be
+// TestRefusedBeforeWork: an output flag that names a file which cannot be
 // written fails before any work (exit 2, naming the flag), and one that fails
-// at the end names its flag, not a temporary file.
-func TestOutputsCheckedFirst(t *testing.T) {
+// at the end names its flag, not a temporary file; so do other flags and
+// files a command cannot use.
+func TestRefusedBeforeWork(t *testing.T) {
 	model := smallModel(t, "mlp")
 	dir := t.TempDir()
 	plan := filepath.Join(dir, "plan.json")
@@ -37,6 +38,8 @@ func TestOutputsCheckedFirst(t *testing.T) {
 		{[]string{"search", model, "--devices-per-node", "0"}, "--devices-per-node: must be positive, got 0"},
 		{[]string{"run", model, "--device", "cpu", "--resume", missing}, "--resume " + missing + ": not a directory of checkpoints"},
 		{[]string{"export", missing, "-o", file}, "DIR " + missing + ": not a directory of checkpoints"},
+		{[]string{"worker", "--nats", "bogus://x", "--run", "r"}, `--nats bogus://x: scheme "bogus": want nats, tls, ws or wss`},
+		{[]string{"run", model, "--device", "cpu", "--nats", "nats://"}, "--nats nats://: no host"},
 		{[]string{"sim", model}, "not a plan but a model file (graphpipe/model@1)"},
 		{[]string{"explain", file}, file + ": not a plan: the file is empty"},
 	} {

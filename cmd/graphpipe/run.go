@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -43,6 +44,30 @@ func (f *natsFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.token, "nats-token", "", "NATS auth token (default: $"+tokenEnv+")")
 	cmd.Flags().StringVar(&f.creds, "nats-creds", "", "NATS credentials `FILE` (JWT and NKey)")
 	cmd.Flags().StringVar(&f.ca, "nats-ca", "", "trust this CA `FILE` for TLS to NATS")
+}
+
+// check refuses a --nats URL NATS cannot dial: a scheme other than nats,
+// tls, ws or wss, or no host.
+func (f *natsFlags) check() error {
+	if f.url == "" {
+		return nil
+	}
+	for _, u := range strings.Split(f.url, ",") {
+		u = strings.TrimSpace(u)
+		if !strings.Contains(u, "://") {
+			u = "nats://" + u // NATS reads host:port as that
+		}
+		p, err := url.Parse(u)
+		switch {
+		case err != nil:
+			return usagef("--nats %s: %v", f.url, err)
+		case p.Scheme != "nats" && p.Scheme != "tls" && p.Scheme != "ws" && p.Scheme != "wss":
+			return usagef("--nats %s: scheme %q: want nats, tls, ws or wss", f.url, p.Scheme)
+		case p.Hostname() == "":
+			return usagef("--nats %s: no host", f.url)
+		}
+	}
+	return nil
 }
 
 func (f *natsFlags) options(name string) runtime.NATSOptions {
@@ -108,6 +133,9 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			}
 			if workers != "local" && workers != "external" {
 				return usagef(`--workers: must be "local" or "external", got %q`, workers)
+			}
+			if err := nf.check(); err != nil {
+				return err
 			}
 			defaultLR, known := map[string]float32{"adam": 1e-3, "sgd": 0.05}[optName]
 			if !known {
@@ -586,6 +614,9 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nf.url == "" || runID == "" {
 				return usagef("worker needs --nats and --run")
+			}
+			if err := nf.check(); err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
