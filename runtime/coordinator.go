@@ -206,7 +206,10 @@ func checkpoint(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.P
 	c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash = n+1, g.Name(), search.ModelHash(g)
 	c.Manifest.Plan = fmt.Sprintf("%s, %d stages on %d devices", plan.Strategy, len(plan.Stages), lay.total)
 	c.Manifest.Optimizer = o.Train.Optimizer
-	return WriteCheckpoint(o.CheckpointDir, c)
+	if err := WriteCheckpoint(o.CheckpointDir, c); err != nil {
+		return fmt.Errorf("checkpoint after step %d into %s: %w", n+1, o.CheckpointDir, err)
+	}
+	return nil
 }
 
 // sendResume gives every worker its stage's share of a checkpoint.

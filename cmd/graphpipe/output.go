@@ -56,6 +56,22 @@ func checkCheckpointDir(flag, dir string) error {
 	return nil
 }
 
+// checkCheckpointOut makes the --checkpoint directory, if it is not there,
+// and checks that checkpoints can be written into it, before the first
+// iteration rather than at the first checkpoint.
+func checkCheckpointOut(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return usagef("--checkpoint %s: %v", dir, cause(err))
+	}
+	probe, err := os.CreateTemp(dir, ".graphpipe-probe-*")
+	if err != nil {
+		return usagef("--checkpoint %s: cannot write in it: %v", dir, cause(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
+}
+
 // cause is err without the path a *fs.PathError adds (a temporary file's
 // name means nothing to the user).
 func cause(err error) error {

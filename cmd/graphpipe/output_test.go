@@ -40,6 +40,7 @@ func TestRefusedBeforeWork(t *testing.T) {
 		{[]string{"export", missing, "-o", file}, "DIR " + missing + ": not a directory of checkpoints"},
 		{[]string{"worker", "--nats", "bogus://x", "--run", "r"}, `--nats bogus://x: scheme "bogus": want nats, tls, ws or wss`},
 		{[]string{"run", model, "--device", "cpu", "--nats", "nats://"}, "--nats nats://: no host"},
+		{[]string{"run", model, "--device", "cpu", "--checkpoint", filepath.Join(file, "ck")}, "--checkpoint " + filepath.Join(file, "ck") + ": not a directory"},
 		{[]string{"sim", model}, "not a plan but a model file (graphpipe/model@1)"},
 		{[]string{"explain", file}, file + ": not a plan: the file is empty"},
 	} {

@@ -165,6 +165,11 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if ckptDir != "" && ckptEvery == 0 {
 				ckptEvery = max(1, steps/10)
 			}
+			if ckptDir != "" {
+				if err := checkCheckpointOut(ckptDir); err != nil {
+					return err
+				}
+			}
 			o.CheckpointDir, o.CheckpointEvery = ckptDir, ckptEvery
 			if joinTimeout < 0 {
 				return usagef("--join-timeout: must be at least 0, got %v", joinTimeout)
@@ -429,8 +434,11 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 			fmt.Fprintln(log)
 		}
 		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
-			return nil, cause
+			err = cause
 		}
+		// the local workers go at once, instead of waiting out the
+		// coordinator's silence (4 s)
+		fail(err)
 		return nil, err
 	}
 	return res, nil
