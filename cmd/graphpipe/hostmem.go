@@ -78,11 +78,10 @@ func trainNeed(g *dag.Graph, batch, micro int, optBytes float64) float64 {
 func planNeed(p *search.Plan) float64 {
 	need := 0.0
 	for _, s := range p.Stages {
-		peak := float64(s.PeakBytes)
-		if s.PeakBytes == math.MaxInt64 {
+		if s.PeakBytes == math.MaxInt64 { // saturated: fits nowhere
 			return math.Inf(1)
 		}
-		need += peak * float64(len(s.Devices))
+		need += float64(s.PeakBytes) * float64(len(s.Devices))
 	}
 	return need
 }

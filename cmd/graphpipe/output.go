@@ -39,13 +39,20 @@ func checkOutput(flag, path string) error {
 	case !st.IsDir():
 		return usagef("%s %s: %s is not a directory", flag, path, dir)
 	}
+	if err := probeWrite(dir); err != nil {
+		return usagef("%s %s: cannot write in %s: %v", flag, path, dir, err)
+	}
+	return nil
+}
+
+// probeWrite creates and removes a file in dir.
+func probeWrite(dir string) error {
 	probe, err := os.CreateTemp(dir, ".graphpipe-probe-*")
 	if err != nil {
-		return usagef("%s %s: cannot write in %s: %v", flag, path, dir, cause(err))
+		return cause(err)
 	}
 	probe.Close()
-	os.Remove(probe.Name())
-	return nil
+	return os.Remove(probe.Name())
 }
 
 // checkCheckpointDir refuses a checkpoint directory that is not one.
@@ -63,12 +70,9 @@ func checkCheckpointOut(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return usagef("--checkpoint %s: %v", dir, cause(err))
 	}
-	probe, err := os.CreateTemp(dir, ".graphpipe-probe-*")
-	if err != nil {
-		return usagef("--checkpoint %s: cannot write in it: %v", dir, cause(err))
+	if err := probeWrite(dir); err != nil {
+		return usagef("--checkpoint %s: cannot write in it: %v", dir, err)
 	}
-	probe.Close()
-	os.Remove(probe.Name())
 	return nil
 }
 
