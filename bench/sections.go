@@ -332,7 +332,7 @@ func manyDevices(c Config, s *Section) error {
 		s.Rows = append(s.Rows, []string{fmt.Sprintf("%d (the paper's MMT, batch %d)", g.NumOps(), 16*d), fmt.Sprint(d), fmt.Sprintf("%.3f", secs[0]), fmt.Sprintf("%.3f", secs[1]), "-"})
 	}
 	s.Notes = append(s.Notes, "Past 64 devices the planners count devices in groups, every stage on whole groups (the MMT rows at 512 and 4096 devices): "+
-		"their tables grow with the square of the device count. Before groups, MMT on 512 v100 took 191 s and 7.9 GB of search, and on 2048 ran out of this machine's memory.")
+		"their tables grow with the square of the device count. Before groups, MMT on 512 v100 took 191 s and 7.6 GiB of search, and on 2048 ran out of this machine's memory.")
 	return nil
 }
 

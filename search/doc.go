@@ -104,9 +104,9 @@
 // in groups, each stage on whole groups (dpGroup: the least size that makes at
 // most 64 groups, or one up to twice as large that divides the devices
 // evenly), and spp-exact does the same. The paper's MMT, 16 samples per
-// device, searched on 128 v100 in 11.4 s, on 512 in 191 s and 7.9 GB, and on
-// 2048 ran out of this machine's 24 GB; with groups 3.4-3.5 s and 0.33-0.35
-// GB from 512 to 4096 devices. On 128 v100 the groups gave the same plans
+// device, searched on 128 v100 in 11.4 s, on 512 in 191 s and 7.6 GiB, and on
+// 2048 ran out of this machine's memory; with groups 3.4-3.5 s and 0.31-0.34
+// GiB from 512 to 4096 devices. On 128 v100 the groups gave the same plans
 // for MMT, CANDLE-Uno and the Transformer and a 0.1% slower one for DLRM, in
 // 2.1-4.2 s instead of 7.0-11.4 s. A plan made in groups says so in its notes.
 //
@@ -118,7 +118,7 @@
 // size that fits, with a note (MMT at batch 2^20 on 8 v100: micro-batch 64,
 // 16384 per iteration). Every stage's action list holds each micro-batch: MMT
 // on 32 devices at 65536 of them is a plan of 233 MB, searched in 13.6 s and
-// 1.8 GB. Byte counts saturate at the largest int64, so a batch whose bytes
+// 1.7 GiB. Byte counts saturate at the largest int64, so a batch whose bytes
 // overflow fits nowhere (it used to wrap negative and fit anywhere).
 //
 // spp is the best sequential pipeline in the style of PipeDream's planner: the

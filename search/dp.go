@@ -76,9 +76,9 @@ type choice struct {
 // with the square of them and its splits with the cube. Past it, devices go
 // in groups (dpGroup), each stage on a whole number of groups. MMT on v100s
 // (16 samples per device) without groups: 64 devices 3.4 s of search, 128
-// 11.4 s in 0.72 GB, 512 191 s in 7.9 GB, 2048 killed for memory at 24 GB;
+// 11.4 s in 0.69 GiB, 512 191 s in 7.6 GiB, 2048 killed for memory at 23.2 GiB;
 // a 300-op random DAG on 128 devices 125 s. With groups past 64: 3.4-3.5 s
-// and 0.33-0.35 GB for MMT from 512 to 4096 devices; on 128 devices the
+// and 0.31-0.34 GiB for MMT from 512 to 4096 devices; on 128 devices the
 // same plans for MMT, CANDLE-Uno and the Transformer, DLRM's 0.1% slower
 // (74858 against 74930 samples/s), in 2.1-4.2 s instead of 7.0-11.4 s.
 var maxDPDevices = 64

@@ -172,7 +172,7 @@ func TestGroupedDevices(t *testing.T) {
 }
 
 // TestManyDevices: the largest device count the options allow plans (before
-// groups, 2048 devices of the paper's MMT took 24 GB and were killed).
+// groups, 2048 devices of the paper's MMT ran out of memory and were killed).
 func TestManyDevices(t *testing.T) {
 	e, _ := models.Lookup("mlp")
 	g, _ := e.Build(e.Small)

@@ -106,7 +106,7 @@ const MaxMicroBatches = 1024
 
 // MicroBatchLimit is the most micro-batches per iteration a plan may have,
 // forced or searched: every stage's action list holds each one (MMT on 32
-// devices with 65536 of them: a plan of 233 MB, searched in 13.6 s in 1.8 GB).
+// devices with 65536 of them: a plan of 233 MB, searched in 13.6 s in 1.7 GiB).
 const MicroBatchLimit = 65536
 
 // microBatches lists the micro-batch sizes to try: the forced one, or every

@@ -68,7 +68,7 @@ func trainNeed(g *dag.Graph, batch, micro int, optBytes float64) float64 {
 	t := g.Total()
 	in := 0.0
 	for _, x := range g.Inputs() {
-		in += float64(x.Shape.Elems() * x.DType.Size())
+		in += float64(x.Shape.Elems()) * float64(x.DType.Size())
 	}
 	return float64(t.Params)*(8+optBytes) + float64(batch)*in + float64(micro)*float64(t.OutBytes+t.StashBytes)
 }
