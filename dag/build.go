@@ -1,6 +1,9 @@
 package dag
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Graph is a validated model: shapes inferred, costs known, ops in a
 // deterministic topological order. It is immutable.
@@ -11,6 +14,7 @@ type Graph struct {
 	opInputs  [][]*Tensor // per op, its input tensors in order
 	consumers [][]int     // per op, the ops that read its output, ascending, unique
 	params    [][]Param
+	buffers   [][]Param // per op, its non-trainable state (batch_norm's running statistics)
 	costs     []Cost
 	order     []int // topological order of op indices
 	loss      int
@@ -32,6 +36,9 @@ func Build(m *Model) (*Graph, error) {
 		return nil, c.err()
 	}
 	inferred := g.infer(c)
+	if inferred {
+		g.checkParamNames(c)
+	}
 	g.findLoss(c)
 	if inferred && g.loss >= 0 {
 		g.checkReach(c)
@@ -45,6 +52,7 @@ func Build(m *Model) (*Graph, error) {
 
 func copyModel(m *Model) Model {
 	out := *m
+	out.Version = max(1, m.Version)
 	out.Inputs = append([]Input(nil), m.Inputs...)
 	for i, in := range out.Inputs {
 		out.Inputs[i].Shape = append(Shape{}, in.Shape...)
@@ -56,11 +64,28 @@ func copyModel(m *Model) Model {
 	out.Ops = append([]Op(nil), m.Ops...)
 	for i, op := range out.Ops {
 		out.Ops[i].Inputs = append([]string{}, op.Inputs...)
-		if op.Attrs.OutShape != nil {
-			out.Ops[i].Attrs.OutShape = append(Shape{}, op.Attrs.OutShape...)
+		out.Ops[i].Attrs = op.Attrs.clone()
+		if op.ParamNames != nil {
+			out.Ops[i].ParamNames = make(map[string]string, len(op.ParamNames))
+			for k, v := range op.ParamNames {
+				out.Ops[i].ParamNames[k] = v
+			}
 		}
 	}
 	return out
+}
+
+// clone copies the attributes' slices, so that the copy shares nothing.
+func (a Attrs) clone() Attrs {
+	for _, s := range []*Shape{&a.OutShape, &a.Kernel, &a.Stride, &a.Padding, &a.Dilation, &a.Shape, &a.Perm, &a.Pads, &a.Axes} {
+		if *s != nil {
+			*s = append(Shape{}, (*s)...)
+		}
+	}
+	if a.Values != nil {
+		a.Values = append([]float64{}, a.Values...)
+	}
+	return a
 }
 
 // checkName reports a name the spec does not allow.
@@ -156,7 +181,12 @@ func (g *Graph) link(c *errs) bool {
 		}
 		info, known := kinds[op.Kind]
 		if !known {
-			c.op(op.Name, "op", "unknown operator %q", op.Kind)
+			c.op(op.Name, "op", "unknown operator %q (known: %s)", op.Kind, knownKinds(g.version()))
+			linked = false
+			continue
+		}
+		if op.Kind.Since() > g.version() {
+			c.op(op.Name, "op", "%s is an operator of %s; this model is %s", op.Kind, formatOf(op.Kind.Since()), formatOf(g.version()))
 			linked = false
 			continue
 		}
@@ -194,6 +224,9 @@ func appendUnique(s []int, v int) []int {
 func checkArity(op *Op, info kindInfo, c *errs) {
 	n := len(op.Inputs)
 	switch {
+	case op.Attrs.HasScalar && n != 1:
+		c.op(op.Name, "inputs", "%s with a scalar takes 1 input, got %d", op.Kind, n)
+	case op.Attrs.HasScalar:
 	case info.maxIn == info.minIn && n != info.minIn:
 		c.op(op.Name, "inputs", "%s takes %d input(s), got %d", op.Kind, info.minIn, n)
 	case n < info.minIn:
@@ -207,6 +240,7 @@ func checkArity(op *Op, info kindInfo, c *errs) {
 // whose inputs failed is skipped, so one problem is reported once.
 func (g *Graph) infer(c *errs) bool {
 	g.params = make([][]Param, len(g.m.Ops))
+	g.buffers = make([][]Param, len(g.m.Ops))
 	g.costs = make([]Cost, len(g.m.Ops))
 	bad := make([]bool, len(g.m.Ops))
 	all := true
@@ -220,9 +254,9 @@ func (g *Graph) infer(c *errs) bool {
 			bad[i], all = true, false
 			continue
 		}
-		shape, dt, ok := infer(op, g.opInputs[i], c)
+		shape, dt, rng, ok := infer(op, g.opInputs[i], c, g.version())
 		out := g.tensors[op.Name]
-		out.Shape, out.DType = shape, dt
+		out.Shape, out.DType, out.Range = shape, dt, rng
 		if ok {
 			ok = g.size(i, c)
 		}
@@ -240,8 +274,8 @@ func (g *Graph) size(i int, c *errs) bool {
 		c.op(op.Name, "shape", "the output %v has more elements per sample than int64 can count", out.Shape)
 		return false
 	}
-	g.params[i] = params(op, g.opInputs[i])
-	cost, ok := cost(op, g.opInputs[i], out, g.params[i])
+	g.params[i], g.buffers[i] = params(op, g.opInputs[i])
+	cost, ok := cost(op, g.opInputs[i], out, g.params[i], g.buffers[i])
 	if !ok {
 		c.op(op.Name, "attrs", "the parameter count or per-sample activation size overflows int64")
 		return false
@@ -308,5 +342,47 @@ func (g *Graph) checkTotals(c *errs) {
 	}
 	if s.mul(params, 16); s.bad {
 		c.model("ops", "the model's parameter count or per-sample activation size overflows int64")
+	}
+}
+
+// version is the model's format version, 1 or 2.
+func (g *Graph) version() int { return max(1, g.m.Version) }
+
+// knownKinds lists the operators of format version v, for a refusal.
+func knownKinds(v int) string {
+	var names []string
+	for _, k := range Kinds() {
+		if k.Since() <= v {
+			names = append(names, string(k))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkParamNames checks the ops' parameter and buffer names: every slot a
+// name is given for is one of the op's, every name is valid, and no two
+// parameters or buffers of the model share one.
+func (g *Graph) checkParamNames(c *errs) {
+	owner := map[string]string{}
+	for i := range g.m.Ops {
+		op := &g.m.Ops[i]
+		slots := map[string]bool{}
+		for _, p := range append(append([]Param(nil), g.params[i]...), g.buffers[i]...) {
+			slots[p.Name] = true
+			if msg := checkName(p.Key); msg != "" {
+				c.op(op.Name, "params."+p.Name, "%q %s", p.Key, msg)
+				continue
+			}
+			if o, dup := owner[p.Key]; dup {
+				c.op(op.Name, "params."+p.Name, "%q is also a parameter of op %q; ops do not share parameters", p.Key, o)
+				continue
+			}
+			owner[p.Key] = op.Name
+		}
+		for slot := range op.ParamNames {
+			if !slots[slot] {
+				c.op(op.Name, "params."+slot, "%s has no parameter or buffer %q", op.Kind, slot)
+			}
+		}
 	}
 }

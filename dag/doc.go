@@ -1,6 +1,7 @@
-// Package dag owns the operator graph: the model file codec (graphpipe/model@1,
-// ../shared/spec/model-json.md), ops and their per-sample shapes, validation,
-// per-op costs, and the graph algorithms the planner builds on.
+// Package dag owns the operator graph: the model file codec
+// (graphpipe/model@1 and @2, docs/model-format.md), ops and their per-sample
+// shapes, parameters and buffers with their names, validation, per-op
+// costs, and the graph algorithms the planner builds on.
 //
 // The contract, for a caller:
 //
@@ -13,8 +14,12 @@
 //  3. A *Graph is immutable. It answers shapes (Tensor), a deterministic
 //     topological order (Order), per-op costs (Cost), reachability and the
 //     parallel branches of the model (Branches).
-//  4. Write renders a Model canonically; Parse(Write(m)) builds a Graph equal to
-//     Build(m), field for field.
+//  4. Write renders a Model canonically, in its own format version;
+//     Parse(Write(m)) builds a Graph equal to Build(m), field for field. A @1
+//     model renders byte for byte as it did before @2 existed.
+//  5. Every parameter and buffer has one name in the model (Param.Key: the
+//     op's params entry, or "<op>.<slot>"), unique across the model; that
+//     name is what init files, checkpoints, dumps and exports use.
 //
 // The package does no I/O beyond LoadFile and keeps no global state.
 package dag

@@ -148,6 +148,14 @@ func (g *Graph) Producers(i int) []int {
 // Params lists op i's trainable parameters.
 func (g *Graph) Params(i int) []Param { return g.params[i] }
 
+// Buffers lists op i's buffers: state a forward pass updates and no
+// optimizer touches (batch_norm's running statistics). They travel with the
+// parameters: init files, checkpoints, dumps and exports hold both.
+func (g *Graph) Buffers(i int) []Param { return g.buffers[i] }
+
+// Version is the model's format version: 1 or 2.
+func (g *Graph) Version() int { return g.version() }
+
 // Cost is op i's per-sample cost.
 func (g *Graph) Cost(i int) Cost { return g.costs[i] }
 
@@ -165,6 +173,7 @@ func (g *Graph) Total() Cost {
 		t.BwdInputFLOPs += c.BwdInputFLOPs
 		t.BwdWeightFLOPs += c.BwdWeightFLOPs
 		t.Params += c.Params
+		t.Buffers += c.Buffers
 		t.OutBytes += c.OutBytes
 		t.StashBytes += c.StashBytes
 		t.MemBytes += c.MemBytes

@@ -27,10 +27,12 @@ func normAxis(axis int64, rank int) (int, bool) {
 
 // inferer checks one op's inputs and computes its output.
 type inferer struct {
-	op *Op
-	in []*Tensor
-	c  *errs
-	ok bool
+	op      *Op
+	in      []*Tensor
+	c       *errs
+	ok      bool
+	version int
+	rng     *[2]int64 // the output's value range, for an int32 constant
 }
 
 func (f *inferer) fail(field, format string, args ...any) {
@@ -89,11 +91,12 @@ func (f *inferer) allFloat() {
 	}
 }
 
-// infer returns the op's output shape and dtype; ok is false if it reported problems.
-func infer(op *Op, in []*Tensor, c *errs) (Shape, DType, bool) {
-	f := &inferer{op: op, in: in, c: c, ok: true}
+// infer returns the op's output shape and dtype (and, for an int32
+// constant, its range); ok is false if it reported problems.
+func infer(op *Op, in []*Tensor, c *errs, version int) (Shape, DType, *[2]int64, bool) {
+	f := &inferer{op: op, in: in, c: c, ok: true, version: version}
 	out, dt := f.run()
-	return out, dt, f.ok
+	return out, dt, f.rng, f.ok
 }
 
 func (f *inferer) run() (Shape, DType) {
@@ -115,6 +118,9 @@ func (f *inferer) run() (Shape, DType) {
 		return x[0].Shape, Float32
 	case Add, Mul:
 		f.allFloat()
+		if f.version >= 2 {
+			return f.broadcast(), Float32
+		}
 		f.sameShapes()
 		return x[0].Shape, Float32
 	case Concat:
@@ -175,7 +181,7 @@ func (f *inferer) run() (Shape, DType) {
 	case Opaque:
 		return append(Shape{}, a.OutShape...), a.OutDType
 	}
-	panic("dag: infer: unhandled kind " + string(f.op.Kind))
+	return f.runV2()
 }
 
 func (f *inferer) concat() (Shape, DType) {

@@ -99,12 +99,16 @@ func jsonProblem(data []byte, err error) string {
 }
 
 // parser reads the fields of a model document into a Model.
-type parser struct{ c *errs }
+type parser struct {
+	c       *errs
+	version int // the document's format version, once read
+}
 
 var (
 	modelFields = []string{"format", "name", "batch_size", "seed", "inputs", "ops"}
 	inputFields = []string{"name", "shape", "dtype", "range"}
 	opFields    = []string{"name", "op", "inputs", "attrs"}
+	opFieldsV2  = []string{"name", "op", "inputs", "attrs", "params"}
 )
 
 // unknown reports fields that are not in known, sorted by name.
@@ -129,9 +133,17 @@ func (p *parser) model(top map[string]json.RawMessage) *Model {
 	m := &Model{}
 	unknown(top, modelFields, func(f string) { p.c.model(strconv.Quote(f), "unknown field") })
 	var format string
-	if p.field(top, "format", true, &format, func(msg string) { p.c.model("format", "%s", msg) }) && format != Format {
-		p.c.model("format", "is %q, want %q", format, Format)
+	p.version = 2 // an unreadable format: read the rest as the newest
+	if p.field(top, "format", true, &format, func(msg string) { p.c.model("format", "%s", msg) }) {
+		switch format {
+		case Format:
+			p.version = 1
+		case FormatV2:
+		default:
+			p.c.model("format", "is %q, want %q or %q", format, Format, FormatV2)
+		}
 	}
+	m.Version = p.version
 	onModel := func(field string) func(string) { return func(msg string) { p.c.model(field, "%s", msg) } }
 	p.field(top, "name", false, &m.Name, onModel("name"))
 	if p.field(top, "batch_size", true, &m.BatchSize, onModel("batch_size")) && m.BatchSize <= 0 {
@@ -216,12 +228,25 @@ func (p *parser) op(i int, raw json.RawMessage) (Op, bool) {
 	bad := func(field string) func(string) {
 		return func(msg string) { p.c.op(op.Name, field, "%s", msg) }
 	}
-	unknown(obj, opFields, func(f string) { p.c.op(op.Name, strconv.Quote(f), "unknown field") })
+	fields := opFields
+	if p.version >= 2 {
+		fields = opFieldsV2
+	}
+	unknown(obj, fields, func(f string) {
+		if f == "params" {
+			p.c.op(op.Name, "params", "is a field of %s; this file is %s", FormatV2, Format)
+			return
+		}
+		p.c.op(op.Name, strconv.Quote(f), "unknown field")
+	})
+	if _, has := obj["params"]; has && p.version >= 2 {
+		op.ParamNames = p.paramNames(op.Name, obj["params"])
+	}
 	var kind string
 	if p.field(obj, "op", true, &kind, bad("op")) {
 		op.Kind = Kind(kind)
 		if !op.Kind.Known() {
-			p.c.op(op.Name, "op", "unknown operator %q", kind)
+			p.c.op(op.Name, "op", "unknown operator %q (known: %s)", kind, knownKinds(p.version))
 		}
 	}
 	if p.field(obj, "inputs", true, &op.Inputs, bad("inputs")) && op.Inputs == nil {
@@ -246,12 +271,16 @@ func (p *parser) attrs(op *Op, raw json.RawMessage) Attrs {
 			return a
 		}
 	}
-	specs := kinds[op.Kind].attrs
+	specs := attrSpecs(op.Kind, p.version)
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.name
 	}
 	unknown(obj, names, func(f string) {
+		if s, ok := attrSpecOf(op.Kind, f); ok && max(1, s.since) > p.version {
+			p.c.op(op.Name, "attrs."+f, "is an attribute of %s in %s; this file is %s", op.Kind, formatOf(s.since), formatOf(p.version))
+			return
+		}
 		known := "none"
 		if len(names) > 0 {
 			known = strings.Join(names, ", ")
@@ -263,12 +292,35 @@ func (p *parser) attrs(op *Op, raw json.RawMessage) Attrs {
 	})
 	for _, s := range specs {
 		bad := func(msg string) { p.c.op(op.Name, "attrs."+s.name, "%s", msg) }
-		p.field(obj, s.name, s.required, a.field(s.name), bad)
+		if p.field(obj, s.name, s.required, a.field(op.Kind, s.name), bad) && s.name == "scalar" {
+			a.HasScalar = true
+		}
 	}
 	if _, has := obj["flops_bwd"]; op.Kind == Opaque && !has {
 		a.FlopsBwd = 2 * a.FlopsFwd
 	}
+	if _, has := obj["stride"]; (op.Kind == MaxPool2D || op.Kind == AvgPool2D) && !has {
+		a.Stride = append(Shape{}, a.Kernel...)
+	}
 	return a
+}
+
+// paramNames reads an op's "params" object: slot → parameter name.
+func (p *parser) paramNames(op string, raw json.RawMessage) map[string]string {
+	var obj map[string]json.RawMessage
+	if !p.field(map[string]json.RawMessage{"params": raw}, "params", false, &obj, func(msg string) { p.c.op(op, "params", "%s", msg) }) {
+		return nil
+	}
+	out := map[string]string{}
+	for slot, v := range obj {
+		var name string
+		if msg := decodeValue(v, &name); msg != "" {
+			p.c.op(op, "params."+slot, "%s", msg)
+			continue
+		}
+		out[slot] = name
+	}
+	return out
 }
 
 // field decodes obj[name] into dst (a pointer to a string, int64, float64, bool,
@@ -315,6 +367,8 @@ func decodeValue(raw json.RawMessage, dst any) string {
 		return number(raw, d)
 	case *Shape:
 		return integers(raw, (*[]int64)(d), "must be an array of integers")
+	case *[]float64:
+		return numbers(raw, d)
 	case *[]int64:
 		return integers(raw, d, "must be an array of integers")
 	case *[]string:
@@ -387,6 +441,29 @@ func integers(raw json.RawMessage, d *[]int64, msg string) string {
 			return fmt.Sprintf("element %d %s", i, bad)
 		}
 		(*d)[i] = v
+	}
+	return ""
+}
+
+// numbers decodes an array of numbers, or a single number as a list of one.
+func numbers(raw json.RawMessage, d *[]float64) string {
+	if isNumberLiteral(raw) {
+		var v float64
+		if msg := number(raw, &v); msg != "" {
+			return msg
+		}
+		*d = []float64{v}
+		return ""
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil || list == nil && !isEmptyArray(raw) {
+		return "must be a number or an array of numbers"
+	}
+	*d = make([]float64, len(list))
+	for i, r := range list {
+		if msg := number(r, &(*d)[i]); msg != "" {
+			return fmt.Sprintf("element %d %s", i, msg)
+		}
 	}
 	return ""
 }

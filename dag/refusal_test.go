@@ -55,7 +55,7 @@ func TestRefusals(t *testing.T) {
 		{"null document", raw(`null`), want{"", "", "", "null"}},
 		{"trailing data", func(t *testing.T) string { return base(t) + "{}" }, want{"", "", "", "after the closing brace"}},
 		// the model's fields
-		{"wrong format", ed(`"graphpipe/model@1"`, `"graphpipe/model@2"`), want{"", "", "format", "graphpipe/model@1"}},
+		{"wrong format", ed(`"graphpipe/model@1"`, `"graphpipe/model@3"`), want{"", "", "format", "graphpipe/model@1"}},
 		{"missing format", ed(`"format": "graphpipe/model@1",`, ``), want{"", "", "format", "required"}},
 		{"unknown model field", ed(`"seed": 1,`, `"seed": 1, "epochs": 3,`), want{"", "", `"epochs"`, "unknown field"}},
 		{"batch zero", ed(`"batch_size": 64`, `"batch_size": 0`), want{"", "", "batch_size", "positive"}},

@@ -5,8 +5,20 @@ import (
 	"strings"
 )
 
-// Format is the only model file format this version reads and writes.
-const Format = "graphpipe/model@1"
+// The model file formats this version reads and writes: @2 is @1 plus the
+// ops, attributes and fields of exported graphs (docs/model-format.md).
+const (
+	Format   = "graphpipe/model@1"
+	FormatV2 = "graphpipe/model@2"
+)
+
+// formatOf is the document format of a version (1 or 2).
+func formatOf(version int) string {
+	if version >= 2 {
+		return FormatV2
+	}
+	return Format
+}
 
 // MaxNameLen is the longest name the spec allows.
 const MaxNameLen = 200
@@ -70,6 +82,9 @@ type Op struct {
 	Kind   Kind
 	Inputs []string
 	Attrs  Attrs
+	// ParamNames names the op's parameters and buffers by slot (@2); a slot
+	// it leaves out is named "<op>.<slot>".
+	ParamNames map[string]string
 }
 
 // Attrs holds every attribute of every op kind, resolved: a field that does not
@@ -88,11 +103,38 @@ type Attrs struct {
 	FlopsFwd float64 // opaque, per sample
 	FlopsBwd float64 // opaque, per sample
 	Params   int64   // opaque
-	OutDType DType   // opaque
+	OutDType DType   // opaque; constant's dtype
+
+	// graphpipe/model@2
+	WeightLayout    string    // linear: "out_in" (PyTorch's) or "in_out"
+	Scalar          float64   // add, sub, mul, div: the constant operand, where HasScalar
+	HasScalar       bool      // the scalar attribute was given: the op has one input
+	Reverse         bool      // sub, div with a scalar: scalar − x, scalar / x
+	Kernel          Shape     // conv2d, pools: [kh, kw]
+	Stride          Shape     // conv2d, pools: [sh, sw]
+	Padding         Shape     // conv2d, pools: [top, left, bottom, right]
+	Dilation        Shape     // conv2d, max_pool2d: [dh, dw]
+	Groups          int64     // conv2d
+	Momentum        float64   // batch_norm
+	CeilMode        bool      // pools
+	CountIncludePad bool      // avg_pool2d
+	Shape           Shape     // reshape, parameter, constant
+	Perm            Shape     // transpose
+	Start, End      int64     // slice
+	Step            int64     // slice
+	Pads            Shape     // pad: [begin per axis..., end per axis...]
+	PadValue        float64   // pad
+	Exponent        float64   // pow
+	Axes            Shape     // reduce_mean, reduce_sum
+	KeepDims        bool      // reduce_mean, reduce_sum
+	P               float64   // dropout
+	Values          []float64 // constant, row-major (or one value for all)
 }
 
 // Model is a model file's document: what was written, attributes resolved.
 type Model struct {
+	// Version is the format: 1 (graphpipe/model@1, and 0 means 1) or 2.
+	Version   int
 	Name      string
 	BatchSize int64
 	Seed      int64

@@ -4,16 +4,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 )
 
-// Write renders a model as a graphpipe/model@1 document in canonical form: one
-// input or op per line, every attribute of an op's kind written out resolved.
+// Write renders a model in canonical form, in its format version: one input
+// or op per line, every attribute of an op's kind written out resolved. A @1
+// model renders as it always has.
 func Write(m *Model) []byte {
 	var b bytes.Buffer
 	b.WriteString("{\n")
-	fmt.Fprintf(&b, "  \"format\": %s,\n", quote(Format))
+	fmt.Fprintf(&b, "  \"format\": %s,\n", quote(formatOf(m.Version)))
 	fmt.Fprintf(&b, "  \"name\": %s,\n", quote(m.Name))
 	fmt.Fprintf(&b, "  \"batch_size\": %d,\n", m.BatchSize)
 	fmt.Fprintf(&b, "  \"seed\": %d,\n", m.Seed)
@@ -26,7 +28,7 @@ func Write(m *Model) []byte {
 	b.WriteString("  \"ops\": [")
 	for i := range m.Ops {
 		b.WriteString(sep(i))
-		writeOp(&b, &m.Ops[i])
+		writeOp(&b, &m.Ops[i], max(1, m.Version))
 	}
 	b.WriteString(closer(len(m.Ops)) + "]\n}\n")
 	return b.Bytes()
@@ -70,19 +72,32 @@ func writeInput(b *bytes.Buffer, in *Input) {
 	b.WriteString("}")
 }
 
-func writeOp(b *bytes.Buffer, op *Op) {
+func writeOp(b *bytes.Buffer, op *Op, version int) {
 	names := make([]string, len(op.Inputs))
 	for i, n := range op.Inputs {
 		names[i] = quote(n)
 	}
 	fmt.Fprintf(b, `{"name": %s, "op": %s, "inputs": [%s]`, quote(op.Name), quote(string(op.Kind)), strings.Join(names, ", "))
-	specs := kinds[op.Kind].attrs
-	if len(specs) > 0 {
-		parts := make([]string, len(specs))
-		for i, s := range specs {
-			parts[i] = quote(s.name) + ": " + attrText(op.Attrs.field(s.name))
+	var parts []string
+	for _, s := range attrSpecs(op.Kind, version) {
+		if s.optional && !(s.name == "scalar" && op.Attrs.HasScalar) {
+			continue
 		}
+		parts = append(parts, quote(s.name)+": "+attrText(op.Attrs.field(op.Kind, s.name)))
+	}
+	if len(parts) > 0 {
 		fmt.Fprintf(b, `, "attrs": {%s}`, strings.Join(parts, ", "))
+	}
+	if len(op.ParamNames) > 0 && version >= 2 {
+		slots := make([]string, 0, len(op.ParamNames))
+		for s := range op.ParamNames {
+			slots = append(slots, s)
+		}
+		sort.Strings(slots)
+		for i, s := range slots {
+			slots[i] = quote(s) + ": " + quote(op.ParamNames[s])
+		}
+		fmt.Fprintf(b, `, "params": {%s}`, strings.Join(slots, ", "))
 	}
 	b.WriteString("}")
 }
@@ -101,6 +116,12 @@ func attrText(v any) string {
 		return quote(string(*v))
 	case *Shape:
 		return ints(*v)
+	case *[]float64:
+		parts := make([]string, len(*v))
+		for i, f := range *v {
+			parts[i] = strconv.FormatFloat(f, 'g', -1, 64)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
 	}
 	panic(fmt.Sprintf("dag: attrText: unhandled %T", v))
 }

@@ -37,7 +37,9 @@ type Manifest struct {
 // Checkpoint is parameters and optimizer state, keyed by name.
 type Checkpoint struct {
 	Manifest Manifest
-	Params   map[string]*stage.Value[float32]
+	// Params holds the parameters and the buffers (batch_norm's running
+	// statistics), side by side under their names.
+	Params map[string]*stage.Value[float32]
 	Optim    map[string][]float32 // "<param>.<slot>"
 }
 

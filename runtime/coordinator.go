@@ -195,7 +195,7 @@ func checkpoint(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.P
 			return err
 		}
 		for _, e := range entries {
-			if name, ok := strings.CutPrefix(e.Name, "param:"); ok {
+			if name, ok := cutState(e.Name); ok {
 				c.Params[name] = &stage.Value[float32]{Shape: e.Shape, Data: e.F32}
 			} else if slot, ok := strings.CutPrefix(e.Name, "optim:"); ok {
 				c.Optim[slot] = e.F32
@@ -222,8 +222,15 @@ func sendResume(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.P
 		var entries []tensor.Named
 		for _, opName := range plan.Stages[st].Ops {
 			i, _ := g.OpIndex(opName)
+			for _, b := range g.Buffers(i) {
+				v, ok := c.Params[b.Key]
+				if !ok {
+					return fmt.Errorf("checkpoint: lacks buffer %q", b.Key)
+				}
+				entries = append(entries, tensor.Named{Name: "buffer:" + b.Key, Shape: v.Shape, F32: v.Data})
+			}
 			for _, p := range g.Params(i) {
-				name := opName + "." + p.Name
+				name := p.Key
 				v, ok := c.Params[name]
 				if !ok {
 					return fmt.Errorf("checkpoint: lacks parameter %q", name)
@@ -245,4 +252,13 @@ func sendResume(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.P
 		}
 	}
 	return nil
+}
+
+// cutState strips a state message entry's "param:" or "buffer:" prefix: a
+// checkpoint holds parameters and buffers under their names, side by side.
+func cutState(entry string) (string, bool) {
+	if name, ok := strings.CutPrefix(entry, "param:"); ok {
+		return name, true
+	}
+	return strings.CutPrefix(entry, "buffer:")
 }

@@ -136,6 +136,9 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options)
 		if i == g.Loss() {
 			w.loss = name
 		}
+		if g.Op(i).Kind.MixesSamples() && lay.count[st] > 1 {
+			return nil, fmt.Errorf("plan: stage %d splits op %q (%s) over %d data-parallel replicas; its statistics span the micro-batch, so its stage must run on one device", st, name, g.Op(i).Kind, lay.count[st])
+		}
 	}
 	if w.Emulate = o.Emulate; w.Emulate {
 		return w, nil // nothing is computed: no parameters, data or optimizer
@@ -322,7 +325,7 @@ func (w *Worker) act(ctx context.Context, it *iteration, a microbatch.Action) er
 		for name, v := range it.batch {
 			feeds[name] = stage.SliceRows(v, a.MB*b+lo, a.MB*b+hi)
 		}
-		out, err := w.ex.Forward(a.MB, feeds)
+		out, err := w.ex.Forward(a.MB, stage.Position{Step: int(it.n), Sample: a.MB*b + lo}, feeds)
 		if err != nil {
 			return err
 		}
@@ -490,12 +493,13 @@ func sizeOf(shape []int) int {
 	return n
 }
 
-// Params is the stage's parameters (none when emulating).
+// Params is the stage's parameters and buffers by name (none when
+// emulating).
 func (w *Worker) Params() map[string]*stage.Value[float32] {
 	if w.ex == nil {
 		return nil
 	}
-	return w.ex.Params
+	return w.ex.State()
 }
 
 // OpSeconds is each op's accumulated [forward, backward] time (none when emulating).
@@ -510,13 +514,16 @@ func (w *Worker) OpSeconds() map[string][2]float64 {
 	return out
 }
 
-// state is this stage's parameters and optimizer state as one safetensors
-// message: "param:<name>" and "optim:<name>.<slot>", the optimizer's step in
-// the metadata.
+// state is this stage's parameters, buffers and optimizer state as one
+// safetensors message: "param:<name>", "buffer:<name>" and
+// "optim:<name>.<slot>", the optimizer's step in the metadata.
 func (w *Worker) state() ([]byte, error) {
 	var entries []tensor.Named
 	for name, v := range w.ex.Params {
 		entries = append(entries, tensor.Named{Name: "param:" + name, Shape: v.Shape, F32: v.Data})
+	}
+	for name, v := range w.ex.Buffers {
+		entries = append(entries, tensor.Named{Name: "buffer:" + name, Shape: v.Shape, F32: v.Data})
 	}
 	st, step := w.opt.(stage.Stateful).State()
 	for slot, v := range st {
@@ -541,6 +548,13 @@ func (w *Worker) loadState(b []byte) error {
 			}
 			copy(p.Data, e.F32)
 			w.ex.ParamsChanged()
+		case strings.HasPrefix(e.Name, "buffer:"):
+			b, ok := w.ex.Buffers[e.Name[7:]]
+			if !ok || len(b.Data) != len(e.F32) {
+				return fmt.Errorf("checkpoint: buffer %q does not fit stage %d", e.Name[7:], w.Stage)
+			}
+			copy(b.Data, e.F32)
+			w.ex.ParamsChanged()
 		case strings.HasPrefix(e.Name, "optim:"):
 			optim[e.Name[6:]] = e.F32
 		}
@@ -548,6 +562,11 @@ func (w *Worker) loadState(b []byte) error {
 	for name := range w.ex.Params {
 		if !hasEntry(entries, "param:"+name) {
 			return fmt.Errorf("checkpoint: lacks parameter %q", name)
+		}
+	}
+	for name := range w.ex.Buffers {
+		if !hasEntry(entries, "buffer:"+name) {
+			return fmt.Errorf("checkpoint: lacks buffer %q", name)
 		}
 	}
 	step, _ := strconv.Atoi(meta["optimizer_step"])

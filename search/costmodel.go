@@ -142,6 +142,10 @@ type block struct {
 	work       int64 // bytes per sample of the largest output and its gradient
 	inB, outB  int64 // bytes per sample crossing into and out of the block
 	fwdSamples float64
+	// whole: an op of the block computes a sample from others of its
+	// micro-batch (batch_norm), so the block runs on one device, never
+	// split across data-parallel replicas.
+	whole bool
 }
 
 // newBlock sums the stats of ops; cross gives the boundary bytes.
@@ -153,6 +157,7 @@ func (cm *costModel) newBlock(ops []int, cross func(ops []int) (int64, int64)) *
 		b.stash += c.StashBytes
 		b.work = max(b.work, 2*c.OutBytes)
 		b.fwdSamples += c.FwdFLOPs
+		b.whole = b.whole || cm.g.Op(i).Kind.MixesSamples()
 	}
 	b.inB, b.outB = cross(ops)
 	return b
@@ -217,5 +222,14 @@ func (cm *costModel) priceOps(ops []int, blk *block, k int, b int64, mbs int) st
 	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
 	c.link = 2 * cm.dev.transfer(float64(max(blk.inB, blk.outB))*float64(m), cm.interDP())
 	cm.setMemory(&c, blk, m)
+	unsplittable(&c, blk, k)
 	return c
+}
+
+// unsplittable makes a block that must run whole fit nowhere on more than
+// one device.
+func unsplittable(c *stageCost, blk *block, k int) {
+	if blk.whole && k > 1 {
+		c.static = math.MaxInt64
+	}
 }

@@ -251,6 +251,7 @@ func (sp *space) price(id, k int, b int64, mbs int) stageCost {
 	bytes := float64(max(blk.inB, blk.outB)) * float64(m)
 	c.link = 2 * sp.cm.dev.transfer(bytes, sp.cm.interDP())
 	sp.cm.setMemory(&c, blk, m)
+	unsplittable(&c, blk, k)
 	return c
 }
 

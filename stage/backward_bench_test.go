@@ -38,7 +38,7 @@ func BenchmarkBackwardSplit(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				if _, err := tr.Ex.Forward(0, feeds); err != nil {
+				if _, err := tr.Ex.Forward(0, Position{}, feeds); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

@@ -6,9 +6,17 @@
 //
 // The contract:
 //
-//  1. Parameters are initialised from (seed, op name, parameter name) the way
+//  1. Parameters are initialised from (seed, op name, slot) the way
 //     PyTorch's modules initialise them by default (init.go), so a partition
-//     never changes them. A parameter's name is "<op name>.<param name>".
+//     never changes them. A parameter's or buffer's name is its dag.Param.Key
+//     ("<op name>.<slot>" unless the model names it). Buffers (batch_norm's
+//     running statistics) are updated by forward passes, in micro-batch
+//     order, and never by an optimizer; a kernel reads them after the
+//     parameters in its p, with nil gradients.
+//  1a. Forward is told where its micro-batch's samples are (Position: the
+//     step and the index of its first row in the step's batch); dropout
+//     draws its masks from (seed, step, op, sample), so every plan draws the
+//     same.
 //  2. Values are batch-major: a tensor of per-sample shape S on a batch of n
 //     has shape [n, S...]. int32 tensors (indices, labels) carry Ints.
 //  3. Kernels are generic over float32 and float64: production runs float32

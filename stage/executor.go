@@ -19,8 +19,11 @@ type Executor struct {
 	g       *dag.Graph
 	ops     []int // the stage's ops, in topological order
 	kernels map[int]kernel[float32]
-	Params  map[string]*Value[float32] // "<op>.<param>"
+	Params  map[string]*Value[float32] // by name (dag.Param.Key)
 	Grads   map[string]*Value[float32]
+	// Buffers is the stage's buffers by name (batch_norm's running
+	// statistics): state that forward passes update and no optimizer steps.
+	Buffers map[string]*Value[float32]
 	mbs     map[int]*microBatch // the stash, per micro-batch in flight
 	// OpSeconds accumulates each op's time: [0] forward, [1] backward (for
 	// the inputs, and for the weights whether in Backward or in Weights).
@@ -31,6 +34,7 @@ type Executor struct {
 	SyncOps bool
 	devErr  error     // the first device error of a backward pass (GPU kernels)
 	dev     *devState // the device the ops run on (UseDevice), or nil
+	ctx     runCtx    // what the running pass tells its kernels
 }
 
 // allOps is every op of g, in order: a whole-model executor's ops.
@@ -48,13 +52,15 @@ type microBatch struct {
 	stash  map[int]any                // per op, what its backward needs
 	grads  map[string]*Value[float32] // gradients of tensors, filled by Backward
 	weight bool                       // Weights is still owed
+	pos    Position                   // where its samples are in training
 }
 
 // NewExecutor prepares the ops (indices into g) of a stage, initialising
 // their parameters from seed. It fails on an op no backend can compute.
 func NewExecutor(g *dag.Graph, ops []int, seed int64) (*Executor, error) {
 	e := &Executor{g: g, kernels: map[int]kernel[float32]{}, Params: map[string]*Value[float32]{},
-		Grads: map[string]*Value[float32]{}, mbs: map[int]*microBatch{}, OpSeconds: map[string]*[2]float64{}}
+		Grads: map[string]*Value[float32]{}, Buffers: map[string]*Value[float32]{}, mbs: map[int]*microBatch{},
+		OpSeconds: map[string]*[2]float64{}, ctx: runCtx{seed: seed}}
 	pos := map[int]int{}
 	for k, i := range g.Order() {
 		pos[i] = k
@@ -62,18 +68,21 @@ func NewExecutor(g *dag.Graph, ops []int, seed int64) (*Executor, error) {
 	e.ops = append([]int(nil), ops...)
 	sort.Slice(e.ops, func(a, b int) bool { return pos[e.ops[a]] < pos[e.ops[b]] })
 	for _, i := range e.ops {
-		k, err := newKernel[float32](g, i)
+		k, err := newKernel[float32](g, i, &e.ctx)
 		if err != nil {
 			return nil, err
 		}
 		e.kernels[i] = k
 		e.OpSeconds[g.Op(i).Name] = &[2]float64{}
 	}
-	for k, params := range initAll(g, e.ops, seed) {
-		for name, v := range params {
-			full := g.Op(e.ops[k]).Name + "." + name
-			e.Params[full] = v
-			e.Grads[full] = NewValue[float32](v.Shape...)
+	for k, vals := range initAll(g, e.ops, seed) {
+		i := e.ops[k]
+		for _, p := range g.Params(i) {
+			e.Params[p.Key] = vals[p.Name]
+			e.Grads[p.Key] = NewValue[float32](vals[p.Name].Shape...)
+		}
+		for _, b := range g.Buffers(i) {
+			e.Buffers[b.Key] = vals[b.Name]
 		}
 	}
 	return e, nil
@@ -100,42 +109,69 @@ func initAll(g *dag.Graph, ops []int, seed int64) []map[string]*Value[float32] {
 }
 
 // ParamNames lists the stage's parameters, sorted.
-func (e *Executor) ParamNames() []string {
-	names := make([]string, 0, len(e.Params))
-	for n := range e.Params {
+func (e *Executor) ParamNames() []string { return sortedNames(e.Params) }
+
+// BufferNames lists the stage's buffers, sorted.
+func (e *Executor) BufferNames() []string { return sortedNames(e.Buffers) }
+
+// State is the stage's parameters and buffers by name: what an init file,
+// a dump or a checkpoint holds of it.
+func (e *Executor) State() map[string]*Value[float32] {
+	out := make(map[string]*Value[float32], len(e.Params)+len(e.Buffers))
+	for n, v := range e.Params {
+		out[n] = v
+	}
+	for n, v := range e.Buffers {
+		out[n] = v
+	}
+	return out
+}
+
+func sortedNames(m map[string]*Value[float32]) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
 }
 
+// params is op i's parameters, then its buffers: what its kernel reads.
 func (e *Executor) params(i int) []*Value[float32] {
 	var out []*Value[float32]
 	for _, p := range e.g.Params(i) {
-		out = append(out, e.Params[e.g.Op(i).Name+"."+p.Name])
+		out = append(out, e.Params[p.Key])
+	}
+	for _, b := range e.g.Buffers(i) {
+		out = append(out, e.Buffers[b.Key])
 	}
 	return out
 }
 
+// paramGrads is op i's parameters' gradients, nil for its buffers.
 func (e *Executor) paramGrads(i int) []*Value[float32] {
 	var out []*Value[float32]
 	for _, p := range e.g.Params(i) {
-		out = append(out, e.Grads[e.g.Op(i).Name+"."+p.Name])
+		out = append(out, e.Grads[p.Key])
+	}
+	for range e.g.Buffers(i) {
+		out = append(out, nil)
 	}
 	return out
 }
 
-// Forward runs the stage on micro-batch mb. feeds holds every tensor the
-// stage reads from outside (model inputs and other stages' outputs), batch-
-// major. It returns every op output of the stage; the stash is kept until
+// Forward runs the stage on micro-batch mb, whose samples are at pos in
+// training. feeds holds every tensor the stage reads from outside (model
+// inputs and other stages' outputs), batch-major. It returns every op output of the stage; the stash is kept until
 // the micro-batch's backward passes are done. On a device (UseDevice) only
 // the outputs read outside the stage and the loss carry host data, valid
 // until the micro-batch's backward passes are done; the others carry their
 // shape only.
-func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
+func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
 	}
+	e.ctx.pos = pos
 	if e.dev == nil {
 		return e.forward(mb, feeds)
 	}
@@ -161,7 +197,7 @@ func (e *Executor) Forward(mb int, feeds map[string]*Value[float32]) (map[string
 }
 
 func (e *Executor) forward(mb int, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
-	m := &microBatch{vals: map[string]*Value[float32]{}, stash: map[int]any{}, grads: map[string]*Value[float32]{}}
+	m := &microBatch{vals: map[string]*Value[float32]{}, stash: map[int]any{}, grads: map[string]*Value[float32]{}, pos: e.ctx.pos}
 	for k, v := range feeds {
 		m.vals[k] = v
 	}
@@ -204,6 +240,7 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 	for k, v := range grads {
 		m.grads[k] = v
 	}
+	e.ctx.pos = m.pos
 	if e.dev != nil {
 		e.dev.use(mb)
 	}
@@ -304,6 +341,7 @@ func (e *Executor) Weights(mb int) error {
 	if !ok || !m.weight {
 		return fmt.Errorf("stage: micro-batch %d owes no weight gradients", mb)
 	}
+	e.ctx.pos = m.pos
 	for _, i := range e.ops {
 		if len(e.g.Params(i)) == 0 {
 			continue

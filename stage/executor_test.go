@@ -53,7 +53,7 @@ func gradsOn(t *testing.T, g *dag.Graph, mbs int, split bool, d *cuda.Device) ma
 		for k, v := range batch {
 			feeds[k] = SliceRows(v, j*b, (j+1)*b)
 		}
-		out, err := tr.Ex.Forward(j, feeds)
+		out, err := tr.Ex.Forward(j, Position{Sample: j * b}, feeds)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestExecutorRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ex.Forward(0, map[string]*Value[float32]{}); err == nil {
+	if _, err := ex.Forward(0, Position{}, map[string]*Value[float32]{}); err == nil {
 		t.Error("a forward without its inputs ran")
 	}
 	if _, err := ex.Backward(3, nil, true); err == nil {
@@ -166,7 +166,7 @@ func TestIndexOutOfRange(t *testing.T) {
 	tr, _ := NewTrainer(g, TrainOptions{Optimizer: "sgd", LR: 0.1})
 	batch, _ := tr.Data.Batch(0, int(g.BatchSize()))
 	batch["sparse0.idx"].Ints[0] = 100000
-	if _, err := tr.Ex.Forward(0, batch); err == nil {
+	if _, err := tr.Ex.Forward(0, Position{}, batch); err == nil {
 		t.Fatal("an index past the table trained")
 	}
 }

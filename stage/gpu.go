@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -19,7 +20,7 @@ import (
 // newGPUKernel builds the GPU kernel of op i of g; errp collects device
 // errors from backward passes; dev, when not nil, keeps values on the
 // device (gpu_exec.go).
-func newGPUKernel(g *dag.Graph, i int, d *cuda.Device, dev *devState, errp *error) (kernel[float32], error) {
+func newGPUKernel(g *dag.Graph, i int, d *cuda.Device, dev *devState, errp *error, ctx *runCtx) (kernel[float32], error) {
 	op := g.Op(i)
 	a := op.Attrs
 	in := g.OpInputs(i)
@@ -56,7 +57,10 @@ func newGPUKernel(g *dag.Graph, i int, d *cuda.Device, dev *devState, errp *erro
 	case dag.BCEWithLogits:
 		k.fwd, k.bwd = gpuBCE()
 	default:
-		return newKernel[float32](g, i) // opaque and unknown kinds fail as on the CPU
+		if op.Kind.Since() >= 2 {
+			return nil, &OpError{op.Name, fmt.Sprintf("%s has no CUDA kernel yet", op.Kind)}
+		}
+		return newKernel[float32](g, i, ctx) // opaque and unknown kinds fail as on the CPU
 	}
 	return k, nil
 }

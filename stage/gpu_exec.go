@@ -91,7 +91,7 @@ func (e *Executor) UseDevice(d *cuda.Device) error {
 	}
 	kernels := map[int]kernel[float32]{}
 	for _, i := range e.ops {
-		k, err := newGPUKernel(e.g, i, d, dev, &e.devErr)
+		k, err := newGPUKernel(e.g, i, d, dev, &e.devErr, &e.ctx)
 		if err != nil {
 			return err
 		}

@@ -98,12 +98,12 @@ func checkOpsOn(t *testing.T, d *cuda.Device) {
 	for _, c := range gpuCases {
 		t.Run(c.name, func(t *testing.T) {
 			g, i := oneOp(t, c)
-			cpu, err := newKernel[float32](g, i)
+			cpu, err := newKernel[float32](g, i, &runCtx{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var devErr error
-			gpu, err := newGPUKernel(g, i, d, nil, &devErr)
+			gpu, err := newGPUKernel(g, i, d, nil, &devErr, &runCtx{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,8 +210,8 @@ func TestGPUIndexOutOfRange(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			g, i := oneOp(t, c)
 			var devErr error
-			gk, _ := newGPUKernel(g, i, d, nil, &devErr)
-			ck, _ := newKernel[float32](g, i)
+			gk, _ := newGPUKernel(g, i, d, nil, &devErr, &runCtx{})
+			ck, _ := newKernel[float32](g, i, &runCtx{})
 			x64, p64 := randomValues(g, i, 2, rand.New(rand.NewSource(3)))
 			x, p := narrow(x64), narrow(p64)
 			for _, v := range x {
@@ -323,7 +323,7 @@ func TestDeviceForwardFailure(t *testing.T) {
 	if bad == 0 {
 		t.Fatal("dlrm has no index input")
 	}
-	if _, err := tr.Ex.Forward(0, batch); err == nil {
+	if _, err := tr.Ex.Forward(0, Position{}, batch); err == nil {
 		t.Fatal("an index of 2^30 was accepted")
 	}
 	if tr.Ex.InFlight() != 0 {

@@ -110,7 +110,7 @@ func TestGradientsAgainstFiniteDifferences(t *testing.T) {
 	for _, c := range opCases {
 		t.Run(c.name, func(t *testing.T) {
 			g, i := oneOp(t, c)
-			k, err := newKernel[float64](g, i)
+			k, err := newKernel[float64](g, i, &runCtx{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,8 +180,8 @@ func TestFloat32MatchesFloat64(t *testing.T) {
 	for _, c := range opCases {
 		t.Run(c.name, func(t *testing.T) {
 			g, i := oneOp(t, c)
-			k64, _ := newKernel[float64](g, i)
-			k32, _ := newKernel[float32](g, i)
+			k64, _ := newKernel[float64](g, i, &runCtx{})
+			k32, _ := newKernel[float32](g, i, &runCtx{})
 			x, p := randomValues(g, i, 3, rand.New(rand.NewSource(9)))
 			x32, p32 := narrow(x), narrow(p)
 			y64, st64, _ := k64.forward(x, p)

@@ -19,18 +19,21 @@ func rng(seed int64, names ...string) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(seed), h.Sum64()))
 }
 
-// InitParams initialises op i's parameters as PyTorch's modules do by
-// default, each from (seed, op name, parameter name):
+// InitParams initialises op i's parameters and buffers as PyTorch's modules
+// do by default, each from (seed, op name, slot), keyed by slot:
 //
 //	linear          weight, bias ~ U(−1/√in, 1/√in)
+//	conv2d          weight, bias ~ U(−1/√fan_in, 1/√fan_in), fan_in = c/groups·kh·kw
 //	layer_norm      weight = 1, bias = 0
+//	batch_norm      weight = 1, bias = 0; running_mean = 0, running_var = 1
 //	embedding(_bag) weight ~ N(0, 1)
 //	attention       in_proj_weight ~ U(±√(6/(d+3d))) (Xavier), in_proj_bias = 0,
 //	                out_proj.weight ~ U(±1/√d), out_proj.bias = 0
+//	parameter       value = 0
 func InitParams(g *dag.Graph, i int, seed int64) map[string]*Value[float32] {
 	op := g.Op(i)
 	out := map[string]*Value[float32]{}
-	for _, p := range g.Params(i) {
+	for _, p := range append(append([]dag.Param(nil), g.Params(i)...), g.Buffers(i)...) {
 		v := NewValue[float32](toIntsShape(p.Shape)...)
 		r := rng(seed, op.Name, p.Name)
 		uniform := func(bound float64) {
@@ -41,7 +44,11 @@ func InitParams(g *dag.Graph, i int, seed int64) map[string]*Value[float32] {
 		switch {
 		case op.Kind == dag.Linear:
 			uniform(1 / math.Sqrt(float64(g.OpInputs(i)[0].Shape[len(g.OpInputs(i)[0].Shape)-1])))
-		case op.Kind == dag.LayerNorm && p.Name == "weight":
+		case op.Kind == dag.Conv2D:
+			w := g.Params(i)[0].Shape
+			uniform(1 / math.Sqrt(float64(w[1]*w[2]*w[3])))
+		case (op.Kind == dag.LayerNorm || op.Kind == dag.BatchNorm) && p.Name == "weight",
+			op.Kind == dag.BatchNorm && p.Name == "running_var":
 			for j := range v.Data {
 				v.Data[j] = 1
 			}

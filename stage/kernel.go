@@ -22,8 +22,9 @@ type OpError struct {
 
 func (e *OpError) Error() string { return fmt.Sprintf("op %q: %s", e.Op, e.Msg) }
 
-// newKernel builds the kernel of op i of g.
-func newKernel[T Num](g *dag.Graph, i int) (kernel[T], error) {
+// newKernel builds the kernel of op i of g; ctx is its executor's (the
+// kernels that draw random numbers read it).
+func newKernel[T Num](g *dag.Graph, i int, ctx *runCtx) (kernel[T], error) {
 	op := g.Op(i)
 	a := op.Attrs
 	in := g.OpInputs(i)
@@ -61,6 +62,9 @@ func newKernel[T Num](g *dag.Graph, i int) (kernel[T], error) {
 		return &bce[T]{}, nil
 	case dag.Opaque:
 		return nil, &OpError{op.Name, "is opaque: it has a cost but no computation, so it can be searched and simulated but not run"}
+	}
+	if k, ok := newKernelV2[T](g, i, ctx); ok {
+		return k, nil
 	}
 	return nil, &OpError{op.Name, fmt.Sprintf("no kernel for %s", op.Kind)}
 }

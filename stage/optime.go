@@ -97,7 +97,7 @@ func timePasses(ex *Executor, g *dag.Graph, feeds map[string]*Value[float32], mi
 		}
 		var marks [4]map[string][2]float64
 		marks[0] = clock(ex)
-		if _, err := ex.Forward(0, feeds); err != nil {
+		if _, err := ex.Forward(0, Position{Step: r + 1}, feeds); err != nil {
 			return nil, err
 		}
 		marks[1] = clock(ex)

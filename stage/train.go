@@ -69,7 +69,7 @@ func (t *Trainer) Step(step int) (float64, map[string]*Value[float32], error) {
 		for name, v := range batch {
 			feeds[name] = SliceRows(v, j*b, (j+1)*b)
 		}
-		outs, err := t.Ex.Forward(j, feeds)
+		outs, err := t.Ex.Forward(j, Position{Step: step, Sample: j * b}, feeds)
 		if err != nil {
 			return 0, nil, err
 		}

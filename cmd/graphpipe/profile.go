@@ -281,7 +281,7 @@ func opOverhead(dev *cuda.Device) (float64, error) {
 	t, err := timeIt(5, func() error {
 		for r := 0; r < reps; r++ {
 			mb++
-			if _, err := ex.Forward(mb, batch); err != nil {
+			if _, err := ex.Forward(mb, stage.Position{Step: mb}, batch); err != nil {
 				return err
 			}
 			if _, err := ex.Backward(mb, seed, true); err != nil {

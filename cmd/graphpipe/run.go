@@ -601,8 +601,9 @@ func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, s
 			data = append(data, tensor.Named{Name: fmt.Sprintf("%d/%s", s, name), Shape: v.Shape, F32: v.Data, I32: v.Ints})
 		}
 	}
+	state := ex.State()
 	for name, v := range res.Params {
-		copy(ex.Params[name].Data, v.Data)
+		copy(state[name].Data, v.Data)
 	}
 	return writeDump(dir, ex, data, res.Losses)
 }

@@ -143,10 +143,12 @@ func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON 
 	return nil
 }
 
+// writeParams writes the executor's parameters and buffers by name.
 func writeParams(path string, ex *stage.Executor) error {
 	var entries []tensor.Named
-	for _, name := range ex.ParamNames() {
-		v := ex.Params[name]
+	state := ex.State()
+	for _, name := range append(ex.ParamNames(), ex.BufferNames()...) {
+		v := state[name]
 		entries = append(entries, tensor.Named{Name: name, Shape: v.Shape, F32: append([]float32(nil), v.Data...)})
 	}
 	b, err := tensor.EncodeSafetensors(entries, nil)
