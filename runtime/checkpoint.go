@@ -40,7 +40,7 @@ type Checkpoint struct {
 	// Params holds the parameters and the buffers (batch_norm's running
 	// statistics), side by side under their names.
 	Params map[string]*stage.Value[float32]
-	Optim    map[string][]float32 // "<param>.<slot>"
+	Optim  map[string][]float32 // "<param>.<slot>"
 }
 
 func stepDir(dir string, step int) string { return filepath.Join(dir, fmt.Sprintf("step-%08d", step)) }

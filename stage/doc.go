@@ -13,7 +13,7 @@
 //     running statistics) are updated by forward passes, in micro-batch
 //     order, and never by an optimizer; a kernel reads them after the
 //     parameters in its p, with nil gradients.
-//  1a. Forward is told where its micro-batch's samples are (Position: the
+//     1a. Forward is told where its micro-batch's samples are (Position: the
 //     step and the index of its first row in the step's batch); dropout
 //     draws its masks from (seed, step, op, sample), so every plan draws the
 //     same.
