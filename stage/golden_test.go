@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -17,29 +18,48 @@ type goldenCase struct {
 	Op     string               `json:"op"`
 	Values map[string][]float64 `json:"values"`
 	Params map[string][]float64 `json:"params"`
-	W      []float64            `json:"w"`
+	// Buffers are the op's buffers before the forward pass, BuffersAfter
+	// after it (batch_norm's running statistics), by slot.
+	Buffers      map[string][]float64 `json:"buffers"`
+	BuffersAfter map[string][]float64 `json:"buffers_after"`
+	W            []float64            `json:"w"`
 	Y      []float64            `json:"y"`
 	Grads  map[string][]float64 `json:"grads"`
 }
 
-// TestAgainstPyTorch checks every op's float32 forward and backward against
-// PyTorch's values: max|ours − torch| ≤ 1e-4 · max|torch| per tensor.
+// goldenCases reads every testdata/torch/golden*.json file.
+func goldenCases(t *testing.T) []goldenCase {
+	files, err := filepath.Glob("testdata/torch/golden*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden files: %v", err)
+	}
+	var all []goldenCase
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var file struct {
+			Cases []goldenCase `json:"cases"`
+		}
+		if err := json.Unmarshal(data, &file); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		all = append(all, file.Cases...)
+	}
+	return all
+}
+
+// TestAgainstPyTorch checks every op's float32 forward and backward (and the
+// buffers a forward updates) against PyTorch's values: max|ours − torch| ≤
+// 1e-4 · max|torch| per tensor.
 func TestAgainstPyTorch(t *testing.T) {
-	data, err := os.ReadFile("testdata/torch/golden.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Cases []goldenCase `json:"cases"`
-	}
-	if err := json.Unmarshal(data, &file); err != nil {
-		t.Fatal(err)
-	}
-	if len(file.Cases) < 20 {
-		t.Fatalf("only %d golden cases", len(file.Cases))
+	cases := goldenCases(t)
+	if len(cases) < 20 {
+		t.Fatalf("only %d golden cases", len(cases))
 	}
 	kinds := map[dag.Kind]bool{}
-	for _, c := range file.Cases {
+	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			g, i := oneOp(t, opCase{c.Name, c.Inputs, c.Op})
 			kinds[g.Op(i).Kind] = true
@@ -70,11 +90,22 @@ func TestAgainstPyTorch(t *testing.T) {
 				p = append(p, v)
 				gp = append(gp, NewValue[float32](v.Shape...))
 			}
+			for _, b := range g.Buffers(i) {
+				vals, ok := c.Buffers[b.Name]
+				if !ok {
+					t.Fatalf("no golden buffer %s", b.Name)
+				}
+				p = append(p, &Value[float32]{Shape: toInts(b.Shape), Data: f32(vals)})
+				gp = append(gp, nil)
+			}
 			y, st, err := k.forward(x, p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			close(t, "y", y.Data, c.Y)
+			for j, b := range g.Buffers(i) {
+				close(t, "buffer "+b.Name, p[len(g.Params(i))+j].Data, c.BuffersAfter[b.Name])
+			}
 			k.backward(&Value[float32]{Shape: y.Shape, Data: f32(c.W)}, x, p, y, st, gx, gp)
 			for j, in := range g.OpInputs(i) {
 				if want, ok := c.Grads["input:"+in.Name]; ok && gx[j] != nil {

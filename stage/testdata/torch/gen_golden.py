@@ -42,18 +42,33 @@ CASES = [
 ]
 
 PARAMS = {  # per-sample input width d → the op's parameter shapes
-    "linear": lambda a, d: {"weight": [a["out"], d], **({"bias": [a["out"]]} if a.get("bias", True) else {})},
-    "layer_norm": lambda a, d: {"weight": [d], "bias": [d]},
-    "embedding": lambda a, d: {"weight": [a["num"], a["dim"]]},
-    "embedding_bag": lambda a, d: {"weight": [a["num"], a["dim"]]},
-    "attention": lambda a, d: {"in_proj_weight": [3 * d, d], "in_proj_bias": [3 * d], "out_proj.weight": [d, d], "out_proj.bias": [d]},
+    "linear": lambda a, d, ins: {"weight": [a["out"], d], **({"bias": [a["out"]]} if a.get("bias", True) else {})},
+    "layer_norm": lambda a, d, ins: {"weight": [d], "bias": [d]},
+    "embedding": lambda a, d, ins: {"weight": [a["num"], a["dim"]]},
+    "embedding_bag": lambda a, d, ins: {"weight": [a["num"], a["dim"]]},
+    "attention": lambda a, d, ins: {"in_proj_weight": [3 * d, d], "in_proj_bias": [3 * d], "out_proj.weight": [d, d], "out_proj.bias": [d]},
 }
 
 
 def main():
-    rng = np.random.default_rng(20261122)
+    """golden.json from CASES here; golden_<set>.json from each module of model@2's ops
+    (cases_conv.py, cases_tensor.py: CASES, PARAMS, SEED), each with its own generator."""
+    import importlib
+    generate(CASES, PARAMS, 20261122, "golden.json")
+    for mod in ("cases_conv", "cases_tensor"):
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise
+            continue
+        generate(m.CASES, {**PARAMS, **m.PARAMS}, m.SEED, "golden_%s.json" % mod[len("cases_"):])
+
+
+def generate(cases, param_shapes, seed, filename):
+    rng = np.random.default_rng(seed)
     out = []
-    for name, inputs, opjson in CASES:
+    for name, inputs, opjson in cases:
         ins = json.loads("[" + inputs + "]")
         op = json.loads("{" + '"name":"t",' + opjson + "}")
         feeds = {}
@@ -64,9 +79,9 @@ def main():
             else:
                 feeds[i["name"]] = rng.standard_normal(shape).astype(np.float32)
         params = {}
-        if op["op"] in PARAMS:
+        if op["op"] in param_shapes:
             d = ins[0]["shape"][-1] if ins[0]["shape"] else 1
-            for pname, shape in PARAMS[op["op"]](op.get("attrs", {}), d).items():
+            for pname, shape in param_shapes[op["op"]](op.get("attrs", {}), d, ins).items():
                 params["t." + pname] = rng.standard_normal(shape).astype(np.float32)
         model = gptorch.Model({"inputs": ins, "ops": [op]}, params)
         tfeeds = {k: torch.tensor(v, requires_grad=v.dtype == np.float32) for k, v in feeds.items()}
@@ -83,7 +98,7 @@ def main():
         for k, p in model.p.items():
             case["grads"]["param:" + k.replace("__", ".")[2:]] = p.grad.reshape(-1).tolist()
         out.append(case)
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden.json")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), filename)
     with open(path, "w") as f:
         json.dump({"generator": "gen_golden.py", "torch": torch.__version__, "cases": out}, f, indent=0)
         f.write("\n")

@@ -1,7 +1,12 @@
-"""A PyTorch interpreter of graphpipe/model@1 files, for golden values and replays.
+"""A PyTorch interpreter of graphpipe/model@1 and @2 files, for golden values and replays.
 
 Only the standard library, numpy and torch (Debian's python3-torch). Values are
 batch-major float32 (int64 for indices), as graphpipe computes them.
+
+The ops of model@2 live in ops_conv.py and ops_tensor.py, which register a
+function per kind in OPS: f(model, op, x, attrs) -> tensor. Parameters and
+buffers are looked up by their names in the model (an op's "params" entry for
+the slot, or "<op>.<slot>"); BUFFERS lists each kind's buffer slots.
 """
 import json
 import struct
@@ -32,24 +37,60 @@ def norm_axis(axis, rank):
     return (axis + rank if axis < 0 else axis) + 1  # +1: the batch axis
 
 
-class Model(torch.nn.Module):
-    """Runs a model document's ops in file order (the builders write them topologically)."""
+# kind -> f(model, op, inputs, attrs): the ops of model@2 (ops_conv.py, ops_tensor.py)
+OPS = {}
+# kind -> the slots that are buffers, not parameters
+BUFFERS = {"batch_norm": ("running_mean", "running_var")}
 
-    def __init__(self, doc, params):
+
+def key(op, slot):
+    """The name of op's parameter or buffer in slot."""
+    return op.get("params", {}).get(slot, op["name"] + "." + slot)
+
+
+def buffer_names(doc):
+    """The names of every buffer of the model."""
+    return {key(op, s) for op in doc["ops"] for s in BUFFERS.get(op["op"], ())}
+
+
+class Model(torch.nn.Module):
+    """Runs a model document's ops in file order (the builders write them topologically).
+
+    state holds every parameter and buffer by name (an init.safetensors file's contents);
+    the buffers among them (batch_norm's running statistics) are registered as buffers, the
+    rest as parameters in self.p (names with "." written "__").
+    """
+
+    def __init__(self, doc, state):
         super().__init__()
         self.doc = doc
         self.shapes = {i["name"]: i["shape"] for i in doc["inputs"]}
         self.p = torch.nn.ParameterDict()
-        for name, value in params.items():
-            self.p[name.replace(".", "__")] = torch.nn.Parameter(torch.tensor(value))
+        self.bufs = {}
+        buffers = buffer_names(doc)
+        for name, value in state.items():
+            if name in buffers:
+                self.bufs[name] = torch.tensor(value)
+            else:
+                self.p[name.replace(".", "__")] = torch.nn.Parameter(torch.tensor(value))
         self.attn = {}
         for op in doc["ops"]:
             if op["op"] == "attention":
                 d = self.param(op, "out_proj.weight").shape[0]
                 self.attn[op["name"]] = torch.nn.MultiheadAttention(d, op["attrs"]["heads"], batch_first=True)
 
-    def param(self, op, name):
-        return self.p[(op["name"] + "." + name).replace(".", "__")]
+    def param(self, op, slot):
+        """op's parameter or buffer in slot."""
+        name = key(op, slot)
+        if name in self.bufs:
+            return self.bufs[name]
+        return self.p[name.replace(".", "__")]
+
+    def value(self, name):
+        """A parameter or buffer by its name in the model."""
+        if name in self.bufs:
+            return self.bufs[name]
+        return self.p[name.replace(".", "__")]
 
     def forward(self, feeds):
         vals = {k: torch.tensor(v) if not torch.is_tensor(v) else v for k, v in feeds.items()}
@@ -109,6 +150,8 @@ class Model(torch.nn.Module):
             return F.mse_loss(x[0], x[1])
         if k == "bce_with_logits":
             return F.binary_cross_entropy_with_logits(x[0], x[1])
+        if k in OPS:
+            return OPS[k](self, op, x, a)
         raise ValueError("op %s: %s cannot run" % (op["name"], k))
 
 
@@ -128,5 +171,19 @@ def topo(doc):
     return out
 
 
+def load_v2_ops():
+    """Imports the modules that register model@2's ops (missing ones are skipped)."""
+    import importlib
+    for mod in ("ops_conv", "ops_tensor"):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise
+
+
 def loss_name(doc):
     return [o["name"] for o in doc["ops"] if o["op"] in ("softmax_cross_entropy", "mse", "bce_with_logits")][0]
+
+
+load_v2_ops()

@@ -61,7 +61,7 @@ def main():
         opt.step()
     worst = 0.0
     for name, want in sorted(final.items()):
-        got = model.p[name.replace(".", "__")].detach().numpy()
+        got = model.value(name).detach().numpy()
         scale = max(abs(want).max(), 1e-12)
         if name.endswith("attn.in_proj_bias"):
             d = want.shape[0] // 3
