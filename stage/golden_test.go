@@ -23,8 +23,8 @@ type goldenCase struct {
 	Buffers      map[string][]float64 `json:"buffers"`
 	BuffersAfter map[string][]float64 `json:"buffers_after"`
 	W            []float64            `json:"w"`
-	Y      []float64            `json:"y"`
-	Grads  map[string][]float64 `json:"grads"`
+	Y            []float64            `json:"y"`
+	Grads        map[string][]float64 `json:"grads"`
 }
 
 // goldenCases reads every testdata/torch/golden*.json file.
