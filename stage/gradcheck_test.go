@@ -68,7 +68,8 @@ func oneOp(t testing.TB, c opCase) (*dag.Graph, int) {
 	return g, i
 }
 
-// randomValues makes a batch of n for each input of op i, and its parameters.
+// randomValues makes a batch of n for each input of op i, and its
+// parameters, then its buffers (running means near 0, variances near 1).
 func randomValues(g *dag.Graph, i, n int, r *rand.Rand) (x, p []*Value[float64]) {
 	for _, in := range g.OpInputs(i) {
 		shape := append([]int{n}, toInts(in.Shape)...)
@@ -93,7 +94,27 @@ func randomValues(g *dag.Graph, i, n int, r *rand.Rand) (x, p []*Value[float64])
 		}
 		p = append(p, v)
 	}
+	for _, b := range g.Buffers(i) {
+		v := NewValue[float64](toInts(b.Shape)...)
+		for j := range v.Data {
+			v.Data[j] = 0.1 * r.NormFloat64()
+			if b.Name == "running_var" {
+				v.Data[j] = 1 + 0.1*r.Float64()
+			}
+		}
+		p = append(p, v)
+	}
 	return x, p
+}
+
+// paramGrads gives a gradient buffer per parameter of op i in p, nil for
+// its buffers.
+func paramGrads[T Num](g *dag.Graph, i int, p []*Value[T]) []*Value[T] {
+	out := make([]*Value[T], len(p))
+	for j := range g.Params(i) {
+		out[j] = NewValue[T](p[j].Shape...)
+	}
+	return out
 }
 
 func toInts(s dag.Shape) []int {
@@ -135,7 +156,7 @@ func TestGradientsAgainstFiniteDifferences(t *testing.T) {
 				}
 				return s
 			}
-			gx, gp := grads(x), grads(p)
+			gx, gp := grads(x), paramGrads(g, i, p)
 			k.backward(&Value[float64]{Shape: y.Shape, Data: w}, x, p, y, st, gx, gp)
 			check := func(what string, vals []float64, analytic []float64) {
 				for j := range vals {
@@ -157,8 +178,8 @@ func TestGradientsAgainstFiniteDifferences(t *testing.T) {
 					check(fmt.Sprintf("input %d", j), v.Data, gx[j].Data)
 				}
 			}
-			for j, v := range p {
-				check(g.Params(i)[j].Name, v.Data, gp[j].Data)
+			for j, prm := range g.Params(i) {
+				check(prm.Name, p[j].Data, gp[j].Data)
 			}
 		})
 	}
@@ -194,7 +215,7 @@ func TestFloat32MatchesFloat64(t *testing.T) {
 			for j := range gy.Data {
 				gy.Data[j] = float64(j%7) - 3
 			}
-			gx64, gp64 := grads(x), grads(p)
+			gx64, gp64 := grads(x), paramGrads(g, i, p)
 			gx32, gp32 := narrow(gx64), narrow(gp64)
 			k64.backward(gy, x, p, y64, st64, gx64, gp64)
 			k32.backward(narrow([]*Value[float64]{gy})[0], x32, p32, y32, st32, gx32, gp32)
@@ -203,7 +224,7 @@ func TestFloat32MatchesFloat64(t *testing.T) {
 					near(t, fmt.Sprint("gx", j), gx32[j].Data, gx64[j].Data)
 				}
 			}
-			for j := range gp64 {
+			for j := range g.Params(i) {
 				near(t, fmt.Sprint("gp", j), gp32[j].Data, gp64[j].Data)
 			}
 		})
