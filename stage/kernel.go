@@ -28,6 +28,12 @@ func newKernel[T Num](g *dag.Graph, i int, ctx *runCtx) (kernel[T], error) {
 	op := g.Op(i)
 	a := op.Attrs
 	in := g.OpInputs(i)
+	if broadcasts(g, i) { // model@2's forms of add and mul
+		if k, ok := newTensorKernel[T](g, i, ctx); ok {
+			return k, nil
+		}
+		return nil, &OpError{op.Name, fmt.Sprintf("no kernel for %s with a scalar or broadcast inputs", op.Kind)}
+	}
 	switch op.Kind {
 	case dag.Linear:
 		return &linear[T]{bias: a.Bias}, nil
@@ -81,4 +87,22 @@ func addInto[T Num](dst, src []T) {
 	for i := range dst {
 		dst[i] += src[i]
 	}
+}
+
+// broadcasts reports whether op i is an add or mul in model@2's forms: with
+// a scalar, or with an input whose shape is not the output's.
+func broadcasts(g *dag.Graph, i int) bool {
+	op := g.Op(i)
+	if op.Kind != dag.Add && op.Kind != dag.Mul {
+		return false
+	}
+	if op.Attrs.HasScalar {
+		return true
+	}
+	for _, t := range g.OpInputs(i) {
+		if !t.Shape.Equal(g.Out(i).Shape) {
+			return true
+		}
+	}
+	return false
 }
