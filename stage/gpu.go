@@ -25,6 +25,9 @@ func newGPUKernel(g *dag.Graph, i int, d *cuda.Device, dev *devState, errp *erro
 	a := op.Attrs
 	in := g.OpInputs(i)
 	k := &gpuKernel{d: d, dev: dev, errp: errp}
+	if broadcasts(g, i) {
+		return nil, &OpError{op.Name, fmt.Sprintf("%s with a scalar or broadcast inputs has no CUDA kernel yet", op.Kind)}
+	}
 	switch op.Kind {
 	case dag.Linear:
 		k.fwd, k.bwd = gpuLinear(a.Bias)
