@@ -168,7 +168,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 		return err
 	}
 	started(w)
-	if a.Options.Start > 0 && !w.Emulate {
+	if (a.Options.Start > 0 || a.Options.Init) && !w.Emulate {
 		msg, err := ctl.Receive(ctx, msgKey{0, mbResume, ctlEdge, 'g'})
 		if err != nil {
 			return fmt.Errorf("waiting for the checkpoint to resume from: %w", err)

@@ -102,8 +102,9 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var nf natsFlags
 	var df deviceFlags
 	var steps int
-	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume string
+	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath string
 	var ckptEvery, restarts int
+	var initVals map[string]*stage.Value[float32]
 	var joinTimeout time.Duration
 	var lr, momentum float32
 	var seed int64
@@ -191,6 +192,18 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				o.Resume = c
 				fmt.Fprintf(cmd.ErrOrStderr(), "resuming at step %d from %s\n", c.Manifest.Step, resume)
 			}
+			if initPath != "" {
+				switch {
+				case resume != "":
+					return usagef("--init and --resume: a resumed run takes its parameters from the checkpoint")
+				case o.Emulate:
+					return usagef("--init: an emulated run computes nothing to initialise")
+				}
+				if initVals, err = readInit(initPath, g); err != nil {
+					return err
+				}
+				o.Resume, o.Init = initCheckpoint(g, initVals), true
+			}
 			if runID == "" {
 				runID = randomID()
 			}
@@ -232,6 +245,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	cmd.Flags().StringVar(&trace, "trace", "", "write the measured timeline of the last iteration as Chrome trace JSON to `FILE`")
 	cmd.Flags().StringVar(&ckptDir, "checkpoint", "", "write checkpoints (parameters and optimizer state by name) to `DIR`, keeping the last two")
 	cmd.Flags().IntVar(&ckptEvery, "checkpoint-every", 0, "checkpoint after every K iterations (default: a tenth of --steps)")
+	cmd.Flags().StringVar(&initPath, "init", "", "start from the parameters and buffers in safetensors `FILE` (by name, e.g. graphpipe import --weights)")
 	cmd.Flags().StringVar(&resume, "resume", "", "resume from the newest whole checkpoint in `DIR` (any plan: parameters are keyed by name)")
 	cmd.Flags().IntVar(&restarts, "restarts", 0, "when a worker dies, restart the workers up to this many times, resuming from the last checkpoint (local workers)")
 	cmd.Flags().DurationVar(&joinTimeout, "join-timeout", 10*time.Minute, "give up when not every worker has joined within this long (0: wait for ever)")
@@ -328,6 +342,10 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	start := time.Now()
 	bar := isTerminal(log) && !asJSON
 	var res *runtime.Result
+	var initial *runtime.Checkpoint // --init's values: what a restart with no checkpoint starts from
+	if o.Init {
+		initial = o.Resume
+	}
 	for gen := uint32(1); ; gen++ {
 		o.Gen = gen
 		var err error
@@ -339,7 +357,7 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 			return err
 		}
 		restarts--
-		o.Resume = nil
+		o.Resume = initial
 		from := "step 0"
 		if o.CheckpointDir != "" {
 			if c, cerr := runtime.LoadCheckpoint(o.CheckpointDir, nil); cerr == nil {
@@ -360,7 +378,11 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		}
 	}
 	if dump != "" {
-		if err := dumpRun(dump, g, plan, res, steps); err != nil {
+		var init map[string]*stage.Value[float32]
+		if initial != nil {
+			init = initial.Params
+		}
+		if err := dumpRun(dump, g, plan, res, steps, init); err != nil {
 			return err
 		}
 	}
@@ -572,7 +594,7 @@ func stopWorkers(procs []*exec.Cmd, exited <-chan struct{}) {
 // dumpRun writes what graphpipe train --dump writes: initial parameters and
 // data (both reproducible from the model's seed), and the workers' final
 // parameters and the losses.
-func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, steps int) error {
+func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, steps int, init map[string]*stage.Value[float32]) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return inputf("--dump %s: %v", dir, err)
 	}
@@ -583,6 +605,9 @@ func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, s
 	ex, err := stage.NewExecutor(g, all, g.Seed())
 	if err != nil {
 		return err
+	}
+	if init != nil {
+		ex.LoadState(init)
 	}
 	if err := writeParams(filepath.Join(dir, "init.safetensors"), ex); err != nil {
 		return err

@@ -11,6 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -32,7 +35,7 @@ type trainSummary struct {
 func newTrainCmd(stdin io.Reader) *cobra.Command {
 	var steps, batch, micro int
 	var df deviceFlags
-	var optName, dump string
+	var optName, dump, initPath string
 	var lr, momentum float32
 	var seed int64
 	var asJSON bool
@@ -73,9 +76,18 @@ in PyTorch.`,
 					return err
 				}
 			}
+			var initVals map[string]*stage.Value[float32]
+			if initPath != "" {
+				if initVals, err = readInit(initPath, g); err != nil {
+					return err
+				}
+			}
 			t, err := stage.NewTrainer(g, stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, Batch: batch, MicroBatch: micro})
 			if err != nil {
 				return inputf("%v", err)
+			}
+			if initVals != nil {
+				t.Ex.LoadState(initVals)
 			}
 			release, err := df.useDevice(t)
 			if err != nil {
@@ -93,6 +105,7 @@ in PyTorch.`,
 	cmd.Flags().IntVar(&batch, "batch", 0, "global batch (default: the model's batch_size)")
 	cmd.Flags().IntVar(&micro, "micro-batch", 0, "micro-batch size; gradients of the micro-batches are accumulated (default: the whole batch)")
 	cmd.Flags().Int64Var(&seed, "seed", 0, "override the model's seed (parameters and data)")
+	cmd.Flags().StringVar(&initPath, "init", "", "start from the parameters and buffers in safetensors `FILE` (by name, e.g. graphpipe import --weights)")
 	cmd.Flags().StringVar(&dump, "dump", "", "write init, data, final parameters and losses to `DIR`")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
@@ -171,4 +184,35 @@ func writeDump(dir string, ex *stage.Executor, data []tensor.Named, losses []flo
 	}
 	l, _ := json.MarshalIndent(losses, "", " ")
 	return writeFileAtomic(filepath.Join(dir, "losses.json"), append(l, '\n'))
+}
+
+// readInit reads an --init file and checks it against the model: every
+// parameter and buffer by name and shape, nothing else. Problems are exit 2,
+// one line each.
+func readInit(path string, g *dag.Graph) (map[string]*stage.Value[float32], error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, inputf("--init %s: cannot read: %v", path, cause(err))
+	}
+	entries, _, err := tensor.DecodeSafetensors(data)
+	if err != nil {
+		return nil, inputf("--init %s: %v", path, err)
+	}
+	vals, problems := stage.StateOf(g, entries)
+	if len(problems) > 0 {
+		lines := make([]string, len(problems))
+		for i, p := range problems {
+			lines[i] = fmt.Sprintf("--init %s: %s", path, p)
+		}
+		return nil, &inputError{lines}
+	}
+	return vals, nil
+}
+
+// initCheckpoint is --init's values as a checkpoint at step 0, which the
+// run path hands out to the workers as it does to resume.
+func initCheckpoint(g *dag.Graph, vals map[string]*stage.Value[float32]) *runtime.Checkpoint {
+	c := &runtime.Checkpoint{Params: vals, Optim: map[string][]float32{}}
+	c.Manifest.Model, c.Manifest.ModelHash = g.Name(), search.ModelHash(g)
+	return c
 }
