@@ -129,4 +129,3 @@ func (f *File) check() error {
 
 // Unwrap lets errors.As find a single problem inside Errors.
 func (es Errors) Unwrap() []error { return es }
-

@@ -101,8 +101,8 @@ type Options struct {
 	Start  int         `json:"start,omitempty"` // the first iteration, set from Resume
 	// Init says Resume holds initial values (--init) at step 0: workers
 	// wait for their share before the first iteration as they do to resume.
-	Init bool `json:"init,omitempty"`
-	Gen    uint32      `json:"-"`               // the generation: 1, then one more per restart
+	Init bool   `json:"init,omitempty"`
+	Gen  uint32 `json:"-"` // the generation: 1, then one more per restart
 	// JoinTimeout > 0 bounds the coordinator's wait for its workers to join.
 	JoinTimeout time.Duration `json:"-"`
 	// Device runs the stage's ops on a GPU (package cuda); nil: the CPU.
