@@ -205,6 +205,7 @@ func (c *converter) needed(out string) ([]*onnxpb.NodeProto, error) {
 			}
 		}
 	}
+	c.uses[out]++ // the trained output is read, by the loss
 	return c.order(live, prod)
 }
 

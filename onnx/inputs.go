@@ -64,7 +64,7 @@ func (c *converter) graphInput(in *onnxpb.ValueInfoProto) (int64, error) {
 	et := dtype(tt.GetElemType())
 	var dt dag.DType
 	switch {
-	case et == tFloat || et == tDouble || et == tFloat16 || et == tBF16:
+	case et == tFloat || et == tDouble:
 		dt = dag.Float32
 		if et != tFloat {
 			c.notes = append(c.notes, fmt.Sprintf("input %q is %s in the graph: graphpipe feeds float32", in.GetName(), et))

@@ -177,9 +177,11 @@ func castOp(n *node) error {
 		return nil
 	}
 	switch {
-	case isFloat(to) && v.dtype == dag.Float32, isInt(to) && v.dtype == dag.Int32:
+	case (to == tFloat || to == tDouble) && v.dtype == dag.Float32, isInt(to) && v.dtype == dag.Int32:
 		n.set(0, v)
 		return nil
+	case to == tFloat16 || to == tBF16:
+		return n.refuse("casts to %s; graphpipe computes in float32 and would not round", to)
 	}
 	return n.refuse("casts %s activations to %s; graphpipe computes in float32, with integers only as indices and labels", v.dtype, to)
 }
@@ -749,6 +751,9 @@ func splitOp(n *node) error {
 		ok = true
 	}
 	outs := len(n.p.GetOutput())
+	if ax == x.j && x.kind == kAct {
+		return n.refuse("splits axis %d, which holds the batch", ax)
+	}
 	if !ok {
 		d := x.dims[ax]
 		if ax == x.j || d%int64(outs) != 0 {

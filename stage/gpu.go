@@ -30,7 +30,7 @@ func newGPUKernel(g *dag.Graph, i int, d *cuda.Device, dev *devState, errp *erro
 	}
 	switch op.Kind {
 	case dag.Linear:
-		k.fwd, k.bwd = gpuLinear(a.Bias)
+		k.fwd, k.bwd = gpuLinear(a.Bias, a.WeightLayout == "in_out")
 	case dag.ReLU, dag.GELU, dag.Tanh, dag.Sigmoid:
 		k.fwd, k.bwd = gpuAct(map[dag.Kind]int32{dag.ReLU: 0, dag.GELU: 1, dag.Tanh: 2, dag.Sigmoid: 3}[op.Kind])
 	case dag.LayerNorm:
@@ -73,13 +73,20 @@ type (
 	bwdFn = func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32])
 )
 
-func gpuLinear(bias bool) (fwdFn, bwdFn) {
+// gpuLinear is linear on the device; inOut: W is [in, out] (y = x·W).
+func gpuLinear(bias, inOut bool) (fwdFn, bwdFn) {
+	dims := func(w *Value[float32]) (int, int) {
+		if inOut {
+			return w.Shape[0], w.Shape[1]
+		}
+		return w.Shape[1], w.Shape[0]
+	}
 	fwd := func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error) {
-		in, out := p[0].Shape[1], p[0].Shape[0]
+		in, out := dims(p[0])
 		r := rows(x[0].Shape)
 		y := s.newValue(append(append([]int(nil), x[0].Shape[:len(x[0].Shape)-1]...), out)...)
 		xb, w, yb := s.in(x[0]), s.param(p[0]), s.zeros(tensor.Size(y.Shape))
-		s.gemm(cuda.GemmArgs{TransB: true, M: r, N: out, K: in, Alpha: 1, A: xb, B: w, C: yb}) // y[R,out] = x·Wᵀ
+		s.gemm(cuda.GemmArgs{TransB: !inOut, M: r, N: out, K: in, Alpha: 1, A: xb, B: w, C: yb}) // y[R,out] = x·Wᵀ (x·W)
 		if bias {
 			s.launch("gp_bias", r*out, yb, s.param(p[1]), r, out)
 		}
@@ -87,12 +94,12 @@ func gpuLinear(bias bool) (fwdFn, bwdFn) {
 		return y, nil, nil
 	}
 	bwd := func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], _ *Value[float32], _ any, gx, gp []*Value[float32]) {
-		in, out := p[0].Shape[1], p[0].Shape[0]
+		in, out := dims(p[0])
 		r := rows(x[0].Shape)
 		g := s.in(gy)
 		if gx[0] != nil {
 			b := s.acc(gx[0])
-			s.gemm(cuda.GemmArgs{M: r, N: in, K: out, Alpha: 1, Beta: 1, A: g, B: s.param(p[0]), C: b}) // gx += gy·W
+			s.gemm(cuda.GemmArgs{TransB: inOut, M: r, N: in, K: out, Alpha: 1, Beta: 1, A: g, B: s.param(p[0]), C: b}) // gx += gy·W (gy·Wᵀ)
 			s.back(gx[0], b)
 		}
 		if gp == nil {
@@ -100,7 +107,11 @@ func gpuLinear(bias bool) (fwdFn, bwdFn) {
 		}
 		if gp[0] != nil {
 			b := s.acc(gp[0])
-			s.gemm(cuda.GemmArgs{TransA: true, M: out, N: in, K: r, Alpha: 1, Beta: 1, A: g, B: s.in(x[0]), C: b}) // gW += gyᵀ·x
+			if inOut {
+				s.gemm(cuda.GemmArgs{TransA: true, M: in, N: out, K: r, Alpha: 1, Beta: 1, A: s.in(x[0]), B: g, C: b}) // gW += xᵀ·gy
+			} else {
+				s.gemm(cuda.GemmArgs{TransA: true, M: out, N: in, K: r, Alpha: 1, Beta: 1, A: g, B: s.in(x[0]), C: b}) // gW += gyᵀ·x
+			}
 			s.back(gp[0], b)
 		}
 		if bias && gp[1] != nil {

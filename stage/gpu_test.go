@@ -61,6 +61,7 @@ var gpuCases = append(append([]opCase(nil), opCases...),
 	opCase{"attention-wide", `{"name":"x","shape":[8,16],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":4}`},
 	opCase{"attention-wide-causal", `{"name":"x","shape":[6,12],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":3,"causal":true}`},
 	opCase{"linear-wide", `{"name":"x","shape":[5,33],"dtype":"float32"}`, `"op":"linear","inputs":["x"],"attrs":{"out":17}`},
+	opCase{"linear-wide-in_out", `{"name":"x","shape":[5,33],"dtype":"float32"}`, `"op":"linear","inputs":["x"],"attrs":{"out":17,"weight_layout":"in_out"}`},
 	// fewer heads than samples (3): attention loops over heads (newAttnSplit)
 	opCase{"attention-few-heads", `{"name":"x","shape":[5,8],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":2}`},
 	opCase{"attention-one-head-causal", `{"name":"x","shape":[6,4],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":1,"causal":true}`},

@@ -51,7 +51,7 @@ func oneOp(t testing.TB, c opCase) (*dag.Graph, int) {
 	ops := `{"name":"t",` + c.op + `}`
 	inputs := c.inputs
 	if !loss {
-		probe, err := dag.Load([]byte(fmt.Sprintf(`{"format":"graphpipe/model@1","batch_size":1,"inputs":[%s,{"name":"tgt","shape":[],"dtype":"float32"}],"ops":[%s,{"name":"f","op":"flatten","inputs":["t"]},{"name":"m","op":"mean","inputs":["f"],"attrs":{"axis":0}},{"name":"loss","op":"mse","inputs":["m","tgt"]}]}`, inputs, ops)))
+		probe, err := dag.Load([]byte(fmt.Sprintf(`{"format":"graphpipe/model@2","batch_size":1,"inputs":[%s,{"name":"tgt","shape":[],"dtype":"float32"}],"ops":[%s,{"name":"f","op":"flatten","inputs":["t"]},{"name":"m","op":"mean","inputs":["f"],"attrs":{"axis":0}},{"name":"loss","op":"mse","inputs":["m","tgt"]}]}`, inputs, ops)))
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -60,7 +60,7 @@ func oneOp(t testing.TB, c opCase) (*dag.Graph, int) {
 		inputs += fmt.Sprintf(`,{"name":"tgt","shape":[%d],"dtype":"float32"}`, w)
 		ops += `,{"name":"f","op":"flatten","inputs":["t"]},{"name":"loss","op":"mse","inputs":["f","tgt"]}`
 	}
-	g, err := dag.Load([]byte(fmt.Sprintf(`{"format":"graphpipe/model@1","batch_size":1,"inputs":[%s],"ops":[%s]}`, inputs, ops)))
+	g, err := dag.Load([]byte(fmt.Sprintf(`{"format":"graphpipe/model@2","batch_size":1,"inputs":[%s],"ops":[%s]}`, inputs, ops)))
 	if err != nil {
 		t.Fatalf("%s: %v", c.name, err)
 	}
@@ -256,4 +256,8 @@ func near(t *testing.T, what string, got []float32, want []float64) {
 			t.Fatalf("%s[%d]: float32 %v, float64 %v", what, j, got[j], want[j])
 		}
 	}
+}
+
+func init() {
+	opCases = append(opCases, opCase{"linear-in_out", `{"name":"x","shape":[3,4],"dtype":"float32"}`, `"op":"linear","inputs":["x"],"attrs":{"out":5,"weight_layout":"in_out"}`})
 }

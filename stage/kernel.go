@@ -36,7 +36,7 @@ func newKernel[T Num](g *dag.Graph, i int, ctx *runCtx) (kernel[T], error) {
 	}
 	switch op.Kind {
 	case dag.Linear:
-		return &linear[T]{bias: a.Bias}, nil
+		return &linear[T]{bias: a.Bias, inOut: a.WeightLayout == "in_out"}, nil
 	case dag.ReLU, dag.GELU, dag.Tanh, dag.Sigmoid:
 		return &pointwise[T]{kind: op.Kind}, nil
 	case dag.LayerNorm:

@@ -9,11 +9,19 @@ import (
 )
 
 // linear: x [R, in] (R = every leading dim) → y [R, out] = x·Wᵀ + b;
-// W [out, in], b [out].
-type linear[T Num] struct{ bias bool }
+// W [out, in] (PyTorch's layout), or W [in, out] with inOut (y = x·W), b [out].
+type linear[T Num] struct{ bias, inOut bool }
+
+// dims is the layer's input and output widths.
+func (k *linear[T]) dims(w *Value[T]) (in, out int) {
+	if k.inOut {
+		return w.Shape[0], w.Shape[1]
+	}
+	return w.Shape[1], w.Shape[0]
+}
 
 func (k *linear[T]) forward(x, p []*Value[T]) (*Value[T], any, error) {
-	in, out := p[0].Shape[1], p[0].Shape[0]
+	in, out := k.dims(p[0])
 	r := rows(x[0].Shape)
 	shape := append(append([]int(nil), x[0].Shape[:len(x[0].Shape)-1]...), out)
 	y := NewValue[T](shape...)
@@ -22,21 +30,33 @@ func (k *linear[T]) forward(x, p []*Value[T]) (*Value[T], any, error) {
 			copy(y.Data[i*out:(i+1)*out], p[1].Data)
 		}
 	}
-	gemm(false, true, r, out, in, x[0].Data, in, p[0].Data, in, 1, y.Data, out) // y[R,out] += x[R,in]·Wᵀ[in,out]
+	if k.inOut {
+		gemm(false, false, r, out, in, x[0].Data, in, p[0].Data, out, 1, y.Data, out) // y[R,out] += x[R,in]·W[in,out]
+	} else {
+		gemm(false, true, r, out, in, x[0].Data, in, p[0].Data, in, 1, y.Data, out) // y[R,out] += x[R,in]·Wᵀ[in,out]
+	}
 	return y, nil, nil
 }
 
 func (k *linear[T]) backward(gy *Value[T], x, p []*Value[T], _ *Value[T], _ any, gx, gp []*Value[T]) {
-	in, out := p[0].Shape[1], p[0].Shape[0]
+	in, out := k.dims(p[0])
 	r := rows(x[0].Shape)
 	if gx[0] != nil {
-		gemm(false, false, r, in, out, gy.Data, out, p[0].Data, in, 1, gx[0].Data, in) // gx[R,in] += gy[R,out]·W[out,in]
+		if k.inOut {
+			gemm(false, true, r, in, out, gy.Data, out, p[0].Data, out, 1, gx[0].Data, in) // gx[R,in] += gy[R,out]·Wᵀ[out,in]
+		} else {
+			gemm(false, false, r, in, out, gy.Data, out, p[0].Data, in, 1, gx[0].Data, in) // gx[R,in] += gy[R,out]·W[out,in]
+		}
 	}
 	if gp == nil {
 		return
 	}
 	if gp[0] != nil {
-		gemm(true, false, out, in, r, gy.Data, out, x[0].Data, in, 1, gp[0].Data, in) // gW[out,in] += gyᵀ[out,R]·x[R,in]
+		if k.inOut {
+			gemm(true, false, in, out, r, x[0].Data, in, gy.Data, out, 1, gp[0].Data, out) // gW[in,out] += xᵀ[in,R]·gy[R,out]
+		} else {
+			gemm(true, false, out, in, r, gy.Data, out, x[0].Data, in, 1, gp[0].Data, in) // gW[out,in] += gyᵀ[out,R]·x[R,in]
+		}
 	}
 	if k.bias && gp[1] != nil {
 		for i := 0; i < r; i++ {
