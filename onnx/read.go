@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -50,11 +52,17 @@ func ReadFile(path string) (*File, error) {
 	if fi.Size() > maxFile {
 		return nil, fileErrf("", "%d bytes is past protobuf's 2 GiB limit; keep the weights in external data files", fi.Size())
 	}
-	data, err := io.ReadAll(f)
-	if err != nil {
+	// The file's bytes and the tensors protobuf copies out of them are the
+	// import's peak: collect more eagerly meanwhile, and let the bytes go.
+	defer debug.SetGCPercent(debug.SetGCPercent(20))
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
 		return nil, err
 	}
-	return Read(data, filepath.Dir(path), path)
+	file, err := Read(data, filepath.Dir(path), path)
+	data = nil
+	runtime.GC()
+	return file, err
 }
 
 // Read parses and checks a model's bytes; dir is where its external data

@@ -77,6 +77,11 @@ func build(c bench.Config) (*bench.Report, error) {
 	}
 	rt.Rows = append(rt.Rows, sgemm...)
 	r.Sections = append(r.Sections, rt)
+	imp, err := bench.ImportSection(c)
+	if err != nil {
+		return nil, err
+	}
+	r.Sections = append(r.Sections, imp)
 	return r, nil
 }
 

@@ -1,0 +1,19 @@
+package bench
+
+import (
+	"os"
+	"testing"
+)
+
+// TestImportSectionQuick runs the import benchmark's quick form when asked
+// (GRAPHPIPE_BENCH_IMPORT=1): minutes and gigabytes of disk.
+func TestImportSectionQuick(t *testing.T) {
+	if os.Getenv("GRAPHPIPE_BENCH_IMPORT") == "" {
+		t.Skip("set GRAPHPIPE_BENCH_IMPORT=1 to run the import benchmark")
+	}
+	s, err := ImportSection(Config{Quick: os.Getenv("GRAPHPIPE_BENCH_FULL") == "", Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + s.Markdown())
+}
