@@ -176,6 +176,9 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				return usagef("--join-timeout: must be at least 0, got %v", joinTimeout)
 			}
 			o.JoinTimeout = joinTimeout
+			if initPath != "" && resume != "" {
+				return usagef("--init and --resume: a resumed run takes its parameters from the checkpoint")
+			}
 			if resume != "" {
 				if err := checkCheckpointDir("--resume", resume); err != nil {
 					return err
@@ -193,10 +196,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "resuming at step %d from %s\n", c.Manifest.Step, resume)
 			}
 			if initPath != "" {
-				switch {
-				case resume != "":
-					return usagef("--init and --resume: a resumed run takes its parameters from the checkpoint")
-				case o.Emulate:
+				if o.Emulate {
 					return usagef("--init: an emulated run computes nothing to initialise")
 				}
 				if initVals, err = readInit(initPath, g); err != nil {
