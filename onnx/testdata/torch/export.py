@@ -17,6 +17,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import sys
 
 import onnx
@@ -68,6 +69,7 @@ def describe(name, path, model, opset=OPSET):
         "inputs": inputs,
         "output": {"name": "output", "shape": list(out.shape[1:]), "dtype": "float32"},
         "loss": spec["loss"],
+        "import_args": ["--loss", spec["loss"]],
         "label": label,
         "parameters": {n: list(p.shape) for n, p in model.named_parameters()},
         "buffers": {n: list(sd[n].shape) for n in sorted(buffers) if sd[n].is_floating_point()},
@@ -76,13 +78,20 @@ def describe(name, path, model, opset=OPSET):
         "initializers_not_in_state_dict": sorted(k for k in inits if k not in sd),
         "op_types": dict(sorted(counts.items())),
         "nodes": len(m.graph.node),
+        "note": "the export traces one forward in training mode on a batch of 2 random samples "
+                "(models.example_inputs(name, batch=2)), so the BatchNorm running statistics in the file "
+                "(and in `graphpipe import --weights`) are the module's after that forward, not as built",
     }
 
 
 def write_sidecar(doc, path):
+    text = json.dumps(doc, indent=1)
+    # Lists of numbers (shapes, ranges) on one line.
+    text = re.sub(r"\[\s*(-?[0-9.e+-]+(?:,\s*-?[0-9.e+-]+)*)\s*\]",
+                  lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
+    text = re.sub(r"\[\s+\]", "[]", text)
     with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+        f.write(text + "\n")
 
 
 def main():

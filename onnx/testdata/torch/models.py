@@ -7,7 +7,8 @@ describes one model:
   inputs    -> what the module's forward takes, in order: name, per-sample shape, dtype (as PyTorch and the
                ONNX file hold it: "float32" or "int64"), and for int inputs the range [lo, hi)
   loss      -> the `graphpipe import --loss` kind appended to the module's output
-  label     -> the loss's second input: per-sample shape, dtype, range for an int label
+  label     -> the loss's second input: per-sample shape, dtype, range [lo, hi) for an int label,
+               values (the set it takes) for a 0/1 float target
   small     -> True for the four models whose .onnx files are committed in ../models/
 
 The module's forward takes the inputs positionally, in the order of `inputs`, and returns one tensor
@@ -175,7 +176,7 @@ MODELS = {
         "inputs": [{"name": "dense", "shape": [8], "dtype": "float32"},
                    {"name": "ids", "shape": [4], "dtype": "int64", "range": [0, 50]}],
         "loss": "bce_with_logits",
-        "label": {"shape": [1], "dtype": "float32", "range": [0, 1]},
+        "label": {"shape": [1], "dtype": "float32", "values": [0, 1]},  # a click: 0.0 or 1.0
         "small": True,
     },
     "residual_mlp": {
