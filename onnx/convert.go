@@ -155,11 +155,11 @@ func (c *converter) pickOutput() (string, error) {
 			}
 			c.notes = append(c.notes, fmt.Sprintf("trains output %q; the graph's other outputs (%s) are left out (--output picks another)", outs[0].GetName(), strings.Join(names, ", ")))
 		}
-		return outs[0].GetName(), nil
+		return outs[0].GetName(), c.outputType(outs[0])
 	}
 	for _, o := range outs {
 		if o.GetName() == c.o.Output {
-			return o.GetName(), nil
+			return o.GetName(), c.outputType(o)
 		}
 	}
 	var names []string
@@ -327,4 +327,17 @@ func attrs(kind dag.Kind, set func(a *dag.Attrs)) dag.Attrs {
 		set(&a)
 	}
 	return a
+}
+
+// outputType refuses a trained output the file declares as other than
+// float: predictions a loss can read are floats.
+func (c *converter) outputType(o *onnxpb.ValueInfoProto) error {
+	tt := o.GetType().GetTensorType()
+	if tt == nil || tt.ElemType == nil {
+		return nil
+	}
+	if et := dtype(tt.GetElemType()); et != tFloat && c.o.Loss != "" {
+		return fileErrf(fmt.Sprintf("graph.output[%q]", o.GetName()), "is %s; a loss reads float32 predictions", et)
+	}
+	return nil
 }

@@ -35,7 +35,11 @@ func (c *converter) lossOn(out string, v *value) error {
 		return fileErrf("--loss", "the graph outputs predictions (%q); say which loss to train them with: --loss softmax_cross_entropy, mse or bce_with_logits", out)
 	}
 	if v.kind != kAct || v.dtype != dag.Float32 || !v.batchFirst() {
-		return fileErrf(fmt.Sprintf("graph.output[%q]", out), "does not hold the batch in axis 0 alone, so no loss can be appended per sample")
+		why := ""
+		if v.kind == kAct && v.from != "" && v.j >= 0 {
+			why = fmt.Sprintf(" (node %q left it in axis %d)", v.from, v.j)
+		}
+		return fileErrf(fmt.Sprintf("graph.output[%q]", out), "does not hold the batch in axis 0 alone%s, so no loss can be appended per sample", why)
 	}
 	shape := v.canon()
 	label := dag.Input{Name: c.o.Label, Shape: shape, DType: dag.Float32}

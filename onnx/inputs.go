@@ -15,24 +15,31 @@ const defaultBatch = 32
 // initializers, which older exporters list among the inputs too) and
 // returns the model's batch size.
 func (c *converter) graphInputs(nodes []*onnxpb.NodeProto) (int64, error) {
-	read := map[string]bool{}
+	read := map[string]string{} // a graph input → the first node that reads it
 	for _, n := range nodes {
 		for _, in := range n.GetInput() {
-			read[in] = true
+			if read[in] == "" {
+				read[in] = n.GetName()
+			}
 		}
 	}
 	for _, o := range c.f.Model.Graph.GetOutput() {
-		read[o.GetName()] = true
+		if read[o.GetName()] == "" {
+			read[o.GetName()] = "the output"
+		}
 	}
 	fixed := int64(0)
 	var errs Errors
 	for _, in := range c.f.Model.Graph.GetInput() {
 		name := in.GetName()
-		if _, isInit := c.f.inits[name]; isInit || !read[name] {
+		if _, isInit := c.f.inits[name]; isInit || read[name] == "" {
 			continue
 		}
 		b, err := c.graphInput(in)
 		if err != nil {
+			if fe, ok := err.(*FileError); ok && read[name] != "the output" {
+				fe.Msg += fmt.Sprintf(" (node %q reads it)", read[name])
+			}
 			errs = append(errs, err)
 			continue
 		}
@@ -64,15 +71,12 @@ func (c *converter) graphInput(in *onnxpb.ValueInfoProto) (int64, error) {
 	et := dtype(tt.GetElemType())
 	var dt dag.DType
 	switch {
-	case et == tFloat || et == tDouble:
+	case et == tFloat:
 		dt = dag.Float32
-		if et != tFloat {
-			c.notes = append(c.notes, fmt.Sprintf("input %q is %s in the graph: graphpipe feeds float32", in.GetName(), et))
-		}
 	case et == tInt64 || et == tInt32:
 		dt = dag.Int32
 	default:
-		return 0, fileErrf(field, "is %s; graphpipe's inputs are float32 or integer indices", et)
+		return 0, fileErrf(field, "is %s; graphpipe's inputs are float32 or integer indices (export the model in float32)", et)
 	}
 	if tt.GetShape() == nil {
 		return 0, fileErrf(field, "has no shape; graphpipe needs each sample's shape")

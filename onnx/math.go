@@ -190,8 +190,12 @@ func (c *converter) parameter(n *node, v *value) (*value, error) {
 }
 
 // own records that op takes initializer name as a parameter; an
-// initializer two ops take is refused (ops do not share parameters).
+// initializer two ops take is refused (ops do not share parameters), and so
+// is one that is not float32 or has no elements.
 func (c *converter) own(n *node, name, op string) error {
+	if err := n.checkWeight(name); err != nil {
+		return err
+	}
 	if o, dup := c.owner[name]; dup {
 		return n.refuse("takes weight %q, which node %q takes too; graphpipe does not share parameters between ops", name, o)
 	}
@@ -578,4 +582,16 @@ func dropoutOp(n *node) error {
 		return err
 	}
 	return n.emitLike(x, dag.Dropout, []string{x.t}, func(a *dag.Attrs) { a.P = ratio })
+}
+
+// checkWeight refuses a weight that is not float32 or has no elements.
+func (n *node) checkWeight(name string) error {
+	s := n.c.f.inits[name]
+	if s.dtype != tFloat {
+		return n.refuse("weight %q is %s; graphpipe's parameters are float32 (export the model in float32)", name, s.dtype)
+	}
+	if s.n == 0 {
+		return n.refuse("weight %q of dims %v has no elements", name, s.dims)
+	}
+	return nil
 }

@@ -97,6 +97,9 @@ func convOp(n *node) error {
 	if w.kind != kWeight || w.perm != nil {
 		return n.refuse("its weight %q is not an initializer", n.inName(1))
 	}
+	if err := n.checkWeight(w.init); err != nil {
+		return err
+	}
 	s := n.c.f.inits[w.init]
 	if len(s.dims) != 4 || !isFloat(s.dtype) {
 		return n.refuse("weight %q is %v of %s, not [out, in/groups, kh, kw] floats", w.init, s.dims, s.dtype)

@@ -67,6 +67,9 @@ func (c *converter) node(p *onnxpb.NodeProto) error {
 			return n.opaqueOr("it holds a subgraph (%s), which graphpipe does not run", a.GetName())
 		}
 	}
+	if a := n.unknownAttr(); a != "" {
+		return n.opaqueOr("attribute %q is not one graphpipe knows for %s", a, p.GetOpType())
+	}
 	for i, in := range p.GetInput() {
 		if in != "" && c.vals[in] == nil {
 			return n.refuse("input %d %q is neither a graph input, an initializer nor another node's output", i, in)
@@ -111,6 +114,9 @@ func (n *node) act(i int) (*value, error) {
 
 // set makes output i the value v.
 func (n *node) set(i int, v *value) {
+	if v.from == "" {
+		v.from = n.p.GetName()
+	}
 	if i < len(n.p.GetOutput()) && n.p.GetOutput()[i] != "" {
 		n.c.vals[n.p.GetOutput()[i]] = v
 	}

@@ -28,6 +28,7 @@ var shapeHandlers = map[string]handler{
 	"Expand":          expandOp,
 	"Range":           rangeOp,
 	"Where":           whereOp,
+	"Pad":             padOp,
 }
 
 func identity(n *node) error {
@@ -957,5 +958,77 @@ func whereOp(n *node) error {
 		}
 	}
 	n.set(0, out)
+	return nil
+}
+
+func padOp(n *node) error {
+	if mode := n.attrString("mode", "constant"); mode != "constant" {
+		return n.refuse("mode %q: graphpipe pads with a constant", mode)
+	}
+	x, err := n.act(0)
+	if err != nil {
+		return err
+	}
+	pads, err := n.constInts(1, "pads")
+	if err != nil {
+		return err
+	}
+	r := len(x.dims)
+	axes := make([]int64, r)
+	for i := range axes {
+		axes[i] = int64(i)
+	}
+	if n.in(3) != nil {
+		if axes, err = n.constInts(3, "axes"); err != nil {
+			return err
+		}
+	}
+	if len(pads) != 2*len(axes) {
+		return n.refuse("%d pads for %d axes", len(pads), len(axes))
+	}
+	value := 0.0
+	if n.in(2) != nil {
+		cv, ok, err := n.asConst(2)
+		if err != nil {
+			return err
+		}
+		s, isScalar := cv.scalar()
+		if !ok || !isScalar {
+			return n.refuse("its constant_value is not a known scalar")
+		}
+		value = s
+	}
+	rc := len(x.canon())
+	cp := make(dag.Shape, 2*rc)
+	out := *x
+	out.dims = append([]int64(nil), x.dims...)
+	any := false
+	for k, a := range axes {
+		ax, err := axisOf(a, r)
+		if err != nil {
+			return n.refuse("%v", err)
+		}
+		lo, hi := pads[k], pads[len(axes)+k]
+		if lo == 0 && hi == 0 {
+			continue
+		}
+		if lo < 0 || hi < 0 {
+			return n.refuse("negative pads %d, %d crop; graphpipe pads only", lo, hi)
+		}
+		sax, err := sampleAxis(x, ax, "the padding")
+		if err != nil {
+			return n.refuse("%v", err)
+		}
+		cp[sax], cp[rc+sax] = lo, hi
+		out.dims[ax] += lo + hi
+		any = true
+	}
+	if !any {
+		n.set(0, x)
+		return nil
+	}
+	name, _ := n.c.emit(n.p.GetName(), dag.Pad, []string{x.t}, attrs(dag.Pad, func(a *dag.Attrs) { a.Pads, a.PadValue = cp, value }), nil)
+	out.t, out.prod = name, -1
+	n.set(0, &out)
 	return nil
 }

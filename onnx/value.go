@@ -40,6 +40,7 @@ type value struct {
 	// prod: the op that made it, when the importer may still fuse into it
 	// (a linear awaiting its bias).
 	prod int
+	from string // the node that made it, for messages
 }
 
 // canon is an activation's per-sample shape: its ONNX dims with the batch
