@@ -101,15 +101,30 @@ clean:
 	rm -rf bin out
 
 # Replay graphpipe train --dump runs in PyTorch (Debian's python3-torch at
-# /usr/bin/python3) on the small MMT, which has embeddings, attention, layer
-# norms, residual adds and a concat: SGD with momentum and Adam, 50 steps each,
-# with micro-batches. Each replay prints its largest relative difference.
+# /usr/bin/python3): the small MMT, which has embeddings, attention, layer
+# norms, residual adds and a concat, SGD with momentum and Adam, 50 steps
+# each, with micro-batches; and the imported ONNX test models
+# (onnx/testdata/models), 5 steps each from their exported weights (train
+# --init), against the original PyTorch modules. Each replay prints its
+# largest relative difference and fails the target past 2e-4; its whole
+# output is in out/replay/*.log.
 TORCH_PY ?= /usr/bin/python3
+IMPORTED := two_tower inception_block wide_deep residual_mlp
 replay: build
 	@mkdir -p out/replay
 	$(BIN) models export mmt --preset small -o out/replay/mmt.json
 	rm -rf out/replay/sgd out/replay/adam
 	$(BIN) train out/replay/mmt.json --steps 50 --optimizer sgd --lr 0.05 --momentum 0.9 --micro-batch 4 --dump out/replay/sgd
-	$(TORCH_PY) stage/testdata/torch/replay.py out/replay/mmt.json out/replay/sgd --optimizer sgd --lr 0.05 --momentum 0.9 --micro-batch 4 | tail -2
+	$(TORCH_PY) stage/testdata/torch/replay.py out/replay/mmt.json out/replay/sgd --optimizer sgd --lr 0.05 --momentum 0.9 --micro-batch 4 > out/replay/mmt-sgd.log; s=$$?; tail -2 out/replay/mmt-sgd.log; exit $$s
 	$(BIN) train out/replay/mmt.json --steps 50 --optimizer adam --lr 0.001 --micro-batch 8 --dump out/replay/adam
-	$(TORCH_PY) stage/testdata/torch/replay.py out/replay/mmt.json out/replay/adam --optimizer adam --lr 0.001 --micro-batch 8 | tail -2
+	$(TORCH_PY) stage/testdata/torch/replay.py out/replay/mmt.json out/replay/adam --optimizer adam --lr 0.001 --micro-batch 8 > out/replay/mmt-adam.log; s=$$?; tail -2 out/replay/mmt-adam.log; exit $$s
+	@for m in $(IMPORTED); do \
+	  args=$$($(TORCH_PY) -c "import json,sys; print(' '.join(json.load(open('onnx/testdata/models/'+sys.argv[1]+'.json'))['import_args']))" $$m) && \
+	  $(BIN) import onnx/testdata/models/$$m.onnx -o out/replay/$$m.json --weights out/replay/$$m.safetensors --batch 12 $$args 2>/dev/null || exit 1; \
+	  for opt in "sgd --lr 0.05 --momentum 0.9" "adam --lr 0.001"; do \
+	    name=$$m-$${opt%% *}; rm -rf out/replay/$$name; \
+	    $(BIN) train out/replay/$$m.json --init out/replay/$$m.safetensors --steps 5 --micro-batch 4 --optimizer $$opt --dump out/replay/$$name > /dev/null 2>&1 || exit 1; \
+	    $(TORCH_PY) onnx/testdata/torch/replay_module.py $$m out/replay/$$name --micro-batch 4 --optimizer $$opt > out/replay/$$name.log 2>&1; s=$$?; \
+	    echo "$$name: $$(tail -1 out/replay/$$name.log)"; [ $$s = 0 ] || exit $$s; \
+	  done; \
+	done
