@@ -5,8 +5,8 @@
 //
 // The contract, for a caller:
 //
-//  1. ReadFile reads and checks a file: IR version 7 or later, a default-
-//     domain opset from 13 to 18, every initializer's dims and data length
+//  1. ReadFile reads and checks a file: IR version 6 or later, a default-
+//     domain opset from 11 to 18, every initializer's dims and data length
 //     consistent, external data inside the model's directory. A file it
 //     refuses comes back as a *FileError naming the field at fault.
 //  2. Import converts the graph. The first axis of every graph input and

@@ -36,8 +36,11 @@ func (c *converter) lossOn(out string, v *value) error {
 	}
 	if v.kind != kAct || v.dtype != dag.Float32 || !v.batchFirst() {
 		why := ""
-		if v.kind == kAct && v.from != "" && v.j >= 0 {
+		switch {
+		case v.kind == kAct && v.from != "" && v.j > 0:
 			why = fmt.Sprintf(" (node %q left it in axis %d)", v.from, v.j)
+		case v.kind == kAct && v.from != "" && v.j == 0:
+			why = fmt.Sprintf(" (node %q merged it with another axis)", v.from)
 		}
 		return fileErrf(fmt.Sprintf("graph.output[%q]", out), "does not hold the batch in axis 0 alone%s, so no loss can be appended per sample", why)
 	}

@@ -477,9 +477,16 @@ func softmaxOp(n *node) error {
 	if err != nil {
 		return err
 	}
-	ax, err := axisOf(n.attrInt("axis", -1), len(x.dims))
+	def := int64(-1)
+	if n.c.f.Opset < 13 {
+		def = 1
+	}
+	ax, err := axisOf(n.attrInt("axis", def), len(x.dims))
 	if err != nil {
 		return n.refuse("%v", err)
+	}
+	if n.c.f.Opset < 13 && ax != len(x.dims)-1 {
+		return n.refuse("before opset 13 Softmax normalises axes %d..%d together; graphpipe's softmax takes one axis (re-export with opset 13 or later)", ax, len(x.dims)-1)
 	}
 	sax, err := sampleAxis(x, ax, "the softmax")
 	if err != nil {

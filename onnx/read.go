@@ -14,11 +14,13 @@ import (
 	"github.com/graphpipe/graphpipe/onnx/onnxpb"
 )
 
-// The versions the importer reads: ONNX IR 7 (ONNX 1.7) and later, and the
-// default domain's opsets 13 (PyTorch's default export) to 18.
+// The versions the importer reads: ONNX IR 6 (ONNX 1.6) and later, and the
+// default domain's opsets 11 to 18 (PyTorch 1.13 exports 14 by default;
+// where an op changed between them, the handler reads both forms or
+// refuses the older meaning, as Softmax's before 13).
 const (
-	MinIR    = 7
-	MinOpset = 13
+	MinIR    = 6
+	MinOpset = 11
 	MaxOpset = 18
 )
 
@@ -89,7 +91,7 @@ func (f *File) check() error {
 		return fileErrf("graph", "missing: not an ONNX model")
 	}
 	if v := m.GetIrVersion(); v < MinIR {
-		return fileErrf("ir_version", "is %d; graphpipe reads IR %d (ONNX 1.7) and later: re-export with a newer exporter", v, MinIR)
+		return fileErrf("ir_version", "is %d; graphpipe reads IR %d (ONNX 1.6) and later: re-export with a newer exporter", v, MinIR)
 	}
 	f.Opset = -1
 	for _, o := range m.GetOpsetImport() {

@@ -8,6 +8,10 @@ package stage
 type Position struct {
 	Step   int
 	Sample int
+	// Rows is the micro-batch's size (this replica's rows of it): what ops
+	// without inputs (parameter, constant) make. 0: the rows of what Forward
+	// is fed.
+	Rows int
 }
 
 // runCtx is what an executor tells its kernels about the pass they run:

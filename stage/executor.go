@@ -172,6 +172,12 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
 	}
 	e.ctx.pos = pos
+	if e.ctx.pos.Rows == 0 {
+		for _, v := range feeds {
+			e.ctx.pos.Rows = v.Shape[0]
+			break
+		}
+	}
 	if e.dev == nil {
 		return e.forward(mb, feeds)
 	}

@@ -21,7 +21,7 @@ func newImportCmd(stdin io.Reader) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "import MODEL.onnx",
 		Short: "Turn an ONNX model into a graphpipe model file and its weights",
-		Long: `Read an ONNX model (IR 7 or later, opsets 13 to 18, external data beside it)
+		Long: `Read an ONNX model (IR 6 or later, opsets 11 to 18, external data beside it)
 and write a graphpipe/model@2 file. The first axis of every graph input and
 output is the batch. Weights keep their ONNX initializer names (a PyTorch
 export's state_dict keys); --weights writes their values as safetensors, to

@@ -62,10 +62,11 @@ def main():
             if e.name != mod:
                 raise
             continue
-        generate(m.CASES, {**PARAMS, **m.PARAMS}, m.SEED, "golden_%s.json" % mod[len("cases_"):])
+        generate(m.CASES, {**PARAMS, **m.PARAMS}, m.SEED, "golden_%s.json" % mod[len("cases_"):], getattr(m, "BUFFERS", {}),
+                 getattr(m, "POSITIVE", set()))
 
 
-def generate(cases, param_shapes, seed, filename):
+def generate(cases, param_shapes, seed, filename, buffer_values=None, positive=()):
     rng = np.random.default_rng(seed)
     out = []
     for name, inputs, opjson in cases:
@@ -78,11 +79,18 @@ def generate(cases, param_shapes, seed, filename):
                 feeds[i["name"]] = rng.integers(i["range"][0], i["range"][1], size=shape).astype(np.int32)
             else:
                 feeds[i["name"]] = rng.standard_normal(shape).astype(np.float32)
+                if name in positive:
+                    feeds[i["name"]] = np.abs(feeds[i["name"]]) + np.float32(0.5)
         params = {}
         if op["op"] in param_shapes:
             d = ins[0]["shape"][-1] if ins[0]["shape"] else 1
             for pname, shape in param_shapes[op["op"]](op.get("attrs", {}), d, ins).items():
                 params["t." + pname] = rng.standard_normal(shape).astype(np.float32)
+        buffers = {}
+        if buffer_values and op["op"] in buffer_values:
+            buffers = buffer_values[op["op"]](rng, ins)
+            for slot, v in buffers.items():
+                params["t." + slot] = np.array(v, dtype=np.float32)
         model = gptorch.Model({"inputs": ins, "ops": [op]}, params)
         tfeeds = {k: torch.tensor(v, requires_grad=v.dtype == np.float32) for k, v in feeds.items()}
         y = model(tfeeds)["t"]
@@ -92,6 +100,10 @@ def generate(cases, param_shapes, seed, filename):
                 "values": {k: v.reshape(-1).tolist() for k, v in feeds.items()},
                 "params": {k[2:]: v.reshape(-1).tolist() for k, v in params.items()},
                 "w": w.reshape(-1).tolist(), "y": y.detach().reshape(-1).tolist(), "grads": {}}
+        if buffers:
+            case["params"] = {k: v for k, v in case["params"].items() if k not in buffers}
+            case["buffers"] = {k: np.array(v, dtype=np.float32).tolist() for k, v in buffers.items()}
+            case["buffers_after"] = {k: model.value("t." + k).reshape(-1).tolist() for k in buffers}
         for k, t in tfeeds.items():
             if t.grad is not None:
                 case["grads"]["input:" + k] = t.grad.reshape(-1).tolist()

@@ -64,6 +64,8 @@ class Model(torch.nn.Module):
     def __init__(self, doc, state):
         super().__init__()
         self.doc = doc
+        self.step, self.sample0 = 0, 0  # where the next forward's rows are in training (dropout's masks)
+        self.rows = 0  # the next forward's micro-batch size, for ops without inputs
         self.shapes = {i["name"]: i["shape"] for i in doc["inputs"]}
         self.p = torch.nn.ParameterDict()
         self.bufs = {}
@@ -94,6 +96,8 @@ class Model(torch.nn.Module):
 
     def forward(self, feeds):
         vals = {k: torch.tensor(v) if not torch.is_tensor(v) else v for k, v in feeds.items()}
+        if vals:
+            self.rows = next(iter(vals.values())).shape[0]
         order = topo(self.doc)
         for op in order:
             vals[op["name"]] = self.run(op, [vals[i] for i in op["inputs"]], vals)
@@ -102,8 +106,13 @@ class Model(torch.nn.Module):
     def run(self, op, x, vals):
         a = op.get("attrs", {})
         k = op["op"]
+        if k in OPS:
+            return OPS[k](self, op, x, a)
         if k == "linear":
-            return F.linear(x[0], self.param(op, "weight"), self.param(op, "bias") if a.get("bias", True) else None)
+            w = self.param(op, "weight")
+            if a.get("weight_layout", "out_in") == "in_out":
+                w = w.t()
+            return F.linear(x[0], w, self.param(op, "bias") if a.get("bias", True) else None)
         if k == "relu":
             return F.relu(x[0])
         if k == "gelu":
@@ -150,8 +159,6 @@ class Model(torch.nn.Module):
             return F.mse_loss(x[0], x[1])
         if k == "bce_with_logits":
             return F.binary_cross_entropy_with_logits(x[0], x[1])
-        if k in OPS:
-            return OPS[k](self, op, x, a)
         raise ValueError("op %s: %s cannot run" % (op["name"], k))
 
 
