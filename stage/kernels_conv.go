@@ -216,39 +216,27 @@ func (k *conv2d[T]) backward(gy *Value[T], x, p []*Value[T], _ *Value[T], _ any,
 	}
 }
 
-// weightGrad adds gW_g[og,ckk] += gy_g[og,hw]·col_gᵀ[hw,ckk] over the
-// samples: each worker sums its samples into a gradient of its own, the
-// workers' sums added in worker order (the same numbers every run).
+// weightGrad adds gW_g[og,ckk] += gy_g[og,hw]·col_gᵀ[hw,ckk], sample after
+// sample in order (the product itself runs over the cores), straight into
+// the gradient: the same numbers every run, and no copy of it per worker.
 func (k *conv2d[T]) weightGrad(gy, x *Value[T], gw []T, n int) {
 	cg, og, ckk, hw := k.dims()
 	in, per := k.c*k.h*k.w, k.out*hw
-	workers := min(runtime.GOMAXPROCS(0), n)
-	parts := make([][]T, workers)
-	var wg sync.WaitGroup
-	for wk := 0; wk < workers; wk++ {
-		wg.Add(1)
-		go func(wk int) {
-			defer wg.Done()
-			acc := make([]T, len(gw))
-			col := make([]T, ckk*hw)
-			for s := wk; s < n; s += workers {
-				for g := 0; g < k.groups; g++ {
-					xs := x.Data[s*in+g*cg*k.h*k.w:]
-					c := col
-					if k.pointwise1x1() {
-						c = xs[:ckk*hw]
-					} else {
-						k.im2col(xs, col, cg)
-					}
-					gemm(false, true, og, ckk, hw, gy.Data[s*per+g*og*hw:], hw, c, hw, 1, acc[g*og*ckk:], ckk)
-				}
-			}
-			parts[wk] = acc
-		}(wk)
+	var col []T
+	if !k.pointwise1x1() {
+		col = make([]T, ckk*hw)
 	}
-	wg.Wait()
-	for _, acc := range parts {
-		addInto(gw, acc)
+	for s := 0; s < n; s++ {
+		for g := 0; g < k.groups; g++ {
+			xs := x.Data[s*in+g*cg*k.h*k.w:]
+			c := col
+			if k.pointwise1x1() {
+				c = xs[:ckk*hw]
+			} else {
+				k.im2col(xs, col, cg)
+			}
+			gemm(false, true, og, ckk, hw, gy.Data[s*per+g*og*hw:], hw, c, hw, 1, gw[g*og*ckk:], ckk)
+		}
 	}
 }
 
