@@ -22,6 +22,7 @@ type DataSpec struct {
 
 	EvalPath        string `json:"eval_path,omitempty"`
 	EvalFingerprint string `json:"eval_fingerprint,omitempty"`
+	EvalSamples     int    `json:"eval_samples,omitempty"` // the evaluation set's size
 	// EvalEvery > 0 evaluates after every that many steps; with EvalPath
 	// set, an evaluation always follows the last step.
 	EvalEvery int `json:"eval_every,omitempty"`

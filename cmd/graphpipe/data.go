@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/dataset"
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -73,7 +75,7 @@ func (f *dataFlags) open(cmd *cobra.Command, g *dag.Graph, batch int, steps *int
 			set.Close()
 			return nil, dataInput("--data", err)
 		}
-		d.spec.Path, d.spec.Fingerprint = f.path, set.Fingerprint()
+		d.spec.Path, d.spec.Fingerprint = absPath(f.path), set.Fingerprint()
 		o := d.src.Order
 		if f.epochs > 0 {
 			if o.StepsPerEpoch() > math.MaxInt32/f.epochs {
@@ -92,7 +94,7 @@ func (f *dataFlags) open(cmd *cobra.Command, g *dag.Graph, batch int, steps *int
 			return nil, dataInput("--eval-data", err)
 		}
 		d.eval = &runtime.EvalData{Set: set, Size: batch}
-		d.spec.EvalPath, d.spec.EvalFingerprint = f.evalPath, set.Fingerprint()
+		d.spec.EvalPath, d.spec.EvalFingerprint = absPath(f.evalPath), set.Fingerprint()
 	}
 	d.steps = *steps
 	return d, nil
@@ -135,4 +137,39 @@ func toEvalJSON(r stage.EvalResult) evalJSON {
 		e.Accuracy = &a
 	}
 	return e
+}
+
+// optionsSpec is the data as workers are told of it: nil for synthetic
+// data without evaluation.
+func (d *runData) optionsSpec() *runtime.DataSpec {
+	if d.spec.Path == "" && d.spec.EvalPath == "" {
+		return nil
+	}
+	s := d.spec
+	if d.eval != nil {
+		s.EvalSamples = d.eval.Set.N
+	}
+	return &s
+}
+
+// checkEvalKeys refuses an evaluation set too large for the frame keys of
+// its micro-batches (runtime's evalMBBase: 2³⁰ micro-batches).
+func (d *runData) checkEvalKeys(plan *search.Plan) error {
+	if d.eval == nil {
+		return nil
+	}
+	mbs := int64(plan.BatchSize / plan.MicroBatch)
+	if batches := int64(dataset.EvalBatches(d.eval.Set.N, int(plan.BatchSize))); batches*mbs >= 1<<30 {
+		return usagef("--eval-data: %d samples make %d micro-batches of %d, past the 2^30 an evaluation may have", d.eval.Set.N, batches*mbs, plan.MicroBatch)
+	}
+	return nil
+}
+
+// absPath is path made absolute: workers on other hosts open the same path,
+// whatever their working directory.
+func absPath(path string) string {
+	if a, err := filepath.Abs(path); err == nil {
+		return a
+	}
+	return path
 }
