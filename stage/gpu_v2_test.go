@@ -3,6 +3,7 @@ package stage
 import (
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -245,4 +246,22 @@ func close4(t *testing.T, what string, got, want []float32) float64 {
 		worst = max(worst, rel)
 	}
 	return worst
+}
+
+// TestEveryKindHasAnEmulatorCase: every op kind but opaque has a case that
+// TestOpsOnEmulator compares with the CPU (and which fails there if the
+// device path hands the op back to the CPU kernel).
+func TestEveryKindHasAnEmulatorCase(t *testing.T) {
+	for _, k := range dag.Kinds() {
+		if k == dag.Opaque {
+			continue
+		}
+		found := false
+		for _, c := range gpuCases() {
+			found = found || strings.Contains(c.op, `"op":"`+string(k)+`"`)
+		}
+		if !found {
+			t.Errorf("no GPU op case of %s", k)
+		}
+	}
 }
