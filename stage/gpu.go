@@ -27,7 +27,7 @@ func newGPUKernel(g *dag.Graph, i int, d *cuda.Device, dev *devState, errp *erro
 	k := &gpuKernel{d: d, dev: dev, errp: errp}
 	if broadcasts(g, i) || op.Kind.Since() >= 2 { // model@2's ops and forms of add and mul
 		var ok bool
-		if k.fwd, k.bwd, ok = newGPUConvKernel(g, i); ok {
+		if k.fwd, k.bwd, ok = newGPUConvKernel(g, i, ctx); ok {
 			return k, nil
 		}
 		if k.fwd, k.bwd, ok = newGPUTensorKernel(g, i, ctx); ok {

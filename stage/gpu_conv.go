@@ -2,6 +2,7 @@ package stage
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -15,8 +16,8 @@ import (
 
 // newGPUConvKernel builds the GPU kernel of op i when it is one of
 // model@2's convolutions, normalisations or pools; ok is false otherwise.
-func newGPUConvKernel(g *dag.Graph, i int) (fwd fwdFn, bwd bwdFn, ok bool) {
-	cpu, ok := newConvKernel[float32](g, i)
+func newGPUConvKernel(g *dag.Graph, i int, ctx *runCtx) (fwd fwdFn, bwd bwdFn, ok bool) {
+	cpu, ok := newConvKernel[float32](g, i, ctx)
 	if !ok {
 		return nil, nil, false
 	}
@@ -143,6 +144,27 @@ func (s *gpuScope) downDoubles(b cuda.Buffer, n int) []float64 {
 	return out
 }
 
+// gpuBatchNormEval is batch_norm in evaluation: x normalised by the running
+// statistics (on the host), which stay as they are.
+func gpuBatchNormEval(s *gpuScope, k *batchNorm[float32], x *Value[float32], p []*Value[float32]) *Value[float32] {
+	n, c, sz := bnGeometry(x.Shape)
+	mean, rstd := make([]float64, c), make([]float64, c)
+	for ch := range mean {
+		mean[ch], rstd[ch] = float64(p[2].Data[ch]), 1/math.Sqrt(float64(p[3].Data[ch])+k.eps)
+	}
+	y := s.newValue(x.Shape...)
+	size := tensor.Size(y.Shape)
+	xh, yb := s.scratch(size), s.scratch(size)
+	s.launch("gp_bn_apply", size, s.in(x), s.upDoubles(mean), s.upDoubles(rstd), s.param(p[0]), s.param(p[1]), xh, yb, n, c, sz)
+	s.out(y, yb)
+	return y
+}
+
+// upDoubles uploads float64 values (for the kernels' double arguments).
+func (s *gpuScope) upDoubles(v []float64) cuda.Buffer {
+	return s.up(unsafe.Slice((*float32)(unsafe.Pointer(&v[0])), 2*len(v)))
+}
+
 // gpuBatchNorm is batch_norm in training mode: the channel statistics in
 // double (two-pass sums, folded in a fixed order), downloaded per
 // micro-batch to move the running statistics on the host exactly as the
@@ -150,6 +172,9 @@ func (s *gpuScope) downDoubles(b cuda.Buffer, n int) []float64 {
 // them in training).
 func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error) {
+		if k.ctx != nil && k.ctx.pos.Eval {
+			return gpuBatchNormEval(s, k, x[0], p), nil, nil
+		}
 		n, c, sz := bnGeometry(x[0].Shape)
 		cnt := n * sz
 		if cnt < 2 {

@@ -436,6 +436,13 @@ func gpuDropout(k *dropout[float32]) (fwdFn, bwdFn) {
 	}
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
+		if k.ctx.pos.Eval { // evaluation: the input passes through
+			n := tensor.Size(y.Shape)
+			yb := s.zeros(n)
+			s.launch("gp_axpy", n, yb, s.in(x[0]), float32(1), n)
+			s.out(y, yb)
+			return y, nil, nil
+		}
 		yb := s.scratch(tensor.Size(y.Shape))
 		apply(s, s.in(x[0]), yb, y.Shape, 0)
 		s.out(y, yb)

@@ -3,6 +3,7 @@ package stage
 import (
 	"math"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,7 +56,7 @@ func TestConv2DChunksOnEmulator(t *testing.T) {
 	var worst closeness
 	for _, c := range append(append([]opCase(nil), convCases[:6]...), gpuV2Cases[:2]...) {
 		g, i := oneOp(t, c)
-		k, _ := newConvKernel[float32](g, i)
+		k, _ := newConvKernel[float32](g, i, &runCtx{})
 		cv := k.(*conv2d[float32])
 		cols := cv.c * cv.kh * cv.kw * cv.oh * cv.ow // one sample's im2col
 		for _, samples := range []int{1, 2} {
@@ -263,5 +264,72 @@ func TestEveryKindHasAnEmulatorCase(t *testing.T) {
 		if !found {
 			t.Errorf("no GPU op case of %s", k)
 		}
+	}
+}
+
+// synthEval is an evaluation set drawn from a model's synthetic data:
+// batches of 8 from steps 100 on, the last one cut to 5 rows.
+type synthEval struct{ d *Dataset }
+
+func (e synthEval) Batches() int { return 3 }
+func (e synthEval) Batch(k int, names map[string]bool) (map[string]*Value[float32], error) {
+	b, err := e.d.Inputs(100+k, 8, names)
+	if err != nil || k < 2 {
+		return b, err
+	}
+	for name, v := range b {
+		b[name] = SliceRows(v, 0, 5)
+	}
+	return b, nil
+}
+
+// TestEvaluateOnEmulator: evaluation mode on the device (batch_norm by its
+// running statistics, dropout passing through) gives the CPU's loss and
+// accuracy, and leaves the running statistics alone on both.
+func TestEvaluateOnEmulator(t *testing.T) {
+	d := emulatedDevice(t)
+	g, err := dag.Load([]byte(v2Net))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := TrainOptions{Optimizer: "sgd", LR: 0.02, Momentum: 0.9, MicroBatch: 2}
+	cpu, _ := NewTrainer(g, o)
+	dev, _ := NewTrainer(g, o)
+	if err := dev.Ex.UseDevice(d); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Ex.Close()
+	for s := 0; s < 2; s++ {
+		if _, _, err := cpu.Step(s); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := dev.Step(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := map[string][]float32{}
+	for name, v := range cpu.Ex.Buffers {
+		before[name] = append([]float32(nil), v.Data...)
+	}
+	rc, err := cpu.Evaluate(2, synthEval{cpu.Data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := dev.Evaluate(2, synthEval{dev.Data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("CPU: %+v; device: %+v", rc, rd)
+	if rc.Samples != 21 || rd.Samples != 21 || math.Abs(rc.Loss-rd.Loss) > 1e-4*math.Abs(rc.Loss) || rc.Accuracy != rd.Accuracy {
+		t.Fatalf("evaluation on the device %+v, on the CPU %+v", rd, rc)
+	}
+	for name, v := range cpu.Ex.Buffers {
+		if !slices.Equal(v.Data, before[name]) {
+			t.Errorf("evaluation moved buffer %s", name)
+		}
+		close4(t, name, dev.Ex.Buffers[name].Data, v.Data)
+	}
+	if cpu.Ex.InFlight() != 0 || dev.Ex.InFlight() != 0 {
+		t.Error("evaluation left micro-batches in flight")
 	}
 }
