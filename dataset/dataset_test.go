@@ -291,14 +291,16 @@ func TestInt64(t *testing.T) {
 		t.Fatalf("ids is %s, want int64 as numpy wrote it", s.Tensors["ids"].DType)
 	}
 	m := s.Tensors["ids"].parts[0].m
-	big := make([]byte, len(m.data))
-	copy(big, m.data)
+	big, err := m.read(0, m.size)
+	if err != nil {
+		t.Fatal(err)
+	}
 	off := s.Tensors["ids"].parts[0].off
 	for i := 0; i < 8; i++ {
 		big[off+int64(i)] = 0xff
 	}
 	big[off+7] = 0x7f // 2^63-1
-	s.Tensors["ids"].parts[0].m = &mapping{path: m.path, data: big, size: m.size}
+	s.Tensors["ids"].parts[0].m = memSource(m.path, big)
 	_, err = s.Read(map[string]bool{"ids": true}, []int{1, 0})
 	if err == nil || !strings.Contains(err.Error(), `tensor "ids": row 0: value 0 of the sample, 9223372036854775807, does not fit in int32`) {
 		t.Errorf("got %v", err)
@@ -387,7 +389,11 @@ func TestFingerprint(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		return s.Fingerprint()
+		f, err := s.Fingerprint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
 	}
 	a := fp(write("a.safetensors", data))
 	if b := fp(write("b.safetensors", data)); a != b {

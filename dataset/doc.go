@@ -10,11 +10,11 @@
 //     files (one tensor per file, named after the file); or a NumPy .npz
 //     file written by np.savez (one tensor per member). float32, int32 and
 //     int64 tensors are read; int64 values are converted to int32, each
-//     checked to fit. Nothing but the headers is read at Open: files are
-//     memory-mapped and read a batch at a time, and pages already copied
-//     out are given back to the kernel once more than a budget of them has
-//     been touched, so the process's resident memory stays bounded whatever
-//     the dataset's size.
+//     checked to fit. Nothing but the headers is read at Open; Read reads
+//     just a batch's rows, each run of consecutive rows with one positioned
+//     read (pread) straight into the batch's arrays, so the process holds
+//     nothing of the files between batches and its resident memory does not
+//     grow with the dataset (source.go says why not a memory mapping).
 //  2. Check holds a Set against a model (package dag): every model input
 //     present, with its per-sample shape and a dtype it can take; no tensor
 //     that is not an input; every tensor with the same number of samples.

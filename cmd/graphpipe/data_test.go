@@ -169,7 +169,7 @@ func TestDataRestartBitIdentical(t *testing.T) {
 // and what is wrong, exit 2, before training (or, for a value, before the
 // step that reads it), from train and run alike; no restart is spent.
 func TestBadData(t *testing.T) {
-	model := smallModel(t, "dlrm") // float and int inputs
+	model := smallModel(t, "dlrm")     // float and int inputs
 	good := synthData(t, model, 64, 0) // two batches
 	raw, _ := os.ReadFile(good)
 	entries, _, err := tensor.DecodeSafetensors(raw)
