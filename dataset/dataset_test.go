@@ -68,8 +68,16 @@ func writeShards(t *testing.T, sizes ...int) string {
 }
 
 // TestOpenFormats: every format holds the same five samples, read back in
-// any order across shard boundaries.
+// any order across shard boundaries, from a mapping and by position.
 func TestOpenFormats(t *testing.T) {
+	t.Run("mapped", func(t *testing.T) { openFormats(t, true) })
+	old := mapLimit
+	mapLimit = 0 // nothing is mapped
+	defer func() { mapLimit = old }()
+	t.Run("read by position", func(t *testing.T) { openFormats(t, false) })
+}
+
+func openFormats(t *testing.T, mapped bool) {
 	shards := writeShards(t, 2, 1, 2)
 	single := writeShards(t, 5)
 	for _, tc := range []struct{ name, path string }{
@@ -84,6 +92,11 @@ func TestOpenFormats(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			for _, f := range s.files {
+				if (f.data != nil) != mapped {
+					t.Fatalf("%s: mapped %v, want %v", f.path, f.data != nil, mapped)
+				}
+			}
 			if err := s.Check(graph(t)); err != nil {
 				t.Fatal(err)
 			}
