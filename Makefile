@@ -25,6 +25,7 @@ test:
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime 20000x
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime 20000x
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 20000x
+	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 20000x
 
 # The main job: time the ops of a small multi-branch model (the MMT preset) on
 # this CPU, plan it on 4 CPU "devices" from those times as a graph pipeline
@@ -65,6 +66,7 @@ fuzz:
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 
 # The benchmark report: BENCHMARKS.md and bench/results/ (CSV, SVG), every
 # figure measured by the run that writes it. sgemm is set against OpenBLAS
