@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -140,18 +141,41 @@ func TestDataPipelineEqualsTrain(t *testing.T) {
 
 // TestWorkerRefusesOtherData: a worker whose files differ from the
 // coordinator's (its fingerprint) refuses to start, naming itself and the
-// flag, as a DataError.
+// flag, as a DataError; a worker whose stage reads no model input opens
+// no file at all.
 func TestWorkerRefusesOtherData(t *testing.T) {
-	g, plan := smallPlan(t, "mmt", 3, 4)
+	g, plan := smallPlan(t, "mlp", 6, 8) // four stages: the first reads x, the last the label
 	path := writeData(t, g, 40, 1)
-	ep, err := NewEndpoint(NewMemory(1, Faults{}, 1<<20), "fp", 1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ep.Close()
 	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.1}, Data: &DataSpec{Path: path, Fingerprint: strings.Repeat("0", 64)}}
-	_, err = NewWorker(g, plan, 0, ep, o)
-	if err == nil || !IsDataError(err) || !strings.Contains(err.Error(), "worker 0 on ") || !strings.Contains(err.Error(), "--data "+path+" holds other data than the coordinator's") {
-		t.Fatalf("got %v", err)
+	readers := 0
+	for id := 0; id < layout(plan).total; id++ {
+		ep, err := NewEndpoint(NewMemory(1, Faults{}, 1<<20), "fp", 1, int32(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ep.Close()
+		st, _ := layout(plan).where(id)
+		reads := false
+		for _, name := range plan.Stages[st].Ops {
+			i, _ := g.OpIndex(name)
+			for _, in := range g.OpInputs(i) {
+				reads = reads || in.Producer < 0
+			}
+		}
+		w, err := NewWorker(g, plan, id, ep, o)
+		if !reads {
+			if err != nil || len(w.sets) != 0 {
+				t.Fatalf("worker %d reads no input, yet: %v, %d files open", id, err, len(w.sets))
+			}
+			continue
+		}
+		readers++
+		want := fmt.Sprintf("worker %d on ", id)
+		if err == nil || !IsDataError(err) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--data "+path+" holds other data than the coordinator's") {
+			t.Fatalf("worker %d: got %v", id, err)
+		}
+	}
+	if readers == 0 || readers == layout(plan).total {
+		t.Fatalf("%d of %d workers read model inputs: the test needs both kinds", readers, layout(plan).total)
 	}
 }
