@@ -8,8 +8,13 @@ DEMO      := out/demo
 
 .PHONY: build test race demo fuzz bench bench-quick bench-go lint clean replay gpu-build
 
+# graphpipe version prints the commit (and whether the tree had changes)
+COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
+MODIFIED  := $(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true)
+LDFLAGS   := -X main.commit=$(COMMIT) -X main.modified=$(if $(MODIFIED),true,false)
+
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/graphpipe
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/graphpipe
 
 # Unit tests, then a few seconds of each fuzz target (the long runs are make fuzz).
 test:

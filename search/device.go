@@ -56,16 +56,36 @@ func LookupDevice(name string) (Device, error) {
 	return d, nil
 }
 
+// DeviceFormat is the version tag of a profile file. graphpipe profile
+// writes it; a file without one is read as this version.
+const DeviceFormat = "graphpipe/device@1"
+
+// deviceFile is a profile file: the tag, then Device's fields.
+type deviceFile struct {
+	Format string `json:"format,omitempty"`
+	Device
+}
+
+// EncodeDevice writes d as a profile file, tagged with DeviceFormat.
+func EncodeDevice(d Device) []byte {
+	data, _ := json.MarshalIndent(deviceFile{DeviceFormat, d}, "", "  ")
+	return append(data, '\n')
+}
+
 // ParseDevice reads a custom profile: a JSON object with Device's fields, all
-// of them positive. Unknown fields are refused.
+// of them positive, and the format tag, if any, DeviceFormat. Unknown fields
+// are refused.
 func ParseDevice(data []byte) (Device, error) {
-	var d Device
+	var f deviceFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
+	if err := dec.Decode(&f); err != nil {
 		return Device{}, fmt.Errorf("device profile: %v", err)
 	}
-	return d, d.Validate()
+	if f.Format != "" && f.Format != DeviceFormat {
+		return Device{}, fmt.Errorf("device profile: format: is %q, want %q", f.Format, DeviceFormat)
+	}
+	return f.Device, f.Device.Validate()
 }
 
 // Validate refuses a profile with a missing or non-positive number.
