@@ -155,4 +155,8 @@ func TestEmulatedRunSaysNoLoss(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "1 step on 1 stage,") {
 		t.Errorf("exit %d: %s %s", code, out, errs)
 	}
+	code, out, errs = gp(t, "", "train", model, "--steps", "1")
+	if code != 0 || !strings.Contains(out, "mlp: 1 step, loss") {
+		t.Errorf("train: exit %d: %s %s", code, out, errs)
+	}
 }

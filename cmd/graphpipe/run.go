@@ -473,7 +473,7 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 			stopWorkers(procs, exited)
 		}()
 	case "external":
-		fmt.Fprintf(log, "waiting for %d workers: %s=<token> graphpipe worker --nats %s --run %s\n", n, tokenEnv, opts.URL, runID)
+		fmt.Fprintf(log, "waiting for %s: %s=<token> graphpipe worker --nats %s --run %s\n", plural(n, "worker"), tokenEnv, opts.URL, runID)
 	}
 	res, err := runtime.Coordinate(ctx, g, plan, t, runID, steps, o, prog.step)
 	if err != nil {

@@ -155,7 +155,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON 
 	if asJSON {
 		return json.NewEncoder(w).Encode(sum)
 	}
-	fmt.Fprintf(w, "%s: %d steps, loss %.6g → %.6g (%+.1f%%), %.4g samples/s\n", sum.Model, steps, sum.FirstLoss, sum.FinalLoss,
+	fmt.Fprintf(w, "%s: %s, loss %.6g → %.6g (%+.1f%%), %.4g samples/s\n", sum.Model, plural(steps, "step"), sum.FirstLoss, sum.FinalLoss,
 		100*(sum.FinalLoss/sum.FirstLoss-1), sum.SamplesPerS)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -31,11 +32,40 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+var tracked sync.Once
+
+// trackInputs reads the Makefile and the Go files graphpipe is built from, so
+// that go test's cache, which knows the files a test opens but not what a
+// test builds or runs, runs these tests again when one of them changes.
+func trackInputs(t *testing.T) {
+	tracked.Do(func() {
+		list := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", "-f", "{{if not .Standard}}{{.Dir}}{{end}}", "github.com/graphpipe/graphpipe/cmd/graphpipe")
+		out, err := list.Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		root, _ := filepath.Abs("../..")
+		files := []string{filepath.Join(root, "Makefile")}
+		for _, dir := range strings.Fields(string(out)) {
+			if strings.HasPrefix(dir, root+string(filepath.Separator)) {
+				gos, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+				files = append(files, gos...)
+			}
+		}
+		for _, f := range files {
+			if _, err := os.ReadFile(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
 // makeTarget runs make TARGET with the repository's Makefile in a fresh
 // directory, with vars and PATH set to path; it returns make's output and
 // error.
 func makeTarget(t *testing.T, target, path string, vars ...string) (string, error) {
 	t.Helper()
+	trackInputs(t)
 	mk, err := exec.LookPath("make")
 	if err != nil {
 		t.Skip("no make on this machine")
