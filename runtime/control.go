@@ -30,6 +30,7 @@ const (
 	mbGo         = 5
 	mbCkpt       = 6
 	mbResume     = 7
+	mbEval       = 8
 	reportStride = 1 << 20 // report keys: iter·reportStride + stage
 )
 
@@ -124,7 +125,11 @@ func ServeLogged(ctx context.Context, t Transport, run string, gen uint32, dev *
 	}
 	a.Options.Device = dev
 	if err = serveStage(ctx, t, run, ctl, &a, logf); err != nil {
-		sendJSON(context.Background(), ctl, coordinator, int64(id), mbError, map[string]string{"error": err.Error()})
+		m := map[string]string{"error": err.Error()}
+		if IsDataError(err) {
+			m["data"] = "true" // the user's to fix: the command exits 2, no restart
+		}
+		sendJSON(context.Background(), ctl, coordinator, int64(id), mbError, m)
 		return err
 	}
 	logf("run %s done: trained steps %d to %d", run, a.Options.Start+1, a.Steps)
@@ -222,6 +227,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	if err != nil {
 		return err
 	}
+	defer w.Close()
 	started(w)
 	if (a.Options.Start > 0 || a.Options.Init) && !w.Emulate {
 		msg, err := ctl.Receive(ctx, msgKey{0, mbResume, ctlEdge, 'g'})
@@ -257,6 +263,15 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 				return err
 			}
 			if err := ctl.Send(ctx, coordinator, msgKey{int64(n)*reportStride + int64(a.Stage), mbCkpt, ctlEdge, 'g'}, st); err != nil {
+				return err
+			}
+		}
+		if spec := a.Options.Data; spec.EvalDue(n, a.Steps) && !w.Emulate {
+			sums, err := w.Eval(ctx, int64(n), spec.EvalSamples)
+			if err != nil {
+				return err
+			}
+			if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbEval, sums); err != nil {
 				return err
 			}
 		}

@@ -82,7 +82,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 	if res != nil {
 		res.Devices = where
 	}
-	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
+	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled && !IsDataError(err) {
 		return nil, cause
 	}
 	return res, err
@@ -131,6 +131,16 @@ func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan
 		if progress != nil {
 			progress(int64(n), total)
 		}
+		if o.Data.EvalDue(n, steps) && !o.Emulate {
+			r, err := collectEval(ctx, ctl, workers, n)
+			if err != nil {
+				return nil, err
+			}
+			res.Evals = append(res.Evals, r)
+			if o.OnEval != nil {
+				o.OnEval(r)
+			}
+		}
 		if k := o.CheckpointEvery; k > 0 && (n+1)%k == 0 && !o.Emulate {
 			if err := checkpoint(ctx, ctl, g, plan, lay, n, o); err != nil {
 				return nil, err
@@ -149,6 +159,24 @@ func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan
 	return res, nil
 }
 
+// collectEval sums every worker's share of the evaluation after
+// iteration n.
+func collectEval(ctx context.Context, ctl *Endpoint, workers []int32, n int) (stage.EvalResult, error) {
+	var sums stage.EvalSums
+	for s := range workers {
+		msg, err := ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(s), mbEval, ctlEdge, 'a'})
+		if err != nil {
+			return stage.EvalResult{}, workerFailure(ctl, err)
+		}
+		var part stage.EvalSums
+		if err := json.Unmarshal(msg, &part); err != nil {
+			return stage.EvalResult{}, err
+		}
+		sums.Add(part)
+	}
+	return sums.Result(n + 1), nil
+}
+
 // workerFailure prefers a worker's own account of its failure.
 func workerFailure(ctl *Endpoint, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -159,6 +187,9 @@ func workerFailure(ctl *Endpoint, err error) error {
 	}
 	var m map[string]string
 	json.Unmarshal(msg, &m)
+	if m["data"] != "" {
+		return &DataError{m["error"]}
+	}
 	return fmt.Errorf("a worker failed: %s", m["error"])
 }
 

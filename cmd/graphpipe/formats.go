@@ -8,6 +8,7 @@ const (
 	searchFormat  = "graphpipe/search@1"  // search --json: a plan's summary
 	simFormat     = "graphpipe/sim@1"     // sim --json
 	trainFormat   = "graphpipe/train@1"   // train --json
+	evalFormat    = "graphpipe/eval@1"    // eval --json
 	runFormat     = "graphpipe/run@1"     // run --json, which compare reads
 	compareFormat = "graphpipe/compare@1" // compare --json
 	metricsFormat = "graphpipe/metrics@1" // each line of run --metrics

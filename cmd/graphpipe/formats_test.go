@@ -44,6 +44,13 @@ func TestJSONOutputsCarryFormat(t *testing.T) {
 		t.Fatal(errs)
 	}
 	runJSON := filepath.Join(dir, "run.json")
+	data, dump := filepath.Join(dir, "data.safetensors"), filepath.Join(dir, "dump")
+	if code, _, errs := gp(t, "", "data", "synth", model, "-o", data, "--samples", "32"); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := gp(t, "", "train", model, "--steps", "1", "--dump", dump); code != 0 {
+		t.Fatal(errs)
+	}
 	for _, tc := range []struct {
 		args   []string
 		format string
@@ -52,12 +59,14 @@ func TestJSONOutputsCarryFormat(t *testing.T) {
 		{[]string{"search", model, "--devices", "2", "--device", "cpu", "--json"}, searchFormat},
 		{[]string{"sim", plan, "--json"}, simFormat},
 		{[]string{"train", model, "--steps", "2", "--json"}, trainFormat},
-		{[]string{"run", plan, "--model", model, "--steps", "2", "--json"}, runFormat},
+		{[]string{"train", model, "--steps", "2", "--data", data, "--eval-data", data, "--json"}, trainFormat},
+		{[]string{"eval", model, "--init", filepath.Join(dump, "final.safetensors"), "--data", data, "--json"}, evalFormat},
+		{[]string{"run", plan, "--model", model, "--steps", "2", "--data", data, "--eval-data", data, "--json"}, runFormat},
 		{[]string{"compare", runJSON, runJSON, "--json"}, compareFormat},
 		{[]string{"profile", "--quick", "--json"}, profileFormat},
 		{[]string{"profile", "--quick"}, search.DeviceFormat},
 	} {
-		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errs := gp(t, "", tc.args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errs)

@@ -79,7 +79,7 @@ Models are graphpipe/model@1 JSON files; 'graphpipe models export' writes the zo
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err.Error()} })
-	root.AddCommand(newModelsCmd(), newInspectCmd(stdin), newValidateCmd(stdin), newSearchCmd(stdin), newSimCmd(stdin), newExplainCmd(stdin), newTrainCmd(stdin), newRunCmd(stdin), newWorkerCmd(), newExportCmd(), newProfileCmd(), newImportCmd(stdin), newCompareCmd(stdin), newVersionCmd())
+	root.AddCommand(newModelsCmd(), newInspectCmd(stdin), newValidateCmd(stdin), newSearchCmd(stdin), newSimCmd(stdin), newExplainCmd(stdin), newTrainCmd(stdin), newRunCmd(stdin), newWorkerCmd(), newExportCmd(), newProfileCmd(), newImportCmd(stdin), newDataCmd(stdin), newEvalCmd(stdin), newCompareCmd(stdin), newVersionCmd())
 	return root
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/stage"
 )
 
 // progress reports a run's steps as they end: on a terminal, a bar redrawn
@@ -30,6 +31,7 @@ type progress struct {
 
 	from       int       // the step this generation started from
 	began      time.Time // when it started
+	lastEval   string    // the latest evaluation, for the lines after it
 	metricsErr error     // the first failure to write --metrics; no more lines after it
 }
 
@@ -52,17 +54,21 @@ func (p *progress) start(from int) {
 	}
 }
 
-// metricsLine is one line of --metrics.
+// metricsLine is one line of --metrics: a logged step, or an evaluation
+// (with --eval-data; its eval_ fields alone).
 type metricsLine struct {
-	Format      string   `json:"format"` // metricsFormat
-	Time        string   `json:"time"`   // RFC 3339, UTC
-	Step        int      `json:"step"`   // 1-based: the steps done
-	Steps       int      `json:"steps"`
-	Loss        *float64 `json:"loss,omitempty"` // none when emulated
-	Emulated    bool     `json:"emulated,omitempty"`
-	SamplesPerS float64  `json:"samples_per_s"` // since this generation started
-	ElapsedS    float64  `json:"elapsed_s"`     // since this generation started
-	ETAS        float64  `json:"eta_s"`
+	Format       string   `json:"format"` // metricsFormat
+	Time         string   `json:"time"`   // RFC 3339, UTC
+	Step         int      `json:"step"`   // 1-based: the steps done
+	Steps        int      `json:"steps"`
+	Loss         *float64 `json:"loss,omitempty"` // none when emulated
+	Emulated     bool     `json:"emulated,omitempty"`
+	SamplesPerS  float64  `json:"samples_per_s,omitempty"` // since this generation started
+	ElapsedS     float64  `json:"elapsed_s,omitempty"`     // since this generation started
+	ETAS         float64  `json:"eta_s,omitempty"`
+	EvalLoss     *float64 `json:"eval_loss,omitempty"`
+	EvalAccuracy *float64 `json:"eval_accuracy,omitempty"`
+	EvalSamples  int      `json:"eval_samples,omitempty"`
 }
 
 // step reports that iteration i (0-based) ended with loss.
@@ -80,16 +86,12 @@ func (p *progress) step(i int64, loss float64) {
 		if !p.emulated {
 			m.Loss = &loss
 		}
-		b, _ := json.Marshal(m)
-		if _, err := p.metrics.Write(append(b, '\n')); err != nil {
-			p.metricsErr = err
-			fmt.Fprintf(p.log, "graphpipe: --metrics: %v: no more metrics lines\n", cause(err))
-		}
+		p.writeMetrics(m)
 	}
 	if p.quiet {
 		return
 	}
-	line := fmt.Sprintf("step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs", n, p.steps, loss, rate, eta)
+	line := fmt.Sprintf("step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs%s", n, p.steps, loss, rate, eta, p.lastEval)
 	if p.emulated {
 		line = fmt.Sprintf("step %d/%d: %.4g samples/s, ETA %.0fs", n, p.steps, rate, eta)
 	}
@@ -103,6 +105,31 @@ func (p *progress) step(i int64, loss float64) {
 	}
 	if logged {
 		fmt.Fprintln(p.log, line)
+	}
+}
+
+// eval reports an evaluation: on a line of its own without a terminal, at
+// the end of every progress line after it, and as a metrics line.
+func (p *progress) eval(r stage.EvalResult) {
+	p.lastEval = "; " + evalLine(r)
+	if p.metrics != nil && p.metricsErr == nil {
+		m := metricsLine{Format: metricsFormat, Time: p.now().UTC().Format(time.RFC3339Nano), Step: r.Step, Steps: p.steps,
+			EvalLoss: &r.Loss, EvalSamples: r.Samples}
+		if r.HasAccuracy() {
+			m.EvalAccuracy = &r.Accuracy
+		}
+		p.writeMetrics(m)
+	}
+	if !p.quiet && !p.bar {
+		fmt.Fprintf(p.log, "step %d/%d: %s\n", r.Step, p.steps, evalLine(r))
+	}
+}
+
+func (p *progress) writeMetrics(m metricsLine) {
+	b, _ := json.Marshal(m)
+	if _, err := p.metrics.Write(append(b, '\n')); err != nil {
+		p.metricsErr = err
+		fmt.Fprintf(p.log, "graphpipe: --metrics: %v: no more metrics lines\n", cause(err))
 	}
 }
 

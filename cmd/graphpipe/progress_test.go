@@ -160,3 +160,37 @@ func TestEmulatedRunSaysNoLoss(t *testing.T) {
 		t.Errorf("train: exit %d: %s %s", code, out, errs)
 	}
 }
+
+// TestMetricsHoldEvaluations (issue 22, item 11): with --eval-data, every
+// evaluation is a metrics line of its own, with the eval figures the run's
+// JSON ends with.
+func TestMetricsHoldEvaluations(t *testing.T) {
+	model := smallModel(t, "mlp")
+	dir := t.TempDir()
+	data, metrics := filepath.Join(dir, "data.safetensors"), filepath.Join(dir, "metrics.jsonl")
+	if code, _, errs := gp(t, "", "data", "synth", model, "-o", data, "--samples", "64"); code != 0 {
+		t.Fatal(errs)
+	}
+	code, out, errs := gp(t, "", "run", model, "--devices", "2", "--steps", "4", "--data", data, "--eval-data", data, "--eval-every", "2",
+		"--metrics", metrics, "--json")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.EvalLoss == nil {
+		t.Fatalf("run --json: %s (%v)", out, err)
+	}
+	var evals []string
+	for _, l := range strings.Split(strings.TrimSpace(readFile(t, metrics)), "\n") {
+		var m metricsLine
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.EvalLoss != nil {
+			evals = append(evals, fmt.Sprintf("%d %.6g", m.Step, *m.EvalLoss))
+		}
+	}
+	if want := fmt.Sprintf("2 %.6g", sum.Evals[0].Loss); len(evals) != 2 || evals[0] != want || evals[1] != fmt.Sprintf("4 %.6g", *sum.EvalLoss) {
+		t.Errorf("evaluations in the metrics: %v; the run's: %+v", evals, sum.Evals)
+	}
+}

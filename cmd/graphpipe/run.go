@@ -101,12 +101,17 @@ type runSummary struct {
 	// StageTimes: each stage's compute per micro-batch, planned and measured
 	// in the last iteration.
 	StageTimes []stageTime `json:"stage_times,omitempty"`
+	// with --eval-data: the last evaluation, and every one
+	EvalLoss     *float64   `json:"eval_loss,omitempty"`
+	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
+	Evals        []evalJSON `json:"evals,omitempty"`
 }
 
 func newRunCmd(stdin io.Reader) *cobra.Command {
 	sf := searchFlags{stdin: stdin}
 	var nf natsFlags
 	var df deviceFlags
+	var data dataFlags
 	var steps int
 	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath string
 	var ckptEvery, restarts, logEveryN int
@@ -149,6 +154,17 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if steps < 1 {
 				return usagef("--steps: must be positive, got %d", steps)
 			}
+			if emulate != "" && (data.path != "" || data.evalPath != "") {
+				return usagef("--data, --eval-data: an emulated run reads no data")
+			}
+			d, err := data.open(cmd, g, int(plan.BatchSize), &steps, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			if err := d.checkEvalKeys(plan); err != nil {
+				return err
+			}
 			if workers != "local" && workers != "external" {
 				return usagef(`--workers: must be "local" or "external", got %q`, workers)
 			}
@@ -162,7 +178,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if !cmd.Flags().Changed("lr") {
 				lr = defaultLR
 			}
-			o := runtime.Options{Train: stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, MicroBatch: int(plan.MicroBatch)}}
+			o := runtime.Options{Train: stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, MicroBatch: int(plan.MicroBatch)}, Data: d.optionsSpec()}
 			if _, err := stage.NewOptimizer(optName, lr, momentum); err != nil {
 				return usagef("%v", err)
 			}
@@ -266,12 +282,13 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				defer f.Close()
 				prog.metrics = f
 			}
-			return runPlan(cmd, g, plan, &nf, workers, wargs, runID, steps, o, dump, trace, prof, asJSON, restarts, prog)
+			return runPlan(cmd, g, plan, &nf, workers, wargs, runID, steps, o, dump, trace, prof, asJSON, restarts, d, prog)
 		},
 	}
 	sf.register(cmd)
 	nf.register(cmd)
 	df.registerRun(cmd)
+	data.register(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 10, "training iterations")
 	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
 	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")
@@ -359,7 +376,7 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int, prog *progress) error {
+func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int, d *runData, prog *progress) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := nf.options("graphpipe coordinator " + runID)
@@ -395,6 +412,9 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		if err == nil {
 			break
 		}
+		if runtime.IsDataError(err) {
+			return inputf("%v", err) // no restart reads other data
+		}
 		if ctx.Err() != nil || restarts == 0 {
 			return err
 		}
@@ -424,7 +444,7 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		if initial != nil {
 			init = initial.Params
 		}
-		if err := dumpRun(dump, g, plan, res, steps, init); err != nil {
+		if err := dumpRun(dump, g, plan, res, steps, init, d); err != nil {
 			return err
 		}
 	}
@@ -433,6 +453,11 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		Batch: plan.BatchSize, Losses: res.Losses, FinalLoss: &res.Losses[ran-1], SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
 		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers, Devices: res.Devices}
 	sum.StageTimes = stageTimes(plan, res)
+	for _, r := range res.Evals {
+		e := toEvalJSON(r)
+		sum.Evals = append(sum.Evals, e)
+		sum.EvalLoss, sum.EvalAccuracy = &e.Loss, e.Accuracy
+	}
 	if o.Emulate {
 		sum.Emulated, sum.Losses, sum.FinalLoss = plan.Device.Name, nil, nil
 	}
@@ -445,8 +470,12 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 			sum.Model, sum.Emulated, plural(ran, "step"), stagesWord(sum.Stages), sum.MeasuredIterS, sum.PredictedIter)
 		return nil
 	}
-	fmt.Fprintf(w, "%s: %s on %s, loss %.6g → %.6g, %.4g samples/s; %.4g s per iteration measured (median), %.4g s predicted\n",
+	fmt.Fprintf(w, "%s: %s on %s, loss %.6g → %.6g, %.4g samples/s; %.4g s per iteration measured (median), %.4g s predicted",
 		sum.Model, plural(ran, "step"), stagesWord(sum.Stages), res.Losses[0], *sum.FinalLoss, sum.SamplesPerS, sum.MeasuredIterS, sum.PredictedIter)
+	if n := len(res.Evals); n > 0 {
+		fmt.Fprintf(w, "; %s", evalLine(res.Evals[n-1]))
+	}
+	fmt.Fprintln(w)
 	return nil
 }
 
@@ -475,10 +504,11 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 	case "external":
 		fmt.Fprintf(log, "waiting for %s: %s=<token> graphpipe worker --nats %s --run %s\n", plural(n, "worker"), tokenEnv, opts.URL, runID)
 	}
+	o.OnEval = prog.eval
 	res, err := runtime.Coordinate(ctx, g, plan, t, runID, steps, o, prog.step)
 	if err != nil {
 		prog.abort()
-		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && !runtime.IsDataError(err) {
 			err = cause
 		}
 		// the local workers go at once, instead of waiting out the
@@ -617,7 +647,7 @@ func stopWorkers(procs []*exec.Cmd, exited <-chan struct{}) {
 // dumpRun writes what graphpipe train --dump writes: initial parameters and
 // data (both reproducible from the model's seed), and the workers' final
 // parameters and the losses.
-func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, steps int, init map[string]*stage.Value[float32]) error {
+func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, steps int, init map[string]*stage.Value[float32], d *runData) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return inputf("--dump %s: %v", dir, err)
 	}
@@ -635,13 +665,17 @@ func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, s
 	if err := writeParams(filepath.Join(dir, "init.safetensors"), ex); err != nil {
 		return err
 	}
-	ds, err := stage.NewDataset(g)
-	if err != nil {
-		return err
+	var src stage.Source = d.src
+	if d.src == nil {
+		ds, err := stage.NewDataset(g)
+		if err != nil {
+			return err
+		}
+		src = ds
 	}
 	var data []tensor.Named
 	for s := 0; s < steps; s++ {
-		batch, err := ds.Batch(s, int(plan.BatchSize))
+		batch, err := src.Inputs(s, int(plan.BatchSize), nil)
 		if err != nil {
 			return err
 		}
