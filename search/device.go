@@ -60,32 +60,34 @@ func LookupDevice(name string) (Device, error) {
 // writes it; a file without one is read as this version.
 const DeviceFormat = "graphpipe/device@1"
 
-// deviceFile is a profile file: the tag, then Device's fields.
-type deviceFile struct {
-	Format string `json:"format,omitempty"`
-	Device
-}
-
-// EncodeDevice writes d as a profile file, tagged with DeviceFormat.
+// EncodeDevice writes d as a profile file, tagged with DeviceFormat first.
 func EncodeDevice(d Device) []byte {
-	data, _ := json.MarshalIndent(deviceFile{DeviceFormat, d}, "", "  ")
-	return append(data, '\n')
+	b, _ := json.MarshalIndent(d, "", "  ")
+	return append(append([]byte("{\n  \"format\": \""+DeviceFormat+"\","), b[1:]...), '\n')
 }
 
 // ParseDevice reads a custom profile: a JSON object with Device's fields, all
 // of them positive, and the format tag, if any, DeviceFormat. Unknown fields
 // are refused.
 func ParseDevice(data []byte) (Device, error) {
-	var f deviceFile
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) == nil {
+		if tag, ok := fields["format"]; ok {
+			var format string
+			if json.Unmarshal(tag, &format) != nil || format != DeviceFormat {
+				return Device{}, fmt.Errorf("device profile: format: is %s, want %q", tag, DeviceFormat)
+			}
+			delete(fields, "format")
+			data, _ = json.Marshal(fields)
+		}
+	}
+	var d Device
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := dec.Decode(&d); err != nil {
 		return Device{}, fmt.Errorf("device profile: %v", err)
 	}
-	if f.Format != "" && f.Format != DeviceFormat {
-		return Device{}, fmt.Errorf("device profile: format: is %q, want %q", f.Format, DeviceFormat)
-	}
-	return f.Device, f.Device.Validate()
+	return d, d.Validate()
 }
 
 // Validate refuses a profile with a missing or non-positive number.
