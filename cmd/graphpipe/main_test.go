@@ -23,7 +23,7 @@ func gp(t *testing.T, stdin string, args ...string) (int, string, string) {
 }
 
 func TestHelpEverywhere(t *testing.T) {
-	for _, path := range [][]string{{}, {"models"}, {"models", "list"}, {"models", "export"}, {"inspect"}, {"validate"}, {"search"}, {"sim"}, {"explain"}} {
+	for _, path := range [][]string{{}, {"models"}, {"models", "list"}, {"models", "export"}, {"inspect"}, {"validate"}, {"search"}, {"sim"}, {"explain"}, {"compare"}, {"version"}} {
 		name := strings.Join(append([]string{"graphpipe"}, path...), " ")
 		t.Run(name, func(t *testing.T) {
 			code, out, _ := gp(t, "", append(path, "--help")...)
