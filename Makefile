@@ -6,10 +6,15 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test race demo fuzz bench bench-quick bench-go lint clean replay gpu-build
+.PHONY: build test race demo fuzz bench bench-quick bench-go lint clean replay gpu-build readme
+
+# graphpipe version prints the commit (and whether the tree had changes)
+COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
+MODIFIED  := $(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true)
+LDFLAGS   := -X main.commit=$(COMMIT) -X main.modified=$(if $(MODIFIED),true,false)
 
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/graphpipe
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/graphpipe
 
 # Unit tests, then a few seconds of each fuzz target (the long runs are make fuzz).
 test:
@@ -30,9 +35,10 @@ test:
 # The main job: time the ops of a small multi-branch model (the MMT preset) on
 # this CPU, plan it on 4 CPU "devices" from those times as a graph pipeline
 # and as the best sequential pipeline, train each
-# for 60 steps with one worker process per stage over an embedded NATS server,
-# and print the loss and the measured throughput of both. Then plan the
-# paper's MMT on 32 v100s and simulate it.
+# for 60 steps with one worker process per device over an embedded NATS
+# server, and compare them (graphpipe compare: loss, median iteration time,
+# throughput measured and predicted). Then plan the paper's MMT on 32 v100s
+# and simulate it. Needs nothing but Go.
 demo: build
 	@mkdir -p $(DEMO)
 	$(BIN) models export mmt --preset small -o $(DEMO)/mmt-small.json
@@ -42,10 +48,7 @@ demo: build
 	$(BIN) explain $(DEMO)/small-gpp.json
 	$(BIN) run $(DEMO)/small-gpp.json --model $(DEMO)/mmt-small.json --steps 60 --lr 0.01 --json > $(DEMO)/run-gpp.json
 	$(BIN) run $(DEMO)/small-spp.json --model $(DEMO)/mmt-small.json --steps 60 --lr 0.01 --json > $(DEMO)/run-spp.json
-	@python3 -c 'import json; g=json.load(open("$(DEMO)/run-gpp.json")); s=json.load(open("$(DEMO)/run-spp.json")); \
-	  print("gpp: %d stages, loss %.4f -> %.4f, %.1f samples/s measured (%.4g s/iteration, predicted %.4g)" % (g["stages"], g["losses"][0], g["final_loss"], g["samples_per_s"], g["measured_iteration_s"], g["predicted_iteration_s"])); \
-	  print("spp: %d stages, loss %.4f -> %.4f, %.1f samples/s measured (%.4g s/iteration, predicted %.4g)" % (s["stages"], s["losses"][0], s["final_loss"], s["samples_per_s"], s["measured_iteration_s"], s["predicted_iteration_s"])); \
-	  print("measured gpp/spp: %.3f" % (g["samples_per_s"] / s["samples_per_s"]))'
+	$(BIN) compare $(DEMO)/run-spp.json $(DEMO)/run-gpp.json
 	$(BIN) models export mmt -o $(DEMO)/mmt.json
 	$(BIN) search $(DEMO)/mmt.json --devices 32 --device v100 -o $(DEMO)/mmt-gpp.json
 	$(BIN) sim $(DEMO)/mmt-gpp.json --trace $(DEMO)/mmt-gpp-trace.json --svg $(DEMO)/mmt-gpp-timeline.svg > /dev/null
@@ -67,6 +70,16 @@ fuzz:
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cmd/graphpipe -run '^$$' -fuzz '^FuzzDecodeRun$$' -fuzztime $(FUZZTIME)
+
+# Every shell block of README.md, in order, in a fresh temporary directory, as
+# a new user would type them (the README's own first block builds graphpipe
+# and puts bin/ on the PATH); train and run stop after README_STEPS steps
+# (GRAPHPIPE_MAX_STEPS). Blocks marked readme-skip (a GPU, PyTorch, a NATS
+# cluster) are skipped, saying why. Fails at the first command that fails.
+README_STEPS ?= 20
+readme:
+	GRAPHPIPE_MAX_STEPS=$(README_STEPS) $(GO) run ./internal/readme/cmd/runreadme -repo . README.md
 
 # The benchmark report: BENCHMARKS.md and bench/results/ (CSV, SVG), every
 # figure measured by the run that writes it. sgemm is set against OpenBLAS

@@ -92,6 +92,15 @@ func ServeGen(ctx context.Context, t Transport, run string, gen uint32) error {
 // stage it is given, trains it (on dev, or the CPU when dev is nil) and
 // sends back its reports and parameters.
 func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device) error {
+	return ServeLogged(ctx, t, run, gen, dev, nil)
+}
+
+// ServeLogged is ServeOn telling logf, when not nil, what the worker was
+// given (Assignment.String) before it trains, and when it is done.
+func ServeLogged(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, logf func(format string, args ...any)) error {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	id := workerID()
 	ctl, err := NewEndpoint(t, run, gen+ctlGenOffset, id)
 	if err != nil {
@@ -115,7 +124,7 @@ func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda
 		return fmt.Errorf("assignment: %w", err)
 	}
 	a.Options.Device = dev
-	if err = serveStage(ctx, t, run, ctl, &a); err != nil {
+	if err = serveStage(ctx, t, run, ctl, &a, logf); err != nil {
 		m := map[string]string{"error": err.Error()}
 		if IsDataError(err) {
 			m["data"] = "true" // the user's to fix: the command exits 2, no restart
@@ -123,10 +132,51 @@ func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda
 		sendJSON(context.Background(), ctl, coordinator, int64(id), mbError, m)
 		return err
 	}
+	logf("run %s done: trained steps %d to %d", run, a.Options.Start+1, a.Steps)
 	return nil // serveWork drained ctl while the coordinator was watched
 }
 
-func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment) error {
+// Assignment is what a worker process was given to run.
+type Assignment struct {
+	Run               string
+	Gen               uint32
+	Model             string
+	Stage, Stages     int
+	Replica, Replicas int
+	Ops               []string // the stage's ops, in the plan's order
+	MicroBatch        int64    // samples per micro-batch on this worker
+	From, Steps       int      // it trains steps From+1 to Steps
+	Emulate           bool
+	Device            string // the plan's device profile
+}
+
+func (a Assignment) String() string {
+	ops := fmt.Sprintf("%d ops", len(a.Ops))
+	if len(a.Ops) == 1 {
+		ops = "op " + a.Ops[0]
+	} else if len(a.Ops) > 1 {
+		ops += fmt.Sprintf(" (%s .. %s)", a.Ops[0], a.Ops[len(a.Ops)-1])
+	}
+	what := "training"
+	if a.Emulate {
+		what = "emulating " + a.Device + " devices for"
+	}
+	replica := ""
+	if a.Replicas > 1 {
+		replica = fmt.Sprintf(", replica %d of its %d", a.Replica, a.Replicas)
+	}
+	return fmt.Sprintf("run %s (generation %d): %s %s's stage %d of the plan's %d%s, %s, micro-batch %d, steps %d to %d",
+		a.Run, a.Gen, what, a.Model, a.Stage, a.Stages, replica, ops, a.MicroBatch, a.From+1, a.Steps)
+}
+
+func assigned(run string, a *assignment, w *Worker) Assignment {
+	st := w.plan.Stages[w.Stage]
+	return Assignment{Run: run, Gen: a.Gen, Model: w.plan.Model.Name, Stage: w.Stage, Stages: len(w.plan.Stages),
+		Replica: w.Replica, Replicas: len(st.Devices), Ops: st.Ops, MicroBatch: st.MicroBatch,
+		From: a.Options.Start, Steps: a.Steps, Emulate: w.Emulate, Device: w.plan.Device.Name}
+}
+
+func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment, logf func(string, ...any)) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if err := watchCoordinator(ctx, t, run, cancel); err != nil {
@@ -147,7 +197,12 @@ func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *
 		}
 		return b
 	})
-	err := serveWork(ctx, t, run, ctl, a, func(w *Worker) { worker.Lock(); worker.w = w; worker.Unlock() })
+	err := serveWork(ctx, t, run, ctl, a, func(w *Worker) {
+		worker.Lock()
+		worker.w = w
+		worker.Unlock()
+		logf("%s", assigned(run, a, w))
+	})
 	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
 		return cause
 	}

@@ -56,9 +56,31 @@ func LookupDevice(name string) (Device, error) {
 	return d, nil
 }
 
+// DeviceFormat is the version tag of a profile file. graphpipe profile
+// writes it; a file without one is read as this version.
+const DeviceFormat = "graphpipe/device@1"
+
+// EncodeDevice writes d as a profile file, tagged with DeviceFormat first.
+func EncodeDevice(d Device) []byte {
+	b, _ := json.MarshalIndent(d, "", "  ")
+	return append(append([]byte("{\n  \"format\": \""+DeviceFormat+"\","), b[1:]...), '\n')
+}
+
 // ParseDevice reads a custom profile: a JSON object with Device's fields, all
-// of them positive. Unknown fields are refused.
+// of them positive, and the format tag, if any, DeviceFormat. Unknown fields
+// are refused.
 func ParseDevice(data []byte) (Device, error) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) == nil {
+		if tag, ok := fields["format"]; ok {
+			var format string
+			if json.Unmarshal(tag, &format) != nil || format != DeviceFormat {
+				return Device{}, fmt.Errorf("device profile: format: is %s, want %q", tag, DeviceFormat)
+			}
+			delete(fields, "format")
+			data, _ = json.Marshal(fields)
+		}
+	}
 	var d Device
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

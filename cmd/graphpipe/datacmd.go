@@ -121,6 +121,7 @@ func synthWrite(w io.Writer, g *dag.Graph, ds *stage.Dataset, skip, n int) error
 
 // evalSummary is `graphpipe eval --json`'s object.
 type evalSummary struct {
+	Format   string   `json:"format"` // evalFormat
 	Model    string   `json:"model"`
 	Data     string   `json:"data"`
 	Samples  int      `json:"samples"`
@@ -157,7 +158,7 @@ and, for softmax cross-entropy, the accuracy.`,
 			if b == 0 {
 				b = int(g.BatchSize())
 			}
-			initVals, err := readInit(initPath, g)
+			initVals, err := readInit(initPath, g, stdin)
 			if err != nil {
 				return err
 			}
@@ -185,7 +186,7 @@ and, for softmax cross-entropy, the accuracy.`,
 			}
 			e := toEvalJSON(r)
 			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(evalSummary{Model: g.Name(), Data: dataPath, Samples: r.Samples, Loss: r.Loss, Accuracy: e.Accuracy})
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(evalSummary{Format: evalFormat, Model: g.Name(), Data: dataPath, Samples: r.Samples, Loss: r.Loss, Accuracy: e.Accuracy})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d samples of %s: %s\n", g.Name(), r.Samples, dataPath, evalLine(r))
 			return nil

@@ -57,7 +57,9 @@ func TestMixedCPUAndGPUWorkers(t *testing.T) {
 	dir := t.TempDir()
 	emu, cpu := []string{"--backend", "cuda-emulator"}, []string{"--backend", "cpu"}
 	out := externalRun(t, model, "mixed1", filepath.Join(dir, "run"), [][]string{emu, cpu, emu, cpu})
-	if strings.Count(out, "CPU emulator") != 2 || strings.Count(out, `"cpu"`) != 2 {
+	var sum runSummary
+	json.Unmarshal([]byte(out), &sum)
+	if devs := strings.Join(sum.Devices, "|"); strings.Count(devs, "CPU emulator") != 2 || strings.Count(devs, "cpu") != 2 {
 		t.Errorf("the run's devices should be two emulated GPUs and two CPUs: %s", out)
 	}
 	if c, _, e := gp(t, "", "train", model, "--micro-batch", "8", "--steps", "3", "--optimizer", "sgd", "--lr", "0.05", "--dump", filepath.Join(dir, "train")); c != 0 {

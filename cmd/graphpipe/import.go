@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -129,7 +128,7 @@ func importError(path string, err error) error {
 // writeStream writes a file atomically from a writer function, buffered,
 // synced, renamed into place: a large file is never held in memory.
 func writeStream(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	tmp, err := createTemp(path)
 	if err != nil {
 		return cause(err)
 	}

@@ -15,6 +15,7 @@ import (
 // inspectReport is `graphpipe inspect --json`'s document. FLOPs and bytes are
 // per sample; parameters are counts of numbers.
 type inspectReport struct {
+	Format              string         `json:"format"` // inspectFormat
 	Name                string         `json:"name"`
 	BatchSize           int64          `json:"batch_size"`
 	Seed                int64          `json:"seed"`
@@ -38,7 +39,16 @@ type inspectReport struct {
 type sectionJSON struct {
 	After    string       `json:"after"`
 	Join     string       `json:"join"`
-	Branches []dag.Branch `json:"branches"`
+	Branches []branchJSON `json:"branches"`
+}
+
+// branchJSON is a dag.Branch in the report's snake_case.
+type branchJSON struct {
+	First    string  `json:"first"` // in topological order
+	Last     string  `json:"last"`
+	Ops      int     `json:"ops"`
+	FwdFLOPs float64 `json:"fwd_flops_per_sample"`
+	Params   int64   `json:"params"`
 }
 
 type opJSON struct {
@@ -56,14 +66,18 @@ type opJSON struct {
 func report(g *dag.Graph) *inspectReport {
 	t := g.Total()
 	r := &inspectReport{
-		Name: g.Name(), BatchSize: g.BatchSize(), Seed: g.Seed(), Ops: g.NumOps(), Inputs: len(g.Inputs()),
+		Format: inspectFormat, Name: g.Name(), BatchSize: g.BatchSize(), Seed: g.Seed(), Ops: g.NumOps(), Inputs: len(g.Inputs()),
 		Params: t.Params, ParamBytes: 4 * t.Params, FwdFLOPs: t.FwdFLOPs, BwdFLOPs: t.BwdFLOPs(),
 		BwdInputFLOPs: t.BwdInputFLOPs, BwdWeightFLOPs: t.BwdWeightFLOPs,
 		ActivationBytes: t.OutBytes, StashBytes: t.StashBytes, Loss: g.Op(g.Loss()).Name,
 		Kinds: map[string]int{}, ParallelSections: []sectionJSON{}, OpList: []opJSON{},
 	}
 	for _, s := range g.Branches() {
-		r.ParallelSections = append(r.ParallelSections, sectionJSON(s))
+		sec := sectionJSON{After: s.After, Join: s.Join}
+		for _, b := range s.Branches {
+			sec.Branches = append(sec.Branches, branchJSON(b))
+		}
+		r.ParallelSections = append(r.ParallelSections, sec)
 		r.MaxParallelBranches = max(r.MaxParallelBranches, len(s.Branches))
 	}
 	for _, i := range g.Order() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/search"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -36,7 +38,9 @@ func inputf(format string, args ...any) error {
 // run executes one command line and returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer startCPUProfile(stderr)()
-	root := newRoot(stdin)
+	in := &stdinOnce{r: stdin}
+	root := newRoot(in)
+	root.SetIn(in)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -71,9 +75,11 @@ stage devices, a micro-batch size and a schedule, and trains it.
 Models are graphpipe/model@1 JSON files; 'graphpipe models export' writes the zoo's.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       versionText(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err.Error()} })
-	root.AddCommand(newModelsCmd(), newInspectCmd(stdin), newValidateCmd(stdin), newSearchCmd(stdin), newSimCmd(stdin), newExplainCmd(stdin), newTrainCmd(stdin), newRunCmd(stdin), newWorkerCmd(), newExportCmd(), newProfileCmd(), newImportCmd(stdin), newDataCmd(stdin), newEvalCmd(stdin))
+	root.AddCommand(newModelsCmd(), newInspectCmd(stdin), newValidateCmd(stdin), newSearchCmd(stdin), newSimCmd(stdin), newExplainCmd(stdin), newTrainCmd(stdin), newRunCmd(stdin), newWorkerCmd(), newExportCmd(), newProfileCmd(), newImportCmd(stdin), newDataCmd(stdin), newEvalCmd(stdin), newCompareCmd(stdin), newVersionCmd())
 	return root
 }
 
@@ -87,9 +93,21 @@ func args(names ...string) cobra.PositionalArgs {
 	}
 }
 
+// stdinOnce is standard input, which one file argument may read: a second
+// "-" is refused instead of reading nothing.
+type stdinOnce struct {
+	r    io.Reader
+	read bool
+}
+
+func (s *stdinOnce) Read(p []byte) (int, error) { s.read = true; return s.r.Read(p) }
+
 // readInput reads a file, or stdin for "-", and the name to report it by.
 func readInput(path string, stdin io.Reader) ([]byte, string, error) {
 	if path == "-" {
+		if s, ok := stdin.(*stdinOnce); ok && s.read {
+			return nil, "", usagef("-: standard input was read already, for another argument: only one file can come from it")
+		}
 		data, err := io.ReadAll(stdin)
 		if err != nil {
 			return nil, "", inputf("<stdin>: cannot read: %v", err)
@@ -103,6 +121,20 @@ func readInput(path string, stdin io.Reader) ([]byte, string, error) {
 	return data, path, nil
 }
 
+// flagInputError names the flag in readInput's error about the file it
+// names.
+func flagInputError(flag string, err error) error {
+	var ie *inputError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	lines := make([]string, len(ie.lines))
+	for i, l := range ie.lines {
+		lines[i] = flag + " " + l
+	}
+	return &inputError{lines}
+}
+
 // loadModel reads a model file ("-" for stdin); every problem becomes one
 // line naming the file.
 func loadModel(path string, stdin io.Reader) (*dag.Graph, error) {
@@ -110,12 +142,30 @@ func loadModel(path string, stdin io.Reader) (*dag.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseModel(data, path)
+}
+
+// parseModel loads a model file's bytes, read from path; every problem
+// becomes one line naming it, and a plan file is named as one.
+func parseModel(data []byte, path string) (*dag.Graph, error) {
 	g, err := dag.Load(data)
 	var es dag.Errors
 	if errors.As(err, &es) {
+		if isPlan(data) {
+			return nil, inputf("%s: is a plan (%s), not a model: 'graphpipe explain %s' describes it, 'graphpipe sim %s' simulates it, 'graphpipe run %s --model MODEL' trains it", path, search.PlanFormat, path, path, path)
+		}
 		return nil, &inputError{es.Lines(path)}
 	}
 	return g, err
+}
+
+// isPlan says whether data is a plan file by its format tag.
+func isPlan(data []byte) bool {
+	var probe struct {
+		Format string `json:"format"`
+	}
+	json.Unmarshal(data, &probe)
+	return probe.Format == search.PlanFormat
 }
 
 // computable refuses, as bad input, a model that a command must compute but

@@ -23,7 +23,7 @@ func gp(t *testing.T, stdin string, args ...string) (int, string, string) {
 }
 
 func TestHelpEverywhere(t *testing.T) {
-	for _, path := range [][]string{{}, {"models"}, {"models", "list"}, {"models", "export"}, {"inspect"}, {"validate"}, {"search"}, {"sim"}, {"explain"}} {
+	for _, path := range [][]string{{}, {"models"}, {"models", "list"}, {"models", "export"}, {"inspect"}, {"validate"}, {"search"}, {"sim"}, {"explain"}, {"compare"}, {"version"}} {
 		name := strings.Join(append([]string{"graphpipe"}, path...), " ")
 		t.Run(name, func(t *testing.T) {
 			code, out, _ := gp(t, "", append(path, "--help")...)
@@ -176,5 +176,43 @@ func TestInspectGolden(t *testing.T) {
 	}
 	if out != string(want) {
 		t.Errorf("inspect output differs from %s:\n%s", golden, out)
+	}
+}
+
+// TestPlanWhereAModelGoes (issue 22, item 9): a plan file given where a
+// model goes is named as one in one line saying what to run on it, not as
+// 17 unknown fields; a model given where a plan goes is named likewise; an
+// unknown op names the known ones.
+func TestPlanWhereAModelGoes(t *testing.T) {
+	model := smallModel(t, "mlp")
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	if code, _, errs := gp(t, "", "search", model, "--devices", "2", "--device", "cpu", "-o", plan); code != 0 {
+		t.Fatal(errs)
+	}
+	want := plan + ": is a plan (graphpipe/plan@1), not a model: 'graphpipe explain " + plan + "' describes it, 'graphpipe sim " + plan +
+		"' simulates it, 'graphpipe run " + plan + " --model MODEL' trains it\n"
+	for _, args := range [][]string{
+		{"search", plan},
+		{"validate", plan},
+		{"inspect", plan},
+		{"train", plan},
+		{"run", plan, "--model", plan}, // a plan where run's --model goes
+	} {
+		code, out, errs := gp(t, "", args...)
+		if code != 2 || out != "" || errs != want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", args, code, out, errs, want)
+		}
+	}
+	for _, cmd := range []string{"sim", "explain"} {
+		code, _, errs := gp(t, "", cmd, model)
+		if code != 2 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "not a plan but a model file") || !strings.Contains(errs, "graphpipe search") {
+			t.Errorf("%s MODEL: exit %d %q", cmd, code, errs)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	writeTestFile(t, bad, strings.Replace(readFile(t, model), `"op": "relu"`, `"op": "swish"`, 1))
+	code, _, errs := gp(t, "", "validate", bad)
+	if code != 2 || !strings.Contains(errs, `unknown operator "swish" (known: add, attention,`) {
+		t.Errorf("unknown op: exit %d %q", code, errs)
 	}
 }

@@ -53,6 +53,7 @@ func timeIt(reps int, f func() error) (float64, error) {
 }
 
 type profileResult struct {
+	Format  string        `json:"format"` // profileFormat
 	Device  search.Device `json:"device"`
 	Sizes   []int         `json:"gemm_sizes"`
 	FP32    []float64     `json:"gemm_fp32_s"`
@@ -119,8 +120,7 @@ links, all-reduce, the optimizer step and memory still come from its
 			if err != nil {
 				return err
 			}
-			data, _ := json.MarshalIndent(res.Device, "", "  ")
-			data = append(data, '\n')
+			data := search.EncodeDevice(res.Device)
 			if out != "" {
 				if err := writeFile("-o", out, data); err != nil {
 					return err
@@ -170,7 +170,7 @@ func openMeter(device string, gpu int) (meter, error) {
 
 // measure runs the GEMM sweep, the launch and copy measurements, and fits.
 func measure(m meter, quick bool, log io.Writer) (*profileResult, error) {
-	res := &profileResult{Sizes: m.sizes(quick)}
+	res := &profileResult{Format: profileFormat, Sizes: m.sizes(quick)}
 	launch, err := m.launch()
 	if err != nil {
 		return nil, err

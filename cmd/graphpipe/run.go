@@ -80,18 +80,24 @@ func (f *natsFlags) options(name string) runtime.NATSOptions {
 
 // runSummary is `graphpipe run --json`'s object.
 type runSummary struct {
-	Model         string    `json:"model"`
-	Strategy      string    `json:"strategy"`
-	Stages        int       `json:"stages"`
-	Steps         int       `json:"steps"`
-	FinalLoss     float64   `json:"final_loss"`
-	Losses        []float64 `json:"losses"`
-	SamplesPerS   float64   `json:"samples_per_s"`
-	MeasuredIterS float64   `json:"measured_iteration_s"`
-	PredictedIter float64   `json:"predicted_iteration_s"`
-	Workers       string    `json:"workers"`
-	Devices       []string  `json:"devices,omitempty"` // where each worker computed
-	Emulated      string    `json:"emulated,omitempty"`
+	Format   string `json:"format"` // runFormat
+	Model    string `json:"model"`
+	Strategy string `json:"strategy"`
+	Device   string `json:"device"` // the plan's device profile
+	Stages   int    `json:"stages"`
+	Steps    int    `json:"steps"`
+	Batch    int64  `json:"batch_size"` // samples per iteration
+	// FinalLoss and Losses: none for an emulated run, which computes none
+	FinalLoss *float64  `json:"final_loss,omitempty"`
+	Losses    []float64 `json:"losses,omitempty"`
+	// SamplesPerS: over the whole run, worker start-up included;
+	// MeasuredIterS: the median iteration, which compare uses
+	SamplesPerS   float64  `json:"samples_per_s"`
+	MeasuredIterS float64  `json:"measured_iteration_s"`
+	PredictedIter float64  `json:"predicted_iteration_s"`
+	Workers       string   `json:"workers"`
+	Devices       []string `json:"devices,omitempty"` // where each worker computed
+	Emulated      string   `json:"emulated,omitempty"`
 	// StageTimes: each stage's compute per micro-batch, planned and measured
 	// in the last iteration.
 	StageTimes []stageTime `json:"stage_times,omitempty"`
@@ -102,13 +108,14 @@ type runSummary struct {
 }
 
 func newRunCmd(stdin io.Reader) *cobra.Command {
-	var sf searchFlags
+	sf := searchFlags{stdin: stdin}
 	var nf natsFlags
 	var df deviceFlags
 	var data dataFlags
 	var steps int
 	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath string
-	var ckptEvery, restarts int
+	var ckptEvery, restarts, logEveryN int
+	var metricsPath string
 	var initVals map[string]*stage.Value[float32]
 	var joinTimeout time.Duration
 	var lr, momentum float32
@@ -119,9 +126,12 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 		Short: "Train a model as a pipeline of stage workers exchanging tensors over NATS",
 		Long: `Train with stage workers. Given a model, plan it first (the search flags
 apply); given a plan (graphpipe/plan@1), --model names the model it was made
-for, which must match its hash. By default an embedded NATS server is started
-on 127.0.0.1 with a random token and one worker process per stage; --nats uses
-an external server or cluster, and --workers external waits for workers
+for, which must match its hash. Without --device, a model is planned for the
+devices the workers are (cpu, or the GPU's profile with --backend cuda); the
+plan is printed before training. By default an embedded NATS server is
+started on 127.0.0.1 with a random token and one worker process per device of
+the plan (a stage on several devices runs as replicas); --nats uses an
+external server or cluster, and --workers external waits for as many workers
 started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 		Example: "  graphpipe run mmt-small.json --devices 3 --device cpu --steps 20\n  graphpipe run plan.json --model mmt.json --nats nats://10.0.0.5:4222 --workers external",
 		Args:    args("MODEL|PLAN"),
@@ -129,6 +139,13 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			var reseed *int64
 			if cmd.Flags().Changed("seed") {
 				reseed = &seed
+			}
+			var why string // why --device is what it is, when the user gave none
+			if !cmd.Flags().Changed("device") {
+				var err error
+				if sf.device, why, err = df.defaultDevice(workers, emulate); err != nil {
+					return err
+				}
 			}
 			g, plan, err := modelAndPlan(cmd, a[0], modelPath, &sf, reseed, stdin)
 			if err != nil {
@@ -211,11 +228,16 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				o.Resume = c
 				fmt.Fprintf(cmd.ErrOrStderr(), "resuming at step %d from %s\n", c.Manifest.Step, resume)
 			}
+			if capped, err := capSteps(cmd.ErrOrStderr(), steps, resumeStep(o)); err != nil {
+				return err
+			} else if capped < steps {
+				steps, o.CheckpointEvery = capped, capCheckpoints(o.CheckpointEvery, capped, resumeStep(o))
+			}
 			if initPath != "" {
 				if o.Emulate {
 					return usagef("--init: an emulated run computes nothing to initialise")
 				}
-				if initVals, err = readInit(initPath, g); err != nil {
+				if initVals, err = readInit(initPath, g, stdin); err != nil {
 					return err
 				}
 				o.Resume, o.Init = initCheckpoint(g, initVals), true
@@ -226,7 +248,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if prof != "" && o.Emulate {
 				return usagef("--profile: an emulated run computes nothing to profile")
 			}
-			if err := checkOutputs("--trace", trace, "--profile", prof); err != nil {
+			if err := checkOutputs("--trace", trace, "--profile", prof, "--metrics", metricsPath); err != nil {
 				return err
 			}
 			if restarts < 0 || restarts > 0 && workers != "local" {
@@ -242,7 +264,25 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 					return err
 				}
 			}
-			return runPlan(cmd, g, plan, &nf, workers, wargs, runID, steps, o, dump, trace, prof, asJSON, restarts, d)
+			prog := &progress{log: cmd.ErrOrStderr(), bar: isTerminal(cmd.ErrOrStderr()) && !asJSON, quiet: asJSON, every: logEvery(logEveryN, steps),
+				steps: steps, batch: plan.BatchSize, emulated: o.Emulate}
+			if logEveryN < 0 {
+				return usagef("--log-every: must be at least 1 (0: about ten lines a run), got %d", logEveryN)
+			}
+			source := "searched for this run"
+			if modelPath != "" {
+				source, why = "from "+a[0], ""
+			}
+			describePlan(cmd.ErrOrStderr(), plan, source, why)
+			if metricsPath != "" {
+				f, err := openMetrics(metricsPath, resume != "")
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				prog.metrics = f
+			}
+			return runPlan(cmd, g, plan, &nf, workers, wargs, runID, steps, o, dump, trace, prof, asJSON, restarts, d, prog)
 		},
 	}
 	sf.register(cmd)
@@ -268,6 +308,8 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	cmd.Flags().DurationVar(&joinTimeout, "join-timeout", 10*time.Minute, "give up when not every worker has joined within this long (0: wait for ever)")
 	cmd.Flags().StringVar(&prof, "profile", "", "write each op's time, per stage and pass, as a pprof profile to `FILE` (go tool pprof FILE)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().IntVar(&logEveryN, "log-every", 0, "without a terminal, print a progress line every N steps, besides the first and the last (default: about ten lines a run)")
+	cmd.Flags().StringVar(&metricsPath, "metrics", "", "append one JSON line per logged step to `FILE` (step, loss, samples/s, ETA; graphpipe/metrics@1), for plots and dashboards")
 	return cmd
 }
 
@@ -306,7 +348,7 @@ func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, s
 		}
 		return g, plan, nil
 	}
-	g, err := loadModel(path, stdin)
+	g, err := parseModel(data, name) // stdin, if path is "-", is read already
 	if err != nil {
 		return nil, nil, err
 	}
@@ -334,7 +376,7 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int, d *runData) error {
+func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int, d *runData, prog *progress) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts := nf.options("graphpipe coordinator " + runID)
@@ -357,7 +399,6 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		n += len(s.Devices)
 	}
 	start := time.Now()
-	bar := isTerminal(log) && !asJSON
 	var res *runtime.Result
 	var initial *runtime.Checkpoint // --init's values: what a restart with no checkpoint starts from
 	if o.Init {
@@ -366,7 +407,8 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	for gen := uint32(1); ; gen++ {
 		o.Gen = gen
 		var err error
-		res, err = runGeneration(ctx, cmd, g, plan, t, opts, workers, wargs, runID, steps, n, o, bar, asJSON, start)
+		prog.start(resumeStep(o))
+		res, err = runGeneration(ctx, cmd, g, plan, t, opts, workers, wargs, runID, steps, n, o, prog)
 		if err == nil {
 			break
 		}
@@ -407,10 +449,9 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		}
 	}
 	ran := len(res.Losses)
-	sum := runSummary{Model: g.Name(), Strategy: plan.Strategy, Stages: len(plan.Stages), Steps: steps, Losses: res.Losses,
-		FinalLoss: res.Losses[ran-1], SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
+	sum := runSummary{Format: runFormat, Model: g.Name(), Strategy: plan.Strategy, Device: plan.Device.Name, Stages: len(plan.Stages), Steps: ran,
+		Batch: plan.BatchSize, Losses: res.Losses, FinalLoss: &res.Losses[ran-1], SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
 		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers, Devices: res.Devices}
-	sum.Steps = ran
 	sum.StageTimes = stageTimes(plan, res)
 	for _, r := range res.Evals {
 		e := toEvalJSON(r)
@@ -418,19 +459,19 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		sum.EvalLoss, sum.EvalAccuracy = &e.Loss, e.Accuracy
 	}
 	if o.Emulate {
-		sum.Emulated = plan.Device.Name
+		sum.Emulated, sum.Losses, sum.FinalLoss = plan.Device.Name, nil, nil
 	}
 	w := cmd.OutOrStdout()
 	if asJSON {
 		return json.NewEncoder(w).Encode(sum)
 	}
 	if o.Emulate {
-		fmt.Fprintf(w, "%s: EMULATED %s devices: %d steps on %d stages, %.4g s per iteration measured (median), %.4g s predicted\n",
-			sum.Model, sum.Emulated, steps, sum.Stages, sum.MeasuredIterS, sum.PredictedIter)
+		fmt.Fprintf(w, "%s: EMULATED %s devices (no loss computed): %s on %s, %.4g s per iteration measured (median), %.4g s predicted\n",
+			sum.Model, sum.Emulated, plural(ran, "step"), stagesWord(sum.Stages), sum.MeasuredIterS, sum.PredictedIter)
 		return nil
 	}
-	fmt.Fprintf(w, "%s: %d steps on %d stages, loss %.6g → %.6g, %.4g samples/s; %.4g s per iteration measured (median), %.4g s predicted",
-		sum.Model, ran, sum.Stages, res.Losses[0], sum.FinalLoss, sum.SamplesPerS, sum.MeasuredIterS, sum.PredictedIter)
+	fmt.Fprintf(w, "%s: %s on %s, loss %.6g → %.6g, %.4g samples/s; %.4g s per iteration measured (median), %.4g s predicted",
+		sum.Model, plural(ran, "step"), stagesWord(sum.Stages), res.Losses[0], *sum.FinalLoss, sum.SamplesPerS, sum.MeasuredIterS, sum.PredictedIter)
 	if n := len(res.Evals); n > 0 {
 		fmt.Fprintf(w, "; %s", evalLine(res.Evals[n-1]))
 	}
@@ -441,7 +482,7 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 // runGeneration runs one generation of workers to the end, or to the first
 // failure, which it returns with its cause.
 func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *search.Plan, t *runtime.NATS, opts runtime.NATSOptions,
-	workers string, wargs func(int) []string, runID string, steps, n int, o runtime.Options, bar, asJSON bool, start time.Time) (*runtime.Result, error) {
+	workers string, wargs func(int) []string, runID string, steps, n int, o runtime.Options, prog *progress) (*runtime.Result, error) {
 	log := cmd.ErrOrStderr()
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
@@ -461,36 +502,12 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 			stopWorkers(procs, exited)
 		}()
 	case "external":
-		fmt.Fprintf(log, "waiting for %d workers: %s=<token> graphpipe worker --nats %s --run %s\n", n, tokenEnv, opts.URL, runID)
+		fmt.Fprintf(log, "waiting for %s: %s=<token> graphpipe worker --nats %s --run %s\n", plural(n, "worker"), tokenEnv, opts.URL, runID)
 	}
-	lastEval := ""
-	o.OnEval = func(r stage.EvalResult) {
-		lastEval = "; " + evalLine(r)
-		if !asJSON && !bar {
-			fmt.Fprintf(log, "step %d/%d: %s\n", r.Step, steps, evalLine(r))
-		}
-	}
-	res, err := runtime.Coordinate(ctx, g, plan, t, runID, steps, o, func(i int64, loss float64) {
-		if asJSON {
-			return
-		}
-		el := time.Since(start).Seconds()
-		eta := el / float64(i+1) * float64(int64(steps)-i-1)
-		line := fmt.Sprintf("step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs%s", i+1, steps, loss, float64(plan.BatchSize)*float64(i+1)/el, eta, lastEval)
-		if bar {
-			done := int(40 * (i + 1) / int64(steps))
-			fmt.Fprintf(log, "\r\033[K[%s%s] %s", strings.Repeat("=", done), strings.Repeat(" ", 40-done), line)
-			if i+1 == int64(steps) {
-				fmt.Fprintln(log)
-			}
-			return
-		}
-		fmt.Fprintln(log, line)
-	})
+	o.OnEval = prog.eval
+	res, err := runtime.Coordinate(ctx, g, plan, t, runID, steps, o, prog.step)
 	if err != nil {
-		if bar {
-			fmt.Fprintln(log)
-		}
+		prog.abort()
 		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && !runtime.IsDataError(err) {
 			err = cause
 		}
@@ -540,7 +557,7 @@ func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID strin
 	}
 	var procs []*exec.Cmd
 	for i := 0; i < n; i++ {
-		c := exec.CommandContext(ctx, self, append([]string{"worker", "--nats", o.URL, "--run", runID, "--gen", fmt.Sprint(gen)}, wargs(i)...)...)
+		c := exec.CommandContext(ctx, self, append([]string{"worker", "--quiet", "--nats", o.URL, "--run", runID, "--gen", fmt.Sprint(gen)}, wargs(i)...)...)
 		c.Env = env
 		c.Stderr = log
 		if err := c.Start(); err != nil {
@@ -678,6 +695,7 @@ func newWorkerCmd() *cobra.Command {
 	var df deviceFlags
 	var runID string
 	var gen uint32
+	var quiet bool
 	var connectWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL --run ID",
@@ -711,11 +729,14 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 				return err
 			}
 			defer t.Close()
-			return runtime.ServeOn(ctx, t, runID, gen, dev)
+			logf := workerLog(cmd.ErrOrStderr(), quiet)
+			logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", redactURLs(nf.url), runID, gen, deviceName(dev))
+			return runtime.ServeLogged(ctx, t, runID, gen, dev, logf)
 		},
 	}
 	nf.register(cmd)
 	df.registerWorker(cmd)
+	cmd.Flags().BoolVar(&quiet, "quiet", false, "print nothing but errors (run's local workers)")
 	cmd.Flags().StringVar(&runID, "run", "", "the run to join")
 	cmd.Flags().Uint32Var(&gen, "gen", 1, "the generation to join (restarts start new ones)")
 	cmd.Flags().DurationVar(&connectWait, "connect-wait", 30*time.Second, "while no NATS server answers at --nats, keep trying this long (a worker may start before the server)")

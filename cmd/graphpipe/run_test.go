@@ -27,7 +27,8 @@ import (
 // The test binary stands in for graphpipe when re-executed: as a worker
 // (GRAPHPIPE_TEST_MAIN) or as a separate NATS server (GRAPHPIPE_TEST_NATS).
 func TestMain(m *testing.M) {
-	if os.Getenv("GRAPHPIPE_TEST_MAIN") == "1" {
+	fuzzWorker := len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-test.") // go test -fuzz's workers re-execute this binary too
+	if os.Getenv("GRAPHPIPE_TEST_MAIN") == "1" && !fuzzWorker {
 		if os.Getenv("GRAPHPIPE_TEST_CRASH_WORKER") == "1" && len(os.Args) > 1 && os.Args[1] == "worker" {
 			os.Exit(3) // a worker that dies at once
 		}
@@ -210,6 +211,13 @@ func TestRunWithExternalServerAndWorkers(t *testing.T) {
 // entry of workers with those extra arguments. It returns run's stdout
 // (--json).
 func externalRun(t *testing.T, model, runID, dump string, workers [][]string) string {
+	out, _ := externalRunLogs(t, model, runID, dump, workers)
+	return out
+}
+
+// startTestNATS starts a NATS server process (this test binary re-executed
+// as one) and returns its URL and token, and how to stop it.
+func startTestNATS(t *testing.T) (url, token string, stop func()) {
 	t.Helper()
 	self, _ := os.Executable()
 	natsProc := exec.Command(self)
@@ -219,13 +227,22 @@ func externalRun(t *testing.T, model, runID, dump string, workers [][]string) st
 	if err := natsProc.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { stdin.Close(); natsProc.Wait() }()
+	stop = func() { stdin.Close(); natsProc.Wait() }
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
+		stop()
 		t.Fatal(err)
 	}
-	var url, token string
 	fmt.Sscan(line, &url, &token)
+	return url, token, stop
+}
+
+// externalRunLogs is externalRun, returning each worker's stderr too.
+func externalRunLogs(t *testing.T, model, runID, dump string, workers [][]string) (string, []string) {
+	t.Helper()
+	self, _ := os.Executable()
+	url, token, stop := startTestNATS(t)
+	defer stop()
 	var wg sync.WaitGroup
 	var code int
 	var out, errs string
@@ -258,12 +275,14 @@ func externalRun(t *testing.T, model, runID, dump string, workers [][]string) st
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, errs)
 	}
+	logs := make([]string, len(procs))
 	for i, w := range procs {
 		if err := w.Wait(); err != nil {
 			t.Errorf("worker %d: %v: %s", i, err, stderrs[i])
 		}
+		logs[i] = stderrs[i].String()
 	}
-	return out
+	return out, logs
 }
 
 func TestRunRefusals(t *testing.T) {

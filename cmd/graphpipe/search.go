@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,6 +20,7 @@ type searchFlags struct {
 	batch, microBatch  int64
 	strategy, schedule string
 	opTimes            string
+	stdin              io.Reader // what a "-" file reads
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
@@ -41,8 +41,11 @@ func (f *searchFlags) register(cmd *cobra.Command) {
 func (f *searchFlags) options() (search.Options, error) {
 	dev, err := search.LookupDevice(f.device)
 	if err != nil {
-		data, rerr := os.ReadFile(f.device)
+		data, _, rerr := readInput(f.device, f.stdin)
 		if rerr != nil {
+			if f.device == "-" {
+				return search.Options{}, rerr
+			}
 			return search.Options{}, usagef("--device: %v", err)
 		}
 		if dev, err = search.ParseDevice(data); err != nil {
@@ -58,9 +61,9 @@ func (f *searchFlags) options() (search.Options, error) {
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices,
 		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch}
 	if f.opTimes != "" {
-		data, err := os.ReadFile(f.opTimes)
+		data, _, err := readInput(f.opTimes, f.stdin)
 		if err != nil {
-			return o, inputf("--op-times %s: cannot read: %v", f.opTimes, errors.Unwrap(err))
+			return o, flagInputError("--op-times", err)
 		}
 		if o.OpTimes, err = search.DecodeOpTimes(data); err != nil {
 			return o, inputf("--op-times %s: %v", f.opTimes, err)
@@ -80,6 +83,7 @@ func searchError(err error) error {
 
 // planSummary is `graphpipe search --json`'s object.
 type planSummary struct {
+	Format       string   `json:"format"` // searchFormat
 	Model        string   `json:"model"`
 	Strategy     string   `json:"strategy"`
 	Chosen       string   `json:"chosen"`
@@ -106,7 +110,7 @@ type planSummary struct {
 }
 
 func summary(p *search.Plan) planSummary {
-	s := planSummary{p.Model.Name, p.Strategy, p.Search.Chosen, p.Schedule, p.Device.Name, p.Devices, len(p.Stages), p.Predicted.Depth,
+	s := planSummary{searchFormat, p.Model.Name, p.Strategy, p.Search.Chosen, p.Schedule, p.Device.Name, p.Devices, len(p.Stages), p.Predicted.Depth,
 		p.BatchSize, p.MicroBatch, p.MicroBatches, p.Predicted.IterationS, p.Predicted.SamplesPerS, p.Predicted.Bubble,
 		p.Predicted.PeakMemory, p.MemoryLimit, p.Search.Seconds, p.Predicted.Feasible, p.Search.Notes, 0, 0}
 	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
@@ -142,7 +146,7 @@ func printSummary(w io.Writer, p *search.Plan) {
 }
 
 func newSearchCmd(stdin io.Reader) *cobra.Command {
-	var f searchFlags
+	f := searchFlags{stdin: stdin}
 	var out string
 	var asJSON bool
 	cmd := &cobra.Command{

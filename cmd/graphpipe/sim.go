@@ -49,7 +49,7 @@ prints the schedule as a step × stage grid.`,
 			w := cmd.OutOrStdout()
 			if asJSON {
 				return json.NewEncoder(w).Encode(map[string]any{
-					"iteration_s": res.Iteration, "samples_per_s": float64(p.BatchSize) / res.Iteration,
+					"format": simFormat, "iteration_s": res.Iteration, "samples_per_s": float64(p.BatchSize) / res.Iteration,
 					"bubble_fraction": res.Bubble, "busy_s": res.Busy, "idle_s": res.Idle,
 					"in_flight": res.InFlight, "peak_memory_bytes": res.PeakMemory,
 				})

@@ -20,6 +20,7 @@ import (
 
 // trainSummary is `graphpipe train --json`'s object.
 type trainSummary struct {
+	Format      string    `json:"format"` // trainFormat
 	Model       string    `json:"model"`
 	Steps       int       `json:"steps"`
 	Optimizer   string    `json:"optimizer"`
@@ -69,6 +70,9 @@ in PyTorch.`,
 			if steps < 1 {
 				return usagef("--steps: must be positive, got %d", steps)
 			}
+			if steps, err = capSteps(cmd.ErrOrStderr(), steps, 0); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("seed") {
 				m := *g.Model()
 				m.Seed = seed
@@ -91,7 +95,7 @@ in PyTorch.`,
 			}
 			var initVals map[string]*stage.Value[float32]
 			if initPath != "" {
-				if initVals, err = readInit(initPath, g); err != nil {
+				if initVals, err = readInit(initPath, g, stdin); err != nil {
 					return err
 				}
 			}
@@ -115,7 +119,7 @@ in PyTorch.`,
 				return err
 			}
 			defer release()
-			return train(cmd, t, d, dump, asJSON, trainSummary{Model: g.Name(), Steps: steps, Optimizer: optName, LR: lr})
+			return train(cmd, t, d, dump, asJSON, trainSummary{Format: trainFormat, Model: g.Name(), Steps: steps, Optimizer: optName, LR: lr})
 		},
 	}
 	df.registerWorker(cmd)
@@ -193,7 +197,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, d *runData, dump string, asJSON
 	if asJSON {
 		return json.NewEncoder(w).Encode(sum)
 	}
-	fmt.Fprintf(w, "%s: %d steps, loss %.6g → %.6g (%+.1f%%), %.4g samples/s", sum.Model, steps, sum.FirstLoss, sum.FinalLoss,
+	fmt.Fprintf(w, "%s: %s, loss %.6g → %.6g (%+.1f%%), %.4g samples/s", sum.Model, plural(steps, "step"), sum.FirstLoss, sum.FinalLoss,
 		100*(sum.FinalLoss/sum.FirstLoss-1), sum.SamplesPerS)
 	if n := len(sum.Evals); n > 0 {
 		fmt.Fprintf(w, "; %s", evalLine(last))
@@ -235,10 +239,10 @@ func writeDump(dir string, ex *stage.Executor, data []tensor.Named, losses []flo
 // readInit reads an --init file and checks it against the model: every
 // parameter and buffer by name and shape, nothing else. Problems are exit 2,
 // one line each.
-func readInit(path string, g *dag.Graph) (map[string]*stage.Value[float32], error) {
-	data, err := os.ReadFile(path)
+func readInit(path string, g *dag.Graph, stdin io.Reader) (map[string]*stage.Value[float32], error) {
+	data, _, err := readInput(path, stdin)
 	if err != nil {
-		return nil, inputf("--init %s: cannot read: %v", path, cause(err))
+		return nil, flagInputError("--init", err)
 	}
 	entries, _, err := tensor.DecodeSafetensors(data)
 	if err != nil {

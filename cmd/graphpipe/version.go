@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	goruntime "runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// Set at link time by make build (-ldflags -X), where the toolchain's own
+// stamp may be off (GOFLAGS=-buildvcs=false): the commit, "true" when the
+// tree had uncommitted changes, and a release's version.
+var (
+	commit   string
+	modified string
+	version  string
+)
+
+// buildVersion is this binary's version and commit: what make build linked
+// in, else what the Go toolchain stamped (go build in a git checkout, go
+// install of a module version).
+func buildVersion() (ver, rev string, dirty bool) {
+	ver, rev, dirty = version, commit, modified == "true"
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	if ver == "" {
+		ver = info.Main.Version
+	}
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision" && rev == "":
+			rev = s.Value
+		case s.Key == "vcs.modified" && modified == "":
+			dirty = s.Value == "true"
+		}
+	}
+	return
+}
+
+// versionText is what graphpipe version and --version print.
+func versionText() string {
+	ver, rev, dirty := buildVersion()
+	return formatVersion(ver, rev, dirty)
+}
+
+func formatVersion(ver, rev string, dirty bool) string {
+	if ver == "" || ver == "(devel)" {
+		ver = "devel"
+	}
+	if rev == "" {
+		rev = "unknown"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += " with uncommitted changes"
+	}
+	return fmt.Sprintf("graphpipe %s (commit %s; %s %s/%s)", ver, rev, goruntime.Version(), goruntime.GOOS, goruntime.GOARCH)
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print graphpipe's version and the commit it was built from",
+		Args:  args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), versionText())
+			return err
+		},
+	}
+}
