@@ -80,12 +80,16 @@ func (f *natsFlags) options(name string) runtime.NATSOptions {
 
 // runSummary is `graphpipe run --json`'s object.
 type runSummary struct {
-	Model         string    `json:"model"`
-	Strategy      string    `json:"strategy"`
-	Stages        int       `json:"stages"`
-	Steps         int       `json:"steps"`
-	FinalLoss     float64   `json:"final_loss"`
-	Losses        []float64 `json:"losses"`
+	Model     string    `json:"model"`
+	Strategy  string    `json:"strategy"`
+	Stages    int       `json:"stages"`
+	Steps     int       `json:"steps"`
+	FinalLoss float64   `json:"final_loss"`
+	Losses    []float64 `json:"losses"`
+	// LRs is each step's learning rate (the schedule's); GradNorms, with
+	// --clip-grad-norm, each step's global gradient norm before clipping.
+	LRs           []float64 `json:"lrs"`
+	GradNorms     []float64 `json:"grad_norms,omitempty"`
 	SamplesPerS   float64   `json:"samples_per_s"`
 	MeasuredIterS float64   `json:"measured_iteration_s"`
 	PredictedIter float64   `json:"predicted_iteration_s"`
@@ -107,11 +111,11 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var df deviceFlags
 	var data dataFlags
 	var steps int
-	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath string
+	var of optimFlags
+	var workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath string
 	var ckptEvery, restarts int
 	var initVals map[string]*stage.Value[float32]
 	var joinTimeout time.Duration
-	var lr, momentum float32
 	var seed int64
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -130,6 +134,11 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if cmd.Flags().Changed("seed") {
 				reseed = &seed
 			}
+			train, err := of.options(cmd, steps)
+			if err != nil {
+				return err
+			}
+			sf.planFor(train) // memory for this optimizer's state
 			g, plan, err := modelAndPlan(cmd, a[0], modelPath, &sf, reseed, stdin)
 			if err != nil {
 				return err
@@ -154,17 +163,8 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if err := nf.check(); err != nil {
 				return err
 			}
-			defaultLR, known := map[string]float32{"adam": 1e-3, "sgd": 0.05}[optName]
-			if !known {
-				return usagef("--optimizer: unknown optimizer %q (known: sgd, adam)", optName)
-			}
-			if !cmd.Flags().Changed("lr") {
-				lr = defaultLR
-			}
-			o := runtime.Options{Train: stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, MicroBatch: int(plan.MicroBatch)}, Data: d.optionsSpec()}
-			if _, err := stage.NewOptimizer(optName, lr, momentum); err != nil {
-				return usagef("%v", err)
-			}
+			train.Steps, train.MicroBatch = steps, int(plan.MicroBatch) // --epochs may have set the steps
+			o := runtime.Options{Train: train, Data: d.optionsSpec()}
 			if emulate != "" {
 				if plan.Device.Name != emulate {
 					return usagef("--emulate %s: the plan is for %s devices (search with --device %s)", emulate, plan.Device.Name, emulate)
@@ -250,9 +250,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	df.registerRun(cmd)
 	data.register(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 10, "training iterations")
-	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
-	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")
-	cmd.Flags().Float32Var(&momentum, "momentum", 0, "sgd momentum")
+	of.register(cmd)
 	cmd.Flags().StringVar(&workers, "workers", "local", "local: start one worker process per stage; external: wait for workers to join")
 	cmd.Flags().StringVar(&modelPath, "model", "", "with a PLAN: the model `FILE` it was made for")
 	cmd.Flags().StringVar(&dump, "dump", "", "write init, data, final parameters and losses to `DIR`, as graphpipe train --dump")
@@ -411,6 +409,10 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		FinalLoss: res.Losses[ran-1], SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
 		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers, Devices: res.Devices}
 	sum.Steps = ran
+	for k := steps - ran; k < steps; k++ { // a resumed run reports its own steps
+		sum.LRs = append(sum.LRs, o.Train.Rate(k))
+	}
+	sum.GradNorms = res.GradNorms
 	sum.StageTimes = stageTimes(plan, res)
 	for _, r := range res.Evals {
 		e := toEvalJSON(r)
@@ -476,7 +478,7 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 		}
 		el := time.Since(start).Seconds()
 		eta := el / float64(i+1) * float64(int64(steps)-i-1)
-		line := fmt.Sprintf("step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs%s", i+1, steps, loss, float64(plan.BatchSize)*float64(i+1)/el, eta, lastEval)
+		line := fmt.Sprintf("step %d/%d: loss %.6g, lr %.4g, %.4g samples/s, ETA %.0fs%s", i+1, steps, loss, o.Train.Rate(int(i)), float64(plan.BatchSize)*float64(i+1)/el, eta, lastEval)
 		if bar {
 			done := int(40 * (i + 1) / int64(steps))
 			fmt.Fprintf(log, "\r\033[K[%s%s] %s", strings.Repeat("=", done), strings.Repeat(" ", 40-done), line)
