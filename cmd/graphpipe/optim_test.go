@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,4 +102,35 @@ func TestPlanForTheOptimizer(t *testing.T) {
 			t.Errorf("%+v: plans %d bytes of state (%v), want %d", c.o, o.OptimizerBytes, err, c.want)
 		}
 	}
+}
+
+// TestResumeKeepsTheSchedule: a run of 6 steps under a linear schedule with
+// warm-up, clipping and AdamW, resumed from its checkpoint at step 3 under
+// another plan, ends with the parameters of 6 uninterrupted steps in one
+// process: the rate is a function of the step, and the optimizer's step
+// count comes back with its state.
+func TestResumeKeepsTheSchedule(t *testing.T) {
+	model := smallModel(t, "mmt")
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	flags := []string{"--micro-batch", "4", "--steps", "6", "--optimizer", "adamw", "--lr-schedule", "linear", "--warmup-steps", "2", "--clip-grad-norm", "0.05"}
+	if code, _, errs := gp(t, "", append([]string{"train", model, "--dump", filepath.Join(dir, "straight")}, flags...)...); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := gp(t, "", append([]string{"run", model, "--devices", "3", "--device", "cpu", "--checkpoint", ck, "--checkpoint-every", "3"}, flags...)...); code != 0 {
+		t.Fatal(errs)
+	}
+	if err := os.RemoveAll(filepath.Join(ck, "step-00000006")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := gp(t, "", append([]string{"run", model, "--devices", "4", "--device", "cpu", "--strategy", "spp", "--resume", ck,
+		"--dump", filepath.Join(dir, "resumed"), "--json"}, flags...)...)
+	if code != 0 || !strings.Contains(errs, "resuming at step 3") {
+		t.Fatalf("resume: exit %d: %s", code, errs)
+	}
+	var sum runSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || len(sum.LRs) != 3 || sum.LRs[0] != float64(float32(1e-3))*3/4 {
+		t.Fatalf("the resumed run's rates %v (%v), want those of steps 3-5, from 7.5e-4", sum.LRs, err)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "resumed", "final.safetensors")), readParams(t, filepath.Join(dir, "straight", "final.safetensors")), 1e-5)
 }
