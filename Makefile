@@ -25,6 +25,7 @@ test:
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime 20000x
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime 20000x
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 20000x
+	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 20000x
 
 # The main job: time the ops of a small multi-branch model (the MMT preset) on
 # this CPU, plan it on 4 CPU "devices" from those times as a graph pipeline
@@ -65,6 +66,7 @@ fuzz:
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 
 # The benchmark report: BENCHMARKS.md and bench/results/ (CSV, SVG), every
 # figure measured by the run that writes it. sgemm is set against OpenBLAS
@@ -147,3 +149,16 @@ replay: build
 	    echo "$$name: $$(tail -1 out/replay/$$name.log)"; [ $$s = 0 ] || exit $$s; \
 	  done; \
 	done
+	# a user's data: the two-tower model trained as a 3-stage pipeline on 4800
+	# teacher-labelled samples, evaluated on 1200 others; PyTorch evaluates
+	# the exported weights and must print the run's evaluation within 1e-4
+	@mkdir -p out/replay/data && rm -rf out/replay/data/ck
+	$(BIN) import onnx/testdata/models/two_tower.onnx -o out/replay/data/tt.json --weights out/replay/data/tt.safetensors --loss softmax_cross_entropy --batch 12 2>/dev/null
+	$(BIN) data synth out/replay/data/tt.json -o out/replay/data/train.safetensors --samples 4800
+	$(BIN) data synth out/replay/data/tt.json -o out/replay/data/eval.safetensors --samples 1200 --skip 4800
+	$(BIN) search out/replay/data/tt.json --devices 3 --device cpu --micro-batch 4 -o out/replay/data/plan.json > /dev/null
+	$(BIN) run out/replay/data/plan.json --model out/replay/data/tt.json --init out/replay/data/tt.safetensors --data out/replay/data/train.safetensors \
+	  --eval-data out/replay/data/eval.safetensors --epochs 1 --eval-every 200 --lr 0.001 --checkpoint out/replay/data/ck --json > out/replay/data/run.json
+	$(BIN) export out/replay/data/ck -o out/replay/data/trained.safetensors
+	$(TORCH_PY) onnx/testdata/torch/eval_module.py two_tower out/replay/data/trained.safetensors out/replay/data/eval.safetensors \
+	  $$($(TORCH_PY) -c "import json; r=json.load(open('out/replay/data/run.json')); print('--loss %r --accuracy %r' % (r['eval_loss'], r['eval_accuracy']))")

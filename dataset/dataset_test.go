@@ -68,8 +68,16 @@ func writeShards(t *testing.T, sizes ...int) string {
 }
 
 // TestOpenFormats: every format holds the same five samples, read back in
-// any order across shard boundaries.
+// any order across shard boundaries, from a mapping and by position.
 func TestOpenFormats(t *testing.T) {
+	t.Run("mapped", func(t *testing.T) { openFormats(t, true) })
+	old := mapLimit
+	mapLimit = 0 // nothing is mapped
+	defer func() { mapLimit = old }()
+	t.Run("read by position", func(t *testing.T) { openFormats(t, false) })
+}
+
+func openFormats(t *testing.T, mapped bool) {
 	shards := writeShards(t, 2, 1, 2)
 	single := writeShards(t, 5)
 	for _, tc := range []struct{ name, path string }{
@@ -84,6 +92,11 @@ func TestOpenFormats(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			for _, f := range s.files {
+				if (f.data != nil) != mapped {
+					t.Fatalf("%s: mapped %v, want %v", f.path, f.data != nil, mapped)
+				}
+			}
 			if err := s.Check(graph(t)); err != nil {
 				t.Fatal(err)
 			}
@@ -291,14 +304,16 @@ func TestInt64(t *testing.T) {
 		t.Fatalf("ids is %s, want int64 as numpy wrote it", s.Tensors["ids"].DType)
 	}
 	m := s.Tensors["ids"].parts[0].m
-	big := make([]byte, len(m.data))
-	copy(big, m.data)
+	big, err := m.read(0, m.size)
+	if err != nil {
+		t.Fatal(err)
+	}
 	off := s.Tensors["ids"].parts[0].off
 	for i := 0; i < 8; i++ {
 		big[off+int64(i)] = 0xff
 	}
 	big[off+7] = 0x7f // 2^63-1
-	s.Tensors["ids"].parts[0].m = &mapping{path: m.path, data: big, size: m.size}
+	s.Tensors["ids"].parts[0].m = memSource(m.path, big)
 	_, err = s.Read(map[string]bool{"ids": true}, []int{1, 0})
 	if err == nil || !strings.Contains(err.Error(), `tensor "ids": row 0: value 0 of the sample, 9223372036854775807, does not fit in int32`) {
 		t.Errorf("got %v", err)
@@ -387,7 +402,11 @@ func TestFingerprint(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		return s.Fingerprint()
+		f, err := s.Fingerprint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
 	}
 	a := fp(write("a.safetensors", data))
 	if b := fp(write("b.safetensors", data)); a != b {

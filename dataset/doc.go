@@ -10,11 +10,12 @@
 //     files (one tensor per file, named after the file); or a NumPy .npz
 //     file written by np.savez (one tensor per member). float32, int32 and
 //     int64 tensors are read; int64 values are converted to int32, each
-//     checked to fit. Nothing but the headers is read at Open: files are
-//     memory-mapped and read a batch at a time, and pages already copied
-//     out are given back to the kernel once more than a budget of them has
-//     been touched, so the process's resident memory stays bounded whatever
-//     the dataset's size.
+//     checked to fit. Nothing but the headers is read at Open; Read reads
+//     just a batch's rows: from a memory mapping for files that fit in a
+//     quarter of the Go memory limit (at most 256 MiB mapped in all), by
+//     positioned reads (pread) straight into the batch's arrays for larger
+//     ones, so that the process's resident memory stays bounded whatever the
+//     dataset's size (source.go says why a large file is not mapped).
 //  2. Check holds a Set against a model (package dag): every model input
 //     present, with its per-sample shape and a dtype it can take; no tensor
 //     that is not an input; every tensor with the same number of samples.

@@ -20,18 +20,24 @@ const (
 // order Open took them. Two hosts holding the same files get the same
 // fingerprint whatever their paths; files that differ in size, header or a
 // sampled block get different ones.
-func (s *Set) Fingerprint() string {
+func (s *Set) Fingerprint() (string, error) {
 	h := sha256.New()
 	for _, m := range s.files {
 		var size [8]byte
 		binary.LittleEndian.PutUint64(size[:], uint64(m.size))
 		h.Write(size[:])
-		h.Write(m.data[:min(int64(fingerprintHead), m.size)])
+		b, err := m.read(0, min(int64(fingerprintHead), m.size))
+		if err != nil {
+			return "", errorf(m.path, "", -1, "%v", err)
+		}
+		h.Write(b)
 		for i := int64(0); i < fingerprintBlocks && m.size > fingerprintBlock; i++ {
 			at := (m.size - fingerprintBlock) * i / (fingerprintBlocks - 1)
-			h.Write(m.data[at : at+fingerprintBlock])
+			if b, err = m.read(at, fingerprintBlock); err != nil {
+				return "", errorf(m.path, "", -1, "%v", err)
+			}
+			h.Write(b)
 		}
-		m.used(fingerprintHead + fingerprintBlocks*fingerprintBlock)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

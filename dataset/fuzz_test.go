@@ -25,7 +25,7 @@ func FuzzOpen(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for kind := 0; kind < 3; kind++ {
 			s := &Set{Path: "fuzz", Tensors: map[string]*Tensor{}}
-			m := &mapping{path: "fuzz", data: b, size: int64(len(b))}
+			m := memSource("fuzz", b)
 			var err error
 			switch kind {
 			case 0:

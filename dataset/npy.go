@@ -18,7 +18,7 @@ const maxNpyHeader = 1 << 20
 
 // addNpy maps a .npy file and adds its tensor under name.
 func (s *Set) addNpy(path, name string) error {
-	m, err := mapFile(path)
+	m, err := openFile(path)
 	if err != nil {
 		return err
 	}
@@ -27,8 +27,12 @@ func (s *Set) addNpy(path, name string) error {
 }
 
 // addNpyAt adds the npy array stored in m's bytes [at, at+n).
-func (s *Set) addNpyAt(m *mapping, name string, at, n int64) error {
-	dt, shape, data, err := npyHeader(m.data[at : at+n])
+func (s *Set) addNpyAt(m *source, name string, at, n int64) error {
+	head, err := m.read(at, min(n, maxNpyHeader+12))
+	if err != nil {
+		return errorf(m.path, name, -1, "%v", err)
+	}
+	dt, shape, data, err := npyHeader(head)
 	if err != nil {
 		return errorf(m.path, name, -1, "%v", err)
 	}
@@ -123,7 +127,7 @@ func readNpyHeader(b []byte) (r *npy.Reader, err error) {
 // addNpz maps an .npz file (np.savez: a zip of .npy members, stored) and
 // adds each member under its name.
 func (s *Set) addNpz(path string) error {
-	m, err := mapFile(path)
+	m, err := openFile(path)
 	if err != nil {
 		return err
 	}
@@ -131,16 +135,16 @@ func (s *Set) addNpz(path string) error {
 	return s.addNpzBytes(m)
 }
 
-func (s *Set) addNpzBytes(m *mapping) error {
+func (s *Set) addNpzBytes(m *source) error {
 	path := m.path
-	z, err := zip.NewReader(bytes.NewReader(m.data), m.size)
+	z, err := zip.NewReader(m.r, m.size)
 	if err != nil {
 		return errorf(path, "", -1, "not a NumPy .npz archive: %v", err)
 	}
 	for _, f := range z.File {
 		name := strings.TrimSuffix(f.Name, ".npy")
 		if f.Method != zip.Store {
-			return errorf(path, name, -1, "is compressed (np.savez_compressed): save with np.savez so that it can be memory-mapped")
+			return errorf(path, name, -1, "is compressed (np.savez_compressed): save with np.savez so that its rows can be read in place")
 		}
 		at, err := f.DataOffset()
 		if err != nil || at < 0 || at > m.size || f.CompressedSize64 > uint64(m.size-at) {

@@ -31,18 +31,38 @@ func (s *Set) Read(names map[string]bool, rows []int) (map[string]tensor.Named, 
 func (t *Tensor) read(rows []int, nonfinite bool) (tensor.Named, error) {
 	per := elems(t.Shape)
 	v := tensor.Named{Name: t.Name, Shape: append([]int{len(rows)}, t.Shape...)}
-	if t.DType == Float32 {
+	rb := int(t.rowBytes())
+	var raw []byte // the rows as stored
+	switch {
+	case t.DType == Float32:
 		v.F32 = make([]float32, len(rows)*per)
-	} else {
+		raw = asBytes(v.F32)
+	default:
 		v.I32 = make([]int32, len(rows)*per)
+		if t.DType == Int32 {
+			raw = asBytes(v.I32)
+		}
 	}
-	rb := t.rowBytes()
-	for k, row := range rows {
+	if raw == nil {
+		raw = make([]byte, len(rows)*rb)
+	}
+	for k := 0; k < len(rows); {
+		row := rows[k]
 		if row < 0 || row >= t.N {
 			return tensor.Named{}, errorf(t.File(), t.Name, row, "outside the %d samples", t.N)
 		}
 		p, r := t.locate(row)
-		src := p.m.data[p.off+int64(r)*rb : p.off+int64(r+1)*rb]
+		run := 1 // the rows after row in the same file come in one read
+		for k+run < len(rows) && rows[k+run] == row+run && r+run < p.n {
+			run++
+		}
+		if err := p.m.readInto(raw[k*rb:(k+run)*rb], p.off+int64(r)*int64(rb)); err != nil {
+			return tensor.Named{}, errorf(p.m.path, t.Name, row, "%v", err)
+		}
+		k += run
+	}
+	for k, row := range rows {
+		src := raw[k*rb : (k+1)*rb]
 		var err error
 		switch t.DType {
 		case Float32:
@@ -53,22 +73,30 @@ func (t *Tensor) read(rows []int, nonfinite bool) (tensor.Named, error) {
 			err = t.ints64(v.I32[k*per:(k+1)*per], src)
 		}
 		if err != nil {
+			p, _ := t.locate(row)
 			return tensor.Named{}, errorf(p.m.path, t.Name, row, "%v", err)
 		}
-		p.m.used(rb)
 	}
 	return v, nil
 }
 
-// littleEndian: the host stores values as the files do, so rows are copied
-// byte for byte.
+// asBytes is the bytes of v when the host is little-endian, as the files
+// are (rows then land in place); nil otherwise.
+func asBytes[T float32 | int32](v []T) []byte {
+	if !littleEndian || len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
+
+// littleEndian: the host stores values as the files do, so rows are read
+// straight into a batch's arrays.
 var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
 
-// floats copies one row of float32 values and checks each is finite.
+// floats checks one row of float32 values is finite (src is the row as
+// read: dst itself on a little-endian host).
 func (t *Tensor) floats(dst []float32, src []byte, nonfinite bool) error {
-	if littleEndian && len(dst) > 0 {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), src)
-	} else {
+	if !littleEndian { // the row was read into a separate buffer
 		for i := range dst {
 			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 		}
@@ -84,11 +112,9 @@ func (t *Tensor) floats(dst []float32, src []byte, nonfinite bool) error {
 	return nil
 }
 
-// ints32 copies one row of int32 values and checks their range.
+// ints32 checks one row of int32 values is in range (src as for floats).
 func (t *Tensor) ints32(dst []int32, src []byte) error {
-	if littleEndian && len(dst) > 0 {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), src)
-	} else {
+	if !littleEndian {
 		for i := range dst {
 			dst[i] = int32(binary.LittleEndian.Uint32(src[4*i:]))
 		}

@@ -39,7 +39,7 @@ type Tensor struct {
 
 // part is a run of a tensor's samples in one file.
 type part struct {
-	m     *mapping
+	m     *source
 	off   int64 // the first sample's byte offset in the file
 	first int   // the first sample's index in the tensor
 	n     int
@@ -76,7 +76,7 @@ type Set struct {
 	Path    string
 	N       int // samples: every tensor's count, once Check has passed
 	Tensors map[string]*Tensor
-	files   []*mapping
+	files   []*source
 	// AllowNonfinite lets NaN and infinite floats through Read.
 	AllowNonfinite bool
 }
@@ -181,7 +181,7 @@ func (s *Set) openDir(dir string) error {
 }
 
 // add appends n samples of tensor name, stored at off in m, to the set.
-func (s *Set) add(m *mapping, name string, dtype DType, shape []int, off int64) error {
+func (s *Set) add(m *source, name string, dtype DType, shape []int, off int64) error {
 	if len(shape) == 0 {
 		return errorf(m.path, name, -1, "is a scalar: the samples go on the first axis")
 	}

@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/dataset"
@@ -75,10 +77,24 @@ func OpenData(path string, g *dag.Graph, allowNonfinite bool) (*dataset.Set, err
 	return s, nil
 }
 
-// DataSource gives training batches from a dataset in its Order.
+// DataSource gives training batches from a dataset in its Order. While a
+// step trains, the next step's batch is read in the background (the same
+// inputs), so that reading overlaps computing.
 type DataSource struct {
 	Set   *dataset.Set
 	Order *dataset.Order
+
+	mu   sync.Mutex // guards next
+	next *prefetch
+}
+
+// prefetch is a batch being read ahead.
+type prefetch struct {
+	step  int
+	names map[string]bool
+	done  chan struct{}
+	got   map[string]tensor.Named
+	err   error
 }
 
 // NewDataSource is set's batches of batch samples, shuffled by seed.
@@ -95,11 +111,43 @@ func (d *DataSource) Inputs(step, n int, names map[string]bool) (map[string]*sta
 	if n != d.Order.Batch {
 		return nil, fmt.Errorf("data: a batch of %d asked of an order of batches of %d", n, d.Order.Batch)
 	}
-	got, err := d.Set.Read(names, d.Order.Rows(step))
+	var got map[string]tensor.Named
+	var err error
+	if p := d.take(step, names); p != nil {
+		<-p.done
+		got, err = p.got, p.err
+	} else {
+		got, err = d.Set.Read(names, d.Order.Rows(step))
+	}
+	d.ahead(step+1, names)
 	if err != nil {
 		return nil, fmt.Errorf("step %d: %w", step, err)
 	}
 	return values(got), nil
+}
+
+// take is the batch read ahead for step and names, if that is the one.
+func (d *DataSource) take(step int, names map[string]bool) *prefetch {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.next
+	d.next = nil
+	if p == nil || p.step != step || !maps.Equal(p.names, names) {
+		return nil
+	}
+	return p
+}
+
+// ahead starts reading step's batch.
+func (d *DataSource) ahead(step int, names map[string]bool) {
+	p := &prefetch{step: step, names: maps.Clone(names), done: make(chan struct{})}
+	d.mu.Lock()
+	d.next = p
+	d.mu.Unlock()
+	go func() {
+		defer close(p.done)
+		p.got, p.err = d.Set.Read(p.names, d.Order.Rows(step))
+	}()
 }
 
 // EvalData is an evaluation set in file order, in batches (stage.EvalSource).

@@ -40,7 +40,11 @@ func (w *Worker) openData(g *dag.Graph) error {
 			return nil, &DataError{fmt.Sprintf("worker %d on %s: %s %v", w.ID, host, flag, err)}
 		}
 		w.sets = append(w.sets, set)
-		if got := set.Fingerprint(); want != "" && got != want {
+		got, err := set.Fingerprint()
+		if err != nil {
+			return nil, &DataError{fmt.Sprintf("worker %d on %s: %s %v", w.ID, host, flag, err)}
+		}
+		if want != "" && got != want {
 			return nil, &DataError{fmt.Sprintf("worker %d on %s: %s %s holds other data than the coordinator's (fingerprint %.12s, the coordinator's %.12s): every host needs the same files", w.ID, host, flag, path, got, want)}
 		}
 		return set, nil

@@ -75,7 +75,11 @@ func (f *dataFlags) open(cmd *cobra.Command, g *dag.Graph, batch int, steps *int
 			set.Close()
 			return nil, dataInput("--data", err)
 		}
-		d.spec.Path, d.spec.Fingerprint = absPath(f.path), set.Fingerprint()
+		d.spec.Path = absPath(f.path)
+		if d.spec.Fingerprint, err = set.Fingerprint(); err != nil {
+			d.close()
+			return nil, dataInput("--data", err)
+		}
 		o := d.src.Order
 		if f.epochs > 0 {
 			if o.StepsPerEpoch() > math.MaxInt32/f.epochs {
@@ -94,7 +98,11 @@ func (f *dataFlags) open(cmd *cobra.Command, g *dag.Graph, batch int, steps *int
 			return nil, dataInput("--eval-data", err)
 		}
 		d.eval = &runtime.EvalData{Set: set, Size: batch}
-		d.spec.EvalPath, d.spec.EvalFingerprint = absPath(f.evalPath), set.Fingerprint()
+		d.spec.EvalPath = absPath(f.evalPath)
+		if d.spec.EvalFingerprint, err = set.Fingerprint(); err != nil {
+			d.close()
+			return nil, dataInput("--eval-data", err)
+		}
 	}
 	d.steps = *steps
 	return d, nil

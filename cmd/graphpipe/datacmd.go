@@ -166,7 +166,7 @@ and, for softmax cross-entropy, the accuracy.`,
 				return dataInput("--data", err)
 			}
 			defer set.Close()
-			t, err := stage.NewTrainer(g, stage.TrainOptions{Optimizer: "sgd", Batch: b})
+			t, err := stage.NewTrainer(g, stage.TrainOptions{Optimizer: "sgd", LR: 1, Batch: b}) // never steps
 			if err != nil {
 				return inputf("%v", err)
 			}

@@ -82,6 +82,11 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, imp)
+	data, err := bench.DataSection(c)
+	if err != nil {
+		return nil, err
+	}
+	r.Sections = append(r.Sections, data)
 	return r, nil
 }
 
