@@ -27,7 +27,7 @@ func sortedKeys(m map[string]*Value[float32]) []string {
 // decay is the parameter's weight decay: none where only matrices decay
 // and it has fewer than 2 dimensions (a bias, a normalisation's scale or
 // shift).
-func decay(wd float32, matricesOnly bool, p *Value[float32]) float32 {
+func decay(wd float64, matricesOnly bool, p *Value[float32]) float64 {
 	if matricesOnly && len(p.Shape) < 2 {
 		return 0
 	}
@@ -38,8 +38,9 @@ func decay(wd float32, matricesOnly bool, p *Value[float32]) float32 {
 // with momentum μ, buf = d on the first step and buf = μ·buf + d after, and
 // d = buf, or d + μ·buf with Nesterov; p −= lr·d.
 type SGD struct {
-	Momentum, WeightDecay float32
-	Nesterov              bool
+	Momentum    float32
+	WeightDecay float64
+	Nesterov    bool
 	// MatricesOnly exempts parameters of fewer than 2 dimensions from
 	// weight decay.
 	MatricesOnly bool
@@ -50,7 +51,7 @@ func (o *SGD) Step(params, grads map[string]*Value[float32], lr float64) {
 	rate := float32(lr)
 	for _, name := range sortedKeys(params) {
 		p, g := params[name].Data, grads[name].Data
-		wd := decay(o.WeightDecay, o.MatricesOnly, params[name])
+		wd := float32(decay(o.WeightDecay, o.MatricesOnly, params[name])) // PyTorch's alpha, cast to the tensor's type
 		if o.Momentum == 0 {
 			eachSpan(len(p), func(lo, hi int) {
 				for i := lo; i < hi; i++ {
@@ -95,8 +96,9 @@ func (o *SGD) Step(params, grads map[string]*Value[float32], lr float64) {
 // parameter first (p ·= 1 − lr·λ). Then m = β1·m + (1−β1)·g,
 // v = β2·v + (1−β2)·g², p −= (lr / (1−β1ᵗ)) · m / (√v / √(1−β2ᵗ) + eps).
 type Adam struct {
-	Beta1, Beta2, Eps, WeightDecay float32
-	Decoupled                      bool
+	Beta1, Beta2, Eps float32
+	WeightDecay       float64
+	Decoupled         bool
 	// MatricesOnly exempts parameters of fewer than 2 dimensions from
 	// weight decay.
 	MatricesOnly bool
@@ -121,9 +123,9 @@ func (o *Adam) Step(params, grads map[string]*Value[float32], lr float64) {
 		wd := decay(o.WeightDecay, o.MatricesOnly, params[name])
 		var coupled, shrink float32 = 0, 1
 		if o.Decoupled {
-			shrink = float32(1 - lr*float64(wd))
+			shrink = float32(1 - lr*wd)
 		} else {
-			coupled = wd
+			coupled = float32(wd)
 		}
 		eachSpan(len(p), func(lo, hi int) {
 			for i := lo; i < hi; i++ {

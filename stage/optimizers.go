@@ -13,7 +13,7 @@ type OptimizerSpec struct {
 	Torch string // the PyTorch class it follows step for step
 	// LR and WeightDecay are the defaults when the flags are not given:
 	// LR graphpipe's (PyTorch has none for SGD), WeightDecay PyTorch's.
-	LR, WeightDecay float32
+	LR, WeightDecay float64
 	// Momentum says whether --momentum (and --nesterov) apply.
 	Momentum bool
 	new      func(o TrainOptions) Optimizer
@@ -103,9 +103,9 @@ func (o TrainOptions) Check() error {
 	}
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
-	case !(o.LR > 0) || !finite(float64(o.LR)):
+	case !(o.LR > 0) || !finite(o.LR):
 		return &OptionError{"lr", fmt.Sprintf("must be a positive number, got %g", o.LR)}
-	case !(o.WeightDecay >= 0) || !finite(float64(o.WeightDecay)):
+	case !(o.WeightDecay >= 0) || !finite(o.WeightDecay):
 		return &OptionError{"weight-decay", fmt.Sprintf("must be a number of at least 0, got %g", o.WeightDecay)}
 	case (o.Momentum != 0 || o.Nesterov) && !s.Momentum:
 		return &OptionError{"momentum", fmt.Sprintf("%s has no momentum (sgd has)", s.Name)}

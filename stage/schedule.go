@@ -69,5 +69,5 @@ func (o TrainOptions) schedule() Schedule {
 // schedule's factor, a function of the step alone, so a resumed or
 // restarted run steps at the rates of one that never stopped.
 func (o TrainOptions) Rate(k int) float64 {
-	return float64(o.LR) * o.schedule().Factor(k)
+	return o.LR * o.schedule().Factor(k)
 }

@@ -9,12 +9,12 @@ import (
 // TrainOptions configure single-process training.
 type TrainOptions struct {
 	Optimizer string  // a name of the catalogue, Optimizers
-	LR        float32 // the base learning rate
+	LR        float64 // the base learning rate
 	Momentum  float32 // sgd only
 	Nesterov  bool    // sgd with momentum only
 	// WeightDecay is the optimizer's: L2 added to the gradient (sgd, adam)
 	// or decoupled (adamw). The commands default it from the catalogue.
-	WeightDecay float32
+	WeightDecay float64
 	// NoDecayBiasNorm exempts biases and normalisation weights, every
 	// parameter of fewer than 2 dimensions, from weight decay.
 	NoDecayBiasNorm bool

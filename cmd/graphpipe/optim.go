@@ -14,7 +14,8 @@ import (
 // shared by train and run; names and defaults come from stage's catalogue.
 type optimFlags struct {
 	name                string
-	lr, momentum, decay float32
+	lr, decay           float64
+	momentum            float32
 	nesterov, noDecay1D bool
 	schedule            string
 	warmup              int
@@ -35,10 +36,10 @@ func (f *optimFlags) register(cmd *cobra.Command) {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.name, "optimizer", "adam", stage.OptimizerNames()+" ("+strings.Join(torch, ", ")+")")
-	fl.Float32Var(&f.lr, "lr", 0, "base learning rate (default "+strings.Join(lrs, ", ")+")")
+	fl.Float64Var(&f.lr, "lr", 0, "base learning rate (default "+strings.Join(lrs, ", ")+")")
 	fl.Float32Var(&f.momentum, "momentum", 0, "sgd momentum")
 	fl.BoolVar(&f.nesterov, "nesterov", false, "sgd: Nesterov momentum (needs --momentum)")
-	fl.Float32Var(&f.decay, "weight-decay", 0, "weight decay: L2 added to the gradient for sgd and adam, decoupled for adamw (default "+strings.Join(decays, ", ")+", else 0)")
+	fl.Float64Var(&f.decay, "weight-decay", 0, "weight decay: L2 added to the gradient for sgd and adam, decoupled for adamw (default "+strings.Join(decays, ", ")+", else 0)")
 	fl.BoolVar(&f.noDecay1D, "no-decay-bias-norm", false, "no weight decay on biases and normalisation weights: every parameter of fewer than 2 dimensions")
 	fl.StringVar(&f.schedule, "lr-schedule", "constant", strings.Join(stage.Schedules, ", ")+
 		": each step's rate, as PyTorch's LambdaLR with transformers' get_*_schedule_with_warmup; linear and cosine decay to 0 at the last step")

@@ -129,7 +129,7 @@ func TestResumeKeepsTheSchedule(t *testing.T) {
 		t.Fatalf("resume: exit %d: %s", code, errs)
 	}
 	var sum runSummary
-	if err := json.Unmarshal([]byte(out), &sum); err != nil || len(sum.LRs) != 3 || sum.LRs[0] != float64(float32(1e-3))*3/4 {
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || len(sum.LRs) != 3 || sum.LRs[0] != 1e-3*3.0/4 {
 		t.Fatalf("the resumed run's rates %v (%v), want those of steps 3-5, from 7.5e-4", sum.LRs, err)
 	}
 	sameParams(t, readParams(t, filepath.Join(dir, "resumed", "final.safetensors")), readParams(t, filepath.Join(dir, "straight", "final.safetensors")), 1e-5)

@@ -23,7 +23,7 @@ type trainSummary struct {
 	Model     string  `json:"model"`
 	Steps     int     `json:"steps"`
 	Optimizer string  `json:"optimizer"`
-	LR        float32 `json:"lr"`
+	LR        float64 `json:"lr"`
 	// LRs is each step's learning rate (the schedule's); GradNorms, with
 	// --clip-grad-norm, each step's global gradient norm before clipping.
 	LRs         []float64 `json:"lrs"`
