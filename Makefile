@@ -120,10 +120,20 @@ clean:
 # norms, residual adds and a concat, SGD with momentum and Adam, 50 steps
 # each, with micro-batches; and the imported ONNX test models
 # (onnx/testdata/models), 5 steps each from their exported weights (train
-# --init), against the original PyTorch modules. Each replay prints its
+# --init), against the original PyTorch modules; and every small preset
+# under the RECIPES below (AdamW, SGD with Nesterov, Adam with L2; the three
+# schedules; clipping by the global norm). Each replay prints its
 # largest relative difference and fails the target past 2e-4; its whole
 # output is in out/replay/*.log.
 TORCH_PY ?= /usr/bin/python3
+# every small preset, 50 steps of each recipe (commas for spaces): AdamW with
+# decoupled decay (biases and norm weights exempt), cosine schedule and
+# clipping; SGD with Nesterov momentum, L2 decay, linear schedule and
+# clipping; Adam with L2 decay and a constant rate after warm-up
+PRESETS := mmt dlrm candle-uno case-study transformer mlp
+RECIPES := --optimizer,adamw,--lr,0.001,--weight-decay,0.1,--no-decay-bias-norm,--lr-schedule,cosine,--warmup-steps,5,--clip-grad-norm,0.1,--micro-batch,8 \
+	--optimizer,sgd,--lr,0.05,--momentum,0.9,--nesterov,--weight-decay,0.001,--lr-schedule,linear,--warmup-steps,5,--clip-grad-norm,0.1,--micro-batch,4 \
+	--optimizer,adam,--lr,0.001,--weight-decay,0.01,--lr-schedule,constant,--warmup-steps,10,--micro-batch,8
 IMPORTED := two_tower inception_block wide_deep residual_mlp
 replay: build
 	@mkdir -p out/replay
@@ -133,6 +143,15 @@ replay: build
 	$(TORCH_PY) stage/testdata/torch/replay.py out/replay/mmt.json out/replay/sgd --optimizer sgd --lr 0.05 --momentum 0.9 --micro-batch 4 > out/replay/mmt-sgd.log; s=$$?; tail -2 out/replay/mmt-sgd.log; exit $$s
 	$(BIN) train out/replay/mmt.json --steps 50 --optimizer adam --lr 0.001 --micro-batch 8 --dump out/replay/adam
 	$(TORCH_PY) stage/testdata/torch/replay.py out/replay/mmt.json out/replay/adam --optimizer adam --lr 0.001 --micro-batch 8 > out/replay/mmt-adam.log; s=$$?; tail -2 out/replay/mmt-adam.log; exit $$s
+	@for m in $(PRESETS); do \
+	  $(BIN) models export $$m --preset small -o out/replay/$$m.json > /dev/null || exit 1; \
+	  for r in $(RECIPES); do \
+	    flags=$$(echo $$r | tr , ' '); name=$$m-$$(echo $$r | cut -d, -f2)-$$(echo $$r | grep -o 'constant\|linear\|cosine'); rm -rf out/replay/$$name; \
+	    $(BIN) train out/replay/$$m.json --steps 50 $$flags --dump out/replay/$$name > /dev/null 2>&1 || exit 1; \
+	    $(TORCH_PY) stage/testdata/torch/replay.py out/replay/$$m.json out/replay/$$name $$flags > out/replay/$$name.log; s=$$?; \
+	    echo "$$name: $$(grep -h -e '^clip_grad_norm_' -e '^final' out/replay/$$name.log | paste -sd ';' | sed 's/;/; /')"; [ $$s = 0 ] || exit $$s; \
+	  done; \
+	done
 	@for m in $(IMPORTED); do \
 	  args=$$($(TORCH_PY) -c "import json,sys; print(' '.join(json.load(open('onnx/testdata/models/'+sys.argv[1]+'.json'))['import_args']))" $$m) && \
 	  $(BIN) import onnx/testdata/models/$$m.onnx -o out/replay/$$m.json --weights out/replay/$$m.safetensors --batch 12 $$args 2>/dev/null || exit 1; \

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 
@@ -61,6 +62,9 @@ type Report struct {
 	Loss   float64 `json:"loss"`
 	Secs   float64 `json:"seconds"`
 	Events []Event `json:"events"`
+	// GradNorm is the global gradient norm before clipping (with
+	// clipping, and while it is finite: JSON has no NaN).
+	GradNorm float64 `json:"grad_norm,omitempty"`
 	// OpSeconds, with the last iteration's report: each op's accumulated
 	// forward and backward seconds over the run.
 	OpSeconds map[string][2]float64 `json:"op_seconds,omitempty"`
@@ -250,6 +254,9 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 			return err
 		}
 		r := Report{Stage: a.Stage, Iter: int64(n), Loss: loss, Secs: since(start), Events: w.Events()}
+		if g := w.GradNorm(); !math.IsNaN(g) && !math.IsInf(g, 0) {
+			r.GradNorm = g
+		}
 		if n == a.Steps-1 {
 			r.OpSeconds = w.OpSeconds()
 		}

@@ -114,6 +114,9 @@ func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan
 				return nil, err
 			}
 			total += rep.Loss
+			if s == 0 && o.Train.ClipGradNorm > 0 && !o.Emulate {
+				res.GradNorms = append(res.GradNorms, rep.GradNorm)
+			}
 			st, replica := lay.where(s)
 			if replica != 0 {
 				continue

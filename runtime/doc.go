@@ -26,4 +26,10 @@
 //     ring (allreduce.go): each sends 2(k−1)/k of them, as the cost model
 //     prices, and each chunk is summed once, in one order, and copied, so
 //     every replica steps its optimizer on the same numbers.
+//  6. Clipping by the global norm (clip.go) needs every stage's gradients:
+//     after the all-reduce, each stage's replica 0 sends its parameters'
+//     squared norms to every other worker, and each worker sums all of them
+//     in parameter-name order (stage.GlobalNorm), so every worker clips by
+//     the same number, the one a single process computes. The learning rate
+//     is a function of the iteration alone (stage.TrainOptions.Rate).
 package runtime

@@ -25,6 +25,9 @@ type Result struct {
 	Devices []string
 	// Evals is every evaluation of the run (Options.Data's evaluation set).
 	Evals []stage.EvalResult
+	// GradNorms, with clipping, is each iteration's global gradient norm
+	// before clipping (what clip_grad_norm_ returns; 0 where not finite).
+	GradNorms []float64
 }
 
 // RunLocal trains g under plan for steps iterations with one goroutine per
@@ -72,6 +75,9 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 		}
 		res.Losses = append(res.Losses, total)
 		res.Iters = append(res.Iters, time.Since(start).Seconds())
+		if o.Train.ClipGradNorm > 0 {
+			res.GradNorms = append(res.GradNorms, workers[0].GradNorm())
+		}
 		if o.Data.EvalDue(n, steps) && !o.Emulate {
 			r, err := evalLocal(ctx, cancel, workers, n, o.Data.EvalSamples)
 			if err != nil {

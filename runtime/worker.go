@@ -30,13 +30,17 @@ type Worker struct {
 	ex      *stage.Executor
 	ep      *Endpoint
 	opt     stage.Optimizer
-	data    stage.Source     // the training batches
-	eval    stage.EvalSource // the evaluation set, when the stage reads model inputs
-	sets    []interface{ Close() error }
-	spec    *DataSpec
-	loss    string // the loss op's name when this stage holds it
-	ops     map[string]bool
-	reads   map[string]bool // the model inputs this stage's ops read
+	train   stage.TrainOptions // the optimizer's, the schedule's and clipping's options
+	// gradNorm is the last iteration's global gradient norm before
+	// clipping (0 without clipping).
+	gradNorm float64
+	data     stage.Source     // the training batches
+	eval     stage.EvalSource // the evaluation set, when the stage reads model inputs
+	sets     []interface{ Close() error }
+	spec     *DataSpec
+	loss     string // the loss op's name when this stage holds it
+	ops      map[string]bool
+	reads    map[string]bool // the model inputs this stage's ops read
 
 	// Emulate replaces computation by waits of the plan's times and
 	// transfers by their modelled times; frames still flow.
@@ -168,9 +172,10 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options)
 		w.Close()
 		return nil, err
 	}
-	if w.opt, err = stage.NewOptimizer(o.Train.Optimizer, o.Train.LR, o.Train.Momentum); err != nil {
+	if w.opt, err = stage.NewOptimizer(o.Train); err != nil {
 		return nil, err
 	}
+	w.train = o.Train
 	return w, nil
 }
 
@@ -227,8 +232,11 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 		if err := w.allReduce(ctx, n); err != nil {
 			return 0, fmt.Errorf("stage %d replica %d, iteration %d, all-reduce: %w", w.Stage, w.Replica, n, err)
 		}
+		if err := w.clipGrads(ctx, n); err != nil {
+			return 0, fmt.Errorf("stage %d replica %d, iteration %d, gradient norm: %w", w.Stage, w.Replica, n, err)
+		}
 		w.busy(fmt.Sprintf("iteration %d optimizer step", n))
-		w.opt.Step(w.ex.Params, w.ex.Grads)
+		w.opt.Step(w.ex.Params, w.ex.Grads, w.train.Rate(int(n)))
 		w.ex.ParamsChanged()
 		err := w.ex.ZeroGrads()
 		w.busy("")
@@ -242,6 +250,25 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 	w.busyMu.Unlock()
 	return it.loss, nil
 }
+
+// clipGrads scales the gradients by clip_grad_norm_'s coefficient for the
+// global norm over every stage (with ClipGradNorm).
+func (w *Worker) clipGrads(ctx context.Context, n int64) error {
+	if w.train.ClipGradNorm <= 0 {
+		return nil
+	}
+	norm, err := w.globalNorm(ctx, n)
+	if err != nil {
+		return err
+	}
+	w.gradNorm = norm
+	stage.ScaleGrads(w.ex.Grads, stage.ClipCoef(w.train.ClipGradNorm, norm))
+	return nil
+}
+
+// GradNorm is the last iteration's global gradient norm before clipping
+// (0 without clipping or when emulating).
+func (w *Worker) GradNorm() float64 { return w.gradNorm }
 
 // Events is the timeline of the last iteration Run finished.
 func (w *Worker) Events() []Event { return append([]Event(nil), w.events...) }

@@ -217,7 +217,8 @@
 //     profile: graphpipe profile --device cpu -o cpu.json, then --device
 //     cpu.json.
 //   - Memory per device: weights, gradients and optimizer state, 4 + 4 + 8
-//     bytes per parameter (Adam's two moments; Options.OptimizerBytes),
+//     bytes per parameter (Adam's two moments; Options.OptimizerBytes: 4 for
+//     SGD with momentum, none without),
 //     replicated on every data-parallel device; plus the stash of every
 //     micro-batch in flight; plus twice the largest output (its value and
 //     gradient) as working memory.

@@ -188,3 +188,25 @@ func TestManyDevices(t *testing.T) {
 		t.Fatalf("%d devices used, %v samples/s", used, p.Predicted.SamplesPerS)
 	}
 }
+
+// TestOptimizerStateIsPlanned: a plan's predicted memory counts the
+// optimizer's state per parameter it is told: none (SGD), 4 bytes (SGD with
+// momentum) or Adam's 8, which 0 stands for.
+func TestOptimizerStateIsPlanned(t *testing.T) {
+	g := smallMMT(t)
+	peak := map[int64]int64{}
+	for _, b := range []int64{NoOptimizerState, 4, 8, 0} {
+		p, err := Search(g, Options{Device: Profiles["cpu"], Devices: 1, MicroBatch: 4, OptimizerBytes: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		peak[b] = p.Predicted.PeakMemory
+	}
+	params := g.Total().Params
+	if peak[4]-peak[NoOptimizerState] != 4*params || peak[8]-peak[4] != 4*params || peak[0] != peak[8] {
+		t.Errorf("peaks %v for %d parameters: want steps of 4 bytes each from none to 8, and 0 as 8", peak, params)
+	}
+	if _, err := Search(g, Options{Device: Profiles["cpu"], Devices: 1, OptimizerBytes: -5}); err == nil {
+		t.Error("negative optimizer state was planned")
+	}
+}

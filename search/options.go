@@ -18,7 +18,7 @@ type Options struct {
 	MemoryLimit    int64 // bytes per device; 0: the device's memory
 	Batch          int64 // global mini-batch; 0: the model's batch_size
 	MicroBatch     int64 // force one micro-batch size; 0: the planner chooses
-	OptimizerBytes int64 // optimizer state per parameter; 0: 8 (Adam's two moments)
+	OptimizerBytes int64 // optimizer state per parameter (stage.StateBytes); 0: 8 (Adam's two moments); NoOptimizerState: none
 	MaxSeries      int   // coarsening: most children of a series node; 0: 32
 	MaxUnits       int   // spp: most units in the topological order; 0: 128
 	MaxDownsets    int   // spp-exact: most downsets it enumerates; 0: 4096
@@ -27,6 +27,10 @@ type Options struct {
 	// device's FLOP rate; it must belong to the graph searched.
 	OpTimes *OpTimes
 }
+
+// NoOptimizerState is Options.OptimizerBytes for an optimizer that keeps
+// no state (0 means Adam's 8 bytes).
+const NoOptimizerState = -1
 
 // OptionError is an option the search cannot use; Flag names it.
 type OptionError struct {
@@ -58,8 +62,11 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	if o.Batch == 0 {
 		o.Batch = modelBatch
 	}
-	if o.OptimizerBytes == 0 {
+	switch o.OptimizerBytes {
+	case 0:
 		o.OptimizerBytes = 8
+	case NoOptimizerState:
+		o.OptimizerBytes = 0
 	}
 	if o.MaxSeries == 0 {
 		o.MaxSeries = 32
@@ -79,6 +86,8 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 		return o, &OptionError{"devices", fmt.Sprintf("must be between 1 and 4096, got %d", o.Devices)}
 	case o.DevicesPerNode < 1:
 		return o, &OptionError{"devices-per-node", fmt.Sprintf("must be positive, got %d", o.DevicesPerNode)}
+	case o.OptimizerBytes < 0:
+		return o, &OptionError{"optimizer", fmt.Sprintf("optimizer state of %d bytes per parameter", o.OptimizerBytes)}
 	case o.MemoryLimit < 0:
 		return o, &OptionError{"memory-gb", "must be positive"}
 	case o.Batch < 1:

@@ -46,4 +46,11 @@
 //     the loss's target labels it with a fixed random-feature teacher that
 //     reads at most 64 positions of each other input, far cheaper than the
 //     model.
+//  8. The optimizers (the catalogue in optimizers.go: SGD, Adam, AdamW),
+//     the learning-rate schedules (schedule.go) and clipping by the global
+//     norm (clip.go) follow torch.optim, LambdaLR and clip_grad_norm_ step
+//     for step. A step's rate is a function of the step alone; a global
+//     norm is summed in float64 in the order of the parameters' names from
+//     per-parameter squared norms whose own sums do not depend on the
+//     cores, so every partition of the model computes the same number.
 package stage

@@ -7,27 +7,12 @@ import (
 )
 
 // Optimizer updates parameters from their accumulated gradients, once per
-// iteration, in the order and arithmetic of PyTorch's implementation.
+// iteration, in the order and arithmetic of PyTorch's implementation
+// (torch.optim, 1.13's single-tensor loops).
 type Optimizer interface {
-	Step(params, grads map[string]*Value[float32])
-}
-
-// NewOptimizer returns "sgd" (momentum optional) or "adam" (PyTorch's
-// defaults: betas 0.9, 0.999, eps 1e-8), without weight decay.
-func NewOptimizer(name string, lr, momentum float32) (Optimizer, error) {
-	if !(lr > 0) || math.IsInf(float64(lr), 0) {
-		return nil, fmt.Errorf("--lr: must be a positive number, got %g", lr)
-	}
-	switch name {
-	case "sgd":
-		if momentum < 0 || momentum >= 1 {
-			return nil, fmt.Errorf("--momentum: must be in [0, 1), got %g", momentum)
-		}
-		return &SGD{LR: lr, Momentum: momentum, buf: map[string][]float32{}}, nil
-	case "adam":
-		return &Adam{LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, m: map[string][]float32{}, v: map[string][]float32{}}, nil
-	}
-	return nil, fmt.Errorf("--optimizer: unknown optimizer %q (known: sgd, adam)", name)
+	// Step updates params from grads at learning rate lr: the schedule's
+	// rate for the step (TrainOptions.Rate), a function of the step alone.
+	Step(params, grads map[string]*Value[float32], lr float64)
 }
 
 func sortedKeys(m map[string]*Value[float32]) []string {
@@ -39,20 +24,42 @@ func sortedKeys(m map[string]*Value[float32]) []string {
 	return keys
 }
 
-// SGD is torch.optim.SGD: with momentum μ, buf = g on the first step and
-// buf = μ·buf + g after; p −= lr·buf.
+// decay is the parameter's weight decay: none where only matrices decay
+// and it has fewer than 2 dimensions (a bias, a normalisation's scale or
+// shift).
+func decay(wd float64, matricesOnly bool, p *Value[float32]) float64 {
+	if matricesOnly && len(p.Shape) < 2 {
+		return 0
+	}
+	return wd
+}
+
+// SGD is torch.optim.SGD (dampening 0): with weight decay λ, d = g + λ·p;
+// with momentum μ, buf = d on the first step and buf = μ·buf + d after, and
+// d = buf, or d + μ·buf with Nesterov; p −= lr·d.
 type SGD struct {
-	LR, Momentum float32
+	Momentum    float32
+	WeightDecay float64
+	Nesterov    bool
+	// MatricesOnly exempts parameters of fewer than 2 dimensions from
+	// weight decay.
+	MatricesOnly bool
 	buf          map[string][]float32
 }
 
-func (o *SGD) Step(params, grads map[string]*Value[float32]) {
+func (o *SGD) Step(params, grads map[string]*Value[float32], lr float64) {
+	rate := float32(lr)
 	for _, name := range sortedKeys(params) {
 		p, g := params[name].Data, grads[name].Data
+		wd := float32(decay(o.WeightDecay, o.MatricesOnly, params[name])) // PyTorch's alpha, cast to the tensor's type
 		if o.Momentum == 0 {
 			eachSpan(len(p), func(lo, hi int) {
 				for i := lo; i < hi; i++ {
-					p[i] -= o.LR * g[i]
+					d := g[i]
+					if wd != 0 {
+						d += wd * p[i]
+					}
+					p[i] -= rate * d
 				}
 			})
 			continue
@@ -64,30 +71,46 @@ func (o *SGD) Step(params, grads map[string]*Value[float32]) {
 		}
 		eachSpan(len(p), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
-				if first {
-					b[i] = g[i]
-				} else {
-					b[i] = o.Momentum*b[i] + g[i]
+				d := g[i]
+				if wd != 0 {
+					d += wd * p[i]
 				}
-				p[i] -= o.LR * b[i]
+				if first {
+					b[i] = d
+				} else {
+					b[i] = o.Momentum*b[i] + d
+				}
+				if o.Nesterov {
+					d += o.Momentum * b[i]
+				} else {
+					d = b[i]
+				}
+				p[i] -= rate * d
 			}
 		})
 	}
 }
 
-// Adam is torch.optim.Adam: m = β1·m + (1−β1)·g, v = β2·v + (1−β2)·g²,
-// p −= (lr / (1−β1ᵗ)) · m / (√v / √(1−β2ᵗ) + eps).
+// Adam is torch.optim.Adam, or torch.optim.AdamW when Decoupled. Adam's
+// weight decay λ is added to the gradient (g + λ·p); AdamW's shrinks the
+// parameter first (p ·= 1 − lr·λ). Then m = β1·m + (1−β1)·g,
+// v = β2·v + (1−β2)·g², p −= (lr / (1−β1ᵗ)) · m / (√v / √(1−β2ᵗ) + eps).
 type Adam struct {
-	LR, Beta1, Beta2, Eps float32
-	t                     int
-	m, v                  map[string][]float32
+	Beta1, Beta2, Eps float32
+	WeightDecay       float64
+	Decoupled         bool
+	// MatricesOnly exempts parameters of fewer than 2 dimensions from
+	// weight decay.
+	MatricesOnly bool
+	t            int
+	m, v         map[string][]float32
 }
 
-func (o *Adam) Step(params, grads map[string]*Value[float32]) {
+func (o *Adam) Step(params, grads map[string]*Value[float32], lr float64) {
 	o.t++
 	bc1 := 1 - math.Pow(float64(o.Beta1), float64(o.t))
 	bc2 := 1 - math.Pow(float64(o.Beta2), float64(o.t))
-	step := float32(float64(o.LR) / bc1)
+	step := float32(lr / bc1)
 	sqrtBC2 := float32(math.Sqrt(bc2))
 	for _, name := range sortedKeys(params) {
 		p, g := params[name].Data, grads[name].Data
@@ -97,10 +120,24 @@ func (o *Adam) Step(params, grads map[string]*Value[float32]) {
 			o.m[name] = m
 		}
 		v := o.v[name]
+		wd := decay(o.WeightDecay, o.MatricesOnly, params[name])
+		var coupled, shrink float32 = 0, 1
+		if o.Decoupled {
+			shrink = float32(1 - lr*wd)
+		} else {
+			coupled = float32(wd)
+		}
 		eachSpan(len(p), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
-				m[i] = o.Beta1*m[i] + (1-o.Beta1)*g[i]
-				v[i] = o.Beta2*v[i] + (1-o.Beta2)*g[i]*g[i]
+				gi := g[i]
+				if coupled != 0 {
+					gi += coupled * p[i]
+				}
+				if shrink != 1 {
+					p[i] *= shrink
+				}
+				m[i] = o.Beta1*m[i] + (1-o.Beta1)*gi
+				v[i] = o.Beta2*v[i] + (1-o.Beta2)*gi*gi
 				denom := float32(math.Sqrt(float64(v[i])))/sqrtBC2 + o.Eps
 				p[i] -= step * m[i] / denom
 			}

@@ -12,7 +12,7 @@ import (
 // one core.
 func BenchmarkOptimizerStep(b *testing.B) {
 	const n = 8 << 20
-	for _, name := range []string{"adam", "sgd"} {
+	for _, name := range []string{"adam", "adamw", "sgd"} {
 		for _, cores := range []int{runtime.GOMAXPROCS(0), 1} {
 			b.Run(fmt.Sprintf("%s/cores=%d", name, cores), func(b *testing.B) {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cores))
@@ -21,15 +21,19 @@ func BenchmarkOptimizerStep(b *testing.B) {
 					g.Data[i] = float32(i%13) / 13
 				}
 				params, grads := map[string]*Value[float32]{"w": p}, map[string]*Value[float32]{"w": g}
-				opt, err := NewOptimizer(name, 1e-3, 0.9)
+				o := TrainOptions{Optimizer: name, LR: 1e-3, WeightDecay: 1e-2}
+				if name == "sgd" {
+					o.Momentum = 0.9
+				}
+				opt, err := NewOptimizer(o)
 				if err != nil {
 					b.Fatal(err)
 				}
-				opt.Step(params, grads) // the state's first touch
+				opt.Step(params, grads, 1e-3) // the state's first touch
 				b.SetBytes(4 * n)
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					opt.Step(params, grads)
+					opt.Step(params, grads, 1e-3)
 				}
 			})
 		}

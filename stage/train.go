@@ -8,11 +8,27 @@ import (
 
 // TrainOptions configure single-process training.
 type TrainOptions struct {
-	Optimizer  string  // "sgd" or "adam"
-	LR         float32 // learning rate
-	Momentum   float32 // sgd only
-	Batch      int     // 0: the model's batch_size
-	MicroBatch int     // 0: the whole batch at once; must divide Batch
+	Optimizer string  // a name of the catalogue, Optimizers
+	LR        float64 // the base learning rate
+	Momentum  float32 // sgd only
+	Nesterov  bool    // sgd with momentum only
+	// WeightDecay is the optimizer's: L2 added to the gradient (sgd, adam)
+	// or decoupled (adamw). The commands default it from the catalogue.
+	WeightDecay float64
+	// NoDecayBiasNorm exempts biases and normalisation weights, every
+	// parameter of fewer than 2 dimensions, from weight decay.
+	NoDecayBiasNorm bool
+	// Schedule ("constant", "linear" or "cosine"; "" is constant),
+	// WarmupSteps and Steps, the run's length, make the rate of each step
+	// (Rate).
+	Schedule    string
+	WarmupSteps int
+	Steps       int
+	// ClipGradNorm > 0 clips the gradients by their global norm over the
+	// whole model to at most it (clip.go).
+	ClipGradNorm float64
+	Batch        int // 0: the model's batch_size
+	MicroBatch   int // 0: the whole batch at once; must divide Batch
 }
 
 // Trainer trains a whole model in one process: the reference every pipeline
@@ -24,7 +40,9 @@ type Trainer struct {
 	// Source gives each step's batch: Data unless set (a user's dataset).
 	Source     Source
 	opt        Optimizer
+	o          TrainOptions
 	batch, mbs int
+	gradNorm   float64 // the last step's global gradient norm (with clipping)
 }
 
 // NewTrainer prepares the model, its data and optimizer.
@@ -47,15 +65,16 @@ func NewTrainer(g *dag.Graph, o TrainOptions) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt, err := NewOptimizer(o.Optimizer, o.LR, o.Momentum)
+	opt, err := NewOptimizer(o)
 	if err != nil {
 		return nil, err
 	}
-	return &Trainer{G: g, Ex: ex, Data: data, Source: data, opt: opt, batch: o.Batch, mbs: o.Batch / o.MicroBatch}, nil
+	return &Trainer{G: g, Ex: ex, Data: data, Source: data, opt: opt, o: o, batch: o.Batch, mbs: o.Batch / o.MicroBatch}, nil
 }
 
 // Step trains on step's batch: every micro-batch forward and backward, their
-// gradients accumulated, one optimizer step. It returns the batch's mean loss
+// gradients accumulated, clipped by their global norm (ClipGradNorm), one
+// optimizer step at the step's rate. It returns the batch's mean loss
 // before the update and the batch itself.
 func (t *Trainer) Step(step int) (float64, map[string]*Value[float32], error) {
 	batch, err := t.Source.Inputs(step, t.batch, nil)
@@ -84,7 +103,11 @@ func (t *Trainer) Step(step int) (float64, map[string]*Value[float32], error) {
 	if err := t.Ex.SyncGrads(); err != nil {
 		return 0, nil, err
 	}
-	t.opt.Step(t.Ex.Params, t.Ex.Grads)
+	if t.o.ClipGradNorm > 0 {
+		t.gradNorm = GlobalNorm(SquaredNorms(t.Ex.Grads))
+		ScaleGrads(t.Ex.Grads, ClipCoef(t.o.ClipGradNorm, t.gradNorm))
+	}
+	t.opt.Step(t.Ex.Params, t.Ex.Grads, t.o.Rate(step))
 	t.Ex.ParamsChanged()
 	if err := t.Ex.ZeroGrads(); err != nil {
 		return 0, nil, err
@@ -110,6 +133,10 @@ func SliceRows[T Num](v *Value[T], lo, hi int) *Value[T] {
 
 // Optimizer is the trainer's optimizer.
 func (t *Trainer) Optimizer() Optimizer { return t.opt }
+
+// GradNorm is the last step's global gradient norm before clipping (0
+// without ClipGradNorm): what clip_grad_norm_ returns.
+func (t *Trainer) GradNorm() float64 { return t.gradNorm }
 
 // Evaluate runs src through the model forward in evaluation mode, in
 // micro-batches of the trainer's size (the last of a batch smaller), after

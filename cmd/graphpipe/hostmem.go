@@ -50,17 +50,6 @@ func checkHost(flag, what string, need float64) error {
 	return usagef("%s: %s needs about %.3g GB, over %.0f%% of the %.3g GB of this host", flag, what, need/1e9, 100*hostShare, have/1e9)
 }
 
-// optimizerBytes is the optimizer state per parameter.
-func optimizerBytes(name string, momentum float32) float64 {
-	switch {
-	case name == "adam":
-		return 8
-	case momentum != 0:
-		return 4
-	}
-	return 0
-}
-
 // trainNeed is what one process training g holds at its peak: weights,
 // gradients and optimizer state; one batch of inputs; one micro-batch's
 // outputs and stash. Float64 arithmetic: an absurd batch must not wrap.

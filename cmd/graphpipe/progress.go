@@ -28,6 +28,7 @@ type progress struct {
 	emulated bool // no loss to show: an emulated run computes none
 	metrics  io.Writer
 	now      func() time.Time
+	lr       func(step int) float64 // the learning rate at a step (0-based); nil: none shown
 
 	from       int       // the step this generation started from
 	began      time.Time // when it started
@@ -69,6 +70,7 @@ type metricsLine struct {
 	EvalLoss     *float64 `json:"eval_loss,omitempty"`
 	EvalAccuracy *float64 `json:"eval_accuracy,omitempty"`
 	EvalSamples  int      `json:"eval_samples,omitempty"`
+	LR           float64  `json:"lr,omitempty"` // the step's learning rate
 }
 
 // step reports that iteration i (0-based) ended with loss.
@@ -86,12 +88,19 @@ func (p *progress) step(i int64, loss float64) {
 		if !p.emulated {
 			m.Loss = &loss
 		}
+		if p.lr != nil {
+			m.LR = p.lr(int(i))
+		}
 		p.writeMetrics(m)
 	}
 	if p.quiet {
 		return
 	}
-	line := fmt.Sprintf("step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs%s", n, p.steps, loss, rate, eta, p.lastEval)
+	lr := ""
+	if p.lr != nil {
+		lr = fmt.Sprintf(", lr %.4g", p.lr(int(i)))
+	}
+	line := fmt.Sprintf("step %d/%d: loss %.6g%s, %.4g samples/s, ETA %.0fs%s", n, p.steps, loss, lr, rate, eta, p.lastEval)
 	if p.emulated {
 		line = fmt.Sprintf("step %d/%d: %.4g samples/s, ETA %.0fs", n, p.steps, rate, eta)
 	}

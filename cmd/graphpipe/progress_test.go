@@ -39,7 +39,7 @@ func TestProgressCountsFromTheResume(t *testing.T) {
 	}
 }
 
-var stepLine = regexp.MustCompile(`^step (\d+)/(\d+): loss [^,]+, ([0-9.e+]+) samples/s, ETA (\d+)s$`)
+var stepLine = regexp.MustCompile(`^step (\d+)/(\d+): loss [^,]+(?:, lr [^,]+)?, ([0-9.e+]+) samples/s, ETA (\d+)s$`)
 
 // TestProgressAfterResume (issue 22, item 3): a run resumed at step 8 of 10
 // reports, at its last step, about the samples/s its summary measures (two

@@ -90,6 +90,10 @@ type runSummary struct {
 	// FinalLoss and Losses: none for an emulated run, which computes none
 	FinalLoss *float64  `json:"final_loss,omitempty"`
 	Losses    []float64 `json:"losses,omitempty"`
+	// LRs is each step's learning rate (the schedule's); GradNorms, with
+	// --clip-grad-norm, each step's global gradient norm before clipping.
+	LRs       []float64 `json:"lrs,omitempty"`
+	GradNorms []float64 `json:"grad_norms,omitempty"`
 	// SamplesPerS: over the whole run, worker start-up included;
 	// MeasuredIterS: the median iteration, which compare uses
 	SamplesPerS   float64  `json:"samples_per_s"`
@@ -113,12 +117,12 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var df deviceFlags
 	var data dataFlags
 	var steps int
-	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath string
+	var of optimFlags
+	var workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath string
 	var ckptEvery, restarts, logEveryN int
 	var metricsPath string
 	var initVals map[string]*stage.Value[float32]
 	var joinTimeout time.Duration
-	var lr, momentum float32
 	var seed int64
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -147,6 +151,11 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 					return err
 				}
 			}
+			train, err := of.options(cmd, steps)
+			if err != nil {
+				return err
+			}
+			sf.planFor(train) // memory for this optimizer's state
 			g, plan, err := modelAndPlan(cmd, a[0], modelPath, &sf, reseed, stdin)
 			if err != nil {
 				return err
@@ -171,17 +180,8 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if err := nf.check(); err != nil {
 				return err
 			}
-			defaultLR, known := map[string]float32{"adam": 1e-3, "sgd": 0.05}[optName]
-			if !known {
-				return usagef("--optimizer: unknown optimizer %q (known: sgd, adam)", optName)
-			}
-			if !cmd.Flags().Changed("lr") {
-				lr = defaultLR
-			}
-			o := runtime.Options{Train: stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, MicroBatch: int(plan.MicroBatch)}, Data: d.optionsSpec()}
-			if _, err := stage.NewOptimizer(optName, lr, momentum); err != nil {
-				return usagef("%v", err)
-			}
+			train.Steps, train.MicroBatch = steps, int(plan.MicroBatch) // --epochs may have set the steps
+			o := runtime.Options{Train: train, Data: d.optionsSpec()}
 			if emulate != "" {
 				if plan.Device.Name != emulate {
 					return usagef("--emulate %s: the plan is for %s devices (search with --device %s)", emulate, plan.Device.Name, emulate)
@@ -265,7 +265,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				}
 			}
 			prog := &progress{log: cmd.ErrOrStderr(), bar: isTerminal(cmd.ErrOrStderr()) && !asJSON, quiet: asJSON, every: logEvery(logEveryN, steps),
-				steps: steps, batch: plan.BatchSize, emulated: o.Emulate}
+				steps: steps, batch: plan.BatchSize, emulated: o.Emulate, lr: o.Train.Rate}
 			if logEveryN < 0 {
 				return usagef("--log-every: must be at least 1 (0: about ten lines a run), got %d", logEveryN)
 			}
@@ -290,9 +290,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	df.registerRun(cmd)
 	data.register(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 10, "training iterations")
-	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
-	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")
-	cmd.Flags().Float32Var(&momentum, "momentum", 0, "sgd momentum")
+	of.register(cmd)
 	cmd.Flags().StringVar(&workers, "workers", "local", "local: start one worker process per stage; external: wait for workers to join")
 	cmd.Flags().StringVar(&modelPath, "model", "", "with a PLAN: the model `FILE` it was made for")
 	cmd.Flags().StringVar(&dump, "dump", "", "write init, data, final parameters and losses to `DIR`, as graphpipe train --dump")
@@ -452,6 +450,10 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	sum := runSummary{Format: runFormat, Model: g.Name(), Strategy: plan.Strategy, Device: plan.Device.Name, Stages: len(plan.Stages), Steps: ran,
 		Batch: plan.BatchSize, Losses: res.Losses, FinalLoss: &res.Losses[ran-1], SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
 		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers, Devices: res.Devices}
+	for k := steps - ran; k < steps; k++ { // a resumed run reports its own steps
+		sum.LRs = append(sum.LRs, o.Train.Rate(k))
+	}
+	sum.GradNorms = res.GradNorms
 	sum.StageTimes = stageTimes(plan, res)
 	for _, r := range res.Evals {
 		e := toEvalJSON(r)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
 )
 
 // searchFlags are the flags shared by every command that plans.
@@ -21,6 +22,9 @@ type searchFlags struct {
 	strategy, schedule string
 	opTimes            string
 	stdin              io.Reader // what a "-" file reads
+	// optBytes is the optimizer state per parameter to plan for (run's
+	// --optimizer); 0: search's default, Adam's.
+	optBytes int64
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
@@ -59,7 +63,7 @@ func (f *searchFlags) options() (search.Options, error) {
 		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices,
-		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch}
+		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes}
 	if f.opTimes != "" {
 		data, _, err := readInput(f.opTimes, f.stdin)
 		if err != nil {
@@ -70,6 +74,14 @@ func (f *searchFlags) options() (search.Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// planFor makes the search plan for o's optimizer state.
+func (f *searchFlags) planFor(o stage.TrainOptions) {
+	f.optBytes = stateBytes(o)
+	if f.optBytes == 0 {
+		f.optBytes = search.NoOptimizerState
+	}
 }
 
 // searchError maps the planner's errors onto exit codes.

@@ -20,11 +20,15 @@ import (
 
 // trainSummary is `graphpipe train --json`'s object.
 type trainSummary struct {
-	Format      string    `json:"format"` // trainFormat
-	Model       string    `json:"model"`
-	Steps       int       `json:"steps"`
-	Optimizer   string    `json:"optimizer"`
-	LR          float32   `json:"lr"`
+	Format    string  `json:"format"` // trainFormat
+	Model     string  `json:"model"`
+	Steps     int     `json:"steps"`
+	Optimizer string  `json:"optimizer"`
+	LR        float64 `json:"lr"`
+	// LRs is each step's learning rate (the schedule's); GradNorms, with
+	// --clip-grad-norm, each step's global gradient norm before clipping.
+	LRs         []float64 `json:"lrs"`
+	GradNorms   []float64 `json:"grad_norms,omitempty"`
 	Batch       int       `json:"batch_size"`
 	MicroBatch  int       `json:"micro_batch"`
 	FirstLoss   float64   `json:"first_loss"`
@@ -48,8 +52,8 @@ func newTrainCmd(stdin io.Reader) *cobra.Command {
 	var steps, batch, micro int
 	var df deviceFlags
 	var data dataFlags
-	var optName, dump, initPath string
-	var lr, momentum float32
+	var of optimFlags
+	var dump, initPath string
 	var seed int64
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -80,16 +84,13 @@ in PyTorch.`,
 					return err
 				}
 			}
-			defaultLR, known := map[string]float32{"adam": 1e-3, "sgd": 0.05}[optName]
-			if !known {
-				return usagef("--optimizer: unknown optimizer %q (known: sgd, adam)", optName)
-			}
-			if !cmd.Flags().Changed("lr") {
-				lr = defaultLR
+			o, err := of.options(cmd, steps)
+			if err != nil {
+				return err
 			}
 			b, m := cmp.Or(batch, int(g.BatchSize())), cmp.Or(micro, batch, int(g.BatchSize()))
 			if b > 0 && m > 0 {
-				if err := checkHost("--batch", fmt.Sprintf("training %s at batch %d, micro-batch %d, in one process", g.Name(), b, m), estimateSlack*trainNeed(g, b, m, optimizerBytes(optName, momentum))); err != nil {
+				if err := checkHost("--batch", fmt.Sprintf("training %s at batch %d, micro-batch %d, in one process", g.Name(), b, m), estimateSlack*trainNeed(g, b, m, float64(stateBytes(o)))); err != nil {
 					return err
 				}
 			}
@@ -99,15 +100,16 @@ in PyTorch.`,
 					return err
 				}
 			}
-			t, err := stage.NewTrainer(g, stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, Batch: batch, MicroBatch: micro})
-			if err != nil {
-				return inputf("%v", err)
-			}
 			d, err := data.open(cmd, g, b, &steps, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			defer d.close()
+			o.Steps, o.Batch, o.MicroBatch = steps, batch, micro // --epochs may have set the steps
+			t, err := stage.NewTrainer(g, o)
+			if err != nil {
+				return inputf("%v", err)
+			}
 			if d.src != nil {
 				t.Source = d.src
 			}
@@ -119,15 +121,13 @@ in PyTorch.`,
 				return err
 			}
 			defer release()
-			return train(cmd, t, d, dump, asJSON, trainSummary{Format: trainFormat, Model: g.Name(), Steps: steps, Optimizer: optName, LR: lr})
+			return train(cmd, t, o, d, dump, asJSON, trainSummary{Format: trainFormat, Model: g.Name(), Steps: steps, Optimizer: o.Optimizer, LR: o.LR})
 		},
 	}
 	df.registerWorker(cmd)
 	data.register(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 100, "training steps (one optimizer step each)")
-	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
-	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")
-	cmd.Flags().Float32Var(&momentum, "momentum", 0, "sgd momentum")
+	of.register(cmd)
 	cmd.Flags().IntVar(&batch, "batch", 0, "global batch (default: the model's batch_size)")
 	cmd.Flags().IntVar(&micro, "micro-batch", 0, "micro-batch size; gradients of the micro-batches are accumulated (default: the whole batch)")
 	cmd.Flags().Int64Var(&seed, "seed", 0, "override the model's seed (parameters and data)")
@@ -137,7 +137,7 @@ in PyTorch.`,
 	return cmd
 }
 
-func train(cmd *cobra.Command, t *stage.Trainer, d *runData, dump string, asJSON bool, sum trainSummary) error {
+func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runData, dump string, asJSON bool, sum trainSummary) error {
 	steps := d.steps
 	sum.Steps = steps
 	var last stage.EvalResult
@@ -161,6 +161,10 @@ func train(cmd *cobra.Command, t *stage.Trainer, d *runData, dump string, asJSON
 			return err
 		}
 		sum.Losses = append(sum.Losses, loss)
+		sum.LRs = append(sum.LRs, o.Rate(step))
+		if o.ClipGradNorm > 0 {
+			sum.GradNorms = append(sum.GradNorms, t.GradNorm())
+		}
 		samples += batch[t.G.Inputs()[0].Name].Shape[0]
 		sum.Batch = batch[t.G.Inputs()[0].Name].Shape[0]
 		if dump != "" {
@@ -169,7 +173,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, d *runData, dump string, asJSON
 			}
 		}
 		if !asJSON && (step%max(1, steps/10) == 0 || step == steps-1) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "step %d: loss %.6g\n", step, loss)
+			fmt.Fprintf(cmd.ErrOrStderr(), "step %d: loss %.6g, lr %.4g\n", step, loss, o.Rate(step))
 		}
 		if d.spec.EvalDue(step, steps) {
 			r, err := t.Evaluate(step+1, d.eval)

@@ -1,0 +1,62 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/graphpipe/graphpipe/stage"
+)
+
+// normEdge is the edge key of the gradient-norm exchange, beside ringEdge's
+// all-reduce; a message's micro-batch field names the sending stage.
+const normEdge = ringEdge + 1
+
+// globalNorm is the gradients' norm over the whole model, for clipping
+// (stage/clip.go), once the stage's replicas hold the same gradients: each
+// stage's replica 0 sends its parameters' squared norms to every other
+// worker, and every worker pools them with its own and those of every
+// other stage and sums them in the order of the parameters' names
+// (stage.GlobalNorm). Each parameter is counted once, however many
+// replicas hold it, and every worker, in every plan, gets the number one
+// process gets.
+func (w *Worker) globalNorm(ctx context.Context, n int64) (float64, error) {
+	own := stage.SquaredNorms(w.ex.Grads)
+	if w.Replica == 0 {
+		msg, err := msgpack.Marshal(own)
+		if err != nil {
+			return 0, err
+		}
+		for id := int32(0); id < int32(w.lay.total); id++ {
+			if id == w.ID {
+				continue
+			}
+			if err := w.ep.Send(ctx, id, msgKey{n, int32(w.Stage), normEdge, 'g'}, msg); err != nil {
+				return 0, err
+			}
+		}
+	}
+	all := maps.Clone(own)
+	for s := range w.lay.count {
+		if s == w.Stage {
+			continue
+		}
+		msg, err := w.ep.Receive(ctx, msgKey{n, int32(s), normEdge, 'g'})
+		if err != nil {
+			return 0, err
+		}
+		var part map[string]float64
+		if err := msgpack.Unmarshal(msg, &part); err != nil {
+			return 0, fmt.Errorf("stage %d's gradient norms: %w", s, err)
+		}
+		for name, v := range part {
+			if _, dup := all[name]; dup {
+				return 0, fmt.Errorf("stage %d's gradient norms name %q, which another stage holds", s, name)
+			}
+			all[name] = v
+		}
+	}
+	return stage.GlobalNorm(all), nil
+}
