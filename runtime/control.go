@@ -154,7 +154,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
-	plan, err := search.DecodePlan(a.Plan)
+	plan, err := search.LoadPlan(a.Plan, g)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}

@@ -53,9 +53,9 @@ func checkPlan(t *testing.T, g *dag.Graph, p *Plan) {
 	if devices > p.Devices {
 		t.Fatalf("plan uses %d of %d devices", devices, p.Devices)
 	}
-	back, err := DecodePlan(p.Encode())
+	back, err := LoadPlan(p.Encode(), g)
 	if err != nil {
-		t.Fatalf("plan does not decode: %v", err)
+		t.Fatalf("plan does not load against its model: %v", err)
 	}
 	if back.Predicted != p.Predicted || len(back.Stages) != len(p.Stages) {
 		t.Fatal("plan changes through its codec")

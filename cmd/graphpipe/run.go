@@ -265,10 +265,6 @@ func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, s
 	}
 	json.Unmarshal(data, &probe)
 	if probe.Format == search.PlanFormat {
-		plan, err := search.DecodePlan(data)
-		if err != nil {
-			return nil, nil, inputf("%s: %v", name, err)
-		}
 		if modelPath == "" {
 			return nil, nil, usagef("running a plan needs --model, the model file it was made for")
 		}
@@ -284,8 +280,9 @@ func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, s
 		if err != nil {
 			return nil, nil, err
 		}
-		if search.ModelHash(g) != plan.Model.SHA256 {
-			return nil, nil, inputf("%s: the plan was made for another model than %s (hash %.12s, plan says %.12s)", name, modelPath, search.ModelHash(g), plan.Model.SHA256)
+		plan, err := decodePlan(data, name, g, modelPath)
+		if err != nil {
+			return nil, nil, err
 		}
 		return g, plan, nil
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/search"
 )
 
@@ -190,13 +191,32 @@ Exit 1 when no plan fits, saying which limit failed.`,
 	return cmd
 }
 
-// loadPlan reads a plan file; every problem is bad input (exit 2).
-func loadPlan(path string, stdin io.Reader) (*search.Plan, error) {
+// loadPlan reads a plan file and, when modelPath is set, checks it against
+// that model; every problem is bad input (exit 2).
+func loadPlan(path, modelPath string, stdin io.Reader) (*search.Plan, error) {
 	data, path, err := readInput(path, stdin)
 	if err != nil {
 		return nil, err
 	}
-	p, err := search.DecodePlan(data)
+	var g *dag.Graph
+	if modelPath != "" {
+		if g, err = loadModel(modelPath, stdin); err != nil {
+			return nil, err
+		}
+	}
+	return decodePlan(data, path, g, modelPath)
+}
+
+// decodePlan reads a plan and, when g is not nil, checks it against that
+// model (search.LoadPlan): made for it, every op in one stage, edges that
+// carry what the stages read. Problems are exit 2, naming the file.
+func decodePlan(data []byte, path string, g *dag.Graph, modelPath string) (*search.Plan, error) {
+	p, err := search.LoadPlan(data, g)
+	var pe *search.PlanError
+	if errors.As(err, &pe) && pe.Field == "model.sha256" {
+		hashes := strings.TrimSuffix(strings.TrimPrefix(pe.Msg, "made for another model ("), ")")
+		return nil, inputf("%s: the plan was made for another model than %s (%s)", path, modelPath, hashes)
+	}
 	if err != nil {
 		return nil, inputf("%s: %v", path, err)
 	}
