@@ -27,6 +27,8 @@ type Manifest struct {
 	Step      int               `json:"step"` // the next iteration to run: the data position
 	Model     string            `json:"model"`
 	ModelHash string            `json:"model_sha256"`
+	Run       string            `json:"run,omitempty"` // the run that wrote it
+	Seed      int64             `json:"seed"`          // the model's seed (parameters and data)
 	Plan      string            `json:"plan"` // what made it, for people: strategy, stages, devices
 	Optimizer string            `json:"optimizer"`
 	OptStep   int               `json:"optimizer_step"`

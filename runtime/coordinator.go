@@ -78,7 +78,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 	if err := watchWorkers(ctx, t, run, gen, lay.total, name, cancel); err != nil {
 		return nil, err
 	}
-	res, err := collect(ctx, ctl, g, plan, lay, workers, steps, o, progress)
+	res, err := collect(ctx, ctl, g, plan, lay, workers, run, steps, o, progress)
 	if res != nil {
 		res.Devices = where
 	}
@@ -89,7 +89,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 }
 
 // collect drives the iterations and gathers reports and parameters.
-func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, workers []int32, steps int, o Options, progress func(int64, float64)) (*Result, error) {
+func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, workers []int32, run string, steps int, o Options, progress func(int64, float64)) (*Result, error) {
 	res := &Result{Params: map[string]*stage.Value[float32]{}}
 	start := 0
 	if o.Resume != nil {
@@ -132,7 +132,7 @@ func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan
 			progress(int64(n), total)
 		}
 		if k := o.CheckpointEvery; k > 0 && (n+1)%k == 0 && !o.Emulate {
-			if err := checkpoint(ctx, ctl, g, plan, lay, n, o); err != nil {
+			if err := checkpoint(ctx, ctl, g, plan, lay, run, n, o); err != nil {
 				return nil, err
 			}
 		}
@@ -182,7 +182,7 @@ func decodeParams(b []byte, into map[string]*stage.Value[float32]) error {
 }
 
 // checkpoint gathers every stage's state after iteration n and writes it.
-func checkpoint(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, n int, o Options) error {
+func checkpoint(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, run string, n int, o Options) error {
 	c := &Checkpoint{Params: map[string]*stage.Value[float32]{}, Optim: map[string][]float32{}}
 	for s := range plan.Stages {
 		id := lay.id(s, 0)
@@ -204,6 +204,7 @@ func checkpoint(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.P
 		c.Manifest.OptStep, _ = strconv.Atoi(meta["optimizer_step"])
 	}
 	c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash = n+1, g.Name(), search.ModelHash(g)
+	c.Manifest.Run, c.Manifest.Seed = run, g.Seed()
 	c.Manifest.Plan = fmt.Sprintf("%s, %d stages on %d devices", plan.Strategy, len(plan.Stages), lay.total)
 	c.Manifest.Optimizer = o.Train.Optimizer
 	if err := WriteCheckpoint(o.CheckpointDir, c); err != nil {

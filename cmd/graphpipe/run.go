@@ -166,10 +166,18 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if ckptDir != "" && ckptEvery == 0 {
 				ckptEvery = max(1, steps/10)
 			}
+			if runID == "" {
+				runID = randomID()
+			}
 			if ckptDir != "" {
 				if err := checkCheckpointOut(ckptDir); err != nil {
 					return err
 				}
+				lock, err := lockCheckpoints(ckptDir, runID)
+				if err != nil {
+					return err
+				}
+				defer lock.Unlock()
 			}
 			o.CheckpointDir, o.CheckpointEvery = ckptDir, ckptEvery
 			if joinTimeout < 0 {
@@ -189,6 +197,9 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				if err != nil {
 					return err // exit 1: no whole checkpoint
 				}
+				if h := search.ModelHash(g); c.Manifest.ModelHash != h {
+					return inputf("--resume %s: checkpoint step-%d was made for model %q (hash %.12s), not for this %q (hash %.12s)", resume, c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash, g.Name(), h)
+				}
 				if c.Manifest.Step >= steps {
 					return usagef("--resume: the checkpoint is at step %d, past --steps %d", c.Manifest.Step, steps)
 				}
@@ -203,9 +214,6 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 					return err
 				}
 				o.Resume, o.Init = initCheckpoint(g, initVals), true
-			}
-			if runID == "" {
-				runID = randomID()
 			}
 			if prof != "" && o.Emulate {
 				return usagef("--profile: an emulated run computes nothing to profile")

@@ -43,6 +43,9 @@ func (f *searchFlags) options() (search.Options, error) {
 	dev, err := search.LookupDevice(f.device)
 	if err != nil {
 		data, rerr := os.ReadFile(f.device)
+		if rerr != nil && looksLikePath(f.device) {
+			return search.Options{}, inputf("--device %s: cannot read: %v", f.device, cause(rerr))
+		}
 		if rerr != nil {
 			return search.Options{}, usagef("--device: %v", err)
 		}
@@ -68,6 +71,13 @@ func (f *searchFlags) options() (search.Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// looksLikePath says whether a --device value names a file rather than a
+// profile: it has a directory part or a .json suffix, or is there.
+func looksLikePath(s string) bool {
+	_, err := os.Stat(s)
+	return err == nil || strings.ContainsAny(s, `/\`) || strings.HasSuffix(strings.ToLower(s), ".json")
 }
 
 // searchError maps the planner's errors onto exit codes.
