@@ -29,7 +29,7 @@ type Manifest struct {
 	ModelHash string            `json:"model_sha256"`
 	Run       string            `json:"run,omitempty"` // the run that wrote it
 	Seed      int64             `json:"seed"`          // the model's seed (parameters and data)
-	Plan      string            `json:"plan"` // what made it, for people: strategy, stages, devices
+	Plan      string            `json:"plan"`          // what made it, for people: strategy, stages, devices
 	Optimizer string            `json:"optimizer"`
 	OptStep   int               `json:"optimizer_step"`
 	Files     map[string]string `json:"files"` // name → SHA-256
