@@ -84,8 +84,9 @@ type runSummary struct {
 	Strategy      string    `json:"strategy"`
 	Stages        int       `json:"stages"`
 	Steps         int       `json:"steps"`
-	FinalLoss     float64   `json:"final_loss"`
-	Losses        []float64 `json:"losses"`
+	FinalLoss     jsonFloat `json:"final_loss"`
+	Losses        lossList  `json:"losses"`
+	Skipped       []int     `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
 	SamplesPerS   float64   `json:"samples_per_s"`
 	MeasuredIterS float64   `json:"measured_iteration_s"`
 	PredictedIter float64   `json:"predicted_iteration_s"`
@@ -101,6 +102,7 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var sf searchFlags
 	var nf natsFlags
 	var df deviceFlags
+	var nff nonFiniteFlags
 	var steps int
 	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath string
 	var ckptEvery, restarts int
@@ -146,6 +148,10 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				lr = defaultLR
 			}
 			o := runtime.Options{Train: stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, MicroBatch: int(plan.MicroBatch)}}
+			if err := nff.check(); err != nil {
+				return err
+			}
+			o.OnNonFinite, o.MaxSkips = nff.policy, nff.maxSkips
 			if _, err := stage.NewOptimizer(optName, lr, momentum); err != nil {
 				return usagef("%v", err)
 			}
@@ -240,6 +246,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	sf.register(cmd)
 	nf.register(cmd)
 	df.registerRun(cmd)
+	nff.register(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 10, "training iterations")
 	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
 	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")
@@ -323,8 +330,10 @@ func randomID() string {
 }
 
 func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int) error {
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	log := cmd.ErrOrStderr()
+	ctx, sig := watchSignals(cmd.Context(), log)
+	defer sig.done()
+	o.Stop = sig.stop
 	opts := nf.options("graphpipe coordinator " + runID)
 	if opts.URL == "" {
 		srv, err := runtime.StartEmbedded(0)
@@ -339,7 +348,6 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		return inputf("--nats: %v", err)
 	}
 	defer t.Close()
-	log := cmd.ErrOrStderr()
 	n := 0 // one worker per device: a data-parallel stage runs as replicas
 	for _, s := range plan.Stages {
 		n += len(s.Devices)
@@ -358,8 +366,8 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil || restarts == 0 {
-			return err
+		if ctx.Err() != nil || restarts == 0 || final(err) {
+			return runExit(err, sig)
 		}
 		restarts--
 		o.Resume = initial
@@ -393,9 +401,12 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	}
 	ran := len(res.Losses)
 	sum := runSummary{Model: g.Name(), Strategy: plan.Strategy, Stages: len(plan.Stages), Steps: steps, Losses: res.Losses,
-		FinalLoss: res.Losses[ran-1], SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
+		FinalLoss: jsonFloat(res.Losses[ran-1]), Skipped: []int{}, SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
 		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers, Devices: res.Devices}
 	sum.Steps = ran
+	for _, i := range res.Skipped {
+		sum.Skipped = append(sum.Skipped, i+1)
+	}
 	sum.StageTimes = stageTimes(plan, res)
 	if o.Emulate {
 		sum.Emulated = plan.Device.Name
@@ -421,6 +432,12 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 	log := cmd.ErrOrStderr()
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
+	skips := 0 // this generation's, for the progress line
+	o.Skipped = func(i int64, why string) {
+		if skips++; !asJSON {
+			fmt.Fprintf(log, "graphpipe: step %d: %s: its update skipped on every stage\n", i+1, why)
+		}
+	}
 	switch workers {
 	case "local":
 		procs, err := startWorkers(ctx, n, opts, runID, o.Gen, wargs, log)
@@ -446,6 +463,9 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 		el := time.Since(start).Seconds()
 		eta := el / float64(i+1) * float64(int64(steps)-i-1)
 		line := fmt.Sprintf("step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs", i+1, steps, loss, float64(plan.BatchSize)*float64(i+1)/el, eta)
+		if skips > 0 {
+			line += fmt.Sprintf(", %d skipped", skips)
+		}
 		if bar {
 			done := int(40 * (i + 1) / int64(steps))
 			fmt.Fprintf(log, "\r\033[K[%s%s] %s", strings.Repeat("=", done), strings.Repeat(" ", 40-done), line)
@@ -509,7 +529,7 @@ func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID strin
 	}
 	var procs []*exec.Cmd
 	for i := 0; i < n; i++ {
-		c := exec.CommandContext(ctx, self, append([]string{"worker", "--nats", o.URL, "--run", runID, "--gen", fmt.Sprint(gen)}, wargs(i)...)...)
+		c := exec.CommandContext(ctx, self, append([]string{"worker", "--nats", o.URL, "--run", runID, "--gen", fmt.Sprint(gen), "--managed"}, wargs(i)...)...)
 		c.Env = env
 		c.Stderr = log
 		if err := c.Start(); err != nil {
@@ -644,6 +664,7 @@ func newWorkerCmd() *cobra.Command {
 	var runID string
 	var gen uint32
 	var connectWait time.Duration
+	var managed bool
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL --run ID",
 		Short: "Join a run as a stage worker",
@@ -657,8 +678,17 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 			if err := nf.check(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context()
+			if managed {
+				// SIGINT and SIGTERM are the coordinator's to act on
+				// (it stops the run after the step in flight); a
+				// terminal's Ctrl-C reaches its whole process group
+				signal.Ignore(os.Interrupt, syscall.SIGTERM)
+			} else {
+				var stop context.CancelFunc
+				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+			}
 			dev, err := df.open()
 			if err != nil {
 				return err // exit 1: no such device or no driver
@@ -683,6 +713,8 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 	df.registerWorker(cmd)
 	cmd.Flags().StringVar(&runID, "run", "", "the run to join")
 	cmd.Flags().Uint32Var(&gen, "gen", 1, "the generation to join (restarts start new ones)")
+	cmd.Flags().BoolVar(&managed, "managed", false, "started by graphpipe run: leave SIGINT and SIGTERM to it")
+	cmd.Flags().MarkHidden("managed")
 	cmd.Flags().DurationVar(&connectWait, "connect-wait", 30*time.Second, "while no NATS server answers at --nats, keep trying this long (a worker may start before the server)")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -26,15 +27,17 @@ type trainSummary struct {
 	LR          float32   `json:"lr"`
 	Batch       int       `json:"batch_size"`
 	MicroBatch  int       `json:"micro_batch"`
-	FirstLoss   float64   `json:"first_loss"`
-	FinalLoss   float64   `json:"final_loss"`
-	Losses      []float64 `json:"losses"`
+	FirstLoss   jsonFloat `json:"first_loss"`
+	FinalLoss   jsonFloat `json:"final_loss"`
+	Losses      lossList  `json:"losses"`
+	Skipped     []int     `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
 	SamplesPerS float64   `json:"samples_per_s"`
 }
 
 func newTrainCmd(stdin io.Reader) *cobra.Command {
 	var steps, batch, micro int
 	var df deviceFlags
+	var nff nonFiniteFlags
 	var optName, dump, initPath string
 	var lr, momentum float32
 	var seed int64
@@ -55,6 +58,9 @@ in PyTorch.`,
 			}
 			if steps < 1 {
 				return usagef("--steps: must be positive, got %d", steps)
+			}
+			if err := nff.check(); err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("seed") {
 				m := *g.Model()
@@ -94,10 +100,11 @@ in PyTorch.`,
 				return err
 			}
 			defer release()
-			return train(cmd, t, steps, dump, asJSON, trainSummary{Model: g.Name(), Steps: steps, Optimizer: optName, LR: lr})
+			return train(cmd, t, steps, dump, asJSON, nff, trainSummary{Model: g.Name(), Steps: steps, Optimizer: optName, LR: lr, Skipped: []int{}})
 		},
 	}
 	df.registerWorker(cmd)
+	nff.register(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 100, "training steps (one optimizer step each)")
 	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
 	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")
@@ -111,7 +118,7 @@ in PyTorch.`,
 	return cmd
 }
 
-func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON bool, sum trainSummary) error {
+func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON bool, nff nonFiniteFlags, sum trainSummary) error {
 	var data []tensor.Named
 	if dump != "" {
 		if err := os.MkdirAll(dump, 0o755); err != nil {
@@ -122,10 +129,26 @@ func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON 
 		}
 	}
 	start := time.Now()
-	samples := 0
+	samples, skips := 0, 0
 	for step := 0; step < steps; step++ {
-		loss, batch, err := t.Step(step)
+		loss, batch, err := t.Compute(step)
 		if err != nil {
+			return err
+		}
+		bad := trainNonFinite(t, loss)
+		if bad != "" && (nff.policy == runtime.NonFiniteStop || skips == nff.maxSkips) {
+			return &exitError{exitDiverged, &runtime.NonFiniteError{Step: step + 1, Stage: -1, What: bad, Skips: skips}}
+		}
+		if bad != "" {
+			skips++
+			sum.Skipped = append(sum.Skipped, step+1)
+			if !asJSON {
+				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: step %d: %s: its update skipped (%d in a row)\n", step+1, bad, skips)
+			}
+		} else {
+			skips = 0
+		}
+		if err := t.Apply(bad != ""); err != nil {
 			return err
 		}
 		sum.Losses = append(sum.Losses, loss)
@@ -137,11 +160,11 @@ func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON 
 			}
 		}
 		if !asJSON && (step%max(1, steps/10) == 0 || step == steps-1) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "step %d: loss %.6g\n", step, loss)
+			fmt.Fprintf(cmd.ErrOrStderr(), "step %d/%d: loss %.6g\n", step+1, steps, loss) // counted from 1, as run counts
 		}
 	}
 	sum.SamplesPerS = float64(samples) / time.Since(start).Seconds()
-	sum.FirstLoss, sum.FinalLoss = sum.Losses[0], sum.Losses[len(sum.Losses)-1]
+	sum.FirstLoss, sum.FinalLoss = jsonFloat(sum.Losses[0]), jsonFloat(sum.Losses[len(sum.Losses)-1])
 	if dump != "" {
 		if err := writeDump(dump, t.Ex, data, sum.Losses); err != nil {
 			return err
@@ -154,6 +177,19 @@ func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON 
 	fmt.Fprintf(w, "%s: %d steps, loss %.6g → %.6g (%+.1f%%), %.4g samples/s\n", sum.Model, steps, sum.FirstLoss, sum.FinalLoss,
 		100*(sum.FinalLoss/sum.FirstLoss-1), sum.SamplesPerS)
 	return nil
+}
+
+// trainNonFinite says where a step of train found a value that is not
+// finite, "" if none: its loss, then its gradients (read once), and only
+// then the first op with one.
+func trainNonFinite(t *stage.Trainer, loss float64) string {
+	if !math.IsNaN(loss) && !math.IsInf(loss, 0) && t.Ex.GradsFinite() {
+		return ""
+	}
+	if op, what := t.Ex.FirstNonFinite(); op != "" {
+		return fmt.Sprintf("op %q: %s", op, what)
+	}
+	return fmt.Sprintf("op %q: the loss is %v", t.G.Op(t.G.Loss()).Name, float32(loss))
 }
 
 // writeParams writes the executor's parameters and buffers by name.
@@ -182,7 +218,7 @@ func writeDump(dir string, ex *stage.Executor, data []tensor.Named, losses []flo
 	if err := writeParams(filepath.Join(dir, "final.safetensors"), ex); err != nil {
 		return err
 	}
-	l, _ := json.MarshalIndent(losses, "", " ")
+	l, _ := json.MarshalIndent(lossList(losses), "", " ")
 	return writeFileAtomic(filepath.Join(dir, "losses.json"), append(l, '\n'))
 }
 
