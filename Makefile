@@ -128,3 +128,16 @@ replay: build
 	    echo "$$name: $$(tail -1 out/replay/$$name.log)"; [ $$s = 0 ] || exit $$s; \
 	  done; \
 	done
+	# a user's data: the two-tower model trained as a 3-stage pipeline on 4800
+	# teacher-labelled samples, evaluated on 1200 others; PyTorch evaluates
+	# the exported weights and must print the run's evaluation within 1e-4
+	@mkdir -p out/replay/data && rm -rf out/replay/data/ck
+	$(BIN) import onnx/testdata/models/two_tower.onnx -o out/replay/data/tt.json --weights out/replay/data/tt.safetensors --loss softmax_cross_entropy --batch 12 2>/dev/null
+	$(BIN) data synth out/replay/data/tt.json -o out/replay/data/train.safetensors --samples 4800
+	$(BIN) data synth out/replay/data/tt.json -o out/replay/data/eval.safetensors --samples 1200 --skip 4800
+	$(BIN) search out/replay/data/tt.json --devices 3 --device cpu --micro-batch 4 -o out/replay/data/plan.json > /dev/null
+	$(BIN) run out/replay/data/plan.json --model out/replay/data/tt.json --init out/replay/data/tt.safetensors --data out/replay/data/train.safetensors \
+	  --eval-data out/replay/data/eval.safetensors --epochs 1 --eval-every 200 --lr 0.001 --checkpoint out/replay/data/ck --json > out/replay/data/run.json
+	$(BIN) export out/replay/data/ck -o out/replay/data/trained.safetensors
+	$(TORCH_PY) onnx/testdata/torch/eval_module.py two_tower out/replay/data/trained.safetensors out/replay/data/eval.safetensors \
+	  $$($(TORCH_PY) -c "import json; r=json.load(open('out/replay/data/run.json')); print('--loss %r --accuracy %r' % (r['eval_loss'], r['eval_accuracy']))")

@@ -30,8 +30,9 @@ const (
 	mbGo         = 5
 	mbCkpt       = 6
 	mbResume     = 7
-	mbVerdict    = 8       // step or skip the update of an iteration (OnNonFinite skip)
-	mbStopState  = 9       // a stage's state, handed over as the run stops
+	mbEval       = 8
+	mbVerdict    = 9       // step or skip the update of an iteration (OnNonFinite skip)
+	mbStopState  = 10      // a stage's state, handed over as the run stops
 	reportStride = 1 << 20 // report keys: iter·reportStride + stage
 )
 
@@ -120,7 +121,11 @@ func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda
 	}
 	a.Options.Device = dev
 	if err = serveStage(ctx, t, run, ctl, &a); err != nil {
-		sendJSON(context.Background(), ctl, coordinator, int64(id), mbError, map[string]string{"error": err.Error()})
+		m := map[string]string{"error": err.Error()}
+		if IsDataError(err) {
+			m["data"] = "true" // the user's to fix: the command exits 2, no restart
+		}
+		sendJSON(context.Background(), ctl, coordinator, int64(id), mbError, m)
 		return err
 	}
 	return nil // serveWork drained ctl while the coordinator was watched
@@ -210,6 +215,15 @@ func iterate(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, n int
 			return false, err
 		}
 	}
+	if spec := a.Options.Data; spec.EvalDue(n, a.Steps) && !w.Emulate {
+		sums, err := w.Eval(ctx, int64(n), spec.EvalSamples)
+		if err != nil {
+			return false, err
+		}
+		if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbEval, sums); err != nil {
+			return false, err
+		}
+	}
 	return false, nil
 }
 
@@ -253,6 +267,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	if err != nil {
 		return err
 	}
+	defer w.Close()
 	started(w)
 	if (a.Options.Start > 0 || a.Options.Init) && !w.Emulate {
 		msg, err := ctl.Receive(ctx, msgKey{0, mbResume, ctlEdge, 'g'})

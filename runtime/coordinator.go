@@ -99,7 +99,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 	if res != nil {
 		res.Devices = where
 	}
-	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
+	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled && !IsDataError(err) {
 		return nil, cause
 	}
 	return res, err
@@ -200,6 +200,16 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 	if progress != nil {
 		progress(int64(n), total)
 	}
+	if c.o.Data.EvalDue(n, c.steps) && !c.o.Emulate {
+		r, err := collectEval(ctx, c.ctl, c.workers, n)
+		if err != nil {
+			return err
+		}
+		c.res.Evals = append(c.res.Evals, r)
+		if c.o.OnEval != nil {
+			c.o.OnEval(r)
+		}
+	}
 	if k := c.o.CheckpointEvery; k > 0 && (n+1)%k == 0 && !c.o.Emulate {
 		return c.checkpoint(ctx, n+1, func(id int32) msgKey { return msgKey{int64(n)*reportStride + int64(id), mbCkpt, ctlEdge, 'g'} })
 	}
@@ -277,6 +287,24 @@ func (c *collector) stop(ctx context.Context, n int) error {
 	return &StoppedError{Step: n, Dir: c.o.CheckpointDir, Saved: c.saved == n && c.o.CheckpointDir != ""}
 }
 
+// collectEval sums every worker's share of the evaluation after
+// iteration n.
+func collectEval(ctx context.Context, ctl *Endpoint, workers []int32, n int) (stage.EvalResult, error) {
+	var sums stage.EvalSums
+	for s := range workers {
+		msg, err := ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(s), mbEval, ctlEdge, 'a'})
+		if err != nil {
+			return stage.EvalResult{}, workerFailure(ctl, err)
+		}
+		var part stage.EvalSums
+		if err := json.Unmarshal(msg, &part); err != nil {
+			return stage.EvalResult{}, err
+		}
+		sums.Add(part)
+	}
+	return sums.Result(n + 1), nil
+}
+
 // workerFailure prefers a worker's own account of its failure.
 func workerFailure(ctl *Endpoint, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -287,6 +315,9 @@ func workerFailure(ctl *Endpoint, err error) error {
 	}
 	var m map[string]string
 	json.Unmarshal(msg, &m)
+	if m["data"] != "" {
+		return &DataError{m["error"]}
+	}
 	return fmt.Errorf("a worker failed: %s", m["error"])
 }
 

@@ -26,6 +26,8 @@ type Result struct {
 	// Skipped lists the iterations whose update was skipped, their values
 	// not being finite (Options.OnNonFinite skip; Coordinate only).
 	Skipped []int
+	// Evals is every evaluation of the run (Options.Data's evaluation set).
+	Evals []stage.EvalResult
 }
 
 // RunLocal trains g under plan for steps iterations with one goroutine per
@@ -44,6 +46,7 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 		if workers[id], err = NewWorker(g, plan, id, ep, o); err != nil {
 			return nil, err
 		}
+		defer workers[id].Close()
 	}
 	res := &Result{Params: map[string]*stage.Value[float32]{}}
 	ctx, cancel := context.WithCancel(ctx)
@@ -72,6 +75,13 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 		}
 		res.Losses = append(res.Losses, total)
 		res.Iters = append(res.Iters, time.Since(start).Seconds())
+		if o.Data.EvalDue(n, steps) && !o.Emulate {
+			r, err := evalLocal(ctx, cancel, workers, n, o.Data.EvalSamples)
+			if err != nil {
+				return nil, err
+			}
+			res.Evals = append(res.Evals, r)
+		}
 	}
 	for _, w := range workers {
 		if w.Replica != 0 {
@@ -85,6 +95,31 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 		res.Stats = append(res.Stats, w.ep.Stats())
 	}
 	return res, nil
+}
+
+// evalLocal runs the evaluation after iteration n on every worker at once.
+func evalLocal(ctx context.Context, cancel func(), workers []*Worker, n, samples int) (stage.EvalResult, error) {
+	parts := make([]stage.EvalSums, len(workers))
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for s, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if parts[s], errs[s] = w.Eval(ctx, int64(n), samples); errs[s] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := firstCause(errs); err != nil {
+		return stage.EvalResult{}, err
+	}
+	var sums stage.EvalSums
+	for _, p := range parts {
+		sums.Add(p)
+	}
+	return sums.Result(n + 1), nil
 }
 
 // firstCause is the first error that is not a consequence of cancelling the

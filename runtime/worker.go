@@ -30,7 +30,10 @@ type Worker struct {
 	ex      *stage.Executor
 	ep      *Endpoint
 	opt     stage.Optimizer
-	data    *stage.Dataset
+	data    stage.Source     // the training batches
+	eval    stage.EvalSource // the evaluation set, when the stage reads model inputs
+	sets    []interface{ Close() error }
+	spec    *DataSpec
 	loss    string // the loss op's name when this stage holds it
 	ops     map[string]bool
 	reads   map[string]bool // the model inputs this stage's ops read
@@ -45,6 +48,9 @@ type Worker struct {
 	kill     string               // a test hook's point to die at in this iteration, "" for none
 	sends    int                  // sends so far this iteration
 	buffers  map[string][]float32 // the buffers before this iteration (stage.Executor.SnapshotBuffers)
+	// evalRows is, while evaluating, the rows of the micro-batch at hand
+	// (an evaluation's last batch may be partial); -1 while training.
+	evalRows int
 
 	busyMu    sync.Mutex // guards busySince, busyWhat
 	busySince time.Time  // when the computation under way began; zero while waiting on others
@@ -119,6 +125,10 @@ type Options struct {
 	// Device runs the stage's ops on a GPU (package cuda); nil: the CPU.
 	// It belongs to the worker process, not to the run.
 	Device *cuda.Device `json:"-"`
+	// Data is the run's own data and evaluation set; nil: synthetic data.
+	Data *DataSpec `json:"data,omitempty"`
+	// OnEval, at the coordinator, hears each evaluation as it ends.
+	OnEval func(stage.EvalResult) `json:"-"`
 }
 
 // NewWorker prepares stage id of plan over an endpoint.
@@ -133,7 +143,7 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options)
 		return nil, fmt.Errorf("plan: worker %d is beyond its %d devices", id, lay.total)
 	}
 	w := &Worker{ID: int32(id), Stage: st, Replica: rep, lay: lay, g: g, plan: plan, sched: sch.Lists[st], split: sch.Split, ep: ep,
-		ops: map[string]bool{}, reads: map[string]bool{}, linkFree: map[[2]int]time.Time{}}
+		ops: map[string]bool{}, reads: map[string]bool{}, linkFree: map[[2]int]time.Time{}, spec: o.Data, evalRows: -1}
 	var ops []int
 	for _, name := range plan.Stages[st].Ops {
 		i, ok := g.OpIndex(name)
@@ -165,7 +175,8 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options)
 			return nil, err
 		}
 	}
-	if w.data, err = stage.NewDataset(g); err != nil {
+	if err := w.openData(g); err != nil {
+		w.Close()
 		return nil, err
 	}
 	if w.opt, err = stage.NewOptimizer(o.Train.Optimizer, o.Train.LR, o.Train.Momentum); err != nil {
@@ -203,10 +214,12 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 	w.iterZero, w.events, w.sends = time.Now(), w.events[:0], 0
 	w.vnow = w.iterZero
 	var err error
-	if !w.Emulate {
+	if !w.Emulate && len(w.reads) > 0 {
 		if it.batch, err = w.data.Inputs(int(n), int(w.plan.BatchSize), w.reads); err != nil {
-			return 0, err
+			return 0, dataErr(err)
 		}
+	}
+	if !w.Emulate {
 		w.buffers = w.ex.SnapshotBuffers()
 	}
 	for _, a := range w.sched {
@@ -400,7 +413,15 @@ func (w *Worker) feedsOf(it *iteration, mb int) map[string]*stage.Value[float32]
 
 // rows is this replica's rows of a micro-batch.
 func (w *Worker) rows() (int, int) {
-	return rowRange(int(w.plan.MicroBatch), w.lay.count[w.Stage], w.Replica)
+	return w.clip(rowRange(int(w.plan.MicroBatch), w.lay.count[w.Stage], w.Replica))
+}
+
+// clip cuts a replica's rows to those of a partial evaluation micro-batch.
+func (w *Worker) clip(lo, hi int) (int, int) {
+	if w.evalRows < 0 {
+		return lo, hi
+	}
+	return min(lo, w.evalRows), min(hi, w.evalRows)
 }
 
 // peer is a replica at the other end of an edge whose rows overlap ours:
@@ -422,7 +443,7 @@ func (w *Worker) peers(a microbatch.Action) []peer {
 	lo, hi := w.rows()
 	var out []peer
 	for r := 0; r < w.lay.count[other]; r++ {
-		plo, phi := rowRange(b, w.lay.count[other], r)
+		plo, phi := w.clip(rowRange(b, w.lay.count[other], r))
 		if l, h := max(lo, plo), min(hi, phi); l < h {
 			out = append(out, peer{w.lay.id(other, r), r, l, h})
 		}

@@ -12,6 +12,10 @@ type Position struct {
 	// without inputs (parameter, constant) make. 0: the rows of what Forward
 	// is fed.
 	Rows int
+	// Eval runs the forward pass as evaluation does (PyTorch's eval mode):
+	// batch_norm normalises by its running statistics and leaves them
+	// alone, dropout passes its input through.
+	Eval bool
 }
 
 // runCtx is what an executor tells its kernels about the pass they run:

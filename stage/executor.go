@@ -189,7 +189,7 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 	e.dev.begin(mb)
 	out, err := e.forward(mb, feeds)
 	if err == nil { // what leaves the stage comes back to the host
-		err = e.dev.fetch(out, func(name string) bool { return e.dev.external[name] }, true)
+		err = e.dev.fetch(out, func(name string) bool { return e.dev.external[name] || pos.Eval && e.lossReads(name) }, true)
 	}
 	if err != nil { // nothing of a failed micro-batch stays on the device
 		if _, ok := e.mbs[mb]; ok {
@@ -200,6 +200,19 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 		return nil, err
 	}
 	return out, nil
+}
+
+// lossReads says whether the loss op reads name (an evaluation's accuracy
+// needs the logits on the host).
+func (e *Executor) lossReads(name string) bool {
+	if l := e.g.Loss(); l >= 0 {
+		for _, t := range e.g.OpInputs(l) {
+			if t.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (e *Executor) forward(mb int, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {

@@ -25,8 +25,15 @@ func newGPUKernel(g *dag.Graph, i int, d *cuda.Device, dev *devState, errp *erro
 	a := op.Attrs
 	in := g.OpInputs(i)
 	k := &gpuKernel{d: d, dev: dev, errp: errp}
-	if broadcasts(g, i) {
-		return nil, &OpError{op.Name, fmt.Sprintf("%s with a scalar or broadcast inputs has no CUDA kernel yet", op.Kind)}
+	if broadcasts(g, i) || op.Kind.Since() >= 2 { // model@2's ops and forms of add and mul
+		var ok bool
+		if k.fwd, k.bwd, ok = newGPUConvKernel(g, i, ctx); ok {
+			return k, nil
+		}
+		if k.fwd, k.bwd, ok = newGPUTensorKernel(g, i, ctx); ok {
+			return k, nil
+		}
+		return nil, &OpError{op.Name, fmt.Sprintf("%s has no CUDA kernel", op.Kind)}
 	}
 	switch op.Kind {
 	case dag.Linear:
@@ -60,9 +67,6 @@ func newGPUKernel(g *dag.Graph, i int, d *cuda.Device, dev *devState, errp *erro
 	case dag.BCEWithLogits:
 		k.fwd, k.bwd = gpuBCE()
 	default:
-		if op.Kind.Since() >= 2 {
-			return nil, &OpError{op.Name, fmt.Sprintf("%s has no CUDA kernel yet", op.Kind)}
-		}
 		return newKernel[float32](g, i, ctx) // opaque and unknown kinds fail as on the CPU
 	}
 	return k, nil

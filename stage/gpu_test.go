@@ -55,9 +55,16 @@ func gpuDevice(t *testing.T) *cuda.Device {
 	return d
 }
 
-// gpuCases adds larger shapes to opCases, so that the GEMM strides of
+// gpuCases is every op case (opCases, model@2's included: their init
+// functions run after this file's variables are set) and the larger shapes
+// of gpuExtraCases and gpuV2Cases.
+func gpuCases() []opCase {
+	return append(append(append([]opCase(nil), opCases...), gpuExtraCases...), gpuV2Cases...)
+}
+
+// gpuExtraCases add larger shapes to opCases, so that the GEMM strides of
 // attention and linear are exercised beyond one-element tiles.
-var gpuCases = append(append([]opCase(nil), opCases...),
+var gpuExtraCases = append([]opCase(nil),
 	opCase{"attention-wide", `{"name":"x","shape":[8,16],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":4}`},
 	opCase{"attention-wide-causal", `{"name":"x","shape":[6,12],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":3,"causal":true}`},
 	opCase{"linear-wide", `{"name":"x","shape":[5,33],"dtype":"float32"}`, `"op":"linear","inputs":["x"],"attrs":{"out":17}`},
@@ -96,60 +103,78 @@ func TestColParts(t *testing.T) {
 func checkOpsOn(t *testing.T, d *cuda.Device) {
 	var worst closeness
 	defer func() { t.Logf("largest relative difference, device against CPU: %.3g (%s)", worst.rel, worst.what) }()
-	for _, c := range gpuCases {
-		t.Run(c.name, func(t *testing.T) {
-			g, i := oneOp(t, c)
-			cpu, err := newKernel[float32](g, i, &runCtx{})
-			if err != nil {
-				t.Fatal(err)
+	for _, c := range gpuCases() {
+		t.Run(c.name, func(t *testing.T) { checkOpOn(t, d, c, &worst) })
+	}
+}
+
+// opCtx is the pass an op test runs in: 3 rows (what parameter and constant
+// make), and a seed, step and first sample for dropout's mask.
+func opCtx() *runCtx { return &runCtx{seed: 5, pos: Position{Step: 2, Sample: 7, Rows: 3}} }
+
+// checkOpOn compares one case's op on d with its CPU kernel: the output,
+// the buffers the forward updates (batch_norm's running statistics: each
+// side moves its own copy), and every gradient.
+func checkOpOn(t *testing.T, d *cuda.Device, c opCase, worst *closeness) {
+	g, i := oneOp(t, c)
+	cpu, err := newKernel[float32](g, i, opCtx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devErr error
+	gpu, err := newGPUKernel(g, i, d, nil, &devErr, opCtx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, generic := gpu.(*gpuKernel); !generic {
+		t.Fatalf("%s: the GPU kernel is the CPU's %T", c.name, gpu)
+	}
+	x64, p64 := randomValues(g, i, 3, rand.New(rand.NewSource(11)))
+	positive(c, x64)
+	x, p, pg := narrow(x64), narrow(p64), narrow(p64)
+	yc, stc, err := cpu.forward(x, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yg, stg, err := gpu.forward(x, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst.note(c.name+": y", close3(t, "y", yg.Data, yc.Data))
+	for j := len(g.Params(i)); j < len(p); j++ { // the buffers
+		worst.note(fmt.Sprintf("%s: buffer %d", c.name, j), close3(t, fmt.Sprintf("buffer %d", j), pg[j].Data, p[j].Data))
+	}
+	gy := NewValue[float32](yc.Shape...)
+	for j := range gy.Data {
+		gy.Data[j] = float32(j%7-3) / 3
+	}
+	for _, mode := range []struct {
+		name    string
+		inputs  bool
+		weights bool
+	}{{"both", true, true}, {"inputs", true, false}, {"weights", false, true}} {
+		gxc, gpc := seeded(x, mode.inputs), seeded(p[:len(g.Params(i))], mode.weights)
+		gxg, gpg := seeded(x, mode.inputs), seeded(p[:len(g.Params(i))], mode.weights)
+		if !mode.weights {
+			gpc, gpg = nil, nil
+		} else { // no gradients for the buffers
+			gpc, gpg = append(gpc, make([]*Value[float32], len(p)-len(gpc))...), append(gpg, make([]*Value[float32], len(p)-len(gpg))...)
+		}
+		cpu.backward(gy, x, p, yc, stc, gxc, gpc)
+		gpu.backward(gy, x, pg, yg, stg, gxg, gpg)
+		if devErr != nil {
+			t.Fatal(devErr)
+		}
+		for j := range gxc {
+			if gxc[j] != nil {
+				worst.note(fmt.Sprintf("%s: %s: gx%d", c.name, mode.name, j), close3(t, fmt.Sprintf("%s: gx%d", mode.name, j), gxg[j].Data, gxc[j].Data))
 			}
-			var devErr error
-			gpu, err := newGPUKernel(g, i, d, nil, &devErr, &runCtx{})
-			if err != nil {
-				t.Fatal(err)
+		}
+		for j := range gpc {
+			if gpc[j] != nil {
+				worst.note(fmt.Sprintf("%s: %s: gp%d", c.name, mode.name, j), close3(t, fmt.Sprintf("%s: gp%d", mode.name, j), gpg[j].Data, gpc[j].Data))
 			}
-			x64, p64 := randomValues(g, i, 3, rand.New(rand.NewSource(11)))
-			x, p := narrow(x64), narrow(p64)
-			yc, stc, err := cpu.forward(x, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			yg, stg, err := gpu.forward(x, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			worst.note(c.name+": y", close3(t, "y", yg.Data, yc.Data))
-			gy := NewValue[float32](yc.Shape...)
-			for j := range gy.Data {
-				gy.Data[j] = float32(j%7-3) / 3
-			}
-			for _, mode := range []struct {
-				name    string
-				inputs  bool
-				weights bool
-			}{{"both", true, true}, {"inputs", true, false}, {"weights", false, true}} {
-				gxc, gpc := seeded(x, mode.inputs), seeded(p, mode.weights)
-				gxg, gpg := seeded(x, mode.inputs), seeded(p, mode.weights)
-				if !mode.weights {
-					gpc, gpg = nil, nil
-				}
-				cpu.backward(gy, x, p, yc, stc, gxc, gpc)
-				gpu.backward(gy, x, p, yg, stg, gxg, gpg)
-				if devErr != nil {
-					t.Fatal(devErr)
-				}
-				for j := range gxc {
-					if gxc[j] != nil {
-						worst.note(fmt.Sprintf("%s: %s: gx%d", c.name, mode.name, j), close3(t, fmt.Sprintf("%s: gx%d", mode.name, j), gxg[j].Data, gxc[j].Data))
-					}
-				}
-				for j := range gpc {
-					if gpc[j] != nil {
-						worst.note(fmt.Sprintf("%s: %s: gp%d", c.name, mode.name, j), close3(t, fmt.Sprintf("%s: gp%d", mode.name, j), gpg[j].Data, gpc[j].Data))
-					}
-				}
-			}
-		})
+		}
 	}
 }
 
@@ -182,7 +207,8 @@ func (c *closeness) note(what string, rel float64) {
 }
 
 // close3 fails where got and want differ by more than 1e-3 relative (to
-// 1 + |want|) and returns the largest such difference.
+// 1 + |want|), or where one of them is NaN and the other not, and returns
+// the largest such difference.
 func close3(t *testing.T, what string, got, want []float32) float64 {
 	t.Helper()
 	if len(got) != len(want) {
@@ -190,8 +216,11 @@ func close3(t *testing.T, what string, got, want []float32) float64 {
 	}
 	var worst float64
 	for j := range want {
+		if math.IsNaN(float64(got[j])) && math.IsNaN(float64(want[j])) {
+			continue
+		}
 		rel := math.Abs(float64(got[j])-float64(want[j])) / (1 + math.Abs(float64(want[j])))
-		if rel > 1e-3 {
+		if !(rel <= 1e-3) { // NaN on one side fails
 			t.Fatalf("%s[%d]: device %v, CPU %v", what, j, got[j], want[j])
 		}
 		worst = max(worst, rel)

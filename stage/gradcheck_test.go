@@ -51,13 +51,17 @@ func oneOp(t testing.TB, c opCase) (*dag.Graph, int) {
 	ops := `{"name":"t",` + c.op + `}`
 	inputs := c.inputs
 	if !loss {
-		probe, err := dag.Load([]byte(fmt.Sprintf(`{"format":"graphpipe/model@2","batch_size":1,"inputs":[%s,{"name":"tgt","shape":[],"dtype":"float32"}],"ops":[%s,{"name":"f","op":"flatten","inputs":["t"]},{"name":"m","op":"mean","inputs":["f"],"attrs":{"axis":0}},{"name":"loss","op":"mse","inputs":["m","tgt"]}]}`, inputs, ops)))
+		sep := "," // parameter and constant have no inputs
+		if inputs == "" {
+			sep = ""
+		}
+		probe, err := dag.Load([]byte(fmt.Sprintf(`{"format":"graphpipe/model@2","batch_size":1,"inputs":[%s%s{"name":"tgt","shape":[],"dtype":"float32"}],"ops":[%s,{"name":"f","op":"flatten","inputs":["t"]},{"name":"m","op":"mean","inputs":["f"],"attrs":{"axis":0}},{"name":"loss","op":"mse","inputs":["m","tgt"]}]}`, inputs, sep, ops)))
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		i, _ := probe.OpIndex("t")
 		w := probe.Out(i).Shape.Elems()
-		inputs += fmt.Sprintf(`,{"name":"tgt","shape":[%d],"dtype":"float32"}`, w)
+		inputs += fmt.Sprintf(`%s{"name":"tgt","shape":[%d],"dtype":"float32"}`, sep, w)
 		ops += `,{"name":"f","op":"flatten","inputs":["t"]},{"name":"loss","op":"mse","inputs":["f","tgt"]}`
 	}
 	g, err := dag.Load([]byte(fmt.Sprintf(`{"format":"graphpipe/model@2","batch_size":1,"inputs":[%s],"ops":[%s]}`, inputs, ops)))

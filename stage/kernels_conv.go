@@ -12,7 +12,7 @@ import (
 
 // newConvKernel builds the kernels of conv2d, batch_norm, max_pool2d,
 // avg_pool2d and global_avg_pool; ok is false for another kind.
-func newConvKernel[T Num](g *dag.Graph, i int) (kernel[T], bool) {
+func newConvKernel[T Num](g *dag.Graph, i int, ctx *runCtx) (kernel[T], bool) {
 	op := g.Op(i)
 	a := op.Attrs
 	switch op.Kind {
@@ -33,7 +33,7 @@ func newConvKernel[T Num](g *dag.Graph, i int) (kernel[T], bool) {
 	case dag.GlobalAvgPool:
 		return &globalAvgPool[T]{}, true
 	case dag.BatchNorm:
-		return &batchNorm[T]{op: op.Name, eps: a.Eps, momentum: a.Momentum}, true
+		return &batchNorm[T]{op: op.Name, eps: a.Eps, momentum: a.Momentum, ctx: ctx}, true
 	}
 	return nil, false
 }
@@ -242,10 +242,12 @@ func (k *conv2d[T]) weightGrad(gy, x *Value[T], gw []T, n int) {
 
 // batchNorm normalises each channel (axis 1) over the batch and every axis
 // after it, in training mode; p is weight, bias, running_mean, running_var.
+// In evaluation (ctx.pos.Eval) it normalises by the running statistics.
 type batchNorm[T Num] struct {
 	op       string
 	eps      float64
 	momentum float64
+	ctx      *runCtx // nil: always training
 }
 
 type bnStash[T Num] struct {
@@ -263,6 +265,9 @@ func bnGeometry(shape []int) (n, c, s int) {
 }
 
 func (k *batchNorm[T]) forward(x, p []*Value[T]) (*Value[T], any, error) {
+	if k.ctx != nil && k.ctx.pos.Eval {
+		return k.eval(x[0], p), nil, nil
+	}
 	n, c, s := bnGeometry(x[0].Shape)
 	cnt := n * s
 	if cnt < 2 {
@@ -300,6 +305,23 @@ func (k *batchNorm[T]) forward(x, p []*Value[T]) (*Value[T], any, error) {
 		p[3].Data[ch] = T((1-m)*float64(p[3].Data[ch]) + m*v*float64(cnt)/float64(cnt-1))
 	}
 	return y, st, nil
+}
+
+// eval is y = (x − running_mean)/√(running_var + eps)·weight + bias.
+func (k *batchNorm[T]) eval(x *Value[T], p []*Value[T]) *Value[T] {
+	n, c, s := bnGeometry(x.Shape)
+	y := NewValue[T](x.Shape...)
+	for ch := 0; ch < c; ch++ {
+		rstd := 1 / math.Sqrt(float64(p[3].Data[ch])+k.eps)
+		mu, wt, bs := float64(p[2].Data[ch]), float64(p[0].Data[ch]), float64(p[1].Data[ch])
+		for b := 0; b < n; b++ {
+			lo := (b*c + ch) * s
+			for j, e := range x.Data[lo : lo+s] {
+				y.Data[lo+j] = T((float64(e)-mu)*rstd*wt + bs)
+			}
+		}
+	}
+	return y
 }
 
 func (k *batchNorm[T]) backward(gy *Value[T], _, p []*Value[T], _ *Value[T], stv any, gx, gp []*Value[T]) {

@@ -18,9 +18,11 @@ type TrainOptions struct {
 // Trainer trains a whole model in one process: the reference every pipeline
 // run is checked against.
 type Trainer struct {
-	G          *dag.Graph
-	Ex         *Executor
-	Data       *Dataset
+	G    *dag.Graph
+	Ex   *Executor
+	Data *Dataset // the model's synthetic data
+	// Source gives each step's batch: Data unless set (a user's dataset).
+	Source     Source
 	opt        Optimizer
 	batch, mbs int
 	buffers    map[string][]float32 // the buffers before the step Compute began
@@ -50,7 +52,7 @@ func NewTrainer(g *dag.Graph, o TrainOptions) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Trainer{G: g, Ex: ex, Data: data, opt: opt, batch: o.Batch, mbs: o.Batch / o.MicroBatch}, nil
+	return &Trainer{G: g, Ex: ex, Data: data, Source: data, opt: opt, batch: o.Batch, mbs: o.Batch / o.MicroBatch}, nil
 }
 
 // Step trains on step's batch: every micro-batch forward and backward, their
@@ -67,7 +69,7 @@ func (t *Trainer) Step(step int) (float64, map[string]*Value[float32], error) {
 // Compute is Step up to the optimizer step: every micro-batch forward and
 // backward, their gradients accumulated (and on the host). Apply follows.
 func (t *Trainer) Compute(step int) (float64, map[string]*Value[float32], error) {
-	batch, err := t.Data.Batch(step, t.batch)
+	batch, err := t.Source.Inputs(step, t.batch, nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -127,3 +129,48 @@ func SliceRows[T Num](v *Value[T], lo, hi int) *Value[T] {
 
 // Optimizer is the trainer's optimizer.
 func (t *Trainer) Optimizer() Optimizer { return t.opt }
+
+// Evaluate runs src through the model forward in evaluation mode, in
+// micro-batches of the trainer's size (the last of a batch smaller), after
+// step training steps.
+func (t *Trainer) Evaluate(step int, src EvalSource) (EvalResult, error) {
+	b := t.batch / t.mbs
+	var sums EvalSums
+	for k := 0; k < src.Batches(); k++ {
+		batch, err := src.Batch(k, nil)
+		if err != nil {
+			return EvalResult{}, err
+		}
+		n := batchRows(batch)
+		for lo := 0; lo < n; lo += b {
+			hi := min(lo+b, n)
+			feeds := map[string]*Value[float32]{}
+			for name, v := range batch {
+				feeds[name] = SliceRows(v, lo, hi)
+			}
+			out, err := t.Ex.Evaluate(0, Position{Step: step, Sample: lo}, feeds)
+			if err != nil {
+				return EvalResult{}, err
+			}
+			s, err := t.Ex.LossSums(hi-lo, func(name string) *Value[float32] {
+				if v := out[name]; v != nil {
+					return v
+				}
+				return feeds[name]
+			})
+			if err != nil {
+				return EvalResult{}, err
+			}
+			sums.Add(s)
+		}
+	}
+	return sums.Result(step), nil
+}
+
+// batchRows is the samples of a batch (its values' first axis).
+func batchRows(batch map[string]*Value[float32]) int {
+	for _, v := range batch {
+		return v.Shape[0]
+	}
+	return 0
+}

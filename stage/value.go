@@ -56,3 +56,15 @@ func gemm[T Num](transA, transB bool, m, n, k int, a []T, lda int, b []T, ldb in
 		}
 	}
 }
+
+// Clone is a copy of v that shares no storage with it.
+func (v *Value[T]) Clone() *Value[T] {
+	c := &Value[T]{Shape: append([]int(nil), v.Shape...)}
+	if v.Data != nil {
+		c.Data = append([]T(nil), v.Data...)
+	}
+	if v.Ints != nil {
+		c.Ints = append([]int32(nil), v.Ints...)
+	}
+	return c
+}

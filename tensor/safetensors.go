@@ -83,20 +83,66 @@ func EncodeSafetensors(entries []Named, metadata map[string]string) ([]byte, err
 // DecodeSafetensors reads a safetensors file with F32 and I32 entries. It
 // checks every length and range against the file's size before allocating.
 func DecodeSafetensors(b []byte) ([]Named, map[string]string, error) {
-	if len(b) < 8 {
-		return nil, nil, fmt.Errorf("safetensors: %d bytes is too short for a header length", len(b))
+	h, err := ReadSafetensorsHeader(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]Named, 0, len(h.Entries))
+	for _, e := range h.Entries {
+		t, err := decodeEntry(e, b)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, t)
+	}
+	return out, h.Metadata, nil
+}
+
+// SafetensorsHeader is a safetensors file's header: its entries sorted by
+// name, each with the byte range of its data in the file, and the metadata.
+type SafetensorsHeader struct {
+	Entries  []SafetensorsEntry
+	Metadata map[string]string
+	DataAt   int64 // where the data section starts in the file
+}
+
+// SafetensorsEntry is one tensor of a safetensors header. Its data is the
+// file's bytes [Start, End): Start and End are checked to lie inside the
+// file and to hold exactly Elems values of the dtype's size when the dtype
+// is one of the sizes known here (F64, F32, I64, I32, F16, BF16, I16, U8...).
+type SafetensorsEntry struct {
+	Name       string
+	DType      string
+	Shape      []int
+	Start, End int64
+}
+
+// dtypeBytes is the size of a value of each safetensors dtype.
+var dtypeBytes = map[string]int64{"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4,
+	"F16": 2, "BF16": 2, "I16": 2, "U16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+
+// ReadSafetensorsHeader reads the header at the start of b, which may be
+// the file's first bytes only (for a file read in parts or mapped): every
+// entry's range is checked against size when size > 0, else against len(b).
+func ReadSafetensorsHeader(b []byte) (*SafetensorsHeader, error) {
+	return ReadSafetensorsHeaderSized(b, int64(len(b)))
+}
+
+// ReadSafetensorsHeaderSized is ReadSafetensorsHeader for a file of size
+// bytes of which b holds at least the header.
+func ReadSafetensorsHeaderSized(b []byte, size int64) (*SafetensorsHeader, error) {
+	if len(b) < 8 || size < 8 {
+		return nil, fmt.Errorf("safetensors: %d bytes is too short for a header length", min(int64(len(b)), size))
 	}
 	n := binary.LittleEndian.Uint64(b)
-	if n > maxHeader || n > uint64(len(b)-8) {
-		return nil, nil, fmt.Errorf("safetensors: header length %d does not fit in the file of %d bytes", n, len(b))
+	if n > maxHeader || n > uint64(size-8) || n > uint64(len(b)-8) {
+		return nil, fmt.Errorf("safetensors: header length %d does not fit in the file of %d bytes", n, size)
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b[8:8+n], &raw); err != nil {
-		return nil, nil, fmt.Errorf("safetensors: header: %v", err)
+		return nil, fmt.Errorf("safetensors: header: %v", err)
 	}
-	data := b[8+n:]
-	var meta map[string]string
-	var out []Named
+	h := &SafetensorsHeader{DataAt: int64(8 + n)}
 	names := make([]string, 0, len(raw))
 	for k := range raw {
 		names = append(names, k)
@@ -104,38 +150,51 @@ func DecodeSafetensors(b []byte) ([]Named, map[string]string, error) {
 	sort.Strings(names)
 	for _, name := range names {
 		if name == "__metadata__" {
-			if err := json.Unmarshal(raw[name], &meta); err != nil {
-				return nil, nil, fmt.Errorf("safetensors: __metadata__: %v", err)
+			if err := json.Unmarshal(raw[name], &h.Metadata); err != nil {
+				return nil, fmt.Errorf("safetensors: __metadata__: %v", err)
 			}
 			continue
 		}
 		var e stEntry
 		if err := json.Unmarshal(raw[name], &e); err != nil {
-			return nil, nil, fmt.Errorf("safetensors: %q: %v", name, err)
+			return nil, fmt.Errorf("safetensors: %q: %v", name, err)
 		}
-		t, err := decodeEntry(name, e, data)
+		entry, err := checkEntry(name, e, size-h.DataAt)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		out = append(out, t)
+		entry.Start += h.DataAt
+		entry.End += h.DataAt
+		h.Entries = append(h.Entries, entry)
 	}
-	return out, meta, nil
+	return h, nil
 }
 
-func decodeEntry(name string, e stEntry, data []byte) (Named, error) {
+// checkEntry checks an entry's shape and byte range against a data section
+// of data bytes; its range stays relative to the data section.
+func checkEntry(name string, e stEntry, data int64) (SafetensorsEntry, error) {
 	elems := int64(1)
 	for _, d := range e.Shape {
 		if d < 0 || d > math.MaxInt32 || elems > math.MaxInt64/int64(d+1) {
-			return Named{}, fmt.Errorf("safetensors: %q: bad shape %v", name, e.Shape)
+			return SafetensorsEntry{}, fmt.Errorf("safetensors: %q: bad shape %v", name, e.Shape)
 		}
 		elems *= int64(d)
 	}
-	lo, hi := e.Offsets[0], e.Offsets[1]
-	if lo < 0 || hi < lo || hi > int64(len(data)) || hi-lo != 4*elems {
-		return Named{}, fmt.Errorf("safetensors: %q: bytes [%d, %d) do not hold %d 4-byte values inside %d bytes of data", name, lo, hi, elems, len(data))
+	size, known := dtypeBytes[e.DType]
+	if !known {
+		size = 4 // checked by whoever reads it
 	}
-	t := Named{Name: name, Shape: e.Shape}
-	chunk := data[lo:hi]
+	lo, hi := e.Offsets[0], e.Offsets[1]
+	if lo < 0 || hi < lo || hi > data || (known && elems > math.MaxInt64/8) || (known && hi-lo != size*elems) {
+		return SafetensorsEntry{}, fmt.Errorf("safetensors: %q: bytes [%d, %d) do not hold %d %d-byte values inside %d bytes of data", name, lo, hi, elems, size, data)
+	}
+	return SafetensorsEntry{Name: name, DType: e.DType, Shape: e.Shape, Start: lo, End: hi}, nil
+}
+
+func decodeEntry(e SafetensorsEntry, b []byte) (Named, error) {
+	t := Named{Name: e.Name, Shape: e.Shape}
+	chunk := b[e.Start:e.End]
+	elems := len(chunk) / 4
 	switch e.DType {
 	case "F32":
 		t.F32 = make([]float32, elems)
@@ -148,7 +207,7 @@ func decodeEntry(name string, e stEntry, data []byte) (Named, error) {
 			t.I32[i] = int32(binary.LittleEndian.Uint32(chunk[4*i:]))
 		}
 	default:
-		return Named{}, fmt.Errorf("safetensors: %q: dtype %q is not F32 or I32", name, e.DType)
+		return Named{}, fmt.Errorf("safetensors: %q: dtype %q is not F32 or I32", e.Name, e.DType)
 	}
 	return t, nil
 }

@@ -46,7 +46,8 @@ func TestSafetensorsRefusals(t *testing.T) {
 		{"bad json", header("{"), "header"},
 		{"range past end", header(`{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}`), "do not hold"},
 		{"shape vs bytes", header(`{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}}`), "do not hold"},
-		{"dtype", header(`{"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}}`), "do not hold"},
+		{"dtype", header(`{"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}}`), "is not F32 or I32"},
+		{"dtype's size", header(`{"w":{"dtype":"F16","shape":[2],"data_offsets":[0,8]}}`), "do not hold"},
 		{"negative dim", header(`{"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}`), "bad shape"},
 		{"huge dims", header(`{"w":{"dtype":"F32","shape":[2147483647,2147483647,2147483647],"data_offsets":[0,8]}}`), "bad shape"},
 	} {

@@ -159,3 +159,44 @@ func TestProfileFeedsSearch(t *testing.T) {
 	}
 	t.Logf("emulator: %.3g µs per kernel launch, %.3g µs per op call through the executor", res.KernelLaunch*1e6, res.Device.Launch*1e6)
 }
+
+// TestImportedModelOnEmulatedGPUs: PyTorch's two-tower model, imported (a
+// model@2 file: conv2d, batch_norm, max_pool2d, global_avg_pool, matmul,
+// softmax, transpose, reshape, slice, div, reduce_mean, ...), trains with
+// every op on the CUDA code path (the emulator), in one process and as a
+// 3-stage run, to the CPU's parameters and batch-norm statistics from the
+// same --init weights.
+func TestImportedModelOnEmulatedGPUs(t *testing.T) {
+	needEmulator(t)
+	dir := t.TempDir()
+	model, weights, plan := filepath.Join(dir, "m.json"), filepath.Join(dir, "w.safetensors"), filepath.Join(dir, "plan.json")
+	if c, _, e := gp(t, "", "import", "../../onnx/testdata/models/two_tower.onnx", "-o", model, "--weights", weights,
+		"--loss", "softmax_cross_entropy", "--batch", "12"); c != 0 {
+		t.Fatal(e)
+	}
+	if c, _, e := gp(t, "", "search", model, "--devices", "3", "--device", "cpu", "--micro-batch", "4", "-o", plan); c != 0 {
+		t.Fatal(e)
+	}
+	common := []string{"--init", weights, "--steps", "3", "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"}
+	if c, _, e := gp(t, "", append([]string{"train", model, "--micro-batch", "4", "--dump", filepath.Join(dir, "cpu")}, common...)...); c != 0 {
+		t.Fatal(e)
+	}
+	want := readParams(t, filepath.Join(dir, "cpu", "final.safetensors"))
+	if want["bn1.running_var"] == nil {
+		t.Fatalf("no batch-norm statistics among the %d tensors dumped", len(want))
+	}
+	if c, _, e := gp(t, "", append([]string{"train", model, "--micro-batch", "4", "--backend", "cuda-emulator", "--dump", filepath.Join(dir, "train-emu")}, common...)...); c != 0 {
+		t.Fatal(e)
+	}
+	rel := sameParams(t, readParams(t, filepath.Join(dir, "train-emu", "final.safetensors")), want, 1e-5)
+	t.Logf("train on the emulator against the CPU: largest difference %.3g of the tensor's largest value", rel)
+	c, out, e := gp(t, "", append([]string{"run", plan, "--model", model, "--backend", "cuda-emulator", "--json", "--dump", filepath.Join(dir, "run-emu")}, common...)...)
+	if c != 0 {
+		t.Fatal(e)
+	}
+	if strings.Count(out, "CPU emulator") != 3 {
+		t.Errorf("the run's devices should name the emulator three times: %s", out)
+	}
+	rel = sameParams(t, readParams(t, filepath.Join(dir, "run-emu", "final.safetensors")), want, 1e-5)
+	t.Logf("3-stage run on the emulator against train on the CPU: largest difference %.3g", rel)
+}

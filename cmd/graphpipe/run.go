@@ -96,6 +96,10 @@ type runSummary struct {
 	// StageTimes: each stage's compute per micro-batch, planned and measured
 	// in the last iteration.
 	StageTimes []stageTime `json:"stage_times,omitempty"`
+	// with --eval-data: the last evaluation, and every one
+	EvalLoss     *float64   `json:"eval_loss,omitempty"`
+	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
+	Evals        []evalJSON `json:"evals,omitempty"`
 }
 
 func newRunCmd(stdin io.Reader) *cobra.Command {
@@ -103,6 +107,7 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var nf natsFlags
 	var df deviceFlags
 	var nff nonFiniteFlags
+	var data dataFlags
 	var steps int
 	var optName, workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath string
 	var ckptEvery, restarts int
@@ -134,6 +139,17 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if steps < 1 {
 				return usagef("--steps: must be positive, got %d", steps)
 			}
+			if emulate != "" && (data.path != "" || data.evalPath != "") {
+				return usagef("--data, --eval-data: an emulated run reads no data")
+			}
+			d, err := data.open(cmd, g, int(plan.BatchSize), &steps, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			if err := d.checkEvalKeys(plan); err != nil {
+				return err
+			}
 			if workers != "local" && workers != "external" {
 				return usagef(`--workers: must be "local" or "external", got %q`, workers)
 			}
@@ -147,7 +163,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if !cmd.Flags().Changed("lr") {
 				lr = defaultLR
 			}
-			o := runtime.Options{Train: stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, MicroBatch: int(plan.MicroBatch)}}
+			o := runtime.Options{Train: stage.TrainOptions{Optimizer: optName, LR: lr, Momentum: momentum, MicroBatch: int(plan.MicroBatch)}, Data: d.optionsSpec()}
 			if err := nff.check(); err != nil {
 				return err
 			}
@@ -240,13 +256,14 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 					return err
 				}
 			}
-			return runPlan(cmd, g, plan, &nf, workers, wargs, runID, steps, o, dump, trace, prof, asJSON, restarts)
+			return runPlan(cmd, g, plan, &nf, workers, wargs, runID, steps, o, dump, trace, prof, asJSON, restarts, d)
 		},
 	}
 	sf.register(cmd)
 	nf.register(cmd)
 	df.registerRun(cmd)
 	nff.register(cmd)
+	data.register(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 10, "training iterations")
 	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
 	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")
@@ -329,7 +346,7 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int) error {
+func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int, d *runData) error {
 	log := cmd.ErrOrStderr()
 	ctx, sig := watchSignals(cmd.Context(), log)
 	defer sig.done()
@@ -366,6 +383,9 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		if err == nil {
 			break
 		}
+		if runtime.IsDataError(err) {
+			return inputf("%v", err) // no restart reads other data
+		}
 		if ctx.Err() != nil || restarts == 0 || final(err) {
 			return runExit(err, sig)
 		}
@@ -395,7 +415,7 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		if initial != nil {
 			init = initial.Params
 		}
-		if err := dumpRun(dump, g, plan, res, steps, init); err != nil {
+		if err := dumpRun(dump, g, plan, res, steps, init, d); err != nil {
 			return err
 		}
 	}
@@ -408,6 +428,11 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		sum.Skipped = append(sum.Skipped, i+1)
 	}
 	sum.StageTimes = stageTimes(plan, res)
+	for _, r := range res.Evals {
+		e := toEvalJSON(r)
+		sum.Evals = append(sum.Evals, e)
+		sum.EvalLoss, sum.EvalAccuracy = &e.Loss, e.Accuracy
+	}
 	if o.Emulate {
 		sum.Emulated = plan.Device.Name
 	}
@@ -420,8 +445,12 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 			sum.Model, sum.Emulated, steps, sum.Stages, sum.MeasuredIterS, sum.PredictedIter)
 		return nil
 	}
-	fmt.Fprintf(w, "%s: %d steps on %d stages, loss %.6g → %.6g, %.4g samples/s; %.4g s per iteration measured (median), %.4g s predicted\n",
+	fmt.Fprintf(w, "%s: %d steps on %d stages, loss %.6g → %.6g, %.4g samples/s; %.4g s per iteration measured (median), %.4g s predicted",
 		sum.Model, ran, sum.Stages, res.Losses[0], sum.FinalLoss, sum.SamplesPerS, sum.MeasuredIterS, sum.PredictedIter)
+	if n := len(res.Evals); n > 0 {
+		fmt.Fprintf(w, "; %s", evalLine(res.Evals[n-1]))
+	}
+	fmt.Fprintln(w)
 	return nil
 }
 
@@ -456,13 +485,20 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 	case "external":
 		fmt.Fprintf(log, "waiting for %d workers: %s=<token> graphpipe worker --nats %s --run %s\n", n, tokenEnv, opts.URL, runID)
 	}
+	lastEval := ""
+	o.OnEval = func(r stage.EvalResult) {
+		lastEval = "; " + evalLine(r)
+		if !asJSON && !bar {
+			fmt.Fprintf(log, "step %d/%d: %s\n", r.Step, steps, evalLine(r))
+		}
+	}
 	res, err := runtime.Coordinate(ctx, g, plan, t, runID, steps, o, func(i int64, loss float64) {
 		if asJSON {
 			return
 		}
 		el := time.Since(start).Seconds()
 		eta := el / float64(i+1) * float64(int64(steps)-i-1)
-		line := fmt.Sprintf("step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs", i+1, steps, loss, float64(plan.BatchSize)*float64(i+1)/el, eta)
+		line := fmt.Sprintf("step %d/%d: loss %.6g, %.4g samples/s, ETA %.0fs%s", i+1, steps, loss, float64(plan.BatchSize)*float64(i+1)/el, eta, lastEval)
 		if skips > 0 {
 			line += fmt.Sprintf(", %d skipped", skips)
 		}
@@ -480,7 +516,7 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 		if bar {
 			fmt.Fprintln(log)
 		}
-		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && !runtime.IsDataError(err) {
 			err = cause
 		}
 		// the local workers go at once, instead of waiting out the
@@ -619,7 +655,7 @@ func stopWorkers(procs []*exec.Cmd, exited <-chan struct{}) {
 // dumpRun writes what graphpipe train --dump writes: initial parameters and
 // data (both reproducible from the model's seed), and the workers' final
 // parameters and the losses.
-func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, steps int, init map[string]*stage.Value[float32]) error {
+func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, steps int, init map[string]*stage.Value[float32], d *runData) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return inputf("--dump %s: %v", dir, err)
 	}
@@ -637,13 +673,17 @@ func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, s
 	if err := writeParams(filepath.Join(dir, "init.safetensors"), ex); err != nil {
 		return err
 	}
-	ds, err := stage.NewDataset(g)
-	if err != nil {
-		return err
+	var src stage.Source = d.src
+	if d.src == nil {
+		ds, err := stage.NewDataset(g)
+		if err != nil {
+			return err
+		}
+		src = ds
 	}
 	var data []tensor.Named
 	for s := 0; s < steps; s++ {
-		batch, err := ds.Batch(s, int(plan.BatchSize))
+		batch, err := src.Inputs(s, int(plan.BatchSize), nil)
 		if err != nil {
 			return err
 		}

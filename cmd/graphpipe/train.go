@@ -32,12 +32,24 @@ type trainSummary struct {
 	Losses      lossList  `json:"losses"`
 	Skipped     []int     `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
 	SamplesPerS float64   `json:"samples_per_s"`
+	// with --eval-data: the last evaluation, and every one
+	EvalLoss     *float64   `json:"eval_loss,omitempty"`
+	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
+	Evals        []evalJSON `json:"evals,omitempty"`
+}
+
+// addEval records an evaluation in the summary.
+func (s *trainSummary) addEval(r stage.EvalResult) {
+	e := toEvalJSON(r)
+	s.Evals = append(s.Evals, e)
+	s.EvalLoss, s.EvalAccuracy = &e.Loss, e.Accuracy
 }
 
 func newTrainCmd(stdin io.Reader) *cobra.Command {
 	var steps, batch, micro int
 	var df deviceFlags
 	var nff nonFiniteFlags
+	var data dataFlags
 	var optName, dump, initPath string
 	var lr, momentum float32
 	var seed int64
@@ -45,7 +57,8 @@ func newTrainCmd(stdin io.Reader) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "train MODEL",
 		Short: "Train a model in one process: the reference every pipeline run is checked against",
-		Long: `Train a model on its synthetic dataset in a single process. --dump DIR writes
+		Long: `Train a model in a single process, on its synthetic dataset or on --data,
+evaluating on --eval-data. --dump DIR writes
 init.safetensors (every parameter as "<op>.<param>", PyTorch layouts),
 data.safetensors ("<step>/<input>": each step's batch), final.safetensors and
 losses.json (each step's loss before its update), enough to replay the run
@@ -92,6 +105,14 @@ in PyTorch.`,
 			if err != nil {
 				return inputf("%v", err)
 			}
+			d, err := data.open(cmd, g, b, &steps, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			if d.src != nil {
+				t.Source = d.src
+			}
 			if initVals != nil {
 				t.Ex.LoadState(initVals)
 			}
@@ -100,11 +121,12 @@ in PyTorch.`,
 				return err
 			}
 			defer release()
-			return train(cmd, t, steps, dump, asJSON, nff, trainSummary{Model: g.Name(), Steps: steps, Optimizer: optName, LR: lr, Skipped: []int{}})
+			return train(cmd, t, d, dump, asJSON, nff, trainSummary{Model: g.Name(), Steps: steps, Optimizer: optName, LR: lr, Skipped: []int{}})
 		},
 	}
 	df.registerWorker(cmd)
 	nff.register(cmd)
+	data.register(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 100, "training steps (one optimizer step each)")
 	cmd.Flags().StringVar(&optName, "optimizer", "adam", "sgd or adam")
 	cmd.Flags().Float32Var(&lr, "lr", 0, "learning rate (default 1e-3 for adam, 0.05 for sgd)")
@@ -118,7 +140,10 @@ in PyTorch.`,
 	return cmd
 }
 
-func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON bool, nff nonFiniteFlags, sum trainSummary) error {
+func train(cmd *cobra.Command, t *stage.Trainer, d *runData, dump string, asJSON bool, nff nonFiniteFlags, sum trainSummary) error {
+	steps := d.steps
+	sum.Steps = steps
+	var last stage.EvalResult
 	var data []tensor.Named
 	if dump != "" {
 		if err := os.MkdirAll(dump, 0o755); err != nil {
@@ -133,6 +158,9 @@ func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON 
 	for step := 0; step < steps; step++ {
 		loss, batch, err := t.Compute(step)
 		if err != nil {
+			if runtime.IsDataError(err) {
+				return inputf("--data %v", err)
+			}
 			return err
 		}
 		bad := trainNonFinite(t, loss)
@@ -162,6 +190,20 @@ func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON 
 		if !asJSON && (step%max(1, steps/10) == 0 || step == steps-1) {
 			fmt.Fprintf(cmd.ErrOrStderr(), "step %d/%d: loss %.6g\n", step+1, steps, loss) // counted from 1, as run counts
 		}
+		if d.spec.EvalDue(step, steps) {
+			r, err := t.Evaluate(step+1, d.eval)
+			if err != nil {
+				if runtime.IsDataError(err) {
+					return inputf("--eval-data %v", err)
+				}
+				return err
+			}
+			sum.addEval(r)
+			last = r
+			if !asJSON {
+				fmt.Fprintf(cmd.ErrOrStderr(), "step %d/%d: %s\n", step+1, steps, evalLine(r))
+			}
+		}
 	}
 	sum.SamplesPerS = float64(samples) / time.Since(start).Seconds()
 	sum.FirstLoss, sum.FinalLoss = jsonFloat(sum.Losses[0]), jsonFloat(sum.Losses[len(sum.Losses)-1])
@@ -174,8 +216,12 @@ func train(cmd *cobra.Command, t *stage.Trainer, steps int, dump string, asJSON 
 	if asJSON {
 		return json.NewEncoder(w).Encode(sum)
 	}
-	fmt.Fprintf(w, "%s: %d steps, loss %.6g → %.6g (%+.1f%%), %.4g samples/s\n", sum.Model, steps, sum.FirstLoss, sum.FinalLoss,
+	fmt.Fprintf(w, "%s: %d steps, loss %.6g → %.6g (%+.1f%%), %.4g samples/s", sum.Model, steps, sum.FirstLoss, sum.FinalLoss,
 		100*(sum.FinalLoss/sum.FirstLoss-1), sum.SamplesPerS)
+	if n := len(sum.Evals); n > 0 {
+		fmt.Fprintf(w, "; %s", evalLine(last))
+	}
+	fmt.Fprintln(w)
 	return nil
 }
 

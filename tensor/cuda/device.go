@@ -324,7 +324,7 @@ func kernelCache(arch string) string {
 
 // Launch runs kernel name of kernels.cu over n work items, 256 threads to a
 // block. args follow the kernel's parameters: Buffer (its pointer), int
-// (passed as a 64-bit long), int32, float32.
+// (passed as a 64-bit long), int32, float32, float64 (a double).
 func (d *Device) Launch(name string, n int, args ...any) error {
 	params := make([]unsafe.Pointer, len(args))
 	for i, a := range args {
@@ -338,6 +338,8 @@ func (d *Device) Launch(name string, n int, args ...any) error {
 		case int32:
 			params[i] = unsafe.Pointer(&v)
 		case float32:
+			params[i] = unsafe.Pointer(&v)
+		case float64:
 			params[i] = unsafe.Pointer(&v)
 		default:
 			return fmt.Errorf("cuda: launch %s: argument %d has type %T", name, i, a)

@@ -342,4 +342,421 @@ __global__ void gp_to_f16(const float* x, unsigned short* y, long n) {
   }
 }
 
+
+// ---- graphpipe/model@2's ops ----
+// Values are batch-major and row-major as on the CPU; reductions run in
+// double, in the order the CPU kernels (package stage) use, one thread per
+// output or per part of a sum, never atomics, so that results do not
+// depend on the grid.
+
+// gp_mix is SplitMix64's finaliser (stage's splitmix).
+static __device__ inline unsigned long long gp_mix(unsigned long long x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// gp_map is the offset Σ c_d·st[d] of element i of a row-major tensor of
+// shape dims[rank], c its coordinates.
+static __device__ inline long gp_map(long i, const int* dims, const int* st, int rank) {
+  long src = 0;
+  for (int d = rank - 1; d >= 0; d--) { long c = i % dims[d]; i /= dims[d]; src += c * st[d]; }
+  return src;
+}
+
+// Strided copy through an index map; meta: dims[rank], st[rank]; element
+// i of a tensor of shape dims is element off + gp_map(i) of the other.
+// dir 0 (gather): dst[i] (+)= src[off + map(i)]; dir 1 (scatter):
+// dst[off + map(i)] (+)= src[i], the map one to one (transpose, slice, pad).
+__global__ void gp_strided(const float* src, float* dst, const int* meta, int rank, long n, long off, int dir, int acc) {
+  LOOP(i, n) {
+    long j = off + gp_map(i, meta, meta + rank, rank);
+    if (dir == 0) dst[i] = acc ? dst[i] + src[j] : src[j];
+    else dst[j] = acc ? dst[j] + src[i] : src[i];
+  }
+}
+
+// Broadcast: y [n] over dims op= x read at strides (0 where x stretches);
+// meta: dims[rank], st[rank]. op: 0 =, 1 +=, 2 −=, 3 *=, 4 /=, 5 += scale·x.
+__global__ void gp_bcast(float* y, const float* x, const int* meta, int rank, long n, int op, float scale) {
+  LOOP(i, n) {
+    float v = x[gp_map(i, meta, meta + rank, rank)];
+    switch (op) {
+      case 0: y[i] = v; break;
+      case 1: y[i] += v; break;
+      case 2: y[i] -= v; break;
+      case 3: y[i] *= v; break;
+      case 4: y[i] /= v; break;
+      default: y[i] += scale * v; break;
+    }
+  }
+}
+
+// The gradient of a·b (div 0) or a/b (div 1) with respect to input j, per
+// output element c [n]: gy·b, gy·a, gy/b, −gy·a/b²; meta: dims[rank],
+// a's strides[rank], b's strides[rank].
+__global__ void gp_bcast_grad(const float* gy, const float* a, const float* b, const int* meta, int rank, long n, int div, int j, float* c) {
+  LOOP(i, n) {
+    float av = a[gp_map(i, meta, meta + rank, rank)], bv = b[gp_map(i, meta, meta + 2 * rank, rank)], g = gy[i];
+    if (!div) c[i] = j == 0 ? g * bv : g * av;
+    else c[i] = j == 0 ? g / bv : -(g * av / (bv * bv));
+  }
+}
+
+// Sum over axes: x has shape dims[rank] (row-major), red[rank] marks the
+// axes summed; y [n] has the kept axes in order. y[o] (+)= scale · Σ, the
+// sum in double, its terms in x's order; meta: dims[rank], red[rank].
+__global__ void gp_reduce(const float* x, float* y, const int* meta, int rank, long n, double scale, int acc) {
+  const int* dims = meta; const int* red = meta + rank;
+  LOOP(o, n) {
+    long rem = o, base = 0, st = 1, cnt = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+      if (red[d]) cnt *= dims[d];
+      else { base += (rem % dims[d]) * st; rem /= dims[d]; }
+      st *= dims[d];
+    }
+    double s = 0.0;
+    for (long k = 0; k < cnt; k++) {
+      long r = k, off = base, sd = 1;
+      for (int d = rank - 1; d >= 0; d--) {
+        if (red[d]) { off += (r % dims[d]) * sd; r /= dims[d]; }
+        sd *= dims[d];
+      }
+      s += x[off];
+    }
+    float v = (float)(s * scale);
+    y[o] = acc ? y[o] + v : v;
+  }
+}
+
+// Elementwise with a constant s, in float: kind 0 x + s, 1 x·s, 2 x − s,
+// 3 s − x, 4 x / s, 5 s / x.
+__global__ void gp_scalar(int kind, const float* x, float* y, float s, long n) {
+  LOOP(i, n) {
+    float v = x[i];
+    switch (kind) {
+      case 0: y[i] = v + s; break;
+      case 1: y[i] = v * s; break;
+      case 2: y[i] = v - s; break;
+      case 3: y[i] = s - v; break;
+      case 4: y[i] = v / s; break;
+      default: y[i] = s / v; break;
+    }
+  }
+}
+
+// gx += gy · ∂y/∂x, with y = gp_scalar(x) (s / x: ∂ = −y/x)
+__global__ void gp_scalar_bwd(int kind, const float* x, const float* y, const float* gy, float* gx, float s, long n) {
+  LOOP(i, n) {
+    float g = gy[i];
+    switch (kind) {
+      case 0: case 2: gx[i] += g; break;
+      case 1: gx[i] += g * s; break;
+      case 3: gx[i] -= g; break;
+      case 4: gx[i] += g / s; break;
+      default: gx[i] -= g * y[i] / x[i]; break;
+    }
+  }
+}
+
+// kind: 0 exp, 1 log, 2 sqrt, 3 neg, 4 erf, 5 pow (exponent e), in double
+__global__ void gp_unary(int kind, const float* x, float* y, double e, long n) {
+  LOOP(i, n) {
+    double f = x[i];
+    switch (kind) {
+      case 0: f = exp(f); break;
+      case 1: f = log(f); break;
+      case 2: f = sqrt(f); break;
+      case 3: f = -f; break;
+      case 4: f = erf(f); break;
+      default: f = pow(f, e); break;
+    }
+    y[i] = (float)f;
+  }
+}
+
+// gx += gy · f'(x), with y = f(x), in double
+__global__ void gp_unary_bwd(int kind, const float* x, const float* y, const float* gy, float* gx, double e, long n) {
+  LOOP(i, n) {
+    double f = x[i], d;
+    switch (kind) {
+      case 0: d = y[i]; break;
+      case 1: d = 1.0 / f; break;
+      case 2: d = 0.5 / (double)y[i]; break;
+      case 3: d = -1.0; break;
+      case 4: d = 1.1283791670955126 * exp(-f * f); break;  // 2/√π
+      default: d = e == 0.0 ? 0.0 : e == 1.0 ? 1.0 : e == 2.0 ? 2.0 * f : e * pow(f, e - 1.0); break;
+    }
+    gx[i] += (float)((double)gy[i] * d);
+  }
+}
+
+// softmax over the middle axis of x: [outer, len, inner], a thread per
+// (outer, inner); e = exp(x − max) in double, y = e / Σe
+__global__ void gp_softmax_axis(const float* x, float* y, long outer, long len, long inner) {
+  LOOP(r, outer * inner) {
+    long base = (r / inner) * len * inner + r % inner;
+    float m = x[base];
+    for (long j = 1; j < len; j++) m = fmaxf(m, x[base + j * inner]);
+    double s = 0.0;
+    for (long j = 0; j < len; j++) { double e = exp((double)(x[base + j * inner] - m)); y[base + j * inner] = (float)e; s += e; }
+    for (long j = 0; j < len; j++) y[base + j * inner] = (float)((double)y[base + j * inner] / s);
+  }
+}
+
+// gx += y ⊙ (gy − Σ gy ⊙ y) along the axis
+__global__ void gp_softmax_axis_bwd(const float* y, const float* gy, float* gx, long outer, long len, long inner) {
+  LOOP(r, outer * inner) {
+    long base = (r / inner) * len * inner + r % inner;
+    double dot = 0.0;
+    for (long j = 0; j < len; j++) dot += (double)gy[base + j * inner] * (double)y[base + j * inner];
+    for (long j = 0; j < len; j++) {
+      long p = base + j * inner;
+      gx[p] += (float)((double)y[p] * ((double)gy[p] - dot));
+    }
+  }
+}
+
+// Dropout: src, dst [n/per, per]; element e of sample s (the micro-batch's
+// first being sample0) is dropped where (mix(mix(key ^ sample) ^ e) >> 11)
+// < thresh (= ⌈p·2⁵³⌉, stage's dropped); the rest scaled: dst (+)= scale·src.
+__global__ void gp_dropout(const float* src, float* dst, long key, long sample0, long per, long n, long thresh, float scale, int acc) {
+  LOOP(i, n) {
+    unsigned long long s = (unsigned long long)(sample0 + i / per), e = (unsigned long long)(i % per);
+    unsigned long long h = gp_mix(gp_mix((unsigned long long)key ^ s) ^ e);
+    bool drop = (h >> 11) < (unsigned long long)thresh;
+    float v = drop ? 0.f : src[i] * scale;
+    if (acc) { if (!drop) dst[i] += v; } else dst[i] = v;
+  }
+}
+
+// y[i] = src[i % per]   y: [n/per, per] (parameter, constant)
+__global__ void gp_tile(const float* src, float* y, long per, long n) { LOOP(i, n) y[i] = src[i % per]; }
+
+// y[r] = mean of x[r, :] in double   x: [rows, s]
+__global__ void gp_rowmean(const float* x, float* y, long rows, long s) {
+  LOOP(r, rows) {
+    double sum = 0.0;
+    for (long j = 0; j < s; j++) sum += x[r * s + j];
+    y[r] = (float)(sum / s);
+  }
+}
+
+// gx[r, j] += gy[r] / s
+__global__ void gp_rowmean_bwd(const float* gy, float* gx, long rows, long s) {
+  LOOP(i, rows * s) gx[i] += gy[i / s] / (float)s;
+}
+
+// Convolution by im2col, S samples at once, channel-major: x [S, c, h, w]
+// → col [c·kh·kw, S·oh·ow], row (ch, i, j), column (sample, oy, ox); zeros
+// in the padding. A thread per element of col.
+__global__ void gp_im2col(const float* x, float* col, long S, long c, long h, long w, long oh, long ow, long kh, long kw, long sh, long sw, long pt, long pl, long dh, long dw) {
+  long hw = oh * ow, cols = S * hw;
+  LOOP(i, c * kh * kw * cols) {
+    long r = i / cols, q = i % cols, s = q / hw, p = q % hw;
+    long ch = r / (kh * kw), ki = (r / kw) % kh, kj = r % kw;
+    long iy = (p / ow) * sh - pt + ki * dh, ix = (p % ow) * sw - pl + kj * dw;
+    col[i] = (iy < 0 || iy >= h || ix < 0 || ix >= w) ? 0.f : x[((s * c + ch) * h + iy) * w + ix];
+  }
+}
+
+// gx [S, c, h, w] += col2im(gcol [c·kh·kw, S·oh·ow]): a thread per input
+// element sums the columns that read it, outputs in increasing order.
+__global__ void gp_col2im(const float* col, float* gx, long S, long c, long h, long w, long oh, long ow, long kh, long kw, long sh, long sw, long pt, long pl, long dh, long dw) {
+  long hw = oh * ow, cols = S * hw;
+  LOOP(i, S * c * h * w) {
+    long ix = i % w, iy = (i / w) % h, ch = (i / (h * w)) % c, s = i / (c * h * w);
+    float sum = 0.f;
+    for (long ki = kh - 1; ki >= 0; ki--) {
+      long ty = iy + pt - ki * dh;
+      if (ty < 0 || ty % sh != 0 || ty / sh >= oh) continue;
+      for (long kj = kw - 1; kj >= 0; kj--) {
+        long tx = ix + pl - kj * dw;
+        if (tx < 0 || tx % sw != 0 || tx / sw >= ow) continue;
+        sum += col[((ch * kh + ki) * kw + kj) * cols + s * hw + (ty / sh) * ow + tx / sw];
+      }
+    }
+    gx[i] += sum;
+  }
+}
+
+// y [S, out, hw] = ycm [out, S·hw] (+ bias[out] when not null)
+__global__ void gp_cm_to_nchw(const float* ycm, float* y, const float* bias, long S, long out, long hw) {
+  LOOP(i, S * out * hw) {
+    long p = i % hw, o = (i / hw) % out, s = i / (out * hw);
+    float v = ycm[o * S * hw + s * hw + p];
+    y[i] = bias ? v + bias[o] : v;
+  }
+}
+
+// ycm [out, S·hw] = y [S, out, hw]
+__global__ void gp_nchw_to_cm(const float* y, float* ycm, long S, long out, long hw) {
+  LOOP(i, S * out * hw) {
+    long p = i % hw, o = (i / hw) % out, s = i / (out * hw);
+    ycm[o * S * hw + s * hw + p] = y[i];
+  }
+}
+
+// Max pool: x [nc, h, w] → y, arg [nc, oh, ow]; arg is the input position
+// (iy·w + ix) of the window's maximum (NaN wins), −1 for a window of padding.
+__global__ void gp_maxpool(const float* x, float* y, int* arg, long nc, long h, long w, long oh, long ow, long kh, long kw, long sh, long sw, long pt, long pl, long dh, long dw) {
+  LOOP(o, nc * oh * ow) {
+    long ox = o % ow, oy = (o / ow) % oh;
+    const float* src = x + (o / (oh * ow)) * h * w;
+    float best = NEG_INF; int at = -1;
+    for (long i = 0; i < kh; i++) {
+      long iy = oy * sh - pt + i * dh;
+      if (iy < 0 || iy >= h) continue;
+      for (long j = 0; j < kw; j++) {
+        long ix = ox * sw - pl + j * dw;
+        if (ix < 0 || ix >= w) continue;
+        float v = src[iy * w + ix];
+        if (v > best || at < 0 || v != v) {
+          best = v; at = (int)(iy * w + ix);
+          if (v != v) break;
+        }
+      }
+    }
+    y[o] = best; arg[o] = at;
+  }
+}
+
+// gx [nc, h, w] += the gradients of the outputs whose maximum it was: a
+// thread per input element, its windows in increasing output order.
+__global__ void gp_maxpool_bwd(const int* arg, const float* gy, float* gx, long nc, long h, long w, long oh, long ow, long kh, long kw, long sh, long sw, long pt, long pl, long dh, long dw) {
+  LOOP(i, nc * h * w) {
+    long ix = i % w, iy = (i / w) % h, base = (i / (h * w)) * oh * ow;
+    float sum = 0.f;
+    for (long ki = kh - 1; ki >= 0; ki--) {
+      long ty = iy + pt - ki * dh;
+      if (ty < 0 || ty % sh != 0 || ty / sh >= oh) continue;
+      for (long kj = kw - 1; kj >= 0; kj--) {
+        long tx = ix + pl - kj * dw;
+        if (tx < 0 || tx % sw != 0 || tx / sw >= ow) continue;
+        long o = base + (ty / sh) * ow + tx / sw;
+        if (arg[o] == (int)(iy * w + ix)) sum += gy[o];
+      }
+    }
+    gx[i] += sum;
+  }
+}
+
+// Average pool's window (oy, ox): its rows [y0, y1) and columns [x0, x1)
+// inside the input, and its divisor: the window clipped to the padded input
+// (include) or to the input, as PyTorch's AvgPool2d (stage's avgPool.span).
+static __device__ inline float gp_avg_span(long oy, long ox, long h, long w, long kh, long kw, long sh, long sw, long pt, long pl, long pb, long pr, int include, long* y0, long* y1, long* x0, long* x1) {
+  long a = oy * sh - pt, b = ox * sw - pl;
+  long c = a + kh < h + pb ? a + kh : h + pb, d = b + kw < w + pr ? b + kw : w + pr;
+  long div = (c - a) * (d - b);
+  *y0 = a > 0 ? a : 0; *x0 = b > 0 ? b : 0; *y1 = c < h ? c : h; *x1 = d < w ? d : w;
+  if (!include) div = (*y1 - *y0) * (*x1 - *x0);
+  return (float)div;
+}
+
+// Average pool: x [nc, h, w] → y [nc, oh, ow], sums in double
+__global__ void gp_avgpool(const float* x, float* y, long nc, long h, long w, long oh, long ow, long kh, long kw, long sh, long sw, long pt, long pl, long pb, long pr, int include) {
+  LOOP(o, nc * oh * ow) {
+    long y0, y1, x0, x1;
+    float div = gp_avg_span((o / ow) % oh, o % ow, h, w, kh, kw, sh, sw, pt, pl, pb, pr, include, &y0, &y1, &x0, &x1);
+    const float* src = x + (o / (oh * ow)) * h * w;
+    double s = 0.0;
+    for (long iy = y0; iy < y1; iy++)
+      for (long ix = x0; ix < x1; ix++) s += src[iy * w + ix];
+    y[o] = (float)(s / div);
+  }
+}
+
+// gx [nc, h, w] += Σ gy / div over the windows holding the element (a
+// thread per input element, windows in increasing output order)
+__global__ void gp_avgpool_bwd(const float* gy, float* gx, long nc, long h, long w, long oh, long ow, long kh, long kw, long sh, long sw, long pt, long pl, long pb, long pr, int include) {
+  LOOP(i, nc * h * w) {
+    long ix = i % w, iy = (i / w) % h, base = (i / (h * w)) * oh * ow;
+    float sum = 0.f;
+    // the windows holding (iy, ix): oy·sh − pt ≤ iy < oy·sh − pt + kh
+    long ly = iy + pt - kh + 1, lx = ix + pl - kw + 1;
+    long oy0 = ly <= 0 ? 0 : (ly + sh - 1) / sh, ox0 = lx <= 0 ? 0 : (lx + sw - 1) / sw;
+    long oy1 = (iy + pt) / sh < oh - 1 ? (iy + pt) / sh : oh - 1, ox1 = (ix + pl) / sw < ow - 1 ? (ix + pl) / sw : ow - 1;
+    for (long oy = oy0; oy <= oy1; oy++) {
+      for (long ox = ox0; ox <= ox1; ox++) {
+        long y0, y1, x0, x1;
+        float div = gp_avg_span(oy, ox, h, w, kh, kw, sh, sw, pt, pl, pb, pr, include, &y0, &y1, &x0, &x1);
+        sum += gy[base + oy * ow + ox] / div;
+      }
+    }
+    gx[i] += sum;
+  }
+}
+
+// Batch norm in training mode over x [n, c, s] (s values per sample and
+// channel), statistics per channel in double, in two passes like the
+// column sums: a thread per (chunk of samples k, channel ch) sums its
+// chunk into part[k, ch], gp_fold_d folds the parts in order.
+// part = Σ x (mean null) or Σ (x − mean[ch])²
+__global__ void gp_bn_part(const float* x, const double* mean, double* part, long n, long c, long s, long chunk, long parts) {
+  LOOP(i, parts * c) {
+    long k = i / c, ch = i % c, end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
+    double m = mean ? mean[ch] : 0.0, sum = 0.0;
+    for (long b = k * chunk; b < end; b++) {
+      const float* xr = x + (b * c + ch) * s;
+      if (mean) for (long j = 0; j < s; j++) { double d = (double)xr[j] - m; sum += d * d; }
+      else for (long j = 0; j < s; j++) sum += xr[j];
+    }
+    part[i] = sum;
+  }
+}
+
+// p1 = Σ gy, p2 = Σ gy · x̂ per (chunk, channel)
+__global__ void gp_bn_bwd_part(const float* gy, const float* xhat, double* p1, double* p2, long n, long c, long s, long chunk, long parts) {
+  LOOP(i, parts * c) {
+    long k = i / c, ch = i % c, end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
+    double s1 = 0.0, s2 = 0.0;
+    for (long b = k * chunk; b < end; b++) {
+      long lo = (b * c + ch) * s;
+      for (long j = 0; j < s; j++) { s1 += gy[lo + j]; s2 += (double)gy[lo + j] * (double)xhat[lo + j]; }
+    }
+    p1[i] = s1; p2[i] = s2;
+  }
+}
+
+// out[ch] = Σ_k part[k, ch] / div
+__global__ void gp_fold_d(const double* part, double* out, long parts, long c, double div) {
+  LOOP(ch, c) {
+    double s = 0.0;
+    for (long k = 0; k < parts; k++) s += part[k * c + ch];
+    out[ch] = s / div;
+  }
+}
+
+// rstd[ch] = 1 / √(var[ch] + eps)
+__global__ void gp_bn_rstd(const double* var, double* rstd, double eps, long c) { LOOP(ch, c) rstd[ch] = 1.0 / sqrt(var[ch] + eps); }
+
+// x̂ = (x − mean)·rstd, y = x̂·w + b per channel, in double; x, xhat, y [n, c, s]
+__global__ void gp_bn_apply(const float* x, const double* mean, const double* rstd, const float* w, const float* b, float* xhat, float* y, long n, long c, long s) {
+  LOOP(i, n * c * s) {
+    long ch = (i / s) % c;
+    double xh = ((double)x[i] - mean[ch]) * rstd[ch];
+    xhat[i] = (float)xh;
+    y[i] = (float)(xh * (double)w[ch] + (double)b[ch]);
+  }
+}
+
+// gx += w·rstd/cnt · (cnt·gy − Σgy − x̂·Σgy·x̂), cnt = n·s
+__global__ void gp_bn_bwd_x(const float* gy, const float* xhat, const float* w, const double* rstd, const double* sg, const double* sgx, float* gx, long n, long c, long s) {
+  double cnt = (double)(n * s);
+  LOOP(i, n * c * s) {
+    long ch = (i / s) % c;
+    double f = (double)w[ch] * rstd[ch] / cnt;
+    gx[i] += (float)(f * (cnt * (double)gy[i] - sg[ch] - (double)xhat[i] * sgx[ch]));
+  }
+}
+
+// gw[ch] += Σgy·x̂, gb[ch] += Σgy (either may be null)
+__global__ void gp_bn_bwd_p(const double* sg, const double* sgx, float* gw, float* gb, long c) {
+  LOOP(ch, c) {
+    if (gw) gw[ch] += (float)sgx[ch];
+    if (gb) gb[ch] += (float)sg[ch];
+  }
+}
+
 }  // extern "C"

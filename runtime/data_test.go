@@ -1,0 +1,157 @@
+package runtime
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/dataset"
+	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/tensor"
+)
+
+// writeData writes n samples of g's synthetic data (one synthetic step of
+// n, drawn at step) as a safetensors file and returns its path.
+func writeData(t *testing.T, g *dag.Graph, n, step int) string {
+	t.Helper()
+	ds, err := stage.NewDataset(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ds.Batch(step, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []tensor.Named
+	for name, v := range b {
+		entries = append(entries, tensor.Named{Name: name, Shape: v.Shape, F32: v.Data, I32: v.Ints})
+	}
+	data, err := tensor.EncodeSafetensors(entries, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "data.safetensors")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// dataReference trains g in one process on the data at path in the same
+// order and evaluates it as spec says.
+func dataReference(t *testing.T, g *dag.Graph, plan *search.Plan, spec *DataSpec, steps int, o stage.TrainOptions) (*stage.Trainer, []float64, []stage.EvalResult) {
+	t.Helper()
+	o.MicroBatch = int(plan.MicroBatch)
+	tr, err := stage.NewTrainer(g, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := OpenData(spec.Path, g, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { set.Close() })
+	if tr.Source, err = NewDataSource(set, int(plan.BatchSize), g.Seed(), spec.Shuffle); err != nil {
+		t.Fatal(err)
+	}
+	eval, err := OpenData(spec.EvalPath, g, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eval.Close() })
+	var losses []float64
+	var evals []stage.EvalResult
+	for s := 0; s < steps; s++ {
+		l, _, err := tr.Step(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, l)
+		if spec.EvalDue(s, steps) {
+			r, err := tr.Evaluate(s+1, &EvalData{Set: eval, Size: int(plan.BatchSize)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evals = append(evals, r)
+		}
+	}
+	return tr, losses, evals
+}
+
+// TestDataPipelineEqualsTrain: a pipeline (replicated stages among them)
+// over a lossy transport trains on a dataset, across epoch boundaries and
+// evaluating on a set whose last batch is partial, exactly as one process
+// does: the same parameters, losses and evaluations.
+func TestDataPipelineEqualsTrain(t *testing.T) {
+	for _, tc := range []struct {
+		model        string
+		devices      int
+		micro        int64
+		wantReplicas bool
+		opt          stage.TrainOptions
+	}{
+		{"mmt", 4, 4, false, stage.TrainOptions{Optimizer: "adam", LR: 3e-3}},
+		{"mlp", 6, 8, true, stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			g, plan := smallPlan(t, tc.model, tc.devices, tc.micro)
+			if got := layout(plan).total > len(plan.Stages); got != tc.wantReplicas {
+				t.Fatalf("replicated stages: %v, want %v", got, tc.wantReplicas)
+			}
+			B := int(plan.BatchSize)
+			spec := &DataSpec{Path: writeData(t, g, 3*B+B/2, 11), EvalPath: writeData(t, g, 2*B+B/2+1, 12), Shuffle: true, EvalEvery: 3}
+			set, _ := dataset.Open(spec.EvalPath)
+			spec.EvalSamples = set.N
+			set.Close()
+			steps := 7 // epochs of 3 steps
+			o := Options{Train: tc.opt, Data: spec}
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			res, err := RunLocal(ctx, g, plan, NewMemory(5, Faults{Drop: 0.03, Duplicate: 0.03, Reorder: 0.03}, 1<<20), "data", steps, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, losses, evals := dataReference(t, g, plan, spec, steps, tc.opt)
+			equalParams(t, res.Params, tr.Ex.Params, 1e-5)
+			for s := range losses {
+				if math.Abs(res.Losses[s]-losses[s]) > 1e-5*math.Abs(losses[s]) {
+					t.Errorf("step %d: loss %v, one process %v", s, res.Losses[s], losses[s])
+				}
+			}
+			if len(res.Evals) != 3 || len(evals) != 3 {
+				t.Fatalf("%d and %d evaluations, want 3 (after steps 3, 6, 7)", len(res.Evals), len(evals))
+			}
+			for i, r := range res.Evals {
+				w := evals[i]
+				if r.Step != w.Step || r.Samples != spec.EvalSamples || math.Abs(r.Loss-w.Loss) > 1e-5*math.Abs(w.Loss) || (r.HasAccuracy() != w.HasAccuracy()) || r.HasAccuracy() && r.Accuracy != w.Accuracy {
+					t.Errorf("evaluation %d: %+v, one process %+v", i, r, w)
+				}
+			}
+			t.Logf("%d stages on %d workers; evaluations %+v", len(plan.Stages), layout(plan).total, res.Evals)
+		})
+	}
+}
+
+// TestWorkerRefusesOtherData: a worker whose files differ from the
+// coordinator's (its fingerprint) refuses to start, naming itself and the
+// flag, as a DataError.
+func TestWorkerRefusesOtherData(t *testing.T) {
+	g, plan := smallPlan(t, "mmt", 3, 4)
+	path := writeData(t, g, 40, 1)
+	ep, err := NewEndpoint(NewMemory(1, Faults{}, 1<<20), "fp", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.1}, Data: &DataSpec{Path: path, Fingerprint: strings.Repeat("0", 64)}}
+	_, err = NewWorker(g, plan, 0, ep, o)
+	if err == nil || !IsDataError(err) || !strings.Contains(err.Error(), "worker 0 on ") || !strings.Contains(err.Error(), "--data "+path+" holds other data than the coordinator's") {
+		t.Fatalf("got %v", err)
+	}
+}

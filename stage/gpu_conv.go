@@ -1,0 +1,319 @@
+package stage
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/tensor"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
+
+// The GPU kernels of conv2d, batch_norm, max_pool2d, avg_pool2d and
+// global_avg_pool: the CPU kernels' geometry (kernels_conv.go) and
+// arithmetic, on the device.
+
+// newGPUConvKernel builds the GPU kernel of op i when it is one of
+// model@2's convolutions, normalisations or pools; ok is false otherwise.
+func newGPUConvKernel(g *dag.Graph, i int, ctx *runCtx) (fwd fwdFn, bwd bwdFn, ok bool) {
+	cpu, ok := newConvKernel[float32](g, i, ctx)
+	if !ok {
+		return nil, nil, false
+	}
+	switch k := cpu.(type) {
+	case *conv2d[float32]:
+		fwd, bwd = gpuConv2D(k)
+	case *batchNorm[float32]:
+		fwd, bwd = gpuBatchNorm(k)
+	case *maxPool[float32]:
+		fwd, bwd = gpuMaxPool(k)
+	case *avgPool[float32]:
+		fwd, bwd = gpuAvgPool(k)
+	case *globalAvgPool[float32]:
+		fwd, bwd = gpuGlobalAvgPool()
+	default:
+		return nil, nil, false
+	}
+	return fwd, bwd, true
+}
+
+// convColElems bounds conv2d's im2col buffer (elements): a micro-batch's
+// samples go through in chunks whose columns fit (at least one sample).
+var convColElems = 1 << 24
+
+// geometry is the window's arguments to gp_im2col, gp_col2im and the max
+// pool kernels after the sample count: c, h, w, oh, ow, kh, kw, sh, sw,
+// pt, pl, dh, dw.
+func (w window) geometry() []any {
+	return []any{w.c, w.h, w.w, w.oh, w.ow, w.kh, w.kw, w.sh, w.sw, w.pt, w.pl, w.dh, w.dw}
+}
+
+// gpuConv2D runs conv2d as the CPU kernel does, by im2col and GEMM, but
+// channel-major over a chunk of S samples, so that each group is one GEMM:
+// col [c·kh·kw, S·oh·ow] (group g's rows g·ckk…), ycm [out, S·oh·ow]
+// = W_g[og, ckk]·col_g per group (the groups one strided batch), then
+// permuted into y [S, out, oh, ow] with the bias added.
+func gpuConv2D(k *conv2d[float32]) (fwdFn, bwdFn) {
+	_, og, ckk, hw := k.dims()
+	rowsCol, in, per := k.c*k.kh*k.kw, k.c*k.h*k.w, k.out*hw
+	chunk := func(n int) int { return max(1, min(n, convColElems/max(rowsCol*hw, 1))) }
+	im2col := func(s *gpuScope, x, col cuda.Buffer, m int) {
+		s.launch("gp_im2col", rowsCol*m*hw, append([]any{x, col, m}, k.geometry()...)...)
+	}
+	fwd := func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error) {
+		n := x[0].Shape[0]
+		y := s.newValue(n, k.out, k.oh, k.ow)
+		xb, w, yb := s.in(x[0]), s.param(p[0]), s.scratch(n*per)
+		var bias cuda.Buffer
+		if k.bias {
+			bias = s.param(p[1])
+		}
+		S := chunk(n)
+		col, ycm := s.scratch(rowsCol*S*hw), s.scratch(k.out*S*hw)
+		for s0 := 0; s0 < n; s0 += S {
+			m := min(S, n-s0)
+			im2col(s, xb.Offset(s0*in), col, m)
+			// ycm_g[og, m·hw] = W_g[og, ckk]·col_g[ckk, m·hw]
+			s.batched(cuda.GemmArgs{M: og, N: m * hw, K: ckk, Alpha: 1, A: w, B: col, C: ycm}, og*ckk, ckk*m*hw, og*m*hw, k.groups)
+			s.launch("gp_cm_to_nchw", m*per, ycm, yb.Offset(s0*per), bias, m, k.out, hw)
+		}
+		s.out(y, yb)
+		return y, nil, nil
+	}
+	bwd := func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], _ *Value[float32], _ any, gx, gp []*Value[float32]) {
+		n := gy.Shape[0]
+		wantW := gp != nil && gp[0] != nil
+		wantB := k.bias && gp != nil && gp[1] != nil
+		if gx[0] == nil && !wantW && !wantB {
+			return
+		}
+		S := chunk(n)
+		g, w, gycm := s.in(gy), s.param(p[0]), s.scratch(k.out*S*hw)
+		var xb, col, gxb, gw, gb, ones cuda.Buffer
+		if gx[0] != nil || wantW {
+			col = s.scratch(rowsCol * S * hw)
+		}
+		if gx[0] != nil {
+			gxb = s.acc(gx[0])
+		}
+		if wantW {
+			xb, gw = s.in(x[0]), s.acc(gp[0])
+		}
+		if wantB {
+			gb, ones = s.acc(gp[1]), s.scratch(S*hw)
+			s.launch("gp_fill", S*hw, ones, float32(1), S*hw)
+		}
+		for s0 := 0; s0 < n; s0 += S {
+			m := min(S, n-s0)
+			s.launch("gp_nchw_to_cm", m*per, g.Offset(s0*per), gycm, m, k.out, hw)
+			if wantB { // gb[out] += gycm[out, m·hw]·1
+				s.gemm(cuda.GemmArgs{M: k.out, N: 1, K: m * hw, Alpha: 1, Beta: 1, A: gycm, B: ones, C: gb})
+			}
+			if wantW { // gW_g[og, ckk] += gycm_g[og, m·hw]·col_gᵀ
+				im2col(s, xb.Offset(s0*in), col, m)
+				s.batched(cuda.GemmArgs{TransB: true, M: og, N: ckk, K: m * hw, Alpha: 1, Beta: 1, A: gycm, B: col, C: gw}, og*m*hw, ckk*m*hw, og*ckk, k.groups)
+			}
+			if gx[0] != nil { // gcol_g[ckk, m·hw] = W_gᵀ·gycm_g, added back into gx by col2im
+				s.batched(cuda.GemmArgs{TransA: true, M: ckk, N: m * hw, K: og, Alpha: 1, A: w, B: gycm, C: col}, og*ckk, og*m*hw, ckk*m*hw, k.groups)
+				s.launch("gp_col2im", m*in, append([]any{col, gxb.Offset(s0 * in), m}, k.geometry()...)...)
+			}
+		}
+		s.back(gx[0], gxb)
+		if wantW {
+			s.back(gp[0], gw)
+		}
+		if wantB {
+			s.back(gp[1], gb)
+		}
+	}
+	return fwd, bwd
+}
+
+type gpuBNStash struct{ xhat, rstd stashBuf }
+
+// doubles is n float64s of device memory.
+func (s *gpuScope) doubles(n int) cuda.Buffer { return s.scratch(2 * n) }
+
+// downDoubles copies n float64s from the device.
+func (s *gpuScope) downDoubles(b cuda.Buffer, n int) []float64 {
+	out := make([]float64, n)
+	if n > 0 {
+		s.down(unsafe.Slice((*float32)(unsafe.Pointer(&out[0])), 2*n), b)
+	}
+	return out
+}
+
+// gpuBatchNormEval is batch_norm in evaluation: x normalised by the running
+// statistics (on the host), which stay as they are.
+func gpuBatchNormEval(s *gpuScope, k *batchNorm[float32], x *Value[float32], p []*Value[float32]) *Value[float32] {
+	n, c, sz := bnGeometry(x.Shape)
+	mean, rstd := make([]float64, c), make([]float64, c)
+	for ch := range mean {
+		mean[ch], rstd[ch] = float64(p[2].Data[ch]), 1/math.Sqrt(float64(p[3].Data[ch])+k.eps)
+	}
+	y := s.newValue(x.Shape...)
+	size := tensor.Size(y.Shape)
+	xh, yb := s.scratch(size), s.scratch(size)
+	s.launch("gp_bn_apply", size, s.in(x), s.upDoubles(mean), s.upDoubles(rstd), s.param(p[0]), s.param(p[1]), xh, yb, n, c, sz)
+	s.out(y, yb)
+	return y
+}
+
+// upDoubles uploads float64 values (for the kernels' double arguments).
+func (s *gpuScope) upDoubles(v []float64) cuda.Buffer {
+	return s.up(unsafe.Slice((*float32)(unsafe.Pointer(&v[0])), 2*len(v)))
+}
+
+// gpuBatchNorm is batch_norm in training mode: the channel statistics in
+// double (two-pass sums, folded in a fixed order), downloaded per
+// micro-batch to move the running statistics on the host exactly as the
+// CPU kernel does (the buffers live on the host; the device never reads
+// them in training).
+func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
+	fwd := func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error) {
+		if k.ctx != nil && k.ctx.pos.Eval {
+			return gpuBatchNormEval(s, k, x[0], p), nil, nil
+		}
+		n, c, sz := bnGeometry(x[0].Shape)
+		cnt := n * sz
+		if cnt < 2 {
+			return nil, nil, &OpError{k.op, fmt.Sprintf("batch_norm needs more than one value per channel in training; a micro-batch of %d with %d per sample has %d", n, sz, cnt)}
+		}
+		y := s.newValue(x[0].Shape...)
+		size := tensor.Size(y.Shape)
+		chunk, parts := colParts(n, c)
+		xb, part := s.in(x[0]), s.doubles(parts*c)
+		mean, vr, rstd := s.doubles(c), s.doubles(c), s.doubles(c)
+		s.launch("gp_bn_part", parts*c, xb, cuda.Buffer{}, part, n, c, sz, chunk, parts)
+		s.launch("gp_fold_d", c, part, mean, parts, c, float64(cnt))
+		s.launch("gp_bn_part", parts*c, xb, mean, part, n, c, sz, chunk, parts)
+		s.launch("gp_fold_d", c, part, vr, parts, c, float64(cnt))
+		s.launch("gp_bn_rstd", c, vr, rstd, k.eps, c)
+		xh, yb := s.scratch(size), s.scratch(size)
+		s.launch("gp_bn_apply", size, xb, mean, rstd, s.param(p[0]), s.param(p[1]), xh, yb, n, c, sz)
+		mu, v := s.downDoubles(mean, c), s.downDoubles(vr, c)
+		if s.err == nil {
+			m := k.momentum // PyTorch: the running variance is the unbiased one
+			for ch := 0; ch < c; ch++ {
+				p[2].Data[ch] = float32((1-m)*float64(p[2].Data[ch]) + m*mu[ch])
+				p[3].Data[ch] = float32((1-m)*float64(p[3].Data[ch]) + m*v[ch]*float64(cnt)/float64(cnt-1))
+			}
+		}
+		s.out(y, yb)
+		return y, &gpuBNStash{xhat: s.stash(xh, size), rstd: s.stash(rstd, 2*c)}, nil
+	}
+	bwd := func(s *gpuScope, gy *Value[float32], _, p []*Value[float32], _ *Value[float32], st0 any, gx, gp []*Value[float32]) {
+		st := st0.(*gpuBNStash)
+		wantW, wantB := gp != nil && gp[0] != nil, gp != nil && gp[1] != nil
+		if gx[0] == nil && !wantW && !wantB {
+			return
+		}
+		n, c, sz := bnGeometry(gy.Shape)
+		chunk, parts := colParts(n, c)
+		g, xh := s.in(gy), s.unstash(st.xhat)
+		p1, p2, sg, sgx := s.doubles(parts*c), s.doubles(parts*c), s.doubles(c), s.doubles(c)
+		s.launch("gp_bn_bwd_part", parts*c, g, xh, p1, p2, n, c, sz, chunk, parts)
+		s.launch("gp_fold_d", c, p1, sg, parts, c, 1.0)
+		s.launch("gp_fold_d", c, p2, sgx, parts, c, 1.0)
+		if wantW || wantB {
+			var gw, gb cuda.Buffer
+			if wantW {
+				gw = s.acc(gp[0])
+			}
+			if wantB {
+				gb = s.acc(gp[1])
+			}
+			s.launch("gp_bn_bwd_p", c, sg, sgx, gw, gb, c)
+			if wantW {
+				s.back(gp[0], gw)
+			}
+			if wantB {
+				s.back(gp[1], gb)
+			}
+		}
+		if gx[0] != nil {
+			b := s.acc(gx[0])
+			s.launch("gp_bn_bwd_x", tensor.Size(gy.Shape), g, xh, s.param(p[0]), s.unstash(st.rstd), sg, sgx, b, n, c, sz)
+			s.back(gx[0], b)
+		}
+	}
+	return fwd, bwd
+}
+
+// gpuMaxPool keeps each output's argmax (an int per output) for the
+// backward, which gathers per input element.
+func gpuMaxPool(k *maxPool[float32]) (fwdFn, bwdFn) {
+	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
+		n := x[0].Shape[0]
+		y := s.newValue(n, k.c, k.oh, k.ow)
+		size := tensor.Size(y.Shape)
+		yb, arg := s.scratch(size), s.scratch(size)
+		s.launch("gp_maxpool", size, append([]any{s.in(x[0]), yb, arg, n * k.c}, k.geometry()[1:]...)...)
+		s.out(y, yb)
+		return y, s.stash(arg, size), nil
+	}
+	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], _ *Value[float32], st any, gx, _ []*Value[float32]) {
+		if gx[0] == nil {
+			return
+		}
+		b := s.acc(gx[0])
+		s.launch("gp_maxpool_bwd", tensor.Size(x[0].Shape), append([]any{s.unstash(st.(stashBuf)), s.in(gy), b, gy.Shape[0] * k.c}, k.geometry()[1:]...)...)
+		s.back(gx[0], b)
+	}
+	return fwd, bwd
+}
+
+func gpuAvgPool(k *avgPool[float32]) (fwdFn, bwdFn) {
+	include := int32(0)
+	if k.includePad {
+		include = 1
+	}
+	geom := func(nc int) []any {
+		return []any{nc, k.h, k.w, k.oh, k.ow, k.kh, k.kw, k.sh, k.sw, k.pt, k.pl, k.padBottom, k.padRight, include}
+	}
+	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
+		n := x[0].Shape[0]
+		y := s.newValue(n, k.c, k.oh, k.ow)
+		size := tensor.Size(y.Shape)
+		yb := s.scratch(size)
+		s.launch("gp_avgpool", size, append([]any{s.in(x[0]), yb}, geom(n*k.c)...)...)
+		s.out(y, yb)
+		return y, nil, nil
+	}
+	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], _ *Value[float32], _ any, gx, _ []*Value[float32]) {
+		if gx[0] == nil {
+			return
+		}
+		b := s.acc(gx[0])
+		s.launch("gp_avgpool_bwd", tensor.Size(x[0].Shape), append([]any{s.in(gy), b}, geom(gy.Shape[0]*k.c)...)...)
+		s.back(gx[0], b)
+	}
+	return fwd, bwd
+}
+
+// gpuGlobalAvgPool: [n, c, spatial...] → [n, c, 1, ...], row means.
+func gpuGlobalAvgPool() (fwdFn, bwdFn) {
+	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
+		n, c, sz := bnGeometry(x[0].Shape)
+		shape := append([]int(nil), x[0].Shape...)
+		for i := 2; i < len(shape); i++ {
+			shape[i] = 1
+		}
+		y := s.newValue(shape...)
+		yb := s.scratch(n * c)
+		s.launch("gp_rowmean", n*c, s.in(x[0]), yb, n*c, sz)
+		s.out(y, yb)
+		return y, nil, nil
+	}
+	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], _ *Value[float32], _ any, gx, _ []*Value[float32]) {
+		if gx[0] == nil {
+			return
+		}
+		n, c, sz := bnGeometry(x[0].Shape)
+		b := s.acc(gx[0])
+		s.launch("gp_rowmean_bwd", n*c*sz, s.in(gy), b, n*c, sz)
+		s.back(gx[0], b)
+	}
+	return fwd, bwd
+}
