@@ -24,6 +24,7 @@ test:
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 100000x
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime 20000x
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime 20000x
+	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime 20000x
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 20000x
 
 # The main job: time the ops of a small multi-branch model (the MMT preset) on
@@ -64,6 +65,7 @@ fuzz:
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME)
 
 # The benchmark report: BENCHMARKS.md and bench/results/ (CSV, SVG), every

@@ -3,6 +3,8 @@ package search
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -86,3 +88,17 @@ func TestHandEditedPlans(t *testing.T) {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// TestStoredPlans: the plan files kept as fuzz seeds decode.
+func TestStoredPlans(t *testing.T) {
+	files, _ := filepath.Glob("testdata/plans/*.json")
+	for _, file := range files {
+		data, _ := os.ReadFile(file)
+		if _, err := DecodePlan(data); err != nil {
+			t.Errorf("%s: %v", file, err)
+		}
+	}
+	if len(files) < 4 {
+		t.Fatalf("%d plan files", len(files))
+	}
+}

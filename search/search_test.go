@@ -219,6 +219,9 @@ func TestPlanRefusals(t *testing.T) {
 	}
 }
 
+// FuzzDecodePlan: a plan file (the seeds: plans search wrote, and the files
+// of testdata/plans) is refused or decodes to a plan that simulates; reading
+// it, its action lists included, allocates no more than its size calls for.
 func FuzzDecodePlan(f *testing.F) {
 	e, _ := models.Lookup("case-study")
 	g, _ := e.Build(e.Small)
@@ -233,8 +236,13 @@ func FuzzDecodePlan(f *testing.F) {
 	}
 	f.Add(z.Encode())
 	f.Add([]byte(`{"format": "graphpipe/plan@1"}`))
+	addFiles(f, "testdata/plans/*.json")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		q, err := DecodePlan(data)
+		var q *Plan
+		var err error
+		if n := allocated(func() { q, err = DecodePlan(data) }); n > decodeBudget(len(data)) {
+			t.Fatalf("%d bytes allocated for a plan of %d", n, len(data))
+		}
 		if err != nil {
 			return
 		}
