@@ -211,7 +211,12 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 		}
 	}
 	if k := c.o.CheckpointEvery; k > 0 && (n+1)%k == 0 && !c.o.Emulate {
-		return c.checkpoint(ctx, n+1, func(id int32) msgKey { return msgKey{int64(n)*reportStride + int64(id), mbCkpt, ctlEdge, 'g'} })
+		err := c.checkpoint(ctx, n+1, func(id int32) msgKey { return msgKey{int64(n)*reportStride + int64(id), mbCkpt, ctlEdge, 'g'} })
+		var ne *NonFiniteError
+		if errors.As(err, &ne) {
+			c.tell(ctx, int64(n+1), mbGo, goAbort)
+		}
+		return err
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/tensor"
 )
 
 // TestDivergenceStops: SGD at lr 1e6 on the small DLRM diverges at step 3.
@@ -125,4 +127,60 @@ func neverSaw(t *testing.T, model string, skip, steps int) map[string][]float32 
 		out[name] = v.Data
 	}
 	return out
+}
+
+// TestJSONWithNonFiniteValues: run's and train's --json objects encode a
+// loss that is not finite as null rather than failing.
+func TestJSONWithNonFiniteValues(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	e := evalJSON{Step: 3, Samples: 8, Loss: nan}
+	r := runSummary{FinalLoss: jsonFloat(nan), Losses: lossList{1, nan, inf, -inf}, Evals: []evalJSON{e}, EvalLoss: finiteOrNil(&e.Loss)}
+	tr := trainSummary{FirstLoss: 1, FinalLoss: jsonFloat(inf), Losses: lossList{1, nan, inf}}
+	for _, v := range []any{r, tr} {
+		b, err := json.Marshal(v)
+		if err != nil || !json.Valid(b) || !strings.Contains(string(b), `"losses":[1,null,null`) || strings.Contains(string(b), "eval_loss") {
+			t.Errorf("%s (%v)", b, err)
+		}
+	}
+	if b, _ := json.Marshal(r); !strings.Contains(string(b), `"final_loss":null`) || !strings.Contains(string(b), `"evals":[{"step":3,"samples":8,"loss":null}]`) {
+		t.Errorf("%s", b)
+	}
+}
+
+// TestNonFiniteCheckpointRefused: a value no step's loss or gradients
+// reveal (an infinite batch-norm running variance from a damaged --init
+// file: training-mode batch norm never reads it) reaches the first
+// checkpoint; the checkpoint is refused whole, the run exits 3 naming it,
+// and nothing is written.
+func TestNonFiniteCheckpointRefused(t *testing.T) {
+	dir := t.TempDir()
+	model, weights := filepath.Join(dir, "m.json"), filepath.Join(dir, "w.safetensors")
+	if code, _, errs := gp(t, "", "import", "../../onnx/testdata/models/two_tower.onnx", "-o", model, "--weights", weights,
+		"--loss", "softmax_cross_entropy", "--batch", "12"); code != 0 {
+		t.Fatal(errs)
+	}
+	b, _ := os.ReadFile(weights)
+	entries, _, err := tensor.DecodeSafetensors(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name == "bn1.running_var" {
+			e.F32[0] = float32(math.Inf(1))
+		}
+	}
+	if b, err = tensor.EncodeSafetensors(entries, nil); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(weights, b, 0o644)
+	ck := filepath.Join(dir, "ck")
+	code, _, errs := gp(t, "", "run", model, "--devices", "3", "--device", "cpu", "--micro-batch", "4", "--init", weights, "--steps", "4",
+		"--checkpoint", ck, "--checkpoint-every", "2")
+	if code != exitDiverged || !strings.Contains(errs, "graphpipe: step 2: non-finite values: stage ") ||
+		!strings.Contains(errs, `buffer:bn1.running_var holds a value that is not finite (NaN or Inf)`) || !strings.Contains(errs, "no checkpoint was written") {
+		t.Fatalf("exit %d:\n%s", code, errs)
+	}
+	if _, err := runtime.LoadCheckpoint(ck, nil); err == nil || !strings.Contains(err.Error(), "holds no checkpoint") {
+		t.Fatalf("a checkpoint was written: %v", err)
+	}
 }

@@ -431,7 +431,7 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	for _, r := range res.Evals {
 		e := toEvalJSON(r)
 		sum.Evals = append(sum.Evals, e)
-		sum.EvalLoss, sum.EvalAccuracy = &e.Loss, e.Accuracy
+		sum.EvalLoss, sum.EvalAccuracy = finiteOrNil(&e.Loss), e.Accuracy
 	}
 	if o.Emulate {
 		sum.Emulated = plan.Device.Name

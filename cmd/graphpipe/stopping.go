@@ -152,3 +152,20 @@ func (l lossList) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(out)
 }
+
+// MarshalJSON writes an evaluation whose loss is not finite with a null loss.
+func (e evalJSON) MarshalJSON() ([]byte, error) {
+	type plain evalJSON
+	return json.Marshal(struct {
+		plain
+		Loss jsonFloat `json:"loss"`
+	}{plain(e), jsonFloat(e.Loss)})
+}
+
+// finiteOrNil is v, or nil (omitted) when *v is not finite.
+func finiteOrNil(v *float64) *float64 {
+	if math.IsNaN(*v) || math.IsInf(*v, 0) {
+		return nil
+	}
+	return v
+}

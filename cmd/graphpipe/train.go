@@ -42,7 +42,7 @@ type trainSummary struct {
 func (s *trainSummary) addEval(r stage.EvalResult) {
 	e := toEvalJSON(r)
 	s.Evals = append(s.Evals, e)
-	s.EvalLoss, s.EvalAccuracy = &e.Loss, e.Accuracy
+	s.EvalLoss, s.EvalAccuracy = finiteOrNil(&e.Loss), e.Accuracy
 }
 
 func newTrainCmd(stdin io.Reader) *cobra.Command {
