@@ -1,11 +1,13 @@
 package runtime
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,7 +29,9 @@ type Manifest struct {
 	Step      int               `json:"step"` // the next iteration to run: the data position
 	Model     string            `json:"model"`
 	ModelHash string            `json:"model_sha256"`
-	Plan      string            `json:"plan"` // what made it, for people: strategy, stages, devices
+	Run       string            `json:"run,omitempty"` // the run that wrote it
+	Seed      int64             `json:"seed"`          // the model's seed (parameters and data)
+	Plan      string            `json:"plan"`          // what made it, for people: strategy, stages, devices
 	Optimizer string            `json:"optimizer"`
 	OptStep   int               `json:"optimizer_step"`
 	Files     map[string]string `json:"files"` // name → SHA-256
@@ -183,16 +187,49 @@ func LoadCheckpoint(dir string, skipped func(step int, why error)) (*Checkpoint,
 	return nil, fmt.Errorf("checkpoint: none of the %d checkpoints in %s is whole", len(all), dir)
 }
 
+// checkpointFiles are the files a checkpoint holds besides its manifest.
+var checkpointFiles = []string{"params.safetensors", "optim.safetensors"}
+
+// DecodeManifest reads a checkpoint's manifest.json strictly: the format,
+// steps that are not negative, and a SHA-256 (64 hex digits) for each of
+// the checkpoint's files and none other.
+func DecodeManifest(b []byte) (Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil || m.Format != CheckpointFormat {
+		return Manifest{}, fmt.Errorf("manifest: not a %s manifest", CheckpointFormat)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Manifest{}, fmt.Errorf("manifest: data after the closing brace")
+	}
+	switch {
+	case m.Step < 0:
+		return Manifest{}, fmt.Errorf("manifest: step: must not be negative, got %d", m.Step)
+	case m.OptStep < 0:
+		return Manifest{}, fmt.Errorf("manifest: optimizer_step: must not be negative, got %d", m.OptStep)
+	case len(m.Files) != len(checkpointFiles):
+		return Manifest{}, fmt.Errorf("manifest: files: %d files, want %s", len(m.Files), strings.Join(checkpointFiles, " and "))
+	}
+	for _, name := range checkpointFiles {
+		sum, ok := m.Files[name]
+		if _, err := hex.DecodeString(sum); !ok || err != nil || len(sum) != 64 {
+			return Manifest{}, fmt.Errorf("manifest: files: %s: want its SHA-256 in 64 hex digits", name)
+		}
+	}
+	return m, nil
+}
+
 func readCheckpoint(path string) (*Checkpoint, error) {
 	mb, err := os.ReadFile(filepath.Join(path, "manifest.json"))
 	if err != nil {
 		return nil, fmt.Errorf("no manifest: %w", err)
 	}
 	c := &Checkpoint{Params: map[string]*stage.Value[float32]{}, Optim: map[string][]float32{}}
-	if err := json.Unmarshal(mb, &c.Manifest); err != nil || c.Manifest.Format != CheckpointFormat {
-		return nil, fmt.Errorf("manifest: not a %s manifest", CheckpointFormat)
+	if c.Manifest, err = DecodeManifest(mb); err != nil {
+		return nil, err
 	}
-	for _, name := range []string{"params.safetensors", "optim.safetensors"} {
+	for _, name := range checkpointFiles {
 		b, err := os.ReadFile(filepath.Join(path, name))
 		if err != nil {
 			return nil, err

@@ -32,6 +32,8 @@ const (
 	mbCkpt       = 6
 	mbResume     = 7
 	mbEval       = 8
+	mbVerdict    = 9       // step or skip the update of an iteration (OnNonFinite skip)
+	mbStopState  = 10      // a stage's state, handed over as the run stops
 	reportStride = 1 << 20 // report keys: iter·reportStride + stage
 )
 
@@ -57,11 +59,14 @@ type assignment struct {
 
 // Report is one stage's account of one iteration.
 type Report struct {
-	Stage  int     `json:"stage"`
-	Iter   int64   `json:"iter"`
-	Loss   float64 `json:"loss"`
-	Secs   float64 `json:"seconds"`
-	Events []Event `json:"events"`
+	Stage int   `json:"stage"`
+	Iter  int64 `json:"iter"`
+	Loss  Float `json:"loss"` // NaN and ±Inf as strings
+	// NonFinite says where the stage found a value that is not finite this
+	// iteration (its loss, a gradient, a parameter), "" if none.
+	NonFinite string  `json:"nonfinite,omitempty"`
+	Secs      float64 `json:"seconds"`
+	Events    []Event `json:"events"`
 	// GradNorm is the global gradient norm before clipping (with
 	// clipping, and while it is finite: JSON has no NaN).
 	GradNorm float64 `json:"grad_norm,omitempty"`
@@ -213,12 +218,105 @@ func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *
 	return err
 }
 
+// What the coordinator says before each iteration (mbGo) and, when a step
+// whose values are not finite is to be skipped, after each (mbVerdict).
+const (
+	goOn          = ""           // run the iteration
+	goStop        = "stop"       // stop here: the run was asked to stop
+	goStopAndSave = "stop+state" // stop here, handing over the state first
+	goAbort       = "abort"      // leave now: the run has failed
+	verdictStep   = "step"       // step the optimizer
+	verdictSkip   = "skip"       // skip the update, on every stage
+)
+
+// iterate runs iteration n and hands over what it owes: the report, the
+// update (after the verdict, when steps may be skipped) and a due
+// checkpoint's share. stop says the coordinator ended the run.
+func iterate(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, n int) (stop bool, err error) {
+	start := now()
+	loss, err := w.compute(ctx, int64(n))
+	if err != nil {
+		return false, err
+	}
+	r := Report{Stage: a.Stage, Iter: int64(n), Loss: Float(loss), NonFinite: w.describe(loss)}
+	if g := w.GradNorm(); !math.IsNaN(g) && !math.IsInf(g, 0) {
+		r.GradNorm = g
+	}
+	skipping := a.Options.OnNonFinite == NonFiniteSkip && !w.Emulate
+	if !skipping {
+		if err := w.update(int64(n), false); err != nil {
+			return false, err
+		}
+	}
+	r.Secs, r.Events = since(start), w.Events()
+	if n == a.Steps-1 {
+		r.OpSeconds = w.OpSeconds()
+	}
+	if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbReport, r); err != nil {
+		return false, err
+	}
+	if skipping {
+		v, err := ctl.Receive(ctx, msgKey{int64(n), mbVerdict, ctlEdge, 'a'})
+		if err != nil {
+			return false, err
+		}
+		if string(v) == goAbort {
+			return true, nil
+		}
+		if err := w.update(int64(n), string(v) == verdictSkip); err != nil {
+			return false, err
+		}
+	}
+	if k := a.Options.CheckpointEvery; k > 0 && (n+1)%k == 0 && w.Replica == 0 && !w.Emulate {
+		w.die("during-checkpoint")
+		st, err := w.state()
+		if err != nil {
+			return false, err
+		}
+		if err := ctl.Send(ctx, coordinator, msgKey{int64(n)*reportStride + int64(a.Stage), mbCkpt, ctlEdge, 'g'}, st); err != nil {
+			return false, err
+		}
+	}
+	if spec := a.Options.Data; spec.EvalDue(n, a.Steps) && !w.Emulate {
+		sums, err := w.Eval(ctx, int64(n), spec.EvalSamples)
+		if err != nil {
+			return false, err
+		}
+		if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbEval, sums); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// stopWorker leaves a run the coordinator stopped: with its state first
+// when asked for it (replica 0 of each stage), acknowledged before it goes.
+func stopWorker(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, order string) error {
+	switch order {
+	case goAbort:
+		return nil
+	case goStop, goStopAndSave:
+	default:
+		return fmt.Errorf("the coordinator said %q before an iteration", order)
+	}
+	if order == goStopAndSave && w.Replica == 0 && !w.Emulate {
+		st, err := w.state()
+		if err != nil {
+			return err
+		}
+		if err := ctl.Send(ctx, coordinator, msgKey{int64(a.Stage), mbStopState, ctlEdge, 'g'}, st); err != nil {
+			return err
+		}
+	}
+	return ctl.Drain(ctx)
+}
+
 func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment, started func(*Worker)) error {
 	g, err := dag.Load(a.Model)
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
-	plan, err := search.DecodePlan(a.Plan)
+	plan, err := search.LoadPlan(a.Plan, g)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
@@ -245,42 +343,16 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	for n := a.Options.Start; n < a.Steps; n++ {
 		w.kill = killPoint(a.Gen, w.ID, n)
 		// every stage starts an iteration together, as the simulator assumes
-		if _, err := ctl.Receive(ctx, msgKey{int64(n), mbGo, ctlEdge, 'a'}); err != nil {
-			return err
-		}
-		start := now()
-		loss, err := w.Run(ctx, int64(n))
+		order, err := ctl.Receive(ctx, msgKey{int64(n), mbGo, ctlEdge, 'a'})
 		if err != nil {
 			return err
 		}
-		r := Report{Stage: a.Stage, Iter: int64(n), Loss: loss, Secs: since(start), Events: w.Events()}
-		if g := w.GradNorm(); !math.IsNaN(g) && !math.IsInf(g, 0) {
-			r.GradNorm = g
+		if string(order) != goOn {
+			return stopWorker(ctx, ctl, w, a, string(order))
 		}
-		if n == a.Steps-1 {
-			r.OpSeconds = w.OpSeconds()
-		}
-		if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbReport, r); err != nil {
+		stop, err := iterate(ctx, ctl, w, a, n)
+		if err != nil || stop {
 			return err
-		}
-		if k := a.Options.CheckpointEvery; k > 0 && (n+1)%k == 0 && w.Replica == 0 && !w.Emulate {
-			w.die("during-checkpoint")
-			st, err := w.state()
-			if err != nil {
-				return err
-			}
-			if err := ctl.Send(ctx, coordinator, msgKey{int64(n)*reportStride + int64(a.Stage), mbCkpt, ctlEdge, 'g'}, st); err != nil {
-				return err
-			}
-		}
-		if spec := a.Options.Data; spec.EvalDue(n, a.Steps) && !w.Emulate {
-			sums, err := w.Eval(ctx, int64(n), spec.EvalSamples)
-			if err != nil {
-				return err
-			}
-			if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbEval, sums); err != nil {
-				return err
-			}
 		}
 	}
 	// the other stages acknowledge everything sent to them before the

@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -45,10 +47,25 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 		joinCtx, joined = context.WithTimeoutCause(ctx, o.JoinTimeout, fmt.Errorf("not all joined within %v", o.JoinTimeout))
 	}
 	defer joined()
+	if o.Stop != nil { // asked to stop while waiting: nothing to save
+		var stopJoin context.CancelCauseFunc
+		joinCtx, stopJoin = context.WithCancelCause(joinCtx)
+		defer stopJoin(nil)
+		go func() {
+			select {
+			case <-o.Stop:
+				stopJoin(&StoppedError{Step: startStep(o)})
+			case <-joinCtx.Done():
+			}
+		}()
+	}
 	for s := range workers {
 		_, msg, err := ctl.ReceiveAny(joinCtx, ctlEdge, 'a', mbHello)
 		if err != nil {
-			if c := context.Cause(joinCtx); c != nil {
+			var se *StoppedError
+			if c := context.Cause(joinCtx); errors.As(c, &se) {
+				return nil, se
+			} else if c != nil {
 				err = c
 			}
 			return nil, fmt.Errorf("waiting for workers: %d of %d joined: %w", s, lay.total, err)
@@ -78,7 +95,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 	if err := watchWorkers(ctx, t, run, gen, lay.total, name, cancel); err != nil {
 		return nil, err
 	}
-	res, err := collect(ctx, ctl, g, plan, lay, workers, steps, o, progress)
+	res, err := collect(ctx, ctl, g, plan, lay, workers, run, steps, o, progress)
 	if res != nil {
 		res.Devices = where
 	}
@@ -88,66 +105,41 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transpor
 	return res, err
 }
 
-// collect drives the iterations and gathers reports and parameters.
-func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, workers []int32, steps int, o Options, progress func(int64, float64)) (*Result, error) {
-	res := &Result{Params: map[string]*stage.Value[float32]{}}
-	start := 0
+// startStep is the first iteration a run makes.
+func startStep(o Options) int {
 	if o.Resume != nil {
-		start = o.Resume.Manifest.Step
+		return o.Resume.Manifest.Step
 	}
-	for n := start; n < steps; n++ {
-		began := time.Now()
-		for _, w := range workers {
-			if err := ctl.Send(ctx, w, msgKey{int64(n), mbGo, ctlEdge, 'a'}, []byte{}); err != nil {
-				return nil, err
-			}
+	return 0
+}
+
+// collector drives a run's iterations from the coordinator.
+type collector struct {
+	ctl     *Endpoint
+	g       *dag.Graph
+	plan    *search.Plan
+	lay     replicas
+	workers []int32
+	run     string
+	steps   int
+	o       Options
+	res     *Result
+	saved   int // the step of the newest checkpoint written, 0 for none
+	skips   int // steps skipped in a row
+}
+
+// collect drives the iterations and gathers reports and parameters.
+func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, workers []int32, run string, steps int, o Options, progress func(int64, float64)) (*Result, error) {
+	c := &collector{ctl: ctl, g: g, plan: plan, lay: lay, workers: workers, run: run, steps: steps, o: o,
+		res: &Result{Params: map[string]*stage.Value[float32]{}}}
+	for n := startStep(o); n < steps; n++ {
+		select {
+		case <-o.Stop:
+			return nil, c.stop(ctx, n)
+		default:
 		}
-		total := 0.0
-		res.Events = make([][]Event, len(plan.Stages))
-		for s := range workers {
-			r, err := ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(s), mbReport, ctlEdge, 'a'})
-			if err != nil {
-				return nil, workerFailure(ctl, err)
-			}
-			var rep Report
-			if err := json.Unmarshal(r, &rep); err != nil {
-				return nil, err
-			}
-			total += rep.Loss
-			if s == 0 && o.Train.ClipGradNorm > 0 && !o.Emulate {
-				res.GradNorms = append(res.GradNorms, rep.GradNorm)
-			}
-			st, replica := lay.where(s)
-			if replica != 0 {
-				continue
-			}
-			res.Events[st] = rep.Events
-			if rep.OpSeconds != nil {
-				if res.Ops == nil {
-					res.Ops = make([]map[string][2]float64, len(plan.Stages))
-				}
-				res.Ops[st] = rep.OpSeconds
-			}
-		}
-		res.Losses = append(res.Losses, total)
-		res.Iters = append(res.Iters, time.Since(began).Seconds())
-		if progress != nil {
-			progress(int64(n), total)
-		}
-		if o.Data.EvalDue(n, steps) && !o.Emulate {
-			r, err := collectEval(ctx, ctl, workers, n)
-			if err != nil {
-				return nil, err
-			}
-			res.Evals = append(res.Evals, r)
-			if o.OnEval != nil {
-				o.OnEval(r)
-			}
-		}
-		if k := o.CheckpointEvery; k > 0 && (n+1)%k == 0 && !o.Emulate {
-			if err := checkpoint(ctx, ctl, g, plan, lay, n, o); err != nil {
-				return nil, err
-			}
+		if err := c.iteration(ctx, n, progress); err != nil {
+			return nil, err
 		}
 	}
 	for range workers {
@@ -155,11 +147,152 @@ func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan
 		if err != nil {
 			return nil, workerFailure(ctl, err)
 		}
-		if err := decodeParams(msg, res.Params); err != nil {
+		if err := decodeParams(msg, c.res.Params); err != nil {
 			return nil, err
 		}
 	}
-	return res, nil
+	return c.res, nil
+}
+
+// iteration runs iteration n: go, the reports, the verdict on its values,
+// a due checkpoint.
+func (c *collector) iteration(ctx context.Context, n int, progress func(int64, float64)) error {
+	began := time.Now()
+	if err := c.tell(ctx, int64(n), mbGo, goOn); err != nil {
+		return err
+	}
+	total := 0.0
+	bad, badStage := "", 0
+	c.res.Events = make([][]Event, len(c.plan.Stages))
+	for s := range c.workers {
+		r, err := c.ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(s), mbReport, ctlEdge, 'a'})
+		if err != nil {
+			return workerFailure(c.ctl, err)
+		}
+		var rep Report
+		if err := json.Unmarshal(r, &rep); err != nil {
+			return err
+		}
+		total += float64(rep.Loss)
+		if s == 0 && c.o.Train.ClipGradNorm > 0 && !c.o.Emulate {
+			c.res.GradNorms = append(c.res.GradNorms, rep.GradNorm)
+		}
+		st, replica := c.lay.where(s)
+		if rep.NonFinite != "" && bad == "" {
+			bad, badStage = rep.NonFinite, st
+		}
+		if replica != 0 {
+			continue
+		}
+		c.res.Events[st] = rep.Events
+		if rep.OpSeconds != nil {
+			if c.res.Ops == nil {
+				c.res.Ops = make([]map[string][2]float64, len(c.plan.Stages))
+			}
+			c.res.Ops[st] = rep.OpSeconds
+		}
+	}
+	if bad == "" && !finite(total) {
+		bad, badStage = fmt.Sprintf("the loss is %v", total), len(c.plan.Stages)-1
+	}
+	c.res.Losses = append(c.res.Losses, total)
+	c.res.Iters = append(c.res.Iters, time.Since(began).Seconds())
+	if err := c.judge(ctx, n, bad, badStage); err != nil {
+		return err
+	}
+	if progress != nil {
+		progress(int64(n), total)
+	}
+	if c.o.Data.EvalDue(n, c.steps) && !c.o.Emulate {
+		r, err := collectEval(ctx, c.ctl, c.workers, n)
+		if err != nil {
+			return err
+		}
+		c.res.Evals = append(c.res.Evals, r)
+		if c.o.OnEval != nil {
+			c.o.OnEval(r)
+		}
+	}
+	if k := c.o.CheckpointEvery; k > 0 && (n+1)%k == 0 && !c.o.Emulate {
+		err := c.checkpoint(ctx, n+1, func(id int32) msgKey { return msgKey{int64(n)*reportStride + int64(id), mbCkpt, ctlEdge, 'g'} })
+		var ne *NonFiniteError
+		if errors.As(err, &ne) {
+			c.tell(ctx, int64(n+1), mbGo, goAbort)
+		}
+		return err
+	}
+	return nil
+}
+
+// judge acts on what the stages found of iteration n's values: bad says
+// where the first stage found one not finite ("" if none). The run stops
+// there, or, when steps may be skipped, every stage is told to step or to
+// skip.
+func (c *collector) judge(ctx context.Context, n int, bad string, badStage int) error {
+	skipping := c.o.OnNonFinite == NonFiniteSkip && !c.o.Emulate
+	if bad == "" {
+		c.skips = 0
+		if skipping {
+			return c.tell(ctx, int64(n), mbVerdict, verdictStep)
+		}
+		return nil
+	}
+	e := c.nonFinite(n+1, badStage, bad)
+	if !skipping {
+		c.tell(ctx, int64(n+1), mbGo, goAbort)
+		return e
+	}
+	if c.skips++; c.skips > cmp.Or(c.o.MaxSkips, 10) {
+		e.Skips = c.skips - 1
+		c.tell(ctx, int64(n), mbVerdict, goAbort)
+		return e
+	}
+	c.res.Skipped = append(c.res.Skipped, n)
+	if c.o.Skipped != nil {
+		c.o.Skipped(int64(n), fmt.Sprintf("stage %d, %s", badStage, bad))
+	}
+	return c.tell(ctx, int64(n), mbVerdict, verdictSkip)
+}
+
+// nonFinite is the error that ends the run at step (counted from 1).
+func (c *collector) nonFinite(step, stage int, what string) *NonFiniteError {
+	e := &NonFiniteError{Step: step, Stage: stage, What: what}
+	if c.saved > 0 {
+		e.Saved, e.Dir = c.saved, c.o.CheckpointDir
+	} else if c.o.Resume != nil && !c.o.Init {
+		e.Resumed = c.o.Resume.Manifest.Step
+	}
+	return e
+}
+
+// tell sends every worker one control message.
+func (c *collector) tell(ctx context.Context, iter int64, mb int32, what string) error {
+	for _, w := range c.workers {
+		if err := c.ctl.Send(ctx, w, msgKey{iter, mb, ctlEdge, 'a'}, []byte(what)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stop ends the run before iteration n, as Options.Stop asked: with a
+// checkpoint at step n when the run keeps them and has none there yet.
+func (c *collector) stop(ctx context.Context, n int) error {
+	save := c.o.CheckpointDir != "" && !c.o.Emulate && c.saved != n
+	order := goStop
+	if save {
+		order = goStopAndSave
+	}
+	if err := c.tell(ctx, int64(n), mbGo, order); err != nil {
+		return err
+	}
+	if save {
+		key := func(id int32) msgKey { return msgKey{int64(id), mbStopState, ctlEdge, 'g'} }
+		if err := c.checkpoint(ctx, n, key); err != nil {
+			return err
+		}
+	}
+	return &StoppedError{Step: n, Dir: c.o.CheckpointDir, Saved: c.saved == n && c.o.CheckpointDir != ""}
 }
 
 // collectEval sums every worker's share of the evaluation after
@@ -215,12 +348,13 @@ func decodeParams(b []byte, into map[string]*stage.Value[float32]) error {
 	return nil
 }
 
-// checkpoint gathers every stage's state after iteration n and writes it.
-func checkpoint(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, n int, o Options) error {
-	c := &Checkpoint{Params: map[string]*stage.Value[float32]{}, Optim: map[string][]float32{}}
-	for s := range plan.Stages {
-		id := lay.id(s, 0)
-		msg, err := ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(id), mbCkpt, ctlEdge, 'g'})
+// checkpoint gathers every stage's state at step (iterations done), each
+// stage's replica 0 sending it under key, and writes it, unless a value in
+// it is not finite: that ends the run (a NonFiniteError) with nothing written.
+func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32) msgKey) error {
+	ck := &Checkpoint{Params: map[string]*stage.Value[float32]{}, Optim: map[string][]float32{}}
+	for s := range c.plan.Stages {
+		msg, err := c.ctl.Receive(ctx, key(c.lay.id(s, 0)))
 		if err != nil {
 			return err
 		}
@@ -229,20 +363,26 @@ func checkpoint(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.P
 			return err
 		}
 		for _, e := range entries {
+			if !stage.Finite(e.F32) {
+				return c.nonFinite(step, s, fmt.Sprintf("%s holds a value that is not finite (NaN or Inf) after the update", e.Name))
+			}
 			if name, ok := cutState(e.Name); ok {
-				c.Params[name] = &stage.Value[float32]{Shape: e.Shape, Data: e.F32}
+				ck.Params[name] = &stage.Value[float32]{Shape: e.Shape, Data: e.F32}
 			} else if slot, ok := strings.CutPrefix(e.Name, "optim:"); ok {
-				c.Optim[slot] = e.F32
+				ck.Optim[slot] = e.F32
 			}
 		}
-		c.Manifest.OptStep, _ = strconv.Atoi(meta["optimizer_step"])
+		ck.Manifest.OptStep, _ = strconv.Atoi(meta["optimizer_step"])
 	}
-	c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash = n+1, g.Name(), search.ModelHash(g)
-	c.Manifest.Plan = fmt.Sprintf("%s, %d stages on %d devices", plan.Strategy, len(plan.Stages), lay.total)
-	c.Manifest.Optimizer = o.Train.Optimizer
-	if err := WriteCheckpoint(o.CheckpointDir, c); err != nil {
-		return fmt.Errorf("checkpoint after step %d into %s: %w", n+1, o.CheckpointDir, err)
+	g := c.g
+	ck.Manifest.Step, ck.Manifest.Model, ck.Manifest.ModelHash = step, g.Name(), search.ModelHash(g)
+	ck.Manifest.Run, ck.Manifest.Seed = c.run, g.Seed()
+	ck.Manifest.Plan = fmt.Sprintf("%s, %d stages on %d devices", c.plan.Strategy, len(c.plan.Stages), c.lay.total)
+	ck.Manifest.Optimizer = c.o.Train.Optimizer
+	if err := WriteCheckpoint(c.o.CheckpointDir, ck); err != nil {
+		return fmt.Errorf("checkpoint after step %d into %s: %w", step, c.o.CheckpointDir, err)
 	}
+	c.saved = step
 	return nil
 }
 

@@ -32,4 +32,18 @@
 //     in parameter-name order (stage.GlobalNorm), so every worker clips by
 //     the same number, the one a single process computes. The learning rate
 //     is a function of the iteration alone (stage.TrainOptions.Rate).
+//  7. Each stage reads its gradients once per iteration, after the
+//     all-reduce, and reports with the iteration whether they or its share
+//     of the loss hold a NaN or an infinity (naming the first op only when
+//     they do). On one, the coordinator ends the run (NonFiniteError) and
+//     writes no checkpoint from that iteration; a checkpoint holding such a
+//     value is refused whole. With OnNonFinite skip every stage waits for a
+//     verdict before its optimizer step and skips the update, all stages and
+//     replicas alike (buffers restored, the optimizer untouched), up to
+//     MaxSkips iterations in a row.
+//  8. Options.Stop closed stops the run between iterations: every stage's
+//     replica 0 hands over its state, written as a checkpoint at that step
+//     (StoppedError); a run resumed from it continues bit for bit.
+//  9. LockDir gives a checkpoint directory one owner: an exclusive flock the
+//     OS drops with its process, the holder named in the lock file.
 package runtime

@@ -23,6 +23,9 @@ type Result struct {
 	// Devices says where each worker (by id) computed: "cpu" or a GPU's
 	// name (Coordinate only).
 	Devices []string
+	// Skipped lists the iterations whose update was skipped, their values
+	// not being finite (Options.OnNonFinite skip; Coordinate only).
+	Skipped []int
 	// Evals is every evaluation of the run (Options.Data's evaluation set).
 	Evals []stage.EvalResult
 	// GradNorms, with clipping, is each iteration's global gradient norm

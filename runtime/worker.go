@@ -49,8 +49,9 @@ type Worker struct {
 	vnow     time.Time            // emulation: when the stage is next free, by the plan's clock
 	events   []Event              // this iteration's timeline
 	iterZero time.Time
-	kill     string // a test hook's point to die at in this iteration, "" for none
-	sends    int    // sends so far this iteration
+	kill     string               // a test hook's point to die at in this iteration, "" for none
+	sends    int                  // sends so far this iteration
+	buffers  map[string][]float32 // the buffers before this iteration (stage.Executor.SnapshotBuffers)
 	// evalRows is, while evaluating, the rows of the micro-batch at hand
 	// (an evaluation's last batch may be partial); -1 while training.
 	evalRows int
@@ -102,6 +103,16 @@ type Event struct {
 type Options struct {
 	Train   stage.TrainOptions
 	Emulate bool // wait the plan's times instead of computing
+	// OnNonFinite is what a step whose loss or gradients are not finite
+	// does: NonFiniteStop ("" too) or NonFiniteSkip, up to MaxSkips steps in
+	// a row (0: 10).
+	OnNonFinite string `json:"on_nonfinite,omitempty"`
+	MaxSkips    int    `json:"-"`
+	// Skipped, if set, is told of each step whose update was skipped.
+	Skipped func(iter int64, why string) `json:"-"`
+	// Stop, once closed, ends the run after the iteration in flight, with
+	// a checkpoint there when CheckpointDir is set: a *StoppedError.
+	Stop <-chan struct{} `json:"-"`
 	// CheckpointEvery > 0 checkpoints after every that many iterations into
 	// CheckpointDir (the coordinator writes it).
 	CheckpointEvery int    `json:"checkpoint_every,omitempty"`
@@ -193,6 +204,16 @@ type iteration struct {
 // Run executes iteration n and steps the optimizer. It returns this stage's
 // share of the iteration's loss (zero unless it holds the loss).
 func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
+	loss, err := w.compute(ctx, n)
+	if err != nil {
+		return 0, err
+	}
+	return loss, w.update(n, false)
+}
+
+// compute is iteration n up to the optimizer step: the stage's action list,
+// its gradients brought to the host and all-reduced among its replicas.
+func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 	it := &iteration{n: n, feeds: map[int]map[string]*stage.Value[float32]{}, outs: map[int]map[string]*stage.Value[float32]{},
 		grads: map[int]map[string]*stage.Value[float32]{}, ingrads: map[int]map[string]*stage.Value[float32]{}}
 	w.iterZero, w.events, w.sends = time.Now(), w.events[:0], 0
@@ -202,6 +223,9 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 		if it.batch, err = w.data.Inputs(int(n), int(w.plan.BatchSize), w.reads); err != nil {
 			return 0, dataErr(err)
 		}
+	}
+	if !w.Emulate {
+		w.buffers = w.ex.SnapshotBuffers()
 	}
 	for _, a := range w.sched {
 		start := time.Now()
@@ -224,31 +248,45 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 	}
 	if w.Emulate {
 		w.wait(ctx, w.plan.Stages[w.Stage].FlushS)
-	} else {
-		w.die("before-step")
-		if err := w.ex.SyncGrads(); err != nil {
-			return 0, fmt.Errorf("stage %d replica %d, iteration %d, gradients from the device: %w", w.Stage, w.Replica, n, err)
-		}
-		if err := w.allReduce(ctx, n); err != nil {
-			return 0, fmt.Errorf("stage %d replica %d, iteration %d, all-reduce: %w", w.Stage, w.Replica, n, err)
-		}
-		if err := w.clipGrads(ctx, n); err != nil {
-			return 0, fmt.Errorf("stage %d replica %d, iteration %d, gradient norm: %w", w.Stage, w.Replica, n, err)
-		}
+		return it.loss, nil
+	}
+	w.die("before-step")
+	if err := w.ex.SyncGrads(); err != nil {
+		return 0, fmt.Errorf("stage %d replica %d, iteration %d, gradients from the device: %w", w.Stage, w.Replica, n, err)
+	}
+	if err := w.allReduce(ctx, n); err != nil {
+		return 0, fmt.Errorf("stage %d replica %d, iteration %d, all-reduce: %w", w.Stage, w.Replica, n, err)
+	}
+	if err := w.clipGrads(ctx, n); err != nil {
+		return 0, fmt.Errorf("stage %d replica %d, iteration %d, gradient norm: %w", w.Stage, w.Replica, n, err)
+	}
+	return it.loss, nil
+}
+
+// update ends iteration n: the optimizer steps on the gradients, or, with
+// skip, the iteration is undone (its buffer updates restored, the optimizer
+// untouched); the gradients are cleared either way.
+func (w *Worker) update(n int64, skip bool) error {
+	if !w.Emulate {
 		w.busy(fmt.Sprintf("iteration %d optimizer step", n))
-		w.opt.Step(w.ex.Params, w.ex.Grads, w.train.Rate(int(n)))
-		w.ex.ParamsChanged()
+		if skip {
+			w.ex.RestoreBuffers(w.buffers)
+		} else {
+			w.opt.Step(w.ex.Params, w.ex.Grads, w.train.Rate(int(n)))
+			w.ex.ParamsChanged()
+		}
+		w.buffers = nil
 		err := w.ex.ZeroGrads()
 		w.busy("")
 		if err != nil {
-			return 0, fmt.Errorf("stage %d replica %d, iteration %d, optimizer step: %w", w.Stage, w.Replica, n, err)
+			return fmt.Errorf("stage %d replica %d, iteration %d, optimizer step: %w", w.Stage, w.Replica, n, err)
 		}
 	}
 	w.ep.Forget(n)
 	w.busyMu.Lock()
 	w.warm = true
 	w.busyMu.Unlock()
-	return it.loss, nil
+	return nil
 }
 
 // clipGrads scales the gradients by clip_grad_norm_'s coefficient for the

@@ -66,6 +66,41 @@ func EncodeDevice(d Device) []byte {
 	return append(append([]byte("{\n  \"format\": \""+DeviceFormat+"\","), b[1:]...), '\n')
 }
 
+// UnmarshalJSON reads a profile strictly (unknown fields are refused) and
+// takes memory, a count of bytes, in any JSON number form that is a whole
+// number, 1e10 or 16e9 as well as 10000000000.
+func (d *Device) UnmarshalJSON(data []byte) error {
+	type plain Device // without this method
+	var v struct {
+		plain
+		Memory json.RawMessage `json:"memory"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	*d = Device(v.plain)
+	d.Memory = 0
+	if len(v.Memory) == 0 || string(v.Memory) == "null" {
+		return nil
+	}
+	var n json.Number
+	if v.Memory[0] == '"' || json.Unmarshal(v.Memory, &n) != nil {
+		return fmt.Errorf("memory: %s is not a number of bytes", v.Memory)
+	}
+	if i, err := n.Int64(); err == nil {
+		d.Memory = i
+		return nil
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || !(math.Abs(f) < 1<<63) {
+		return fmt.Errorf("memory: %s is not a whole number of bytes", n)
+	}
+	d.Memory = int64(f)
+	return nil
+}
+
 // ParseDevice reads a custom profile: a JSON object with Device's fields, all
 // of them positive, and the format tag, if any, DeviceFormat. Unknown fields
 // are refused.

@@ -8,19 +8,26 @@ import (
 	"github.com/graphpipe/graphpipe/models"
 )
 
-// FuzzParseDevice: a profile file either is refused with an error or
-// round-trips through JSON unchanged and plans a small model without a
-// panic (a plan, or an error saying which limit failed).
+// FuzzParseDevice: a profile file (the seeds: the built-in profiles and the
+// files of testdata/devices) either is refused with an error or round-trips
+// through JSON unchanged and plans a small model without a panic (a plan,
+// or an error saying which limit failed); reading it allocates no more than
+// its size calls for.
 func FuzzParseDevice(f *testing.F) {
 	for _, name := range ProfileNames() {
 		data, _ := json.Marshal(Profiles[name])
 		f.Add(data)
 	}
 	f.Add([]byte(`{"name":"x","peak_flops":1e308,"max_eff":1,"half_work":1e-300,"mem_bw":1e-300,"memory":1,"intra_bw":1,"inter_bw":1}`))
+	addFiles(f, "testdata/devices/*.json")
 	e, _ := models.Lookup("mlp")
 	g, _ := e.Build(e.Small)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d, err := ParseDevice(data)
+		var d Device
+		var err error
+		if n := allocated(func() { d, err = ParseDevice(data) }); n > decodeBudget(len(data)) {
+			t.Fatalf("%d bytes allocated for a profile of %d", n, len(data))
+		}
 		if err != nil {
 			return
 		}

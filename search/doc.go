@@ -15,7 +15,10 @@
 //     SHA-256 of its canonical rendering, the device profile, stages with
 //     their ops and devices, stage edges with the tensors that cross them,
 //     every stage's action list, and the per-stage times and memory the
-//     simulator needs. DecodePlan refuses a plan that is not whole.
+//     simulator needs. DecodePlan refuses a plan that is not whole or whose
+//     numbers disagree; LoadPlan, given the model, also one whose stages do
+//     not hold every op exactly once or whose edges do not carry what each
+//     stage reads: each refusal a PlanError naming the stage and the field.
 //
 // # Planners
 //

@@ -82,8 +82,8 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 		return o, &OptionError{"strategy", fmt.Sprintf("unknown strategy %q (known: gpp, spp, spp-exact)", o.Strategy)}
 	case !microbatch.Known(o.Schedule):
 		return o, &OptionError{"schedule", fmt.Sprintf("unknown schedule %q (known: %s)", o.Schedule, strings.Join(microbatch.Names, ", "))}
-	case o.Devices < 1 || o.Devices > 4096:
-		return o, &OptionError{"devices", fmt.Sprintf("must be between 1 and 4096, got %d", o.Devices)}
+	case o.Devices < 1 || o.Devices > MaxDevices:
+		return o, &OptionError{"devices", fmt.Sprintf("must be between 1 and %d, got %d", MaxDevices, o.Devices)}
 	case o.DevicesPerNode < 1:
 		return o, &OptionError{"devices-per-node", fmt.Sprintf("must be positive, got %d", o.DevicesPerNode)}
 	case o.OptimizerBytes < 0:
@@ -105,6 +105,10 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	}
 	return o, nil
 }
+
+// MaxDevices is the most devices a search plans for, and so the most a plan
+// may name.
+const MaxDevices = 4096
 
 // MaxMicroBatches bounds the micro-batches per iteration the planner tries
 // first: past it a pipeline's fill and drain are under 0.1% of the iteration

@@ -53,9 +53,9 @@ func checkPlan(t *testing.T, g *dag.Graph, p *Plan) {
 	if devices > p.Devices {
 		t.Fatalf("plan uses %d of %d devices", devices, p.Devices)
 	}
-	back, err := DecodePlan(p.Encode())
+	back, err := LoadPlan(p.Encode(), g)
 	if err != nil {
-		t.Fatalf("plan does not decode: %v", err)
+		t.Fatalf("plan does not load against its model: %v", err)
 	}
 	if back.Predicted != p.Predicted || len(back.Stages) != len(p.Stages) {
 		t.Fatal("plan changes through its codec")
@@ -219,6 +219,9 @@ func TestPlanRefusals(t *testing.T) {
 	}
 }
 
+// FuzzDecodePlan: a plan file (the seeds: plans search wrote, and the files
+// of testdata/plans) is refused or decodes to a plan that simulates; reading
+// it, its action lists included, allocates no more than its size calls for.
 func FuzzDecodePlan(f *testing.F) {
 	e, _ := models.Lookup("case-study")
 	g, _ := e.Build(e.Small)
@@ -233,8 +236,13 @@ func FuzzDecodePlan(f *testing.F) {
 	}
 	f.Add(z.Encode())
 	f.Add([]byte(`{"format": "graphpipe/plan@1"}`))
+	addFiles(f, "testdata/plans/*.json")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		q, err := DecodePlan(data)
+		var q *Plan
+		var err error
+		if n := allocated(func() { q, err = DecodePlan(data) }); n > decodeBudget(len(data)) {
+			t.Fatalf("%d bytes allocated for a plan of %d", n, len(data))
+		}
 		if err != nil {
 			return
 		}

@@ -1,10 +1,13 @@
 package stage
 
 import (
+	"fmt"
 	"hash/fnv"
 	"math"
 	"math/bits"
+	"os"
 	"sort"
+	"strings"
 
 	"github.com/graphpipe/graphpipe/dag"
 )
@@ -138,7 +141,29 @@ func (d *Dataset) Inputs(step, n int, names map[string]bool) (map[string]*Value[
 	if d.target != "" && out[d.target] != nil {
 		d.label(out[d.target], step, n)
 	}
+	poison(out, step)
 	return out, nil
+}
+
+// PoisonEnv is a test hook: "step:input" puts a NaN in the first value of
+// that float input in that step's batch (a batch gone bad), wherever the
+// batch is made (a stage that reads it, or graphpipe train), so that the
+// loss and the gradients downstream of it are not finite.
+const PoisonEnv = "GRAPHPIPE_TEST_POISON"
+
+func poison(batch map[string]*Value[float32], step int) {
+	spec := os.Getenv(PoisonEnv)
+	if spec == "" {
+		return
+	}
+	var at int
+	var input string
+	if c, _ := fmt.Sscanf(strings.Replace(spec, ":", " ", 1), "%d %s", &at, &input); c != 2 || at != step {
+		return
+	}
+	if v := batch[input]; v != nil && len(v.Data) > 0 {
+		v.Data[0] = float32(math.NaN())
+	}
 }
 
 // dataKey separates the inputs' streams.

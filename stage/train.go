@@ -42,7 +42,9 @@ type Trainer struct {
 	opt        Optimizer
 	o          TrainOptions
 	batch, mbs int
-	gradNorm   float64 // the last step's global gradient norm (with clipping)
+	gradNorm   float64              // the last step's global gradient norm (with clipping)
+	buffers    map[string][]float32 // the buffers before the step Compute began
+	step       int                  // the step Compute began
 }
 
 // NewTrainer prepares the model, its data and optimizer.
@@ -77,10 +79,22 @@ func NewTrainer(g *dag.Graph, o TrainOptions) (*Trainer, error) {
 // optimizer step at the step's rate. It returns the batch's mean loss
 // before the update and the batch itself.
 func (t *Trainer) Step(step int) (float64, map[string]*Value[float32], error) {
+	loss, batch, err := t.Compute(step)
+	if err != nil {
+		return 0, nil, err
+	}
+	return loss, batch, t.Apply(false)
+}
+
+// Compute is Step up to the optimizer step: every micro-batch forward and
+// backward, their gradients accumulated (and on the host). Apply follows.
+func (t *Trainer) Compute(step int) (float64, map[string]*Value[float32], error) {
 	batch, err := t.Source.Inputs(step, t.batch, nil)
 	if err != nil {
 		return 0, nil, err
 	}
+	t.buffers = t.Ex.SnapshotBuffers()
+	t.step = step
 	b := t.batch / t.mbs
 	lossName := t.G.Op(t.G.Loss()).Name
 	weight := float32(b) / float32(t.batch)
@@ -100,19 +114,26 @@ func (t *Trainer) Step(step int) (float64, map[string]*Value[float32], error) {
 			return 0, nil, err
 		}
 	}
-	if err := t.Ex.SyncGrads(); err != nil {
-		return 0, nil, err
+	return loss, batch, t.Ex.SyncGrads()
+}
+
+// Apply ends the step Compute began: the optimizer steps on the accumulated
+// gradients or, with skip, the step is undone (the buffers its forward
+// passes updated restored, the optimizer untouched, as mixed-precision loss
+// scaling skips a step); the gradients are cleared either way.
+func (t *Trainer) Apply(skip bool) error {
+	if skip {
+		t.Ex.RestoreBuffers(t.buffers)
+	} else {
+		if t.o.ClipGradNorm > 0 {
+			t.gradNorm = GlobalNorm(SquaredNorms(t.Ex.Grads))
+			ScaleGrads(t.Ex.Grads, ClipCoef(t.o.ClipGradNorm, t.gradNorm))
+		}
+		t.opt.Step(t.Ex.Params, t.Ex.Grads, t.o.Rate(t.step))
+		t.Ex.ParamsChanged()
 	}
-	if t.o.ClipGradNorm > 0 {
-		t.gradNorm = GlobalNorm(SquaredNorms(t.Ex.Grads))
-		ScaleGrads(t.Ex.Grads, ClipCoef(t.o.ClipGradNorm, t.gradNorm))
-	}
-	t.opt.Step(t.Ex.Params, t.Ex.Grads, t.o.Rate(step))
-	t.Ex.ParamsChanged()
-	if err := t.Ex.ZeroGrads(); err != nil {
-		return 0, nil, err
-	}
-	return loss, batch, nil
+	t.buffers = nil
+	return t.Ex.ZeroGrads()
 }
 
 // SliceRows is rows [lo, hi) of a batch-major value, sharing its storage.

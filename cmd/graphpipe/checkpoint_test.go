@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/graphpipe/graphpipe/runtime"
 )
 
 // TestCheckpointResumeUnderAnotherPlan: a run checkpoints every 2 steps and
@@ -27,7 +29,9 @@ func TestCheckpointResumeUnderAnotherPlan(t *testing.T) {
 	entries, _ := os.ReadDir(ck)
 	var names []string
 	for _, e := range entries {
-		names = append(names, e.Name())
+		if !strings.HasPrefix(e.Name(), ".") { // .lock: the run's hold on the directory
+			names = append(names, e.Name())
+		}
 	}
 	if strings.Join(names, " ") != "step-00000003 step-00000004" {
 		t.Fatalf("checkpoints kept: %v, want the last two", names)
@@ -62,5 +66,28 @@ func TestCheckpointResumeUnderAnotherPlan(t *testing.T) {
 	os.Remove(filepath.Join(ck, "step-00000003", "manifest.json"))
 	if code, errs := resume(ck); code != 1 || !strings.Contains(errs, "none of the 2 checkpoints") {
 		t.Fatalf("no whole checkpoint: exit %d %s", code, errs)
+	}
+}
+
+// TestCheckpointManifestAndAnotherModel: a checkpoint's manifest names the
+// run that wrote it and the model's seed; --resume with another model's
+// checkpoint is refused with exit 2 before any worker starts.
+func TestCheckpointManifestAndAnotherModel(t *testing.T) {
+	model := smallModel(t, "mlp")
+	ck := filepath.Join(t.TempDir(), "ck")
+	if code, _, errs := gp(t, "", "run", model, "--devices", "2", "--device", "cpu", "--steps", "2", "--checkpoint", ck, "--run", "writer", "--seed", "7"); code != 0 {
+		t.Fatal(errs)
+	}
+	c, err := runtime.LoadCheckpoint(ck, nil)
+	if err != nil || c.Manifest.Run != "writer" || c.Manifest.Seed != 7 {
+		t.Fatalf("manifest %+v (%v): want run writer, seed 7", c.Manifest, err)
+	}
+	other := smallModel(t, "candle-uno")
+	code, _, errs := gp(t, "", "run", other, "--devices", "2", "--device", "cpu", "--steps", "4", "--resume", ck, "--run", "reader")
+	if code != 2 || !strings.Contains(errs, "--resume "+ck+": checkpoint step-2 was made for model \"mlp\"") || strings.Count(errs, "\n") != 1 {
+		t.Fatalf("exit %d: %q", code, errs)
+	}
+	if n := workersOf("reader"); n != 0 {
+		t.Fatalf("%d workers started", n)
 	}
 }

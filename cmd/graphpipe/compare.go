@@ -75,7 +75,7 @@ func compareRuns(files []string, runs []*runSummary) comparison {
 	basePred := float64(base.Batch) / base.PredictedIter
 	for i, r := range runs {
 		cr := comparedRun{File: files[i], Label: labels[i], Model: r.Model, Strategy: r.Strategy, Device: r.Device, Emulated: r.Emulated,
-			Stages: r.Stages, Steps: r.Steps, FinalLoss: r.FinalLoss, MedianIterS: r.MeasuredIterS,
+			Stages: r.Stages, Steps: r.Steps, FinalLoss: (*float64)(r.FinalLoss), MedianIterS: r.MeasuredIterS,
 			MedianSamplesPS: float64(r.Batch) / r.MeasuredIterS, PredictedIterS: r.PredictedIter}
 		if len(r.Losses) > 0 {
 			cr.FirstLoss = &r.Losses[0]

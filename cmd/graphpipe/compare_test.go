@@ -22,9 +22,9 @@ func TestCompare(t *testing.T) {
 	}
 	loss := []float64{2.5, 1.5}
 	spp := write("run-spp.json", runSummary{Format: runFormat, Model: "mmt", Strategy: "spp", Device: "cpu", Stages: 3, Steps: 2, Batch: 16,
-		Losses: loss, FinalLoss: &loss[1], SamplesPerS: 1000, MeasuredIterS: 0.008, PredictedIter: 0.004})
+		Losses: loss, FinalLoss: ptr(jsonFloat(loss[1])), SamplesPerS: 1000, MeasuredIterS: 0.008, PredictedIter: 0.004})
 	gpp := write("run-gpp.json", runSummary{Format: runFormat, Model: "mmt", Strategy: "gpp", Device: "cpu", Stages: 3, Steps: 2, Batch: 16,
-		Losses: loss, FinalLoss: &loss[1], SamplesPerS: 900, MeasuredIterS: 0.005, PredictedIter: 0.002})
+		Losses: loss, FinalLoss: ptr(jsonFloat(loss[1])), SamplesPerS: 900, MeasuredIterS: 0.005, PredictedIter: 0.002})
 	code, out, errs := gp(t, "", "compare", spp, gpp)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -69,7 +69,7 @@ func TestCompare(t *testing.T) {
 // FuzzDecodeRun: compare's reader refuses, or returns a run it can divide by.
 func FuzzDecodeRun(f *testing.F) {
 	loss := 1.0
-	b, _ := json.Marshal(runSummary{Format: runFormat, Strategy: "gpp", Stages: 2, Steps: 1, Batch: 8, Losses: []float64{loss}, FinalLoss: &loss, MeasuredIterS: 0.1, PredictedIter: 0.1})
+	b, _ := json.Marshal(runSummary{Format: runFormat, Strategy: "gpp", Stages: 2, Steps: 1, Batch: 8, Losses: []float64{loss}, FinalLoss: ptr(jsonFloat(loss)), MeasuredIterS: 0.1, PredictedIter: 0.1})
 	f.Add(b)
 	f.Add([]byte(`{"format":"graphpipe/run@1","batch_size":1,"measured_iteration_s":1e-300,"predicted_iteration_s":1e300}`))
 	f.Add([]byte(`{"format":"graphpipe/run@1","batch_size":9000000000000000000,"measured_iteration_s":1e-300,"predicted_iteration_s":1}`))

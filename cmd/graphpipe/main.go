@@ -35,6 +35,16 @@ func inputf(format string, args ...any) error {
 	return &inputError{[]string{fmt.Sprintf(format, args...)}}
 }
 
+// exitError ends graphpipe with a status of its own (a run that diverged,
+// or one stopped by a signal) after its one-line message.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
 // run executes one command line and returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer startCPUProfile(stderr)()
@@ -50,7 +60,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var ue *usageError
 	var ie *inputError
+	var xe *exitError
 	switch {
+	case errors.As(err, &xe):
+		fmt.Fprintf(stderr, "graphpipe: %s\n", err)
+		return xe.code
 	case errors.As(err, &ie):
 		for _, l := range ie.lines {
 			fmt.Fprintln(stderr, l)

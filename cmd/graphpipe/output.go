@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/runtime"
 )
 
 // checkOutputs refuses, before any work starts, an output flag whose file
@@ -76,6 +79,20 @@ func checkCheckpointOut(dir string) error {
 		return usagef("--checkpoint %s: cannot write in it: %v", dir, err)
 	}
 	return nil
+}
+
+// lockCheckpoints takes the --checkpoint directory for this run's whole
+// life (runtime.LockDir); one that another run holds is exit 2, naming it.
+func lockCheckpoints(dir, runID string) (*runtime.DirLock, error) {
+	lock, err := runtime.LockDir(dir, runID)
+	var le *runtime.LockedError
+	switch {
+	case errors.As(err, &le):
+		return nil, inputf("--checkpoint %s: in use by %s: wait for it to end, or choose another directory", dir, cmp.Or(le.Holder, "another process"))
+	case err != nil:
+		return nil, inputf("--checkpoint %s: %v", dir, cause(err))
+	}
+	return lock, nil
 }
 
 // cause is err without the path a *fs.PathError adds (a temporary file's

@@ -33,6 +33,7 @@ type progress struct {
 	from       int       // the step this generation started from
 	began      time.Time // when it started
 	lastEval   string    // the latest evaluation, for the lines after it
+	skips      int       // this generation's skipped steps (--on-nonfinite skip)
 	metricsErr error     // the first failure to write --metrics; no more lines after it
 }
 
@@ -49,7 +50,7 @@ func (p *progress) start(from int) {
 	if p.now == nil {
 		p.now = time.Now
 	}
-	p.from, p.began = from, p.now()
+	p.from, p.began, p.skips = from, p.now(), 0
 	if p.emulated && !p.quiet && from == 0 {
 		fmt.Fprintln(p.log, "emulated devices: every op and transfer waits its modelled time; no loss is computed")
 	}
@@ -104,6 +105,9 @@ func (p *progress) step(i int64, loss float64) {
 	if p.emulated {
 		line = fmt.Sprintf("step %d/%d: %.4g samples/s, ETA %.0fs", n, p.steps, rate, eta)
 	}
+	if p.skips > 0 {
+		line += fmt.Sprintf(", %d skipped", p.skips)
+	}
 	if p.bar {
 		width := 40 * n / p.steps
 		fmt.Fprintf(p.log, "\r\033[K[%s%s] %s", strings.Repeat("=", width), strings.Repeat(" ", 40-width), line)
@@ -143,6 +147,14 @@ func (p *progress) writeMetrics(m metricsLine) {
 }
 
 // abort ends a bar's line when a generation fails.
+// skipped reports that iteration i's update was skipped on every stage.
+func (p *progress) skipped(i int64, why string) {
+	p.skips++
+	if !p.quiet {
+		fmt.Fprintf(p.log, "graphpipe: step %d: %s: its update skipped on every stage\n", i+1, why)
+	}
+}
+
 func (p *progress) abort() {
 	if p.bar && !p.quiet {
 		fmt.Fprintln(p.log)

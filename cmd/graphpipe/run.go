@@ -88,8 +88,9 @@ type runSummary struct {
 	Steps    int    `json:"steps"`
 	Batch    int64  `json:"batch_size"` // samples per iteration
 	// FinalLoss and Losses: none for an emulated run, which computes none
-	FinalLoss *float64  `json:"final_loss,omitempty"`
-	Losses    []float64 `json:"losses,omitempty"`
+	FinalLoss *jsonFloat `json:"final_loss,omitempty"`
+	Losses    lossList   `json:"losses,omitempty"`
+	Skipped   []int      `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
 	// LRs is each step's learning rate (the schedule's); GradNorms, with
 	// --clip-grad-norm, each step's global gradient norm before clipping.
 	LRs       []float64 `json:"lrs,omitempty"`
@@ -115,6 +116,7 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	sf := searchFlags{stdin: stdin}
 	var nf natsFlags
 	var df deviceFlags
+	var nff nonFiniteFlags
 	var data dataFlags
 	var steps int
 	var of optimFlags
@@ -182,6 +184,10 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			}
 			train.Steps, train.MicroBatch = steps, int(plan.MicroBatch) // --epochs may have set the steps
 			o := runtime.Options{Train: train, Data: d.optionsSpec()}
+			if err := nff.check(); err != nil {
+				return err
+			}
+			o.OnNonFinite, o.MaxSkips = nff.policy, nff.maxSkips
 			if emulate != "" {
 				if plan.Device.Name != emulate {
 					return usagef("--emulate %s: the plan is for %s devices (search with --device %s)", emulate, plan.Device.Name, emulate)
@@ -199,10 +205,18 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if ckptDir != "" && ckptEvery == 0 {
 				ckptEvery = max(1, steps/10)
 			}
+			if runID == "" {
+				runID = randomID()
+			}
 			if ckptDir != "" {
 				if err := checkCheckpointOut(ckptDir); err != nil {
 					return err
 				}
+				lock, err := lockCheckpoints(ckptDir, runID)
+				if err != nil {
+					return err
+				}
+				defer lock.Unlock()
 			}
 			o.CheckpointDir, o.CheckpointEvery = ckptDir, ckptEvery
 			if joinTimeout < 0 {
@@ -221,6 +235,9 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				})
 				if err != nil {
 					return err // exit 1: no whole checkpoint
+				}
+				if h := search.ModelHash(g); c.Manifest.ModelHash != h {
+					return inputf("--resume %s: checkpoint step-%d was made for model %q (hash %.12s), not for this %q (hash %.12s)", resume, c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash, g.Name(), h)
 				}
 				if c.Manifest.Step >= steps {
 					return usagef("--resume: the checkpoint is at step %d, past --steps %d", c.Manifest.Step, steps)
@@ -241,9 +258,6 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 					return err
 				}
 				o.Resume, o.Init = initCheckpoint(g, initVals), true
-			}
-			if runID == "" {
-				runID = randomID()
 			}
 			if prof != "" && o.Emulate {
 				return usagef("--profile: an emulated run computes nothing to profile")
@@ -288,6 +302,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	sf.register(cmd)
 	nf.register(cmd)
 	df.registerRun(cmd)
+	nff.register(cmd)
 	data.register(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 10, "training iterations")
 	of.register(cmd)
@@ -322,10 +337,6 @@ func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, s
 	}
 	json.Unmarshal(data, &probe)
 	if probe.Format == search.PlanFormat {
-		plan, err := search.DecodePlan(data)
-		if err != nil {
-			return nil, nil, inputf("%s: %v", name, err)
-		}
 		if modelPath == "" {
 			return nil, nil, usagef("running a plan needs --model, the model file it was made for")
 		}
@@ -341,8 +352,9 @@ func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, s
 		if err != nil {
 			return nil, nil, err
 		}
-		if search.ModelHash(g) != plan.Model.SHA256 {
-			return nil, nil, inputf("%s: the plan was made for another model than %s (hash %.12s, plan says %.12s)", name, modelPath, search.ModelHash(g), plan.Model.SHA256)
+		plan, err := decodePlan(data, name, g, modelPath)
+		if err != nil {
+			return nil, nil, err
 		}
 		return g, plan, nil
 	}
@@ -375,8 +387,10 @@ func randomID() string {
 }
 
 func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int, d *runData, prog *progress) error {
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	log := cmd.ErrOrStderr()
+	ctx, sig := watchSignals(cmd.Context(), log)
+	defer sig.done()
+	o.Stop = sig.stop
 	opts := nf.options("graphpipe coordinator " + runID)
 	if opts.URL == "" {
 		srv, err := runtime.StartEmbedded(0)
@@ -391,7 +405,6 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		return inputf("--nats: %v", err)
 	}
 	defer t.Close()
-	log := cmd.ErrOrStderr()
 	n := 0 // one worker per device: a data-parallel stage runs as replicas
 	for _, s := range plan.Stages {
 		n += len(s.Devices)
@@ -413,8 +426,8 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		if runtime.IsDataError(err) {
 			return inputf("%v", err) // no restart reads other data
 		}
-		if ctx.Err() != nil || restarts == 0 {
-			return err
+		if ctx.Err() != nil || restarts == 0 || final(err) {
+			return runExit(err, sig)
 		}
 		restarts--
 		o.Resume = initial
@@ -448,17 +461,20 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	}
 	ran := len(res.Losses)
 	sum := runSummary{Format: runFormat, Model: g.Name(), Strategy: plan.Strategy, Device: plan.Device.Name, Stages: len(plan.Stages), Steps: ran,
-		Batch: plan.BatchSize, Losses: res.Losses, FinalLoss: &res.Losses[ran-1], SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
+		Batch: plan.BatchSize, Losses: res.Losses, FinalLoss: ptr(jsonFloat(res.Losses[ran-1])), Skipped: []int{}, SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
 		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers, Devices: res.Devices}
 	for k := steps - ran; k < steps; k++ { // a resumed run reports its own steps
 		sum.LRs = append(sum.LRs, o.Train.Rate(k))
 	}
 	sum.GradNorms = res.GradNorms
+	for _, i := range res.Skipped {
+		sum.Skipped = append(sum.Skipped, i+1)
+	}
 	sum.StageTimes = stageTimes(plan, res)
 	for _, r := range res.Evals {
 		e := toEvalJSON(r)
 		sum.Evals = append(sum.Evals, e)
-		sum.EvalLoss, sum.EvalAccuracy = &e.Loss, e.Accuracy
+		sum.EvalLoss, sum.EvalAccuracy = finiteOrNil(&e.Loss), e.Accuracy
 	}
 	if o.Emulate {
 		sum.Emulated, sum.Losses, sum.FinalLoss = plan.Device.Name, nil, nil
@@ -488,6 +504,7 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 	log := cmd.ErrOrStderr()
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
+	o.Skipped = prog.skipped
 	switch workers {
 	case "local":
 		procs, err := startWorkers(ctx, n, opts, runID, o.Gen, wargs, log)
@@ -559,7 +576,7 @@ func startWorkers(ctx context.Context, n int, o runtime.NATSOptions, runID strin
 	}
 	var procs []*exec.Cmd
 	for i := 0; i < n; i++ {
-		c := exec.CommandContext(ctx, self, append([]string{"worker", "--quiet", "--nats", o.URL, "--run", runID, "--gen", fmt.Sprint(gen)}, wargs(i)...)...)
+		c := exec.CommandContext(ctx, self, append([]string{"worker", "--quiet", "--nats", o.URL, "--run", runID, "--gen", fmt.Sprint(gen), "--managed"}, wargs(i)...)...)
 		c.Env = env
 		c.Stderr = log
 		if err := c.Start(); err != nil {
@@ -699,6 +716,7 @@ func newWorkerCmd() *cobra.Command {
 	var gen uint32
 	var quiet bool
 	var connectWait time.Duration
+	var managed bool
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL --run ID",
 		Short: "Join a run as a stage worker",
@@ -712,8 +730,17 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 			if err := nf.check(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context()
+			if managed {
+				// SIGINT and SIGTERM are the coordinator's to act on
+				// (it stops the run after the step in flight); a
+				// terminal's Ctrl-C reaches its whole process group
+				signal.Ignore(os.Interrupt, syscall.SIGTERM)
+			} else {
+				var stop context.CancelFunc
+				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+			}
 			dev, err := df.open()
 			if err != nil {
 				return err // exit 1: no such device or no driver
@@ -741,6 +768,8 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "print nothing but errors (run's local workers)")
 	cmd.Flags().StringVar(&runID, "run", "", "the run to join")
 	cmd.Flags().Uint32Var(&gen, "gen", 1, "the generation to join (restarts start new ones)")
+	cmd.Flags().BoolVar(&managed, "managed", false, "started by graphpipe run: leave SIGINT and SIGTERM to it")
+	cmd.Flags().MarkHidden("managed")
 	cmd.Flags().DurationVar(&connectWait, "connect-wait", 30*time.Second, "while no NATS server answers at --nats, keep trying this long (a worker may start before the server)")
 	return cmd
 }
@@ -833,3 +862,5 @@ file a PyTorch user can load: each parameter as "<op>.<param>" in PyTorch's layo
 	cmd.Flags().StringVarP(&out, "output", "o", "", "the safetensors `FILE` to write")
 	return cmd
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -78,7 +78,7 @@ func sameParams(t *testing.T, got, want map[string][]float32, tol float64) (wors
 			scale = math.Max(scale, math.Abs(float64(w[i])))
 			worst = math.Max(worst, math.Abs(float64(got[name][i]-w[i])))
 		}
-		if worst > tol*math.Max(scale, 1e-12) {
+		if !(worst <= tol*math.Max(scale, 1e-12)) { // a NaN fails too
 			t.Fatalf("%s: differs by %.3g (scale %.3g)", name, worst, scale)
 		}
 		worstRel = math.Max(worstRel, worst/math.Max(scale, 1e-12))

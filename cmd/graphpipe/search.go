@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -46,6 +48,9 @@ func (f *searchFlags) options() (search.Options, error) {
 	dev, err := search.LookupDevice(f.device)
 	if err != nil {
 		data, _, rerr := readInput(f.device, f.stdin)
+		if rerr != nil && f.device != "-" && looksLikePath(f.device) {
+			return search.Options{}, flagInputError("--device", rerr)
+		}
 		if rerr != nil {
 			if f.device == "-" {
 				return search.Options{}, rerr
@@ -82,6 +87,13 @@ func (f *searchFlags) planFor(o stage.TrainOptions) {
 	if f.optBytes == 0 {
 		f.optBytes = search.NoOptimizerState
 	}
+}
+
+// looksLikePath says whether a --device value names a file rather than a
+// profile: it has a directory part or a .json suffix, or is there.
+func looksLikePath(s string) bool {
+	_, err := os.Stat(s)
+	return err == nil || strings.ContainsAny(s, `/\`) || strings.HasSuffix(strings.ToLower(s), ".json")
 }
 
 // searchError maps the planner's errors onto exit codes.
@@ -206,13 +218,32 @@ Exit 1 when no plan fits, saying which limit failed.`,
 	return cmd
 }
 
-// loadPlan reads a plan file; every problem is bad input (exit 2).
-func loadPlan(path string, stdin io.Reader) (*search.Plan, error) {
+// loadPlan reads a plan file and, when modelPath is set, checks it against
+// that model; every problem is bad input (exit 2).
+func loadPlan(path, modelPath string, stdin io.Reader) (*search.Plan, error) {
 	data, path, err := readInput(path, stdin)
 	if err != nil {
 		return nil, err
 	}
-	p, err := search.DecodePlan(data)
+	var g *dag.Graph
+	if modelPath != "" {
+		if g, err = loadModel(modelPath, stdin); err != nil {
+			return nil, err
+		}
+	}
+	return decodePlan(data, path, g, modelPath)
+}
+
+// decodePlan reads a plan and, when g is not nil, checks it against that
+// model (search.LoadPlan): made for it, every op in one stage, edges that
+// carry what the stages read. Problems are exit 2, naming the file.
+func decodePlan(data []byte, path string, g *dag.Graph, modelPath string) (*search.Plan, error) {
+	p, err := search.LoadPlan(data, g)
+	var pe *search.PlanError
+	if errors.As(err, &pe) && pe.Field == "model.sha256" {
+		hashes := strings.TrimSuffix(strings.TrimPrefix(pe.Msg, "made for another model ("), ")")
+		return nil, inputf("%s: the plan was made for another model than %s (%s)", path, modelPath, hashes)
+	}
 	if err != nil {
 		return nil, inputf("%s: %v", path, err)
 	}

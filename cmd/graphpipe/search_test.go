@@ -90,6 +90,8 @@ func TestSearchFailures(t *testing.T) {
 	  "launch_s": 0, "intra_bw": 1e9, "inter_bw": 1e9, "intra_lat_s": 0, "inter_lat_s": 0}`), 0o644)
 	badProfile := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(badProfile, []byte(`{"name": "x", "peak_flops": -1}`), 0o644)
+	fracProfile := filepath.Join(t.TempDir(), "frac.json")
+	os.WriteFile(fracProfile, []byte(`{"name": "x", "memory": 1.5}`), 0o644)
 	cases := []struct {
 		args []string
 		code int
@@ -98,6 +100,8 @@ func TestSearchFailures(t *testing.T) {
 		{[]string{"search", model, "--devices", "2", "--device", profile}, 1, "no plan fits: memory"},
 		{[]string{"search", model, "--devices", "2", "--device", badProfile}, 2, "peak_flops"},
 		{[]string{"search", model, "--devices", "2", "--device", "tpu"}, 2, `unknown device "tpu"`},
+		{[]string{"search", model, "--devices", "2", "--device", "./missing.json"}, 2, "--device ./missing.json: cannot read: no such file or directory"},
+		{[]string{"search", model, "--devices", "2", "--device", fracProfile}, 2, "memory: 1.5 is not a whole number of bytes"},
 		{[]string{"search", model, "--devices", "0"}, 2, "--devices: must be between"},
 		{[]string{"search", model, "--strategy", "best"}, 2, `unknown strategy "best"`},
 		{[]string{"search", model, "--micro-batch", "7"}, 2, "--micro-batch: 7 does not divide"},

@@ -12,9 +12,12 @@ import (
 	"github.com/graphpipe/graphpipe/search"
 )
 
+// modelFlagHelp is sim's and explain's --model.
+const modelFlagHelp = "check the plan against the model `FILE` it was made for (every op in one stage, edges that carry what each stage reads)"
+
 func newSimCmd(stdin io.Reader) *cobra.Command {
 	var asJSON, grid bool
-	var trace, svg string
+	var trace, svg, modelPath string
 	cmd := &cobra.Command{
 		Use:   "sim PLAN",
 		Short: "Simulate a plan: iteration time, busy and idle time per stage, bubbles, memory",
@@ -23,7 +26,7 @@ timeline as Chrome trace JSON (open it in Perfetto), --svg as a picture, --grid
 prints the schedule as a step × stage grid.`,
 		Args: args("PLAN"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			p, err := loadPlan(a[0], stdin)
+			p, err := loadPlan(a[0], modelPath, stdin)
 			if err != nil {
 				return err
 			}
@@ -72,6 +75,7 @@ prints the schedule as a step × stage grid.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&modelPath, "model", "", modelFlagHelp)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&grid, "grid", false, "print the schedule as a step × stage grid")
 	cmd.Flags().StringVar(&trace, "trace", "", "write the timeline as Chrome trace JSON to `FILE`")
@@ -81,13 +85,13 @@ prints the schedule as a step × stage grid.`,
 
 func newExplainCmd(stdin io.Reader) *cobra.Command {
 	var dot bool
-	var svg string
+	var svg, modelPath string
 	cmd := &cobra.Command{
 		Use:   "explain PLAN",
 		Short: "Describe a plan: stages, devices, micro-batch, depth, memory per device",
 		Args:  args("PLAN"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			p, err := loadPlan(a[0], stdin)
+			p, err := loadPlan(a[0], modelPath, stdin)
 			if err != nil {
 				return err
 			}
@@ -125,6 +129,7 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&modelPath, "model", "", modelFlagHelp)
 	cmd.Flags().BoolVar(&dot, "dot", false, "print the stage DAG in Graphviz's DOT language")
 	cmd.Flags().StringVar(&svg, "svg", "", "write the stage DAG as SVG to `FILE`")
 	return cmd

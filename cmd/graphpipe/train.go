@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -31,9 +32,10 @@ type trainSummary struct {
 	GradNorms   []float64 `json:"grad_norms,omitempty"`
 	Batch       int       `json:"batch_size"`
 	MicroBatch  int       `json:"micro_batch"`
-	FirstLoss   float64   `json:"first_loss"`
-	FinalLoss   float64   `json:"final_loss"`
-	Losses      []float64 `json:"losses"`
+	FirstLoss   jsonFloat `json:"first_loss"`
+	FinalLoss   jsonFloat `json:"final_loss"`
+	Losses      lossList  `json:"losses"`
+	Skipped     []int     `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
 	SamplesPerS float64   `json:"samples_per_s"`
 	// with --eval-data: the last evaluation, and every one
 	EvalLoss     *float64   `json:"eval_loss,omitempty"`
@@ -45,12 +47,13 @@ type trainSummary struct {
 func (s *trainSummary) addEval(r stage.EvalResult) {
 	e := toEvalJSON(r)
 	s.Evals = append(s.Evals, e)
-	s.EvalLoss, s.EvalAccuracy = &e.Loss, e.Accuracy
+	s.EvalLoss, s.EvalAccuracy = finiteOrNil(&e.Loss), e.Accuracy
 }
 
 func newTrainCmd(stdin io.Reader) *cobra.Command {
 	var steps, batch, micro int
 	var df deviceFlags
+	var nff nonFiniteFlags
 	var data dataFlags
 	var of optimFlags
 	var dump, initPath string
@@ -75,6 +78,9 @@ in PyTorch.`,
 				return usagef("--steps: must be positive, got %d", steps)
 			}
 			if steps, err = capSteps(cmd.ErrOrStderr(), steps, 0); err != nil {
+				return err
+			}
+			if err := nff.check(); err != nil {
 				return err
 			}
 			if cmd.Flags().Changed("seed") {
@@ -121,10 +127,11 @@ in PyTorch.`,
 				return err
 			}
 			defer release()
-			return train(cmd, t, o, d, dump, asJSON, trainSummary{Format: trainFormat, Model: g.Name(), Steps: steps, Optimizer: o.Optimizer, LR: o.LR})
+			return train(cmd, t, o, d, dump, asJSON, nff, trainSummary{Format: trainFormat, Model: g.Name(), Steps: steps, Optimizer: o.Optimizer, LR: o.LR, Skipped: []int{}})
 		},
 	}
 	df.registerWorker(cmd)
+	nff.register(cmd)
 	data.register(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 100, "training steps (one optimizer step each)")
 	of.register(cmd)
@@ -137,7 +144,7 @@ in PyTorch.`,
 	return cmd
 }
 
-func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runData, dump string, asJSON bool, sum trainSummary) error {
+func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runData, dump string, asJSON bool, nff nonFiniteFlags, sum trainSummary) error {
 	steps := d.steps
 	sum.Steps = steps
 	var last stage.EvalResult
@@ -151,13 +158,29 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 		}
 	}
 	start := time.Now()
-	samples := 0
+	samples, skips := 0, 0
 	for step := 0; step < steps; step++ {
-		loss, batch, err := t.Step(step)
+		loss, batch, err := t.Compute(step)
 		if err != nil {
 			if runtime.IsDataError(err) {
 				return inputf("--data %v", err)
 			}
+			return err
+		}
+		bad := trainNonFinite(t, loss)
+		if bad != "" && (nff.policy == runtime.NonFiniteStop || skips == nff.maxSkips) {
+			return &exitError{exitDiverged, &runtime.NonFiniteError{Step: step + 1, Stage: -1, What: bad, Skips: skips}}
+		}
+		if bad != "" {
+			skips++
+			sum.Skipped = append(sum.Skipped, step+1)
+			if !asJSON {
+				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: step %d: %s: its update skipped (%d in a row)\n", step+1, bad, skips)
+			}
+		} else {
+			skips = 0
+		}
+		if err := t.Apply(bad != ""); err != nil {
 			return err
 		}
 		sum.Losses = append(sum.Losses, loss)
@@ -173,7 +196,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 			}
 		}
 		if !asJSON && (step%max(1, steps/10) == 0 || step == steps-1) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "step %d: loss %.6g, lr %.4g\n", step, loss, o.Rate(step))
+			fmt.Fprintf(cmd.ErrOrStderr(), "step %d/%d: loss %.6g, lr %.4g\n", step+1, steps, loss, o.Rate(step)) // counted from 1, as run counts
 		}
 		if d.spec.EvalDue(step, steps) {
 			r, err := t.Evaluate(step+1, d.eval)
@@ -186,12 +209,12 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 			sum.addEval(r)
 			last = r
 			if !asJSON {
-				fmt.Fprintf(cmd.ErrOrStderr(), "step %d: %s\n", step, evalLine(r))
+				fmt.Fprintf(cmd.ErrOrStderr(), "step %d/%d: %s\n", step+1, steps, evalLine(r))
 			}
 		}
 	}
 	sum.SamplesPerS = float64(samples) / time.Since(start).Seconds()
-	sum.FirstLoss, sum.FinalLoss = sum.Losses[0], sum.Losses[len(sum.Losses)-1]
+	sum.FirstLoss, sum.FinalLoss = jsonFloat(sum.Losses[0]), jsonFloat(sum.Losses[len(sum.Losses)-1])
 	if dump != "" {
 		if err := writeDump(dump, t.Ex, data, sum.Losses); err != nil {
 			return err
@@ -208,6 +231,19 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 	}
 	fmt.Fprintln(w)
 	return nil
+}
+
+// trainNonFinite says where a step of train found a value that is not
+// finite, "" if none: its loss, then its gradients (read once), and only
+// then the first op with one.
+func trainNonFinite(t *stage.Trainer, loss float64) string {
+	if !math.IsNaN(loss) && !math.IsInf(loss, 0) && t.Ex.GradsFinite() {
+		return ""
+	}
+	if op, what := t.Ex.FirstNonFinite(); op != "" {
+		return fmt.Sprintf("op %q: %s", op, what)
+	}
+	return fmt.Sprintf("op %q: the loss is %v", t.G.Op(t.G.Loss()).Name, float32(loss))
 }
 
 // writeParams writes the executor's parameters and buffers by name.
@@ -236,7 +272,7 @@ func writeDump(dir string, ex *stage.Executor, data []tensor.Named, losses []flo
 	if err := writeParams(filepath.Join(dir, "final.safetensors"), ex); err != nil {
 		return err
 	}
-	l, _ := json.MarshalIndent(losses, "", " ")
+	l, _ := json.MarshalIndent(lossList(losses), "", " ")
 	return writeFileAtomic(filepath.Join(dir, "losses.json"), append(l, '\n'))
 }
 

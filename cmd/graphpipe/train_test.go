@@ -56,7 +56,7 @@ func TestTrainDump(t *testing.T) {
 	}
 	var losses []float64
 	b, _ := os.ReadFile(filepath.Join(dir, "losses.json"))
-	if json.Unmarshal(b, &losses) != nil || len(losses) != 6 || losses[0] != sum.FirstLoss {
+	if json.Unmarshal(b, &losses) != nil || len(losses) != 6 || losses[0] != float64(sum.FirstLoss) {
 		t.Errorf("losses.json: %v", losses)
 	}
 }

@@ -1,0 +1,104 @@
+package search
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/graphpipe/graphpipe/models"
+)
+
+// TestHandEditedPlans: each edit a person might make to a plan file by hand
+// is refused at load with a PlanError naming the stage and the field; the
+// edits only the model can catch are refused once the model is given.
+func TestHandEditedPlans(t *testing.T) {
+	e, _ := models.Lookup("case-study")
+	g, _ := e.Build(e.Small)
+	good, err := Search(g, Options{Device: Profiles["cpu"], Devices: 4, MicroBatch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := good.Encode()
+	if _, err := LoadPlan(data, g); err != nil {
+		t.Fatalf("the plan search wrote does not load: %v", err)
+	}
+	// many is a stage with at least two ops; an edge into it
+	many, in := -1, -1
+	for s := len(good.Stages) - 1; s > 0 && in < 0; s-- {
+		many, in = s, slices.IndexFunc(good.Edges, func(e PlanEdge) bool { return e.To == s })
+		if len(good.Stages[s].Ops) < 2 {
+			in = -1
+		}
+	}
+	if in < 0 {
+		t.Fatalf("the plan has no stage of two ops with an edge into it:\n%s", data)
+	}
+	for _, tc := range []struct {
+		name      string
+		edit      func(p *Plan)
+		needModel bool // only a check against the model catches it
+		stage     int
+		field     string
+		want      string
+	}{
+		{"op twice", func(p *Plan) { p.Stages[many].Ops = append(p.Stages[many].Ops, p.Stages[0].Ops[0]) }, false, many, "ops", "is also in stage 0"},
+		{"op missing", func(p *Plan) { p.Stages[many].Ops = p.Stages[many].Ops[1:] }, false, -1, "stages", "an op is missing or extra"},
+		{"op missing, with the model", func(p *Plan) { p.Stages[many].Ops = p.Stages[many].Ops[1:] }, true, -1, "stages", "of the model is in no stage"},
+		{"unknown op", func(p *Plan) { p.Stages[many].Ops[0] = "no-such-op" }, true, many, "ops", `op "no-such-op" is not an op of model`},
+		{"unknown schedule", func(p *Plan) { p.Schedule = "weird" }, false, -1, "schedule", `unknown schedule "weird"`},
+		{"in_flight -1", func(p *Plan) { p.Stages[0].InFlight = -1 }, false, 0, "in_flight", "got -1"},
+		{"10^9 devices", func(p *Plan) { p.Devices = 1e9 }, false, -1, "devices", "must be between 1 and 4096"},
+		{"device 10^9", func(p *Plan) { p.Stages[1].Devices = []int{1e9} }, false, 1, "devices", "not one of the plan's 4"},
+		{"shared device", func(p *Plan) { p.Stages[1].Devices = p.Stages[0].Devices }, false, 1, "devices", "also stage 0's"},
+		{"wrong device_micro_batch", func(p *Plan) { p.Stages[0].MicroBatch = 3 }, false, 0, "device_micro_batch", "is 3, but a micro-batch of 4"},
+		{"negative forward_s", func(p *Plan) { p.Stages[0].ForwardS = -1 }, false, 0, "forward_s", "not negative, got -1"},
+		{"negative stash", func(p *Plan) { p.Stages[0].StashBytes = -5 }, false, 0, "stash_bytes_per_micro_batch", "got -5"},
+		{"negative transfer", func(p *Plan) { p.Edges[0].Transfer = -1e-3 }, false, -1, "edges[0].transfer_s", "got -0.001"},
+		{"edge twice", func(p *Plan) { p.Edges = append(p.Edges, p.Edges[0]) }, false, -1, "edges[" + itoa(len(good.Edges)) + "]", "is also edges[0]"},
+		{"id", func(p *Plan) { p.Stages[1].ID = 7 }, false, 1, "id", "is 7"},
+		{"tensor not carried", func(p *Plan) { p.Edges[in].Tensors = []string{p.Stages[p.Edges[in].From].Ops[0]} }, true, many, "edges", "no edge brings it"},
+		{"tensor from nowhere", func(p *Plan) { p.Edges[in].Tensors = append(p.Edges[in].Tensors, p.Stages[many].Ops[0]) }, true, -1, "edges[" + itoa(in) + "].tensors", "neither computes nor receives"},
+		{"edge tensor unknown", func(p *Plan) { p.Edges[in].Tensors = append(p.Edges[in].Tensors, "ghost") }, true, -1, "edges[" + itoa(in) + "].tensors", `"ghost" is not an op`},
+		{"another model", func(p *Plan) { p.Model.SHA256 = strings.Repeat("0", 64) }, true, -1, "model.sha256", "made for another model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p Plan
+			if err := json.Unmarshal(data, &p); err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(&p)
+			bad, _ := json.Marshal(&p)
+			_, err := DecodePlan(bad)
+			if tc.needModel {
+				if err != nil && !strings.Contains(tc.name, "with the model") {
+					t.Fatalf("refused without the model: %v", err)
+				}
+				_, err = LoadPlan(bad, g)
+			}
+			var pe *PlanError
+			if !errors.As(err, &pe) || pe.Stage != tc.stage || pe.Field != tc.field || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v (%#v), want stage %d, field %s, %q", err, pe, tc.stage, tc.field, tc.want)
+			}
+		})
+	}
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// TestStoredPlans: the plan files kept as fuzz seeds decode.
+func TestStoredPlans(t *testing.T) {
+	files, _ := filepath.Glob("testdata/plans/*.json")
+	for _, file := range files {
+		data, _ := os.ReadFile(file)
+		if _, err := DecodePlan(data); err != nil {
+			t.Errorf("%s: %v", file, err)
+		}
+	}
+	if len(files) < 4 {
+		t.Fatalf("%d plan files", len(files))
+	}
+}

@@ -1,0 +1,102 @@
+package stage
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+)
+
+// Finite says whether every value of x is a finite number (neither NaN nor
+// an infinity). It reads x once, over the cores: v−v is 0 for a finite v
+// and NaN otherwise, and a sum of them stays 0 until it meets one NaN.
+func Finite(x []float32) bool {
+	var bad atomic.Bool
+	eachSpan(len(x), func(lo, hi int) {
+		var s0, s1, s2, s3 float32
+		i := lo
+		for ; i+4 <= hi; i += 4 {
+			s0 += x[i] - x[i]
+			s1 += x[i+1] - x[i+1]
+			s2 += x[i+2] - x[i+2]
+			s3 += x[i+3] - x[i+3]
+		}
+		for ; i < hi; i++ {
+			s0 += x[i] - x[i]
+		}
+		if s0+s1+s2+s3 != 0 {
+			bad.Store(true)
+		}
+	})
+	return !bad.Load()
+}
+
+// GradsFinite says whether every accumulated gradient is finite: one read
+// of them, to be made after SyncGrads and before the optimizer step.
+func (e *Executor) GradsFinite() bool {
+	for _, g := range e.Grads {
+		if !Finite(g.Data) {
+			return false
+		}
+	}
+	return true
+}
+
+// FirstNonFinite names the first of the stage's ops, in topological order,
+// with a value that is not finite among its parameters, buffers and
+// accumulated gradients, and says which value and what it holds: ("", "")
+// when every one is finite. It is the slow path behind GradsFinite, for a
+// message.
+func (e *Executor) FirstNonFinite() (op, what string) {
+	for _, i := range e.ops {
+		for _, p := range e.g.Params(i) {
+			if v := firstBad(e.Params[p.Key].Data); v != "" {
+				return e.g.Op(i).Name, fmt.Sprintf("parameter %q holds %s", p.Key, v)
+			}
+			if v := firstBad(e.Grads[p.Key].Data); v != "" {
+				return e.g.Op(i).Name, fmt.Sprintf("the gradient of %q holds %s", p.Key, v)
+			}
+		}
+		for _, b := range e.g.Buffers(i) {
+			if v := firstBad(e.Buffers[b.Key].Data); v != "" {
+				return e.g.Op(i).Name, fmt.Sprintf("buffer %q holds %s", b.Key, v)
+			}
+		}
+	}
+	return "", ""
+}
+
+// firstBad is the first value of x that is not finite, as text ("NaN",
+// "+Inf", "-Inf"), or "".
+func firstBad(x []float32) string {
+	for _, v := range x {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Sprint(v)
+		}
+	}
+	return ""
+}
+
+// SnapshotBuffers copies the buffers' values (batch_norm's running
+// statistics, which forward passes update), so that a step whose update is
+// skipped can be undone whole with RestoreBuffers. nil when the stage has
+// no buffers.
+func (e *Executor) SnapshotBuffers() map[string][]float32 {
+	if len(e.Buffers) == 0 {
+		return nil
+	}
+	out := make(map[string][]float32, len(e.Buffers))
+	for name, b := range e.Buffers {
+		out[name] = append([]float32(nil), b.Data...)
+	}
+	return out
+}
+
+// RestoreBuffers puts back what SnapshotBuffers copied.
+func (e *Executor) RestoreBuffers(snap map[string][]float32) {
+	for name, v := range snap {
+		copy(e.Buffers[name].Data, v)
+	}
+	if snap != nil {
+		e.ParamsChanged()
+	}
+}
