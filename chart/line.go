@@ -72,8 +72,7 @@ func (l *Line) Render(format Format) ([]byte, error) {
 	}
 	if l.Reference.Label != "" {
 		ref := plotter.NewFunction(func(float64) float64 { return l.Reference.Y })
-		ref.Color, ref.Width, ref.Dashes = gridColor, lineWidth, []vg.Length{vg.Points(5), vg.Points(3)}
-		ref.Color = palette[len(palette)-1]
+		ref.Color, ref.Width, ref.Dashes = palette[len(palette)-1], lineWidth, []vg.Length{vg.Points(5), vg.Points(3)}
 		p.Add(ref)
 		p.Y.Min, p.Y.Max = math.Min(p.Y.Min, l.Reference.Y), math.Max(p.Y.Max, l.Reference.Y)
 		leg.Add(l.Reference.Label, ref)
