@@ -26,6 +26,8 @@ test:
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime 20000x
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime 200000x
+	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseTrace$$' -fuzztime 20000x
+	$(GO) test ./chart -run '^$$' -fuzz '^FuzzInspect$$' -fuzztime 2000x
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 100000x
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime 20000x
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime 20000x
@@ -47,13 +49,14 @@ demo: build
 	$(BIN) search $(DEMO)/mmt-small.json --devices 4 --device cpu --op-times $(DEMO)/mmt-small.optimes.json --micro-batch 4 -o $(DEMO)/small-gpp.json
 	$(BIN) search $(DEMO)/mmt-small.json --devices 4 --device cpu --op-times $(DEMO)/mmt-small.optimes.json --micro-batch 4 --strategy spp -o $(DEMO)/small-spp.json
 	$(BIN) explain $(DEMO)/small-gpp.json
-	$(BIN) run $(DEMO)/small-gpp.json --model $(DEMO)/mmt-small.json --steps 60 --lr 0.01 --json > $(DEMO)/run-gpp.json
+	$(BIN) run $(DEMO)/small-gpp.json --model $(DEMO)/mmt-small.json --steps 60 --lr 0.01 --json --trace $(DEMO)/run-gpp-trace.json --timeline $(DEMO)/run-gpp-timeline.png > $(DEMO)/run-gpp.json
 	$(BIN) run $(DEMO)/small-spp.json --model $(DEMO)/mmt-small.json --steps 60 --lr 0.01 --json > $(DEMO)/run-spp.json
 	$(BIN) compare $(DEMO)/run-spp.json $(DEMO)/run-gpp.json
 	$(BIN) models export mmt -o $(DEMO)/mmt.json
 	$(BIN) search $(DEMO)/mmt.json --devices 32 --device v100 -o $(DEMO)/mmt-gpp.json
+	$(BIN) sim $(DEMO)/small-gpp.json --svg $(DEMO)/small-gpp-timelines.svg --measured $(DEMO)/run-gpp-trace.json > /dev/null
 	$(BIN) sim $(DEMO)/mmt-gpp.json --trace $(DEMO)/mmt-gpp-trace.json --svg $(DEMO)/mmt-gpp-timeline.svg > /dev/null
-	@echo "demo: plans, runs, a trace (open in Perfetto) and a timeline under $(DEMO)/"
+	@echo "demo: plans, runs, traces (open in Perfetto) and timelines under $(DEMO)/: small-gpp-timelines.svg is the small plan simulated above its run"
 
 # The race detector over the packages with goroutines (about 4 minutes on 2
 # cores: not part of make test).
@@ -66,6 +69,8 @@ fuzz:
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseTrace$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./chart -run '^$$' -fuzz '^FuzzInspect$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime $(FUZZTIME)
@@ -83,7 +88,8 @@ README_STEPS ?= 20
 readme:
 	GRAPHPIPE_MAX_STEPS=$(README_STEPS) $(GO) run ./internal/readme/cmd/runreadme -repo . README.md
 
-# The benchmark report: BENCHMARKS.md and bench/results/ (CSV, SVG), every
+# The benchmark report: BENCHMARKS.md and bench/results/ (CSV; charts drawn
+# with gonum/plot as SVG and PNG), every
 # figure measured by the run that writes it. sgemm is set against OpenBLAS
 # when libopenblas-dev is installed; its core-type pins are lifted for that
 # command alone, so OpenBLAS runs its best kernels. bench: at most an hour on

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/search"
@@ -17,25 +18,32 @@ import (
 // embedded NATS server) and returns the median measured iteration, the first
 // iteration left out.
 func Emulated(g *dag.Graph, plan *search.Plan, steps int) (float64, error) {
+	iter, _, err := EmulatedTimeline(g, plan, steps)
+	return iter, err
+}
+
+// EmulatedTimeline is Emulated, and the measured timeline of the last
+// iteration.
+func EmulatedTimeline(g *dag.Graph, plan *search.Plan, steps int) (float64, *microbatch.Result, error) {
 	srv, err := runtime.StartEmbedded(0)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer srv.Shutdown()
 	t, err := runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer t.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	res, err := runtime.RunLocal(ctx, g, plan, t, "emu", steps, runtime.Options{Emulate: true})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	it := append([]float64(nil), res.Iters[1:]...)
 	sort.Float64s(it)
-	return it[len(it)/2], nil
+	return it[len(it)/2], res.Timeline(plan), nil
 }
 
 // Slowed is a copy of plan with every planned duration (compute, flush,

@@ -2,8 +2,11 @@ package bench
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/graphpipe/graphpipe/chart"
 )
 
 // TestReportStructure regenerates a small section (the ideal-bound fractions
@@ -43,4 +46,101 @@ func TestReportStructure(t *testing.T) {
 	if row.Ratio() < 1 {
 		t.Errorf("gpp below spp: %v", row.Ratio())
 	}
+}
+
+// TestCharts: every chart of the committed report was drawn by the
+// library (gonum/plot's SVG writer names itself), parses (the SVG as XML,
+// the PNG decodes), carries its axis titles (the SVG's text, the PNG's
+// text chunk) and is shown in BENCHMARKS.md; no other picture lies in
+// bench/results.
+func TestCharts(t *testing.T) {
+	report, err := os.ReadFile("../BENCHMARKS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, axes := range Axes {
+		t.Run(name, func(t *testing.T) {
+			for _, ext := range []string{"svg", "png"} {
+				data, err := os.ReadFile("results/" + name + "." + ext)
+				if err != nil {
+					t.Fatalf("%v (make bench writes it)", err)
+				}
+				in, err := chart.Inspect(data)
+				if err != nil {
+					t.Fatalf("%s.%s: %v", name, ext, err)
+				}
+				want := []string{"x axis: " + axes[0] + "; y axis: " + axes[1]}
+				if ext == "svg" {
+					want = axes[:]
+					if !strings.Contains(in.Generator, "Plotinum") {
+						t.Errorf("%s.svg was not drawn by gonum/plot: %q", name, in.Generator)
+					}
+				}
+				for _, w := range want {
+					if !in.Has(w) {
+						t.Errorf("%s.%s lacks %q: %q", name, ext, w, in.Texts)
+					}
+				}
+			}
+			if !strings.Contains(string(report), "(bench/results/"+name+".svg)") {
+				t.Errorf("BENCHMARKS.md does not show %s.svg", name)
+			}
+		})
+	}
+	files, _ := filepath.Glob("results/*.*")
+	for _, f := range files {
+		base := filepath.Base(f)
+		ext := filepath.Ext(base)
+		if _, ok := Axes[strings.TrimSuffix(base, ext)]; !ok && ext != ".csv" {
+			t.Errorf("%s is not a chart of the report", f)
+		}
+	}
+}
+
+// TestReadmeHeadline: the README opens with the sweep chart and the two
+// headline tables, the same rows as BENCHMARKS.md's.
+func TestReadmeHeadline(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := os.ReadFile("../BENCHMARKS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	i, j := strings.Index(text, headStart), strings.Index(text, headEnd)
+	if i < 0 || j < i {
+		t.Fatal("README.md has no bench block")
+	}
+	if first := strings.Index(text, "\n## "); first < j {
+		t.Errorf("the bench block is not on the README's first screen: a section starts before it ends")
+	}
+	block := text[i:j]
+	if !strings.Contains(block, `src="bench/results/batch-sweep.svg"`) {
+		t.Error("the README's bench block does not show the batch sweep")
+	}
+	for _, title := range []string{"gpp / spp at 32 v100, 16 samples per device", "gpp / spp at 32 v100, each model's default batch"} {
+		at := strings.Index(string(report), "## "+title+"\n")
+		if at < 0 {
+			t.Fatalf("BENCHMARKS.md lacks the section %q", title)
+		}
+		rows := tableAfter(string(report)[at:])
+		if len(rows) < 5 || !strings.Contains(block, "**"+title+".**") || !strings.Contains(block, strings.Join(rows, "\n")) {
+			t.Errorf("the README's %q is not BENCHMARKS.md's:\n%s", title, strings.Join(rows, "\n"))
+		}
+	}
+}
+
+// tableAfter is the first Markdown table in text.
+func tableAfter(text string) []string {
+	var rows []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "|") {
+			rows = append(rows, l)
+		} else if len(rows) > 0 {
+			break
+		}
+	}
+	return rows
 }

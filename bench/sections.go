@@ -3,9 +3,12 @@ package bench
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
+	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
@@ -45,24 +48,26 @@ func planRow(r Row) []string {
 		fmt.Sprintf("%.3f", r.Ratio()), plan3(r.GPP), plan3(r.SPP), fmt.Sprintf("%.2f", r.GPP.SearchS)}
 }
 
-// PaperSection is the paper's evaluation, simulated on v100, with spp-exact
-// where it finishes, and a plot of gpp/spp against the device count.
-func PaperSection(c Config) (*Section, *Plot, []Row, error) {
-	s := &Section{Name: "paper", Title: "The paper's models, simulated on v100 (4 per node, 16 GB)",
-		Intro: "Batch: the largest power of two (at most 65536) at which spp with a GPipe schedule still fits, i.e. the whole batch in flight " +
+// PaperSection is the paper's evaluation under the GPipe-fit batch rule,
+// simulated on v100, with spp-exact where it finishes, and a chart of
+// gpp/spp against the device count.
+func PaperSection(c Config) (*Section, []Row, error) {
+	s := &Section{Name: "paper", Title: "The GPipe-fit batch rule: the paper's models on 4 to 32 v100 (simulated, 4 per node, 16 GB)",
+		Intro: "Batch rule: the largest power of two (at most 65536) at which spp with a GPipe schedule still fits, i.e. the whole batch in flight " +
 			"(the GPipe-era meaning of \"near the memory limit\"); both planners then run the default schedule, 1f1b, which warms each stage up " +
 			"far enough to hide its transfers where memory allows (the next section has the other schedules). The paper reports up to 1.6x over PipeDream and Piper, " +
 			"growing with the GPU count, and at 32 GPUs 1.12-1.40x from parallel stages alone and 1.25-1.61x with the larger micro-batch. " +
-			"The batch sweep further down shows the ratio at 4 to 2048 samples per device.",
+			"The chart at the top sweeps the batch at 32 v100 from 4 to 2048 samples per device.",
 		Columns: append(append([]string{}, planCols...), "spp-exact")}
-	plot := &Plot{Name: "paper-ratio", Title: "gpp / spp throughput (simulated, v100)", XLabel: "devices", YLabel: "gpp / spp", LogX: true}
+	line := &chart.Line{Title: "gpp / spp at the GPipe-fit batch (simulated, v100)", LogX: true, XTicks: intsToFloats(c.devices())}
+	line.Reference.Label, line.Reference.Y = "spp (1.0)", 1
 	var rows []Row
 	for _, name := range []string{"mmt", "dlrm", "candle-uno"} {
 		g, err := Paper(name)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
-		series := Series{Label: name}
+		series := chart.Series{Label: name}
 		for _, d := range c.devices() {
 			c.Log("paper: %s on %d v100", name, d)
 			r := Compare(g, "v100", d, MemoryBatch(g, "v100", d), 0, !c.Quick)
@@ -74,12 +79,29 @@ func PaperSection(c Config) (*Section, *Plot, []Row, error) {
 				}
 			}
 			s.Rows = append(s.Rows, append(planRow(r), ex))
-			series.X, series.Y = append(series.X, float64(d)), append(series.Y, r.Ratio())
+			series.X, series.Y = append(series.X, float64(d)), append(series.Y, ratioOrNaN(r))
 			rows = append(rows, r)
 		}
-		plot.Series = append(plot.Series, series)
+		line.Series = append(line.Series, series)
 	}
-	return s, plot, rows, nil
+	s.Chart = lineChart("paper-ratio", line)
+	return s, rows, nil
+}
+
+// ratioOrNaN is gpp/spp, NaN (no point on a chart) where either has no plan.
+func ratioOrNaN(r Row) float64 {
+	if r.Ratio() == 0 {
+		return math.NaN()
+	}
+	return r.Ratio()
+}
+
+func intsToFloats[T int | int64](v []T) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
 }
 
 // Schedules repeats the paper's comparison on the other 1F1Bs, beside the
@@ -170,30 +192,95 @@ func OtherDevices(c Config) (*Section, error) {
 	return s, nil
 }
 
+// sweepPer is the batch sweep's samples per device (16 is the headline's).
+func (c Config) sweepPer() []int64 {
+	if c.Quick {
+		return []int64{4, 16, 2048}
+	}
+	return []int64{4, 16, 64, 256, 1024, 2048}
+}
+
 // BatchSweep runs the paper's models at 32 v100 over global batches from 4
-// to 2048 samples per device, beside the batch rule's: what gpp gains depends
-// on how many micro-batches an iteration has to fill a deep pipeline with.
-func BatchSweep(c Config) (*Section, error) {
+// to 2048 samples per device: what gpp gains depends on how many
+// micro-batches an iteration has to fill a deep pipeline with. It returns
+// the table and its rows; the chart of it heads the report (Headline).
+func BatchSweep(c Config) (*Section, []Row, error) {
 	s := &Section{Name: "batch-sweep", Title: "Batch sweep at 32 v100: gpp / spp against samples per device",
-		Intro: "The rows above use one batch per device count (the rule of the first section). A deeper pipeline needs more micro-batches to hide " +
+		Intro: "The table behind the chart at the top. A deeper pipeline needs more micro-batches to hide " +
 			"its warm-up; with fewer samples per device, the shallower graph pipeline gains more. Every row is one search per planner, default schedule.",
 		Columns: append(append([]string{}, planCols...), "samples per device")}
-	per := []int64{4, 16, 64, 256, 1024, 2048}
-	if c.Quick {
-		per = []int64{4, 64, 2048}
-	}
+	var rows []Row
 	for _, name := range []string{"mmt", "dlrm", "candle-uno"} {
 		g, err := Paper(name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		for _, p := range per {
+		for _, p := range c.sweepPer() {
 			c.Log("batch sweep: %s, %d per device", name, p)
 			r := Compare(g, "v100", 32, 32*p, 0, false)
 			s.Rows = append(s.Rows, append(planRow(r), fmt.Sprint(p)))
+			rows = append(rows, r)
 		}
 	}
-	return s, nil
+	return s, rows, nil
+}
+
+// sweepChart draws the batch sweep: gpp/spp against samples per device, one
+// line per model.
+func sweepChart(c Config, rows []Row) *Chart {
+	line := &chart.Line{Title: "gpp / spp at 32 v100 against the batch (simulated)", LogX: true, XTicks: intsToFloats(c.sweepPer())}
+	line.Reference.Label, line.Reference.Y = "spp (1.0)", 1
+	at := map[string]int{}
+	for _, r := range rows {
+		if _, ok := at[r.Model]; !ok {
+			at[r.Model] = len(line.Series)
+			line.Series = append(line.Series, chart.Series{Label: r.Model})
+		}
+		se := &line.Series[at[r.Model]]
+		se.X, se.Y = append(se.X, float64(r.Batch)/float64(r.Devices)), append(se.Y, ratioOrNaN(r))
+	}
+	return lineChart("batch-sweep", line)
+}
+
+var headCols = []string{"model", "batch", "samples per device", "gpp samples/s", "spp samples/s", "gpp/spp", "gpp b, stages, depth", "spp b, stages, depth"}
+
+func headRow(r Row) []string {
+	return []string{r.Model, fmt.Sprint(r.Batch), fmt.Sprint(r.Batch / int64(r.Devices)), f(r.GPP.SamplesPerS), f(r.SPP.SamplesPerS),
+		fmt.Sprintf("%.3f", r.Ratio()), plan3(r.GPP), plan3(r.SPP)}
+}
+
+// Headline is the report's opening: the batch sweep's chart, and gpp
+// against spp at 32 v100 under two stated batch rules: 16 samples per
+// device (the sweep's rows at 16), and each model's own default batch.
+func Headline(c Config, sweep []Row) ([]*Section, error) {
+	at16 := &Section{Name: "headline-16", Title: "gpp / spp at 32 v100, 16 samples per device",
+		Intro: "Batch rule: 16 samples per device, 512 per iteration, for every model: the setting of the paper's Fig. 7 " +
+			"(MMT at batch 128 on 8 GPUs). Simulated on v100 (4 per node, 16 GB), both planners on the default schedule (1f1b). " +
+			"The chart above sweeps the batch from 4 to 2048 samples per device.",
+		Columns: headCols, Chart: sweepChart(c, sweep)}
+	for _, r := range sweep {
+		if r.Batch == 16*int64(r.Devices) {
+			at16.Rows = append(at16.Rows, headRow(r))
+		}
+	}
+	def := &Section{Name: "headline-default", Title: "gpp / spp at 32 v100, each model's default batch", Columns: headCols}
+	var rule []string
+	for _, name := range []string{"mmt", "dlrm", "candle-uno"} {
+		e, err := models.Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		g, err := e.Build(e.Default)
+		if err != nil {
+			return nil, err
+		}
+		c.Log("headline: %s at its default batch %d", name, e.Default.Batch)
+		def.Rows = append(def.Rows, headRow(Compare(g, "v100", 32, e.Default.Batch, 0, false)))
+		rule = append(rule, fmt.Sprintf("%s %d", name, e.Default.Batch))
+	}
+	def.Intro = "Batch rule: each model's own default batch (`graphpipe models list`): " + strings.Join(rule, ", ") +
+		". Simulated on v100 (4 per node, 16 GB), both planners on the default schedule (1f1b)."
+	return []*Section{at16, def}, nil
 }
 
 // Branches sweeps CANDLE-Uno's branch count at 16 v100.
@@ -236,7 +323,7 @@ func Ideal(rows []Row) *Section {
 
 // SearchTime times the planners on synthetic branchy graphs against the
 // number of ops and of devices, with a fitted growth exponent.
-func SearchTime(c Config) (*Section, *Plot, error) {
+func SearchTime(c Config) (*Section, error) {
 	s := &Section{Name: "search-time", Title: "Search time on synthetic branchy graphs (v100, batch 256)",
 		Columns: []string{"ops", "devices", "gpp s", "spp s", "spp-exact"}}
 	shapes := [][2]int{{4, 25}, {8, 125}, {10, 1000}}
@@ -244,13 +331,13 @@ func SearchTime(c Config) (*Section, *Plot, error) {
 	if c.Quick {
 		shapes, devs = shapes[:2], []int{4, 16}
 	}
-	plot := &Plot{Name: "search-time", Title: "gpp search time", XLabel: "ops", YLabel: "seconds", LogX: true, LogY: true}
+	line := &chart.Line{Title: "gpp search time on synthetic branchy graphs (v100, batch 256)", LogX: true, LogY: true}
 	for _, d := range devs {
-		series := Series{Label: fmt.Sprintf("%d devices", d)}
+		series := chart.Series{Label: fmt.Sprintf("%d devices", d)}
 		for _, sh := range shapes {
 			g, err := models.Branchy(sh[0], sh[1], 1024)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			c.Log("search time: %d ops on %d devices", g.NumOps(), d)
 			timeIt := func(strategy string) (float64, string) {
@@ -271,7 +358,7 @@ func SearchTime(c Config) (*Section, *Plot, error) {
 			s.Rows = append(s.Rows, []string{fmt.Sprint(g.NumOps()), fmt.Sprint(d), fmt.Sprintf("%.3f", gpp), fmt.Sprintf("%.3f", spp), exact})
 			series.X, series.Y = append(series.X, float64(g.NumOps())), append(series.Y, gpp)
 		}
-		plot.Series = append(plot.Series, series)
+		line.Series = append(line.Series, series)
 		s.Notes = append(s.Notes, fmt.Sprintf("At %d devices gpp's time grows as ops^%.2f (least squares on log-log).", d, slope(series.X, series.Y)))
 	}
 	// a chain of fork-join blocks (Inception's shape): stems that fork
@@ -284,7 +371,7 @@ func SearchTime(c Config) (*Section, *Plot, error) {
 	for _, n := range blocks {
 		g, err := models.ForkJoin(n, 4, 256)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for _, d := range []int{8, 32} {
 			c.Log("search time: fork-join chain of %d blocks (%d ops) on %d devices", n, g.NumOps(), d)
@@ -292,7 +379,7 @@ func SearchTime(c Config) (*Section, *Plot, error) {
 			for i, strategy := range []string{"gpp", "spp"} {
 				start := time.Now()
 				if _, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: d, Strategy: strategy}); err != nil {
-					return nil, nil, err
+					return nil, err
 				}
 				secs[i] = time.Since(start).Seconds()
 			}
@@ -301,10 +388,11 @@ func SearchTime(c Config) (*Section, *Plot, error) {
 	}
 	if !c.Quick {
 		if err := manyDevices(c, s); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return s, plot, nil
+	s.Chart = lineChart("search-time", line)
+	return s, nil
 }
 
 // manyDevices times the search of the paper's MMT, 16 samples per device, on
@@ -405,6 +493,44 @@ func realRuns(c Config, s *Section, label string, g *dag.Graph, micro int64, ste
 	return nil
 }
 
+// caseStudyTimeline runs the paper's case study (2 branches) on 8 emulated
+// v100 under its gpp plan, sets the run against the simulation, and draws
+// both timelines, the simulated one above the measured.
+func caseStudyTimeline(c Config, s *Section) error {
+	g, err := Paper("case-study")
+	if err != nil {
+		return err
+	}
+	plan, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: 8})
+	if err != nil {
+		return err
+	}
+	c.Log("runtime: emulated case study on 8 v100, gpp, and its timeline")
+	iter, last, err := EmulatedTimeline(g, plan, 4)
+	if err != nil {
+		return err
+	}
+	s.Rows = append(s.Rows, []string{"emulated case study, 8 v100, gpp: s/iteration measured vs simulated (the timelines above)",
+		fmt.Sprintf("%.4f", iter), fmt.Sprintf("%.4f", plan.Predicted.IterationS), fmt.Sprintf("%.3f", iter/plan.Predicted.IterationS)})
+	s.Chart, err = timelineChart(plan, last)
+	return err
+}
+
+// timelineChart draws a plan's simulated iteration above an emulated run's
+// last one.
+func timelineChart(plan *search.Plan, measured *microbatch.Result) (*Chart, error) {
+	sim, err := plan.Simulate()
+	if err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("%s, %s plan on %d %s", plan.Model.Name, plan.Strategy, plan.Devices, plan.Device.Name)
+	rows := plan.StageNames()
+	ts := []chart.Timeline{{Title: "simulated: " + what, Rows: rows, Result: sim},
+		{Title: "measured, EMULATED (each worker sleeps its planned times): " + what, Rows: rows, Result: measured}}
+	return &Chart{Name: "case-study-timeline", Title: "the timeline of " + what + ", simulated and measured",
+		Draw: func(f chart.Format) ([]byte, error) { return chart.Timelines(f, ts...) }}, nil
+}
+
 // Runtime measures the runtime: emulated paper plans against the simulator,
 // a real CPU run against the single process, links against raw NATS.
 func Runtime(c Config) (*Section, error) {
@@ -455,6 +581,9 @@ func Runtime(c Config) (*Section, error) {
 			s.Rows = append(s.Rows, []string{fmt.Sprintf("emulated mmt, 32 v100, %s, every duration 4x: s/iteration measured vs simulated", strategy),
 				fmt.Sprintf("%.4f", m), fmt.Sprintf("%.4f", slow.Predicted.IterationS), fmt.Sprintf("%.3f", m/slow.Predicted.IterationS)})
 		}
+	}
+	if err := caseStudyTimeline(c, s); err != nil {
+		return nil, err
 	}
 	two, _ := TwoBranch()
 	if err := realRuns(c, s, "2-branch model (2 x 4 linear, width 512)", two, 32, 12, stage.TrainOptions{Optimizer: "sgd", LR: 0.01}, []string{"gpp"}); err != nil {

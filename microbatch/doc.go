@@ -34,8 +34,11 @@
 // that order, sends and receives that pair up in the same order on every edge,
 // and no deadlock. Simulate runs a schedule against per-stage and per-edge
 // durations and returns the iteration time, busy and idle time per stage, the
-// bubble fraction and peak memory, and every event, which render as a step ×
-// stage grid, Chrome trace JSON and an SVG timeline.
+// bubble fraction and peak memory, and every event (each transfer at both
+// ends: a Send on the sender's stage, a Recv on the receiver's), which render
+// as a step × stage grid and as Chrome trace JSON (Trace), which ParseTrace
+// reads back; Timeline makes a Result of measured events; package chart draws
+// them as timelines.
 //
 // The package is deterministic and does no I/O.
 package microbatch

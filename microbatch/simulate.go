@@ -18,7 +18,10 @@ type Timing struct {
 	Stash     []int64   // per stage: bytes per device per micro-batch in flight
 }
 
-// Event is one compute action, or one transfer (Kind Send, Stage the sender).
+// Event is one compute action, or one transfer seen from one end: Kind Send
+// on the sender's Stage, Kind Recv on the receiver's. In a simulation both
+// ends of a transfer span the time it takes on its link; in a measured
+// timeline (runtime) each spans its stage's call.
 type Event struct {
 	Stage      int
 	Kind       Kind
@@ -35,8 +38,11 @@ type Result struct {
 	Bubble     float64   // idle device-time over all device-time
 	InFlight   []int     // per stage: most micro-batches stashed at once
 	PeakMemory []int64   // per stage, per device: Static + InFlight × Stash
-	Events     []Event   // compute actions in the order they ran per stage, then transfers
+	Events     []Event   // compute actions in the order they ran per stage, then sends, then receives
 }
+
+// Compute reports whether the event is a forward, backward or weight gradient.
+func (e Event) Compute() bool { return e.Kind != Send && e.Kind != Recv }
 
 // DeadlockError reports the action every unfinished stage is blocked on.
 type DeadlockError struct {
@@ -87,7 +93,11 @@ func simulate(sch *Schedule, t Timing, events bool) (*Result, error) {
 	linkFree := make([]float64, 2*len(sch.Pipe.Edges)) // per (edge, dir): when the link is free
 	r := &Result{Busy: make([]float64, n), Idle: make([]float64, n), InFlight: make([]int, n), PeakMemory: make([]int64, n)}
 	stashed := make([]int, n)
-	var transfers []Event
+	var transfers, receives []Event
+	var sent []float64 // per slot: when its transfer started (events only)
+	if events {
+		sent = make([]float64, len(arrival))
+	}
 	for progress := true; progress; {
 		progress = false
 		for s := 0; s < n; s++ {
@@ -99,6 +109,9 @@ func simulate(sch *Schedule, t Timing, events bool) (*Result, error) {
 						break
 					}
 					clock[s] = max(clock[s], at)
+					if events {
+						receives = append(receives, Event{Stage: s, Kind: Recv, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: sent[slot(a)], End: at})
+					}
 				} else if a.Kind == Send {
 					dur := t.Act[a.Edge]
 					if a.Dir == Grad {
@@ -109,6 +122,7 @@ func simulate(sch *Schedule, t Timing, events bool) (*Result, error) {
 					linkFree[link] = start + dur
 					arrival[slot(a)] = start + dur
 					if events {
+						sent[slot(a)] = start
 						transfers = append(transfers, Event{Stage: s, Kind: Send, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: start, End: start + dur})
 					}
 				} else {
@@ -135,7 +149,7 @@ func simulate(sch *Schedule, t Timing, events bool) (*Result, error) {
 	if len(blocked) > 0 {
 		return nil, &DeadlockError{blocked}
 	}
-	r.finish(sch, t, clock, transfers)
+	r.finish(sch, t, clock, append(transfers, receives...))
 	return r, nil
 }
 

@@ -91,12 +91,16 @@ func (w *Worker) hang() string {
 	return ""
 }
 
-// Event is one measured action of a stage, in seconds from its iteration's start.
+// Event is one measured action of a stage, in seconds from its iteration's
+// start: a forward, backward or weight gradient, or the call that sends or
+// receives a micro-batch's tensors along an edge (Edge and Dir).
 type Event struct {
 	Kind  byte    `json:"kind"`
 	MB    int     `json:"mb"`
 	Start float64 `json:"start"`
 	End   float64 `json:"end"`
+	Edge  int     `json:"edge,omitempty"`
+	Dir   byte    `json:"dir,omitempty"`
 }
 
 // Options are how a run trains.
@@ -242,9 +246,8 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 				w.die("after-send")
 			}
 		}
-		if a.Kind == microbatch.Forward || a.Kind == microbatch.Backward || a.Kind == microbatch.Weight {
-			w.events = append(w.events, Event{byte(a.Kind), a.MB, start.Sub(w.iterZero).Seconds(), time.Since(w.iterZero).Seconds()})
-		}
+		w.events = append(w.events, Event{Kind: byte(a.Kind), MB: a.MB, Start: start.Sub(w.iterZero).Seconds(), End: time.Since(w.iterZero).Seconds(),
+			Edge: a.Edge, Dir: byte(a.Dir)})
 	}
 	if w.Emulate {
 		w.wait(ctx, w.plan.Stages[w.Stage].FlushS)

@@ -87,3 +87,17 @@ func (p *Plan) SVG() []byte {
 func escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
+
+// StageNames names each stage with its devices, as timelines and traces
+// label it: "stage 2 (devices 4-7)", "stage 3 (device 8)".
+func (p *Plan) StageNames() []string {
+	names := make([]string, len(p.Stages))
+	for i, s := range p.Stages {
+		what := "devices"
+		if len(s.Devices) == 1 {
+			what = "device"
+		}
+		names[i] = fmt.Sprintf("stage %d (%s %s)", i, what, DeviceList(s.Devices))
+	}
+	return names
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/google/pprof/profile"
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/runtime"
@@ -120,7 +121,7 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var data dataFlags
 	var steps int
 	var of optimFlags
-	var workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath string
+	var workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath, timeline string
 	var ckptEvery, restarts, logEveryN int
 	var metricsPath string
 	var initVals map[string]*stage.Value[float32]
@@ -262,8 +263,13 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if prof != "" && o.Emulate {
 				return usagef("--profile: an emulated run computes nothing to profile")
 			}
-			if err := checkOutputs("--trace", trace, "--profile", prof, "--metrics", metricsPath); err != nil {
+			if err := checkOutputs("--trace", trace, "--profile", prof, "--metrics", metricsPath, "--timeline", timeline); err != nil {
 				return err
+			}
+			if timeline != "" {
+				if _, err := chart.FormatOf(timeline); err != nil {
+					return usagef("--timeline %v", err)
+				}
 			}
 			if restarts < 0 || restarts > 0 && workers != "local" {
 				return usagef("--restarts: restarts need local workers and a count of at least 0")
@@ -296,7 +302,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				defer f.Close()
 				prog.metrics = f
 			}
-			return runPlan(cmd, g, plan, &nf, workers, wargs, runID, steps, o, dump, trace, prof, asJSON, restarts, d, prog)
+			return runPlan(cmd, g, plan, &nf, workers, wargs, runID, steps, o, dump, trace, timeline, prof, asJSON, restarts, d, prog)
 		},
 	}
 	sf.register(cmd)
@@ -313,6 +319,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	cmd.Flags().Int64Var(&seed, "seed", 0, "with a MODEL: override its seed (parameters and data) before planning")
 	cmd.Flags().StringVar(&emulate, "emulate", "", "emulate the plan's devices (v100, a100, h100: the --device it was searched for): each op waits its modelled time, each transfer its modelled time")
 	cmd.Flags().StringVar(&trace, "trace", "", "write the measured timeline of the last iteration as Chrome trace JSON to `FILE`")
+	cmd.Flags().StringVar(&timeline, "timeline", "", "draw the measured timeline of the last iteration in `FILE` (.svg or .png)")
 	cmd.Flags().StringVar(&ckptDir, "checkpoint", "", "write checkpoints (parameters and optimizer state by name) to `DIR`, keeping the last two")
 	cmd.Flags().IntVar(&ckptEvery, "checkpoint-every", 0, "checkpoint after every K iterations (default: a tenth of --steps)")
 	cmd.Flags().StringVar(&initPath, "init", "", "start from the parameters and buffers in safetensors `FILE` (by name, e.g. graphpipe import --weights)")
@@ -386,7 +393,7 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, prof string, asJSON bool, restarts int, d *runData, prog *progress) error {
+func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, timeline, prof string, asJSON bool, restarts int, d *runData, prog *progress) error {
 	log := cmd.ErrOrStderr()
 	ctx, sig := watchSignals(cmd.Context(), log)
 	defer sig.done()
@@ -440,10 +447,8 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 		fmt.Fprintf(log, "graphpipe: %v\ngraphpipe: restarting the workers as generation %d from %s (%d restarts left)\n", err, gen+1, from, restarts)
 	}
 	secs := time.Since(start).Seconds()
-	if trace != "" {
-		if err := writeTrace(trace, plan, res, o.Emulate); err != nil {
-			return err
-		}
+	if err := writeTrace(trace, timeline, plan, res, o.Emulate); err != nil {
+		return err
 	}
 	if prof != "" {
 		if err := writeProfile(prof, res); err != nil {
@@ -544,21 +549,32 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-// writeTrace writes the last iteration's measured timeline in the shape of
-// graphpipe sim --trace.
-func writeTrace(path string, plan *search.Plan, res *runtime.Result, emulated bool) error {
-	r := &microbatch.Result{}
-	names := make([]string, len(plan.Stages))
-	for s, evs := range res.Events {
-		names[s] = fmt.Sprintf("stage %d (devices %v)", s, plan.Stages[s].Devices)
-		if emulated {
+// writeTrace writes the last iteration's measured timeline to trace as
+// Chrome trace JSON, in the shape of graphpipe sim --trace, and to timeline
+// as a chart; each when named.
+func writeTrace(trace, timeline string, plan *search.Plan, res *runtime.Result, emulated bool) error {
+	r, names := res.Timeline(plan), plan.StageNames()
+	title := "measured: " + planTitle(plan)
+	if emulated {
+		title = "measured, EMULATED " + plan.Device.Name + ": " + planTitle(plan)
+		for s := range names {
 			names[s] += " EMULATED " + plan.Device.Name
 		}
-		for _, e := range evs {
-			r.Events = append(r.Events, microbatch.Event{Stage: s, Kind: microbatch.Kind(e.Kind), MB: e.MB, Start: e.Start, End: e.End})
+	}
+	if trace != "" {
+		if err := writeFile("--trace", trace, microbatch.Trace(r, len(plan.Stages), names)); err != nil {
+			return err
 		}
 	}
-	return writeFile("--trace", path, microbatch.Trace(r, len(plan.Stages), names))
+	if timeline == "" {
+		return nil
+	}
+	format, _ := chart.FormatOf(timeline) // checked before the run
+	pic, err := drawTimelines("--timeline", timeline, format, chart.Timeline{Title: title, Rows: plan.StageNames(), Result: r})
+	if err != nil {
+		return err
+	}
+	return writeFile("--timeline", timeline, pic)
 }
 
 // startWorkers starts one worker process per device: this same binary,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/search"
 )
@@ -17,13 +18,14 @@ const modelFlagHelp = "check the plan against the model `FILE` it was made for (
 
 func newSimCmd(stdin io.Reader) *cobra.Command {
 	var asJSON, grid bool
-	var trace, svg, modelPath string
+	var trace, svg, measured, modelPath string
 	cmd := &cobra.Command{
 		Use:   "sim PLAN",
 		Short: "Simulate a plan: iteration time, busy and idle time per stage, bubbles, memory",
 		Long: `Run a plan's schedule through the discrete-event simulator. --trace writes the
-timeline as Chrome trace JSON (open it in Perfetto), --svg as a picture, --grid
-prints the schedule as a step × stage grid.`,
+timeline as Chrome trace JSON (open it in Perfetto), --svg as a picture (and
+--measured TRACE, what run --trace wrote for this plan, draws the measured
+timeline under it), --grid prints the schedule as a step × stage grid.`,
 		Args: args("PLAN"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			p, err := loadPlan(a[0], modelPath, stdin)
@@ -34,9 +36,17 @@ prints the schedule as a step × stage grid.`,
 			if err != nil {
 				return inputf("%s: %v", a[0], err)
 			}
-			names := make([]string, len(p.Stages))
-			for i, s := range p.Stages {
-				names[i] = fmt.Sprintf("stage %d (devices %v)", i, s.Devices)
+			names := p.StageNames()
+			ts := []chart.Timeline{{Title: "simulated: " + planTitle(p), Rows: names, Result: res}}
+			if measured != "" {
+				if svg == "" {
+					return usagef("--measured: draws under the simulated timeline: give --svg FILE")
+				}
+				title, m, err := readMeasured(measured, p)
+				if err != nil {
+					return err
+				}
+				ts = append(ts, chart.Timeline{Title: title, Rows: names, Result: m})
 			}
 			if trace != "" {
 				if err := writeOutput(cmd, "--trace", trace, microbatch.Trace(res, len(p.Stages), names)); err != nil {
@@ -44,8 +54,11 @@ prints the schedule as a step × stage grid.`,
 				}
 			}
 			if svg != "" {
-				title := fmt.Sprintf("%s, %s plan, %s", p.Model.Name, p.Strategy, p.Schedule)
-				if err := writeOutput(cmd, "--svg", svg, microbatch.SVG(res, len(p.Stages), title)); err != nil {
+				pic, err := drawTimelines("--svg", svg, chart.SVG, ts...)
+				if err != nil {
+					return err
+				}
+				if err := writeOutput(cmd, "--svg", svg, pic); err != nil {
 					return err
 				}
 			}
@@ -79,7 +92,8 @@ prints the schedule as a step × stage grid.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&grid, "grid", false, "print the schedule as a step × stage grid")
 	cmd.Flags().StringVar(&trace, "trace", "", "write the timeline as Chrome trace JSON to `FILE`")
-	cmd.Flags().StringVar(&svg, "svg", "", "write the timeline as SVG to `FILE`")
+	cmd.Flags().StringVar(&svg, "svg", "", "draw the timeline as SVG in `FILE`")
+	cmd.Flags().StringVar(&measured, "measured", "", "with --svg: draw the measured timeline in `TRACE` (what run --trace wrote for this plan) under the simulated one")
 	return cmd
 }
 

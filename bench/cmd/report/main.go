@@ -1,5 +1,5 @@
 // Command report runs the comparison benchmarks and writes BENCHMARKS.md and
-// bench/results/ (CSV tables, SVG plots). make bench runs it in full (at most
+// bench/results/ (CSV tables; charts as SVG and PNG). make bench runs it in full (at most
 // an hour on a 2-core machine), make bench-quick a subset (a few minutes).
 package main
 
@@ -38,17 +38,26 @@ func main() {
 
 func build(c bench.Config) (*bench.Report, error) {
 	r := &bench.Report{}
-	paper, plot, rows, err := bench.PaperSection(c)
+	sweep, sweepRows, err := bench.BatchSweep(c)
 	if err != nil {
 		return nil, err
 	}
-	r.Sections, r.Plots = append(r.Sections, paper), append(r.Plots, plot)
+	head, err := bench.Headline(c, sweepRows)
+	if err != nil {
+		return nil, err
+	}
+	r.Sections = append(r.Sections, head...)
+	paper, rows, err := bench.PaperSection(c)
+	if err != nil {
+		return nil, err
+	}
+	r.Sections = append(r.Sections, paper)
 	scheds, err := bench.Schedules(c, rows)
 	if err != nil {
 		return nil, err
 	}
-	r.Sections = append(r.Sections, scheds)
-	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.BatchSweep, bench.Controls, bench.OtherDevices, bench.Branches} {
+	r.Sections = append(r.Sections, scheds, sweep)
+	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.Controls, bench.OtherDevices, bench.Branches} {
 		s, err := f(c)
 		if err != nil {
 			return nil, err
@@ -62,11 +71,11 @@ func build(c bench.Config) (*bench.Report, error) {
 		}
 	}
 	r.Sections = append(r.Sections, bench.Ideal(at32))
-	st, sp, err := bench.SearchTime(c)
+	st, err := bench.SearchTime(c)
 	if err != nil {
 		return nil, err
 	}
-	r.Sections, r.Plots = append(r.Sections, st), append(r.Plots, sp)
+	r.Sections = append(r.Sections, st)
 	rt, err := bench.Runtime(c)
 	if err != nil {
 		return nil, err

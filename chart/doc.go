@@ -1,0 +1,23 @@
+// Package chart draws graphpipe's pictures with gonum.org/v1/plot, in one
+// style, as SVG or PNG: line charts for the benchmark report (Line) and
+// pipeline timelines for the simulator and the runtime (Timeline).
+//
+// The contract:
+//
+//  1. Every chart has a title, axis titles with their units and a legend
+//     outside the plotting area; ticks come from the library's tickers or,
+//     on log axes, at 1, 2 and 5 per decade.
+//  2. A timeline has a time axis in milliseconds and one row per stage,
+//     named as the caller says (with its devices); each row shows the
+//     stage's forwards, backwards and weight gradients in one lane, and
+//     below it its sends and its receives, each in a colour the legend
+//     names; the stage's idle time, its share of the bubble, is shaded.
+//     Timelines drawn together (Timelines) share one time axis, one above
+//     the other: a plan's simulated and measured iterations.
+//  3. Render and Timelines return the file's bytes; the caller writes them.
+//     Text is set in the Liberation fonts the library embeds, so drawing
+//     needs no fonts on the machine. A PNG carries the chart's title and axis
+//     titles as iTXt chunks (Title, Description), which image decoders skip.
+//
+// The package does no I/O and keeps no state between calls.
+package chart
