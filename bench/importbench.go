@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -25,7 +24,7 @@ const torchPython = "/usr/bin/python3"
 func ImportSection(c Config) (*Section, error) {
 	s := &Section{Name: "import", Title: "Importing ONNX models",
 		Intro: "`graphpipe import MODEL.onnx -o M.json --weights W.safetensors`, run as a process of its own; peak memory is its maximum resident set " +
-			"(the kernel's rusage), set against the weights' bytes (float32). The torchvision models are exported by PyTorch with the README's call " +
+			"(VmHWM, which the process reports at exit: its rusage would count the report's own memory, inherited at the fork), set against the weights' bytes (float32). The torchvision models are exported by PyTorch with the README's call " +
 			"(weights inside the .onnx file, which the importer reads whole: about two copies at the peak); the transformer is written by " +
 			"bench.WriteTransformer, as the exporter writes a GPT-like model, with its weights in an external data file, which the importer streams. " +
 			"Search: `graphpipe search M.json --devices 32 --device v100` on the imported model, in process.",
@@ -86,12 +85,11 @@ func importRow(c Config, bin, path, name, loss string) ([]string, error) {
 	model, weights := path+".json", path+".safetensors"
 	cmd := exec.Command(bin, "import", path, "-o", model, "--weights", weights, "--loss", loss)
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
+	out, peak, err := childPeak(cmd)
 	secs := time.Since(start).Seconds()
 	if err != nil {
 		return nil, fmt.Errorf("graphpipe import %s: %v: %s", name, err, out)
 	}
-	peak := int64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) * 1024 // Linux reports KiB
 	if _, err := os.Stat(weights); err != nil {
 		return nil, err
 	}

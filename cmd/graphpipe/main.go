@@ -14,7 +14,11 @@ import (
 	"github.com/graphpipe/graphpipe/search"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+func main() {
+	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	writePeak()
+	os.Exit(code)
+}
 
 // usageError is a problem with the command line itself.
 type usageError struct{ msg string }
