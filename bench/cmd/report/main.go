@@ -48,7 +48,7 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, scheds)
-	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.BatchSweep, bench.Controls, bench.OtherDevices, bench.Branches} {
+	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.BatchSweep, bench.Controls, bench.OtherDevices, bench.Branches, bench.RecomputeSection} {
 		s, err := f(c)
 		if err != nil {
 			return nil, err
