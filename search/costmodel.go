@@ -13,15 +13,16 @@ type costModel struct {
 	dev      Device
 	devices  int
 	perNode  int
-	limit    int64 // bytes per device
-	optBytes int64 // optimizer state bytes per parameter
+	limit    int64      // bytes per device
+	optBytes int64      // optimizer state bytes per parameter
+	mu       sync.Mutex // guards opTimes
+	opTimes  map[int64][]opTime
+	measured []*OpSeries // by op, from Options.OpTimes; nil: priced from FLOPs and bytes
+
 	// recompute: "auto" (the planner may make a stage recompute its forward
 	// during backward), "off" or "all" (every stage does: price and
 	// priceOps return the recomputing variant)
 	recompute string
-	mu        sync.Mutex // guards opTimes
-	opTimes   map[int64][]opTime
-	measured  []*OpSeries // by op, from Options.OpTimes; nil: priced from FLOPs and bytes
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.

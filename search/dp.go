@@ -13,20 +13,15 @@ const inf = math.MaxInt16
 // in flight at the entry of each subproblem (its depth in stages, plus the
 // depth after it), or inf when nothing fits. See doc.go for the recurrences.
 type dp struct {
-	sp    *space
-	D     int   // devices, in groups of g: every k below counts groups
-	g     int   // devices per group (dpGroup)
-	b     int64 // micro-batch
-	mbs   int   // micro-batches per iteration
-	gpipe bool
-	T     float64
-	costs [][]stageCost // [block][k], k ≤ min(D, b)
-	fit   []fitEntry    // [block·(kmax+1)+k]: what fits needs, packed
-	// rcosts and rfit are the same for the stages recomputing their
-	// forward during backward, when the DP may choose that (recompute.go);
-	// nil otherwise
-	rcosts  [][]stageCost
-	rfit    []fitEntry
+	sp      *space
+	D       int   // devices, in groups of g: every k below counts groups
+	g       int   // devices per group (dpGroup)
+	b       int64 // micro-batch
+	mbs     int   // micro-batches per iteration
+	gpipe   bool
+	T       float64
+	costs   [][]stageCost // [block][k], k ≤ min(D, b)
+	fit     []fitEntry    // [block·(kmax+1)+k]: what fits needs, packed
 	kmax    int
 	solveM  []table   // [node], index k·(D+1)+δ
 	suffixM []table   // [node], index at(n, i, k, δ)
@@ -43,6 +38,12 @@ type dp struct {
 	tailFloor []float64
 	headFloor []float64              // the same for heads (fork absorption)
 	forkM     map[forkKey]forkChoice // fork absorption's answers at T (fork.go)
+
+	// rcosts and rfit are costs and fit for the stages recomputing their
+	// forward during backward, when the DP may choose that (recompute.go);
+	// nil otherwise
+	rcosts [][]stageCost
+	rfit   []fitEntry
 }
 
 // table memoises one recurrence at one node: values (-1: unknown) and the
