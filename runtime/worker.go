@@ -159,6 +159,7 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options)
 	if w.ex, err = stage.NewExecutor(g, ops, g.Seed()); err != nil {
 		return nil, err
 	}
+	w.ex.Recompute = plan.Stages[st].Recompute
 	if o.Device != nil {
 		if err := w.ex.UseDevice(o.Device); err != nil {
 			return nil, err
