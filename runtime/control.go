@@ -80,6 +80,13 @@ func workerID() int32 {
 	return int32(binary.LittleEndian.Uint32(b[:])&0x3fffffff) | 1<<20
 }
 
+// WorkerOption sets an option of one worker process (ServeOn).
+type WorkerOption func(*Options)
+
+// WithPrecision makes the worker's matrix products compute in p ("fp32" or
+// "bf16": stage.Executor.SetPrecision; bf16 needs its device).
+func WithPrecision(p string) WorkerOption { return func(o *Options) { o.Precision = p } }
+
 // Serve is a worker process of generation 1: see ServeGen.
 func Serve(ctx context.Context, t Transport, run string) error { return ServeGen(ctx, t, run, 1) }
 
@@ -90,8 +97,9 @@ func ServeGen(ctx context.Context, t Transport, run string, gen uint32) error {
 
 // ServeOn is a worker process: it joins generation gen of run, takes the
 // stage it is given, trains it (on dev, or the CPU when dev is nil) and
-// sends back its reports and parameters.
-func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device) error {
+// sends back its reports and parameters. opts set what belongs to this
+// worker process rather than to the run (WithPrecision).
+func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, opts ...WorkerOption) error {
 	id := workerID()
 	ctl, err := NewEndpoint(t, run, gen+ctlGenOffset, id)
 	if err != nil {
@@ -115,6 +123,9 @@ func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda
 		return fmt.Errorf("assignment: %w", err)
 	}
 	a.Options.Device = dev
+	for _, o := range opts {
+		o(&a.Options)
+	}
 	if err = serveStage(ctx, t, run, ctl, &a); err != nil {
 		m := map[string]string{"error": err.Error()}
 		if IsDataError(err) {

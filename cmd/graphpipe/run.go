@@ -711,7 +711,7 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 				return err
 			}
 			defer t.Close()
-			return runtime.ServeOn(ctx, t, runID, gen, dev)
+			return runtime.ServeOn(ctx, t, runID, gen, dev, runtime.WithPrecision(df.precision))
 		},
 	}
 	nf.register(cmd)
