@@ -263,6 +263,27 @@ func TestRecomputeLeavesPlansAlone(t *testing.T) {
 	}
 }
 
+// TestRecomputeAllExact: spp-exact, told every stage recomputes, plans so,
+// and the DOT rendering says which stages do.
+func TestRecomputeAllExact(t *testing.T) {
+	g, err := models.Branchy(2, 2, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Search(g, Options{Device: Profiles["v100"], Devices: 3, Strategy: "spp-exact", Recompute: "all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range p.Stages {
+		if !s.Recompute {
+			t.Fatalf("stage %d keeps its activations", s.ID)
+		}
+	}
+	if n := bytes.Count(p.DOT(), []byte("recomputes")); n != len(p.Stages) {
+		t.Fatalf("the DOT rendering names %d recomputing stages of %d", n, len(p.Stages))
+	}
+}
+
 // TestRecomputeOptions: unknown choices and zb with all are refused, naming the flag.
 func TestRecomputeOptions(t *testing.T) {
 	g, _ := models.Branchy(2, 2, 8)
