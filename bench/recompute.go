@@ -19,6 +19,7 @@ func RecomputeSection(c Config) (*Section, error) {
 			"recompute in auto's plan; \"none\" in a samples/s column: no plan fits.",
 		Columns: []string{"model", "schedule", "batch", "gpp off samples/s", "gpp auto samples/s", "gpp recomputing", "gpp auto b, stages, depth",
 			"spp off samples/s", "spp auto samples/s", "spp recomputing", "spp auto b, stages, depth"}}
+	var chosen, enabled, faster, plans int
 	scale := []int64{1, 16}
 	if c.Quick {
 		scale = []int64{16}
@@ -41,11 +42,25 @@ func RecomputeSection(c Config) (*Section, error) {
 					o.Recompute = "auto"
 					auto, _ := search.Search(g, o)
 					row = append(row, samples(off), samples(auto), recomputing(auto), shape(auto))
+					if auto != nil {
+						plans++
+					}
+					if auto != nil && auto.Recomputes() {
+						chosen++
+						switch {
+						case off == nil:
+							enabled++
+						case auto.Predicted.SamplesPerS > off.Predicted.SamplesPerS:
+							faster++
+						}
+					}
 				}
 				s.Rows = append(s.Rows, row)
 			}
 		}
 	}
+	s.Notes = append(s.Notes, fmt.Sprintf("Recomputation was chosen in %d of %d plans: in %d of them no plan fits keeping every activation, in %d it is faster than off's plan.",
+		chosen, plans, enabled, faster))
 	return s, nil
 }
 
