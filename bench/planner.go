@@ -65,11 +65,14 @@ func run(g *dag.Graph, o search.Options) Result {
 }
 
 // MemoryBatch is the batch rule of the package doc: the largest power of two
-// up to 65536 at which spp with GPipe fits, or 0 if none does.
+// up to 65536 at which spp with GPipe fits keeping every activation (no
+// recomputation), or 0 if none does.
 func MemoryBatch(g *dag.Graph, device string, devices int) int64 {
 	best := int64(0)
 	for b := int64(1); b <= 65536; b *= 2 {
-		_, err := search.Search(g, options(device, devices, b, 0, "spp", "gpipe"))
+		o := options(device, devices, b, 0, "spp", "gpipe")
+		o.Recompute = "off" // the rule's memory limit is the activations kept
+		_, err := search.Search(g, o)
 		var np *search.NoPlanError
 		if errors.As(err, &np) {
 			break

@@ -89,6 +89,13 @@ func workerID() int32 {
 	return int32(binary.LittleEndian.Uint32(b[:])&0x3fffffff) | 1<<20
 }
 
+// WorkerOption sets an option of one worker process (ServeOn).
+type WorkerOption func(*Options)
+
+// WithPrecision makes the worker's matrix products compute in p ("fp32" or
+// "bf16": stage.Executor.SetPrecision; bf16 needs its device).
+func WithPrecision(p string) WorkerOption { return func(o *Options) { o.Precision = p } }
+
 // Serve is a worker process of generation 1: see ServeGen.
 func Serve(ctx context.Context, t Transport, run string) error { return ServeGen(ctx, t, run, 1) }
 
@@ -99,14 +106,15 @@ func ServeGen(ctx context.Context, t Transport, run string, gen uint32) error {
 
 // ServeOn is a worker process: it joins generation gen of run, takes the
 // stage it is given, trains it (on dev, or the CPU when dev is nil) and
-// sends back its reports and parameters.
-func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device) error {
-	return ServeLogged(ctx, t, run, gen, dev, nil)
+// sends back its reports and parameters. opts set what belongs to this
+// worker process rather than to the run (WithPrecision).
+func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, opts ...WorkerOption) error {
+	return ServeLogged(ctx, t, run, gen, dev, nil, opts...)
 }
 
 // ServeLogged is ServeOn telling logf, when not nil, what the worker was
 // given (Assignment.String) before it trains, and when it is done.
-func ServeLogged(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, logf func(format string, args ...any)) error {
+func ServeLogged(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, logf func(format string, args ...any), opts ...WorkerOption) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
@@ -133,6 +141,9 @@ func ServeLogged(ctx context.Context, t Transport, run string, gen uint32, dev *
 		return fmt.Errorf("assignment: %w", err)
 	}
 	a.Options.Device = dev
+	for _, o := range opts {
+		o(&a.Options)
+	}
 	if err = serveStage(ctx, t, run, ctl, &a, logf); err != nil {
 		m := map[string]string{"error": err.Error()}
 		if IsDataError(err) {

@@ -133,6 +133,10 @@ type Options struct {
 	// Device runs the stage's ops on a GPU (package cuda); nil: the CPU.
 	// It belongs to the worker process, not to the run.
 	Device *cuda.Device `json:"-"`
+	// Precision is what the stage's matrix products compute in on Device:
+	// "" or "fp32", or "bf16" (stage.Executor.SetPrecision). The worker
+	// process's too.
+	Precision string `json:"-"`
 	// Data is the run's own data and evaluation set; nil: synthetic data.
 	Data *DataSpec `json:"data,omitempty"`
 	// OnEval, at the coordinator, hears each evaluation as it ends.
@@ -178,10 +182,14 @@ func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options)
 	if w.ex, err = stage.NewExecutor(g, ops, g.Seed()); err != nil {
 		return nil, err
 	}
+	w.ex.Recompute = plan.Stages[st].Recompute
 	if o.Device != nil {
 		if err := w.ex.UseDevice(o.Device); err != nil {
 			return nil, err
 		}
+	}
+	if err := w.ex.SetPrecision(o.Precision); err != nil {
+		return nil, err
 	}
 	if err := w.openData(g); err != nil {
 		w.Close()

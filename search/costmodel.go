@@ -18,6 +18,11 @@ type costModel struct {
 	mu       sync.Mutex // guards opTimes
 	opTimes  map[int64][]opTime
 	measured []*OpSeries // by op, from Options.OpTimes; nil: priced from FLOPs and bytes
+
+	// recompute: "auto" (the planner may make a stage recompute its forward
+	// during backward), "off" or "all" (every stage does: price and
+	// priceOps return the recomputing variant)
+	recompute string
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.
@@ -25,7 +30,7 @@ type opTime struct{ f, bi, bw float64 }
 
 func newCostModel(g *dag.Graph, o *Options) *costModel {
 	cm := &costModel{g: g, dev: o.Device, devices: o.Devices, perNode: o.DevicesPerNode,
-		limit: o.MemoryLimit, optBytes: o.OptimizerBytes, opTimes: map[int64][]opTime{}}
+		limit: o.MemoryLimit, optBytes: o.OptimizerBytes, opTimes: map[int64][]opTime{}, recompute: o.Recompute}
 	if o.OpTimes != nil {
 		cm.measured, _ = o.OpTimes.resolve(g) // checked by withDefaults
 	}
@@ -80,6 +85,31 @@ func (cm *costModel) setMemory(c *stageCost, blk *block, m int64) {
 	c.static = cm.static(blk.params)
 	c.stashPerMB = satMul(blk.stash, m)
 	c.work = satMul(blk.work, m)
+}
+
+// recomputed is c for a stage that keeps only its inputs per micro-batch in
+// flight and reruns its forward at the start of each backward: the backward
+// takes the forward's time more, each micro-batch in flight stashes only
+// the tensors the stage reads from outside, and the full activations of one
+// micro-batch (the stash c kept per micro-batch) are live during its
+// backward, on top of the working memory.
+func recomputed(c stageCost, blk *block) stageCost {
+	r := c
+	r.bi += c.f
+	r.period += c.f
+	r.stashPerMB = satMul(blk.inputs, c.m)
+	r.work = satAdd(c.work, c.stashPerMB)
+	r.recompute = true
+	return r
+}
+
+// variant is c as the search prices it: recomputed when every stage must
+// recompute.
+func (cm *costModel) variant(c stageCost, blk *block) stageCost {
+	if cm.recompute == "all" {
+		return recomputed(c, blk)
+	}
+	return c
 }
 
 // satMul is a·b for a, b ≥ 0, or math.MaxInt64 where that overflows: the
@@ -141,6 +171,7 @@ type block struct {
 	stash      int64 // bytes per sample kept for backward
 	work       int64 // bytes per sample of the largest output and its gradient
 	inB, outB  int64 // bytes per sample crossing into and out of the block
+	inputs     int64 // bytes per sample of every tensor the block reads from outside: a recomputing stage's stash
 	fwdSamples float64
 	// whole: an op of the block computes a sample from others of its
 	// micro-batch (batch_norm), so the block runs on one device, never
@@ -160,7 +191,28 @@ func (cm *costModel) newBlock(ops []int, cross func(ops []int) (int64, int64)) *
 		b.whole = b.whole || cm.g.Op(i).Kind.MixesSamples()
 	}
 	b.inB, b.outB = cross(ops)
+	b.inputs = cm.inputBytes(ops)
 	return b
+}
+
+// inputBytes is the bytes per sample of the tensors ops read from outside
+// themselves (model inputs and other ops' outputs), each counted once.
+func (cm *costModel) inputBytes(ops []int) int64 {
+	in := make(map[int]bool, len(ops))
+	for _, i := range ops {
+		in[i] = true
+	}
+	seen := map[string]bool{}
+	var n int64
+	for _, i := range ops {
+		for _, t := range cm.g.OpInputs(i) {
+			if (t.Producer < 0 || !in[t.Producer]) && !seen[t.Name] {
+				seen[t.Name] = true
+				n = satAdd(n, t.Bytes())
+			}
+		}
+	}
+	return n
 }
 
 // boundary is the bytes per sample of the largest op output entering and the
@@ -199,6 +251,7 @@ type stageCost struct {
 	static     int64
 	stashPerMB int64 // bytes per device per micro-batch in flight
 	work       int64
+	recompute  bool // the stage reruns its forward during backward (recomputed)
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
@@ -223,7 +276,7 @@ func (cm *costModel) priceOps(ops []int, blk *block, k int, b int64, mbs int) st
 	c.link = 2 * cm.dev.transfer(float64(max(blk.inB, blk.outB))*float64(m), cm.interDP())
 	cm.setMemory(&c, blk, m)
 	unsplittable(&c, blk, k)
-	return c
+	return cm.variant(c, blk)
 }
 
 // unsplittable makes a block that must run whole fit nowhere on more than

@@ -102,6 +102,29 @@
 // gpp also runs spp and keeps whichever plan simulates faster, so it is never
 // worse than spp.
 //
+// Activation recomputation (Options.Recompute, recompute.go): every
+// candidate stage has a second variant that keeps only the tensors it reads
+// from outside for each micro-batch in flight and reruns its forward at the
+// start of each backward (priced below). With "auto" (the default) gpp's DP
+// and spp's, at each micro-batch size, first solve keeping every activation
+// as before; then, only if some stage could hold more micro-batches in
+// flight recomputing while still meeting that bottleneck (or nothing fit),
+// they solve again with each stage free to do either (a stage fits if
+// either variant does; a solution's stage recomputes only where keeping
+// does not fit at its depth), and that plan is offered first when it
+// reaches a shorter bottleneck or more devices and simulates faster. Where
+// memory does not bind the plans stay what they were, byte for byte. When no
+// plan fits at the usual sizes, smaller ones are searched on until one
+// recomputes nothing, and the fastest is kept (a plan that fits only by
+// recomputing can be slower than keeping at a smaller micro-batch). "all"
+// makes every stage recompute (spp-exact too); schedules that split the
+// backward (zb) never recompute. Checked against brute force in
+// recompute_test.go (each stage of every plan of the DP's space keeping or
+// recomputing). On the paper's models at 32 v100 (the bench report's
+// recompute section) it is chosen only where nothing fits keeping every
+// activation: GPipe at 16 times the batch rule's batch, where every
+// micro-batch is in flight.
+//
 // Device groups: the DP's tables grow with the square of the device count
 // and its splits with the cube; past maxDPDevices (64) devices it counts them
 // in groups, each stage on whole groups (dpGroup: the least size that makes at
@@ -225,6 +248,13 @@
 //     replicated on every data-parallel device; plus the stash of every
 //     micro-batch in flight; plus twice the largest output (its value and
 //     gradient) as working memory.
+//   - A recomputing stage stashes per micro-batch in flight only the tensors
+//     it reads from outside (dropout's masks are redrawn from (seed, step,
+//     op, sample) and batch_norm's statistics recomputed from the same
+//     input, so nothing else need be kept); one micro-batch's full stash is
+//     live during its backward, on top of the working memory; its backward
+//     takes one forward more. With m micro-batches in flight it saves
+//     (m−1)·stash − m·inputs: nothing at one in flight.
 //   - In flight: the DP's memory rule counts what 1F1B holds at least, min(M,
 //     1 + the longest stage path to a sink); GPipe holds all M. The schedule
 //     built for a priced plan warms up further where transfers would stall it

@@ -38,6 +38,12 @@ type dp struct {
 	tailFloor []float64
 	headFloor []float64              // the same for heads (fork absorption)
 	forkM     map[forkKey]forkChoice // fork absorption's answers at T (fork.go)
+
+	// rcosts and rfit are costs and fit for the stages recomputing their
+	// forward during backward, when the DP may choose that (recompute.go);
+	// nil otherwise
+	rcosts [][]stageCost
+	rfit   []fitEntry
 }
 
 // table memoises one recurrence at one node: values (-1: unknown) and the
@@ -110,15 +116,21 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 			d.costs[id][k] = sp.price(id, k*g, b, mbs)
 		}
 	}
-	d.fit = make([]fitEntry, len(sp.blocks)*(d.kmax+1))
-	for id := range d.costs {
-		for k := 1; k <= d.kmax; k++ {
-			c := &d.costs[id][k]
-			d.fit[id*(d.kmax+1)+k] = fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, sp.cm.limit)}
-		}
-	}
+	d.fit = d.fitEntries(d.costs)
 	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
 	return d
+}
+
+// fitEntries packs what fits needs of every block on every device count.
+func (d *dp) fitEntries(costs [][]stageCost) []fitEntry {
+	fit := make([]fitEntry, len(costs)*(d.kmax+1))
+	for id := range costs {
+		for k := 1; k <= d.kmax; k++ {
+			c := &costs[id][k]
+			fit[id*(d.kmax+1)+k] = fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, d.sp.cm.limit)}
+		}
+	}
+	return fit
 }
 
 // floors is, per run of units, the least per-micro-batch time of any stage
@@ -143,11 +155,13 @@ func (d *dp) floors(runs []*tailSpec) []float64 {
 // the binding T of any plan is one of them.
 func (d *dp) candidates() []float64 {
 	var ts []float64
-	for id := range d.costs {
-		for k := 1; k <= d.kmax; k++ {
-			c := &d.costs[id][k]
-			if c.memory(1) <= d.sp.cm.limit {
-				ts = append(ts, math.Max(c.period, c.link))
+	for _, costs := range [][][]stageCost{d.costs, d.rcosts} {
+		for id := range costs {
+			for k := 1; k <= d.kmax; k++ {
+				c := &costs[id][k]
+				if c.memory(1) <= d.sp.cm.limit {
+					ts = append(ts, math.Max(c.period, c.link))
+				}
 			}
 		}
 	}
@@ -209,13 +223,21 @@ func (d *dp) inflight(depth int) int {
 }
 
 // fits says whether block id on k devices, depth stages from the end, runs
-// within T and fits in memory.
+// within T and fits in memory, keeping its activations or, where the DP may
+// choose it, recomputing them.
 func (d *dp) fits(id, k, depth int) bool {
 	if k < 1 || k > d.kmax {
 		return false
 	}
-	e := &d.fit[id*(d.kmax+1)+k]
-	return e.t <= d.T && d.inflight(depth) <= e.maxIn
+	at, in := id*(d.kmax+1)+k, d.inflight(depth)
+	if e := &d.fit[at]; e.t <= d.T && in <= e.maxIn {
+		return true
+	}
+	if d.rfit == nil {
+		return false
+	}
+	e := &d.rfit[at]
+	return e.t <= d.T && in <= e.maxIn
 }
 
 // solve is the fewest in flight at the entry of n on exactly k devices with δ

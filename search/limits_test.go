@@ -28,11 +28,13 @@ func TestAbsurdBatchFitsNowhere(t *testing.T) {
 }
 
 // When no plan fits with MaxMicroBatches micro-batches, Search halves the
-// micro-batch until one does, and that is the largest size that fits.
+// micro-batch until one does, and that is the largest size that fits
+// keeping every activation. Left to choose recomputation, it fits at larger
+// sizes, and keeps a plan no slower.
 func TestSmallerMicroBatchWhenNothingFits(t *testing.T) {
 	e, _ := models.Lookup("mmt")
 	g, _ := e.Build(e.Default)
-	o := Options{Device: Profiles["v100"], Devices: 8, Batch: 1 << 20}
+	o := Options{Device: Profiles["v100"], Devices: 8, Batch: 1 << 20, Recompute: "off"}
 	p, err := Search(g, o)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +50,16 @@ func TestSmallerMicroBatchWhenNothingFits(t *testing.T) {
 	if _, err := Search(g, o); !errors.As(err, &np) || !strings.Contains(err.Error(), "at micro-batch") {
 		t.Errorf("forced micro-batch %d: got %v, want no plan at that size", o.MicroBatch, err)
 	}
+	o.Recompute = "auto"
+	if q, err := Search(g, o); err != nil || !q.Recomputes() {
+		t.Errorf("forced micro-batch %d recomputing: %v, want a plan that recomputes", o.MicroBatch, err)
+	}
+	o.MicroBatch = 0
+	q, err := Search(g, o)
+	if err != nil || q.Predicted.SamplesPerS < p.Predicted.SamplesPerS {
+		t.Fatalf("free to recompute: %v, %.4g samples/s against %.4g keeping", err, q.Predicted.SamplesPerS, p.Predicted.SamplesPerS)
+	}
+	t.Logf("keeping: micro-batch %d, %.4g samples/s; free to recompute: micro-batch %d, %.4g samples/s, notes %q", p.MicroBatch, p.Predicted.SamplesPerS, q.MicroBatch, q.Predicted.SamplesPerS, q.Search.Notes)
 }
 
 func TestMicroBatchOptions(t *testing.T) {

@@ -26,6 +26,12 @@ type Options struct {
 	// the model itself (graphpipe profile --model) instead of from the
 	// device's FLOP rate; it must belong to the graph searched.
 	OpTimes *OpTimes
+	// Recompute is activation recomputation: "auto" (default) lets the
+	// planners make a stage rerun its forward during backward where that
+	// buys a faster plan (memory binds); "off" never; "all" makes every
+	// stage recompute. Schedules that split the backward (zb) never
+	// recompute.
+	Recompute string
 }
 
 // NoOptimizerState is Options.OptimizerBytes for an optimizer that keeps
@@ -77,11 +83,18 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	if o.MaxDownsets == 0 {
 		o.MaxDownsets = 4096
 	}
+	if o.Recompute == "" {
+		o.Recompute = "auto"
+	}
 	switch {
 	case o.Strategy != "gpp" && o.Strategy != "spp" && o.Strategy != "spp-exact":
 		return o, &OptionError{"strategy", fmt.Sprintf("unknown strategy %q (known: gpp, spp, spp-exact)", o.Strategy)}
 	case !microbatch.Known(o.Schedule):
 		return o, &OptionError{"schedule", fmt.Sprintf("unknown schedule %q (known: %s)", o.Schedule, strings.Join(microbatch.Names, ", "))}
+	case o.Recompute != "auto" && o.Recompute != "off" && o.Recompute != "all":
+		return o, &OptionError{"recompute", fmt.Sprintf("unknown choice %q (known: auto, off, all)", o.Recompute)}
+	case o.Recompute == "all" && microbatch.Splits(o.Schedule):
+		return o, &OptionError{"recompute", fmt.Sprintf("schedule %s defers weight gradients past the backward, which recomputation does not fit: use 1f1b, 1f1b-depth or gpipe", o.Schedule)}
 	case o.Devices < 1 || o.Devices > MaxDevices:
 		return o, &OptionError{"devices", fmt.Sprintf("must be between 1 and %d, got %d", MaxDevices, o.Devices)}
 	case o.DevicesPerNode < 1:
@@ -109,6 +122,11 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 // MaxDevices is the most devices a search plans for, and so the most a plan
 // may name.
 const MaxDevices = 4096
+
+// mayRecompute says whether the planners may choose to recompute a stage.
+func (o *Options) mayRecompute() bool {
+	return o.Recompute == "auto" && !microbatch.Splits(o.Schedule)
+}
 
 // MaxMicroBatches bounds the micro-batches per iteration the planner tries
 // first: past it a pipeline's fill and drain are under 0.1% of the iteration

@@ -59,6 +59,12 @@ type PlanStage struct {
 	StashBytes  int64    `json:"stash_bytes_per_micro_batch"`
 	PeakBytes   int64    `json:"peak_memory_bytes"`
 	Params      int64    `json:"params"`
+	// Recompute: the stage keeps only what it reads from outside for each
+	// micro-batch in flight and reruns its forward at the start of each
+	// backward (BackwardS includes that forward; StashBytes is what it
+	// keeps; StaticBytes holds one micro-batch's full activations). Plans
+	// without the field load as keeping every activation.
+	Recompute bool `json:"recompute,omitempty"`
 }
 
 // PlanEdge is a stage edge and the tensors that cross it. In a sequential
@@ -145,7 +151,7 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 		Schedule: o.Schedule, Device: o.Device, Devices: o.Devices, DevicesPerNode: o.DevicesPerNode,
 		MemoryLimit: o.MemoryLimit, BatchSize: o.Batch, MicroBatch: b, MicroBatches: mbs}
 	for i, s := range in {
-		st := PlanStage{ID: i, MicroBatch: s.cost.m, Params: s.blk.params}
+		st := PlanStage{ID: i, MicroBatch: s.cost.m, Params: s.blk.params, Recompute: s.cost.recompute}
 		for _, op := range sg.Stages[i] {
 			st.Ops = append(st.Ops, g.Op(op).Name)
 		}

@@ -20,7 +20,11 @@ func (p *Plan) DOT() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "digraph %q {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n", p.Model.Name+" "+p.Strategy)
 	for s, st := range p.Stages {
-		fmt.Fprintf(&b, "  s%d [label=%q];\n", s, fmt.Sprintf("stage %d: %s\ndevices %s, %d in flight", s, p.stageLabel(s), DeviceList(st.Devices), st.InFlight))
+		label := fmt.Sprintf("stage %d: %s\ndevices %s, %d in flight", s, p.stageLabel(s), DeviceList(st.Devices), st.InFlight)
+		if st.Recompute {
+			label += ", recomputes"
+		}
+		fmt.Fprintf(&b, "  s%d [label=%q];\n", s, label)
 	}
 	for _, e := range p.Edges {
 		fmt.Fprintf(&b, "  s%d -> s%d [label=%q];\n", e.From, e.To, fmt.Sprintf("%d tensor(s), %s/sample", len(e.Tensors), bytesText(e.Bytes)))
@@ -98,6 +102,9 @@ func (p *Plan) StageNames() []string {
 			what = "device"
 		}
 		names[i] = fmt.Sprintf("stage %d (%s %s)", i, what, DeviceList(s.Devices))
+		if s.Recompute {
+			names[i] = fmt.Sprintf("stage %d (%s %s, recomputes)", i, what, DeviceList(s.Devices))
+		}
 	}
 	return names
 }

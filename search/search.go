@@ -78,7 +78,14 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 // planner tries first (at most MaxMicroBatches micro-batches per iteration):
 // the plan at the largest smaller size that fits, with options forcing that
 // size, or the first failure when none does.
+//
+// A plan that fits only by recomputing may be slower than one that keeps
+// its activations at a smaller size: while the recompute choice is the
+// planner's, smaller sizes are searched on until a plan recomputes nothing,
+// and the fastest is kept.
 func smallerMicroBatch(g *dag.Graph, o Options, failed error) (*Plan, Options, error) {
+	var best *Plan
+	bestO, first := o, true
 	for _, b := range o.smallerMicroBatches() {
 		forced := o
 		forced.MicroBatch = b
@@ -90,11 +97,23 @@ func smallerMicroBatch(g *dag.Graph, o Options, failed error) (*Plan, Options, e
 		if err != nil {
 			return nil, o, err
 		}
-		p.Search.Notes = append(p.Search.Notes, fmt.Sprintf("no plan fits with at most %d micro-batches per iteration: micro-batch %d (%d per iteration) is the largest that does",
-			MaxMicroBatches, b, o.Batch/b))
-		return p, forced, nil
+		if best == nil || better(p, best) {
+			what := "is the largest that does"
+			if !first {
+				what = "is faster than the larger sizes that fit only by recomputing"
+			}
+			p.Search.Notes = append(p.Search.Notes, fmt.Sprintf("no plan fits with at most %d micro-batches per iteration: micro-batch %d (%d per iteration) %s",
+				MaxMicroBatches, b, o.Batch/b, what))
+			best, bestO = p, forced
+		}
+		if first = false; o.Recompute != "auto" || !p.Recomputes() {
+			break
+		}
 	}
-	return nil, o, failed
+	if best == nil {
+		return nil, o, failed
+	}
+	return best, bestO, nil
 }
 
 // fewerDevices turns Search's tries on fewer devices on (tests turn it off).
@@ -303,7 +322,8 @@ func each(n int, f func(i int) error) error {
 type sized struct {
 	plans    []*Plan
 	gain     float64
-	k, i, at int // the DP's devices, candidate index and depth
+	k, i, at int  // the DP's devices, candidate index and depth
+	rec      bool // the DP's plan is the one with recomputation allowed (recomputeAt)
 }
 
 // planAt returns, at micro-batch b, the DP's plan (the least bottleneck time
@@ -316,7 +336,8 @@ type sized struct {
 func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64) (sized, error) {
 	var out sized
 	d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
-	if k, i, ok := d.minTOnMost(d.D); ok {
+	k, i, ok := d.minTOnMost(d.D)
+	if ok {
 		p, err := d.assemble(g, o, cm, chain, k)
 		if err != nil {
 			return out, err
@@ -324,10 +345,15 @@ func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b in
 		if p.Predicted.Feasible {
 			out.plans = append(out.plans, p)
 			out.k, out.i, out.at = k, i, d.depth(k)
-			if out.at > 1 {
-				out.gain = d.gain(out.at)
-			}
 		}
+	}
+	if o.mayRecompute() {
+		if err := recomputeAt(g, o, cm, chain, d, k, i, ok, &out); err != nil {
+			return out, err
+		}
+	}
+	if len(out.plans) > 0 && out.at > 1 {
+		out.gain = d.gain(out.at)
 	}
 	id, k := sp.root.whole(), d.kmax
 	if c := &d.costs[id][k]; k >= 1 && c.memory(d.inflight(1)) <= cm.limit && (len(out.plans) == 0 || len(out.plans[0].Stages) > 1) {
@@ -366,6 +392,9 @@ func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b 
 		return nil, nil
 	}
 	d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
+	if f.rec {
+		d.allowRecompute()
+	}
 	d.ts = d.candidates()
 	d.capped, d.budget = true, frontierSolves
 	// probe the frontier at bottlenecks growing geometrically from the DP's
@@ -439,7 +468,7 @@ func (d *dp) gain(depth int) float64 {
 func (d *dp) assemble(g *dag.Graph, o *Options, cm *costModel, chain bool, k int) (*Plan, error) {
 	var in []stageIn
 	for _, a := range d.extract(d.sp.root, k) {
-		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: a.k * d.g, cost: d.costs[a.block][a.k], blk: d.sp.blocks[a.block]})
+		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: a.k * d.g, cost: d.cost(a), blk: d.sp.blocks[a.block]})
 	}
 	return assemble(g, o, cm, d.b, in, chain)
 }

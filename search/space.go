@@ -252,7 +252,7 @@ func (sp *space) price(id, k int, b int64, mbs int) stageCost {
 	c.link = 2 * sp.cm.dev.transfer(bytes, sp.cm.interDP())
 	sp.cm.setMemory(&c, blk, m)
 	unsplittable(&c, blk, k)
-	return c
+	return sp.cm.variant(c, blk)
 }
 
 // times sums a block's (f, bi, bw) at micro-batch m from prefix sums.

@@ -23,6 +23,9 @@ type Position struct {
 type runCtx struct {
 	seed int64
 	pos  Position
+	// recomputing: the pass reruns a forward already run (Executor.Recompute):
+	// batch_norm leaves its running statistics alone
+	recomputing bool
 }
 
 // dropKey is the key of op's dropout masks at step: mix(mix(mix(seed) ^

@@ -40,7 +40,16 @@
 //     them into the host's, which whoever reads Grads (optimizer step,
 //     all-reduce) calls first (gpu_exec.go). Optimizer state stays on the
 //     host.
-//  7. The synthetic data (Dataset, data.go): each value is a function of
+//  7. Executor.Recompute (recompute.go) keeps only a micro-batch's feeds
+//     between its forward and its backward, which reruns the forward
+//     first (batch_norm then leaves its running statistics alone): the
+//     same computation bit for bit, one micro-batch's activations live
+//     instead of one per micro-batch in flight.
+//  8. Executor.SetPrecision("bf16") (precision.go), on a device only: every
+//     matrix product rounds its operands to bfloat16 and accumulates in
+//     float32; everything else, the parameters, gradients and optimizer
+//     state stay float32, as PyTorch's autocast.
+//  9. The synthetic data (Dataset, data.go): each value is a function of
 //     (seed, step, input name, index) alone, so every process makes the same
 //     batch and a stage makes only the inputs it reads; the stage that reads
 //     the loss's target labels it with a fixed random-feature teacher that

@@ -35,6 +35,12 @@ type Executor struct {
 	devErr  error     // the first device error of a backward pass (GPU kernels)
 	dev     *devState // the device the ops run on (UseDevice), or nil
 	ctx     runCtx    // what the running pass tells its kernels
+
+	// Recompute makes Forward keep, until the micro-batch's Backward, only
+	// what it was fed, and Backward rerun the forward first (recompute.go):
+	// activation memory for one micro-batch instead of one per micro-batch
+	// in flight, for one more forward; the same computation bit for bit.
+	Recompute bool
 }
 
 // allOps is every op of g, in order: a whole-model executor's ops.
@@ -53,6 +59,8 @@ type microBatch struct {
 	grads  map[string]*Value[float32] // gradients of tensors, filled by Backward
 	weight bool                       // Weights is still owed
 	pos    Position                   // where its samples are in training
+	feeds  map[string]*Value[float32] // what Forward was fed
+	shed   bool                       // only the feeds are kept: Backward recomputes the rest
 }
 
 // NewExecutor prepares the ops (indices into g) of a stage, initialising
@@ -179,7 +187,11 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 		}
 	}
 	if e.dev == nil {
-		return e.forward(mb, feeds)
+		out, err := e.forward(mb, feeds)
+		if err == nil && e.Recompute && !pos.Eval {
+			err = e.shed(mb)
+		}
+		return out, err
 	}
 	if len(e.mbs) == 0 && e.dev.stale { // the host's parameters changed
 		if err := e.dev.dropParams(); err != nil {
@@ -190,6 +202,9 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 	out, err := e.forward(mb, feeds)
 	if err == nil { // what leaves the stage comes back to the host
 		err = e.dev.fetch(out, func(name string) bool { return e.dev.external[name] || pos.Eval && e.lossReads(name) }, true)
+	}
+	if err == nil && e.Recompute && !pos.Eval {
+		err = e.shed(mb)
 	}
 	if err != nil { // nothing of a failed micro-batch stays on the device
 		if _, ok := e.mbs[mb]; ok {
@@ -216,8 +231,20 @@ func (e *Executor) lossReads(name string) bool {
 }
 
 func (e *Executor) forward(mb int, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
-	m := &microBatch{vals: map[string]*Value[float32]{}, stash: map[int]any{}, grads: map[string]*Value[float32]{}, pos: e.ctx.pos}
-	for k, v := range feeds {
+	m := &microBatch{grads: map[string]*Value[float32]{}, pos: e.ctx.pos, feeds: feeds}
+	out, err := e.run(m)
+	if err != nil {
+		return nil, err
+	}
+	e.mbs[mb] = m
+	return out, nil
+}
+
+// run computes every op of the stage forward from m's feeds into m's values
+// and stash, and returns the op outputs.
+func (e *Executor) run(m *microBatch) (map[string]*Value[float32], error) {
+	m.vals, m.stash = make(map[string]*Value[float32], len(m.feeds)+len(e.ops)), make(map[int]any, len(e.ops))
+	for k, v := range m.feeds {
 		m.vals[k] = v
 	}
 	out := map[string]*Value[float32]{}
@@ -242,7 +269,6 @@ func (e *Executor) forward(mb int, feeds map[string]*Value[float32]) (map[string
 		m.vals[e.g.Op(i).Name], m.stash[i] = y, st
 		out[e.g.Op(i).Name] = y
 	}
-	e.mbs[mb] = m
 	return out, nil
 }
 
@@ -262,6 +288,11 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 	e.ctx.pos = m.pos
 	if e.dev != nil {
 		e.dev.use(mb)
+	}
+	if m.shed {
+		if err := e.recompute(m); err != nil {
+			return nil, err
+		}
 	}
 	for j := len(e.ops) - 1; j >= 0; j-- {
 		i := e.ops[j]

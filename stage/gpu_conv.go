@@ -165,6 +165,20 @@ func (s *gpuScope) upDoubles(v []float64) cuda.Buffer {
 	return s.up(unsafe.Slice((*float32)(unsafe.Pointer(&v[0])), 2*len(v)))
 }
 
+// bnRunning moves batch_norm's running statistics (on the host) by the
+// micro-batch's mean and (biased) variance on the device.
+func bnRunning(s *gpuScope, k *batchNorm[float32], p []*Value[float32], mean, vr cuda.Buffer, c, cnt int) {
+	mu, v := s.downDoubles(mean, c), s.downDoubles(vr, c)
+	if s.err != nil {
+		return
+	}
+	m := k.momentum // PyTorch: the running variance is the unbiased one
+	for ch := 0; ch < c; ch++ {
+		p[2].Data[ch] = float32((1-m)*float64(p[2].Data[ch]) + m*mu[ch])
+		p[3].Data[ch] = float32((1-m)*float64(p[3].Data[ch]) + m*v[ch]*float64(cnt)/float64(cnt-1))
+	}
+}
+
 // gpuBatchNorm is batch_norm in training mode: the channel statistics in
 // double (two-pass sums, folded in a fixed order), downloaded per
 // micro-batch to move the running statistics on the host exactly as the
@@ -192,13 +206,8 @@ func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 		s.launch("gp_bn_rstd", c, vr, rstd, k.eps, c)
 		xh, yb := s.scratch(size), s.scratch(size)
 		s.launch("gp_bn_apply", size, xb, mean, rstd, s.param(p[0]), s.param(p[1]), xh, yb, n, c, sz)
-		mu, v := s.downDoubles(mean, c), s.downDoubles(vr, c)
-		if s.err == nil {
-			m := k.momentum // PyTorch: the running variance is the unbiased one
-			for ch := 0; ch < c; ch++ {
-				p[2].Data[ch] = float32((1-m)*float64(p[2].Data[ch]) + m*mu[ch])
-				p[3].Data[ch] = float32((1-m)*float64(p[3].Data[ch]) + m*v[ch]*float64(cnt)/float64(cnt-1))
-			}
+		if k.ctx == nil || !k.ctx.recomputing { // a recomputation leaves them as the first forward moved them
+			bnRunning(s, k, p, mean, vr, c, cnt)
 		}
 		s.out(y, yb)
 		return y, &gpuBNStash{xhat: s.stash(xh, size), rstd: s.stash(rstd, 2*c)}, nil

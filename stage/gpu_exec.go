@@ -40,6 +40,7 @@ type devState struct {
 	mbs      map[int]*residency
 	external map[string]bool // op outputs read outside the stage, and the loss
 	stale    bool            // the host's parameters changed since their upload
+	bf16     bool            // matrix products round their operands to bf16 (SetPrecision)
 }
 
 // residency is one micro-batch's device copies.

@@ -271,17 +271,9 @@ func (s *gpuScope) launch(name string, n int, args ...any) {
 	}
 }
 
-func (s *gpuScope) gemm(g cuda.GemmArgs) {
-	if s.err == nil {
-		s.fail(s.d.Sgemm(g))
-	}
-}
+func (s *gpuScope) gemm(g cuda.GemmArgs) { s.product(g, 0, 0, 0, 0) }
 
-func (s *gpuScope) batched(g cuda.GemmArgs, sa, sb, sc, count int) {
-	if s.err == nil {
-		s.fail(s.d.SgemmBatched(g, sa, sb, sc, count))
-	}
-}
+func (s *gpuScope) batched(g cuda.GemmArgs, sa, sb, sc, count int) { s.product(g, sa, sb, sc, count) }
 
 func (s *gpuScope) done() error {
 	for _, b := range s.bufs {

@@ -300,6 +300,9 @@ func (k *batchNorm[T]) forward(x, p []*Value[T]) (*Value[T], any, error) {
 				y.Data[lo+j] = T(xh*wt + bs)
 			}
 		}
+		if k.ctx != nil && k.ctx.recomputing {
+			continue // the first forward moved them
+		}
 		m := k.momentum // PyTorch: the running variance is the unbiased one
 		p[2].Data[ch] = T((1-m)*float64(p[2].Data[ch]) + m*mu)
 		p[3].Data[ch] = T((1-m)*float64(p[3].Data[ch]) + m*v*float64(cnt)/float64(cnt-1))

@@ -16,29 +16,41 @@ import (
 // deviceFlags choose where workers compute: --backend, and --gpus (run:
 // one entry per local worker, in turn) or --gpu (worker, train).
 type deviceFlags struct {
-	backend string
-	gpus    string
-	gpu     int
+	backend   string
+	gpus      string
+	gpu       int
+	precision string // what matrix products compute in: fp32 or bf16 (CUDA backends)
 }
 
 const backendHelp = "where ops run: cpu, cuda (NVIDIA GPUs through the driver, cuBLAS and NVRTC), or cuda-emulator (the CUDA code path with its kernels compiled for the CPU by g++: for testing)"
 
+const precisionHelp = "fp32, or bf16 with a CUDA backend: matrix products on bf16 operands with float32 accumulation, everything else and the weights in float32 (PyTorch's autocast)"
+
 func (f *deviceFlags) registerRun(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.backend, "backend", "cpu", backendHelp)
+	cmd.Flags().StringVar(&f.precision, "precision", "fp32", precisionHelp)
 	cmd.Flags().StringVar(&f.gpus, "gpus", "", "with --backend cuda: GPU ordinals (after CUDA_VISIBLE_DEVICES) for the local workers in turn, e.g. 0,1,2,3; \"cpu\" entries keep a worker on the CPU (default: every GPU the driver sees)")
 }
 
 func (f *deviceFlags) registerWorker(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.backend, "backend", "cpu", backendHelp)
 	cmd.Flags().IntVar(&f.gpu, "gpu", 0, "with --backend cuda: the GPU ordinal (after CUDA_VISIBLE_DEVICES)")
+	cmd.Flags().StringVar(&f.precision, "precision", "fp32", precisionHelp)
 }
 
 func (f *deviceFlags) checkBackend() error {
 	switch f.backend {
 	case "cpu", "cuda", "cuda-emulator":
-		return nil
+	default:
+		return usagef("--backend: unknown backend %q (known: cpu, cuda, cuda-emulator)", f.backend)
 	}
-	return usagef("--backend: unknown backend %q (known: cpu, cuda, cuda-emulator)", f.backend)
+	switch {
+	case f.precision != "" && f.precision != "fp32" && f.precision != "bf16":
+		return usagef("--precision: unknown precision %q (known: fp32, bf16)", f.precision)
+	case f.precision == "bf16" && f.backend == "cpu":
+		return usagef("--precision bf16: the cpu backend computes in float32 only; bf16 needs --backend cuda (or cuda-emulator)")
+	}
+	return nil
 }
 
 // open opens the worker's device: nil for the CPU. A missing driver or
@@ -83,11 +95,12 @@ func (f *deviceFlags) workerArgs(workers string, emulate bool, plan *search.Plan
 	if emulate {
 		return nil, usagef("--backend %s: an emulated run computes nothing", f.backend)
 	}
+	prec := []string{"--precision", f.precision}
 	if f.backend == "cuda-emulator" {
 		if _, err := cuda.EmulatorLibrary(); err != nil {
 			return nil, err
 		}
-		return func(int) []string { return []string{"--backend", "cuda-emulator"} }, nil
+		return func(int) []string { return append([]string{"--backend", "cuda-emulator"}, prec...) }, nil
 	}
 	n, err := cuda.Available()
 	if err != nil {
@@ -96,6 +109,11 @@ func (f *deviceFlags) workerArgs(workers string, emulate bool, plan *search.Plan
 	entries, err := parseGPUs(f.gpus, n)
 	if err != nil {
 		return nil, err
+	}
+	for _, e := range entries {
+		if e < 0 && f.precision == "bf16" {
+			return nil, usagef("--precision bf16: --gpus keeps a worker on the cpu backend, which computes in float32 only")
+		}
 	}
 	need := 0 // one worker per device of the plan
 	for _, s := range plan.Stages {
@@ -109,7 +127,7 @@ func (f *deviceFlags) workerArgs(workers string, emulate bool, plan *search.Plan
 		if e < 0 {
 			return []string{"--backend", "cpu"}
 		}
-		return []string{"--backend", "cuda", "--gpu", strconv.Itoa(e)}
+		return append([]string{"--backend", "cuda", "--gpu", strconv.Itoa(e)}, prec...)
 	}, nil
 }
 
@@ -151,6 +169,10 @@ func (f *deviceFlags) useDevice(t *stage.Trainer) (func(), error) {
 	if err := t.Ex.UseDevice(dev); err != nil {
 		dev.Close()
 		return func() {}, err
+	}
+	if err := t.Ex.SetPrecision(f.precision); err != nil {
+		dev.Close()
+		return func() {}, usagef("--precision: %v", err)
 	}
 	return func() { dev.Close() }, nil
 }

@@ -26,11 +26,12 @@ type searchFlags struct {
 	stdin              io.Reader // what a "-" file reads
 	// optBytes is the optimizer state per parameter to plan for (run's
 	// --optimizer); 0: search's default, Adam's.
-	optBytes int64
+	optBytes  int64
+	recompute string
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
-var searchFlagNames = []string{"devices", "device", "devices-per-node", "memory-gb", "batch", "strategy", "schedule", "micro-batch", "op-times"}
+var searchFlagNames = []string{"devices", "device", "devices-per-node", "memory-gb", "batch", "strategy", "schedule", "micro-batch", "op-times", "recompute"}
 
 func (f *searchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.devices, "devices", 8, "number of devices")
@@ -41,6 +42,7 @@ func (f *searchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.strategy, "strategy", "gpp", "planner: gpp (graph pipeline), spp (best sequential pipeline) or spp-exact")
 	cmd.Flags().StringVar(&f.schedule, "schedule", "1f1b", "schedule: 1f1b (warmed up to hide transfers where memory allows), zb (1f1b with weight gradients deferred into idle time), 1f1b-depth (each stage holds its depth: 1 + its longest path to a sink) or gpipe")
 	cmd.Flags().Int64Var(&f.microBatch, "micro-batch", 0, "force this micro-batch size on every stage (default: the planner chooses)")
+	cmd.Flags().StringVar(&f.recompute, "recompute", "auto", "activation recomputation: auto (a stage reruns its forward during backward where that makes a faster plan fit), off or all (every stage)")
 	cmd.Flags().StringVar(&f.opTimes, "op-times", "", "price every op from times measured on this model (`FILE` from 'graphpipe profile --model'), not from the profile's FLOP rate")
 }
 
@@ -67,7 +69,7 @@ func (f *searchFlags) options() (search.Options, error) {
 	if f.memoryGB < 0 || f.memoryGB > 1e6 {
 		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
 	}
-	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices,
+	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices, Recompute: f.recompute,
 		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes}
 	if f.opTimes != "" {
 		data, _, err := readInput(f.opTimes, f.stdin)
@@ -159,6 +161,9 @@ func printSummary(w io.Writer, p *search.Plan) {
 	fmt.Fprintf(w, "stages      %d, depth %d, micro-batch %d (%d per iteration of %d samples), schedule %s\n", len(p.Stages), p.Predicted.Depth, p.MicroBatch, p.MicroBatches, p.BatchSize, p.Schedule)
 	fmt.Fprintf(w, "predicted   %.4g s per iteration, %.4g samples/s, bubble %.1f%%\n", p.Predicted.IterationS, p.Predicted.SamplesPerS, 100*p.Predicted.Bubble)
 	fmt.Fprintf(w, "memory      peak %.3g GB per device of %.3g GB\n", float64(p.Predicted.PeakMemory)/1e9, float64(p.MemoryLimit)/1e9)
+	if r := recomputing(p); r != "" {
+		fmt.Fprintf(w, "recompute   %s rerun their forward during backward, keeping only their inputs per micro-batch in flight\n", r)
+	}
 	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
 		fmt.Fprintf(w, "sequential  the best sequential plan found: %.4g samples/s (%s, depth %d, micro-batch %d); this plan %.3f×\n",
 			q.SamplesPerS, stagesWord(q.Stages), q.Depth, q.MicroBatch, p.Predicted.SamplesPerS/q.SamplesPerS)
@@ -248,4 +253,21 @@ func decodePlan(data []byte, path string, g *dag.Graph, modelPath string) (*sear
 		return nil, inputf("%s: %v", path, err)
 	}
 	return p, nil
+}
+
+// recomputing names the stages of p that recompute ("stages 0, 3"), or "".
+func recomputing(p *search.Plan) string {
+	var ids []string
+	for _, s := range p.Stages {
+		if s.Recompute {
+			ids = append(ids, fmt.Sprint(s.ID))
+		}
+	}
+	switch len(ids) {
+	case 0:
+		return ""
+	case 1:
+		return "stage " + ids[0]
+	}
+	return "stages " + strings.Join(ids, ", ")
 }

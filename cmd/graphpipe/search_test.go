@@ -118,3 +118,24 @@ func TestSearchFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchRecompute: --recompute all makes every stage recompute, which
+// search, explain and sim say; an unknown choice is refused with exit 2.
+func TestSearchRecompute(t *testing.T) {
+	model := smallModel(t, "case-study")
+	plan := filepath.Join(t.TempDir(), "p.json")
+	code, out, errs := gp(t, "", "search", model, "--devices", "3", "--device", "cpu", "--recompute", "all", "-o", plan)
+	if code != 0 || !strings.Contains(out, "recompute   stage") {
+		t.Fatalf("search: exit %d\n%s%s", code, out, errs)
+	}
+	for _, cmd := range []string{"explain", "sim"} {
+		code, text, errs := gp(t, "", cmd, plan)
+		if code != 0 || !strings.Contains(text, "RECOMPUTE") || !strings.Contains(text, "yes") {
+			t.Errorf("%s: exit %d\n%s%s", cmd, code, text, errs)
+		}
+	}
+	code, _, errs = gp(t, "", "search", model, "--devices", "3", "--device", "cpu", "--recompute", "maybe")
+	if code != 2 || !strings.Contains(errs, "--recompute") {
+		t.Errorf("--recompute maybe: exit %d, %s", code, errs)
+	}
+}

@@ -72,9 +72,9 @@ timeline under it), --grid prints the schedule as a step × stage grid.`,
 			}
 			fmt.Fprintf(w, "iteration %.4g s, %.4g samples/s, bubble %.1f%%\n", res.Iteration, float64(p.BatchSize)/res.Iteration, 100*res.Bubble)
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "STAGE\tDEVICES\tBUSY S\tIDLE S\tIN FLIGHT\tPEAK GB")
+			fmt.Fprintln(tw, "STAGE\tDEVICES\tBUSY S\tIDLE S\tIN FLIGHT\tPEAK GB\tRECOMPUTE")
 			for s := range p.Stages {
-				fmt.Fprintf(tw, "%d\t%d\t%.4g\t%.4g\t%d\t%.3g\n", s, len(p.Stages[s].Devices), res.Busy[s], res.Idle[s], res.InFlight[s], float64(res.PeakMemory[s])/1e9)
+				fmt.Fprintf(tw, "%d\t%d\t%.4g\t%.4g\t%d\t%.3g\t%s\n", s, len(p.Stages[s].Devices), res.Busy[s], res.Idle[s], res.InFlight[s], float64(res.PeakMemory[s])/1e9, yesNo(p.Stages[s].Recompute))
 			}
 			tw.Flush()
 			if grid {
@@ -121,7 +121,7 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 			}
 			printSummary(w, p)
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "\nSTAGE\tDEVICES\tMICRO-BATCH/DEVICE\tIN FLIGHT\tFWD S\tBWD S\tWGRAD S\tPEAK GB\tOPS")
+			fmt.Fprintln(tw, "\nSTAGE\tDEVICES\tMICRO-BATCH/DEVICE\tIN FLIGHT\tFWD S\tBWD S\tWGRAD S\tPEAK GB\tRECOMPUTE\tOPS")
 			for _, s := range p.Stages {
 				ops := s.Ops[0]
 				if len(s.Ops) > 1 {
@@ -131,7 +131,7 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 				if s.WeightS > 0 {
 					wgrad = fmt.Sprintf("%.3g", s.WeightS)
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3g\t%.3g\t%s\t%.3g\t%s\n", s.ID, search.DeviceList(s.Devices), s.MicroBatch, s.InFlight, s.ForwardS, s.BackwardS, wgrad, float64(s.PeakBytes)/1e9, ops)
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3g\t%.3g\t%s\t%.3g\t%s\t%s\n", s.ID, search.DeviceList(s.Devices), s.MicroBatch, s.InFlight, s.ForwardS, s.BackwardS, wgrad, float64(s.PeakBytes)/1e9, yesNo(s.Recompute), ops)
 			}
 			tw.Flush()
 			if len(p.Edges) > 0 {
@@ -147,4 +147,13 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 	cmd.Flags().BoolVar(&dot, "dot", false, "print the stage DAG in Graphviz's DOT language")
 	cmd.Flags().StringVar(&svg, "svg", "", "write the stage DAG as SVG to `FILE`")
 	return cmd
+}
+
+// yesNo is a recompute column's entry: "yes" (BWD S includes the rerun
+// forward) or "-".
+func yesNo(on bool) string {
+	if on {
+		return "yes"
+	}
+	return "-"
 }

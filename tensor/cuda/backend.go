@@ -22,6 +22,7 @@ type backend interface {
 	sgemm(ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error
 	sgemmBatched(ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error
 	gemm16(half int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error
+	gemm16Batched(half int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error
 	sync() error
 	close() error
 }
@@ -99,6 +100,11 @@ func (g *gpu) sgemmBatched(ta, tb int32, m, n, k int32, alpha float32, a uint64,
 func (g *gpu) gemm16(half int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error {
 	return checkBLAS("cublasGemmEx", cublasGemmEx(g.blas, ta, tb, m, n, k, unsafe.Pointer(&alpha), a, half, lda, b, half, ldb,
 		unsafe.Pointer(&beta), c, dataR32F, ldc, compute32F, gemmDefault))
+}
+
+func (g *gpu) gemm16Batched(half int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error {
+	return checkBLAS("cublasGemmStridedBatchedEx", cublasGemmStridedBatchedEx(g.blas, ta, tb, m, n, k, unsafe.Pointer(&alpha), a, half, lda, sa, b, half, ldb, sb,
+		unsafe.Pointer(&beta), c, dataR32F, ldc, sc, count, compute32F, gemmDefault))
 }
 
 func (g *gpu) sync() error { return check("cuStreamSynchronize", cuStreamSynchronize(g.stream)) }

@@ -11,6 +11,8 @@ var (
 	cublasSgemm               func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, b uint64, ldb int32, beta *float32, c uint64, ldc int32) int32
 	cublasSgemmStridedBatched func(h uintptr, ta, tb int32, m, n, k int32, alpha *float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta *float32, c uint64, ldc int32, sc int64, count int32) int32
 	cublasGemmEx              func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer, a uint64, at int32, lda int32, b uint64, bt int32, ldb int32, beta unsafe.Pointer, c uint64, ct int32, ldc int32, compute int32, algo int32) int32
+
+	cublasGemmStridedBatchedEx func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer, a uint64, at int32, lda int32, sa int64, b uint64, bt int32, ldb int32, sb int64, beta unsafe.Pointer, c uint64, ct int32, ldc int32, sc int64, count int32, compute int32, algo int32) int32
 )
 
 const (
@@ -34,6 +36,7 @@ func cublasBindings() []binding {
 		bind(&cublasSgemm, "cublasSgemm_v2"),
 		bind(&cublasSgemmStridedBatched, "cublasSgemmStridedBatched"),
 		bind(&cublasGemmEx, "cublasGemmEx"),
+		bind(&cublasGemmStridedBatchedEx, "cublasGemmStridedBatchedEx"),
 	}
 }
 

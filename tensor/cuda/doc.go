@@ -21,7 +21,12 @@
 //     call and CUDA's own name for the code.
 //  4. Matrices are row-major, as in package tensor. Sgemm is cuBLAS SGEMM;
 //     Gemm16 runs BF16 or FP16 operands with FP32 accumulation (cuBLAS
-//     GemmEx, compute type 32F), converting FP32 inputs on the device.
+//     GemmEx, compute type 32F), converting FP32 inputs on the device;
+//     Gemm16Batched the same over strided batches (GemmStridedBatchedEx);
+//     GemmRounded and GemmRoundedBatched take FP32 operands, round what
+//     the products read to BF16 or FP16 and run those: mixed precision's
+//     matrix product, checked on the emulator against FP32 math on rounded
+//     inputs.
 //  5. The other kernels are CUDA C in kernels.cu, compiled by NVRTC for the
 //     device's architecture at first use and cached: in memory per process
 //     and as a CUBIN under the user cache directory, keyed by the source,

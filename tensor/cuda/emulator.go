@@ -84,6 +84,13 @@ void gp_emu_gemm16(int half, int ta, int tb, int m, int n, int k, float alpha, c
                    const void* b, int ldb, float beta, float* c, int ldc) {
   gp_gemm(half == 0 ? 2 : half, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+
+void gp_emu_gemm16_batched(int half, int ta, int tb, int m, int n, int k, float alpha, const void* a, int lda, long sa,
+                           const void* b, int ldb, long sb, float beta, float* c, int ldc, long sc, int count) {
+  for (int q = 0; q < count; q++)
+    gp_gemm(half == 0 ? 2 : half, ta, tb, m, n, k, alpha, (const unsigned short*)a + q * sa, lda,
+            (const unsigned short*)b + q * sb, ldb, beta, c + q * sc, ldc);
+}
 }  // extern "C"
 `
 
@@ -174,6 +181,7 @@ type emu struct {
 	sgemm_  func(ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32)
 	batch_  func(ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32)
 	gemm16_ func(half, ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32)
+	batch16 func(half, ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32)
 }
 
 // OpenEmulator opens a Device on the emulator library BuildEmulator made.
@@ -187,7 +195,7 @@ func OpenEmulator(lib string) (*Device, error) {
 	if err := l.bind(h, []binding{
 		bind(&e.alloc_, "gp_emu_alloc"), bind(&e.free_, "gp_emu_free"), bind(&e.copyIn, "gp_emu_copy"), bind(&e.copyOut, "gp_emu_copy"), bind(&e.copyDD, "gp_emu_copy"),
 		bind(&e.zero_, "gp_emu_zero"), bind(&e.launch_, "gp_emu_launch"), bind(&e.sgemm_, "gp_emu_sgemm"),
-		bind(&e.batch_, "gp_emu_sgemm_batched"), bind(&e.gemm16_, "gp_emu_gemm16"),
+		bind(&e.batch_, "gp_emu_sgemm_batched"), bind(&e.gemm16_, "gp_emu_gemm16"), bind(&e.batch16, "gp_emu_gemm16_batched"),
 	}); err != nil {
 		return nil, err
 	}
@@ -251,6 +259,11 @@ func (e *emu) sgemmBatched(ta, tb int32, m, n, k int32, alpha float32, a uint64,
 
 func (e *emu) gemm16(half int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error {
 	e.gemm16_(half, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	return nil
+}
+
+func (e *emu) gemm16Batched(half int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error {
+	e.batch16(half, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count)
 	return nil
 }
 

@@ -128,3 +128,91 @@ func (d *Device) SgemmBatched(g GemmArgs, strideA, strideB, strideC, count int) 
 	return d.b.sgemmBatched(op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 		g.Alpha, g.B.Ptr, int32(g.LDB), int64(strideB), g.A.Ptr, int32(g.LDA), int64(strideA), g.Beta, g.C.Ptr, int32(g.LDC), int64(strideC), int32(count))
 }
+
+// Gemm16Batched is Gemm16 over count products whose operands sit at fixed
+// strides from A, B (in 16-bit elements) and C (in FP32 elements).
+func (d *Device) Gemm16Batched(g GemmArgs, h Half, strideA, strideB, strideC, count int) error {
+	if err := g.defaults(); err != nil {
+		return err
+	}
+	if count < 1 || strideA < 0 || strideB < 0 || strideC < 0 {
+		return fmt.Errorf("cuda: batched gemm: %d batches at strides %d, %d, %d", count, strideA, strideB, strideC)
+	}
+	last := g // the last batch's operands must fit too (Offset's pointers count FP32s: only its N is used here)
+	last.A, last.B, last.C = g.A.Offset((count-1)*strideA), g.B.Offset((count-1)*strideB), g.C.Offset((count-1)*strideC)
+	if err := last.defaults(); err != nil {
+		return fmt.Errorf("%w (batch %d of %d)", err, count, count)
+	}
+	return d.b.gemm16Batched(halfType(h), op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+		g.Alpha, g.B.Ptr, int32(g.LDB), int64(strideB), g.A.Ptr, int32(g.LDA), int64(strideA), g.Beta, g.C.Ptr, int32(g.LDC), int64(strideC), int32(count))
+}
+
+func halfType(h Half) int32 {
+	if h == FP16 {
+		return dataR16F
+	}
+	return dataR16BF
+}
+
+// GemmRounded runs g on FP32 operands the way mixed precision (PyTorch's
+// autocast) runs a matrix product: A and B rounded to h on the device (to
+// nearest even), multiplied with FP32 accumulation into the FP32 C. The
+// 16-bit copies cover exactly what the product reads and are freed before
+// it returns.
+func (d *Device) GemmRounded(g GemmArgs, h Half) error {
+	return d.GemmRoundedBatched(g, h, 0, 0, 0, 1)
+}
+
+// GemmRoundedBatched is GemmRounded over count products at fixed strides
+// (elements) from A, B and C, as SgemmBatched.
+func (d *Device) GemmRoundedBatched(g GemmArgs, h Half, strideA, strideB, strideC, count int) error {
+	if err := g.defaults(); err != nil {
+		return err
+	}
+	if count < 1 || strideA < 0 || strideB < 0 || strideC < 0 {
+		return fmt.Errorf("cuda: batched gemm: %d batches at strides %d, %d, %d", count, strideA, strideB, strideC)
+	}
+	na := (count-1)*strideA + extent(pick(g.TransA, g.K, g.M), pick(g.TransA, g.M, g.K), g.LDA)
+	nb := (count-1)*strideB + extent(pick(g.TransB, g.N, g.K), pick(g.TransB, g.K, g.N), g.LDB)
+	if na > g.A.N || nb > g.B.N {
+		return fmt.Errorf("cuda: gemm: A holds %d elements and B %d, the products read %d and %d", g.A.N, g.B.N, na, nb)
+	}
+	ah, err := d.half(g.A, na, h)
+	if err != nil {
+		return err
+	}
+	defer d.Free(ah)
+	bh, err := d.half(g.B, nb, h)
+	if err != nil {
+		return err
+	}
+	defer d.Free(bh)
+	g.A, g.B = ah, bh
+	if count == 1 {
+		return d.Gemm16(g, h)
+	}
+	return d.Gemm16Batched(g, h, strideA, strideB, strideC, count)
+}
+
+// extent is how many elements a rows × cols matrix at row stride ld spans.
+func extent(rows, cols, ld int) int {
+	if rows == 0 || cols == 0 {
+		return 0
+	}
+	return (rows-1)*ld + cols
+}
+
+// half is a 16-bit copy of x's first n elements.
+func (d *Device) half(x Buffer, n int, h Half) (Buffer, error) {
+	b, err := d.HalfBuffer(n)
+	if err != nil {
+		return b, err
+	}
+	if n > 0 {
+		if err := d.Convert(b, Buffer{Ptr: x.Ptr, N: n}, h); err != nil {
+			d.Free(b)
+			return b, err
+		}
+	}
+	return b, nil
+}

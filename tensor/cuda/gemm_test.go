@@ -71,6 +71,7 @@ func checkGemms(t *testing.T, d *Device) {
 						t.Errorf("sgemm: largest relative difference %.3g", e)
 					}
 					checkGemm16(t, d, g, a, b, c)
+					checkRounded(t, d, g, a, b, c)
 				})
 			}
 		}
@@ -89,6 +90,32 @@ func checkGemms(t *testing.T, d *Device) {
 		}
 		if e := maxRel(download(t, d, g.C, len(want)), want, 1); e > 1e-5 {
 			t.Errorf("batched: largest relative difference %.3g", e)
+		}
+	})
+	t.Run("batched rounded", func(t *testing.T) {
+		bindHere(t, d)
+		// strides past each operand, transposed A, alpha and beta
+		const m, n, k, count, sa, sb, sc = 5, 6, 7, 3, 5*7 + 3, 7*6 + 1, 5*6 + 2
+		a, b, c := randSlice(r, count*sa), randSlice(r, count*sb), randSlice(r, count*sc)
+		ar, br := roundHalf(a, BF16), roundHalf(b, BF16)
+		want := append([]float32(nil), c...)
+		for q := 0; q < count; q++ {
+			tensor.SgemmNaive(true, false, m, n, k, 0.5, ar[q*sa:], m, br[q*sb:], n, 0.25, want[q*sc:], n)
+		}
+		g := GemmArgs{TransA: true, M: m, N: n, K: k, Alpha: 0.5, Beta: 0.25, A: put(t, d, a), B: put(t, d, b), C: put(t, d, c)}
+		if err := d.GemmRoundedBatched(g, BF16, sa, sb, sc, count); err != nil {
+			t.Fatal(err)
+		}
+		got := download(t, d, g.C, len(c))
+		if e := maxRel(got, want, 1); e > 1e-5 {
+			t.Errorf("batched bf16: largest relative difference %.3g from FP32 math on BF16-rounded inputs", e)
+		}
+		exact := append([]float32(nil), c...)
+		for q := 0; q < count; q++ {
+			tensor.SgemmNaive(true, false, m, n, k, 0.5, a[q*sa:], m, b[q*sb:], n, 0.25, exact[q*sc:], n)
+		}
+		if e := maxRel(got, exact, 1); e < 1e-4 {
+			t.Errorf("batched bf16 is within %.3g of FP32 math on unrounded inputs: were the inputs rounded?", e)
 		}
 	})
 	t.Run("too small", func(t *testing.T) {
@@ -127,6 +154,28 @@ func checkGemm16(t *testing.T, d *Device, g GemmArgs, a, b, c []float32) {
 		if e := maxRel(download(t, d, out, len(c)), want, 1); e > 1e-4 {
 			t.Errorf("%s gemm: largest relative difference %.3g from FP32 math on rounded inputs", h, e)
 		}
+	}
+}
+
+// checkRounded runs g's product through GemmRounded (BF16): FP32 math on
+// BF16-rounded inputs, and not FP32 math on the inputs themselves.
+func checkRounded(t *testing.T, d *Device, g GemmArgs, a, b, c []float32) {
+	ar, br := roundHalf(a, BF16), roundHalf(b, BF16)
+	want := append([]float32(nil), c...)
+	tensor.SgemmNaive(g.TransA, g.TransB, g.M, g.N, g.K, 0.5, ar, g.LDA, br, g.LDB, 0.25, want, g.LDC)
+	exact := append([]float32(nil), c...)
+	tensor.SgemmNaive(g.TransA, g.TransB, g.M, g.N, g.K, 0.5, a, g.LDA, b, g.LDB, 0.25, exact, g.LDC)
+	r := g
+	r.C = put(t, d, c)
+	if err := d.GemmRounded(r, BF16); err != nil {
+		t.Fatal(err)
+	}
+	got := download(t, d, r.C, len(c))
+	if e := maxRel(got, want, 1); e > 1e-5 {
+		t.Errorf("bf16 gemm: largest relative difference %.3g from FP32 math on BF16-rounded inputs", e)
+	}
+	if e := maxRel(got, exact, 1); g.K > 1 && e < 1e-4 {
+		t.Errorf("bf16 gemm is within %.3g of FP32 math on unrounded inputs: were the inputs rounded?", e)
 	}
 }
 

@@ -57,7 +57,7 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, scheds, sweep)
-	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.Controls, bench.OtherDevices, bench.Branches} {
+	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.Controls, bench.OtherDevices, bench.Branches, bench.RecomputeSection} {
 		s, err := f(c)
 		if err != nil {
 			return nil, err

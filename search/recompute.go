@@ -1,0 +1,108 @@
+package search
+
+import (
+	"math"
+
+	"github.com/graphpipe/graphpipe/dag"
+)
+
+// Activation recomputation (see doc.go): a stage may keep only the tensors
+// it reads from outside for each micro-batch in flight and rerun its
+// forward at the start of each backward. The DP then has two variants of
+// every candidate stage, and a stage fits if either does (fits); a
+// solution's stage recomputes only where keeping does not fit (keeps).
+
+// allowRecompute lets the DP choose, per stage, to recompute.
+func (d *dp) allowRecompute() {
+	d.rcosts = make([][]stageCost, len(d.costs))
+	for id, cs := range d.costs {
+		d.rcosts[id] = make([]stageCost, len(cs))
+		for k := 1; k < len(cs); k++ {
+			d.rcosts[id][k] = recomputed(cs[k], d.sp.blocks[id])
+		}
+	}
+	d.rfit = d.fitEntries(d.rcosts)
+	d.ts = nil // the recomputing stages' times are candidates too
+}
+
+// keeps says whether block id on k devices, depth stages from the end, fits
+// at T keeping its activations.
+func (d *dp) keeps(id, k, depth int) bool {
+	e := &d.fit[id*(d.kmax+1)+k]
+	return e.t <= d.T && d.inflight(depth) <= e.maxIn
+}
+
+// cost is the price of a solution's stage: recomputing where the DP may
+// choose that and keeping does not fit.
+func (d *dp) cost(a assignment) stageCost {
+	if d.rcosts != nil && !d.keeps(a.block, a.k, a.depth) {
+		return d.rcosts[a.block][a.k]
+	}
+	return d.costs[a.block][a.k]
+}
+
+// recomputeMayHelp says whether letting stages recompute could find a plan
+// below T (+Inf: where keeping finds none on every device): only if some
+// stage meets T recomputing and then holds more micro-batches in flight
+// than it can keeping, counted up to the most the DP ever asks of it. When
+// none does, the DP's answers below T are the same either way, and the
+// search skips the second solve (the plans where memory does not bind stay
+// as they were).
+func (d *dp) recomputeMayHelp(T float64) bool {
+	most := d.mbs
+	if !d.gpipe {
+		most = min(d.mbs, d.D)
+	}
+	for id, cs := range d.costs {
+		for k := 1; k <= d.kmax; k++ {
+			r := recomputed(cs[k], d.sp.blocks[id])
+			if math.Max(r.period, r.link) >= T {
+				continue
+			}
+			keep := d.fit[id*(d.kmax+1)+k].maxIn
+			rec := maxInFlight(satAdd(r.static, r.work), r.stashPerMB, d.sp.cm.limit)
+			if min(rec, most) > min(keep, most) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// recomputeAt solves micro-batch b again with recomputation allowed, where
+// it may help (recomputeMayHelp), and puts that plan first in out when it
+// reaches more devices or a shorter bottleneck than keeping did (d's
+// solution on k devices at candidate i, if ok) and simulates faster.
+func recomputeAt(g *dag.Graph, o *Options, cm *costModel, chain bool, d *dp, k, i int, ok bool, out *sized) error {
+	T := math.Inf(1)
+	if ok && k == d.D {
+		T = d.ts[i]
+	}
+	if !d.recomputeMayHelp(T) {
+		return nil
+	}
+	r := &dp{sp: d.sp, D: d.D, g: d.g, b: d.b, mbs: d.mbs, gpipe: d.gpipe, kmax: d.kmax,
+		costs: d.costs, fit: d.fit, tailFloor: d.tailFloor, headFloor: d.headFloor}
+	r.allowRecompute()
+	k2, i2, ok2 := r.minTOnMost(r.D)
+	if !ok2 || ok && k2 == k && r.ts[i2] >= d.ts[i] {
+		return nil
+	}
+	p, err := r.assemble(g, o, cm, chain, k2)
+	if err != nil || !p.Predicted.Feasible || len(out.plans) > 0 && !better(p, out.plans[0]) {
+		return err
+	}
+	out.plans = append([]*Plan{p}, out.plans...)
+	out.k, out.i, out.at, out.rec = k2, i2, r.depth(k2), true
+	return nil
+}
+
+// Recomputes says whether some stage of the plan recomputes its forward.
+func (p *Plan) Recomputes() bool {
+	for _, s := range p.Stages {
+		if s.Recompute {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,164 @@
+package stage
+
+import (
+	"math"
+	"testing"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/tensor"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
+
+// bf16Round rounds x to bfloat16 (nearest even) and back.
+func bf16Round(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		u := math.Float32bits(v)
+		u += 0x7fff + (u>>16)&1
+		out[i] = math.Float32frombits(u &^ 0xffff)
+	}
+	return out
+}
+
+// gemmSpan is how many elements a stored rows × cols matrix at stride ld
+// reads, over count batches stride apart.
+func gemmSpan(rows, cols, ld, count, stride int) int {
+	if rows == 0 || cols == 0 {
+		return 0
+	}
+	return (max(count, 1)-1)*stride + (rows-1)*ld + cols
+}
+
+func pickT(trans bool, rows, cols int) int {
+	if trans {
+		return rows
+	}
+	return cols
+}
+
+// gemmChecker checks every matrix product a kernel runs on the device
+// against float32 math on its operands rounded to bf16 (testHookGemm).
+type gemmChecker struct {
+	t              *testing.T
+	plain, batched int
+	worst          float64
+}
+
+func (c *gemmChecker) hook(d *cuda.Device, g cuda.GemmArgs, sa, sb, sc, count int, bf16 bool) func() {
+	t := c.t
+	if !bf16 {
+		t.Fatal("a matrix product ran in float32 on a bf16 executor")
+	}
+	lda, ldb, ldc := g.LDA, g.LDB, g.LDC
+	if lda == 0 {
+		lda = pickT(g.TransA, g.M, g.K)
+	}
+	if ldb == 0 {
+		ldb = pickT(g.TransB, g.K, g.N)
+	}
+	if ldc == 0 {
+		ldc = g.N
+	}
+	read := func(b cuda.Buffer, n int) []float32 {
+		out := make([]float32, n)
+		if err := d.Download(out, b); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	a := read(g.A, gemmSpan(pickT(g.TransA, g.K, g.M), pickT(g.TransA, g.M, g.K), lda, count, sa))
+	b := read(g.B, gemmSpan(pickT(g.TransB, g.N, g.K), pickT(g.TransB, g.K, g.N), ldb, count, sb))
+	nc := gemmSpan(g.M, g.N, ldc, count, sc)
+	want := read(g.C, nc)
+	ar, br := bf16Round(a), bf16Round(b)
+	for q := 0; q < max(count, 1); q++ {
+		for i := 0; g.Beta == 0 && i < g.M; i++ { // C's old contents are not read
+			clear(want[q*sc+i*ldc : q*sc+i*ldc+g.N])
+		}
+		tensor.SgemmNaive(g.TransA, g.TransB, g.M, g.N, g.K, g.Alpha, ar[q*sa:], lda, br[q*sb:], ldb, g.Beta, want[q*sc:], ldc)
+	}
+	return func() {
+		got := read(g.C, nc)
+		for i := range want {
+			e := math.Abs(float64(got[i])-float64(want[i])) / (1 + math.Abs(float64(want[i])))
+			if !(e <= 1e-5) {
+				t.Fatalf("%dx%dx%d product (ta %v, tb %v, %d batches): element %d is %v, float32 math on bf16 inputs %v", g.M, g.N, g.K, g.TransA, g.TransB, count, i, got[i], want[i])
+			}
+			c.worst = max(c.worst, e)
+		}
+		if count == 0 {
+			c.plain++
+		} else {
+			c.batched++
+		}
+	}
+}
+
+// TestBF16GemmsOnEmulator: a bf16 executor on the kernels' emulator runs
+// every matrix product of a training step (linear, matmul, attention's
+// batched per-head products, convolutions; forward, input and weight
+// gradients) as float32 math on bf16-rounded operands, each product checked
+// as it runs; the loss tracks float32's within 1%, not equal to it.
+func TestBF16GemmsOnEmulator(t *testing.T) {
+	d := emulatedDevice(t)
+	v2, err := dag.Load([]byte(v2Net))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*dag.Graph{v2, small(t, "mmt")} {
+		t.Run(g.Name(), func(t *testing.T) {
+			loss := map[string]float64{}
+			for _, p := range Precisions {
+				tr, err := NewTrainer(g, TrainOptions{Optimizer: "sgd", LR: 0.01, MicroBatch: int(g.BatchSize()) / 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := tr.Ex.UseDevice(d); err != nil {
+					t.Fatal(err)
+				}
+				if err := tr.Ex.SetPrecision(p); err != nil {
+					t.Fatal(err)
+				}
+				c := &gemmChecker{t: t}
+				if p == "bf16" {
+					testHookGemm = c.hook
+				}
+				l, _, err := tr.Step(0)
+				testHookGemm = nil
+				tr.Ex.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				loss[p] = l
+				if p == "bf16" {
+					t.Logf("%d products and %d batched ones checked, largest difference %.3g", c.plain, c.batched, c.worst)
+					if c.plain == 0 || g.Name() == "mmt" && c.batched == 0 {
+						t.Fatalf("%d products, %d batched: the step's products were not all seen", c.plain, c.batched)
+					}
+				}
+			}
+			rel := math.Abs(loss["bf16"]-loss["fp32"]) / math.Abs(loss["fp32"])
+			t.Logf("loss %.7g in bf16, %.7g in fp32 (%.3g relative)", loss["bf16"], loss["fp32"], rel)
+			if rel > 0.01 || loss["bf16"] == loss["fp32"] {
+				t.Fatalf("bf16 loss %v against fp32 %v", loss["bf16"], loss["fp32"])
+			}
+		})
+	}
+}
+
+// TestPrecisionRefusals: bf16 needs a device; unknown precisions are refused.
+func TestPrecisionRefusals(t *testing.T) {
+	ex, err := NewExecutor(small(t, "mlp"), []int{0}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ex.SetPrecision("bf16"); err == nil {
+		t.Error("bf16 accepted on the CPU backend")
+	}
+	if err := ex.SetPrecision("fp8"); err == nil {
+		t.Error("fp8 accepted")
+	}
+	if err := ex.SetPrecision("fp32"); err != nil {
+		t.Error(err)
+	}
+}

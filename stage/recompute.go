@@ -1,0 +1,73 @@
+package stage
+
+import "github.com/graphpipe/graphpipe/tensor/cuda"
+
+// Activation recomputation (Executor.Recompute): after a micro-batch's
+// Forward the executor keeps only what it was fed (on a device, the
+// uploads of the fed values and the staged outputs the stage sends on);
+// its Backward reruns the forward from those feeds before going back.
+// Every kernel is a function of its inputs and parameters, which no
+// optimizer step changes inside an iteration; dropout draws its masks from
+// (seed, step, op, sample) (Position, restored from the micro-batch); and
+// batch_norm normalises by the statistics of the same input again but does
+// not move its running statistics a second time (runCtx.recomputing). So
+// the recomputed values, and everything computed from them, are the
+// first forward's bit for bit.
+
+// shed forgets micro-batch mb's op outputs and stash, keeping its feeds.
+func (e *Executor) shed(mb int) error {
+	m := e.mbs[mb]
+	m.vals, m.stash, m.shed = nil, nil, true
+	if e.dev == nil {
+		return nil
+	}
+	keep := make(map[*Value[float32]]bool, len(m.feeds))
+	for _, v := range m.feeds {
+		keep[v] = true
+	}
+	return e.dev.shed(mb, keep)
+}
+
+// recompute reruns micro-batch m's forward from its feeds, leaving buffers
+// alone, before its backward.
+func (e *Executor) recompute(m *microBatch) error {
+	e.ctx.recomputing = true
+	defer func() { e.ctx.recomputing = false }()
+	if _, err := e.run(m); err != nil {
+		return err
+	}
+	m.shed = false
+	return nil
+}
+
+// shed frees micro-batch mb's device memory but the copies of the values in
+// keep and the staged outputs (which the stage is still sending on).
+func (dev *devState) shed(mb int, keep map[*Value[float32]]bool) error {
+	r := dev.mbs[mb]
+	if r == nil {
+		return nil
+	}
+	kept := map[uint64]bool{}
+	for v, b := range r.vals {
+		if keep[v] {
+			kept[b.Ptr] = true
+		} else {
+			delete(r.vals, v)
+		}
+	}
+	var free []cuda.Buffer
+	owned := r.owned[:0]
+	for _, b := range r.owned {
+		if kept[b.Ptr] {
+			owned = append(owned, b)
+		} else {
+			free = append(free, b)
+		}
+	}
+	r.owned = owned
+	return onDevice(dev.d, nil, func(s *gpuScope) {
+		for _, b := range free {
+			s.fail(dev.d.Free(b))
+		}
+	})
+}
