@@ -57,19 +57,11 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 	for n := 0; n < steps; n++ {
 		start := time.Now()
 		losses := make([]float64, len(workers))
-		errs := make([]error, len(workers))
-		var wg sync.WaitGroup
-		for s, w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if losses[s], errs[s] = w.Run(ctx, int64(n)); errs[s] != nil {
-					cancel() // one stage failing stops the others
-				}
-			}()
-		}
-		wg.Wait()
-		if err := firstCause(errs); err != nil {
+		err := eachWorker(workers, cancel, func(s int, w *Worker) (err error) {
+			losses[s], err = w.Run(ctx, int64(n))
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
 		total := 0.0
@@ -103,22 +95,32 @@ func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport,
 	return res, nil
 }
 
-// evalLocal runs the evaluation after iteration n on every worker at once.
-func evalLocal(ctx context.Context, cancel func(), workers []*Worker, n, samples int) (stage.EvalResult, error) {
-	parts := make([]stage.EvalSums, len(workers))
+// eachWorker runs f on every worker at once; the first to fail cancels
+// the others, and its error is returned.
+func eachWorker(workers []*Worker, cancel func(), f func(s int, w *Worker) error) error {
 	errs := make([]error, len(workers))
 	var wg sync.WaitGroup
 	for s, w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if parts[s], errs[s] = w.Eval(ctx, int64(n), samples); errs[s] != nil {
-				cancel()
+			if errs[s] = f(s, w); errs[s] != nil {
+				cancel() // one stage failing stops the others
 			}
 		}()
 	}
 	wg.Wait()
-	if err := firstCause(errs); err != nil {
+	return firstCause(errs)
+}
+
+// evalLocal runs the evaluation after iteration n on every worker at once.
+func evalLocal(ctx context.Context, cancel func(), workers []*Worker, n, samples int) (stage.EvalResult, error) {
+	parts := make([]stage.EvalSums, len(workers))
+	err := eachWorker(workers, cancel, func(s int, w *Worker) (err error) {
+		parts[s], err = w.Eval(ctx, int64(n), samples)
+		return err
+	})
+	if err != nil {
 		return stage.EvalResult{}, err
 	}
 	var sums stage.EvalSums
