@@ -127,12 +127,17 @@ func gpuLinear(bias, inOut bool) (fwdFn, bwdFn) {
 	return fwd, bwd
 }
 
-func gpuAct(kind int32) (fwdFn, bwdFn) {
+func gpuAct(kind int32) (fwdFn, bwdFn) { return gpuPointwise("gp_act", kind) }
+
+// gpuPointwise is an op of one input computed element by element: kernel
+// name(kind, x, y, extra..., n) forward, name_bwd(kind, x, y, gy, gx,
+// extra..., n) adding into gx.
+func gpuPointwise(name string, kind int32, extra ...any) (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
 		n := tensor.Size(y.Shape)
 		yb := s.zeros(n)
-		s.launch("gp_act", n, kind, s.in(x[0]), yb, n)
+		s.launch(name, n, append(append([]any{kind, s.in(x[0]), yb}, extra...), n)...)
 		s.out(y, yb)
 		return y, nil, nil
 	}
@@ -142,7 +147,7 @@ func gpuAct(kind int32) (fwdFn, bwdFn) {
 		}
 		n := tensor.Size(gy.Shape)
 		b := s.acc(gx[0])
-		s.launch("gp_act_bwd", n, kind, s.in(x[0]), s.in(y), s.in(gy), b, n)
+		s.launch(name+"_bwd", n, append(append([]any{kind, s.in(x[0]), s.in(y), s.in(gy), b}, extra...), n)...)
 		s.back(gx[0], b)
 	}
 	return fwd, bwd

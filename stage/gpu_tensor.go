@@ -285,25 +285,7 @@ func scalarKind(kind dag.Kind, reverse bool) int32 {
 }
 
 func gpuScalar(k *scalarOp[float32]) (fwdFn, bwdFn) {
-	kind, sv := scalarKind(k.kind, k.reverse), float32(k.s)
-	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
-		y := s.newValue(x[0].Shape...)
-		n := tensor.Size(y.Shape)
-		yb := s.scratch(n)
-		s.launch("gp_scalar", n, kind, s.in(x[0]), yb, sv, n)
-		s.out(y, yb)
-		return y, nil, nil
-	}
-	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], y *Value[float32], _ any, gx, _ []*Value[float32]) {
-		if gx[0] == nil {
-			return
-		}
-		n := tensor.Size(gy.Shape)
-		b := s.acc(gx[0])
-		s.launch("gp_scalar_bwd", n, kind, s.in(x[0]), s.in(y), s.in(gy), b, sv, n)
-		s.back(gx[0], b)
-	}
-	return fwd, bwd
+	return gpuPointwise("gp_scalar", scalarKind(k.kind, k.reverse), float32(k.s))
 }
 
 // gpuBroadcast is add, sub, mul or div of inputs whose shapes broadcast:
@@ -370,25 +352,7 @@ func gpuBroadcast(k *broadcast[float32]) (fwdFn, bwdFn) {
 var unaryKind = map[dag.Kind]int32{dag.Exp: 0, dag.Log: 1, dag.Sqrt: 2, dag.Neg: 3, dag.Erf: 4, dag.Pow: 5}
 
 func gpuUnary(k *unary[float32]) (fwdFn, bwdFn) {
-	kind := unaryKind[k.kind]
-	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
-		y := s.newValue(x[0].Shape...)
-		n := tensor.Size(y.Shape)
-		yb := s.scratch(n)
-		s.launch("gp_unary", n, kind, s.in(x[0]), yb, k.exponent, n)
-		s.out(y, yb)
-		return y, nil, nil
-	}
-	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], y *Value[float32], _ any, gx, _ []*Value[float32]) {
-		if gx[0] == nil {
-			return
-		}
-		n := tensor.Size(gy.Shape)
-		b := s.acc(gx[0])
-		s.launch("gp_unary_bwd", n, kind, s.in(x[0]), s.in(y), s.in(gy), b, k.exponent, n)
-		s.back(gx[0], b)
-	}
-	return fwd, bwd
+	return gpuPointwise("gp_unary", unaryKind[k.kind], k.exponent)
 }
 
 // gpuReduce sums x [n, in...] over the axes (per-sample indices), scaled

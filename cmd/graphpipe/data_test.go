@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,16 +17,10 @@ import (
 func synthData(t *testing.T, model string, n, skip int) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "d.safetensors")
-	if code, _, errs := gp(t, "", "data", "synth", model, "-o", p, "--samples", itoa(n), "--skip", itoa(skip)); code != 0 {
+	if code, _, errs := gp(t, "", "data", "synth", model, "-o", p, "--samples", strconv.Itoa(n), "--skip", strconv.Itoa(skip)); code != 0 {
 		t.Fatal(errs)
 	}
 	return p
-}
-
-func itoa(n int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + jsonNum(n)) }
-func jsonNum(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // dataSummary is what the tests read of train and run --json.
