@@ -46,4 +46,12 @@
 //     (StoppedError); a run resumed from it continues bit for bit.
 //  9. LockDir gives a checkpoint directory one owner: an exclusive flock the
 //     OS drops with its process, the holder named in the lock file.
+//  10. A run is one Job: what every worker is sent (model, plan, steps,
+//     Options) apart from what stays with the coordinator (Local: restarts,
+//     output files), checked whole by Job.Validate (a *JobError names the
+//     field). A Supervisor runs its generations through a Launcher (local
+//     processes, external workers, pooled agents), each generation with its
+//     own plan and slots, restarting from the last checkpoint after a
+//     failure, and writes the outputs (trace, timeline, profile, dump) once
+//     the run is over.
 package runtime

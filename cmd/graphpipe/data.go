@@ -148,6 +148,15 @@ func toEvalJSON(r stage.EvalResult) evalJSON {
 }
 
 // optionsSpec is the data as workers are told of it: nil for synthetic
+// source is the run's training data for a dump: nil for the model's
+// synthetic data.
+func (d *runData) source() stage.Source {
+	if d.src == nil {
+		return nil
+	}
+	return d.src
+}
+
 // data without evaluation.
 func (d *runData) optionsSpec() *runtime.DataSpec {
 	if d.spec.Path == "" && d.spec.EvalPath == "" {

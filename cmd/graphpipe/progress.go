@@ -183,3 +183,14 @@ func openMetrics(path string, resume bool) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// isTerminal says whether w is a character device (a terminal): progress is
+// then one line redrawn in place, plain log lines otherwise.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

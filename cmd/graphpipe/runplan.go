@@ -1,10 +1,16 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
@@ -93,4 +99,64 @@ func describePlan(w io.Writer, p *search.Plan, from, why string) {
 	}
 	fmt.Fprintf(w, "stages      %s, micro-batch %d (%d per iteration of %d samples), schedule %s\n", stages, p.MicroBatch, p.MicroBatches, p.BatchSize, p.Schedule)
 	fmt.Fprintf(w, "predicted   %.4g s per iteration, %.4g samples/s\n", p.Predicted.IterationS, p.Predicted.SamplesPerS)
+}
+
+// modelAndPlan loads a model and plans it, or loads a plan and its model.
+func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, seed *int64, stdin io.Reader) (*dag.Graph, *search.Plan, error) {
+	data, name, err := readInput(path, stdin)
+	if err != nil {
+		return nil, nil, err
+	}
+	var probe struct {
+		Format string `json:"format"`
+	}
+	json.Unmarshal(data, &probe)
+	if probe.Format == search.PlanFormat {
+		if modelPath == "" {
+			return nil, nil, usagef("running a plan needs --model, the model file it was made for")
+		}
+		if seed != nil {
+			return nil, nil, usagef("--seed: a plan is made for one model, seed included; search again with the new seed")
+		}
+		for _, f := range searchFlagNames {
+			if cmd.Flags().Changed(f) {
+				return nil, nil, usagef("--%s: the plan %s fixes it; search again to change it", f, name)
+			}
+		}
+		g, err := loadModel(modelPath, stdin)
+		if err != nil {
+			return nil, nil, err
+		}
+		plan, err := decodePlan(data, name, g, modelPath)
+		if err != nil {
+			return nil, nil, err
+		}
+		return g, plan, nil
+	}
+	g, err := parseModel(data, name) // stdin, if path is "-", is read already
+	if err != nil {
+		return nil, nil, err
+	}
+	if seed != nil {
+		m := *g.Model()
+		m.Seed = *seed
+		if g, err = rebuild(&m); err != nil {
+			return nil, nil, err
+		}
+	}
+	o, err := sf.options()
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := search.Search(g, o)
+	if err != nil {
+		return nil, nil, searchError(err)
+	}
+	return g, plan, nil
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/microbatch"
+	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/search"
 )
 
@@ -19,9 +20,7 @@ func stageDevices(p *search.Plan) []int {
 	return d
 }
 
-func planTitle(p *search.Plan) string {
-	return fmt.Sprintf("%s, %s plan on %d %s, %s", p.Model.Name, p.Strategy, p.Devices, p.Device.Name, p.Schedule)
-}
+func planTitle(p *search.Plan) string { return runtime.PlanTitle(p) }
 
 // readMeasured reads a run's trace (graphpipe run --trace) of plan p and
 // titles it.

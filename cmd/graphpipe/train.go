@@ -153,7 +153,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 		if err := os.MkdirAll(dump, 0o755); err != nil {
 			return inputf("--dump %s: %v", dump, err)
 		}
-		if err := writeParams(filepath.Join(dump, "init.safetensors"), t.Ex); err != nil {
+		if err := runtime.WriteParams(filepath.Join(dump, "init.safetensors"), t.Ex); err != nil {
 			return err
 		}
 	}
@@ -216,7 +216,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 	sum.SamplesPerS = float64(samples) / time.Since(start).Seconds()
 	sum.FirstLoss, sum.FinalLoss = jsonFloat(sum.Losses[0]), jsonFloat(sum.Losses[len(sum.Losses)-1])
 	if dump != "" {
-		if err := writeDump(dump, t.Ex, data, sum.Losses); err != nil {
+		if err := runtime.WriteDump(dump, t.Ex, data, sum.Losses); err != nil {
 			return err
 		}
 	}
@@ -244,36 +244,6 @@ func trainNonFinite(t *stage.Trainer, loss float64) string {
 		return fmt.Sprintf("op %q: %s", op, what)
 	}
 	return fmt.Sprintf("op %q: the loss is %v", t.G.Op(t.G.Loss()).Name, float32(loss))
-}
-
-// writeParams writes the executor's parameters and buffers by name.
-func writeParams(path string, ex *stage.Executor) error {
-	var entries []tensor.Named
-	state := ex.State()
-	for _, name := range append(ex.ParamNames(), ex.BufferNames()...) {
-		v := state[name]
-		entries = append(entries, tensor.Named{Name: name, Shape: v.Shape, F32: append([]float32(nil), v.Data...)})
-	}
-	b, err := tensor.EncodeSafetensors(entries, nil)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, b)
-}
-
-func writeDump(dir string, ex *stage.Executor, data []tensor.Named, losses []float64) error {
-	b, err := tensor.EncodeSafetensors(data, nil)
-	if err != nil {
-		return err
-	}
-	if err := writeFileAtomic(filepath.Join(dir, "data.safetensors"), b); err != nil {
-		return err
-	}
-	if err := writeParams(filepath.Join(dir, "final.safetensors"), ex); err != nil {
-		return err
-	}
-	l, _ := json.MarshalIndent(lossList(losses), "", " ")
-	return writeFileAtomic(filepath.Join(dir, "losses.json"), append(l, '\n'))
 }
 
 // readInit reads an --init file and checks it against the model: every

@@ -1,9 +1,8 @@
-package main
+package runtime
 
 import (
 	"testing"
 
-	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/search"
 )
 
@@ -12,13 +11,13 @@ import (
 // stage without a timeline is left out.
 func TestStageTimes(t *testing.T) {
 	plan := &search.Plan{Stages: []search.PlanStage{{ForwardS: 1, BackwardS: 2, WeightS: 0.5}, {ForwardS: 3}}}
-	res := &runtime.Result{Events: [][]runtime.Event{{
+	res := &Result{Events: [][]Event{{
 		{Kind: 'F', MB: 0, Start: 0, End: 1}, {Kind: 'F', MB: 1, Start: 1, End: 3},
 		{Kind: 'B', MB: 0, Start: 3, End: 4}, {Kind: 'W', MB: 0, Start: 4, End: 5},
 		{Kind: 'B', MB: 1, Start: 5, End: 7},
 	}}}
-	got := stageTimes(plan, res)
-	want := []stageTime{{Stage: 0, PredictedForward: 1, MeasuredForward: 1.5, PredictedBackward: 2.5, MeasuredBackward: 2}}
+	got := StageTimes(plan, res)
+	want := []StageTime{{Stage: 0, PredictedForward: 1, MeasuredForward: 1.5, PredictedBackward: 2.5, MeasuredBackward: 2}}
 	if len(got) != len(want) || got[0] != want[0] {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/search"
+)
+
+// runSummary is `graphpipe run --json`'s object.
+type runSummary struct {
+	Format   string `json:"format"` // runFormat
+	Model    string `json:"model"`
+	Strategy string `json:"strategy"`
+	Device   string `json:"device"` // the plan's device profile
+	Stages   int    `json:"stages"`
+	Steps    int    `json:"steps"`
+	Batch    int64  `json:"batch_size"` // samples per iteration
+	// FinalLoss and Losses: none for an emulated run, which computes none
+	FinalLoss *jsonFloat `json:"final_loss,omitempty"`
+	Losses    lossList   `json:"losses,omitempty"`
+	Skipped   []int      `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
+	// LRs is each step's learning rate (the schedule's); GradNorms, with
+	// --clip-grad-norm, each step's global gradient norm before clipping.
+	LRs       []float64 `json:"lrs,omitempty"`
+	GradNorms []float64 `json:"grad_norms,omitempty"`
+	// SamplesPerS: over the whole run, worker start-up included;
+	// MeasuredIterS: the median iteration, which compare uses
+	SamplesPerS   float64  `json:"samples_per_s"`
+	MeasuredIterS float64  `json:"measured_iteration_s"`
+	PredictedIter float64  `json:"predicted_iteration_s"`
+	Workers       string   `json:"workers"`
+	Devices       []string `json:"devices,omitempty"` // where each worker computed
+	Emulated      string   `json:"emulated,omitempty"`
+	// StageTimes: each stage's compute per micro-batch, planned and measured
+	// in the last iteration.
+	StageTimes []runtime.StageTime `json:"stage_times,omitempty"`
+	// with --eval-data: the last evaluation, and every one
+	EvalLoss     *float64   `json:"eval_loss,omitempty"`
+	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
+	Evals        []evalJSON `json:"evals,omitempty"`
+}
+
+// printRun prints a finished run: its summary line, or --json's object.
+func printRun(w io.Writer, g *dag.Graph, plan *search.Plan, res *runtime.Result, secs float64, o runtime.Options, steps int, workers string, asJSON bool) error {
+	ran := len(res.Losses)
+	sum := runSummary{Format: runFormat, Model: g.Name(), Strategy: plan.Strategy, Device: plan.Device.Name, Stages: len(plan.Stages), Steps: ran,
+		Batch: plan.BatchSize, Losses: res.Losses, FinalLoss: ptr(jsonFloat(res.Losses[ran-1])), Skipped: []int{}, SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
+		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers, Devices: res.Devices}
+	for k := steps - ran; k < steps; k++ { // a resumed run reports its own steps
+		sum.LRs = append(sum.LRs, o.Train.Rate(k))
+	}
+	sum.GradNorms = res.GradNorms
+	for _, i := range res.Skipped {
+		sum.Skipped = append(sum.Skipped, i+1)
+	}
+	sum.StageTimes = runtime.StageTimes(plan, res)
+	for _, r := range res.Evals {
+		e := toEvalJSON(r)
+		sum.Evals = append(sum.Evals, e)
+		sum.EvalLoss, sum.EvalAccuracy = finiteOrNil(&e.Loss), e.Accuracy
+	}
+	if o.Emulate {
+		sum.Emulated, sum.Losses, sum.FinalLoss = plan.Device.Name, nil, nil
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(sum)
+	}
+	if o.Emulate {
+		fmt.Fprintf(w, "%s: EMULATED %s devices (no loss computed): %s on %s, %.4g s per iteration measured (median), %.4g s predicted\n",
+			sum.Model, sum.Emulated, plural(ran, "step"), stagesWord(sum.Stages), sum.MeasuredIterS, sum.PredictedIter)
+		return nil
+	}
+	fmt.Fprintf(w, "%s: %s on %s, loss %.6g → %.6g, %.4g samples/s; %.4g s per iteration measured (median), %.4g s predicted",
+		sum.Model, plural(ran, "step"), stagesWord(sum.Stages), res.Losses[0], *sum.FinalLoss, sum.SamplesPerS, sum.MeasuredIterS, sum.PredictedIter)
+	if n := len(res.Evals); n > 0 {
+		fmt.Fprintf(w, "; %s", evalLine(res.Evals[n-1]))
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func ptr[T any](v T) *T { return &v }
