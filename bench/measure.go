@@ -122,7 +122,7 @@ func ProbedCPU() (search.Device, error) {
 	if err != nil {
 		return d, err
 	}
-	return d.WithLinks(sizes, t)
+	return search.WithLinks(d, sizes, t)
 }
 
 // SingleIteration trains g in one process at micro-batch micro for steps

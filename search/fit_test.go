@@ -4,18 +4,20 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // TestFitComputeRecoversTheModel: samples made by the cost model itself
 // (Device.kernel with no memory term) give back its rate and HalfWork.
 func TestFitComputeRecoversTheModel(t *testing.T) {
-	for _, name := range ProfileNames() {
-		d := Profiles[name]
+	for _, name := range plan.ProfileNames() {
+		d := plan.Profiles[name]
 		d.MemBW = math.Inf(1)
 		var samples []KernelSample
 		for n := 32.0; n <= 4096; n *= 2 {
 			w := 2 * n * n * n
-			samples = append(samples, KernelSample{w, d.kernel(w, 0)})
+			samples = append(samples, KernelSample{w, kernel(d, w, 0)})
 		}
 		peak, half, err := FitCompute(samples, d.Launch)
 		if err != nil {
@@ -29,12 +31,12 @@ func TestFitComputeRecoversTheModel(t *testing.T) {
 
 // TestFitComputeWithNoise: 2% multiplicative noise moves the fit by little.
 func TestFitComputeWithNoise(t *testing.T) {
-	d := Profiles["h100"]
+	d := plan.Profiles["h100"]
 	r := rand.New(rand.NewPCG(1, 1))
 	var samples []KernelSample
 	for n := 64.0; n <= 8192; n *= 2 {
 		w := 2 * n * n * n
-		samples = append(samples, KernelSample{w, d.kernel(w, 0) * (1 + 0.02*(2*r.Float64()-1))})
+		samples = append(samples, KernelSample{w, kernel(d, w, 0) * (1 + 0.02*(2*r.Float64()-1))})
 	}
 	peak, _, err := FitCompute(samples, d.Launch)
 	if err != nil {
@@ -64,11 +66,11 @@ func rel(a, b float64) float64 { return math.Abs(a-b) / math.Abs(b) }
 // TestFitLinkRecoversTheModel: one-way times made by Device.transfer give
 // back each built-in profile's latency and bandwidth.
 func TestFitLinkRecoversTheModel(t *testing.T) {
-	for _, name := range ProfileNames() {
-		d := Profiles[name]
+	for _, name := range plan.ProfileNames() {
+		d := plan.Profiles[name]
 		var samples []KernelSample
 		for b := 1024.0; b <= 64<<20; b *= 4 {
-			samples = append(samples, KernelSample{b, d.transfer(b, false)})
+			samples = append(samples, KernelSample{b, transfer(d, b, false)})
 		}
 		lat, bw, err := FitLink(samples)
 		if err != nil {

@@ -211,7 +211,7 @@ func measure(m meter, quick bool, log io.Writer) (*profileResult, error) {
 	if sizes, oneWay, ok, err := m.links(quick); err != nil {
 		return nil, err
 	} else if ok {
-		if d, err = d.WithLinks(sizes, oneWay); err != nil {
+		if d, err = search.WithLinks(d, sizes, oneWay); err != nil {
 			return nil, err
 		}
 		res.LinkSizes, res.LinkS = sizes, oneWay
