@@ -9,6 +9,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
@@ -17,14 +18,14 @@ import (
 // Emulated runs plan with emulated devices (in-process workers over an
 // embedded NATS server) and returns the median measured iteration, the first
 // iteration left out.
-func Emulated(g *dag.Graph, plan *search.Plan, steps int) (float64, error) {
+func Emulated(g *dag.Graph, plan *plan.Plan, steps int) (float64, error) {
 	iter, _, err := EmulatedTimeline(g, plan, steps)
 	return iter, err
 }
 
 // EmulatedTimeline is Emulated, and the measured timeline of the last
 // iteration.
-func EmulatedTimeline(g *dag.Graph, plan *search.Plan, steps int) (float64, *microbatch.Result, error) {
+func EmulatedTimeline(g *dag.Graph, plan *plan.Plan, steps int) (float64, *microbatch.Result, error) {
 	srv, err := runtime.StartEmbedded(0)
 	if err != nil {
 		return 0, nil, err
@@ -46,13 +47,13 @@ func EmulatedTimeline(g *dag.Graph, plan *search.Plan, steps int) (float64, *mic
 	return it[len(it)/2], res.Timeline(plan), nil
 }
 
-// Slowed is a copy of plan with every planned duration (compute, flush,
+// Slowed is a copy of pl with every planned duration (compute, flush,
 // transfer) and its predictions k times as long: emulated at k > 1, a
 // fixed cost per action weighs k times less against the plan.
-func Slowed(plan *search.Plan, k float64) *search.Plan {
-	p := *plan
-	p.Stages = append([]search.PlanStage(nil), plan.Stages...)
-	p.Edges = append([]search.PlanEdge(nil), plan.Edges...)
+func Slowed(pl *plan.Plan, k float64) *plan.Plan {
+	p := *pl
+	p.Stages = append([]plan.PlanStage(nil), pl.Stages...)
+	p.Edges = append([]plan.PlanEdge(nil), pl.Edges...)
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS
@@ -68,7 +69,7 @@ func Slowed(plan *search.Plan, k float64) *search.Plan {
 // process over an embedded server) and single-process, and returns both
 // throughputs in samples per second (start-up included) and the pipeline's
 // median iteration in seconds (the first left out).
-func CPURun(g *dag.Graph, plan *search.Plan, steps int, o stage.TrainOptions) (pipe, single, iter float64, err error) {
+func CPURun(g *dag.Graph, plan *plan.Plan, steps int, o stage.TrainOptions) (pipe, single, iter float64, err error) {
 	srv, err := runtime.StartEmbedded(0)
 	if err != nil {
 		return 0, 0, 0, err
@@ -104,7 +105,7 @@ func CPURun(g *dag.Graph, plan *search.Plan, steps int, o stage.TrainOptions) (p
 
 // OpTimesOf times every op of g on this machine's CPU backend at every
 // power-of-two micro-batch up to its batch, as graphpipe profile --model does.
-func OpTimesOf(g *dag.Graph) (*search.OpTimes, error) {
+func OpTimesOf(g *dag.Graph) (*plan.OpTimes, error) {
 	var sizes []int
 	for m := 1; int64(m) <= g.BatchSize(); m *= 2 {
 		sizes = append(sizes, m)
@@ -115,8 +116,8 @@ func OpTimesOf(g *dag.Graph) (*search.OpTimes, error) {
 // ProbedCPU is the built-in cpu profile with its links measured on this
 // host (runtime.ProbeLinks, fitted by search.FitLink), as graphpipe profile
 // --device cpu measures them.
-func ProbedCPU() (search.Device, error) {
-	d := search.Profiles["cpu"]
+func ProbedCPU() (plan.Device, error) {
+	d := plan.Profiles["cpu"]
 	sizes := []int{1 << 10, 64 << 10, 1 << 20, 8 << 20}
 	t, err := runtime.ProbeLinks(sizes, 20)
 	if err != nil {

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
@@ -13,14 +13,14 @@ import (
 // micro-batch size (stage.TimeOps: on the CPU, or on dev if not nil) and
 // returns the times as the planner reads them, saying they were taken on
 // where.
-func MeasureOpTimes(g *dag.Graph, sizes []int, minTime time.Duration, dev *cuda.Device, where string, progress func(m int)) (*search.OpTimes, error) {
+func MeasureOpTimes(g *dag.Graph, sizes []int, minTime time.Duration, dev *cuda.Device, where string, progress func(m int)) (*plan.OpTimes, error) {
 	timed, err := stage.TimeOps(g, sizes, minTime, dev, progress)
 	if err != nil {
 		return nil, err
 	}
-	t := &search.OpTimes{Format: search.OpTimesFormat, Model: g.Name(), SHA256: search.OpsHash(g), Device: where, Ops: map[string]search.OpSeries{}}
+	t := &plan.OpTimes{Format: plan.OpTimesFormat, Model: g.Name(), SHA256: plan.OpsHash(g), Device: where, Ops: map[string]plan.OpSeries{}}
 	for name, s := range timed {
-		t.Ops[name] = search.OpSeries{MicroBatch: s.MicroBatch, Forward: s.Forward, InputGrad: s.InputGrad, WeightGrad: s.WeightGrad}
+		t.Ops[name] = plan.OpSeries{MicroBatch: s.MicroBatch, Forward: s.Forward, InputGrad: s.InputGrad, WeightGrad: s.WeightGrad}
 	}
 	return t, t.Validate()
 }

@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/graphpipe/graphpipe/dag"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // hostMemory is this machine's memory, or 0 when unknown (tests replace it).
@@ -64,7 +64,7 @@ func trainNeed(g *dag.Graph, batch, micro int, optBytes float64) float64 {
 
 // planNeed is what a plan's local workers hold together: every device's
 // predicted peak (one worker per device).
-func planNeed(p *search.Plan) float64 {
+func planNeed(p *plan.Plan) float64 {
 	need := 0.0
 	for _, s := range p.Stages {
 		if s.PeakBytes == math.MaxInt64 { // saturated: fits nowhere

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
@@ -28,7 +29,7 @@ type meter interface {
 	device() *cuda.Device                   // where the executor runs ops: nil for the CPU
 	copyRate(bytes int) (float64, error)    // bytes moved (read + written) per second
 	memory() int64
-	base() search.Device // where the links come from when links cannot measure them
+	base() plan.Device // where the links come from when links cannot measure them
 	// links measures the links between workers of this kind on one host:
 	// one-way seconds per message size, or ok false when it cannot
 	links(quick bool) (sizes []int, oneWay []float64, ok bool, err error)
@@ -53,12 +54,12 @@ func timeIt(reps int, f func() error) (float64, error) {
 }
 
 type profileResult struct {
-	Format  string        `json:"format"` // profileFormat
-	Device  search.Device `json:"device"`
-	Sizes   []int         `json:"gemm_sizes"`
-	FP32    []float64     `json:"gemm_fp32_s"`
-	BF16    []float64     `json:"gemm_bf16_s,omitempty"`
-	LinksOf string        `json:"links_from"`
+	Format  string      `json:"format"` // profileFormat
+	Device  plan.Device `json:"device"`
+	Sizes   []int       `json:"gemm_sizes"`
+	FP32    []float64   `json:"gemm_fp32_s"`
+	BF16    []float64   `json:"gemm_bf16_s,omitempty"`
+	LinksOf string      `json:"links_from"`
 	// KernelLaunch is the bare cost of a kernel call; Device.Launch is an
 	// op call's through the executor (the larger).
 	KernelLaunch float64 `json:"kernel_launch_s"`
@@ -120,7 +121,7 @@ links, all-reduce, the optimizer step and memory still come from its
 			if err != nil {
 				return err
 			}
-			data := search.EncodeDevice(res.Device)
+			data := plan.EncodeDevice(res.Device)
 			if out != "" {
 				if err := writeFile("-o", out, data); err != nil {
 					return err
@@ -341,10 +342,10 @@ func (cpuMeter) memory() int64 {
 	if m := hostMemory(); m > 0 {
 		return m
 	}
-	return search.Profiles["cpu"].Memory
+	return plan.Profiles["cpu"].Memory
 }
 
-func (cpuMeter) base() search.Device { return search.Profiles["cpu"] }
+func (cpuMeter) base() plan.Device { return plan.Profiles["cpu"] }
 
 // links probes the links CPU workers on this host use: endpoints over an
 // embedded NATS server on loopback.
@@ -462,23 +463,23 @@ func (g *gpuMeter) copyRate(bytes int) (float64, error) {
 
 func (g *gpuMeter) memory() int64 {
 	if g.d.Emulated {
-		return search.Profiles["cpu"].Memory
+		return plan.Profiles["cpu"].Memory
 	}
 	return int64(g.d.Memory)
 }
 
 // base picks the built-in profile whose links stand in for this GPU's.
-func (g *gpuMeter) base() search.Device {
+func (g *gpuMeter) base() plan.Device {
 	name := strings.ToLower(g.d.Name)
 	for _, p := range []string{"v100", "a100", "h100"} {
 		if strings.Contains(name, p) {
-			return search.Profiles[p]
+			return plan.Profiles[p]
 		}
 	}
 	if g.d.Emulated {
-		return search.Profiles["cpu"]
+		return plan.Profiles["cpu"]
 	}
-	return search.Profiles["h100"]
+	return plan.Profiles["h100"]
 }
 
 func (g *gpuMeter) device() *cuda.Device { return g.d }

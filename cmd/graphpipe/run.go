@@ -27,6 +27,7 @@ import (
 	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
@@ -237,7 +238,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 				if err != nil {
 					return err // exit 1: no whole checkpoint
 				}
-				if h := search.ModelHash(g); c.Manifest.ModelHash != h {
+				if h := dag.ModelHash(g); c.Manifest.ModelHash != h {
 					return inputf("--resume %s: checkpoint step-%d was made for model %q (hash %.12s), not for this %q (hash %.12s)", resume, c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash, g.Name(), h)
 				}
 				if c.Manifest.Step >= steps {
@@ -334,7 +335,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 }
 
 // modelAndPlan loads a model and plans it, or loads a plan and its model.
-func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, seed *int64, stdin io.Reader) (*dag.Graph, *search.Plan, error) {
+func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, seed *int64, stdin io.Reader) (*dag.Graph, *plan.Plan, error) {
 	data, name, err := readInput(path, stdin)
 	if err != nil {
 		return nil, nil, err
@@ -343,7 +344,7 @@ func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, s
 		Format string `json:"format"`
 	}
 	json.Unmarshal(data, &probe)
-	if probe.Format == search.PlanFormat {
+	if probe.Format == plan.PlanFormat {
 		if modelPath == "" {
 			return nil, nil, usagef("running a plan needs --model, the model file it was made for")
 		}
@@ -393,7 +394,7 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, timeline, prof string, asJSON bool, restarts int, d *runData, prog *progress) error {
+func runPlan(cmd *cobra.Command, g *dag.Graph, plan *plan.Plan, nf *natsFlags, workers string, wargs func(int) []string, runID string, steps int, o runtime.Options, dump, trace, timeline, prof string, asJSON bool, restarts int, d *runData, prog *progress) error {
 	log := cmd.ErrOrStderr()
 	ctx, sig := watchSignals(cmd.Context(), log)
 	defer sig.done()
@@ -504,7 +505,7 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 
 // runGeneration runs one generation of workers to the end, or to the first
 // failure, which it returns with its cause.
-func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *search.Plan, t *runtime.NATS, opts runtime.NATSOptions,
+func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *plan.Plan, t *runtime.NATS, opts runtime.NATSOptions,
 	workers string, wargs func(int) []string, runID string, steps, n int, o runtime.Options, prog *progress) (*runtime.Result, error) {
 	log := cmd.ErrOrStderr()
 	ctx, fail := context.WithCancelCause(ctx)
@@ -552,7 +553,7 @@ func median(v []float64) float64 {
 // writeTrace writes the last iteration's measured timeline to trace as
 // Chrome trace JSON, in the shape of graphpipe sim --trace, and to timeline
 // as a chart; each when named.
-func writeTrace(trace, timeline string, plan *search.Plan, res *runtime.Result, emulated bool) error {
+func writeTrace(trace, timeline string, plan *plan.Plan, res *runtime.Result, emulated bool) error {
 	r, names := res.Timeline(plan), plan.StageNames()
 	title := "measured: " + planTitle(plan)
 	if emulated {
@@ -682,7 +683,7 @@ func stopWorkers(procs []*exec.Cmd, exited <-chan struct{}) {
 // dumpRun writes what graphpipe train --dump writes: initial parameters and
 // data (both reproducible from the model's seed), and the workers' final
 // parameters and the losses.
-func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *runtime.Result, steps int, init map[string]*stage.Value[float32], d *runData) error {
+func dumpRun(dir string, g *dag.Graph, plan *plan.Plan, res *runtime.Result, steps int, init map[string]*stage.Value[float32], d *runData) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return inputf("--dump %s: %v", dir, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -78,7 +78,7 @@ func gpuProfile(gpuName string) (name string, exact bool) {
 
 // describePlan says, before a run trains, what plan it trains: where it
 // came from, its stages and devices, its micro-batches and its prediction.
-func describePlan(w io.Writer, p *search.Plan, from, why string) {
+func describePlan(w io.Writer, p *plan.Plan, from, why string) {
 	fmt.Fprintf(w, "plan        %s for %s on %d × %s (%s)\n", p.Strategy, p.Model.Name, p.Devices, p.Device.Name, from)
 	if why != "" {
 		fmt.Fprintf(w, "            --device %s: %s\n", p.Device.Name, why)
@@ -87,7 +87,7 @@ func describePlan(w io.Writer, p *search.Plan, from, why string) {
 	if len(p.Stages) <= 8 {
 		devs := make([]string, len(p.Stages))
 		for i, s := range p.Stages {
-			devs[i] = search.DeviceList(s.Devices)
+			devs[i] = plan.DeviceList(s.Devices)
 		}
 		stages += " on devices " + strings.Join(devs, " | ")
 	}

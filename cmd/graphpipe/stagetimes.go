@@ -2,8 +2,8 @@ package main
 
 import (
 	"github.com/graphpipe/graphpipe/microbatch"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
-	"github.com/graphpipe/graphpipe/search"
 )
 
 // stageTime sets one stage's measured compute per micro-batch (the mean
@@ -19,7 +19,7 @@ type stageTime struct {
 // stageTimes compares each stage's planned and measured compute: where a
 // run's iteration misses its prediction, this says which stage and pass.
 // Stages without a timeline (none reported) are left out.
-func stageTimes(plan *search.Plan, res *runtime.Result) []stageTime {
+func stageTimes(plan *plan.Plan, res *runtime.Result) []stageTime {
 	var out []stageTime
 	for s, st := range plan.Stages {
 		if s >= len(res.Events) || len(res.Events[s]) == 0 {

@@ -3,15 +3,15 @@ package main
 import (
 	"testing"
 
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
-	"github.com/graphpipe/graphpipe/search"
 )
 
 // TestStageTimes: the mean forward and backward (input plus weight
 // gradient) per micro-batch of a stage's timeline, beside the plan's; a
 // stage without a timeline is left out.
 func TestStageTimes(t *testing.T) {
-	plan := &search.Plan{Stages: []search.PlanStage{{ForwardS: 1, BackwardS: 2, WeightS: 0.5}, {ForwardS: 3}}}
+	plan := &plan.Plan{Stages: []plan.PlanStage{{ForwardS: 1, BackwardS: 2, WeightS: 0.5}, {ForwardS: 3}}}
 	res := &runtime.Result{Events: [][]runtime.Event{{
 		{Kind: 'F', MB: 0, Start: 0, End: 1}, {Kind: 'F', MB: 1, Start: 1, End: 3},
 		{Kind: 'B', MB: 0, Start: 3, End: 4}, {Kind: 'W', MB: 0, Start: 4, End: 5},
