@@ -10,7 +10,8 @@ import (
 )
 
 // Device is what the cost model knows about one accelerator and its links.
-// Rates are per second; sizes in bytes. See doc.go for the sources.
+// Rates are per second; sizes in bytes. Package search's doc gives the
+// sources of the built-in numbers.
 type Device struct {
 	Name      string  `json:"name"`
 	PeakFLOPs float64 `json:"peak_flops"`  // fp32 FLOP/s

@@ -18,7 +18,7 @@ const OpTimesFormat = "graphpipe/optimes@1"
 // OpTimes are one model's ops timed on one device through the stage executor
 // (graphpipe profile --model): what the paper's planner prices with, profiled
 // per-op forward and backward times at power-of-two micro-batch sizes. With
-// Options.OpTimes set, the cost model takes every op's compute time from
+// search.Options.OpTimes set, the cost model takes every op's compute time from
 // here instead of from FLOPs and bytes; links, all-reduce, the optimizer step
 // and memory still come from the device profile.
 type OpTimes struct {
