@@ -10,6 +10,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -602,7 +603,7 @@ func Runtime(c Config) (*Section, error) {
 	}
 	for _, size := range sizes {
 		c.Log("runtime: transport %d KiB", size>>10)
-		links, raw, err := Transport(size)
+		links, raw, err := profile.Transport(size)
 		if err != nil {
 			return nil, err
 		}
