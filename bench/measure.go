@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"time"
 
@@ -10,8 +9,8 @@ import (
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
-	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -110,20 +109,20 @@ func OpTimesOf(g *dag.Graph) (*plan.OpTimes, error) {
 	for m := 1; int64(m) <= g.BatchSize(); m *= 2 {
 		sizes = append(sizes, m)
 	}
-	return runtime.MeasureOpTimes(g, sizes, 200*time.Millisecond, nil, "cpu (this run)", nil)
+	return profile.MeasureOpTimes(g, sizes, 200*time.Millisecond, nil, "cpu (this run)", nil)
 }
 
 // ProbedCPU is the built-in cpu profile with its links measured on this
-// host (runtime.ProbeLinks, fitted by search.FitLink), as graphpipe profile
+// host (profile.ProbeLinks, fitted by profile.FitLink), as graphpipe profile
 // --device cpu measures them.
 func ProbedCPU() (plan.Device, error) {
 	d := plan.Profiles["cpu"]
-	sizes := []int{1 << 10, 64 << 10, 1 << 20, 8 << 20}
-	t, err := runtime.ProbeLinks(sizes, 20)
+	sizes, reps := profile.HostLinkSizes(false)
+	t, err := profile.ProbeLinks(sizes, reps)
 	if err != nil {
 		return d, err
 	}
-	return search.WithLinks(d, sizes, t)
+	return profile.WithLinks(d, sizes, t)
 }
 
 // SingleIteration trains g in one process at micro-batch micro for steps
@@ -146,108 +145,6 @@ func SingleIteration(g *dag.Graph, micro, steps int, o stage.TrainOptions) (floa
 	}
 	sort.Float64s(it)
 	return it[len(it)/2], nil
-}
-
-// Transport measures link throughput and raw NATS publish→subscribe for one
-// message size on one embedded server, in bytes per second.
-func Transport(size int) (links, raw float64, err error) {
-	srv, err := runtime.StartEmbedded(0)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer srv.Shutdown()
-	dial := func() (*runtime.NATS, error) {
-		return runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
-	}
-	n := max(8, (256<<20)/size)
-	msg := make([]byte, size)
-	if raw, err = rawRate(dial, msg, n); err != nil {
-		return 0, 0, err
-	}
-	links, err = linkRate(dial, msg, n)
-	return links, raw, err
-}
-
-func rawRate(dial func() (*runtime.NATS, error), msg []byte, n int) (float64, error) {
-	pub, err := dial()
-	if err != nil {
-		return 0, err
-	}
-	defer pub.Close()
-	sub, err := dial()
-	if err != nil {
-		return 0, err
-	}
-	defer sub.Close()
-	chunk := pub.MaxPayload() - 256
-	pieces := (len(msg) + chunk - 1) / chunk
-	got := make(chan struct{}, n*pieces)
-	unsub, err := sub.Subscribe("raw", func([]byte) { got <- struct{}{} })
-	if err != nil {
-		return 0, err
-	}
-	defer unsub()
-	time.Sleep(50 * time.Millisecond)
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		for c := 0; c < pieces; c++ {
-			pub.Publish("raw", msg[c*chunk:min(len(msg), (c+1)*chunk)])
-		}
-	}
-	timeout := time.After(time.Minute)
-	for i := 0; i < n*pieces; i++ {
-		select {
-		case <-got:
-		case <-timeout:
-			return 0, fmt.Errorf("raw NATS lost %d of %d messages", n*pieces-i, n*pieces)
-		}
-	}
-	return float64(n*len(msg)) / time.Since(start).Seconds(), nil
-}
-
-func linkRate(dial func() (*runtime.NATS, error), msg []byte, n int) (float64, error) {
-	a, err := dial()
-	if err != nil {
-		return 0, err
-	}
-	defer a.Close()
-	c, err := dial()
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	from, err := runtime.NewEndpoint(a, "bench", 1, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer from.Close()
-	to, err := runtime.NewEndpoint(c, "bench", 1, 1)
-	if err != nil {
-		return 0, err
-	}
-	defer to.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	start := time.Now()
-	errs := make(chan error, 1)
-	go func() {
-		for i := 0; i < n; i++ {
-			if err := from.SendActivation(ctx, 1, 0, int32(i), msg); err != nil {
-				errs <- err
-				return
-			}
-		}
-		errs <- nil
-	}()
-	for i := 0; i < n; i++ {
-		if _, err := to.ReceiveActivation(ctx, 0, int32(i)); err != nil {
-			return 0, err
-		}
-	}
-	if err := <-errs; err != nil {
-		return 0, err
-	}
-	return float64(n*len(msg)) / time.Since(start).Seconds(), nil
 }
 
 // TwoBranch is the model of the real CPU comparison.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -51,7 +52,7 @@ func BenchmarkTransport(b *testing.B) {
 			var links, raw float64
 			var err error
 			for i := 0; i < b.N; i++ {
-				if links, raw, err = Transport(size); err != nil {
+				if links, raw, err = profile.Transport(size); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -603,7 +604,7 @@ func Runtime(c Config) (*Section, error) {
 	}
 	for _, size := range sizes {
 		c.Log("runtime: transport %d KiB", size>>10)
-		links, raw, err := Transport(size)
+		links, raw, err := profile.Transport(size)
 		if err != nil {
 			return nil, err
 		}

@@ -175,7 +175,7 @@
 //     half of MaxEff) is 2e8 on v100, 3e8 on a100, 1e9 on h100: assumed in
 //     proportion to peak, about a 460³ GEMM on a v100. Launch: 10, 8, 6 µs.
 //     `graphpipe profile --device cuda` measures them on a GPU: it fits
-//     t(w) = a + b·w to a GEMM sweep (FitCompute; the model's time is linear
+//     t(w) = a + b·w to a GEMM sweep (profile.FitCompute; the model's time is linear
 //     in w) and writes a profile with MaxEff 1, PeakFLOPs 1/b and HalfWork
 //     (a − launch)/b with the bare kernel launch, then Launch the fixed
 //     cost of an op call through the stage executor (a chain of 1-wide
