@@ -84,6 +84,11 @@ func StartEmbeddedOn(o EmbeddedOptions) (*Embedded, error) {
 	port := o.Port
 	if port == 0 {
 		port = server.RANDOM_PORT
+	} else if l, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(port))); err != nil {
+		// the server would only log it, and never become ready
+		return nil, &EmbeddedError{"listen", err.Error()}
+	} else {
+		l.Close()
 	}
 	so := &server.Options{Host: o.Host, Port: port, NoLog: true, NoSigs: true, MaxPayload: o.MaxPayload}
 	if !o.NoToken {

@@ -38,6 +38,9 @@ const tokenEnv = "GRAPHPIPE_NATS_TOKEN"
 
 type natsFlags struct {
 	url, token, creds, ca string
+	// run's embedded server (natsflags.go)
+	listen, tlsCert, tlsKey string
+	tokenGiven              func() bool
 }
 
 func (f *natsFlags) register(cmd *cobra.Command) {
@@ -183,6 +186,9 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if err := nf.check(); err != nil {
 				return err
 			}
+			if err := nf.checkListen(workers); err != nil {
+				return err
+			}
 			train.Steps, train.MicroBatch = steps, int(plan.MicroBatch) // --epochs may have set the steps
 			o := runtime.Options{Train: train, Data: d.optionsSpec()}
 			if err := nff.check(); err != nil {
@@ -208,6 +214,8 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			}
 			if runID == "" {
 				runID = randomID()
+			} else if err := checkRunID(runID); err != nil {
+				return err
 			}
 			if ckptDir != "" {
 				if err := checkCheckpointOut(ckptDir); err != nil {
@@ -307,6 +315,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	}
 	sf.register(cmd)
 	nf.register(cmd)
+	nf.registerListen(cmd)
 	df.registerRun(cmd)
 	nff.register(cmd)
 	data.register(cmd)
@@ -398,15 +407,12 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	ctx, sig := watchSignals(cmd.Context(), log)
 	defer sig.done()
 	o.Stop = sig.stop
-	opts := nf.options("graphpipe coordinator " + runID)
-	if opts.URL == "" {
-		srv, err := runtime.StartEmbedded(0)
-		if err != nil {
-			return err
-		}
-		defer srv.Shutdown()
-		opts.URL, opts.Token = srv.URL(), srv.Token
+	ns, err := startNATS(nf, runID, workers, log)
+	if err != nil {
+		return err
 	}
+	defer ns.close()
+	opts := ns.opts
 	t, err := runtime.DialNATS(opts)
 	if err != nil {
 		return inputf("--nats: %v", err)
@@ -416,6 +422,7 @@ func runPlan(cmd *cobra.Command, g *dag.Graph, plan *search.Plan, nf *natsFlags,
 	for _, s := range plan.Stages {
 		n += len(s.Devices)
 	}
+	ns.announce(log, workers, n, runID)
 	start := time.Now()
 	var res *runtime.Result
 	var initial *runtime.Checkpoint // --init's values: what a restart with no checkpoint starts from
@@ -525,8 +532,6 @@ func runGeneration(ctx context.Context, cmd *cobra.Command, g *dag.Graph, plan *
 			}
 			stopWorkers(procs, exited)
 		}()
-	case "external":
-		fmt.Fprintf(log, "waiting for %s: %s=<token> graphpipe worker --nats %s --run %s\n", plural(n, "worker"), tokenEnv, opts.URL, runID)
 	}
 	o.OnEval = prog.eval
 	res, err := runtime.Coordinate(ctx, g, plan, t, runID, steps, o, prog.step)
@@ -746,6 +751,9 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 			if err := nf.check(); err != nil {
 				return err
 			}
+			if err := checkRunID(runID); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			if managed {
 				// SIGINT and SIGTERM are the coordinator's to act on
@@ -767,7 +775,9 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 			if connectWait < 0 {
 				return usagef("--connect-wait: must be at least 0, got %v", connectWait)
 			}
-			t, err := runtime.DialNATSWaiting(ctx, nf.options("graphpipe worker "+runID), connectWait, func(err error) {
+			no := nf.options("graphpipe worker " + runID)
+			logConnection(&no, cmd.ErrOrStderr(), "graphpipe worker")
+			t, err := runtime.DialNATSWaiting(ctx, no, connectWait, func(err error) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %v: waiting up to %v for the server\n", err, connectWait)
 			})
 			if err != nil {
