@@ -785,7 +785,7 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 			}
 			defer t.Close()
 			logf := workerLog(cmd.ErrOrStderr(), quiet)
-			logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", redactURLs(nf.url), runID, gen, deviceName(dev))
+			logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", t.ConnectedURL(), runID, gen, deviceName(dev))
 			return runtime.ServeLogged(ctx, t, runID, gen, dev, logf, runtime.WithPrecision(df.precision))
 		},
 	}
