@@ -110,7 +110,9 @@ func startNATS(nf *natsFlags, runID, workers string, log io.Writer) (*runNATS, e
 	r.srv = srv
 	r.opts.URL, r.opts.Token = srv.URL(), srv.Token
 	if srv.TLS {
-		r.opts.InProcess = srv // the coordinator need not trust its own certificate
+		// the coordinator need not trust its own certificate: in
+		// process, the server does not ask for TLS
+		r.opts.InProcess, r.opts.URL = srv, strings.Replace(r.opts.URL, "tls://", "nats://", 1)
 	}
 	return r, nil
 }
