@@ -30,6 +30,10 @@ func Binary() string {
 	return ""
 }
 
+// RequireEnv, set, makes a missing nats-server fail the test instead of
+// skipping it (.ci/run sets it).
+const RequireEnv = "GRAPHPIPE_REQUIRE_NATS_SERVER"
+
 // Options shape a cluster.
 type Options struct {
 	Nodes int    // default 3
@@ -58,6 +62,9 @@ func Start(t testing.TB, o Options) *Cluster {
 	t.Helper()
 	bin := Binary()
 	if bin == "" {
+		if os.Getenv(RequireEnv) != "" {
+			t.Fatalf("no nats-server binary, and $%s is set (install the Debian package nats-server)", RequireEnv)
+		}
 		t.Skip("no nats-server binary (Debian package nats-server; .ci/run installs it)")
 	}
 	if o.Nodes == 0 {

@@ -8,7 +8,8 @@
 //  1. Start(t, Options) writes each node's configuration into a temporary
 //     directory, starts the nodes and returns once every node has routes to
 //     all the others. It skips the test when no nats-server binary is
-//     installed (.ci/run installs one, so CI never skips); it fails it when
+//     installed, or fails it when $GRAPHPIPE_REQUIRE_NATS_SERVER is set
+//     (.ci/run installs the binary and sets it, so CI never skips); it fails it when
 //     the nodes do not come up.
 //  2. URL(i) and URLs() are the client addresses; Options.Auth is spliced
 //     into every node's configuration (an authorization or accounts block).
