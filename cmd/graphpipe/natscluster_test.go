@@ -255,3 +255,19 @@ func lineWith(text, s string) string {
 	}
 	return ""
 }
+
+// TestREADMEShowsTheTestedAccounts: the account configuration the README
+// shows is testdata/nats-accounts.conf, the one the tests run with.
+func TestREADMEShowsTheTestedAccounts(t *testing.T) {
+	conf, err := os.ReadFile(filepath.Join("testdata", "nats-accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```conf\n"+string(conf)+"```\n") {
+		t.Fatal("README.md does not show testdata/nats-accounts.conf as it is")
+	}
+}

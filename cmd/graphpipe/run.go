@@ -142,7 +142,9 @@ plan is printed before training. By default an embedded NATS server is
 started on 127.0.0.1 with a random token and one worker process per device of
 the plan (a stage on several devices runs as replicas); --nats uses an
 external server or cluster, and --workers external waits for as many workers
-started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
+started elsewhere with 'graphpipe worker --nats URL --run ID' (the command is
+printed). --nats-listen ADDR:PORT lets workers on other hosts reach the
+embedded server (with a token, or TLS).`,
 		Example: "  graphpipe run mmt-small.json --devices 3 --device cpu --steps 20\n  graphpipe run plan.json --model mmt.json --nats nats://10.0.0.5:4222 --workers external",
 		Args:    args("MODEL|PLAN"),
 		RunE: func(cmd *cobra.Command, a []string) error {
