@@ -183,3 +183,71 @@ func (k *killAt) published() int {
 	defer k.mu.Unlock()
 	return k.n
 }
+
+// TestResentFrameAfterReconnectIsDropped: a receiver takes a frame, its
+// node is killed, it reconnects to another; the same frame sent again (a
+// resend whose acknowledgement was lost with the node) is acknowledged
+// and counted as a duplicate, not delivered twice, while a new one is.
+func TestResentFrameAfterReconnectIsDropped(t *testing.T) {
+	c := natscluster.Start(t, natscluster.Options{})
+	nb, moved := dialCluster(t, c, "receiver")
+	b, err := NewEndpoint(nb, "resent", 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	home := nodeOf(t, c, nb)
+	sender, err := DialNATS(NATSOptions{URL: c.URL((home + 1) % 3)}) // stays up
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	frame := func(iter int64, seq uint64) []byte {
+		data, err := EncodeFrame(&Frame{Version: FrameVersion, Kind: KindData, Run: "resent", Gen: 1, Iter: iter, Edge: 0, Dir: 'a',
+			From: 0, Chunks: 1, Seq: seq, Payload: []byte(fmt.Sprint("iteration ", iter))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// until it is heard: interest crosses the routes a little after the subscription
+	deliver := func(iter int64, seq uint64) {
+		t.Helper()
+		for {
+			sender.Publish(Inbox("resent", 1, 1), frame(iter, seq))
+			short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+			msg, err := b.ReceiveActivation(short, iter, 0)
+			stop()
+			if err == nil {
+				if want := fmt.Sprint("iteration ", iter); string(msg) != want {
+					t.Fatalf("got %q, want %q", msg, want)
+				}
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("iteration %d never arrived", iter)
+			}
+		}
+	}
+	deliver(1, 0)
+	c.Kill(home)
+	dups := b.Stats().Duplicates
+	for b.Stats().Duplicates == dups { // the resend, after the receiver moved
+		sender.Publish(Inbox("resent", 1, 1), frame(1, 0))
+		time.Sleep(20 * time.Millisecond)
+		if ctx.Err() != nil {
+			t.Fatalf("the resent frame never reached the receiver (it moved to %v)", moved.list())
+		}
+	}
+	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer stop()
+	if k, _, err := b.ReceiveAny(short, 0, 'a', 0); err == nil {
+		t.Fatalf("the resent frame was delivered again: %+v", k)
+	}
+	deliver(2, 1)
+	if len(moved.list()) == 0 {
+		t.Fatal("the receiver never reconnected")
+	}
+}
