@@ -46,7 +46,7 @@
 //     (StoppedError); a run resumed from it continues bit for bit.
 //  9. LockDir gives a checkpoint directory one owner: an exclusive flock the
 //     OS drops with its process, the holder named in the lock file.
-// 10. Over a NATS cluster (DialNATS with every node's URL) a client whose
+//  10. Over a NATS cluster (DialNATS with every node's URL) a client whose
 //     node dies reconnects to another and restores its subscriptions there;
 //     a publish while it reconnects is lost, not an error, and the links (3)
 //     resend it; a frame resent after a reconnect is a duplicate like any
