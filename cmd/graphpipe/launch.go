@@ -12,30 +12,25 @@ import (
 
 // connect dials the run's NATS server: --nats's, or an embedded one
 // started here (stop shuts it down).
-func connect(nf *natsFlags, runID string) (*runtime.NATS, runtime.NATSOptions, func(), error) {
-	opts := nf.options("graphpipe coordinator " + runID)
-	shutdown := func() {}
-	if opts.URL == "" {
-		srv, err := runtime.StartEmbedded(0)
-		if err != nil {
-			return nil, opts, nil, err
-		}
-		shutdown = srv.Shutdown
-		opts.URL, opts.Token = srv.URL(), srv.Token
-	}
-	t, err := runtime.DialNATS(opts)
+func connect(nf *natsFlags, runID, workers string, log io.Writer) (*runtime.NATS, *runNATS, func(), error) {
+	ns, err := startNATS(nf, runID, workers, log)
 	if err != nil {
-		shutdown()
-		return nil, opts, nil, inputf("--nats: %v", err)
+		return nil, nil, nil, err
 	}
-	return t, opts, func() { t.Close(); shutdown() }, nil
+	t, err := runtime.DialNATS(ns.opts)
+	if err != nil {
+		ns.close()
+		return nil, nil, nil, inputf("--nats: %v", err)
+	}
+	return t, ns, func() { t.Close(); ns.close() }, nil
 }
 
 // launcher is --workers's launcher: local worker processes (with wargs(i)
 // their extra arguments) or workers started elsewhere.
-func launcher(workers string, opts runtime.NATSOptions, wargs func(int) []string, log io.Writer) runtime.Launcher {
+func launcher(workers string, ns *runNATS, wargs func(int) []string, log io.Writer) runtime.Launcher {
+	opts := ns.opts
 	if workers == "external" {
-		return &runtime.ExternalLauncher{URL: opts.URL, Log: log}
+		return &runtime.ExternalLauncher{Announce: func(n int, run string) { ns.announce(log, workers, n, run) }}
 	}
 	return &runtime.LocalLauncher{URL: opts.URL, Env: func(n int) []string { return workerEnv(n, opts.Token) }, Args: wargs, Log: log}
 }

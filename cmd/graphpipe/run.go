@@ -40,7 +40,9 @@ plan is printed before training. By default an embedded NATS server is
 started on 127.0.0.1 with a random token and one worker process per device of
 the plan (a stage on several devices runs as replicas); --nats uses an
 external server or cluster, and --workers external waits for as many workers
-started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
+started elsewhere with 'graphpipe worker --nats URL --run ID' (the command is
+printed). --nats-listen ADDR:PORT lets workers on other hosts reach the
+embedded server (with a token, or TLS).`,
 		Example: "  graphpipe run mmt-small.json --devices 3 --device cpu --steps 20\n  graphpipe run plan.json --model mmt.json --nats nats://10.0.0.5:4222 --workers external",
 		Args:    args("MODEL|PLAN"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -84,6 +86,9 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if err := nf.check(); err != nil {
 				return err
 			}
+			if err := nf.checkListen(workers); err != nil {
+				return err
+			}
 			train.Steps, train.MicroBatch = steps, int(plan.MicroBatch) // --epochs may have set the steps
 			o := runtime.Options{Train: train, Data: d.optionsSpec()}
 			if err := nff.check(); err != nil {
@@ -106,6 +111,8 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			}
 			if runID == "" {
 				runID = randomID()
+			} else if err := checkRunID(runID); err != nil {
+				return err
 			}
 			if ckptDir != "" {
 				if err := checkCheckpointOut(ckptDir); err != nil {
@@ -207,6 +214,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	}
 	sf.register(cmd)
 	nf.register(cmd)
+	nf.registerListen(cmd)
 	df.registerRun(cmd)
 	nff.register(cmd)
 	data.register(cmd)
@@ -240,12 +248,15 @@ func runPlan(cmd *cobra.Command, job *runtime.Job, nf *natsFlags, workers string
 	ctx, sig := watchSignals(cmd.Context(), log)
 	defer sig.done()
 	job.Options.Stop, job.Options.Skipped, job.Options.OnEval = sig.stop, prog.skipped, prog.eval
-	t, opts, stop, err := connect(nf, job.Run)
+	t, ns, stop, err := connect(nf, job.Run, workers, log)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	sup := &runtime.Supervisor{Job: job, T: t, Launcher: launcher(workers, opts, wargs, log), Log: log,
+	if workers != "external" {
+		ns.announce(log, workers, runtime.Workers(job.Plan), job.Run)
+	}
+	sup := &runtime.Supervisor{Job: job, T: t, Launcher: launcher(workers, ns, wargs, log), Log: log,
 		Progress: prog.step, Starting: prog.start, Failed: prog.abort}
 	res, secs, err := sup.Run(ctx)
 	if err != nil {

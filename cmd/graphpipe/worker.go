@@ -34,6 +34,9 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 			if err := nf.check(); err != nil {
 				return err
 			}
+			if err := checkRunID(runID); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			if managed {
 				// SIGINT and SIGTERM are the coordinator's to act on
@@ -55,7 +58,9 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 			if connectWait < 0 {
 				return usagef("--connect-wait: must be at least 0, got %v", connectWait)
 			}
-			t, err := runtime.DialNATSWaiting(ctx, nf.options("graphpipe worker "+runID), connectWait, func(err error) {
+			no := nf.options("graphpipe worker " + runID)
+			logConnection(&no, cmd.ErrOrStderr(), "graphpipe worker")
+			t, err := runtime.DialNATSWaiting(ctx, no, connectWait, func(err error) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %v: waiting up to %v for the server\n", err, connectWait)
 			})
 			if err != nil {
@@ -63,7 +68,7 @@ it, and leave when the run ends. The token comes from --nats-token or $` + token
 			}
 			defer t.Close()
 			logf := workerLog(cmd.ErrOrStderr(), quiet)
-			logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", redactURLs(nf.url), runID, gen, deviceName(dev))
+			logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", t.ConnectedURL(), runID, gen, deviceName(dev))
 			return runtime.ServeLogged(ctx, t, runID, gen, dev, logf, runtime.WithPrecision(df.precision))
 		},
 	}
