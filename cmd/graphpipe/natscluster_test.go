@@ -62,8 +62,8 @@ func TestRunSurvivesANodeKill(t *testing.T) {
 			"--metrics", metrics, "--log-every", "1")...)
 	}()
 	workers := startClusterWorkers(t, urls, run, 3)
-	if at := waitStep(t, metrics, 3, done); at >= steps {
-		t.Fatalf("the run ended before the kill")
+	if at := waitStep(t, metrics, 3, done); at < 0 || at >= steps {
+		t.Fatalf("the run ended before the kill: exit %d: %s", code, errs)
 	}
 	node, spread := coordinatorNode(t, c, run)
 	c.Kill(node)
@@ -148,7 +148,7 @@ func waitStep(t *testing.T, metrics string, step int, done <-chan struct{}) int 
 		}
 		select {
 		case <-done:
-			t.Fatalf("the run ended before step %d", step)
+			return -1 // the run ended before step
 		case <-time.After(2 * time.Millisecond):
 		}
 	}

@@ -253,20 +253,11 @@ func logConnection(o *runtime.NATSOptions, log io.Writer, prefix string) {
 	o.OnError = func(err error) { fmt.Fprintf(log, "%s: the NATS server refused: %v\n", prefix, err) }
 }
 
-// checkRunID refuses a run ID that cannot be part of a NATS subject. Every
-// subject of a run starts graphpipe.RUN., and dots are allowed, so a run
-// named alice.exp1 lives under graphpipe.alice.>, which a NATS permission
-// can grant to one user alone.
+// checkRunID refuses a run ID that cannot be part of a NATS subject
+// (runtime.CheckRunID).
 func checkRunID(id string) error {
-	for _, tok := range strings.Split(id, ".") {
-		if tok == "" {
-			return usagef("--run %q: a run ID is dot-separated names, none of them empty", id)
-		}
-		for _, c := range tok {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return usagef("--run %q: %q: a run ID holds letters, digits, '-', '_' and dots", id, c)
-			}
-		}
+	if err := runtime.CheckRunID(id); err != nil {
+		return usagef("--run %q: %v", id, err)
 	}
 	return nil
 }
