@@ -205,7 +205,7 @@ func searchOn(g *dag.Graph, o Options) (*Plan, error) {
 }
 
 // Tuning takes each planner's fastest tuneTop plans that are within
-// tuneWithin of its fastest (it has shortened plans by up to 7.5%).
+// tuneWithin of its fastest: those that tuning could make the fastest.
 const (
 	tuneTop    = 8
 	tuneWithin = 1.10

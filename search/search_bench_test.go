@@ -25,3 +25,18 @@ func BenchmarkSearchMMT32(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSearchForkJoin is gpp on a chain of 10 fork-join blocks (141 ops,
+// stems and joins: fork and join absorption at work) on 8 v100.
+func BenchmarkSearchForkJoin(b *testing.B) {
+	g, err := models.ForkJoin(10, 4, 256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := Options{Device: Profiles["v100"], Devices: 8}
+	for b.Loop() {
+		if _, err := Search(g, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
