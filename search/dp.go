@@ -16,6 +16,7 @@ import (
 //	dpfork.go       fork absorption: a head in one branch's source stage
 //	dpbottleneck.go the search over the bottleneck T that drives them
 //	recompute.go    the stages' second variant, recomputing their forward
+//	sizes.go        a planner: the DP at every micro-batch size, the frontier
 //
 // Every recurrence is memoised per target time T and answers with the
 // fewest micro-batches in flight at its subproblem's entry; its extract*
