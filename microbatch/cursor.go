@@ -30,7 +30,8 @@ import "math"
 //     data with end to the stage at the other end (step 2 there).
 //
 // Then go back to 1. A builder that chooses the list as it plays
-// (ZeroBubble) calls Append before stepping over what it appended.
+// (ZeroBubble) calls Do instead of Next and Step: it appends an action and
+// steps over it.
 //
 // Each link, one per edge and direction, has one sending stage, so a
 // cursor owns the links its Sends use.
@@ -81,8 +82,16 @@ func (c *Cursor) Next() (Action, bool) {
 // data landed, and the span is the stage's wait for it: from its clock to
 // land, if later. land is not read otherwise. A compute action's span is on
 // the stage's clock, a Send's on its link, ending when the data lands.
-func (c *Cursor) Step(land float64) (start, end float64) {
-	a := c.list[c.pc]
+func (c *Cursor) Step(land float64) (start, end float64) { return c.step(c.list[c.pc], land) }
+
+// Do appends a to the list, at whose end the cursor must be, and steps
+// over it: what a builder that chooses the list as it plays calls.
+func (c *Cursor) Do(a Action, land float64) (start, end float64) {
+	c.list = append(c.list, a)
+	return c.step(a, land)
+}
+
+func (c *Cursor) step(a Action, land float64) (start, end float64) {
 	c.pc++
 	switch a.Kind {
 	case Recv:
@@ -111,9 +120,6 @@ func (c *Cursor) Finish() (start, end float64) {
 	c.clock += c.flush
 	return start, c.clock
 }
-
-// Append adds actions to the end of the list.
-func (c *Cursor) Append(a ...Action) { c.list = append(c.list, a...) }
 
 // List is the stage's action list.
 func (c *Cursor) List() []Action { return c.list }

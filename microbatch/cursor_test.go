@@ -82,9 +82,9 @@ func TestCursorSteps(t *testing.T) {
 	}
 }
 
-// TestCursorAppend: a builder's cursor steps over what it appends, and its
-// list is what it appended.
-func TestCursorAppend(t *testing.T) {
+// TestCursorDo: a builder's cursor appends and steps at once, and its list
+// is what it did.
+func TestCursorDo(t *testing.T) {
 	p := chain(2, 1)
 	c, err := NewCursor(&Schedule{Pipe: p, Lists: make([][]Action, 2)}, 0, Unit(p))
 	if err != nil {
@@ -94,12 +94,13 @@ func TestCursorAppend(t *testing.T) {
 		t.Fatal("an empty list has a next action")
 	}
 	want := []Action{{Kind: Forward}, {Kind: Send, Dir: Act}}
-	for _, a := range want {
-		c.Append(a)
-		if got, ok := c.Next(); !ok || got != a {
-			t.Fatalf("Next is %v, %v after appending %v", got, ok, a)
+	for i, tc := range []struct{ start, end float64 }{{0, 1}, {1, 1}} {
+		if start, end := c.Do(want[i], 0); start != tc.start || end != tc.end {
+			t.Errorf("%v: span [%v, %v), want [%v, %v)", want[i], start, end, tc.start, tc.end)
 		}
-		c.Step(0)
+		if a, ok := c.Next(); ok {
+			t.Fatalf("Next after Do is %v", a)
+		}
 	}
 	if got := c.List(); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("list %v, want %v", got, want)

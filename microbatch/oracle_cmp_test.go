@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // splitTiming gives tm a W: each backward split 30-70% into B and W.
@@ -161,22 +162,44 @@ func benchPipelines(b *testing.B) []struct {
 
 // BenchmarkSimulate times Summarize (what the planner's warm-up tuning runs
 // per candidate) through the cursor beside the old interpreter (the
-// baseline, in the same run).
+// baseline), alternating the two call by call so that both see the same
+// load on a shared machine: it reports each one's time per call and
+// cursor/old, their ratio.
 func BenchmarkSimulate(b *testing.B) {
 	for _, c := range benchPipelines(b) {
-		b.Run(c.name+"/old", func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				if _, err := oldSimulate(c.s, c.t, false); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(c.name+"/cursor", func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				if _, err := Summarize(c.s, c.t); err != nil {
-					b.Fatal(err)
-				}
-			}
+		b.Run(c.name, func(b *testing.B) {
+			paired(b, func() error {
+				_, err := oldSimulate(c.s, c.t, false)
+				return err
+			}, func() error {
+				_, err := Summarize(c.s, c.t)
+				return err
+			})
 		})
 	}
+}
+
+// paired runs old and cur alternately b.N times each and reports their
+// times per call and cur's over old's.
+func paired(b *testing.B, old, cur func() error) {
+	var tOld, tCur time.Duration
+	for i := 0; i < b.N; i++ {
+		for k, f := range []func() error{old, cur} {
+			if i%2 == 1 { // alternate which goes first
+				f = [2]func() error{cur, old}[k]
+			}
+			start := time.Now()
+			if err := f(); err != nil {
+				b.Fatal(err)
+			}
+			if d := time.Since(start); (i%2 == 0) == (k == 0) {
+				tOld += d
+			} else {
+				tCur += d
+			}
+		}
+	}
+	b.ReportMetric(float64(tOld.Nanoseconds())/float64(b.N), "old-ns/call")
+	b.ReportMetric(float64(tCur.Nanoseconds())/float64(b.N), "cursor-ns/call")
+	b.ReportMetric(float64(tCur)/float64(tOld), "cursor/old")
 }

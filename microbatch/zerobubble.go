@@ -155,12 +155,11 @@ func (z *zb) step(s int, at float64) {
 	}
 	mb := z.pending[s][0]
 	z.pending[s] = z.pending[s][1:]
-	c.Append(Action{Kind: Weight, MB: mb})
-	c.Step(0)
+	c.Do(Action{Kind: Weight, MB: mb}, 0)
 }
 
-// compute appends a forward or input-gradient backward with its receives
-// before and sends after, and steps the cursor over them.
+// compute does a forward or input-gradient backward with its receives
+// before and sends after on the stage's cursor.
 func (z *zb) compute(s int, a Action) {
 	c := &z.cur[s]
 	in, out, dir := z.in[s], z.out[s], Act
@@ -168,14 +167,11 @@ func (z *zb) compute(s int, a Action) {
 		in, out, dir = out, in, Grad
 	}
 	for _, e := range in {
-		c.Append(Action{Kind: Recv, MB: a.MB, Edge: e, Dir: dir})
-		c.Step(z.box.lands(e, dir, a.MB))
+		c.Do(Action{Kind: Recv, MB: a.MB, Edge: e, Dir: dir}, z.box.lands(e, dir, a.MB))
 	}
-	c.Append(a)
-	c.Step(0)
+	c.Do(a, 0)
 	for _, e := range out {
-		c.Append(Action{Kind: Send, MB: a.MB, Edge: e, Dir: dir})
-		start, end := c.Step(0)
+		start, end := c.Do(Action{Kind: Send, MB: a.MB, Edge: e, Dir: dir}, 0)
 		z.box.put(e, dir, a.MB, start, end)
 	}
 	if a.Kind == Backward {

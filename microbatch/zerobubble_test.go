@@ -110,12 +110,14 @@ func BenchmarkZeroBubble(b *testing.B) {
 			}
 		}
 	})
-	b.Run("zb-old", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			if _, err := oldZeroBubble(p, tm, warm); err != nil {
-				b.Fatal(err)
-			}
-		}
+	b.Run("zb-vs-old", func(b *testing.B) { // alternating, as BenchmarkSimulate
+		paired(b, func() error {
+			_, err := oldZeroBubble(p, tm, warm)
+			return err
+		}, func() error {
+			_, err := ZeroBubble(p, tm, warm)
+			return err
+		})
 	})
 	b.Run("1f1b", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
