@@ -94,7 +94,7 @@ func simulate(sch *Schedule, t Timing, events bool) (*Result, error) {
 						break
 					}
 				}
-				start, end := c.Step(land)
+				start, end := c.step(a, land) // Step, a already loaded
 				switch {
 				case a.Kind == Send:
 					box.put(a.Edge, a.Dir, a.MB, start, end)
