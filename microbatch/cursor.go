@@ -131,7 +131,8 @@ func (c *Cursor) Clock() float64 { return c.clock }
 func (c *Cursor) Busy() float64 { return c.busy }
 
 // Held is how many micro-batches the stage holds stashed now (forwarded,
-// their weight gradient not yet computed); InFlight the most it held at once.
+// not yet freed by their backward, or by their W when the backward is
+// split); InFlight is the most it held at once.
 func (c *Cursor) Held() int     { return c.held }
 func (c *Cursor) InFlight() int { return c.peak }
 
