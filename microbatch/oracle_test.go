@@ -8,7 +8,7 @@ import (
 // The interpreters as they were before the cursor (cursor.go): the
 // simulator's loop and the zero-bubble playout, each with its own clock and
 // link arithmetic, kept verbatim as the oracles that driving the cursor must
-// reproduce bit for bit (TestCursorReproducesOldSimulator,
+// reproduce bit for bit (cursor_test.go: TestCursorReproducesOldSimulator,
 // TestCursorReproducesOldZeroBubble) and as the baseline of
 // BenchmarkSimulate and BenchmarkZeroBubble.
 
