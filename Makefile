@@ -22,9 +22,11 @@ test:
 	# the CUDA path as shipped (CGO_ENABLED=0: purego without cgo), on the kernels' emulator
 	CGO_ENABLED=0 $(GO) test ./tensor/cuda ./stage ./cmd/graphpipe -run 'Emulat|Staging|ParamCache|Mixed|Driver'
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
-	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
-	$(GO) test ./search -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x
-	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime 20000x
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime 20000x
+	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearchDevice$$' -fuzztime 20000x
+	$(GO) test ./search -run '^$$' -fuzz '^FuzzOpSeriesAt$$' -fuzztime 20000x
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime 200000x
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseTrace$$' -fuzztime 20000x
 	$(GO) test ./chart -run '^$$' -fuzz '^FuzzInspect$$' -fuzztime 2000x
@@ -65,9 +67,11 @@ race:
 
 fuzz:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./search -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./search -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearchDevice$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./search -run '^$$' -fuzz '^FuzzOpSeriesAt$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseTrace$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./chart -run '^$$' -fuzz '^FuzzInspect$$' -fuzztime $(FUZZTIME)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/search"
 )
 
@@ -101,7 +102,7 @@ func importRow(c Config, bin, path, name, loss string) ([]string, error) {
 	os.Remove(weights) // the transformer's are gigabytes
 	c.Log("import: searching %s on 32 v100", name)
 	sstart := time.Now()
-	plan, serr := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: 32})
+	plan, serr := search.Search(g, search.Options{Device: plan.Profiles["v100"], Devices: 32})
 	ssecs := time.Since(sstart).Seconds()
 	sps, stages := "none", "-"
 	if serr == nil {

@@ -2,29 +2,29 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
-	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
 // Emulated runs plan with emulated devices (in-process workers over an
 // embedded NATS server) and returns the median measured iteration, the first
 // iteration left out.
-func Emulated(g *dag.Graph, plan *search.Plan, steps int) (float64, error) {
+func Emulated(g *dag.Graph, plan *plan.Plan, steps int) (float64, error) {
 	iter, _, err := EmulatedTimeline(g, plan, steps)
 	return iter, err
 }
 
 // EmulatedTimeline is Emulated, and the measured timeline of the last
 // iteration.
-func EmulatedTimeline(g *dag.Graph, plan *search.Plan, steps int) (float64, *microbatch.Result, error) {
+func EmulatedTimeline(g *dag.Graph, plan *plan.Plan, steps int) (float64, *microbatch.Result, error) {
 	srv, err := runtime.StartEmbedded(0)
 	if err != nil {
 		return 0, nil, err
@@ -46,13 +46,13 @@ func EmulatedTimeline(g *dag.Graph, plan *search.Plan, steps int) (float64, *mic
 	return it[len(it)/2], res.Timeline(plan), nil
 }
 
-// Slowed is a copy of plan with every planned duration (compute, flush,
+// Slowed is a copy of pl with every planned duration (compute, flush,
 // transfer) and its predictions k times as long: emulated at k > 1, a
 // fixed cost per action weighs k times less against the plan.
-func Slowed(plan *search.Plan, k float64) *search.Plan {
-	p := *plan
-	p.Stages = append([]search.PlanStage(nil), plan.Stages...)
-	p.Edges = append([]search.PlanEdge(nil), plan.Edges...)
+func Slowed(pl *plan.Plan, k float64) *plan.Plan {
+	p := *pl
+	p.Stages = append([]plan.PlanStage(nil), pl.Stages...)
+	p.Edges = append([]plan.PlanEdge(nil), pl.Edges...)
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS
@@ -68,7 +68,7 @@ func Slowed(plan *search.Plan, k float64) *search.Plan {
 // process over an embedded server) and single-process, and returns both
 // throughputs in samples per second (start-up included) and the pipeline's
 // median iteration in seconds (the first left out).
-func CPURun(g *dag.Graph, plan *search.Plan, steps int, o stage.TrainOptions) (pipe, single, iter float64, err error) {
+func CPURun(g *dag.Graph, plan *plan.Plan, steps int, o stage.TrainOptions) (pipe, single, iter float64, err error) {
 	srv, err := runtime.StartEmbedded(0)
 	if err != nil {
 		return 0, 0, 0, err
@@ -104,25 +104,25 @@ func CPURun(g *dag.Graph, plan *search.Plan, steps int, o stage.TrainOptions) (p
 
 // OpTimesOf times every op of g on this machine's CPU backend at every
 // power-of-two micro-batch up to its batch, as graphpipe profile --model does.
-func OpTimesOf(g *dag.Graph) (*search.OpTimes, error) {
+func OpTimesOf(g *dag.Graph) (*plan.OpTimes, error) {
 	var sizes []int
 	for m := 1; int64(m) <= g.BatchSize(); m *= 2 {
 		sizes = append(sizes, m)
 	}
-	return runtime.MeasureOpTimes(g, sizes, 200*time.Millisecond, nil, "cpu (this run)", nil)
+	return profile.MeasureOpTimes(g, sizes, 200*time.Millisecond, nil, "cpu (this run)", nil)
 }
 
 // ProbedCPU is the built-in cpu profile with its links measured on this
-// host (runtime.ProbeLinks, fitted by search.FitLink), as graphpipe profile
+// host (profile.ProbeLinks, fitted by profile.FitLink), as graphpipe profile
 // --device cpu measures them.
-func ProbedCPU() (search.Device, error) {
-	d := search.Profiles["cpu"]
-	sizes := []int{1 << 10, 64 << 10, 1 << 20, 8 << 20}
-	t, err := runtime.ProbeLinks(sizes, 20)
+func ProbedCPU() (plan.Device, error) {
+	d := plan.Profiles["cpu"]
+	sizes, reps := profile.HostLinkSizes(false)
+	t, err := profile.ProbeLinks(sizes, reps)
 	if err != nil {
 		return d, err
 	}
-	return d.WithLinks(sizes, t)
+	return profile.WithLinks(d, sizes, t)
 }
 
 // SingleIteration trains g in one process at micro-batch micro for steps
@@ -145,108 +145,6 @@ func SingleIteration(g *dag.Graph, micro, steps int, o stage.TrainOptions) (floa
 	}
 	sort.Float64s(it)
 	return it[len(it)/2], nil
-}
-
-// Transport measures link throughput and raw NATS publish→subscribe for one
-// message size on one embedded server, in bytes per second.
-func Transport(size int) (links, raw float64, err error) {
-	srv, err := runtime.StartEmbedded(0)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer srv.Shutdown()
-	dial := func() (*runtime.NATS, error) {
-		return runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
-	}
-	n := max(8, (256<<20)/size)
-	msg := make([]byte, size)
-	if raw, err = rawRate(dial, msg, n); err != nil {
-		return 0, 0, err
-	}
-	links, err = linkRate(dial, msg, n)
-	return links, raw, err
-}
-
-func rawRate(dial func() (*runtime.NATS, error), msg []byte, n int) (float64, error) {
-	pub, err := dial()
-	if err != nil {
-		return 0, err
-	}
-	defer pub.Close()
-	sub, err := dial()
-	if err != nil {
-		return 0, err
-	}
-	defer sub.Close()
-	chunk := pub.MaxPayload() - 256
-	pieces := (len(msg) + chunk - 1) / chunk
-	got := make(chan struct{}, n*pieces)
-	unsub, err := sub.Subscribe("raw", func([]byte) { got <- struct{}{} })
-	if err != nil {
-		return 0, err
-	}
-	defer unsub()
-	time.Sleep(50 * time.Millisecond)
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		for c := 0; c < pieces; c++ {
-			pub.Publish("raw", msg[c*chunk:min(len(msg), (c+1)*chunk)])
-		}
-	}
-	timeout := time.After(time.Minute)
-	for i := 0; i < n*pieces; i++ {
-		select {
-		case <-got:
-		case <-timeout:
-			return 0, fmt.Errorf("raw NATS lost %d of %d messages", n*pieces-i, n*pieces)
-		}
-	}
-	return float64(n*len(msg)) / time.Since(start).Seconds(), nil
-}
-
-func linkRate(dial func() (*runtime.NATS, error), msg []byte, n int) (float64, error) {
-	a, err := dial()
-	if err != nil {
-		return 0, err
-	}
-	defer a.Close()
-	c, err := dial()
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	from, err := runtime.NewEndpoint(a, "bench", 1, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer from.Close()
-	to, err := runtime.NewEndpoint(c, "bench", 1, 1)
-	if err != nil {
-		return 0, err
-	}
-	defer to.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	start := time.Now()
-	errs := make(chan error, 1)
-	go func() {
-		for i := 0; i < n; i++ {
-			if err := from.SendActivation(ctx, 1, 0, int32(i), msg); err != nil {
-				errs <- err
-				return
-			}
-		}
-		errs <- nil
-	}()
-	for i := 0; i < n; i++ {
-		if _, err := to.ReceiveActivation(ctx, 0, int32(i)); err != nil {
-			return 0, err
-		}
-	}
-	if err := <-errs; err != nil {
-		return 0, err
-	}
-	return float64(n*len(msg)) / time.Since(start).Seconds(), nil
 }
 
 // TwoBranch is the model of the real CPU comparison.

@@ -3,6 +3,7 @@ package bench
 import (
 	"testing"
 
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/search"
 )
 
@@ -13,7 +14,7 @@ func TestSlowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: 4, MicroBatch: 2, Schedule: "zb"})
+	plan, err := search.Search(g, search.Options{Device: plan.Profiles["v100"], Devices: 4, MicroBatch: 2, Schedule: "zb"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/search"
 )
 
@@ -52,7 +53,7 @@ func Paper(name string) (*dag.Graph, error) {
 }
 
 func options(device string, devices int, batch, micro int64, strategy, schedule string) search.Options {
-	dev := search.Profiles[device]
+	dev := plan.Profiles[device]
 	return search.Options{Device: dev, Devices: devices, Batch: batch, MicroBatch: micro, Strategy: strategy, Schedule: schedule}
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/search"
 )
 
@@ -64,7 +65,7 @@ func RecomputeSection(c Config) (*Section, error) {
 	return s, nil
 }
 
-func samples(p *search.Plan) string {
+func samples(p *plan.Plan) string {
 	if p == nil {
 		return "none"
 	}
@@ -72,7 +73,7 @@ func samples(p *search.Plan) string {
 }
 
 // recomputing is "k of n" stages of p recomputing, or "-" without a plan.
-func recomputing(p *search.Plan) string {
+func recomputing(p *plan.Plan) string {
 	if p == nil {
 		return "-"
 	}
@@ -85,7 +86,7 @@ func recomputing(p *search.Plan) string {
 	return fmt.Sprintf("%d of %d", n, len(p.Stages))
 }
 
-func shape(p *search.Plan) string {
+func shape(p *plan.Plan) string {
 	if p == nil {
 		return "-"
 	}

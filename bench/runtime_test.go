@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -20,7 +22,7 @@ func BenchmarkEmulated(b *testing.B) {
 	}
 	measured, predicted := map[string]float64{}, map[string]float64{}
 	for _, strategy := range []string{"gpp", "spp"} {
-		plan, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: 16, Strategy: strategy})
+		plan, err := search.Search(g, search.Options{Device: plan.Profiles["v100"], Devices: 16, Strategy: strategy})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -50,7 +52,7 @@ func BenchmarkTransport(b *testing.B) {
 			var links, raw float64
 			var err error
 			for i := 0; i < b.N; i++ {
-				if links, raw, err = Transport(size); err != nil {
+				if links, raw, err = profile.Transport(size); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -70,7 +72,7 @@ func BenchmarkCPURun(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 2, MicroBatch: 32})
+	plan, err := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: 2, MicroBatch: 32})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -314,7 +316,7 @@ func Ideal(rows []Row) *Section {
 	for _, r := range rows {
 		g, _ := Paper(r.Model)
 		t := g.Total()
-		dev := search.Profiles[r.Device]
+		dev := plan.Profiles[r.Device]
 		ideal := float64(r.Devices) * dev.PeakFLOPs * dev.MaxEff / (t.FwdFLOPs + t.BwdFLOPs())
 		s.Rows = append(s.Rows, []string{r.Model, fmt.Sprint(r.Devices), f(ideal), fmt.Sprintf("%.3f", r.GPP.SamplesPerS/ideal), fmt.Sprintf("%.3f", r.SPP.SamplesPerS/ideal)})
 	}
@@ -342,7 +344,7 @@ func SearchTime(c Config) (*Section, error) {
 			c.Log("search time: %d ops on %d devices", g.NumOps(), d)
 			timeIt := func(strategy string) (float64, string) {
 				start := time.Now()
-				_, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: d, Strategy: strategy, Batch: 256})
+				_, err := search.Search(g, search.Options{Device: plan.Profiles["v100"], Devices: d, Strategy: strategy, Batch: 256})
 				secs := time.Since(start).Seconds()
 				if err != nil {
 					return secs, "stopped at its limit"
@@ -378,7 +380,7 @@ func SearchTime(c Config) (*Section, error) {
 			var secs [2]float64
 			for i, strategy := range []string{"gpp", "spp"} {
 				start := time.Now()
-				if _, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: d, Strategy: strategy}); err != nil {
+				if _, err := search.Search(g, search.Options{Device: plan.Profiles["v100"], Devices: d, Strategy: strategy}); err != nil {
 					return nil, err
 				}
 				secs[i] = time.Since(start).Seconds()
@@ -412,7 +414,7 @@ func manyDevices(c Config, s *Section) error {
 		var secs [2]float64
 		for i, strategy := range []string{"gpp", "spp"} {
 			start := time.Now()
-			if _, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: d, Strategy: strategy, Batch: int64(16 * d)}); err != nil {
+			if _, err := search.Search(g, search.Options{Device: plan.Profiles["v100"], Devices: d, Strategy: strategy, Batch: int64(16 * d)}); err != nil {
 				return err
 			}
 			secs[i] = time.Since(start).Seconds()
@@ -437,7 +439,7 @@ func slope(x, y []float64) float64 {
 
 // predictedRow sets a real run's median iteration against the plan's
 // prediction, priced as priced says.
-func predictedRow(what, priced string, iter float64, plan *search.Plan) []string {
+func predictedRow(what, priced string, iter float64, plan *plan.Plan) []string {
 	return []string{what + ": s/iteration measured vs simulated (" + priced + ")", fmt.Sprintf("%.4f", iter),
 		fmt.Sprintf("%.4f", plan.Predicted.IterationS), fmt.Sprintf("%.3f", iter/plan.Predicted.IterationS)}
 }
@@ -457,7 +459,7 @@ func realRuns(c Config, s *Section, label string, g *dag.Graph, micro int64, ste
 		return err
 	}
 	for _, priced := range []string{"built-in cpu profile", "op times"} {
-		opt := search.Options{Device: search.Profiles["cpu"], Devices: 2, MicroBatch: micro}
+		opt := search.Options{Device: plan.Profiles["cpu"], Devices: 2, MicroBatch: micro}
 		if priced == "op times" {
 			opt.OpTimes, opt.Device = times, probed
 		}
@@ -481,7 +483,7 @@ func realRuns(c Config, s *Section, label string, g *dag.Graph, micro int64, ste
 				predictedRow(what, priced, iter, plan))
 		}
 	}
-	one, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 1, MicroBatch: micro, OpTimes: times})
+	one, err := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: 1, MicroBatch: micro, OpTimes: times})
 	if err != nil {
 		return err
 	}
@@ -501,7 +503,7 @@ func caseStudyTimeline(c Config, s *Section) error {
 	if err != nil {
 		return err
 	}
-	plan, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: 8})
+	plan, err := search.Search(g, search.Options{Device: plan.Profiles["v100"], Devices: 8})
 	if err != nil {
 		return err
 	}
@@ -518,7 +520,7 @@ func caseStudyTimeline(c Config, s *Section) error {
 
 // timelineChart draws a plan's simulated iteration above an emulated run's
 // last one.
-func timelineChart(plan *search.Plan, measured *microbatch.Result) (*Chart, error) {
+func timelineChart(plan *plan.Plan, measured *microbatch.Result) (*Chart, error) {
 	sim, err := plan.Simulate()
 	if err != nil {
 		return nil, err
@@ -552,7 +554,7 @@ func Runtime(c Config) (*Section, error) {
 		var measured, simulated [2]float64
 		for i, strategy := range []string{"gpp", "spp"} {
 			c.Log("runtime: emulated mmt on %d v100, %s", d, strategy)
-			plan, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: d, Strategy: strategy})
+			plan, err := search.Search(g, search.Options{Device: plan.Profiles["v100"], Devices: d, Strategy: strategy})
 			if err != nil {
 				return nil, err
 			}
@@ -568,7 +570,7 @@ func Runtime(c Config) (*Section, error) {
 	}
 	if !c.Quick { // how much of the gap at 32 is a fixed cost per action on this machine
 		for _, strategy := range []string{"gpp", "spp"} {
-			plan, err := search.Search(g, search.Options{Device: search.Profiles["v100"], Devices: 32, Strategy: strategy})
+			plan, err := search.Search(g, search.Options{Device: plan.Profiles["v100"], Devices: 32, Strategy: strategy})
 			if err != nil {
 				return nil, err
 			}
@@ -602,7 +604,7 @@ func Runtime(c Config) (*Section, error) {
 	}
 	for _, size := range sizes {
 		c.Log("runtime: transport %d KiB", size>>10)
-		links, raw, err := Transport(size)
+		links, raw, err := profile.Transport(size)
 		if err != nil {
 			return nil, err
 		}

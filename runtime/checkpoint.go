@@ -252,3 +252,31 @@ func readCheckpoint(path string) (*Checkpoint, error) {
 	}
 	return c, nil
 }
+
+// OptimizerMismatchError is a resume under another optimizer than the one
+// whose state the checkpoint holds: its state would be dropped unseen (or
+// read as another's), so the run refuses it.
+type OptimizerMismatchError struct {
+	Dir        string
+	Step       int
+	Have, Want string // the checkpoint's optimizer, the run's
+}
+
+func (e *OptimizerMismatchError) Error() string {
+	return fmt.Sprintf("--resume %s: checkpoint step-%d holds %s's optimizer state, and this run's --optimizer is %s: resume with --optimizer %s",
+		e.Dir, e.Step, e.Have, e.Want, e.Have)
+}
+
+// CheckOptimizer says whether a run training with optimizer (a name of
+// stage.Optimizers) may resume from c, read from dir. A checkpoint that
+// names no optimizer (an --init) holds no optimizer state and fits any.
+func (c *Checkpoint) CheckOptimizer(dir, optimizer string) error {
+	have := c.Manifest.Optimizer
+	if have == "" || have == optimizer {
+		return nil
+	}
+	if _, err := stage.LookupOptimizer(have); err != nil {
+		return fmt.Errorf("--resume %s: checkpoint step-%d names optimizer %q, which this build does not know (known: %s)", dir, c.Manifest.Step, have, stage.OptimizerNames())
+	}
+	return &OptimizerMismatchError{Dir: dir, Step: c.Manifest.Step, Have: have, Want: optimizer}
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -30,7 +31,7 @@ func TestClippedPipelineEqualsSingleProcess(t *testing.T) {
 			const steps = 4
 			c.train.Steps = steps
 			g, _ := smallPlan(t, c.model, c.devices, 8)
-			plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: c.devices, MicroBatch: 8})
+			plan, err := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: c.devices, MicroBatch: 8})
 			if err != nil {
 				t.Fatal(err)
 			}

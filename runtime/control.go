@@ -11,7 +11,7 @@ import (
 	"sync"
 
 	"github.com/graphpipe/graphpipe/dag"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -351,7 +351,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
-	plan, err := search.LoadPlan(a.Plan, g)
+	plan, err := plan.LoadPlan(a.Plan, g)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}

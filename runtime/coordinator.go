@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -22,9 +22,9 @@ func since(t time.Time) float64 { return time.Since(t).Seconds() }
 // Coordinate runs plan with workers that join over t: it waits for one worker
 // per stage, assigns the stages, collects each iteration's reports (calling
 // progress with the iteration's loss) and the final parameters.
-func Coordinate(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport, run string, steps int, o Options,
+func Coordinate(ctx context.Context, g *dag.Graph, plan *plan.Plan, t Transport, run string, steps int, o Options,
 	progress func(iter int64, loss float64)) (*Result, error) {
-	if h := search.ModelHash(g); h != plan.Model.SHA256 {
+	if h := dag.ModelHash(g); h != plan.Model.SHA256 {
 		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
 	}
 	gen := max(o.Gen, 1)
@@ -150,7 +150,7 @@ func startStep(o Options) int {
 type collector struct {
 	ctl     *Endpoint
 	g       *dag.Graph
-	plan    *search.Plan
+	plan    *plan.Plan
 	lay     replicas
 	workers []int32
 	run     string
@@ -162,7 +162,7 @@ type collector struct {
 }
 
 // collect drives the iterations and gathers reports and parameters.
-func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, workers []int32, run string, steps int, o Options, progress func(int64, float64)) (*Result, error) {
+func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *plan.Plan, lay replicas, workers []int32, run string, steps int, o Options, progress func(int64, float64)) (*Result, error) {
 	c := &collector{ctl: ctl, g: g, plan: plan, lay: lay, workers: workers, run: run, steps: steps, o: o,
 		res: &Result{Params: map[string]*stage.Value[float32]{}}}
 	for n := startStep(o); n < steps; n++ {
@@ -408,7 +408,7 @@ func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32)
 		ck.Manifest.OptStep, _ = strconv.Atoi(meta["optimizer_step"])
 	}
 	g := c.g
-	ck.Manifest.Step, ck.Manifest.Model, ck.Manifest.ModelHash = step, g.Name(), search.ModelHash(g)
+	ck.Manifest.Step, ck.Manifest.Model, ck.Manifest.ModelHash = step, g.Name(), dag.ModelHash(g)
 	ck.Manifest.Run, ck.Manifest.Seed = c.run, g.Seed()
 	ck.Manifest.Plan = fmt.Sprintf("%s, %d stages on %d devices", c.plan.Strategy, len(c.plan.Stages), c.lay.total)
 	ck.Manifest.Optimizer = c.o.Train.Optimizer
@@ -420,9 +420,9 @@ func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32)
 }
 
 // sendResume gives every worker its stage's share of a checkpoint.
-func sendResume(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *search.Plan, lay replicas, workers []int32, c *Checkpoint) error {
-	if c.Manifest.ModelHash != search.ModelHash(g) {
-		return fmt.Errorf("checkpoint: made for model %q with hash %.12s, this model's is %.12s", c.Manifest.Model, c.Manifest.ModelHash, search.ModelHash(g))
+func sendResume(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *plan.Plan, lay replicas, workers []int32, c *Checkpoint) error {
+	if c.Manifest.ModelHash != dag.ModelHash(g) {
+		return fmt.Errorf("checkpoint: made for model %q with hash %.12s, this model's is %.12s", c.Manifest.Model, c.Manifest.ModelHash, dag.ModelHash(g))
 	}
 	for id, w := range workers {
 		st, _ := lay.where(id)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/dataset"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -46,7 +46,7 @@ func writeData(t *testing.T, g *dag.Graph, n, step int) string {
 
 // dataReference trains g in one process on the data at path in the same
 // order and evaluates it as spec says.
-func dataReference(t *testing.T, g *dag.Graph, plan *search.Plan, spec *DataSpec, steps int, o stage.TrainOptions) (*stage.Trainer, []float64, []stage.EvalResult) {
+func dataReference(t *testing.T, g *dag.Graph, plan *plan.Plan, spec *DataSpec, steps int, o stage.TrainOptions) (*stage.Trainer, []float64, []stage.EvalResult) {
 	t.Helper()
 	o.MicroBatch = int(plan.MicroBatch)
 	tr, err := stage.NewTrainer(g, o)

@@ -1,6 +1,7 @@
 // Package runtime runs plans: stage workers that execute their action lists
 // with a stage.Executor and exchange activations and gradients over a
-// Transport (NATS, or in memory for tests).
+// Transport (NATS, or in memory for tests). A plan is a plan.Plan, read
+// through plan.LoadPlan; runtime does not import the planner (search).
 //
 // The contract, and what it answers of the measured facts in the issue:
 //

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/models"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -27,7 +27,7 @@ func setTimings(f func()) {
 	f()
 }
 
-func heartbeatSetup(t *testing.T) (Transport, *search.Plan, func() (*Result, error), context.CancelFunc, chan error) {
+func heartbeatSetup(t *testing.T) (Transport, *plan.Plan, func() (*Result, error), context.CancelFunc, chan error) {
 	g, plan := smallPlan(t, "case-study", 3, 4)
 	m := NewMemory(1, Faults{}, 1<<20)
 	t.Cleanup(func() { m.Close() })
@@ -117,7 +117,7 @@ func TestCoordinatorNamesAHungWorker(t *testing.T) {
 // hang once an iteration has finished, not during the first (which pays for
 // compiling kernels and loading libraries), up to WarmupHangTimeout.
 func TestFirstIterationMayTakeLonger(t *testing.T) {
-	w := &Worker{plan: &search.Plan{Stages: []search.PlanStage{{}}}}
+	w := &Worker{plan: &plan.Plan{Stages: []plan.PlanStage{{}}}}
 	w.busy("iteration 0 action 0B")
 	w.busySince = time.Now().Add(-2 * HangTimeout)
 	if h := w.hang(); h != "" {

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/graphpipe/graphpipe/dag"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -17,7 +17,7 @@ import (
 type Job struct {
 	Run     string // the run's ID: every subject of the run is scoped by it
 	Graph   *dag.Graph
-	Plan    *search.Plan
+	Plan    *plan.Plan
 	Steps   int // the iterations the run ends after, counted from 0
 	Options Options
 	Local   Local
@@ -70,7 +70,7 @@ func (j *Job) Validate() error {
 	case j.Plan == nil:
 		return jobErr("Plan", "no plan")
 	}
-	if h := search.ModelHash(j.Graph); h != j.Plan.Model.SHA256 {
+	if h := dag.ModelHash(j.Graph); h != j.Plan.Model.SHA256 {
 		return jobErr("Plan", "made for model %q with hash %.12s, this model's is %.12s", j.Plan.Model.Name, j.Plan.Model.SHA256, h)
 	}
 	if j.Steps < 1 {
@@ -118,4 +118,4 @@ func (j *Job) validateLocal() error {
 
 // Workers is how many workers a generation of plan takes: one per device (a
 // data-parallel stage runs as replicas).
-func Workers(plan *search.Plan) int { return layout(plan).total }
+func Workers(plan *plan.Plan) int { return layout(plan).total }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -46,8 +46,8 @@ type Joined struct {
 
 // RunLocal trains g under plan for steps iterations with one goroutine per
 // stage over transport t. It refuses a plan made for another model.
-func RunLocal(ctx context.Context, g *dag.Graph, plan *search.Plan, t Transport, run string, steps int, o Options) (*Result, error) {
-	if h := search.ModelHash(g); h != plan.Model.SHA256 {
+func RunLocal(ctx context.Context, g *dag.Graph, plan *plan.Plan, t Transport, run string, steps int, o Options) (*Result, error) {
+	if h := dag.ModelHash(g); h != plan.Model.SHA256 {
 		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
 	}
 	workers := make([]*Worker, layout(plan).total)

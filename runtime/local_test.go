@@ -10,6 +10,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -89,7 +90,7 @@ func TestPipelineEqualsSingleProcess(t *testing.T) {
 					if c.name == "transformer" {
 						devices = 3
 					}
-					plan, err := search.Search(c.g, search.Options{Device: search.Profiles["cpu"], Devices: devices, Strategy: strategy, Schedule: sched, MicroBatch: 4})
+					plan, err := search.Search(c.g, search.Options{Device: plan.Profiles["cpu"], Devices: devices, Strategy: strategy, Schedule: sched, MicroBatch: 4})
 					if err != nil {
 						t.Skipf("no plan: %v", err)
 					}
@@ -117,7 +118,7 @@ func TestPipelineEqualsSingleProcess(t *testing.T) {
 
 // defersWeights says whether some stage of plan runs a W after another F or
 // B that followed its micro-batch's B.
-func defersWeights(t *testing.T, plan *search.Plan) bool {
+func defersWeights(t *testing.T, plan *plan.Plan) bool {
 	sch, err := plan.ScheduleOf()
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +173,7 @@ func TestFaultyTransport(t *testing.T) {
 func TestPlanForAnotherModel(t *testing.T) {
 	e, _ := models.Lookup("mlp")
 	g, _ := e.Build(e.Small)
-	plan, _ := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 2})
+	plan, _ := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: 2})
 	other, _ := models.Lookup("candle-uno")
 	h, _ := other.Build(other.Small)
 	_, err := RunLocal(context.Background(), h, plan, NewMemory(1, Faults{}, 1<<20), "x", 1, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.1}})
@@ -189,7 +190,7 @@ func TestDataParallelStages(t *testing.T) {
 	for _, name := range []string{"mlp", "candle-uno", "case-study", "dlrm"} {
 		e, _ := models.Lookup(name)
 		g, _ := e.Build(e.Small)
-		plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 6, MicroBatch: 8})
+		plan, err := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: 6, MicroBatch: 8})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +235,7 @@ func TestDataParallelStages(t *testing.T) {
 
 // smallPlan builds the small preset of a zoo model and plans it on cpu
 // devices with a fixed micro-batch.
-func smallPlan(t *testing.T, model string, devices int, micro int64) (*dag.Graph, *search.Plan) {
+func smallPlan(t *testing.T, model string, devices int, micro int64) (*dag.Graph, *plan.Plan) {
 	t.Helper()
 	e, err := models.Lookup(model)
 	if err != nil {
@@ -244,7 +245,7 @@ func smallPlan(t *testing.T, model string, devices int, micro int64) (*dag.Graph
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: devices, MicroBatch: micro})
+	plan, err := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: devices, MicroBatch: micro})
 	if err != nil {
 		t.Fatal(err)
 	}

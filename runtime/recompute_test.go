@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -39,21 +40,21 @@ func TestRecomputeRunIsBitIdentical(t *testing.T) {
 	}
 	for _, sched := range []string{"1f1b", "gpipe"} {
 		t.Run(sched, func(t *testing.T) {
-			keep, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 3, MicroBatch: 4, Strategy: "spp", Schedule: sched, Recompute: "off"})
+			keep, err := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: 3, MicroBatch: 4, Strategy: "spp", Schedule: sched, Recompute: "off"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(keep.Stages) < 2 {
 				t.Fatalf("a plan of %d stage(s): no pipeline to test", len(keep.Stages))
 			}
-			rec, err := search.DecodePlan(keep.Encode())
+			rec, err := plan.DecodePlan(keep.Encode())
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i := range rec.Stages {
 				rec.Stages[i].Recompute = true
 			}
-			back, err := search.DecodePlan(rec.Encode())
+			back, err := plan.DecodePlan(rec.Encode())
 			if err != nil || !back.Recomputes() {
 				t.Fatalf("the plan file lost its stages' recompute: %v", err)
 			}

@@ -1,7 +1,7 @@
 package runtime
 
 import (
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // A stage on k devices runs as k replicas; replica r of a stage takes rows
@@ -24,7 +24,7 @@ type replicas struct {
 	total  int
 }
 
-func layout(plan *search.Plan) replicas {
+func layout(plan *plan.Plan) replicas {
 	var l replicas
 	for _, s := range plan.Stages {
 		l.offset = append(l.offset, l.total)

@@ -18,7 +18,7 @@ import (
 	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -64,7 +64,7 @@ func (o *Outputs) write(j *Job, res *Result, initial *Checkpoint) error {
 // writeTrace writes the last iteration's measured timeline as Chrome trace
 // JSON (in the shape of graphpipe sim --trace) and as a chart, each when
 // named.
-func (o *Outputs) writeTrace(plan *search.Plan, res *Result, emulated bool) error {
+func (o *Outputs) writeTrace(plan *plan.Plan, res *Result, emulated bool) error {
 	if o.Trace == "" && o.Timeline == "" {
 		return nil
 	}
@@ -96,7 +96,7 @@ func (o *Outputs) writeTrace(plan *search.Plan, res *Result, emulated bool) erro
 }
 
 // PlanTitle names a plan in a chart's or a trace's title.
-func PlanTitle(p *search.Plan) string {
+func PlanTitle(p *plan.Plan) string {
 	return fmt.Sprintf("%s, %s plan on %d %s, %s", p.Model.Name, p.Strategy, p.Devices, p.Device.Name, p.Schedule)
 }
 
@@ -159,7 +159,7 @@ type StageTime struct {
 // StageTimes compares each stage's planned and measured compute: where a
 // run's iteration misses its prediction, this says which stage and pass.
 // Stages without a timeline (none reported) are left out.
-func StageTimes(plan *search.Plan, res *Result) []StageTime {
+func StageTimes(plan *plan.Plan, res *Result) []StageTime {
 	var out []StageTime
 	for s, st := range plan.Stages {
 		if s >= len(res.Events) || len(res.Events[s]) == 0 {
@@ -188,7 +188,7 @@ func StageTimes(plan *search.Plan, res *Result) []StageTime {
 // dumpRun writes what graphpipe train --dump writes: initial parameters and
 // data (both reproducible from the model's seed), and the workers' final
 // parameters and the losses.
-func dumpRun(dir string, g *dag.Graph, plan *search.Plan, res *Result, steps int, init map[string]*stage.Value[float32], src stage.Source) error {
+func dumpRun(dir string, g *dag.Graph, plan *plan.Plan, res *Result, steps int, init map[string]*stage.Value[float32], src stage.Source) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return &OutputError{Op: "mkdir", Field: "Dump", Path: dir, Err: err}
 	}

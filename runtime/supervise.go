@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // Launcher starts and ends the workers of a run's generations. The
@@ -33,7 +33,7 @@ type Launcher interface {
 type Generation struct {
 	Run   string
 	Gen   uint32
-	Plan  *search.Plan
+	Plan  *plan.Plan
 	Slots []Slot
 	From  int // the step it starts at
 	// Lost is how a launcher reports a worker lost mid-generation: the
@@ -52,7 +52,7 @@ type Slot struct {
 }
 
 // Slots are plan's workers in worker id order.
-func Slots(plan *search.Plan) []Slot {
+func Slots(plan *plan.Plan) []Slot {
 	var out []Slot
 	per := max(plan.DevicesPerNode, 1)
 	for s, st := range plan.Stages {

@@ -2,14 +2,14 @@ package runtime
 
 import (
 	"github.com/graphpipe/graphpipe/microbatch"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // Timeline is the last iteration's measured timeline in the simulator's
 // terms: every stage's forwards, backwards, weight gradients, sends and
 // receives (replica 0's), each stage weighing its devices in the bubble.
 // It draws and traces as a simulated one does.
-func (r *Result) Timeline(plan *search.Plan) *microbatch.Result {
+func (r *Result) Timeline(plan *plan.Plan) *microbatch.Result {
 	var evs []microbatch.Event
 	for s, es := range r.Events {
 		for _, e := range es {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -21,7 +22,7 @@ func TestTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 3, Schedule: "zb", MicroBatch: 4})
+	plan, err := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: 3, Schedule: "zb", MicroBatch: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
@@ -24,7 +24,7 @@ type Worker struct {
 	Replica int
 	lay     replicas
 	g       *dag.Graph
-	plan    *search.Plan
+	plan    *plan.Plan
 	sched   []microbatch.Action
 	split   bool // the schedule runs each backward as B (inputs) and a later W (weights)
 	ex      *stage.Executor
@@ -144,7 +144,7 @@ type Options struct {
 }
 
 // NewWorker prepares stage id of plan over an endpoint.
-func NewWorker(g *dag.Graph, plan *search.Plan, id int, ep *Endpoint, o Options) (*Worker, error) {
+func NewWorker(g *dag.Graph, plan *plan.Plan, id int, ep *Endpoint, o Options) (*Worker, error) {
 	sch, err := plan.ScheduleOf()
 	if err != nil {
 		return nil, err

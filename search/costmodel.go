@@ -5,19 +5,20 @@ import (
 	"sync"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // costModel prices ops, stages and transfers on one device type.
 type costModel struct {
 	g        *dag.Graph
-	dev      Device
+	dev      plan.Device
 	devices  int
 	perNode  int
 	limit    int64      // bytes per device
 	optBytes int64      // optimizer state bytes per parameter
 	mu       sync.Mutex // guards opTimes
 	opTimes  map[int64][]opTime
-	measured []*OpSeries // by op, from Options.OpTimes; nil: priced from FLOPs and bytes
+	measured []*plan.OpSeries // by op, from Options.OpTimes; nil: priced from FLOPs and bytes
 
 	// recompute: "auto" (the planner may make a stage recompute its forward
 	// during backward), "off" or "all" (every stage does: price and
@@ -32,7 +33,7 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 	cm := &costModel{g: g, dev: o.Device, devices: o.Devices, perNode: o.DevicesPerNode,
 		limit: o.MemoryLimit, optBytes: o.OptimizerBytes, opTimes: map[int64][]opTime{}, recompute: o.Recompute}
 	if o.OpTimes != nil {
-		cm.measured, _ = o.OpTimes.resolve(g) // checked by withDefaults
+		cm.measured, _ = resolveOpTimes(o.OpTimes, g) // checked by withDefaults
 	}
 	return cm
 }
@@ -58,7 +59,7 @@ func (cm *costModel) times(m int64) []opTime {
 // parameters, except gathers (embeddings), which touch only the rows they read.
 func (cm *costModel) opTime(i int, m int64) opTime {
 	if cm.measured != nil {
-		return cm.measured[i].at(m)
+		return seriesAt(cm.measured[i], m)
 	}
 	c := cm.g.Cost(i)
 	mf := float64(m)
@@ -68,10 +69,10 @@ func (cm *costModel) opTime(i int, m int64) opTime {
 	case dag.Embedding, dag.EmbeddingBag:
 		mem = act * mf
 	}
-	t := opTime{f: cm.dev.kernel(c.FwdFLOPs*mf, mem)}
-	t.bi = cm.dev.kernel(c.BwdInputFLOPs*mf, act*mf)
+	t := opTime{f: kernel(cm.dev, c.FwdFLOPs*mf, mem)}
+	t.bi = kernel(cm.dev, c.BwdInputFLOPs*mf, act*mf)
 	if c.BwdWeightFLOPs > 0 {
-		t.bw = cm.dev.kernel(c.BwdWeightFLOPs*mf, mem)
+		t.bw = kernel(cm.dev, c.BwdWeightFLOPs*mf, mem)
 	}
 	return t
 }
@@ -156,7 +157,7 @@ func (cm *costModel) flushAt(params int64, k int, inter bool) float64 {
 	if params > 0 {
 		opt = p * float64(8+2*cm.optBytes) / cm.dev.MemBW
 	}
-	return cm.dev.allReduce(4*p, k, inter) + opt
+	return allReduce(cm.dev, 4*p, k, inter) + opt
 }
 
 // interDP says whether the planner prices a stage-to-stage link as crossing
@@ -273,7 +274,7 @@ func (cm *costModel) priceOps(ops []int, blk *block, k int, b int64, mbs int) st
 	}
 	c.flush = cm.flush(blk.params, k)
 	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
-	c.link = 2 * cm.dev.transfer(float64(max(blk.inB, blk.outB))*float64(m), cm.interDP())
+	c.link = 2 * transfer(cm.dev, float64(max(blk.inB, blk.outB))*float64(m), cm.interDP())
 	cm.setMemory(&c, blk, m)
 	unsplittable(&c, blk, k)
 	return cm.variant(c, blk)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // TestMoreDevicesNeverSlower: a search on n devices is never slower than one
@@ -19,7 +20,7 @@ func TestMoreDevicesNeverSlower(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, strategy := range []string{"gpp", "spp"} {
-			o := Options{Device: Profiles["v100"], Devices: 8 << (seed % 2), Batch: 8 << (seed % 3), Strategy: strategy}
+			o := Options{Device: plan.Profiles["v100"], Devices: 8 << (seed % 2), Batch: 8 << (seed % 3), Strategy: strategy}
 			full, err := Search(g, o)
 			if err != nil {
 				t.Fatal(err)
@@ -59,7 +60,7 @@ func TestFewerDevicesCANDLE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Device: Profiles["v100"], Devices: 32, Batch: 128, Strategy: "spp"}
+	o := Options{Device: plan.Profiles["v100"], Devices: 32, Batch: 128, Strategy: "spp"}
 	with, err := Search(g, o)
 	if err != nil {
 		t.Fatal(err)
@@ -77,42 +78,5 @@ func TestFewerDevicesCANDLE(t *testing.T) {
 	t.Logf("%.4g samples/s on %d of 32 devices; %.4g on the DP's plan for 32", with.Predicted.SamplesPerS, used, without.Predicted.SamplesPerS)
 	if used > 16 || with.Predicted.SamplesPerS <= without.Predicted.SamplesPerS {
 		t.Errorf("expected a faster plan on at most 16 devices")
-	}
-}
-
-// TestDeviceMemoryAsNumber: a profile's memory may be written in any JSON
-// number form that is a whole number of bytes; a fraction, a number past
-// int64 and an unknown field are refused, in a profile and in a plan.
-func TestDeviceMemoryAsNumber(t *testing.T) {
-	base := `{"name": "g", "peak_flops": 1e13, "max_eff": 0.8, "half_work": 1e8, "mem_bw": 9e11, "intra_bw": 5e10, "inter_bw": 1e10, `
-	for _, tc := range []struct {
-		memory string
-		want   int64
-		err    string
-	}{
-		{`1e10`, 1e10, ""}, {`16e9`, 16e9, ""}, {`10000000000`, 1e10, ""}, {`1.0e3`, 1000, ""},
-		{`1.5e9`, 1.5e9, ""},
-		{`1.5`, 0, "not a whole number"}, {`1e30`, 0, "not a whole number"}, {`"8e9"`, 0, "not a number of bytes"}, {`[1]`, 0, "not a number"},
-	} {
-		d, err := ParseDevice([]byte(base + `"memory": ` + tc.memory + `}`))
-		switch {
-		case tc.err == "" && (err != nil || d.Memory != tc.want):
-			t.Errorf("memory %s: %d, %v; want %d", tc.memory, d.Memory, err, tc.want)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("memory %s: %v, want an error saying %q", tc.memory, err, tc.err)
-		}
-	}
-	if _, err := ParseDevice([]byte(base + `"memory": 1e10, "colour": "red"}`)); err == nil || !strings.Contains(err.Error(), `unknown field "colour"`) {
-		t.Errorf("an unknown field: %v", err)
-	}
-	e, _ := models.Lookup("mlp")
-	g, _ := e.Build(e.Small)
-	p, err := Search(g, Options{Device: Profiles["cpu"], Devices: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Replace(string(p.Encode()), `"memory": 8000000000,`, `"memory": 8e9, "colour": "red",`, 1)
-	if _, err := DecodePlan([]byte(plan)); err == nil || !strings.Contains(err.Error(), `unknown field "colour"`) {
-		t.Errorf("a plan whose device has an unknown field: %v", err)
 	}
 }

@@ -1,4 +1,5 @@
-// Package search owns the cost model, the planners and the Plan.
+// Package search owns the cost model and the planners; the plans it makes
+// are package plan's.
 //
 // # Contract
 //
@@ -11,14 +12,10 @@
 //     search says what the graph pipeline gains.
 //  2. The search is deterministic: the same graph and options give the same
 //     plan. Micro-batch sizes are searched in parallel and combined in order.
-//  3. A Plan (graphpipe/plan@1) is self-contained: the model's name and the
-//     SHA-256 of its canonical rendering, the device profile, stages with
-//     their ops and devices, stage edges with the tensors that cross them,
-//     every stage's action list, and the per-stage times and memory the
-//     simulator needs. DecodePlan refuses a plan that is not whole or whose
-//     numbers disagree; LoadPlan, given the model, also one whose stages do
-//     not hold every op exactly once or whose edges do not carry what each
-//     stage reads: each refusal a PlanError naming the stage and the field.
+//  3. The plan it returns is a plan.Plan (graphpipe/plan@1): package plan
+//     owns the plan file, its checks at load, the device profile file and
+//     the op-times file, the contract search shares with the runtime.
+//     search keeps the cost model's arithmetic over a profile and op times.
 //
 // # Planners
 //
@@ -178,7 +175,7 @@
 //     half of MaxEff) is 2e8 on v100, 3e8 on a100, 1e9 on h100: assumed in
 //     proportion to peak, about a 460³ GEMM on a v100. Launch: 10, 8, 6 µs.
 //     `graphpipe profile --device cuda` measures them on a GPU: it fits
-//     t(w) = a + b·w to a GEMM sweep (FitCompute; the model's time is linear
+//     t(w) = a + b·w to a GEMM sweep (profile.FitCompute; the model's time is linear
 //     in w) and writes a profile with MaxEff 1, PeakFLOPs 1/b and HalfWork
 //     (a − launch)/b with the bare kernel launch, then Launch the fixed
 //     cost of an op call through the stage executor (a chain of 1-wide

@@ -7,6 +7,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/partition"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // LimitError is a planner that stopped at a documented size limit.
@@ -26,7 +27,7 @@ type downsets struct {
 
 // exactPlans is spp-exact: the best sequential pipeline over every order of
 // the units consistent with the graph, by a DP over downsets (see doc.go).
-func exactPlans(g *dag.Graph, o *Options, cm *costModel, consider func(*Plan, string)) error {
+func exactPlans(g *dag.Graph, o *Options, cm *costModel, consider func(*plan.Plan, string)) error {
 	units := partition.Decompose(g, 0).Root.Leaves() // single ops: the finest sequential space
 	ds, err := enumerate(g, units, o.MaxDownsets)
 	if err != nil {
@@ -217,7 +218,7 @@ func (ep *exactProblem) solve(cm *costModel, k int, gpipe bool) (float64, []int,
 }
 
 // exactAt is the best exact sequential plan at micro-batch b.
-func exactAt(g *dag.Graph, o *Options, cm *costModel, ds *downsets, b int64) (*Plan, error) {
+func exactAt(g *dag.Graph, o *Options, cm *costModel, ds *downsets, b int64) (*plan.Plan, error) {
 	ep := newExactProblem(cm, ds, o, b)
 	for k := o.Devices / ep.g; k >= 1; k-- {
 		_, chosen, ks, ok := ep.solve(cm, k, o.Schedule == "gpipe")

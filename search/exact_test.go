@@ -9,6 +9,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/partition"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // seqAll enumerates every sequential pipeline over the ops: ordered stages,
@@ -124,7 +125,7 @@ func TestExactEqualsBruteForce(t *testing.T) {
 func TestExactStopsAtItsLimit(t *testing.T) {
 	e, _ := models.Lookup("mmt")
 	g, _ := e.Build(e.Default)
-	_, err := Search(g, Options{Device: Profiles["v100"], Devices: 8, Strategy: "spp-exact"})
+	_, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 8, Strategy: "spp-exact"})
 	var le *LimitError
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), "more than 4096 downsets") {
 		t.Fatalf("got %v", err)
@@ -132,7 +133,7 @@ func TestExactStopsAtItsLimit(t *testing.T) {
 	// a chain has as many downsets as ops: spp-exact runs and matches spp's depth rule
 	s, _ := models.Lookup("transformer")
 	g, _ = s.Build(s.Small)
-	p, err := Search(g, Options{Device: Profiles["cpu"], Devices: 4, Strategy: "spp-exact"})
+	p, err := Search(g, Options{Device: plan.Profiles["cpu"], Devices: 4, Strategy: "spp-exact"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/partition"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // TestFrontierMatchesScan: minTBelow's binary search finds the same
@@ -54,7 +55,7 @@ func TestFrontierMatchesScan(t *testing.T) {
 }
 
 // searchWithout is Search with the frontier turned off.
-func searchWithout(t *testing.T, run func() (*Plan, error)) *Plan {
+func searchWithout(t *testing.T, run func() (*plan.Plan, error)) *plan.Plan {
 	t.Helper()
 	saved := shallowerPlans
 	shallowerPlans = 0
@@ -78,9 +79,9 @@ func TestFrontierNeverSlower(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, strategy := range []string{"gpp", "spp"} {
-			o := Options{Device: Profiles["v100"], Devices: 3 + int(seed%6), Batch: 8 << (seed % 4), Strategy: strategy,
+			o := Options{Device: plan.Profiles["v100"], Devices: 3 + int(seed%6), Batch: 8 << (seed % 4), Strategy: strategy,
 				Schedule: []string{"1f1b", "zb", "1f1b-depth", "gpipe"}[seed%4]}
-			run := func() (*Plan, error) { return Search(g, o) }
+			run := func() (*plan.Plan, error) { return Search(g, o) }
 			with, err := run()
 			if err != nil {
 				t.Fatal(err)
@@ -110,8 +111,8 @@ func TestFrontierDLRM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func() (*Plan, error) {
-		return Search(g, Options{Device: Profiles["v100"], Devices: 32, Batch: 2048})
+	run := func() (*plan.Plan, error) {
+		return Search(g, Options{Device: plan.Profiles["v100"], Devices: 32, Batch: 2048})
 	}
 	with, err := run()
 	if err != nil {

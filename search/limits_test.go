@@ -8,6 +8,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/partition"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // A batch whose bytes overflow int64 fits nowhere: before saturation, MMT at
@@ -16,7 +17,7 @@ func TestAbsurdBatchFitsNowhere(t *testing.T) {
 	e, _ := models.Lookup("mmt")
 	g, _ := e.Build(e.Default)
 	for _, batch := range []int64{1 << 36, 99999999999999} {
-		p, err := Search(g, Options{Device: Profiles["v100"], Devices: 8, Batch: batch})
+		p, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 8, Batch: batch})
 		var np *NoPlanError
 		if !errors.As(err, &np) {
 			t.Fatalf("batch %d: got a plan (micro-batch %d, peak %d bytes), want no plan", batch, p.MicroBatch, p.Predicted.PeakMemory)
@@ -34,12 +35,12 @@ func TestAbsurdBatchFitsNowhere(t *testing.T) {
 func TestSmallerMicroBatchWhenNothingFits(t *testing.T) {
 	e, _ := models.Lookup("mmt")
 	g, _ := e.Build(e.Default)
-	o := Options{Device: Profiles["v100"], Devices: 8, Batch: 1 << 20, Recompute: "off"}
+	o := Options{Device: plan.Profiles["v100"], Devices: 8, Batch: 1 << 20, Recompute: "off"}
 	p, err := Search(g, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.MicroBatches <= MaxMicroBatches || p.MicroBatches > MicroBatchLimit || !p.Predicted.Feasible {
+	if p.MicroBatches <= MaxMicroBatches || p.MicroBatches > plan.MicroBatchLimit || !p.Predicted.Feasible {
 		t.Fatalf("micro-batch %d × %d, feasible %v", p.MicroBatch, p.MicroBatches, p.Predicted.Feasible)
 	}
 	if !strings.Contains(strings.Join(p.Search.Notes, "\n"), "is the largest that does") {
@@ -72,7 +73,7 @@ func TestMicroBatchOptions(t *testing.T) {
 		{64, -2, "must be positive"},
 		{1 << 20, 8, "131072 micro-batches per iteration, over the 65536"},
 	} {
-		_, err := Search(g, Options{Device: Profiles["cpu"], Devices: 2, Batch: tc.batch, MicroBatch: tc.micro})
+		_, err := Search(g, Options{Device: plan.Profiles["cpu"], Devices: 2, Batch: tc.batch, MicroBatch: tc.micro})
 		var oe *OptionError
 		if !errors.As(err, &oe) || oe.Flag != "micro-batch" || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("batch %d, micro-batch %d: got %v, want --micro-batch: ...%s", tc.batch, tc.micro, err, tc.want)
@@ -154,7 +155,7 @@ func TestGroupedDevices(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, _ := Options{Device: Profiles["v100"], Devices: 8, DevicesPerNode: 4, Batch: 64}.withDefaults(64)
+		o, _ := Options{Device: plan.Profiles["v100"], Devices: 8, DevicesPerNode: 4, Batch: 64}.withDefaults(64)
 		cm := newCostModel(g, &o)
 		sp := newSpace(cm, partition.Decompose(g, o.MaxSeries).Root, cm.boundary)
 		maxDPDevices = 128
@@ -188,7 +189,7 @@ func TestGroupedDevices(t *testing.T) {
 func TestManyDevices(t *testing.T) {
 	e, _ := models.Lookup("mlp")
 	g, _ := e.Build(e.Small)
-	p, err := Search(g, Options{Device: Profiles["cpu"], Devices: 4096, Batch: 65536})
+	p, err := Search(g, Options{Device: plan.Profiles["cpu"], Devices: 4096, Batch: 65536})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestOptimizerStateIsPlanned(t *testing.T) {
 	g := smallMMT(t)
 	peak := map[int64]int64{}
 	for _, b := range []int64{NoOptimizerState, 4, 8, 0} {
-		p, err := Search(g, Options{Device: Profiles["cpu"], Devices: 1, MicroBatch: 4, OptimizerBytes: b})
+		p, err := Search(g, Options{Device: plan.Profiles["cpu"], Devices: 1, MicroBatch: 4, OptimizerBytes: b})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +219,7 @@ func TestOptimizerStateIsPlanned(t *testing.T) {
 	if peak[4]-peak[NoOptimizerState] != 4*params || peak[8]-peak[4] != 4*params || peak[0] != peak[8] {
 		t.Errorf("peaks %v for %d parameters: want steps of 4 bytes each from none to 8, and 0 as 8", peak, params)
 	}
-	if _, err := Search(g, Options{Device: Profiles["cpu"], Devices: 1, OptimizerBytes: -5}); err == nil {
+	if _, err := Search(g, Options{Device: plan.Profiles["cpu"], Devices: 1, OptimizerBytes: -5}); err == nil {
 		t.Error("negative optimizer state was planned")
 	}
 }

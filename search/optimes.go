@@ -1,128 +1,17 @@
 package search
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
-// OpTimesFormat is the version tag of an op-times file.
-const OpTimesFormat = "graphpipe/optimes@1"
-
-// OpTimes are one model's ops timed on one device through the stage executor
-// (graphpipe profile --model): what the paper's planner prices with, profiled
-// per-op forward and backward times at power-of-two micro-batch sizes. With
-// Options.OpTimes set, the cost model takes every op's compute time from
-// here instead of from FLOPs and bytes; links, all-reduce, the optimizer step
-// and memory still come from the device profile.
-type OpTimes struct {
-	Format string `json:"format"`
-	Model  string `json:"model"`
-	SHA256 string `json:"model_sha256"` // OpsHash of the model the times belong to
-	Device string `json:"device"`       // where they were measured, in words
-	// Ops maps every op's name to its times per call.
-	Ops map[string]OpSeries `json:"ops"`
-}
-
-// OpSeries is one op's time per call at each measured per-device micro-batch.
-type OpSeries struct {
-	MicroBatch []int64   `json:"micro_batch"`   // ascending
-	Forward    []float64 `json:"forward_s"`     // seconds per call
-	InputGrad  []float64 `json:"input_grad_s"`  // backward for the inputs (B)
-	WeightGrad []float64 `json:"weight_grad_s"` // backward for the weights (W); 0 without weights
-}
-
-// OpTimesError is an op-times file that cannot be used; Field names what is
-// at fault.
-type OpTimesError struct {
-	Field, Msg string
-}
-
-func (e *OpTimesError) Error() string { return fmt.Sprintf("op times: %s: %s", e.Field, e.Msg) }
-
-// DecodeOpTimes reads and checks an op-times file. Unknown fields are refused.
-func DecodeOpTimes(data []byte) (*OpTimes, error) {
-	var t OpTimes
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&t); err != nil {
-		return nil, &OpTimesError{"file", err.Error()}
-	}
-	if dec.More() {
-		return nil, &OpTimesError{"file", "more than one JSON value"}
-	}
-	return &t, t.Validate()
-}
-
-// Encode renders the times as indented JSON, ops in name order.
-func (t *OpTimes) Encode() ([]byte, error) {
-	if err := t.Validate(); err != nil {
-		return nil, err
-	}
-	data, err := json.MarshalIndent(t, "", "  ")
-	return append(data, '\n'), err
-}
-
-// Validate checks the format tag and that every series is whole: ascending
-// positive micro-batches, one finite non-negative time per micro-batch and pass.
-func (t *OpTimes) Validate() error {
-	switch {
-	case t.Format != OpTimesFormat:
-		return &OpTimesError{"format", fmt.Sprintf("want %q, got %q", OpTimesFormat, t.Format)}
-	case t.SHA256 == "":
-		return &OpTimesError{"model_sha256", "required"}
-	case len(t.Ops) == 0:
-		return &OpTimesError{"ops", "no op is timed"}
-	}
-	names := make([]string, 0, len(t.Ops))
-	for name := range t.Ops {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if err := t.Ops[name].validate(); err != nil {
-			return &OpTimesError{"ops." + name, err.Error()}
-		}
-	}
-	return nil
-}
-
-func (s OpSeries) validate() error {
-	n := len(s.MicroBatch)
-	if n == 0 {
-		return fmt.Errorf("micro_batch: empty")
-	}
-	for i, m := range s.MicroBatch {
-		if m < 1 || i > 0 && m <= s.MicroBatch[i-1] {
-			return fmt.Errorf("micro_batch: must be positive and ascending, got %v", s.MicroBatch)
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    []float64
-	}{{"forward_s", s.Forward}, {"input_grad_s", s.InputGrad}, {"weight_grad_s", s.WeightGrad}} {
-		if len(f.v) != n {
-			return fmt.Errorf("%s: %d values for %d micro-batch sizes", f.name, len(f.v), n)
-		}
-		for _, v := range f.v {
-			if !(v >= 0) || math.IsInf(v, 0) {
-				return fmt.Errorf("%s: must be finite and ≥ 0, got %g", f.name, v)
-			}
-		}
-	}
-	return nil
-}
-
-// at is the op's time per call at per-device micro-batch m: linear between
+// seriesAt is the op's time per call at per-device micro-batch m: linear between
 // the measured sizes around m, and in proportion to m beyond them (below the
 // smallest, the smallest's time: a call costs at least that).
-func (s OpSeries) at(m int64) opTime {
+func seriesAt(s *plan.OpSeries, m int64) opTime {
 	ms := s.MicroBatch
 	n := len(ms)
 	pick := func(v []float64) float64 {
@@ -139,23 +28,13 @@ func (s OpSeries) at(m int64) opTime {
 	return opTime{f: pick(s.Forward), bi: pick(s.InputGrad), bw: pick(s.WeightGrad)}
 }
 
-// OpsHash is the SHA-256 of the model's canonical rendering with its seed
-// and batch size cleared: what op times depend on (the ops, their shapes
-// per sample), so that times measured once serve every seed and batch.
-func OpsHash(g *dag.Graph) string {
-	m := *g.Model()
-	m.Seed, m.BatchSize = 0, 1
-	sum := sha256.Sum256(dag.Write(&m))
-	return hex.EncodeToString(sum[:])
-}
-
-// resolve indexes t by g's ops, after checking that t was measured on g's
+// resolveOpTimes indexes t by g's ops, after checking that t was measured on g's
 // ops (OpsHash) and times every op of it.
-func (t *OpTimes) resolve(g *dag.Graph) ([]*OpSeries, error) {
-	if h := OpsHash(g); t.SHA256 != h {
+func resolveOpTimes(t *plan.OpTimes, g *dag.Graph) ([]*plan.OpSeries, error) {
+	if h := plan.OpsHash(g); t.SHA256 != h {
 		return nil, &OptionError{"op-times", fmt.Sprintf("measured on model %q (sha256 %.12s…), not on this one (%.12s…): measure it with graphpipe profile --model", t.Model, t.SHA256, h)}
 	}
-	out := make([]*OpSeries, g.NumOps())
+	out := make([]*plan.OpSeries, g.NumOps())
 	for i := range out {
 		s, ok := t.Ops[g.Op(i).Name]
 		if !ok {

@@ -6,13 +6,14 @@ import (
 	"strings"
 
 	"github.com/graphpipe/graphpipe/microbatch"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // Options are what a search is asked for.
 type Options struct {
 	Strategy       string // "gpp" (default), "spp" or "spp-exact"
 	Schedule       string // "1f1b" (default), "1f1b-depth" or "gpipe" (microbatch.Names)
-	Device         Device
+	Device         plan.Device
 	Devices        int
 	DevicesPerNode int   // default 4
 	MemoryLimit    int64 // bytes per device; 0: the device's memory
@@ -25,7 +26,7 @@ type Options struct {
 	// OpTimes, when set, prices every op's compute from times measured on
 	// the model itself (graphpipe profile --model) instead of from the
 	// device's FLOP rate; it must belong to the graph searched.
-	OpTimes *OpTimes
+	OpTimes *plan.OpTimes
 	// Recompute is activation recomputation: "auto" (default) lets the
 	// planners make a stage rerun its forward during backward where that
 	// buys a faster plan (memory binds); "off" never; "all" makes every
@@ -95,8 +96,8 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 		return o, &OptionError{"recompute", fmt.Sprintf("unknown choice %q (known: auto, off, all)", o.Recompute)}
 	case o.Recompute == "all" && microbatch.Splits(o.Schedule):
 		return o, &OptionError{"recompute", fmt.Sprintf("schedule %s defers weight gradients past the backward, which recomputation does not fit: use 1f1b, 1f1b-depth or gpipe", o.Schedule)}
-	case o.Devices < 1 || o.Devices > MaxDevices:
-		return o, &OptionError{"devices", fmt.Sprintf("must be between 1 and %d, got %d", MaxDevices, o.Devices)}
+	case o.Devices < 1 || o.Devices > plan.MaxDevices:
+		return o, &OptionError{"devices", fmt.Sprintf("must be between 1 and %d, got %d", plan.MaxDevices, o.Devices)}
 	case o.DevicesPerNode < 1:
 		return o, &OptionError{"devices-per-node", fmt.Sprintf("must be positive, got %d", o.DevicesPerNode)}
 	case o.OptimizerBytes < 0:
@@ -109,19 +110,15 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 		return o, &OptionError{"micro-batch", fmt.Sprintf("must be positive, got %d", o.MicroBatch)}
 	case o.MicroBatch > 0 && o.Batch%o.MicroBatch != 0:
 		return o, &OptionError{"micro-batch", fmt.Sprintf("%d does not divide the batch of %d", o.MicroBatch, o.Batch)}
-	case o.MicroBatch > 0 && o.Batch/o.MicroBatch > MicroBatchLimit:
+	case o.MicroBatch > 0 && o.Batch/o.MicroBatch > plan.MicroBatchLimit:
 		return o, &OptionError{"micro-batch", fmt.Sprintf("%d makes %d micro-batches per iteration, over the %d a plan may have (every stage's action list holds each); pass a larger one",
-			o.MicroBatch, o.Batch/o.MicroBatch, MicroBatchLimit)}
+			o.MicroBatch, o.Batch/o.MicroBatch, plan.MicroBatchLimit)}
 	}
 	if err := o.Device.Validate(); err != nil {
 		return o, &OptionError{"device", err.Error()}
 	}
 	return o, nil
 }
-
-// MaxDevices is the most devices a search plans for, and so the most a plan
-// may name.
-const MaxDevices = 4096
 
 // mayRecompute says whether the planners may choose to recompute a stage.
 func (o *Options) mayRecompute() bool {
@@ -134,11 +131,6 @@ func (o *Options) mayRecompute() bool {
 // fits at those sizes does Search try smaller ones, halving, up to
 // MicroBatchLimit micro-batches per iteration.
 const MaxMicroBatches = 1024
-
-// MicroBatchLimit is the most micro-batches per iteration a plan may have,
-// forced or searched: every stage's action list holds each one (MMT on 32
-// devices with 65536 of them: a plan of 233 MB, searched in 13.6 s in 1.7 GiB).
-const MicroBatchLimit = 65536
 
 // microBatches lists the micro-batch sizes to try: the forced one, or every
 // power of two that divides the batch into at most MaxMicroBatches, and the
@@ -171,7 +163,7 @@ func (o Options) smallerMicroBatches() []int64 {
 	var out []int64
 	if first := o.microBatches()[0]; first > 1 {
 		// from the largest power of two below first, halving
-		for b := int64(1) << (63 - bits.LeadingZeros64(uint64(first-1))); b >= 1 && o.Batch/b <= MicroBatchLimit; b /= 2 {
+		for b := int64(1) << (63 - bits.LeadingZeros64(uint64(first-1))); b >= 1 && o.Batch/b <= plan.MicroBatchLimit; b /= 2 {
 			if o.Batch%b == 0 {
 				out = append(out, b)
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/partition"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // plan is a brute-force candidate: stages with their devices and depth.
@@ -274,7 +275,7 @@ func oracleCases(t *testing.T) []oracleCase {
 			t.Fatal(err)
 		}
 		k := 1 + int(seed%4)
-		o, _ := Options{Device: Profiles["v100"], Devices: k, DevicesPerNode: 2, Batch: 16}.withDefaults(16)
+		o, _ := Options{Device: plan.Profiles["v100"], Devices: k, DevicesPerNode: 2, Batch: 16}.withDefaults(16)
 		// squeeze memory on some cases so that the memory rule binds
 		var static int64
 		for i := 0; i < g.NumOps(); i++ {

@@ -1,10 +1,8 @@
 package search
 
 import (
-	"fmt"
 	"slices"
 	"sort"
-	"strings"
 )
 
 // place gives each stage its devices: ks[i] devices for stage i out of
@@ -72,24 +70,6 @@ func place(ks []int, total, perNode int) [][]int {
 		sort.Ints(out[s])
 	}
 	return out
-}
-
-// DeviceList renders ascending device ids as runs: "0-2,7,9-10".
-func DeviceList(d []int) string {
-	var parts []string
-	for i := 0; i < len(d); {
-		j := i
-		for j+1 < len(d) && d[j+1] == d[j]+1 {
-			j++
-		}
-		if j == i {
-			parts = append(parts, fmt.Sprint(d[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", d[i], d[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 // placements are the device assignments a plan is simulated with: stages

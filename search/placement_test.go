@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 func TestPlaceCases(t *testing.T) {
@@ -77,17 +78,6 @@ func TestPlaceIsAPartition(t *testing.T) {
 	}
 }
 
-func TestDeviceList(t *testing.T) {
-	for _, tc := range []struct {
-		in   []int
-		want string
-	}{{[]int{3}, "3"}, {[]int{0, 1, 2}, "0-2"}, {[]int{0, 1, 2, 7, 9, 10}, "0-2,7,9-10"}, {[]int{4, 6}, "4,6"}} {
-		if got := DeviceList(tc.in); got != tc.want {
-			t.Errorf("DeviceList(%v) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 // TestPlacementKeepsNodeStagesWhole: DLRM on 32 v100 (4 per node) has a
 // 4-device stage (the embedding bags); numbered in order it spanned two
 // nodes and its all-reduce crossed InfiniBand, which the DP had priced on
@@ -95,7 +85,7 @@ func TestDeviceList(t *testing.T) {
 func TestPlacementKeepsNodeStagesWhole(t *testing.T) {
 	e, _ := models.Lookup("dlrm")
 	g, _ := e.Build(e.Default)
-	p, err := Search(g, Options{Device: Profiles["v100"], Devices: 32, DevicesPerNode: 4, Batch: 65536})
+	p, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 32, DevicesPerNode: 4, Batch: 65536})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +93,7 @@ func TestPlacementKeepsNodeStagesWhole(t *testing.T) {
 	for _, st := range p.Stages {
 		if len(st.Devices) == 4 {
 			four++
-			if p.spans(st.Devices) {
+			if spans(p, st.Devices) {
 				t.Errorf("stage %d: devices %v span nodes", st.ID, st.Devices)
 			}
 		}

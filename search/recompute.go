@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // Activation recomputation (see doc.go): a stage may keep only the tensors
@@ -92,17 +93,7 @@ func recomputeAt(g *dag.Graph, o *Options, cm *costModel, chain bool, d *dp, k, 
 	if err != nil || !p.Predicted.Feasible || len(out.plans) > 0 && !better(p, out.plans[0]) {
 		return err
 	}
-	out.plans = append([]*Plan{p}, out.plans...)
+	out.plans = append([]*plan.Plan{p}, out.plans...)
 	out.k, out.i, out.at, out.rec = k2, i2, r.depth(k2), true
 	return nil
-}
-
-// Recomputes says whether some stage of the plan recomputes its forward.
-func (p *Plan) Recomputes() bool {
-	for _, s := range p.Stages {
-		if s.Recompute {
-			return true
-		}
-	}
-	return false
 }

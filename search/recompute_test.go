@@ -9,6 +9,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/partition"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // valueRec is value with every stage free to recompute: a stage keeps its
@@ -156,10 +157,10 @@ func checkRecExtract(t *testing.T, tc oracleCase, cm *costModel, d *dp, gpipe bo
 
 // leastLimit is the least memory per device (to 1%) at which Search finds
 // a plan of g with o, and that plan.
-func leastLimit(t *testing.T, g *dag.Graph, o Options) (int64, *Plan) {
+func leastLimit(t *testing.T, g *dag.Graph, o Options) (int64, *plan.Plan) {
 	t.Helper()
 	lo, hi := int64(1), int64(1)<<40
-	var at *Plan
+	var at *plan.Plan
 	for hi-lo > hi/100 {
 		mid := lo + (hi-lo)/2
 		o.MemoryLimit = mid
@@ -190,7 +191,7 @@ func TestRecomputeFitsWhereKeepingDoesNot(t *testing.T) {
 			t.Run(strategy+"/"+sched, func(t *testing.T) {
 				// 1F1B holds fewer micro-batches the smaller they are: at
 				// a forced size, the pipeline's depth is what binds
-				o := Options{Device: Profiles["v100"], Devices: 4, Batch: 4096, MicroBatch: 256, Strategy: strategy, Schedule: sched, Recompute: "off"}
+				o := Options{Device: plan.Profiles["v100"], Devices: 4, Batch: 4096, MicroBatch: 256, Strategy: strategy, Schedule: sched, Recompute: "off"}
 				if sched == "gpipe" {
 					o.MicroBatch = 0
 				}
@@ -209,7 +210,7 @@ func TestRecomputeFitsWhereKeepingDoesNot(t *testing.T) {
 				if !p.Recomputes() || !p.Predicted.Feasible || p.Predicted.PeakMemory > recLimit {
 					t.Fatalf("the plan at %d bytes: recomputes %v, feasible %v, peak %d", recLimit, p.Recomputes(), p.Predicted.Feasible, p.Predicted.PeakMemory)
 				}
-				back, err := DecodePlan(p.Encode())
+				back, err := plan.DecodePlan(p.Encode())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -232,8 +233,8 @@ func TestRecomputeLeavesPlansAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run(name, func(t *testing.T) {
-			o := Options{Device: Profiles["v100"], Devices: 4, Batch: 64}
-			enc := func(r string) (*Plan, []byte) {
+			o := Options{Device: plan.Profiles["v100"], Devices: 4, Batch: 64}
+			enc := func(r string) (*plan.Plan, []byte) {
 				o.Recompute = r
 				p, err := Search(g, o)
 				if err != nil {
@@ -270,7 +271,7 @@ func TestRecomputeAllExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Search(g, Options{Device: Profiles["v100"], Devices: 3, Strategy: "spp-exact", Recompute: "all"})
+	p, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 3, Strategy: "spp-exact", Recompute: "all"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +289,7 @@ func TestRecomputeAllExact(t *testing.T) {
 func TestRecomputeOptions(t *testing.T) {
 	g, _ := models.Branchy(2, 2, 8)
 	for _, o := range []Options{{Recompute: "sometimes"}, {Recompute: "all", Schedule: "zb"}} {
-		o.Device, o.Devices = Profiles["v100"], 2
+		o.Device, o.Devices = plan.Profiles["v100"], 2
 		_, err := Search(g, o)
 		var oe *OptionError
 		if !errors.As(err, &oe) || oe.Flag != "recompute" {

@@ -11,12 +11,13 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/partition"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // Search plans g under o. It returns a NoPlanError when nothing fits and an
 // OptionError for options it cannot use. The search is deterministic; the
 // wall time it took is reported in the plan, not used.
-func Search(g *dag.Graph, o Options) (*Plan, error) {
+func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 	start := time.Now()
 	o, err := o.withDefaults(g.BatchSize())
 	if err != nil {
@@ -26,7 +27,7 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 		if err := o.OpTimes.Validate(); err != nil {
 			return nil, &OptionError{"op-times", err.Error()}
 		}
-		if _, err := o.OpTimes.resolve(g); err != nil {
+		if _, err := resolveOpTimes(o.OpTimes, g); err != nil {
 			return nil, err
 		}
 	}
@@ -83,8 +84,8 @@ func Search(g *dag.Graph, o Options) (*Plan, error) {
 // its activations at a smaller size: while the recompute choice is the
 // planner's, smaller sizes are searched on until a plan recomputes nothing,
 // and the fastest is kept.
-func smallerMicroBatch(g *dag.Graph, o Options, failed error) (*Plan, Options, error) {
-	var best *Plan
+func smallerMicroBatch(g *dag.Graph, o Options, failed error) (*plan.Plan, Options, error) {
+	var best *plan.Plan
 	bestO, first := o, true
 	for _, b := range o.smallerMicroBatches() {
 		forced := o
@@ -121,7 +122,7 @@ var fewerDevices = true
 
 // betterBaseline is the faster of two sequential summaries, by better's
 // order (the first on ties); nil counts as none.
-func betterBaseline(a, b *Baseline) *Baseline {
+func betterBaseline(a, b *plan.Baseline) *plan.Baseline {
 	if a == nil || b != nil && ahead(b.IterationS, b.Depth, b.Stages, a.IterationS, a.Depth, a.Stages) {
 		return b
 	}
@@ -129,7 +130,7 @@ func betterBaseline(a, b *Baseline) *Baseline {
 }
 
 // searchOn is Search on exactly o's devices at most.
-func searchOn(g *dag.Graph, o Options) (*Plan, error) {
+func searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	start := time.Now()
 	cm := newCostModel(g, &o)
 	// the fastest few of each planner's candidates, whose schedules are tuned
@@ -137,12 +138,12 @@ func searchOn(g *dag.Graph, o Options) (*Plan, error) {
 	// which also offers spp's, is never worse than spp; only those close
 	// enough to the fastest that tuning could make them the fastest
 	var families []string
-	tops := map[string][]*Plan{}
+	tops := map[string][]*plan.Plan{}
 	candidates := 0
-	consider := func(p *Plan, who string) {
+	consider := func(p *plan.Plan, who string) {
 		candidates++
 		p.Search.Chosen = who
-		p.sched = nil // a kept plan's lists are built again when needed: they can be large
+		p.SetSchedule(nil) // a kept plan's lists are built again when needed: they can be large
 		if _, ok := tops[who]; !ok {
 			families = append(families, who)
 		}
@@ -174,13 +175,13 @@ func searchOn(g *dag.Graph, o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
-	var best, seq *Plan
+	var best, seq *plan.Plan
 	for _, who := range families {
 		for _, p := range tops[who] {
 			if p.Predicted.IterationS > tuneWithin*tops[who][0].Predicted.IterationS {
 				break
 			}
-			if err := p.tune(); err != nil {
+			if err := tune(p); err != nil {
 				return nil, err
 			}
 			if best == nil || better(p, best) {
@@ -195,10 +196,10 @@ func searchOn(g *dag.Graph, o Options) (*Plan, error) {
 		return nil, noPlan(g, &o, cm)
 	}
 	if o.Strategy == "gpp" && seq != nil {
-		best.Search.Sequential = &Baseline{SamplesPerS: seq.Predicted.SamplesPerS, IterationS: seq.Predicted.IterationS,
+		best.Search.Sequential = &plan.Baseline{SamplesPerS: seq.Predicted.SamplesPerS, IterationS: seq.Predicted.IterationS,
 			Stages: len(seq.Stages), Depth: seq.Predicted.Depth, MicroBatch: seq.MicroBatch}
 	}
-	best.finish() // tune gave every plan it saw its lists again
+	best.FillActions() // tune gave every plan it saw its lists again
 	best.Search.Seconds = time.Since(start).Seconds()
 	best.Search.Candidates = candidates
 	best.Search.Notes = append(notes, best.Search.Notes...)
@@ -214,7 +215,7 @@ const (
 
 // keepFastest inserts p into top, fastest first (better's order; the earlier
 // offered first on ties), keeping at most n.
-func keepFastest(top []*Plan, p *Plan, n int) []*Plan {
+func keepFastest(top []*plan.Plan, p *plan.Plan, n int) []*plan.Plan {
 	i := len(top)
 	for i > 0 && better(p, top[i-1]) {
 		i--
@@ -222,12 +223,12 @@ func keepFastest(top []*Plan, p *Plan, n int) []*Plan {
 	if i >= n {
 		return top
 	}
-	top = append(top[:i], append([]*Plan{p}, top[i:]...)...)
+	top = append(top[:i], append([]*plan.Plan{p}, top[i:]...)...)
 	return top[:min(len(top), n)]
 }
 
 // better prefers the faster iteration, then the shallower pipeline, then fewer stages.
-func better(a, b *Plan) bool {
+func better(a, b *plan.Plan) bool {
 	return ahead(a.Predicted.IterationS, a.Predicted.Depth, len(a.Stages), b.Predicted.IterationS, b.Predicted.Depth, len(b.Stages))
 }
 
@@ -250,7 +251,7 @@ func chainSpace(g *dag.Graph, o *Options, cm *costModel) *space {
 // size's plans in ascending order of size, so the outcome is deterministic.
 // Then, at the sizes whose plan could still be beaten by a shallower one
 // (frontier), it follows the DP's frontier and offers what it finds.
-func plans(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, who string, consider func(*Plan, string)) error {
+func plans(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, who string, consider func(*plan.Plan, string)) error {
 	sizes := o.microBatches()
 	first := make([]sized, len(sizes))
 	if err := each(len(sizes), func(i int) (err error) {
@@ -278,7 +279,7 @@ func plans(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, who s
 		return first[order[a]].plans[0].Predicted.IterationS < first[order[b]].plans[0].Predicted.IterationS
 	})
 	order = order[:min(len(order), frontierSizes)]
-	more := make([][]*Plan, len(sizes))
+	more := make([][]*plan.Plan, len(sizes))
 	if err := each(len(order), func(j int) (err error) {
 		i := order[j]
 		more[i], err = frontier(g, o, cm, sp, chain, sizes[i], first[i], best)
@@ -320,7 +321,7 @@ func each(n int, f func(i int) error) error {
 // (when there is one), and gain > 0, the most a shallower plan at this size
 // could shorten the DP's (as a factor), when that is worth looking for.
 type sized struct {
-	plans    []*Plan
+	plans    []*plan.Plan
 	gain     float64
 	k, i, at int  // the DP's devices, candidate index and depth
 	rec      bool // the DP's plan is the one with recomputation allowed (recomputeAt)
@@ -373,7 +374,7 @@ func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b in
 }
 
 // noteGroups says, in each plan's notes, when the DP counted devices in groups.
-func (d *dp) noteGroups(plans []*Plan) {
+func (d *dp) noteGroups(plans []*plan.Plan) {
 	if d.g == 1 {
 		return
 	}
@@ -386,8 +387,8 @@ func (d *dp) noteGroups(plans []*Plan) {
 // bottleneck (see doc.go): up to shallowerPlans plans, each the shallowest
 // at one of frontierProbes bottlenecks up to what can still pay (f.gain), at
 // the least bottleneck of its depth.
-func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64, f sized, best float64) ([]*Plan, error) {
-	var out []*Plan
+func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64, f sized, best float64) ([]*plan.Plan, error) {
+	var out []*plan.Plan
 	if shallowerPlans == 0 {
 		return nil, nil
 	}
@@ -465,7 +466,7 @@ func (d *dp) gain(depth int) float64 {
 }
 
 // assemble builds the plan of the DP's current solution on k devices.
-func (d *dp) assemble(g *dag.Graph, o *Options, cm *costModel, chain bool, k int) (*Plan, error) {
+func (d *dp) assemble(g *dag.Graph, o *Options, cm *costModel, chain bool, k int) (*plan.Plan, error) {
 	var in []stageIn
 	for _, a := range d.extract(d.sp.root, k) {
 		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: a.k * d.g, cost: d.cost(a), blk: d.sp.blocks[a.block]})
@@ -492,8 +493,8 @@ func noPlan(g *dag.Graph, o *Options, cm *costModel) error {
 	at := "at any micro-batch size"
 	if o.MicroBatch > 0 {
 		at = fmt.Sprintf("at micro-batch %d", o.MicroBatch)
-	} else if o.Batch > MicroBatchLimit {
-		at = fmt.Sprintf("at any micro-batch size that makes at most %d micro-batches per iteration (the most a plan may have)", MicroBatchLimit)
+	} else if o.Batch > plan.MicroBatchLimit {
+		at = fmt.Sprintf("at any micro-batch size that makes at most %d micro-batches per iteration (the most a plan may have)", plan.MicroBatchLimit)
 	}
 	return &NoPlanError{fmt.Sprintf("memory: no %s plan of %q on %d devices fits in %s per device %s (weights, gradients and optimizer state take %s in all, %s per device if split evenly)",
 		o.Strategy, g.Name(), o.Devices, gb(o.MemoryLimit), at, gb(total), gb(total/int64(o.Devices)))}

@@ -249,7 +249,7 @@ func (sp *space) price(id, k int, b int64, mbs int) stageCost {
 	c.flush = sp.cm.flush(blk.params, k)
 	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
 	bytes := float64(max(blk.inB, blk.outB)) * float64(m)
-	c.link = 2 * sp.cm.dev.transfer(bytes, sp.cm.interDP())
+	c.link = 2 * transfer(sp.cm.dev, bytes, sp.cm.interDP())
 	sp.cm.setMemory(&c, blk, m)
 	unsplittable(&c, blk, k)
 	return sp.cm.variant(c, blk)

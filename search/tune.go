@@ -2,6 +2,7 @@ package search
 
 import (
 	"github.com/graphpipe/graphpipe/microbatch"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // tuneBudget is how many actions the warm-up tuning of one plan may simulate
@@ -16,11 +17,11 @@ const tuneBudget = 2_000_000
 // Each round tries, stage by stage, one more and twice as many, raising the
 // stages before it to stay ahead, and keeps the first that helps; it stops
 // when a round finds nothing or the budget is spent. Deterministic.
-func (p *Plan) tune() error {
-	pipe, t := p.pipeline(), p.Timing()
+func tune(p *plan.Plan) error {
+	pipe, t := p.Pipeline(), p.Timing()
 	cost := actions(pipe, p.Schedule == "zb") // per simulation
 	if (p.Schedule != "1f1b" && p.Schedule != "zb") || 2*cost > tuneBudget {
-		return p.schedule() // nothing to tune, or no room to try anything
+		return schedule(p) // nothing to tune, or no room to try anything
 	}
 	warm, err := microbatch.Warmup(pipe, t, p.MemoryLimit)
 	if err != nil {
@@ -50,7 +51,7 @@ func (p *Plan) tune() error {
 	}
 	cur, sched, ok := eval(warm)
 	if !ok {
-		return p.schedule() // the lists it was simulated with
+		return schedule(p) // the lists it was simulated with
 	}
 	spent := cost
 	for improved := true; improved; {
@@ -69,8 +70,8 @@ func (p *Plan) tune() error {
 			}
 		}
 	}
-	p.sched = sched
-	return p.simulate(nil)
+	p.SetSchedule(sched)
+	return p.Predict()
 }
 
 // actions is how many actions a 1F1B (or, if split, zb) schedule of pipe

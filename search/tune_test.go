@@ -4,19 +4,21 @@ import (
 	"testing"
 
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // untuned is p's iteration time with Warmup's schedule, as the plan was
 // before tune.
-func untuned(t *testing.T, p *Plan) float64 {
+func untuned(t *testing.T, p *plan.Plan) float64 {
 	t.Helper()
 	q := *p
-	q.Stages = append([]PlanStage(nil), p.Stages...)
-	q.sched, q.Actions = nil, nil
-	if err := q.schedule(); err != nil {
+	q.Stages = append([]plan.PlanStage(nil), p.Stages...)
+	q.SetSchedule(nil)
+	q.Actions = nil
+	if err := schedule(&q); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.simulate(nil); err != nil {
+	if err := q.Predict(); err != nil {
 		t.Fatal(err)
 	}
 	return q.Predicted.IterationS
@@ -33,7 +35,7 @@ func TestTuneNeverSlower(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, sched := range []string{"1f1b", "zb"} {
-			p, err := Search(g, Options{Device: Profiles["v100"], Devices: 2 + int(seed%7), Batch: 64, Schedule: sched})
+			p, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 2 + int(seed%7), Batch: 64, Schedule: sched})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +64,7 @@ func TestTuneDLRM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Search(g, Options{Device: Profiles["v100"], Devices: 32, Batch: 65536})
+	p, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 32, Batch: 65536})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,7 @@ func TestActionsCountsLists(t *testing.T) {
 	e, _ := models.Lookup("case-study")
 	g, _ := e.Build(e.Small)
 	for _, sched := range []string{"1f1b", "zb"} {
-		p, err := Search(g, Options{Device: Profiles["cpu"], Devices: 4, MicroBatch: 2, Schedule: sched})
+		p, err := Search(g, Options{Device: plan.Profiles["cpu"], Devices: 4, MicroBatch: 2, Schedule: sched})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +93,7 @@ func TestActionsCountsLists(t *testing.T) {
 		for _, l := range sch.Lists {
 			n += len(l)
 		}
-		if got := actions(p.pipeline(), sched == "zb"); got != n || len(p.Edges) == 0 {
+		if got := actions(p.Pipeline(), sched == "zb"); got != n || len(p.Edges) == 0 {
 			t.Errorf("%s: actions %d, the lists hold %d (%d edges)", sched, got, n, len(p.Edges))
 		}
 	}

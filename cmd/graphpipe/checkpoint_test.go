@@ -91,3 +91,22 @@ func TestCheckpointManifestAndAnotherModel(t *testing.T) {
 		t.Fatalf("%d workers started", n)
 	}
 }
+
+// TestResumeUnderAnotherOptimizer: a checkpoint holding Adam's moments does
+// not resume under SGD (the moments would be dropped unseen): exit 2, one
+// line naming the checkpoint and the optimizer to resume with.
+func TestResumeUnderAnotherOptimizer(t *testing.T) {
+	model := smallModel(t, "mlp")
+	ck := filepath.Join(t.TempDir(), "ck")
+	if code, _, errs := gp(t, "", "run", model, "--devices", "2", "--device", "cpu", "--steps", "2", "--optimizer", "adam", "--checkpoint", ck, "--checkpoint-every", "2"); code != 0 {
+		t.Fatal(errs)
+	}
+	code, _, errs := gp(t, "", "run", model, "--devices", "2", "--device", "cpu", "--steps", "4", "--optimizer", "sgd", "--resume", ck)
+	want := "--resume " + ck + ": checkpoint step-2 holds adam's optimizer state, and this run's --optimizer is sgd: resume with --optimizer adam\n"
+	if code != 2 || errs != want {
+		t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, errs, want)
+	}
+	if code, _, errs := gp(t, "", "run", model, "--devices", "2", "--device", "cpu", "--steps", "4", "--optimizer", "adam", "--resume", ck); code != 0 {
+		t.Errorf("the same optimizer: %s", errs)
+	}
+}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/dataset"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
-	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -171,7 +171,7 @@ func (d *runData) optionsSpec() *runtime.DataSpec {
 
 // checkEvalKeys refuses an evaluation set too large for the frame keys of
 // its micro-batches (runtime's evalMBBase: 2³⁰ micro-batches).
-func (d *runData) checkEvalKeys(plan *search.Plan) error {
+func (d *runData) checkEvalKeys(plan *plan.Plan) error {
 	if d.eval == nil {
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
@@ -78,7 +78,7 @@ func (f *deviceFlags) open() (*cuda.Device, error) {
 // workerArgs checks the run's device flags and returns each local worker's
 // extra arguments. With --backend cuda the driver must load here, so that a
 // machine without one fails at the start, naming the library.
-func (f *deviceFlags) workerArgs(workers string, emulate bool, plan *search.Plan, log io.Writer) (func(int) []string, error) {
+func (f *deviceFlags) workerArgs(workers string, emulate bool, plan *plan.Plan, log io.Writer) (func(int) []string, error) {
 	if err := f.checkBackend(); err != nil {
 		return nil, err
 	}

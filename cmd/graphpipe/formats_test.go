@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
@@ -39,8 +39,8 @@ func badKeys(v any, at string) []string {
 func TestJSONOutputsCarryFormat(t *testing.T) {
 	dir := t.TempDir()
 	model := smallModel(t, "mmt")
-	plan := filepath.Join(dir, "plan.json")
-	if code, _, errs := gp(t, "", "search", model, "--devices", "2", "--device", "cpu", "-o", plan); code != 0 {
+	planPath := filepath.Join(dir, "plan.json")
+	if code, _, errs := gp(t, "", "search", model, "--devices", "2", "--device", "cpu", "-o", planPath); code != 0 {
 		t.Fatal(errs)
 	}
 	runJSON := filepath.Join(dir, "run.json")
@@ -57,14 +57,14 @@ func TestJSONOutputsCarryFormat(t *testing.T) {
 	}{
 		{[]string{"inspect", model, "--json"}, inspectFormat},
 		{[]string{"search", model, "--devices", "2", "--device", "cpu", "--json"}, searchFormat},
-		{[]string{"sim", plan, "--json"}, simFormat},
+		{[]string{"sim", planPath, "--json"}, simFormat},
 		{[]string{"train", model, "--steps", "2", "--json"}, trainFormat},
 		{[]string{"train", model, "--steps", "2", "--data", data, "--eval-data", data, "--json"}, trainFormat},
 		{[]string{"eval", model, "--init", filepath.Join(dump, "final.safetensors"), "--data", data, "--json"}, evalFormat},
-		{[]string{"run", plan, "--model", model, "--steps", "2", "--data", data, "--eval-data", data, "--json"}, runFormat},
+		{[]string{"run", planPath, "--model", model, "--steps", "2", "--data", data, "--eval-data", data, "--json"}, runFormat},
 		{[]string{"compare", runJSON, runJSON, "--json"}, compareFormat},
 		{[]string{"profile", "--quick", "--json"}, profileFormat},
-		{[]string{"profile", "--quick"}, search.DeviceFormat},
+		{[]string{"profile", "--quick"}, plan.DeviceFormat},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errs := gp(t, "", tc.args...)
@@ -87,10 +87,10 @@ func TestJSONOutputsCarryFormat(t *testing.T) {
 		})
 	}
 	// the device profile profile writes is one --device reads
-	if _, err := search.ParseDevice(search.EncodeDevice(search.Profiles["cpu"])); err != nil {
+	if _, err := plan.ParseDevice(plan.EncodeDevice(plan.Profiles["cpu"])); err != nil {
 		t.Error(err)
 	}
-	if _, err := search.ParseDevice([]byte(`{"format": "graphpipe/device@9"}`)); err == nil || !strings.Contains(err.Error(), "format") {
+	if _, err := plan.ParseDevice([]byte(`{"format": "graphpipe/device@9"}`)); err == nil || !strings.Contains(err.Error(), "format") {
 		t.Errorf("another format: %v", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -129,16 +129,16 @@ func TestProfileFeedsSearch(t *testing.T) {
 	if c != 0 {
 		t.Fatal(e)
 	}
-	var cpu profileResult
+	var cpu profile.Result
 	if err := json.Unmarshal([]byte(out), &cpu); err != nil {
 		t.Fatal(err)
 	}
 	// the links were probed, and the profile holds their fit
-	var samples []search.KernelSample
+	var samples []profile.KernelSample
 	for i, size := range cpu.LinkSizes {
-		samples = append(samples, search.KernelSample{Work: float64(size), Seconds: cpu.LinkS[i]})
+		samples = append(samples, profile.KernelSample{Work: float64(size), Seconds: cpu.LinkS[i]})
 	}
-	lat, bw, err := search.FitLink(samples)
+	lat, bw, err := profile.FitLink(samples)
 	if err != nil || lat != cpu.Device.IntraLat || bw != cpu.Device.IntraBW || !strings.HasPrefix(cpu.LinksOf, "measured") {
 		t.Fatalf("links %q: probed %v in %v s, fit %g s + bytes / %g B/s (%v), profile %g s, %g B/s", cpu.LinksOf, cpu.LinkSizes, cpu.LinkS, lat, bw, err, cpu.Device.IntraLat, cpu.Device.IntraBW)
 	}
@@ -151,7 +151,7 @@ func TestProfileFeedsSearch(t *testing.T) {
 	if c != 0 || !strings.Contains(out, `"gemm_bf16_s"`) {
 		t.Fatalf("profile on the emulator: exit %d, %s %s", c, out, e)
 	}
-	var res profileResult
+	var res profile.Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}

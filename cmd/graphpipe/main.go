@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/dag"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 func main() {
@@ -170,7 +170,7 @@ func parseModel(data []byte, path string) (*dag.Graph, error) {
 	var es dag.Errors
 	if errors.As(err, &es) {
 		if isPlan(data) {
-			return nil, inputf("%s: is a plan (%s), not a model: 'graphpipe explain %s' describes it, 'graphpipe sim %s' simulates it, 'graphpipe run %s --model MODEL' trains it", path, search.PlanFormat, path, path, path)
+			return nil, inputf("%s: is a plan (%s), not a model: 'graphpipe explain %s' describes it, 'graphpipe sim %s' simulates it, 'graphpipe run %s --model MODEL' trains it", path, plan.PlanFormat, path, path, path)
 		}
 		return nil, &inputError{es.Lines(path)}
 	}
@@ -183,7 +183,7 @@ func isPlan(data []byte) bool {
 		Format string `json:"format"`
 	}
 	json.Unmarshal(data, &probe)
-	return probe.Format == search.PlanFormat
+	return probe.Format == plan.PlanFormat
 }
 
 // computable refuses, as bad input, a model that a command must compute but

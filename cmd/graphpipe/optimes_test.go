@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // TestOpTimesFeedSearch: profile --model writes op times that search and
@@ -110,7 +110,7 @@ func TestOpTimesOnEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ot, err := search.DecodeOpTimes(data)
+	ot, err := plan.DecodeOpTimes(data)
 	if err != nil || !strings.Contains(ot.Device, "emulator") || len(ot.Ops) != 57 {
 		t.Fatalf("op times from the emulator: %v, device %q, %d ops", err, ot.Device, len(ot.Ops))
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/chart"
+	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/runtime"
-	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -137,8 +137,11 @@ pool:NAME takes them from the agents of a pool ('graphpipe worker --nats URL
 				if err != nil {
 					return err // exit 1: no whole checkpoint
 				}
-				if h := search.ModelHash(g); c.Manifest.ModelHash != h {
+				if h := dag.ModelHash(g); c.Manifest.ModelHash != h {
 					return inputf("--resume %s: checkpoint step-%d was made for model %q (hash %.12s), not for this %q (hash %.12s)", resume, c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash, g.Name(), h)
+				}
+				if err := c.CheckOptimizer(resume, o.Train.Optimizer); err != nil {
+					return inputf("%v", err)
 				}
 				if c.Manifest.Step >= steps {
 					return usagef("--resume: the checkpoint is at step %d, past --steps %d", c.Manifest.Step, steps)

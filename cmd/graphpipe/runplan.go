@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
@@ -86,7 +87,7 @@ func gpuProfile(gpuName string) (name string, exact bool) {
 
 // describePlan says, before a run trains, what plan it trains: where it
 // came from, its stages and devices, its micro-batches and its prediction.
-func describePlan(w io.Writer, p *search.Plan, from, why string) {
+func describePlan(w io.Writer, p *plan.Plan, from, why string) {
 	fmt.Fprintf(w, "plan        %s for %s on %d × %s (%s)\n", p.Strategy, p.Model.Name, p.Devices, p.Device.Name, from)
 	if why != "" {
 		fmt.Fprintf(w, "            --device %s: %s\n", p.Device.Name, why)
@@ -95,7 +96,7 @@ func describePlan(w io.Writer, p *search.Plan, from, why string) {
 	if len(p.Stages) <= 8 {
 		devs := make([]string, len(p.Stages))
 		for i, s := range p.Stages {
-			devs[i] = search.DeviceList(s.Devices)
+			devs[i] = plan.DeviceList(s.Devices)
 		}
 		stages += " on devices " + strings.Join(devs, " | ")
 	}
@@ -104,7 +105,7 @@ func describePlan(w io.Writer, p *search.Plan, from, why string) {
 }
 
 // modelAndPlan loads a model and plans it, or loads a plan and its model.
-func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, seed *int64, stdin io.Reader) (*dag.Graph, *search.Plan, error) {
+func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, seed *int64, stdin io.Reader) (*dag.Graph, *plan.Plan, error) {
 	data, name, err := readInput(path, stdin)
 	if err != nil {
 		return nil, nil, err
@@ -113,7 +114,7 @@ func modelAndPlan(cmd *cobra.Command, path, modelPath string, sf *searchFlags, s
 		Format string `json:"format"`
 	}
 	json.Unmarshal(data, &probe)
-	if probe.Format == search.PlanFormat {
+	if probe.Format == plan.PlanFormat {
 		if modelPath == "" {
 			return nil, nil, usagef("running a plan needs --model, the model file it was made for")
 		}

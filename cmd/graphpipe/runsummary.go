@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
-	"github.com/graphpipe/graphpipe/search"
 )
 
 // runSummary is `graphpipe run --json`'s object.
@@ -50,7 +50,7 @@ type runSummary struct {
 }
 
 // printRun prints a finished run: its summary line, or --json's object.
-func printRun(w io.Writer, g *dag.Graph, plan *search.Plan, res *runtime.Result, secs float64, o runtime.Options, steps int, workers string, asJSON bool) error {
+func printRun(w io.Writer, g *dag.Graph, plan *plan.Plan, res *runtime.Result, secs float64, o runtime.Options, steps int, workers string, asJSON bool) error {
 	ran := len(res.Losses)
 	sum := runSummary{Format: runFormat, Model: g.Name(), Strategy: plan.Strategy, Device: plan.Device.Name, Stages: len(plan.Stages), Steps: ran,
 		Batch: plan.BatchSize, Losses: res.Losses, FinalLoss: ptr(jsonFloat(res.Losses[ran-1])), Skipped: []int{}, SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -35,7 +36,7 @@ var searchFlagNames = []string{"devices", "device", "devices-per-node", "memory-
 
 func (f *searchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.devices, "devices", 8, "number of devices")
-	cmd.Flags().StringVar(&f.device, "device", "v100", "device profile: "+strings.Join(search.ProfileNames(), ", ")+", or a JSON profile file")
+	cmd.Flags().StringVar(&f.device, "device", "v100", "device profile: "+strings.Join(plan.ProfileNames(), ", ")+", or a JSON profile file")
 	cmd.Flags().IntVar(&f.perNode, "devices-per-node", 4, "devices per node (faster links inside a node)")
 	cmd.Flags().Float64Var(&f.memoryGB, "memory-gb", 0, "memory per device in GB (default: the profile's)")
 	cmd.Flags().Int64Var(&f.batch, "batch", 0, "global mini-batch (default: the model's batch_size)")
@@ -47,7 +48,7 @@ func (f *searchFlags) register(cmd *cobra.Command) {
 }
 
 func (f *searchFlags) options() (search.Options, error) {
-	dev, err := search.LookupDevice(f.device)
+	dev, err := plan.LookupDevice(f.device)
 	if err != nil {
 		data, _, rerr := readInput(f.device, f.stdin)
 		if rerr != nil && f.device != "-" && looksLikePath(f.device) {
@@ -59,7 +60,7 @@ func (f *searchFlags) options() (search.Options, error) {
 			}
 			return search.Options{}, usagef("--device: %v", err)
 		}
-		if dev, err = search.ParseDevice(data); err != nil {
+		if dev, err = plan.ParseDevice(data); err != nil {
 			return search.Options{}, inputf("--device %s: %v", f.device, err)
 		}
 	}
@@ -76,7 +77,7 @@ func (f *searchFlags) options() (search.Options, error) {
 		if err != nil {
 			return o, flagInputError("--op-times", err)
 		}
-		if o.OpTimes, err = search.DecodeOpTimes(data); err != nil {
+		if o.OpTimes, err = plan.DecodeOpTimes(data); err != nil {
 			return o, inputf("--op-times %s: %v", f.opTimes, err)
 		}
 	}
@@ -135,7 +136,7 @@ type planSummary struct {
 	OverSequential        float64 `json:"over_sequential,omitempty"`
 }
 
-func summary(p *search.Plan) planSummary {
+func summary(p *plan.Plan) planSummary {
 	s := planSummary{searchFormat, p.Model.Name, p.Strategy, p.Search.Chosen, p.Schedule, p.Device.Name, p.Devices, len(p.Stages), p.Predicted.Depth,
 		p.BatchSize, p.MicroBatch, p.MicroBatches, p.Predicted.IterationS, p.Predicted.SamplesPerS, p.Predicted.Bubble,
 		p.Predicted.PeakMemory, p.MemoryLimit, p.Search.Seconds, p.Predicted.Feasible, p.Search.Notes, 0, 0}
@@ -153,7 +154,7 @@ func stagesWord(n int) string {
 	return fmt.Sprintf("%d stages", n)
 }
 
-func printSummary(w io.Writer, p *search.Plan) {
+func printSummary(w io.Writer, p *plan.Plan) {
 	fmt.Fprintf(w, "plan        %s for %s on %d × %s (%d per node, %.3g GB each)\n", p.Strategy, p.Model.Name, p.Devices, p.Device.Name, p.DevicesPerNode, float64(p.MemoryLimit)/1e9)
 	if p.Search.Chosen != p.Strategy {
 		fmt.Fprintf(w, "            the best plan found is the %s planner's\n", p.Search.Chosen)
@@ -225,7 +226,7 @@ Exit 1 when no plan fits, saying which limit failed.`,
 
 // loadPlan reads a plan file and, when modelPath is set, checks it against
 // that model; every problem is bad input (exit 2).
-func loadPlan(path, modelPath string, stdin io.Reader) (*search.Plan, error) {
+func loadPlan(path, modelPath string, stdin io.Reader) (*plan.Plan, error) {
 	data, path, err := readInput(path, stdin)
 	if err != nil {
 		return nil, err
@@ -240,11 +241,11 @@ func loadPlan(path, modelPath string, stdin io.Reader) (*search.Plan, error) {
 }
 
 // decodePlan reads a plan and, when g is not nil, checks it against that
-// model (search.LoadPlan): made for it, every op in one stage, edges that
+// model (plan.LoadPlan): made for it, every op in one stage, edges that
 // carry what the stages read. Problems are exit 2, naming the file.
-func decodePlan(data []byte, path string, g *dag.Graph, modelPath string) (*search.Plan, error) {
-	p, err := search.LoadPlan(data, g)
-	var pe *search.PlanError
+func decodePlan(data []byte, path string, g *dag.Graph, modelPath string) (*plan.Plan, error) {
+	p, err := plan.LoadPlan(data, g)
+	var pe *plan.PlanError
 	if errors.As(err, &pe) && pe.Field == "model.sha256" {
 		hashes := strings.TrimSuffix(strings.TrimPrefix(pe.Msg, "made for another model ("), ")")
 		return nil, inputf("%s: the plan was made for another model than %s (%s)", path, modelPath, hashes)
@@ -256,7 +257,7 @@ func decodePlan(data []byte, path string, g *dag.Graph, modelPath string) (*sear
 }
 
 // recomputing names the stages of p that recompute ("stages 0, 3"), or "".
-func recomputing(p *search.Plan) string {
+func recomputing(p *plan.Plan) string {
 	var ids []string
 	for _, s := range p.Stages {
 		if s.Recompute {

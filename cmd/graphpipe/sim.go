@@ -10,7 +10,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/microbatch"
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // modelFlagHelp is sim's and explain's --model.
@@ -131,7 +131,7 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 				if s.WeightS > 0 {
 					wgrad = fmt.Sprintf("%.3g", s.WeightS)
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3g\t%.3g\t%s\t%.3g\t%s\t%s\n", s.ID, search.DeviceList(s.Devices), s.MicroBatch, s.InFlight, s.ForwardS, s.BackwardS, wgrad, float64(s.PeakBytes)/1e9, yesNo(s.Recompute), ops)
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3g\t%.3g\t%s\t%.3g\t%s\t%s\n", s.ID, plan.DeviceList(s.Devices), s.MicroBatch, s.InFlight, s.ForwardS, s.BackwardS, wgrad, float64(s.PeakBytes)/1e9, yesNo(s.Recompute), ops)
 			}
 			tw.Flush()
 			if len(p.Edges) > 0 {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/graphpipe/graphpipe/search"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // TestEveryFileTakesStdin (issue 22, item 1): every command that reads a
@@ -17,8 +17,8 @@ func TestEveryFileTakesStdin(t *testing.T) {
 	dir := t.TempDir()
 	modelPath := smallModel(t, "mlp")
 	model := readFile(t, modelPath)
-	plan := filepath.Join(dir, "plan.json")
-	if code, _, errs := gp(t, "", "search", modelPath, "--devices", "2", "--device", "cpu", "-o", plan); code != 0 {
+	planPath := filepath.Join(dir, "plan.json")
+	if code, _, errs := gp(t, "", "search", modelPath, "--devices", "2", "--device", "cpu", "-o", planPath); code != 0 {
 		t.Fatal(errs)
 	}
 	optimes := filepath.Join(dir, "optimes.json")
@@ -26,7 +26,7 @@ func TestEveryFileTakesStdin(t *testing.T) {
 		t.Fatal(errs)
 	}
 	profile := filepath.Join(dir, "cpu.json")
-	if err := os.WriteFile(profile, search.EncodeDevice(search.Profiles["cpu"]), 0o644); err != nil {
+	if err := os.WriteFile(profile, plan.EncodeDevice(plan.Profiles["cpu"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	init := filepath.Join(dir, "dump")
@@ -48,10 +48,10 @@ func TestEveryFileTakesStdin(t *testing.T) {
 		{model, []string{"search", "-", "--devices", "2", "--device", "cpu"}},
 		{model, []string{"train", "-", "--steps", "1"}},
 		{model, []string{"run", "-", "--devices", "2", "--steps", "2"}},
-		{readFile(t, plan), []string{"run", "-", "--model", modelPath, "--steps", "2"}},
-		{model, []string{"run", plan, "--model", "-", "--steps", "2"}},
-		{readFile(t, plan), []string{"sim", "-"}},
-		{readFile(t, plan), []string{"explain", "-"}},
+		{readFile(t, planPath), []string{"run", "-", "--model", modelPath, "--steps", "2"}},
+		{model, []string{"run", planPath, "--model", "-", "--steps", "2"}},
+		{readFile(t, planPath), []string{"sim", "-"}},
+		{readFile(t, planPath), []string{"explain", "-"}},
 		{model, []string{"profile", "--model", "-", "--quick"}},
 		{readFile(t, optimes), []string{"search", modelPath, "--devices", "2", "--device", "cpu", "--op-times", "-"}},
 		{readFile(t, profile), []string{"search", modelPath, "--devices", "2", "--device", "-"}},
@@ -68,7 +68,7 @@ func TestEveryFileTakesStdin(t *testing.T) {
 		stdin string
 		args  []string
 	}{
-		{readFile(t, plan), []string{"run", "-", "--model", "-"}},
+		{readFile(t, planPath), []string{"run", "-", "--model", "-"}},
 		{model, []string{"search", "-", "--op-times", "-"}},
 		{model, []string{"train", "-", "--init", "-"}},
 		{out, []string{"compare", "-", "-"}},

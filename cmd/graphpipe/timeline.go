@@ -8,11 +8,11 @@ import (
 
 	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/microbatch"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
-	"github.com/graphpipe/graphpipe/search"
 )
 
-func stageDevices(p *search.Plan) []int {
+func stageDevices(p *plan.Plan) []int {
 	d := make([]int, len(p.Stages))
 	for i, s := range p.Stages {
 		d[i] = len(s.Devices)
@@ -20,11 +20,11 @@ func stageDevices(p *search.Plan) []int {
 	return d
 }
 
-func planTitle(p *search.Plan) string { return runtime.PlanTitle(p) }
+func planTitle(p *plan.Plan) string { return runtime.PlanTitle(p) }
 
 // readMeasured reads a run's trace (graphpipe run --trace) of plan p and
 // titles it.
-func readMeasured(path string, p *search.Plan) (string, *microbatch.Result, error) {
+func readMeasured(path string, p *plan.Plan) (string, *microbatch.Result, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", nil, inputf("--measured %s: cannot read: %v", path, errors.Unwrap(err))

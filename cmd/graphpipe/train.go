@@ -14,7 +14,6 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/runtime"
-	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -273,6 +272,6 @@ func readInit(path string, g *dag.Graph, stdin io.Reader) (map[string]*stage.Val
 // run path hands out to the workers as it does to resume.
 func initCheckpoint(g *dag.Graph, vals map[string]*stage.Value[float32]) *runtime.Checkpoint {
 	c := &runtime.Checkpoint{Params: vals, Optim: map[string][]float32{}}
-	c.Manifest.Model, c.Manifest.ModelHash = g.Name(), search.ModelHash(g)
+	c.Manifest.Model, c.Manifest.ModelHash = g.Name(), dag.ModelHash(g)
 	return c
 }

@@ -1,8 +1,10 @@
-package search
+package profile
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // KernelSample is one measured kernel call: work FLOPs took Seconds.
@@ -42,7 +44,7 @@ func FitLink(samples []KernelSample) (latency, bandwidth float64, err error) {
 
 // WithLinks is d with its links (inside and between nodes alike) fitted to
 // one-way times measured for messages of the given sizes (FitLink).
-func (d Device) WithLinks(sizes []int, oneWay []float64) (Device, error) {
+func WithLinks(d plan.Device, sizes []int, oneWay []float64) (plan.Device, error) {
 	samples := make([]KernelSample, len(sizes))
 	for i, size := range sizes {
 		samples[i] = KernelSample{Work: float64(size), Seconds: oneWay[i]}

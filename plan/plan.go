@@ -1,18 +1,22 @@
-package search
+package plan
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"sort"
 
-	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
-	"github.com/graphpipe/graphpipe/partition"
 )
 
 // PlanFormat is the plan file format this version writes and reads.
 const PlanFormat = "graphpipe/plan@1"
+
+// MaxDevices is the most devices a search plans for, and so the most a plan
+// may name.
+const MaxDevices = 4096
+
+// MicroBatchLimit is the most micro-batches per iteration a plan may have,
+// forced or searched: every stage's action list holds each one (MMT on 32
+// devices with 65536 of them: a plan of 233 MB, searched in 13.6 s in 1.7 GiB).
+const MicroBatchLimit = 65536
 
 // Plan is a self-contained training plan: which model, which devices, the
 // stages and their edges, every stage's action list, and the predictions.
@@ -34,7 +38,7 @@ type Plan struct {
 	Predicted      Prediction   `json:"predicted"`
 	Search         SearchReport `json:"search"`
 
-	sched *microbatch.Schedule // the schedule behind Actions; Actions is filled by finish
+	sched *microbatch.Schedule // the schedule behind Actions; Actions is filled by FillActions
 }
 
 // ModelRef names the model a plan was made for; Run refuses another.
@@ -109,153 +113,8 @@ type Baseline struct {
 	MicroBatch  int64   `json:"micro_batch"`
 }
 
-// ModelHash is the SHA-256 of the model's canonical rendering.
-func ModelHash(g *dag.Graph) string {
-	sum := sha256.Sum256(dag.Write(g.Model()))
-	return hex.EncodeToString(sum[:])
-}
-
-// stageIn is a stage as a planner chose it.
-type stageIn struct {
-	ops  []int
-	k    int
-	cost stageCost
-	blk  *block
-}
-
-// assemble turns chosen stages into a checked, simulated plan. chain makes the
-// stages a sequential pipeline (each stage feeds the next, relaying what later
-// stages need); otherwise the stage edges are the graph's.
-func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, chain bool) (*Plan, error) {
-	ops := make([][]int, len(in))
-	for i, s := range in {
-		ops[i] = s.ops
-	}
-	sg, err := partition.NewStageGraph(g, ops)
-	if err != nil {
-		return nil, fmt.Errorf("planner produced an invalid stage graph: %w", err)
-	}
-	if !chain { // number the stages topologically
-		sorted := make([]stageIn, len(in))
-		for k, s := range sg.Order() {
-			sorted[k] = in[s]
-			ops[k] = in[s].ops
-		}
-		in = sorted
-		if sg, err = partition.NewStageGraph(g, ops); err != nil {
-			return nil, err
-		}
-	}
-	mbs := int(o.Batch / b)
-	p := &Plan{Format: PlanFormat, Model: ModelRef{g.Name(), ModelHash(g), g.NumOps()}, Strategy: o.Strategy,
-		Schedule: o.Schedule, Device: o.Device, Devices: o.Devices, DevicesPerNode: o.DevicesPerNode,
-		MemoryLimit: o.MemoryLimit, BatchSize: o.Batch, MicroBatch: b, MicroBatches: mbs}
-	for i, s := range in {
-		st := PlanStage{ID: i, MicroBatch: s.cost.m, Params: s.blk.params, Recompute: s.cost.recompute}
-		for _, op := range sg.Stages[i] {
-			st.Ops = append(st.Ops, g.Op(op).Name)
-		}
-		st.ForwardS, st.BackwardS = s.cost.f, s.cost.bi+s.cost.bw
-		if microbatch.Splits(o.Schedule) {
-			st.BackwardS, st.WeightS = s.cost.bi, s.cost.bw
-		}
-		st.StaticBytes = s.cost.static + s.cost.work
-		st.StashBytes = s.cost.stashPerMB
-		p.Stages = append(p.Stages, st)
-	}
-	if chain {
-		p.chainEdges(g, sg, cm)
-	} else {
-		for _, e := range sg.Edges {
-			p.Edges = append(p.Edges, PlanEdge{From: e.From, To: e.To, Tensors: e.Tensors, Bytes: e.Bytes})
-		}
-	}
-	return p, p.placeBest(in, cm)
-}
-
-// placeBest tries the placements of placements and keeps the one the
-// simulator finds fastest (the first on ties).
-func (p *Plan) placeBest(in []stageIn, cm *costModel) error {
-	ks := make([]int, len(in))
-	for i, s := range in {
-		ks[i] = s.k
-	}
-	cands := placements(ks, p.Devices, p.DevicesPerNode)
-	best, bestS := 0, 0.0
-	for c, devs := range cands {
-		if len(cands) == 1 {
-			break
-		}
-		if err := p.setDevices(in, devs, cm); err != nil {
-			return err
-		}
-		if err := p.simulate(nil); err != nil {
-			return err
-		}
-		if c == 0 || p.Predicted.IterationS < bestS {
-			best, bestS = c, p.Predicted.IterationS
-		}
-	}
-	if err := p.setDevices(in, cands[best], cm); err != nil {
-		return err
-	}
-	return p.simulate(nil)
-}
-
-// setDevices gives the stages their devices, prices what depends on where
-// they are (each stage's flush and each edge's transfer) and builds the
-// schedule for those prices.
-func (p *Plan) setDevices(in []stageIn, devs [][]int, cm *costModel) error {
-	for i := range p.Stages {
-		st := &p.Stages[i]
-		st.Devices = devs[i]
-		st.FlushS = cm.flushAt(in[i].blk.params, in[i].k, p.spans(st.Devices))
-	}
-	for i := range p.Edges {
-		e := &p.Edges[i]
-		from, to := p.Stages[e.From], p.Stages[e.To]
-		m := ceilDiv(p.MicroBatch, int64(min(len(from.Devices), len(to.Devices))))
-		e.Inter = p.node(from.Devices[0]) != p.node(to.Devices[0]) || p.spans(from.Devices) || p.spans(to.Devices)
-		e.Transfer = cm.dev.transfer(float64(e.Bytes*m), e.Inter)
-	}
-	return p.schedule()
-}
-
-// chainEdges links stage i to i+1 with every tensor live across that cut:
-// produced in stages ≤ i and read in stages > i.
-func (p *Plan) chainEdges(g *dag.Graph, sg *partition.StageGraph, cm *costModel) {
-	for i := 0; i+1 < len(sg.Stages); i++ {
-		e := PlanEdge{From: i, To: i + 1}
-		for s := 0; s <= i; s++ {
-			for _, op := range sg.Stages[s] {
-				for _, c := range g.Consumers(op) {
-					if sg.StageOf(c) > i {
-						e.Tensors = append(e.Tensors, g.Op(op).Name)
-						e.Bytes += g.Out(op).Bytes()
-						break
-					}
-				}
-			}
-		}
-		sort.Strings(e.Tensors)
-		p.Edges = append(p.Edges, e)
-	}
-}
-
-func (p *Plan) node(dev int) int { return dev / p.DevicesPerNode }
-
-// spans says whether devices lie on more than one node.
-func (p *Plan) spans(devs []int) bool {
-	for _, d := range devs {
-		if p.node(d) != p.node(devs[0]) {
-			return true
-		}
-	}
-	return false
-}
-
-// pipeline is the plan's stage DAG as the schedules see it.
-func (p *Plan) pipeline() microbatch.Pipeline {
+// Pipeline is the plan's stage DAG as the schedules see it.
+func (p *Plan) Pipeline() microbatch.Pipeline {
 	pp := microbatch.Pipeline{Stages: len(p.Stages), MicroBatches: p.MicroBatches}
 	for _, e := range p.Edges {
 		pp.Edges = append(pp.Edges, [2]int{e.From, e.To})
@@ -263,21 +122,14 @@ func (p *Plan) pipeline() microbatch.Pipeline {
 	return pp
 }
 
-// schedule builds the action lists for the plan's priced stages and edges
-// (1F1B warms up to hide transfers where memory allows: microbatch.Warmup).
-// They stay in memory during the search and are written out as text by
-// finish, for the plan that is kept.
-func (p *Plan) schedule() error {
-	sch, err := microbatch.NewTimed(p.Schedule, p.pipeline(), p.Timing(), p.MemoryLimit)
-	if err != nil {
-		return err
-	}
-	p.sched = sch
-	return nil
-}
+// SetSchedule makes sch the schedule behind the plan, as the planner built it
+// for the plan's stages and edges; nil drops it (ScheduleOf parses the action
+// lists again when asked).
+func (p *Plan) SetSchedule(sch *microbatch.Schedule) { p.sched = sch }
 
-// finish writes the action lists of a chosen plan as text.
-func (p *Plan) finish() {
+// FillActions writes the action lists of a chosen plan as text, from the
+// schedule behind it, unless they are written already.
+func (p *Plan) FillActions() {
 	if p.sched == nil || p.Actions != nil {
 		return
 	}
@@ -296,7 +148,7 @@ func (p *Plan) ScheduleOf() (*microbatch.Schedule, error) {
 	if p.sched != nil {
 		return p.sched, nil
 	}
-	sch := &microbatch.Schedule{Name: p.Schedule, Pipe: p.pipeline(), Split: microbatch.Splits(p.Schedule)}
+	sch := &microbatch.Schedule{Name: p.Schedule, Pipe: p.Pipeline(), Split: microbatch.Splits(p.Schedule)}
 	for s, l := range p.Actions {
 		var acts []microbatch.Action
 		for _, txt := range l {
@@ -366,8 +218,22 @@ func (p *Plan) simulate(res **microbatch.Result) error {
 	return nil
 }
 
+// Predict runs the plan's schedule through the simulator and fills in the
+// predictions (Predicted, and each stage's in-flight count and peak memory).
+func (p *Plan) Predict() error { return p.simulate(nil) }
+
 // Simulate re-runs the plan's schedule through the simulator.
 func (p *Plan) Simulate() (*microbatch.Result, error) {
 	var r *microbatch.Result
 	return r, p.simulate(&r)
+}
+
+// Recomputes says whether some stage of the plan recomputes its forward.
+func (p *Plan) Recomputes() bool {
+	for _, s := range p.Stages {
+		if s.Recompute {
+			return true
+		}
+	}
+	return false
 }

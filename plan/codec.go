@@ -1,4 +1,4 @@
-package search
+package plan
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 
 // Encode renders a plan as indented JSON.
 func (p *Plan) Encode() []byte {
-	p.finish()
+	p.FillActions()
 	out, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		panic(err) // a Plan always encodes

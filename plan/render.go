@@ -1,4 +1,4 @@
-package search
+package plan
 
 import (
 	"bytes"
@@ -107,4 +107,22 @@ func (p *Plan) StageNames() []string {
 		}
 	}
 	return names
+}
+
+// DeviceList renders ascending device ids as runs: "0-2,7,9-10".
+func DeviceList(d []int) string {
+	var parts []string
+	for i := 0; i < len(d); {
+		j := i
+		for j+1 < len(d) && d[j+1] == d[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, fmt.Sprint(d[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", d[i], d[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
 }

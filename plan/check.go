@@ -1,4 +1,4 @@
-package search
+package plan
 
 import (
 	"errors"
@@ -242,7 +242,7 @@ func (p *Plan) checkEdges() error {
 // bring every stage each tensor its ops read from another stage (directly,
 // or relayed by stages between, as a sequential plan does).
 func (p *Plan) CheckModel(g *dag.Graph) error {
-	if h := ModelHash(g); h != p.Model.SHA256 {
+	if h := dag.ModelHash(g); h != p.Model.SHA256 {
 		return planErr(-1, "model.sha256", "made for another model (the plan says hash %.12s, this model's is %.12s)", p.Model.SHA256, h)
 	}
 	stageOf := make([]int, g.NumOps())
@@ -339,3 +339,5 @@ func (p *Plan) stageOrder() []int {
 	}
 	return order
 }
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -1,0 +1,160 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Device is what the cost model knows about one accelerator and its links.
+// Rates are per second; sizes in bytes. Package search's doc gives the
+// sources of the built-in numbers.
+type Device struct {
+	Name      string  `json:"name"`
+	PeakFLOPs float64 `json:"peak_flops"`  // fp32 FLOP/s
+	MaxEff    float64 `json:"max_eff"`     // fraction of peak reached by large kernels
+	HalfWork  float64 `json:"half_work"`   // FLOPs in one kernel call at which it reaches MaxEff/2
+	MemBW     float64 `json:"mem_bw"`      // device memory bytes/s
+	Memory    int64   `json:"memory"`      // bytes per device
+	Launch    float64 `json:"launch_s"`    // seconds of fixed overhead per op call
+	IntraBW   float64 `json:"intra_bw"`    // bytes/s between devices in one node
+	InterBW   float64 `json:"inter_bw"`    // bytes/s between nodes
+	IntraLat  float64 `json:"intra_lat_s"` // seconds per message inside a node
+	InterLat  float64 `json:"inter_lat_s"` // seconds per message between nodes
+}
+
+// Profiles are the built-in devices, by name.
+var Profiles = map[string]Device{
+	"v100": {Name: "v100", PeakFLOPs: 15.7e12, MaxEff: 0.81, HalfWork: 2e8, MemBW: 900e9, Memory: 16e9,
+		Launch: 10e-6, IntraBW: 50e9, InterBW: 12.5e9, IntraLat: 10e-6, InterLat: 20e-6},
+	"a100": {Name: "a100", PeakFLOPs: 19.5e12, MaxEff: 0.81, HalfWork: 3e8, MemBW: 2.0e12, Memory: 80e9,
+		Launch: 8e-6, IntraBW: 300e9, InterBW: 25e9, IntraLat: 8e-6, InterLat: 15e-6},
+	"h100": {Name: "h100", PeakFLOPs: 67e12, MaxEff: 0.81, HalfWork: 1e9, MemBW: 3.0e12, Memory: 80e9,
+		Launch: 6e-6, IntraBW: 450e9, InterBW: 50e9, IntraLat: 6e-6, InterLat: 12e-6},
+	"cpu": {Name: "cpu", PeakFLOPs: 16e9, MaxEff: 1, HalfWork: 2e6, MemBW: 10.7e9, Memory: 8e9,
+		Launch: 2e-6, IntraBW: 0.8e9, InterBW: 0.8e9, IntraLat: 100e-6, InterLat: 100e-6},
+}
+
+// ProfileNames lists the built-in profiles, sorted.
+func ProfileNames() []string {
+	var out []string
+	for n := range Profiles {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LookupDevice returns a built-in profile.
+func LookupDevice(name string) (Device, error) {
+	d, ok := Profiles[strings.ToLower(name)]
+	if !ok {
+		return Device{}, fmt.Errorf("unknown device %q (known: %s; or a profile file)", name, strings.Join(ProfileNames(), ", "))
+	}
+	return d, nil
+}
+
+// DeviceFormat is the version tag of a profile file. graphpipe profile
+// writes it; a file without one is read as this version.
+const DeviceFormat = "graphpipe/device@1"
+
+// EncodeDevice writes d as a profile file, tagged with DeviceFormat first.
+func EncodeDevice(d Device) []byte {
+	b, _ := json.MarshalIndent(d, "", "  ")
+	return append(append([]byte("{\n  \"format\": \""+DeviceFormat+"\","), b[1:]...), '\n')
+}
+
+// UnmarshalJSON reads a profile strictly (unknown fields are refused) and
+// takes memory, a count of bytes, in any JSON number form that is a whole
+// number, 1e10 or 16e9 as well as 10000000000.
+func (d *Device) UnmarshalJSON(data []byte) error {
+	type plain Device // without this method
+	var v struct {
+		plain
+		Memory json.RawMessage `json:"memory"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	*d = Device(v.plain)
+	d.Memory = 0
+	if len(v.Memory) == 0 || string(v.Memory) == "null" {
+		return nil
+	}
+	var n json.Number
+	if v.Memory[0] == '"' || json.Unmarshal(v.Memory, &n) != nil {
+		return fmt.Errorf("memory: %s is not a number of bytes", v.Memory)
+	}
+	if i, err := n.Int64(); err == nil {
+		d.Memory = i
+		return nil
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || !(math.Abs(f) < 1<<63) {
+		return fmt.Errorf("memory: %s is not a whole number of bytes", n)
+	}
+	d.Memory = int64(f)
+	return nil
+}
+
+// ParseDevice reads a custom profile: a JSON object with Device's fields, all
+// of them positive, and the format tag, if any, DeviceFormat. Unknown fields
+// are refused.
+func ParseDevice(data []byte) (Device, error) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) == nil {
+		if tag, ok := fields["format"]; ok {
+			var format string
+			if json.Unmarshal(tag, &format) != nil || format != DeviceFormat {
+				return Device{}, fmt.Errorf("device profile: format: is %s, want %q", tag, DeviceFormat)
+			}
+			delete(fields, "format")
+			data, _ = json.Marshal(fields)
+		}
+	}
+	var d Device
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return Device{}, fmt.Errorf("device profile: %v", err)
+	}
+	return d, d.Validate()
+}
+
+// Validate refuses a profile with a missing or non-positive number.
+func (d Device) Validate() error {
+	if d.Name == "" {
+		return fmt.Errorf("device profile: name: required")
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"peak_flops", d.PeakFLOPs}, {"max_eff", d.MaxEff}, {"half_work", d.HalfWork}, {"mem_bw", d.MemBW},
+		{"memory", float64(d.Memory)}, {"intra_bw", d.IntraBW}, {"inter_bw", d.InterBW},
+	} {
+		if !(f.v > 0) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("device profile %q: %s: must be a positive number, got %g", d.Name, f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"launch_s", d.Launch}, {"intra_lat_s", d.IntraLat}, {"inter_lat_s", d.InterLat}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("device profile %q: %s: must be ≥ 0, got %g", d.Name, f.name, f.v)
+		}
+	}
+	if d.MaxEff > 1 {
+		return fmt.Errorf("device profile %q: max_eff: must be at most 1, got %g", d.Name, d.MaxEff)
+	}
+	return nil
+}
+
+// Efficiency is the fraction of peak a kernel of work FLOPs reaches.
+func (d Device) Efficiency(work float64) float64 { return d.MaxEff * work / (work + d.HalfWork) }

@@ -1,0 +1,163 @@
+package search
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/microbatch"
+	"github.com/graphpipe/graphpipe/partition"
+	"github.com/graphpipe/graphpipe/plan"
+)
+
+// stageIn is a stage as a planner chose it.
+type stageIn struct {
+	ops  []int
+	k    int
+	cost stageCost
+	blk  *block
+}
+
+// assemble turns chosen stages into a checked, simulated plan. chain makes the
+// stages a sequential pipeline (each stage feeds the next, relaying what later
+// stages need); otherwise the stage edges are the graph's.
+func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, chain bool) (*plan.Plan, error) {
+	ops := make([][]int, len(in))
+	for i, s := range in {
+		ops[i] = s.ops
+	}
+	sg, err := partition.NewStageGraph(g, ops)
+	if err != nil {
+		return nil, fmt.Errorf("planner produced an invalid stage graph: %w", err)
+	}
+	if !chain { // number the stages topologically
+		sorted := make([]stageIn, len(in))
+		for k, s := range sg.Order() {
+			sorted[k] = in[s]
+			ops[k] = in[s].ops
+		}
+		in = sorted
+		if sg, err = partition.NewStageGraph(g, ops); err != nil {
+			return nil, err
+		}
+	}
+	mbs := int(o.Batch / b)
+	p := &plan.Plan{Format: plan.PlanFormat, Model: plan.ModelRef{Name: g.Name(), SHA256: dag.ModelHash(g), Ops: g.NumOps()}, Strategy: o.Strategy,
+		Schedule: o.Schedule, Device: o.Device, Devices: o.Devices, DevicesPerNode: o.DevicesPerNode,
+		MemoryLimit: o.MemoryLimit, BatchSize: o.Batch, MicroBatch: b, MicroBatches: mbs}
+	for i, s := range in {
+		st := plan.PlanStage{ID: i, MicroBatch: s.cost.m, Params: s.blk.params, Recompute: s.cost.recompute}
+		for _, op := range sg.Stages[i] {
+			st.Ops = append(st.Ops, g.Op(op).Name)
+		}
+		st.ForwardS, st.BackwardS = s.cost.f, s.cost.bi+s.cost.bw
+		if microbatch.Splits(o.Schedule) {
+			st.BackwardS, st.WeightS = s.cost.bi, s.cost.bw
+		}
+		st.StaticBytes = s.cost.static + s.cost.work
+		st.StashBytes = s.cost.stashPerMB
+		p.Stages = append(p.Stages, st)
+	}
+	if chain {
+		chainEdges(p, g, sg)
+	} else {
+		for _, e := range sg.Edges {
+			p.Edges = append(p.Edges, plan.PlanEdge{From: e.From, To: e.To, Tensors: e.Tensors, Bytes: e.Bytes})
+		}
+	}
+	return p, placeBest(p, in, cm)
+}
+
+// placeBest tries the placements of placements and keeps the one the
+// simulator finds fastest (the first on ties).
+func placeBest(p *plan.Plan, in []stageIn, cm *costModel) error {
+	ks := make([]int, len(in))
+	for i, s := range in {
+		ks[i] = s.k
+	}
+	cands := placements(ks, p.Devices, p.DevicesPerNode)
+	best, bestS := 0, 0.0
+	for c, devs := range cands {
+		if len(cands) == 1 {
+			break
+		}
+		if err := setDevices(p, in, devs, cm); err != nil {
+			return err
+		}
+		if err := p.Predict(); err != nil {
+			return err
+		}
+		if c == 0 || p.Predicted.IterationS < bestS {
+			best, bestS = c, p.Predicted.IterationS
+		}
+	}
+	if err := setDevices(p, in, cands[best], cm); err != nil {
+		return err
+	}
+	return p.Predict()
+}
+
+// setDevices gives the stages their devices, prices what depends on where
+// they are (each stage's flush and each edge's transfer) and builds the
+// schedule for those prices.
+func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		st.Devices = devs[i]
+		st.FlushS = cm.flushAt(in[i].blk.params, in[i].k, spans(p, st.Devices))
+	}
+	for i := range p.Edges {
+		e := &p.Edges[i]
+		from, to := p.Stages[e.From], p.Stages[e.To]
+		m := ceilDiv(p.MicroBatch, int64(min(len(from.Devices), len(to.Devices))))
+		e.Inter = node(p, from.Devices[0]) != node(p, to.Devices[0]) || spans(p, from.Devices) || spans(p, to.Devices)
+		e.Transfer = transfer(cm.dev, float64(e.Bytes*m), e.Inter)
+	}
+	return schedule(p)
+}
+
+// chainEdges links stage i to i+1 with every tensor live across that cut:
+// produced in stages ≤ i and read in stages > i.
+func chainEdges(p *plan.Plan, g *dag.Graph, sg *partition.StageGraph) {
+	for i := 0; i+1 < len(sg.Stages); i++ {
+		e := plan.PlanEdge{From: i, To: i + 1}
+		for s := 0; s <= i; s++ {
+			for _, op := range sg.Stages[s] {
+				for _, c := range g.Consumers(op) {
+					if sg.StageOf(c) > i {
+						e.Tensors = append(e.Tensors, g.Op(op).Name)
+						e.Bytes += g.Out(op).Bytes()
+						break
+					}
+				}
+			}
+		}
+		sort.Strings(e.Tensors)
+		p.Edges = append(p.Edges, e)
+	}
+}
+
+func node(p *plan.Plan, dev int) int { return dev / p.DevicesPerNode }
+
+// spans says whether devices lie on more than one node.
+func spans(p *plan.Plan, devs []int) bool {
+	for _, d := range devs {
+		if node(p, d) != node(p, devs[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// schedule builds the action lists for the plan's priced stages and edges
+// (1F1B warms up to hide transfers where memory allows: microbatch.Warmup).
+// They stay in memory during the search and are written out as text by
+// FillActions, for the plan that is kept.
+func schedule(p *plan.Plan) error {
+	sch, err := microbatch.NewTimed(p.Schedule, p.Pipeline(), p.Timing(), p.MemoryLimit)
+	if err != nil {
+		return err
+	}
+	p.SetSchedule(sch)
+	return nil
+}

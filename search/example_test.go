@@ -1,0 +1,40 @@
+package search_test
+
+import (
+	"fmt"
+
+	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/search"
+)
+
+// Plan the zoo's multi-modal Transformer (four branches) on 16 V100s, four
+// per node, and set the graph pipeline beside the best sequential one.
+func ExampleSearch() {
+	e, _ := models.Lookup("mmt")
+	cfg, _ := e.Preset("default")
+	g, err := e.Build(cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	dev, _ := plan.LookupDevice("v100")
+	p, err := search.Search(g, search.Options{Device: dev, Devices: 16})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%s: %d stages, depth %d, micro-batch %d, %.1f samples/s predicted\n",
+		p.Strategy, len(p.Stages), p.Predicted.Depth, p.MicroBatch, p.Predicted.SamplesPerS)
+	seq := p.Search.Sequential
+	fmt.Printf("best sequential: %d stages, depth %d, %.1f samples/s: %.2fx\n",
+		seq.Stages, seq.Depth, seq.SamplesPerS, p.Predicted.SamplesPerS/seq.SamplesPerS)
+	for _, s := range p.Stages[:2] {
+		fmt.Printf("stage %d on devices %v: %s .. %s\n", s.ID, s.Devices, s.Ops[0], s.Ops[len(s.Ops)-1])
+	}
+	// Output:
+	// gpp: 16 stages, depth 5, micro-batch 4, 253.7 samples/s predicted
+	// best sequential: 16 stages, depth 16, 213.9 samples/s: 1.19x
+	// stage 0 on devices [0]: b0.emb .. b0.l2.ln1
+	// stage 1 on devices [1]: b0.l2.attn .. b0.l4.ln1
+}
