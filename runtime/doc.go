@@ -68,4 +68,11 @@
 //     permission on graphpipe.USER.> fences one user's runs (run IDs
 //     USER.NAME). The embedded server (StartEmbeddedOn) refuses to listen off
 //     loopback with neither a token nor TLS.
+//  12. A pool's agents (Agent) advertise themselves (host, device, pid, who
+//     holds them) every heartbeat; a PoolLauncher offers slots only to
+//     agents heard within the heartbeat timeout, counts an agent only once
+//     it confirms, puts each plan node's workers on agents of one host (or
+//     refuses: PlacementError), fails the generation when a taken agent
+//     falls silent, and releases its agents at the end. An agent held by a
+//     coordinator that falls silent goes back to the pool by itself.
 package runtime
