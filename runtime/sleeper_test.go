@@ -50,7 +50,7 @@ func TestEmulationTakesThePlansTime(t *testing.T) {
 	}
 }
 
-// scaled is a copy of pl with every duration k times as long.
+// scaled is a copy of the plan with every duration k times as long.
 func scaled(pl *plan.Plan, k float64) *plan.Plan {
 	p := *pl
 	p.Stages = append([]plan.PlanStage(nil), pl.Stages...)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 )
 
@@ -96,7 +97,7 @@ func jobError(err error) error {
 // at once, preempt one another and the server relaying their messages: the
 // small MMT on 2 workers and 2 cores took 6.05-7.34 ms per iteration, with a
 // core each 4.84-5.19 ms. Likewise, unless the user set GOMEMLIMIT, an even
-// share of hostShare of the host's memory each, as a soft limit: a Go heap
+// share of profile.HostShare of the host's memory each, as a soft limit: a Go heap
 // grows to twice its live size between collections, and eight workers of the
 // paper's MMT (14.7 GB predicted in all) were killed for memory on a 25 GB
 // host without it.
@@ -107,7 +108,7 @@ func workerEnv(n int, token string) []string {
 	}
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		if host := hostMemory(); host > 0 {
-			env = append(env, fmt.Sprintf("GOMEMLIMIT=%d", int64(hostShare*float64(host))/int64(n)))
+			env = append(env, fmt.Sprintf("GOMEMLIMIT=%d", int64(profile.HostShare*float64(host))/int64(n)))
 		}
 	}
 	return env

@@ -11,6 +11,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -185,7 +186,7 @@ hosts reach the embedded server (with a token, or TLS).`,
 			}
 			if workers == "local" && !o.Emulate && df.backend != "cuda" {
 				what := fmt.Sprintf("the plan's local workers (%s devices, %d samples per iteration; the peak memory the plan predicts per device, summed)", plan.Device.Name, plan.BatchSize)
-				if err := checkHost("--batch", what, estimateSlack*planNeed(plan)); err != nil {
+				if err := checkHost("--batch", what, profile.EstimateSlack*profile.PlanNeed(plan)); err != nil {
 					return err
 				}
 			}
