@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // gpuV2Cases add to model@2's op cases (convCases, tensorCases) shapes that
@@ -49,8 +50,12 @@ func init() { positiveInputs["pow-neg"] = true }
 // TestConv2DChunksOnEmulator: with an im2col buffer of one or two samples,
 // conv2d's samples go through in chunks (gpuConv2D), and the outputs and
 // gradients (the weight's summed over the chunks) still match the CPU.
-func TestConv2DChunksOnEmulator(t *testing.T) {
-	d := emulatedDevice(t)
+func TestConv2DChunksOnEmulator(t *testing.T) { checkConv2DChunks(t, emulatedDevice(t)) }
+
+// TestConv2DChunksOnGPU is TestConv2DChunksOnEmulator on a real GPU (skipped without one).
+func TestConv2DChunksOnGPU(t *testing.T) { checkConv2DChunks(t, gpuDevice(t)) }
+
+func checkConv2DChunks(t *testing.T, d *cuda.Device) {
 	old := convColElems
 	defer func() { convColElems = old }()
 	var worst closeness
@@ -69,8 +74,12 @@ func TestConv2DChunksOnEmulator(t *testing.T) {
 
 // TestGPUConstantIntsOnEmulator: an int32 constant (indices) is made on the host, as
 // on the CPU.
-func TestGPUConstantIntsOnEmulator(t *testing.T) {
-	d := emulatedDevice(t)
+func TestGPUConstantIntsOnEmulator(t *testing.T) { checkGPUConstantInts(t, emulatedDevice(t)) }
+
+// TestGPUConstantIntsOnGPU is TestGPUConstantIntsOnEmulator on a real GPU (skipped without one).
+func TestGPUConstantIntsOnGPU(t *testing.T) { checkGPUConstantInts(t, gpuDevice(t)) }
+
+func checkGPUConstantInts(t *testing.T, d *cuda.Device) {
 	g, err := dag.Load([]byte(`{"format":"graphpipe/model@2","batch_size":2,"inputs":[{"name":"y","shape":[],"dtype":"float32"}],
 		"ops":[{"name":"c","op":"constant","inputs":[],"attrs":{"shape":[2],"dtype":"int32","value":[4,1]}},
 		{"name":"e","op":"embedding","inputs":["c"],"attrs":{"num":5,"dim":3}},{"name":"f","op":"flatten","inputs":["e"]},
@@ -92,8 +101,12 @@ func TestGPUConstantIntsOnEmulator(t *testing.T) {
 
 // TestGPUDropoutMaskOnEmulator: on a large tensor, the device drops exactly
 // the elements the CPU drops, at several rates, samples and steps.
-func TestGPUDropoutMaskOnEmulator(t *testing.T) {
-	d := emulatedDevice(t)
+func TestGPUDropoutMaskOnEmulator(t *testing.T) { checkGPUDropoutMask(t, emulatedDevice(t)) }
+
+// TestGPUDropoutMaskOnGPU is TestGPUDropoutMaskOnEmulator on a real GPU (skipped without one).
+func TestGPUDropoutMaskOnGPU(t *testing.T) { checkGPUDropoutMask(t, gpuDevice(t)) }
+
+func checkGPUDropoutMask(t *testing.T, d *cuda.Device) {
 	x := NewValue[float32](4, 3000)
 	r := rand.New(rand.NewSource(1))
 	for i := range x.Data {
@@ -175,8 +188,12 @@ const v2Net = `{"format":"graphpipe/model@2","batch_size":8,"seed":3,
 // losses, parameters and batch-norm statistics within 1e-4; and one batch's
 // gradients with the weight passes deferred (B, then W in another order)
 // are the CPU's.
-func TestModelV2TrainsOnEmulator(t *testing.T) {
-	d := emulatedDevice(t)
+func TestModelV2TrainsOnEmulator(t *testing.T) { checkModelV2Trains(t, emulatedDevice(t)) }
+
+// TestModelV2TrainsOnGPU is TestModelV2TrainsOnEmulator on a real GPU (skipped without one).
+func TestModelV2TrainsOnGPU(t *testing.T) { checkModelV2Trains(t, gpuDevice(t)) }
+
+func checkModelV2Trains(t *testing.T, d *cuda.Device) {
 	g, err := dag.Load([]byte(v2Net))
 	if err != nil {
 		t.Fatal(err)
@@ -286,8 +303,12 @@ func (e synthEval) Batch(k int, names map[string]bool) (map[string]*Value[float3
 // TestEvaluateOnEmulator: evaluation mode on the device (batch_norm by its
 // running statistics, dropout passing through) gives the CPU's loss and
 // accuracy, and leaves the running statistics alone on both.
-func TestEvaluateOnEmulator(t *testing.T) {
-	d := emulatedDevice(t)
+func TestEvaluateOnEmulator(t *testing.T) { checkEvaluate(t, emulatedDevice(t)) }
+
+// TestEvaluateOnGPU is TestEvaluateOnEmulator on a real GPU (skipped without one).
+func TestEvaluateOnGPU(t *testing.T) { checkEvaluate(t, gpuDevice(t)) }
+
+func checkEvaluate(t *testing.T, d *cuda.Device) {
 	g, err := dag.Load([]byte(v2Net))
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // TestTimeOps: every op gets a time per pass at every size; ops without
@@ -67,8 +68,12 @@ func TestTimeOpsSizes(t *testing.T) {
 // TestTimeOpsOnEmulator: the same on the CUDA code path (its CPU emulator),
 // each op synchronised: every op timed, the weight pass where there are
 // weights.
-func TestTimeOpsOnEmulator(t *testing.T) {
-	dev := emulatedDevice(t)
+func TestTimeOpsOnEmulator(t *testing.T) { checkTimeOps(t, emulatedDevice(t)) }
+
+// TestTimeOpsOnGPU is TestTimeOpsOnEmulator on a real GPU (skipped without one).
+func TestTimeOpsOnGPU(t *testing.T) { checkTimeOps(t, gpuDevice(t)) }
+
+func checkTimeOps(t *testing.T, dev *cuda.Device) {
 	g := tinyMMT(t)
 	got, err := TimeOps(g, []int{1, 4}, time.Millisecond, dev, nil)
 	if err != nil {

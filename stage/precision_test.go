@@ -99,8 +99,12 @@ func (c *gemmChecker) hook(d *cuda.Device, g cuda.GemmArgs, sa, sb, sc, count in
 // batched per-head products, convolutions; forward, input and weight
 // gradients) as float32 math on bf16-rounded operands, each product checked
 // as it runs; the loss tracks float32's within 1%, not equal to it.
-func TestBF16GemmsOnEmulator(t *testing.T) {
-	d := emulatedDevice(t)
+func TestBF16GemmsOnEmulator(t *testing.T) { checkBF16Gemms(t, emulatedDevice(t)) }
+
+// TestBF16GemmsOnGPU is TestBF16GemmsOnEmulator on a real GPU (skipped without one).
+func TestBF16GemmsOnGPU(t *testing.T) { checkBF16Gemms(t, gpuDevice(t)) }
+
+func checkBF16Gemms(t *testing.T, d *cuda.Device) {
 	v2, err := dag.Load([]byte(v2Net))
 	if err != nil {
 		t.Fatal(err)

@@ -117,8 +117,12 @@ func TestRecomputeIsBitIdentical(t *testing.T) {
 // TestRecomputeOnEmulator: the same on the CUDA kernels' emulator, where a
 // micro-batch's device memory but its fed values' copies and the staged
 // outputs is freed after its forward.
-func TestRecomputeOnEmulator(t *testing.T) {
-	d := emulatedDevice(t)
+func TestRecomputeOnEmulator(t *testing.T) { checkRecompute(t, emulatedDevice(t)) }
+
+// TestRecomputeOnGPU is TestRecomputeOnEmulator on a real GPU (skipped without one).
+func TestRecomputeOnGPU(t *testing.T) { checkRecompute(t, gpuDevice(t)) }
+
+func checkRecompute(t *testing.T, d *cuda.Device) {
 	g, err := dag.Load([]byte(v2Net))
 	if err != nil {
 		t.Fatal(err)

@@ -7,12 +7,17 @@ B=build/gpu
 OUT=${OUT:-$B/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt" || true
-# every op's forward and backward on the GPU against the CPU kernels (1e-3)
-$B/stage.test -test.run 'OnGPU' -test.v 2>&1 | tee "$OUT/ops.txt"
+# every op's forward and backward on the GPU against the CPU kernels (1e-3),
+# and the model@2 checks: training, evaluation, recomputation, bf16 GEMMs,
+# conv2d's chunks, dropout's mask, op timing
+(cd stage && ../$B/stage.test -test.run 'OnGPU' -test.v) 2>&1 | tee "$OUT/ops.txt"
 # GEMMs (FP32, batched, BF16/FP16) against the naive oracle
 $B/cuda.test -test.run 'GPU' -test.v 2>&1 | tee "$OUT/gemm.txt"
-# a 2-stage run with GPU workers against the CPU run (1e-4)
-$B/graphpipe.test -test.run 'TestRunOnGPU' -test.v 2>&1 | tee "$OUT/run.txt"
+# a 2-stage run with GPU workers against the CPU run (1e-4), and the imported
+# two-tower (model@2 ops: batch_norm, ...) trained on the GPU, in one process
+# and as a 3-stage run, against the CPU (1e-4); from the package's directory,
+# where its testdata paths hold
+(cd cmd/graphpipe && ../../$B/graphpipe.test -test.run 'TestRunOnGPU|TestImportedModelOnGPU' -test.v) 2>&1 | tee "$OUT/run.txt"
 # the measured profile, and a search that uses it
 $B/graphpipe profile --device cuda --json > "$OUT/profile.json"
 $B/graphpipe profile --device cuda -o "$OUT/gpu-profile.json" 2> "$OUT/profile.txt"

@@ -170,6 +170,23 @@ func TestProfileFeedsSearch(t *testing.T) {
 // same --init weights.
 func TestImportedModelOnEmulatedGPUs(t *testing.T) {
 	needEmulator(t)
+	checkImportedModelOn(t, "cuda-emulator", "CPU emulator", 1e-5)
+}
+
+// TestImportedModelOnGPU is TestImportedModelOnEmulatedGPUs on a real GPU:
+// the model@2 kernels (conv2d, batch_norm, pools, ...) against the CPU.
+func TestImportedModelOnGPU(t *testing.T) {
+	if _, err := cuda.Available(); err != nil {
+		t.Skipf("no GPU to run on: %v", err)
+	}
+	checkImportedModelOn(t, "cuda", "", 1e-4)
+}
+
+// checkImportedModelOn trains the imported two-tower (batch_norm, dropout
+// off, ...) 3 steps on backend, in one process and as a 3-stage run, and
+// compares both with the CPU's train within tol; every worker's device
+// must name device, when given.
+func checkImportedModelOn(t *testing.T, backend, device string, tol float64) {
 	dir := t.TempDir()
 	model, weights, plan := filepath.Join(dir, "m.json"), filepath.Join(dir, "w.safetensors"), filepath.Join(dir, "plan.json")
 	if c, _, e := gp(t, "", "import", "../../onnx/testdata/models/two_tower.onnx", "-o", model, "--weights", weights,
@@ -187,18 +204,18 @@ func TestImportedModelOnEmulatedGPUs(t *testing.T) {
 	if want["bn1.running_var"] == nil {
 		t.Fatalf("no batch-norm statistics among the %d tensors dumped", len(want))
 	}
-	if c, _, e := gp(t, "", append([]string{"train", model, "--micro-batch", "4", "--backend", "cuda-emulator", "--dump", filepath.Join(dir, "train-emu")}, common...)...); c != 0 {
+	if c, _, e := gp(t, "", append([]string{"train", model, "--micro-batch", "4", "--backend", backend, "--dump", filepath.Join(dir, "train-emu")}, common...)...); c != 0 {
 		t.Fatal(e)
 	}
-	rel := sameParams(t, readParams(t, filepath.Join(dir, "train-emu", "final.safetensors")), want, 1e-5)
-	t.Logf("train on the emulator against the CPU: largest difference %.3g of the tensor's largest value", rel)
-	c, out, e := gp(t, "", append([]string{"run", plan, "--model", model, "--backend", "cuda-emulator", "--json", "--dump", filepath.Join(dir, "run-emu")}, common...)...)
+	rel := sameParams(t, readParams(t, filepath.Join(dir, "train-emu", "final.safetensors")), want, tol)
+	t.Logf("train on %s against the CPU: largest difference %.3g of the tensor's largest value", backend, rel)
+	c, out, e := gp(t, "", append([]string{"run", plan, "--model", model, "--backend", backend, "--json", "--dump", filepath.Join(dir, "run-emu")}, common...)...)
 	if c != 0 {
 		t.Fatal(e)
 	}
-	if strings.Count(out, "CPU emulator") != 3 {
-		t.Errorf("the run's devices should name the emulator three times: %s", out)
+	if device != "" && strings.Count(out, device) != 3 {
+		t.Errorf("the run's devices should name %s three times: %s", device, out)
 	}
-	rel = sameParams(t, readParams(t, filepath.Join(dir, "run-emu", "final.safetensors")), want, 1e-5)
-	t.Logf("3-stage run on the emulator against train on the CPU: largest difference %.3g", rel)
+	rel = sameParams(t, readParams(t, filepath.Join(dir, "run-emu", "final.safetensors")), want, tol)
+	t.Logf("3-stage run on %s against train on the CPU: largest difference %.3g", backend, rel)
 }
