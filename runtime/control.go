@@ -45,6 +45,17 @@ type hello struct {
 	Host   string `json:"host"`
 	PID    int    `json:"pid"`
 	Device string `json:"device,omitempty"` // where it computes: "cpu", or the GPU's name
+	// Slot, for an agent a launcher placed, is the worker id it was
+	// offered; nil: the coordinator's next free one (join order).
+	Slot  *int   `json:"slot,omitempty"`
+	Agent string `json:"agent,omitempty"` // the agent's id in its pool
+}
+
+// joinAs is what a worker says of itself on joining, beyond its device.
+type joinAs struct {
+	Host  string // "": os.Hostname
+	Slot  *int
+	Agent string
 }
 
 type assignment struct {
@@ -115,6 +126,11 @@ func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda
 // ServeLogged is ServeOn telling logf, when not nil, what the worker was
 // given (Assignment.String) before it trains, and when it is done.
 func ServeLogged(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, logf func(format string, args ...any), opts ...WorkerOption) error {
+	return serveAs(ctx, t, run, gen, dev, logf, joinAs{}, opts...)
+}
+
+// serveAs is ServeLogged joining as j says.
+func serveAs(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, logf func(format string, args ...any), j joinAs, opts ...WorkerOption) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
@@ -124,12 +140,12 @@ func ServeLogged(ctx context.Context, t Transport, run string, gen uint32, dev *
 		return err
 	}
 	defer ctl.Close()
-	host, _ := os.Hostname()
-	where := "cpu"
-	if dev != nil {
-		where = fmt.Sprintf("%s (%s, GPU %d)", dev.Name, dev.Arch, dev.Ordinal)
+	host := j.Host
+	if host == "" {
+		host, _ = os.Hostname()
 	}
-	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, hello{id, host, os.Getpid(), where}); err != nil {
+	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: deviceWhere(dev), Slot: j.Slot, Agent: j.Agent}
+	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, h); err != nil {
 		return fmt.Errorf("joining run %s: %w", run, err)
 	}
 	_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbAssign)
@@ -154,6 +170,14 @@ func ServeLogged(ctx context.Context, t Transport, run string, gen uint32, dev *
 	}
 	logf("run %s done: trained steps %d to %d", run, a.Options.Start+1, a.Steps)
 	return nil // serveWork drained ctl while the coordinator was watched
+}
+
+// deviceWhere says where a worker computes: "cpu", or its GPU.
+func deviceWhere(dev *cuda.Device) string {
+	if dev == nil {
+		return "cpu"
+	}
+	return fmt.Sprintf("%s (%s, GPU %d)", dev.Name, dev.Arch, dev.Ordinal)
 }
 
 // Assignment is what a worker process was given to run.

@@ -59,7 +59,9 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *plan.Plan, t Transport,
 			}
 		}()
 	}
-	for s := range workers {
+	who := make([]Joined, lay.total)
+	slots := freeSlots{taken: make([]bool, lay.total)}
+	for n := range workers {
 		_, msg, err := ctl.ReceiveAny(joinCtx, ctlEdge, 'a', mbHello)
 		if err != nil {
 			var se *StoppedError
@@ -68,10 +70,14 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *plan.Plan, t Transport,
 			} else if c != nil {
 				err = c
 			}
-			return nil, fmt.Errorf("waiting for workers: %d of %d joined: %w", s, lay.total, err)
+			return nil, fmt.Errorf("waiting for workers: %d of %d joined: %w", n, lay.total, err)
 		}
 		var h hello
 		if err := json.Unmarshal(msg, &h); err != nil {
+			return nil, err
+		}
+		s, err := slots.take(h)
+		if err != nil {
 			return nil, err
 		}
 		if o.Resume != nil {
@@ -82,6 +88,7 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *plan.Plan, t Transport,
 			return nil, err
 		}
 		workers[s], where[s] = h.Worker, h.Device
+		who[s] = Joined{Host: h.Host, PID: h.PID, Device: h.Device, Agent: h.Agent}
 	}
 	if o.Resume != nil && !o.Emulate {
 		if err := sendResume(ctx, ctl, g, plan, lay, workers, o.Resume); err != nil {
@@ -97,12 +104,38 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *plan.Plan, t Transport,
 	}
 	res, err := collect(ctx, ctl, g, plan, lay, workers, run, steps, o, progress)
 	if res != nil {
-		res.Devices = where
+		res.Devices, res.Joined = where, who
 	}
 	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled && !IsDataError(err) {
 		return nil, cause
 	}
 	return res, err
+}
+
+// freeSlots hands out worker ids to the workers that join: the one a
+// launcher placed a worker on (hello.Slot), or the next free one.
+type freeSlots struct {
+	taken []bool
+	next  int
+}
+
+func (f *freeSlots) take(h hello) (int, error) {
+	if h.Slot != nil {
+		s := *h.Slot
+		if s < 0 || s >= len(f.taken) || f.taken[s] {
+			return 0, fmt.Errorf("worker %d (host %s, pid %d) joined as worker %d, which is taken or beyond the plan's %d", h.Worker, h.Host, h.PID, s, len(f.taken))
+		}
+		f.taken[s] = true
+		return s, nil
+	}
+	for f.next < len(f.taken) && f.taken[f.next] {
+		f.next++
+	}
+	if f.next == len(f.taken) {
+		return 0, fmt.Errorf("worker %d (host %s, pid %d) joined a generation whose workers are all there", h.Worker, h.Host, h.PID)
+	}
+	f.taken[f.next] = true
+	return f.next, nil
 }
 
 // startStep is the first iteration a run makes.

@@ -23,6 +23,9 @@ type Result struct {
 	// Devices says where each worker (by id) computed: "cpu" or a GPU's
 	// name (Coordinate only).
 	Devices []string
+	// Joined says, by worker id, who each worker was: its host, pid,
+	// device and agent (Coordinate only).
+	Joined []Joined
 	// Skipped lists the iterations whose update was skipped, their values
 	// not being finite (Options.OnNonFinite skip; Coordinate only).
 	Skipped []int
@@ -31,6 +34,14 @@ type Result struct {
 	// GradNorms, with clipping, is each iteration's global gradient norm
 	// before clipping (what clip_grad_norm_ returns; 0 where not finite).
 	GradNorms []float64
+}
+
+// Joined is a worker that joined a run.
+type Joined struct {
+	Host   string `json:"host"`
+	PID    int    `json:"pid"`
+	Device string `json:"device"`
+	Agent  string `json:"agent,omitempty"` // its id in the pool it came from
 }
 
 // RunLocal trains g under plan for steps iterations with one goroutine per

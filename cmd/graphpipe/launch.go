@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	goruntime "runtime"
+	"strings"
+	"time"
 
 	"github.com/graphpipe/graphpipe/runtime"
 )
@@ -31,13 +33,34 @@ func connect(nf *natsFlags, runID string) (*runtime.NATS, runtime.NATSOptions, f
 	return t, opts, func() { t.Close(); shutdown() }, nil
 }
 
-// launcher is --workers's launcher: local worker processes (with wargs(i)
-// their extra arguments) or workers started elsewhere.
-func launcher(workers string, opts runtime.NATSOptions, wargs func(int) []string, log io.Writer) runtime.Launcher {
-	if workers == "external" {
-		return &runtime.ExternalLauncher{URL: opts.URL, Log: log}
+// checkWorkers checks --workers: local, external or pool:NAME (which needs
+// --nats, the server the pool's agents are on).
+func checkWorkers(workers, natsURL string) error {
+	pool, isPool := strings.CutPrefix(workers, "pool:")
+	switch {
+	case workers == "local" || workers == "external":
+		return nil
+	case !isPool:
+		return usagef(`--workers: must be "local", "external" or "pool:NAME", got %q`, workers)
+	case natsURL == "":
+		return usagef("--workers %s: needs --nats, the server the pool's agents are on", workers)
 	}
-	return &runtime.LocalLauncher{URL: opts.URL, Env: func(n int) []string { return workerEnv(n, opts.Token) }, Args: wargs, Log: log}
+	if err := runtime.CheckPoolName(pool); err != nil {
+		return usagef("--workers %s: %v", workers, err)
+	}
+	return nil
+}
+
+// launcher is --workers's launcher: local worker processes (with wargs(i)
+// their extra arguments), workers started elsewhere, or a pool's agents.
+func launcher(workers string, t runtime.Transport, opts runtime.NATSOptions, joinTimeout time.Duration, wargs func(int) []string, log io.Writer) (runtime.Launcher, error) {
+	if pool, ok := strings.CutPrefix(workers, "pool:"); ok {
+		return runtime.NewPoolLauncher(t, pool, joinTimeout, log)
+	}
+	if workers == "external" {
+		return &runtime.ExternalLauncher{URL: opts.URL, Log: log}, nil
+	}
+	return &runtime.LocalLauncher{URL: opts.URL, Env: func(n int) []string { return workerEnv(n, opts.Token) }, Args: wargs, Log: log}, nil
 }
 
 // jobFlags names the flag behind each field of a runtime.Job.
@@ -54,6 +77,7 @@ var jobFlags = map[string]string{
 func jobError(err error) error {
 	var je *runtime.JobError
 	var oe *runtime.OutputError
+	var pe *runtime.PlacementError
 	switch {
 	case errors.As(err, &je):
 		return usagef("%s: %s", jobFlags[je.Field], je.Msg)
@@ -63,6 +87,8 @@ func jobError(err error) error {
 		return inputf("%s %s: %v", jobFlags[oe.Field], oe.Path, oe.Err)
 	case errors.As(err, &oe):
 		return fmt.Errorf("%s %s: %w", jobFlags[oe.Field], oe.Path, oe.Err)
+	case errors.As(err, &pe):
+		return inputf("--workers pool:%s: %s", pe.Pool, pe.Reason())
 	case runtime.IsDataError(err):
 		return inputf("%v", err)
 	}

@@ -40,7 +40,9 @@ plan is printed before training. By default an embedded NATS server is
 started on 127.0.0.1 with a random token and one worker process per device of
 the plan (a stage on several devices runs as replicas); --nats uses an
 external server or cluster, and --workers external waits for as many workers
-started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
+started elsewhere with 'graphpipe worker --nats URL --run ID'; --workers
+pool:NAME takes them from the agents of a pool ('graphpipe worker --nats URL
+--pool NAME'), each plan node's on one host, and gives them back at the end.`,
 		Example: "  graphpipe run mmt-small.json --devices 3 --device cpu --steps 20\n  graphpipe run plan.json --model mmt.json --nats nats://10.0.0.5:4222 --workers external",
 		Args:    args("MODEL|PLAN"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -78,8 +80,8 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 			if err := d.checkEvalKeys(plan); err != nil {
 				return err
 			}
-			if workers != "local" && workers != "external" {
-				return usagef(`--workers: must be "local" or "external", got %q`, workers)
+			if err := checkWorkers(workers, nf.url); err != nil {
+				return err
 			}
 			if err := nf.check(); err != nil {
 				return err
@@ -212,7 +214,7 @@ started elsewhere with 'graphpipe worker --nats URL --run ID'.`,
 	data.register(cmd)
 	cmd.Flags().IntVar(&steps, "steps", 10, "training iterations")
 	of.register(cmd)
-	cmd.Flags().StringVar(&workers, "workers", "local", "local: start one worker process per stage; external: wait for workers to join")
+	cmd.Flags().StringVar(&workers, "workers", "local", "local: start one worker process per stage; external: wait for workers to join; pool:NAME: take agents of that pool (graphpipe worker --pool NAME)")
 	cmd.Flags().StringVar(&modelPath, "model", "", "with a PLAN: the model `FILE` it was made for")
 	cmd.Flags().StringVar(&dump, "dump", "", "write init, data, final parameters and losses to `DIR`, as graphpipe train --dump")
 	cmd.Flags().StringVar(&runID, "run", "", "run ID (default: random); scopes every subject of the run")
@@ -245,7 +247,11 @@ func runPlan(cmd *cobra.Command, job *runtime.Job, nf *natsFlags, workers string
 		return err
 	}
 	defer stop()
-	sup := &runtime.Supervisor{Job: job, T: t, Launcher: launcher(workers, opts, wargs, log), Log: log,
+	l, err := launcher(workers, t, opts, job.Options.JoinTimeout, wargs, log)
+	if err != nil {
+		return err
+	}
+	sup := &runtime.Supervisor{Job: job, T: t, Launcher: l, Log: log,
 		Progress: prog.step, Starting: prog.start, Failed: prog.abort}
 	res, secs, err := sup.Run(ctx)
 	if err != nil {

@@ -28,6 +28,8 @@ func (f *deviceFlags) defaultDevice(workers, emulate string) (name, why string, 
 		return emulate, "the devices --emulate names", nil
 	case workers == "external":
 		return "cpu", "external workers, taken for CPU workers: --device names theirs", nil
+	case strings.HasPrefix(workers, "pool:"):
+		return "cpu", "the agents of a pool, taken for CPU workers: --device names theirs", nil
 	case f.backend != "cuda":
 		return "cpu", "the local workers compute on the CPU", nil
 	}

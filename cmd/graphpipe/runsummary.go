@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
@@ -40,9 +41,12 @@ type runSummary struct {
 	// in the last iteration.
 	StageTimes []runtime.StageTime `json:"stage_times,omitempty"`
 	// with --eval-data: the last evaluation, and every one
-	EvalLoss     *float64   `json:"eval_loss,omitempty"`
-	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
-	Evals        []evalJSON `json:"evals,omitempty"`
+	// Assignment, for a run on a pool's agents: which agent ran each
+	// worker, on which host.
+	Assignment   []assignedWorker `json:"assignment,omitempty"`
+	EvalLoss     *float64         `json:"eval_loss,omitempty"`
+	EvalAccuracy *float64         `json:"eval_accuracy,omitempty"`
+	Evals        []evalJSON       `json:"evals,omitempty"`
 }
 
 // printRun prints a finished run: its summary line, or --json's object.
@@ -59,6 +63,9 @@ func printRun(w io.Writer, g *dag.Graph, plan *plan.Plan, res *runtime.Result, s
 		sum.Skipped = append(sum.Skipped, i+1)
 	}
 	sum.StageTimes = runtime.StageTimes(plan, res)
+	if strings.HasPrefix(workers, "pool:") {
+		sum.Assignment = assignment(plan, res)
+	}
 	for _, r := range res.Evals {
 		e := toEvalJSON(r)
 		sum.Evals = append(sum.Evals, e)
@@ -91,3 +98,30 @@ func median(v []float64) float64 {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// assignedWorker is one worker of a pool run: its slot of the plan and the
+// agent that ran it.
+type assignedWorker struct {
+	Worker     int    `json:"worker"`
+	Stage      int    `json:"stage"`
+	Replica    int    `json:"replica"`
+	PlanDevice int    `json:"plan_device"` // the plan's device number
+	Node       int    `json:"node"`        // the plan's node
+	Host       string `json:"host"`
+	PID        int    `json:"pid"`
+	Device     string `json:"device"` // where it computed
+	Agent      string `json:"agent"`
+}
+
+func assignment(plan *search.Plan, res *runtime.Result) []assignedWorker {
+	var out []assignedWorker
+	for i, s := range runtime.Slots(plan) {
+		a := assignedWorker{Worker: s.Worker, Stage: s.Stage, Replica: s.Replica, PlanDevice: s.Device, Node: s.Node}
+		if i < len(res.Joined) {
+			j := res.Joined[i]
+			a.Host, a.PID, a.Device, a.Agent = j.Host, j.PID, j.Device, j.Agent
+		}
+		out = append(out, a)
+	}
+	return out
+}

@@ -1,0 +1,276 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// PoolLauncher takes each generation's workers from a pool of agents: as
+// many live, free agents as the generation has slots, each plan node's
+// slots on agents of one host, each confirmed before it counts. It holds
+// them until Close gives them back.
+type PoolLauncher struct {
+	Pool string
+	// JoinTimeout > 0 bounds the wait for enough agents; 0 waits for ever.
+	JoinTimeout time.Duration
+	Log         io.Writer // what it takes, and while it waits; nil: nothing said
+
+	t      Transport
+	claim  string
+	unsub  []func()
+	mu     sync.Mutex // guards seen, excluded and changed
+	seen   map[string]seenAgent
+	excl   map[string]time.Time // agents that failed an offer, and when
+	change chan struct{}        // a new advert came (buffered, 1)
+	// answers carries agents' answers to offers.
+	answers chan agentAnswer
+	held    map[string]Advert // the agents this launcher holds, by id
+	placed  map[uint32]map[int]Advert
+}
+
+type seenAgent struct {
+	ad   Advert
+	last time.Time
+}
+
+// NewPoolLauncher starts listening to pool's adverts over t.
+func NewPoolLauncher(t Transport, pool string, joinTimeout time.Duration, log io.Writer) (*PoolLauncher, error) {
+	if err := CheckPoolName(pool); err != nil {
+		return nil, err
+	}
+	p := &PoolLauncher{Pool: pool, JoinTimeout: joinTimeout, Log: log, t: t, claim: randomHex(6), seen: map[string]seenAgent{},
+		excl: map[string]time.Time{}, change: make(chan struct{}, 1), answers: make(chan agentAnswer, 64),
+		held: map[string]Advert{}, placed: map[uint32]map[int]Advert{}}
+	unsub, err := t.Subscribe(poolAdverts(pool), p.heard)
+	if err != nil {
+		return nil, err
+	}
+	p.unsub = append(p.unsub, unsub)
+	unsub, err = t.Subscribe(poolClaims(pool, p.claim), func(b []byte) {
+		var a agentAnswer
+		if json.Unmarshal(b, &a) == nil {
+			select {
+			case p.answers <- a:
+			default: // nobody waits for that many: an answer to an offer long given up
+			}
+		}
+	})
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.unsub = append(p.unsub, unsub)
+	return p, nil
+}
+
+func (p *PoolLauncher) heard(b []byte) {
+	var ad Advert
+	if json.Unmarshal(b, &ad) != nil || ad.Agent == "" {
+		return
+	}
+	p.mu.Lock()
+	p.seen[ad.Agent] = seenAgent{ad: ad, last: time.Now()}
+	p.mu.Unlock()
+	select {
+	case p.change <- struct{}{}:
+	default:
+	}
+}
+
+// live is the agents this launcher may take: heard within the heartbeat
+// timeout, free or its own, and not failed since they were last heard.
+func (p *PoolLauncher) live() []Advert {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Advert
+	for id, s := range p.seen {
+		if time.Since(s.last) > heartbeatTimeout() {
+			continue
+		}
+		if at, bad := p.excl[id]; bad && !s.last.After(at) {
+			continue
+		}
+		if s.ad.Claim == "" || s.ad.Claim == p.claim {
+			out = append(out, s.ad)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Agent < out[j].Agent })
+	return out
+}
+
+// Start takes gen's agents: it waits (up to JoinTimeout) until the pool's
+// live agents can be placed, offers each its slot, and tries again without
+// those that refuse or do not confirm within ConfirmTimeout.
+func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
+	// the coordinator's heartbeats start now: a taken agent leaves when
+	// they stop
+	go beat(ctx, p.t, coordBeats(gen.Run), []byte{})
+	var deadline <-chan time.Time
+	if p.JoinTimeout > 0 {
+		tm := time.NewTimer(p.JoinTimeout)
+		defer tm.Stop()
+		deadline = tm.C
+	}
+	said, began := false, time.Now()
+	tick := time.NewTicker(heartbeatEvery())
+	defer tick.Stop()
+	// enough agents that cannot be placed: refused once they have stayed
+	// so for a heartbeat timeout (agents started together are all heard)
+	var unplaceable time.Time
+	for {
+		agents := p.live()
+		var err error
+		if len(agents) >= len(gen.Slots) {
+			var placed map[int]Advert
+			if placed, err = place(p.Pool, gen.Slots, agents); err == nil {
+				if p.offer(ctx, gen, placed) {
+					p.placed[gen.Gen] = placed
+					p.report(gen, placed)
+					return nil
+				}
+				continue
+			}
+			if unplaceable.IsZero() {
+				unplaceable = time.Now()
+			} else if time.Since(unplaceable) > heartbeatTimeout() {
+				return err
+			}
+		} else {
+			unplaceable = time.Time{}
+		}
+		if !said && p.Log != nil && time.Since(began) > heartbeatEvery() {
+			fmt.Fprintf(p.Log, "waiting for %s of pool %s (%d free now)\n", count(len(gen.Slots), "agent"), p.Pool, len(agents))
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-deadline:
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("pool %s: %d of the %d agents the plan needs free within %v", p.Pool, len(agents), len(gen.Slots), p.JoinTimeout)
+		case <-p.change:
+		case <-tick.C:
+		}
+	}
+}
+
+// offer offers every placed agent its slot and waits for the answers: true
+// when all confirmed. Otherwise those that did not are set aside until they
+// are heard again, and the others are let go.
+func (p *PoolLauncher) offer(ctx context.Context, gen *Generation, placed map[int]Advert) bool {
+	host, _ := os.Hostname()
+	who := fmt.Sprintf("host %s (pid %d)", host, os.Getpid())
+	waiting := map[string]bool{}
+	for _, s := range gen.Slots {
+		ad := placed[s.Worker]
+		waiting[ad.Agent] = true
+		p.send(ad.Agent, agentOrder{Kind: orderOffer, Claim: p.claim, Run: gen.Run, Gen: gen.Gen, Slot: s, Coordinator: who})
+	}
+	timeout := time.NewTimer(ConfirmTimeout)
+	defer timeout.Stop()
+	ok := true
+	for len(waiting) > 0 {
+		select {
+		case a := <-p.answers:
+			if !waiting[a.Agent] || a.Gen != gen.Gen {
+				continue
+			}
+			delete(waiting, a.Agent)
+			if a.OK {
+				p.held[a.Agent] = p.seenAd(a.Agent)
+				continue
+			}
+			ok = false
+			p.setAside(a.Agent)
+		case <-timeout.C:
+			for id := range waiting {
+				if p.Log != nil {
+					fmt.Fprintf(p.Log, "graphpipe: agent %s did not confirm within %v: taken for dead\n", id, ConfirmTimeout)
+				}
+				p.setAside(id)
+			}
+			waiting, ok = nil, false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if !ok {
+		p.Stop(gen, true)
+	}
+	return ok
+}
+
+func (p *PoolLauncher) seenAd(id string) Advert {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen[id].ad
+}
+
+func (p *PoolLauncher) setAside(id string) {
+	p.mu.Lock()
+	p.excl[id] = time.Now()
+	p.mu.Unlock()
+}
+
+func (p *PoolLauncher) send(agent string, o agentOrder) {
+	b, _ := json.Marshal(o)
+	p.t.Publish(poolAgent(p.Pool, agent), b)
+}
+
+// report says which agent runs which worker, a line per plan node.
+func (p *PoolLauncher) report(gen *Generation, placed map[int]Advert) {
+	if p.Log == nil {
+		return
+	}
+	byNode := map[int][]string{}
+	var nodes []int
+	host := map[int]string{}
+	for _, s := range gen.Slots {
+		if _, ok := byNode[s.Node]; !ok {
+			nodes = append(nodes, s.Node)
+		}
+		ad := placed[s.Worker]
+		host[s.Node] = ad.Host
+		byNode[s.Node] = append(byNode[s.Node], fmt.Sprintf("worker %d (stage %d) on agent %s (pid %d, %s)", s.Worker, s.Stage, ad.Agent, ad.PID, ad.Device))
+	}
+	sort.Ints(nodes)
+	for _, n := range nodes {
+		fmt.Fprintf(p.Log, "pool %s: node %d on host %s: %s\n", p.Pool, n, host[n], strings.Join(byNode[n], ", "))
+	}
+}
+
+// Placed is the agent each worker of generation gen was given.
+func (p *PoolLauncher) Placed(gen uint32) map[int]Advert { return p.placed[gen] }
+
+// Stop tells a failed generation's agents to leave it at once; a finished
+// generation's leave by themselves.
+func (p *PoolLauncher) Stop(gen *Generation, failed bool) {
+	if !failed {
+		return
+	}
+	for id := range p.held {
+		p.send(id, agentOrder{Kind: orderStop, Claim: p.claim, Run: gen.Run, Gen: gen.Gen})
+	}
+}
+
+// Close gives every agent it holds back to the pool and stops listening.
+func (p *PoolLauncher) Close() error {
+	for id := range p.held {
+		p.send(id, agentOrder{Kind: orderRelease, Claim: p.claim})
+	}
+	p.held = map[string]Advert{}
+	for _, u := range p.unsub {
+		u()
+	}
+	p.unsub = nil
+	return nil
+}
