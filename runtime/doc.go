@@ -55,4 +55,11 @@
 //     own plan and slots, restarting from the last checkpoint after a
 //     failure, and writes the outputs (trace, timeline, profile, dump) once
 //     the run is over.
+//  11. A pool's agents (Agent) advertise themselves (host, device, pid, who
+//     holds them) every heartbeat; a PoolLauncher offers slots only to
+//     agents heard within the heartbeat timeout, counts an agent only once
+//     it confirms, puts each plan node's workers on agents of one host (or
+//     refuses: PlacementError), fails the generation when a taken agent
+//     falls silent, and releases its agents at the end. An agent held by a
+//     coordinator that falls silent goes back to the pool by itself.
 package runtime

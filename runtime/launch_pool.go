@@ -133,6 +133,7 @@ func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 				if p.offer(ctx, gen, placed) {
 					p.placed[gen.Gen] = placed
 					p.report(gen, placed)
+					go p.watch(ctx, gen, placed)
 					return nil
 				}
 				continue
@@ -207,6 +208,32 @@ func (p *PoolLauncher) offer(ctx context.Context, gen *Generation, placed map[in
 		p.Stop(gen, true)
 	}
 	return ok
+}
+
+// watch fails gen (gen.Lost) as soon as one of its agents has not been
+// heard for the heartbeat timeout: one that died before it joined would
+// otherwise keep the coordinator waiting for the join timeout.
+func (p *PoolLauncher) watch(ctx context.Context, gen *Generation, placed map[int]Advert) {
+	tick := time.NewTicker(heartbeatEvery() / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, s := range gen.Slots {
+			ad := placed[s.Worker]
+			p.mu.Lock()
+			quiet := time.Since(p.seen[ad.Agent].last)
+			p.mu.Unlock()
+			if quiet > heartbeatTimeout() && gen.Lost != nil {
+				gen.Lost(fmt.Errorf("agent %s of pool %s (host %s, pid %d), worker %d (stage %d, replica %d), has been silent for %v: it died or its host is cut off",
+					ad.Agent, p.Pool, ad.Host, ad.PID, s.Worker, s.Stage, s.Replica, quiet.Round(time.Millisecond)))
+				return
+			}
+		}
+	}
 }
 
 func (p *PoolLauncher) seenAd(id string) Advert {
