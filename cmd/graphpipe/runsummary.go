@@ -113,7 +113,7 @@ type assignedWorker struct {
 	Agent      string `json:"agent"`
 }
 
-func assignment(plan *search.Plan, res *runtime.Result) []assignedWorker {
+func assignment(plan *plan.Plan, res *runtime.Result) []assignedWorker {
 	var out []assignedWorker
 	for i, s := range runtime.Slots(plan) {
 		a := assignedWorker{Worker: s.Worker, Stage: s.Stage, Replica: s.Replica, PlanDevice: s.Device, Node: s.Node}
