@@ -88,7 +88,9 @@ func (p Phases) String() string {
 // recovering is the recovery under way: measured until the next
 // generation's first iteration.
 type recovering struct {
-	rec     Recovery
+	Recovery
+	why     string    // why the plan changed, for the log
+	grow    bool      // the last generation stopped to grow back
 	started time.Time // the next generation's start
 }
 
@@ -114,7 +116,7 @@ func (s *Supervisor) capacity() (Capacity, bool) {
 // why: cur, once enough workers are there within ReplaceWait; otherwise,
 // when elastic, a plan for the devices left. grow says the generation ended
 // to grow back.
-func (s *Supervisor) nextPlan(ctx context.Context, cur *plan.Plan, grow bool, r *Recovery) (*plan.Plan, error) {
+func (s *Supervisor) nextPlan(ctx context.Context, cur *plan.Plan, grow bool, r *recovering) (*plan.Plan, error) {
 	c, ok := s.capacity()
 	if !ok {
 		return cur, nil
@@ -131,11 +133,16 @@ func (s *Supervisor) nextPlan(ctx context.Context, cur *plan.Plan, grow bool, r 
 	}
 	switch {
 	case have >= Workers(s.first):
+		r.why = fmt.Sprintf("%s there: back to the first plan", count(have, "device"))
 		return s.first, nil // the first plan: an uninterrupted run's
 	case have >= want && !grow:
 		return cur, nil
 	case have < 1:
 		return nil, fmt.Errorf("elastic: no device left within %v to re-plan for", s.Elastic.ReplaceWait)
+	}
+	r.why = fmt.Sprintf("no spare within %v: re-planning for the %s there", s.Elastic.ReplaceWait, count(have, "device"))
+	if grow {
+		r.why = fmt.Sprintf("%s there: growing back", count(have, "device"))
 	}
 	began = time.Now()
 	p, err := s.Elastic.Replan(have)
@@ -239,10 +246,16 @@ func (gr *grower) grew(err error) bool {
 	return gr.asked && errors.As(err, &se)
 }
 
-// replanned logs a recovery that changed plans.
-func (s *Supervisor) replanned(r *Recovery) {
-	if s.Log != nil && r.Replanned() {
-		fmt.Fprintf(s.Log, "graphpipe: re-planned at step %d (%s): %s -> %s (re-plan %.2f s)\n", r.Step, r.Reason, r.From, r.To, r.Seconds.Replan)
+// replanned logs a recovery that changed plans, and tells Replanned.
+func (s *Supervisor) replanned(r *recovering, old, new *plan.Plan) {
+	if !r.Replanned() {
+		return
+	}
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, "graphpipe: re-planned at step %d (%s): %s -> %s (re-plan %.2f s)\n", r.Step, r.why, r.From, r.To, r.Seconds.Replan)
+	}
+	if s.Replanned != nil {
+		s.Replanned(old, new)
 	}
 }
 
@@ -254,11 +267,15 @@ func (s *Supervisor) trainingAgain() {
 		return
 	}
 	s.pending = nil
-	r.rec.Seconds.Resume = time.Since(r.started).Seconds()
-	p := &r.rec.Seconds
+	r.Seconds.Resume = time.Since(r.started).Seconds()
+	p := &r.Seconds
 	p.Total = p.Detect + p.Stop + p.Wait + p.Replan + p.Resume
 	if s.Log != nil {
-		fmt.Fprintf(s.Log, "graphpipe: training again at step %d, %.2f s after the loss (%s)\n", r.rec.Step, p.Total, p)
+		what := "the loss"
+		if r.grow {
+			what = "the stop to grow"
+		}
+		fmt.Fprintf(s.Log, "graphpipe: training again at step %d, %.2f s after %s (%s)\n", r.Step, p.Total, what, p)
 	}
-	s.recoveries = append(s.recoveries, r.rec)
+	s.recoveries = append(s.recoveries, r.Recovery)
 }

@@ -87,6 +87,8 @@ type Supervisor struct {
 	// Elastic, when set, re-plans onto the devices left when no spare
 	// comes, and grows back when they return.
 	Elastic *Elastic
+	// Replanned is told each change of plans (Elastic's), after the log.
+	Replanned func(old, new *plan.Plan)
 
 	first      *plan.Plan  // the job's plan
 	pending    *recovering // the recovery under way
@@ -161,12 +163,12 @@ func (s *Supervisor) Run(ctx context.Context) (*Result, float64, error) {
 // why (at ended): the same, or, when elastic, one for the devices there.
 func (s *Supervisor) recover(ctx context.Context, gen uint32, why error, grew bool, ended time.Time, o *Options) error {
 	j := s.Job
-	r := Recovery{Step: startStep(*o), Gen: gen + 1, Reason: why.Error(), From: shapeOf(j.Plan)}
+	r := &recovering{Recovery: Recovery{Step: startStep(*o), Gen: gen + 1, Reason: why.Error(), From: shapeOf(j.Plan)}, grow: grew}
 	r.Seconds.Detect = detectSeconds(why)
 	if grew {
 		r.Reason = "more devices are there: growing back"
 	}
-	p, err := s.nextPlan(ctx, j.Plan, grew, &r)
+	p, err := s.nextPlan(ctx, j.Plan, grew, r)
 	if err != nil {
 		return err
 	}
@@ -174,12 +176,13 @@ func (s *Supervisor) recover(ctx context.Context, gen uint32, why error, grew bo
 		r.Seconds.Stop = ended.Sub(s.coordEnd).Seconds()
 	}
 	r.To = shapeOf(p)
-	if p != j.Plan {
+	old := j.Plan
+	if p != old {
 		j.Plan = p
 		o.Train.MicroBatch = int(p.MicroBatch)
 	}
-	s.replanned(&r)
-	s.pending = &recovering{rec: r}
+	s.replanned(r, old, p)
+	s.pending = r
 	return nil
 }
 

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -132,6 +135,7 @@ func TestPoolRestartWithSpare(t *testing.T) {
 	if len(serving(agents, "spare1", 2)) != 3 {
 		t.Fatalf("generation 2 did not run on the 2 survivors and the spare:\n%s", c.stderr())
 	}
+	t.Log(recoveryLines(c.stderr()))
 	t.Logf("recovery at step %d: %s", r.Step, r.Seconds)
 }
 
@@ -174,5 +178,187 @@ func TestElasticReplan(t *testing.T) {
 	if sum.Stages != 3 {
 		t.Fatalf("the run ended on %d stages, want the first plan's 3", sum.Stages)
 	}
+	t.Log(recoveryLines(c.stderr()))
 	t.Logf("re-planned at step %d: %+v -> %+v (%s); grew back at step %d; worst relative difference %.3g", down.Step, down.From, down.To, down.Seconds, up.Step, worst)
+}
+
+// recoveryLines are the lines of a run's stderr about its recoveries.
+func recoveryLines(errs string) string {
+	var out []string
+	for _, l := range strings.Split(errs, "\n") {
+		if strings.HasPrefix(l, "graphpipe: ") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// poolPIDs are the agents' pids the run's last placement names (its
+// "pool NAME: node N on host H: worker W (stage S) on agent ID (pid P, ...)"
+// lines of the latest generation).
+func poolPIDs(errs, pool string) []int {
+	var last []int
+	for _, l := range strings.Split(errs, "\n") {
+		if !strings.HasPrefix(l, "pool "+pool+": node ") {
+			continue
+		}
+		if strings.HasPrefix(l, "pool "+pool+": node 0 ") {
+			last = nil
+		}
+		for _, f := range strings.Split(l, "(pid ")[1:] {
+			if pid, err := strconv.Atoi(strings.SplitN(f, ",", 2)[0]); err == nil {
+				last = append(last, pid)
+			}
+		}
+	}
+	return last
+}
+
+// TestRandomFaults: runs on a pool with --elastic, each hit by random faults
+// while training: an agent SIGKILLed (a new one started 0-2 s later, before
+// or after --replace-wait) or SIGSTOPped past the heartbeat timeout (and
+// continued 3 s later). Every run ends with the uninterrupted run's
+// parameters (within 1e-5: re-plans change the micro-batches' grouping, not
+// their size) or with a clear error, and no agent process outlives the
+// test. Short: 1 run of 2 faults; GRAPHPIPE_FAULTS=long: 5 runs of 4
+// (make fuzz).
+func TestRandomFaults(t *testing.T) {
+	runs, faults := 1, 2
+	if os.Getenv("GRAPHPIPE_FAULTS") == "long" {
+		runs, faults = 5, 4
+	}
+	const steps = 500
+	dir, model, plan, want := elasticSetup(t, strconv.Itoa(steps))
+	seed := time.Now().UnixNano()
+	t.Logf("faults from seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	p := newTestPool(t)
+	var mu sync.Mutex // guards all
+	var all []*agentProc
+	started := func(a *agentProc) {
+		mu.Lock()
+		all = append(all, a)
+		mu.Unlock()
+	}
+	ok, failed := 0, 0
+	for run := range runs {
+		pool := fmt.Sprint("faults", run)
+		for range 4 {
+			started(p.agent(t, pool, ""))
+		}
+		ck := filepath.Join(dir, fmt.Sprint("ck", run))
+		out := filepath.Join(dir, fmt.Sprint("out", run))
+		c := p.startRun(t, pool, plan, "--model", model, "--steps", strconv.Itoa(steps), "--optimizer", "adam", "--restarts", "10", "--elastic",
+			"--replace-wait", "1s", "--checkpoint", ck, "--checkpoint-every", "10", "--heartbeat-timeout", "1500ms", "--dump", out, "--run", pool)
+		var stopped []int
+		for f := range faults {
+			at := (f+1)*steps/(faults+2) + rng.Intn(steps/(faults+2)/2)
+			for waitCheckpoint(t, ck) < at {
+				time.Sleep(20 * time.Millisecond)
+			}
+			pids := poolPIDs(c.stderr(), pool)
+			if len(pids) == 0 {
+				t.Fatalf("run %d: no placement:\n%s", run, c.stderr())
+			}
+			victim := pids[rng.Intn(len(pids))]
+			if rng.Intn(2) == 0 {
+				syscall.Kill(victim, syscall.SIGKILL)
+				delay := time.Duration(rng.Intn(2000)) * time.Millisecond
+				t.Logf("run %d, fault %d at step %d: SIGKILL agent pid %d, a new agent in %v", run, f, at, victim, delay)
+				time.AfterFunc(delay, func() { started(p.agent(t, pool, "")) })
+			} else {
+				syscall.Kill(victim, syscall.SIGSTOP)
+				stopped = append(stopped, victim)
+				t.Logf("run %d, fault %d at step %d: SIGSTOP agent pid %d for 3 s", run, f, at, victim)
+				time.AfterFunc(3*time.Second, func() { syscall.Kill(victim, syscall.SIGCONT) })
+			}
+			c.waitCount(t, "restarting the workers as generation", f+1, 30*time.Second) // one fault at a time
+		}
+		code := c.waitCode(t, 90*time.Second)
+		errs := c.stderr()
+		if strings.Contains(errs, "panic:") || strings.Contains(errs, "goroutine ") {
+			t.Fatalf("run %d crashed:\n%s", run, errs)
+		}
+		if code != 0 {
+			lines := strings.Split(strings.TrimSpace(errs), "\n")
+			t.Logf("run %d ended with exit %d: %s", run, code, lines[len(lines)-1])
+			failed++
+			continue
+		}
+		sameParams(t, readParams(t, filepath.Join(out, "final.safetensors")), want, 1e-5)
+		var sum runSummary
+		json.Unmarshal(c.out.Bytes(), &sum)
+		t.Logf("run %d: right parameters after %d recoveries (%d re-plans)", run, len(sum.Recoveries), len(sum.Replans))
+		for _, r := range sum.Recoveries {
+			t.Logf("  step %d: %d -> %d devices, %s", r.Step, r.From.Devices, r.To.Devices, r.Seconds)
+		}
+		ok++
+	}
+	if ok == 0 {
+		t.Fatalf("no run survived its faults (%d ended with an error)", failed)
+	}
+	time.Sleep(2 * time.Second) // the last agents started
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range all {
+		syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT)
+		a.cmd.Process.Kill()
+		a.cmd.Wait()
+	}
+	if left := poolAgentPIDs("faults"); len(left) > 0 {
+		t.Fatalf("agent processes %v outlived the test", left)
+	}
+}
+
+// waitCount waits up to limit for n times text in the run's stderr.
+func (c *coordProc) waitCount(t *testing.T, text string, n int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for strings.Count(c.stderr(), text) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %d times %q within %v:\n%s", n, text, limit, c.stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitCode waits for the run's end (within limit) and returns its exit
+// status.
+func (c *coordProc) waitCode(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case <-done:
+		return c.cmd.ProcessState.ExitCode()
+	case <-time.After(limit):
+		c.cmd.Process.Kill()
+		<-done
+		t.Fatalf("run still going after %v:\n%s", limit, c.stderr())
+	}
+	return -1
+}
+
+// poolAgentPIDs are the live processes (not zombies) of agents of pools
+// whose name starts with prefix, from /proc.
+func poolAgentPIDs(prefix string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 { // a zombie's is empty
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		for i, a := range args {
+			if a == "--pool" && i+1 < len(args) && strings.HasPrefix(args[i+1], prefix) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }

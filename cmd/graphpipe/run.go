@@ -10,6 +10,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -257,7 +258,8 @@ func runPlan(cmd *cobra.Command, job *runtime.Job, nf *natsFlags, workers string
 		return err
 	}
 	sup := &runtime.Supervisor{Job: job, T: t, Launcher: l, Log: log,
-		Progress: prog.step, Starting: prog.start, Failed: prog.abort, Elastic: el}
+		Progress: prog.step, Starting: prog.start, Failed: prog.abort, Elastic: el,
+		Replanned: func(_, p *plan.Plan) { describePlan(log, p, "re-planned", "") }}
 	res, secs, err := sup.Run(ctx)
 	if err != nil {
 		if e := jobError(err); e != nil {
