@@ -157,8 +157,15 @@ func (s *Supervisor) nextPlan(ctx context.Context, cur *plan.Plan, grow bool, r 
 }
 
 // waitCapacity waits up to wait for c to count want workers, and returns
-// the count it had last.
+// the count it had last. It counts nothing in the first heartbeat and a
+// quarter: a lost agent's adverts may have gone on for up to a heartbeat
+// after the beats its loss was detected by, and it must not be counted.
 func waitCapacity(ctx context.Context, c Capacity, want int, wait time.Duration) int {
+	settle := time.NewTimer(heartbeatEvery() * 5 / 4)
+	select {
+	case <-ctx.Done():
+	case <-settle.C:
+	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(heartbeatEvery() / 4)

@@ -44,7 +44,12 @@ the plan (a stage on several devices runs as replicas); --nats uses an
 external server or cluster, and --workers external waits for as many workers
 started elsewhere with 'graphpipe worker --nats URL --run ID'; --workers
 pool:NAME takes them from the agents of a pool ('graphpipe worker --nats URL
---pool NAME'), each plan node's on one host, and gives them back at the end.`,
+--pool NAME'), each plan node's on one host, and gives them back at the end.
+With --restarts, a lost, hung or silent worker (--heartbeat-timeout) is
+replaced and the run resumes from its last checkpoint; on a pool, with
+--elastic, when no spare agent comes within --replace-wait the run re-plans
+for the agents left, and grows back at a checkpoint when agents return (each
+re-plan is logged, and listed in --json's replans).`,
 		Example: "  graphpipe run mmt-small.json --devices 3 --device cpu --steps 20\n  graphpipe run plan.json --model mmt.json --nats nats://10.0.0.5:4222 --workers external",
 		Args:    args("MODEL|PLAN"),
 		RunE: func(cmd *cobra.Command, a []string) error {
