@@ -386,3 +386,32 @@ func parseRecovery(errs string) (Phases, error) {
 	}
 	return p, fmt.Errorf("no recovery line in:\n%s", errs)
 }
+
+// TestElasticFlagErrors: what --restarts, --elastic, --replace-wait and
+// --heartbeat-timeout cannot do is refused, exit 2, in one line naming the
+// flag (and the usual pointer to --help), before anything starts.
+func TestElasticFlagErrors(t *testing.T) {
+	model := smallModel(t, "mlp")
+	base := []string{"run", model, "--devices", "2", "--device", "cpu", "--steps", "2"}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--elastic", "--restarts", "1"}, "--elastic: re-planning counts the agents of a pool"},
+		{[]string{"--workers", "pool:p", "--nats", "nats://127.0.0.1:1", "--elastic"}, "--elastic: a re-plan is a restart"},
+		{[]string{"--workers", "external", "--restarts", "1"}, "--restarts: workers started elsewhere"},
+		{[]string{"--restarts", "-1"}, "--restarts: must be at least 0"},
+		{[]string{"--replace-wait", "5s"}, "--replace-wait: only --elastic"},
+		{[]string{"--workers", "pool:p", "--nats", "nats://127.0.0.1:1", "--elastic", "--restarts", "1", "--replace-wait", "-1s"}, "--replace-wait: must be at least 0"},
+		{[]string{"--heartbeat-timeout", "100ms"}, "--heartbeat-timeout: must be at least 1s"},
+	}
+	for _, c := range cases {
+		t.Run(c.want, func(t *testing.T) {
+			code, _, errs := gp(t, "", append(base, c.args...)...)
+			first, _, _ := strings.Cut(errs, "\n")
+			if code != 2 || !strings.HasPrefix(first, "graphpipe: "+c.want) || strings.Count(errs, "graphpipe: ") != 1 {
+				t.Fatalf("exit %d: %q", code, errs)
+			}
+		})
+	}
+}
