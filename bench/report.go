@@ -93,6 +93,11 @@ type Report struct {
 	Sections []*Section
 }
 
+// historyFile holds the figures that earlier runs measured when a design
+// choice was made (Planner history), each with its provenance; Write copies
+// it to the end of BENCHMARKS.md.
+const historyFile = "bench/history.md"
+
 // Write puts BENCHMARKS.md at root, and the CSVs and the charts (SVG and
 // PNG) under root/bench/results.
 func (r *Report) Write(root string) error {
@@ -112,6 +117,11 @@ func (r *Report) Write(root string) error {
 		if err := os.WriteFile(filepath.Join(dir, s.Name+".csv"), s.CSV(), 0o644); err != nil {
 			return err
 		}
+	}
+	// the hand-kept history of figures behind design choices, after the
+	// run's own: a report regenerated keeps it
+	if h, err := os.ReadFile(filepath.Join(root, historyFile)); err == nil {
+		md.Write(h)
 	}
 	if err := os.WriteFile(filepath.Join(root, "BENCHMARKS.md"), []byte(md.String()), 0o644); err != nil {
 		return err

@@ -144,3 +144,40 @@ func tableAfter(text string) []string {
 	}
 	return rows
 }
+
+// TestHistoryKept: BENCHMARKS.md ends with bench/history.md, and Write puts
+// it there after the run's own sections.
+func TestHistoryKept(t *testing.T) {
+	history, err := os.ReadFile("history.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := os.ReadFile("../BENCHMARKS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(report), string(history)) {
+		t.Error("BENCHMARKS.md does not end with bench/history.md")
+	}
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "bench"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, historyFile), []byte("## kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &Report{Stamp: "stamp", Sections: []*Section{{Name: "s", Title: "section", Columns: []string{"a"}, Rows: [][]string{{"1"}}}}}
+	if err := r.Write(root); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "BENCHMARKS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(got), "\n## kept\n") {
+		t.Errorf("the history is not at the end:\n%s", got)
+	}
+	if strings.Index(string(got), "## section") > strings.Index(string(got), "## kept") {
+		t.Error("the history comes before the run's sections")
+	}
+}

@@ -14,6 +14,11 @@ import (
 // tensors as F32, int tensors as I32. Once Check has passed, every value is
 // checked against its input as it is copied (see the package's contract).
 func (s *Set) Read(names map[string]bool, rows []int) (map[string]tensor.Named, error) {
+	s.mu.RLock() // a Close (another goroutine's: a prefetch's run ending) waits for this read
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, fmt.Errorf("dataset %s: read after Close", s.Path)
+	}
 	out := map[string]tensor.Named{}
 	for _, name := range s.Names() {
 		if names != nil && !names[name] {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // DType is how a tensor's values are stored.
@@ -79,6 +80,9 @@ type Set struct {
 	files   []*source
 	// AllowNonfinite lets NaN and infinite floats through Read.
 	AllowNonfinite bool
+
+	mu     sync.RWMutex // guards files' mappings and closed: Close waits for the Reads in flight
+	closed bool
 }
 
 // Names is the tensors' names, sorted.
@@ -91,8 +95,16 @@ func (s *Set) Names() []string {
 	return out
 }
 
-// Close unmaps the files.
+// Close unmaps and closes the files. It waits for the Reads in flight (a
+// read-ahead's goroutine may still be copying from a mapping); a Read after
+// it fails.
 func (s *Set) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
 	var errs []error
 	for _, m := range s.files {
 		errs = append(errs, m.close())

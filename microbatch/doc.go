@@ -40,5 +40,12 @@
 // reads back; Timeline makes a Result of measured events; package chart draws
 // them as timelines.
 //
+// Every interpreter of a schedule drives the same Cursor (cursor.go; its
+// doc states the caller's duties), one per stage: Simulate against a
+// mailbox of arrivals, ZeroBubble while choosing what to append to each
+// list, and package runtime's workers over the network, computing or
+// sleeping the plan's times. A transfer's time on its link, one transfer
+// at a time per edge and direction, is Link.Carry's alone.
+//
 // The package is deterministic and does no I/O.
 package microbatch

@@ -75,111 +75,63 @@ func simulate(sch *Schedule, t Timing, events bool) (*Result, error) {
 		return nil, err
 	}
 	n := sch.Pipe.Stages
-	clock := make([]float64, n)
-	pc := make([]int, n)
-	mbs := sch.Pipe.MicroBatches
-	// arrival[slot(edge, dir, mb)]: when the data lands; NaN until sent
-	arrival := make([]float64, 2*len(sch.Pipe.Edges)*mbs)
-	for i := range arrival {
-		arrival[i] = math.NaN()
+	links := make([]Link, 2*len(sch.Pipe.Edges))
+	cur := make([]Cursor, n)
+	for s := range cur {
+		cur[s] = newCursor(s, sch.Lists[s], sch.Split, t, links)
 	}
-	slot := func(a Action) int {
-		d := 0
-		if a.Dir == Grad {
-			d = 1
-		}
-		return (a.Edge*2+d)*mbs + a.MB
-	}
-	linkFree := make([]float64, 2*len(sch.Pipe.Edges)) // per (edge, dir): when the link is free
+	box := newMailbox(sch.Pipe, events)
 	r := &Result{Busy: make([]float64, n), Idle: make([]float64, n), InFlight: make([]int, n), PeakMemory: make([]int64, n)}
-	stashed := make([]int, n)
 	var transfers, receives []Event
-	var sent []float64 // per slot: when its transfer started (events only)
-	if events {
-		sent = make([]float64, len(arrival))
-	}
 	for progress := true; progress; {
 		progress = false
-		for s := 0; s < n; s++ {
-			for pc[s] < len(sch.Lists[s]) {
-				a := sch.Lists[s][pc[s]]
+		for s := range cur {
+			c := &cur[s]
+			for a, ok := c.Next(); ok; a, ok = c.Next() {
+				land := 0.0
 				if a.Kind == Recv {
-					at := arrival[slot(a)]
-					if math.IsNaN(at) {
+					if land = box.lands(a.Edge, a.Dir, a.MB); math.IsNaN(land) {
 						break
 					}
-					clock[s] = max(clock[s], at)
-					if events {
-						receives = append(receives, Event{Stage: s, Kind: Recv, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: sent[slot(a)], End: at})
-					}
-				} else if a.Kind == Send {
-					dur := t.Act[a.Edge]
-					if a.Dir == Grad {
-						dur = t.Grad[a.Edge]
-					}
-					link := slot(a) / mbs
-					start := max(clock[s], linkFree[link])
-					linkFree[link] = start + dur
-					arrival[slot(a)] = start + dur
-					if events {
-						sent[slot(a)] = start
-						transfers = append(transfers, Event{Stage: s, Kind: Send, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: start, End: start + dur})
-					}
-				} else {
-					dur := t.compute(s, a.Kind)
-					if events {
-						r.Events = append(r.Events, Event{Stage: s, Kind: a.Kind, MB: a.MB, Start: clock[s], End: clock[s] + dur})
-					}
-					clock[s] += dur
-					r.Busy[s] += dur
-					stashed[s] += stashDelta(a.Kind, sch.Split)
-					r.InFlight[s] = max(r.InFlight[s], stashed[s])
 				}
-				pc[s]++
+				start, end := c.step(a, land) // Step, a already loaded
+				switch {
+				case a.Kind == Send:
+					box.put(a.Edge, a.Dir, a.MB, start, end)
+					if events {
+						transfers = append(transfers, Event{Stage: s, Kind: Send, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: start, End: end})
+					}
+				case !events:
+				case a.Kind == Recv: // both ends of a transfer span it
+					receives = append(receives, Event{Stage: s, Kind: Recv, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: box.sent[box.slot(a.Edge, a.Dir, a.MB)], End: land})
+				default:
+					r.Events = append(r.Events, Event{Stage: s, Kind: a.Kind, MB: a.MB, Start: start, End: end})
+				}
 				progress = true
 			}
 		}
 	}
 	blocked := map[int]Action{}
-	for s := 0; s < n; s++ {
-		if pc[s] < len(sch.Lists[s]) {
-			blocked[s] = sch.Lists[s][pc[s]]
+	for s := range cur {
+		if a, ok := cur[s].Next(); ok {
+			blocked[s] = a
 		}
 	}
 	if len(blocked) > 0 {
 		return nil, &DeadlockError{blocked}
 	}
-	r.finish(sch, t, clock, append(transfers, receives...))
+	r.finish(t, cur, append(transfers, receives...))
 	return r, nil
 }
 
-func stashDelta(k Kind, split bool) int {
-	switch {
-	case k == Forward:
-		return 1
-	case k == Weight, k == Backward && !split:
-		return -1
-	}
-	return 0
-}
-
-func (t Timing) compute(s int, k Kind) float64 {
-	switch k {
-	case Forward:
-		return t.F[s]
-	case Backward:
-		return t.B[s]
-	}
-	return t.W[s]
-}
-
-func (r *Result) finish(sch *Schedule, t Timing, clock []float64, transfers []Event) {
+func (r *Result) finish(t Timing, cur []Cursor, transfers []Event) {
 	var devTime, busyTime float64
-	for s := range clock {
-		clock[s] += at(t.Flush, s)
-		r.Iteration = max(r.Iteration, clock[s])
+	for s := range cur {
+		_, end := cur[s].Finish()
+		r.Iteration = max(r.Iteration, end)
+		r.Busy[s], r.InFlight[s] = cur[s].Busy(), cur[s].InFlight()
 	}
-	for s := range clock {
+	for s := range cur {
 		d := 1.0
 		if t.Devices != nil {
 			d = float64(t.Devices[s])

@@ -33,49 +33,38 @@ func ZeroBubble(p Pipeline, t Timing, warm []int) (*Schedule, error) {
 	if err := z.run(); err != nil {
 		return nil, err
 	}
-	sch.Lists = z.lists
+	for s := range z.cur {
+		sch.Lists = append(sch.Lists, z.cur[s].List())
+	}
 	return sch, nil
 }
 
-// zb is the state of ZeroBubble's playout.
+// zb is the state of ZeroBubble's playout: the policy (which action next)
+// over one cursor per stage, which keeps the clocks, links and stash counts.
 type zb struct {
 	p       Pipeline
-	t       Timing
 	in, out [][]int    // per stage: the edges into and out of it
 	order   [][]Action // per stage: its F and B in 1F1B order
 	next    []int      // per stage: index into order
 	pending [][]int    // per stage: micro-batches whose W is due, oldest first
-	held    []int      // per stage: micro-batches forwarded and not yet W'd
 	limit   []int      // per stage: the most it may hold, 1F1B's warm-up
-	clock   []float64  // per stage: when it is next free
-	arrival []float64  // per (edge, dir, mb): when the data lands; NaN until sent
-	link    []float64  // per (edge, dir): when the link is free
-	lists   [][]Action
+	cur     []Cursor   // per stage: its list so far, stepped through
+	box     mailbox
 }
 
 func newZB(p Pipeline, t Timing, warm []int) *zb {
 	n, m := p.Stages, p.MicroBatches
-	z := &zb{p: p, t: t, next: make([]int, n), pending: make([][]int, n), held: make([]int, n), limit: make([]int, n),
-		clock: make([]float64, n), arrival: make([]float64, 2*len(p.Edges)*m), link: make([]float64, 2*len(p.Edges)),
-		lists: make([][]Action, n)}
-	for i := range z.arrival {
-		z.arrival[i] = math.NaN()
-	}
+	z := &zb{p: p, next: make([]int, n), pending: make([][]int, n), limit: make([]int, n), cur: make([]Cursor, n),
+		box: newMailbox(p, false)}
+	links := make([]Link, 2*len(p.Edges))
 	for s := 0; s < n; s++ {
 		z.order = append(z.order, oneFOneBOrder(m, warm[s]))
 		z.limit[s] = min(m, warm[s])
 		z.in, z.out = append(z.in, p.in(s)), append(z.out, p.out(s))
-		z.lists[s] = make([]Action, 0, m*(3+2*len(z.in[s])+2*len(z.out[s])))
+		list := make([]Action, 0, m*(3+2*len(z.in[s])+2*len(z.out[s])))
+		z.cur[s] = newCursor(s, list, true, t, links)
 	}
 	return z
-}
-
-func (z *zb) slot(e int, d Dir, mb int) int {
-	k := 0
-	if d == Grad {
-		k = 1
-	}
-	return (e*2+k)*z.p.MicroBatches + mb
 }
 
 // ready is when the data of stage s's next F or B is all there: +Inf while
@@ -91,7 +80,7 @@ func (z *zb) ready(s int) float64 {
 	}
 	at := 0.0
 	for _, e := range edges {
-		v := z.arrival[z.slot(e, dir, a.MB)]
+		v := z.box.lands(e, dir, a.MB)
 		if math.IsNaN(v) {
 			return math.Inf(1)
 		}
@@ -108,16 +97,16 @@ func (z *zb) when(s int) float64 {
 	case math.IsNaN(r) && len(z.pending[s]) == 0:
 		return math.NaN()
 	case len(z.pending[s]) > 0:
-		return z.clock[s]
+		return z.cur[s].Clock()
 	}
-	return max(z.clock[s], r)
+	return max(z.cur[s].Clock(), r)
 }
 
 // run steps the stage that acts first (the lowest on ties) until every stage
 // is done. A stage's next time changes only when it acts or a neighbour sends
 // it data, so only those are recomputed.
 func (z *zb) run() error {
-	due := make([]float64, len(z.clock))
+	due := make([]float64, len(z.cur))
 	for s := range due {
 		due[s] = z.when(s)
 	}
@@ -139,8 +128,7 @@ func (z *zb) run() error {
 		if s < 0 {
 			return fmt.Errorf("zero-bubble schedule: every unfinished stage waits for data never sent")
 		}
-		z.clock[s] = at
-		z.step(s)
+		z.step(s, at)
 		due[s] = z.when(s)
 		for _, e := range z.in[s] {
 			due[z.p.Edges[e][0]] = z.when(z.p.Edges[e][0])
@@ -151,12 +139,15 @@ func (z *zb) run() error {
 	}
 }
 
-// step runs stage s's next action at its clock.
-func (z *zb) step(s int) {
+// step runs stage s's next action, due at: the next F or B of its order if
+// its data is there by then and it may hold another micro-batch, else its
+// oldest pending W.
+func (z *zb) step(s int, at float64) {
+	c := &z.cur[s]
 	r := z.ready(s)
-	if !math.IsNaN(r) && r <= z.clock[s] {
+	if !math.IsNaN(r) && r <= at {
 		a := z.order[s][z.next[s]]
-		if a.Kind == Backward || z.held[s] < z.limit[s] || len(z.pending[s]) == 0 {
+		if a.Kind == Backward || c.Held() < z.limit[s] || len(z.pending[s]) == 0 {
 			z.next[s]++
 			z.compute(s, a)
 			return
@@ -164,38 +155,26 @@ func (z *zb) step(s int) {
 	}
 	mb := z.pending[s][0]
 	z.pending[s] = z.pending[s][1:]
-	z.held[s]--
-	z.lists[s] = append(z.lists[s], Action{Kind: Weight, MB: mb})
-	z.clock[s] += z.t.W[s]
+	c.Do(Action{Kind: Weight, MB: mb}, 0)
 }
 
-// compute runs a forward or input-gradient backward with its receives before
-// and sends after.
+// compute does a forward or input-gradient backward with its receives
+// before and sends after on the stage's cursor.
 func (z *zb) compute(s int, a Action) {
+	c := &z.cur[s]
 	in, out, dir := z.in[s], z.out[s], Act
-	dur := z.t.F[s]
 	if a.Kind == Backward {
-		in, out, dir, dur = out, in, Grad, z.t.B[s]
+		in, out, dir = out, in, Grad
 	}
 	for _, e := range in {
-		z.lists[s] = append(z.lists[s], Action{Kind: Recv, MB: a.MB, Edge: e, Dir: dir})
+		c.Do(Action{Kind: Recv, MB: a.MB, Edge: e, Dir: dir}, z.box.lands(e, dir, a.MB))
 	}
-	z.lists[s] = append(z.lists[s], a)
-	z.clock[s] += dur
+	c.Do(a, 0)
 	for _, e := range out {
-		z.lists[s] = append(z.lists[s], Action{Kind: Send, MB: a.MB, Edge: e, Dir: dir})
-		cost := z.t.Act[e]
-		if dir == Grad {
-			cost = z.t.Grad[e]
-		}
-		k := z.slot(e, dir, a.MB) / z.p.MicroBatches
-		start := max(z.clock[s], z.link[k])
-		z.link[k] = start + cost
-		z.arrival[z.slot(e, dir, a.MB)] = start + cost
+		start, end := c.Do(Action{Kind: Send, MB: a.MB, Edge: e, Dir: dir}, 0)
+		z.box.put(e, dir, a.MB, start, end)
 	}
-	if a.Kind == Forward {
-		z.held[s]++
-	} else {
+	if a.Kind == Backward {
 		z.pending[s] = append(z.pending[s], a.MB)
 	}
 }

@@ -88,7 +88,8 @@ func TestZeroBubbleOnRandomDAGs(t *testing.T) {
 }
 
 // BenchmarkZeroBubble plays a 32-stage chain with 4096 micro-batches, beside
-// 1F1B's lists for the same warm-up (the baseline in the same run).
+// 1F1B's lists for the same warm-up and the old playout (oracle_test.go),
+// the baselines in the same run.
 func BenchmarkZeroBubble(b *testing.B) {
 	p := chain(32, 4096)
 	tm := Timing{}
@@ -108,6 +109,15 @@ func BenchmarkZeroBubble(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+	b.Run("zb-vs-old", func(b *testing.B) { // alternating, as BenchmarkSimulate
+		paired(b, func() error {
+			_, err := oldZeroBubble(p, tm, warm)
+			return err
+		}, func() error {
+			_, err := ZeroBubble(p, tm, warm)
+			return err
+		})
 	})
 	b.Run("1f1b", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {

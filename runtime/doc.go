@@ -18,11 +18,16 @@
 //     drop duplicates by (generation, iteration, micro-batch, edge, direction,
 //     chunk) and acknowledge them again. Nothing trains on a missing or
 //     repeated micro-batch.
-//  4. A worker runs its action list in order; gradients are summed in a fixed
-//     order (edge order, micro-batch order), never arrival order, so results
-//     do not depend on what the network did. A schedule that splits the
-//     backward (zb) runs B as the inputs' gradients only and W, later, as the
-//     parameters' (stage.Executor.Backward without weights, then Weights).
+//  4. A worker runs its action list in order, driving its stage's
+//     microbatch.Cursor as the simulator does, with an executor: one that
+//     computes (computer), or, for an emulated run (Options.Emulate), one
+//     that sleeps until the cursor's planned times and sends, instead of
+//     tensors, when the data lands by the plan (sleeper). Gradients are
+//     summed in a fixed order (edge order, micro-batch order), never arrival
+//     order, so results do not depend on what the network did. A schedule
+//     that splits the backward (zb) runs B as the inputs' gradients only and
+//     W, later, as the parameters' (stage.Executor.Backward without weights,
+//     then Weights).
 //  5. A data-parallel stage's replicas all-reduce their gradients with a
 //     ring (allreduce.go): each sends 2(k−1)/k of them, as the cost model
 //     prices, and each chunk is summed once, in one order, and copied, so

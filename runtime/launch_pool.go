@@ -25,7 +25,7 @@ type PoolLauncher struct {
 	t      Transport
 	claim  string
 	unsub  []func()
-	mu     sync.Mutex // guards seen, excluded and changed
+	mu     sync.Mutex // guards seen, excl and held
 	seen   map[string]seenAgent
 	excl   map[string]time.Time // agents that failed an offer, and when
 	change chan struct{}        // a new advert came (buffered, 1)
@@ -191,7 +191,7 @@ func (p *PoolLauncher) offer(ctx context.Context, gen *Generation, placed map[in
 			}
 			delete(waiting, a.Agent)
 			if a.OK {
-				p.held[a.Agent] = p.seenAd(a.Agent)
+				p.hold(a.Agent)
 				continue
 			}
 			ok = false
@@ -232,6 +232,7 @@ func (p *PoolLauncher) watch(ctx context.Context, gen *Generation, placed map[in
 			quiet := time.Since(p.seen[ad.Agent].last)
 			p.mu.Unlock()
 			if quiet > heartbeatTimeout() && gen.Lost != nil {
+				p.setAside(ad.Agent)
 				gen.Lost(&SilentError{Who: fmt.Sprintf("agent %s of pool %s (host %s, pid %d), worker %d (stage %d, replica %d),",
 					ad.Agent, p.Pool, ad.Host, ad.PID, s.Worker, s.Stage, s.Replica), Silent: quiet})
 				return
@@ -240,15 +241,29 @@ func (p *PoolLauncher) watch(ctx context.Context, gen *Generation, placed map[in
 	}
 }
 
-func (p *PoolLauncher) seenAd(id string) Advert {
+func (p *PoolLauncher) hold(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.seen[id].ad
+	p.held[id] = p.seen[id].ad
 }
 
+// holding is the ids of the agents it holds.
+func (p *PoolLauncher) holding() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for id := range p.held {
+		out = append(out, id)
+	}
+	return out
+}
+
+// setAside stops counting on an agent until it is heard again: it refused
+// an offer, did not confirm one or fell silent.
 func (p *PoolLauncher) setAside(id string) {
 	p.mu.Lock()
 	p.excl[id] = time.Now()
+	delete(p.held, id)
 	p.mu.Unlock()
 }
 
@@ -292,17 +307,19 @@ func (p *PoolLauncher) Stop(gen *Generation, failed bool) {
 	if !failed {
 		return
 	}
-	for id := range p.held {
+	for _, id := range p.holding() {
 		p.send(id, agentOrder{Kind: orderStop, Claim: p.claim, Run: gen.Run, Gen: gen.Gen})
 	}
 }
 
 // Close gives every agent it holds back to the pool and stops listening.
 func (p *PoolLauncher) Close() error {
-	for id := range p.held {
+	for _, id := range p.holding() {
 		p.send(id, agentOrder{Kind: orderRelease, Claim: p.claim})
 	}
+	p.mu.Lock()
 	p.held = map[string]Advert{}
+	p.mu.Unlock()
 	for _, u := range p.unsub {
 		u()
 	}

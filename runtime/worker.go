@@ -27,6 +27,9 @@ type Worker struct {
 	plan    *plan.Plan
 	sched   []microbatch.Action
 	split   bool // the schedule runs each backward as B (inputs) and a later W (weights)
+	sch     *microbatch.Schedule
+	timing  microbatch.Timing // the plan's, each whole backward one action unless split
+	do      executor          // computer, or sleeper when emulating
 	ex      *stage.Executor
 	ep      *Endpoint
 	opt     stage.Optimizer
@@ -43,11 +46,9 @@ type Worker struct {
 	reads    map[string]bool // the model inputs this stage's ops read
 
 	// Emulate replaces computation by waits of the plan's times and
-	// transfers by their modelled times; frames still flow.
+	// transfers by their modelled times; frames still flow (sleeper).
 	Emulate  bool
-	linkFree map[[2]int]time.Time // emulation: when each (edge, dir) link is free
-	vnow     time.Time            // emulation: when the stage is next free, by the plan's clock
-	events   []Event              // this iteration's timeline
+	events   []Event // this iteration's timeline
 	iterZero time.Time
 	kill     string               // a test hook's point to die at in this iteration, "" for none
 	sends    int                  // sends so far this iteration
@@ -154,8 +155,14 @@ func NewWorker(g *dag.Graph, plan *plan.Plan, id int, ep *Endpoint, o Options) (
 	if st < 0 {
 		return nil, fmt.Errorf("plan: worker %d is beyond its %d devices", id, lay.total)
 	}
-	w := &Worker{ID: int32(id), Stage: st, Replica: rep, lay: lay, g: g, plan: plan, sched: sch.Lists[st], split: sch.Split, ep: ep,
-		ops: map[string]bool{}, reads: map[string]bool{}, linkFree: map[[2]int]time.Time{}, spec: o.Data, evalRows: -1}
+	w := &Worker{ID: int32(id), Stage: st, Replica: rep, lay: lay, g: g, plan: plan, sched: sch.Lists[st], split: sch.Split, sch: sch,
+		timing: plan.Timing(), ep: ep, ops: map[string]bool{}, reads: map[string]bool{}, spec: o.Data, evalRows: -1}
+	w.do = computer{w}
+	if !sch.Split { // a whole backward is one action
+		for s := range w.timing.B {
+			w.timing.B[s] += w.timing.W[s]
+		}
+	}
 	var ops []int
 	for _, name := range plan.Stages[st].Ops {
 		i, ok := g.OpIndex(name)
@@ -177,6 +184,7 @@ func NewWorker(g *dag.Graph, plan *plan.Plan, id int, ep *Endpoint, o Options) (
 		}
 	}
 	if w.Emulate = o.Emulate; w.Emulate {
+		w.do = sleeper{w}
 		return w, nil // nothing is computed: no parameters, data or optimizer
 	}
 	if w.ex, err = stage.NewExecutor(g, ops, g.Seed()); err != nil {
@@ -228,23 +236,20 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 	it := &iteration{n: n, feeds: map[int]map[string]*stage.Value[float32]{}, outs: map[int]map[string]*stage.Value[float32]{},
 		grads: map[int]map[string]*stage.Value[float32]{}, ingrads: map[int]map[string]*stage.Value[float32]{}}
+	cur, err := microbatch.NewCursor(w.sch, w.Stage, w.timing)
+	if err != nil {
+		return 0, err
+	}
 	w.iterZero, w.events, w.sends = time.Now(), w.events[:0], 0
-	w.vnow = w.iterZero
-	var err error
-	if !w.Emulate && len(w.reads) > 0 {
-		if it.batch, err = w.data.Inputs(int(n), int(w.plan.BatchSize), w.reads); err != nil {
-			return 0, dataErr(err)
-		}
+	if err := w.do.begin(it); err != nil {
+		return 0, err
 	}
-	if !w.Emulate {
-		w.buffers = w.ex.SnapshotBuffers()
-	}
-	for _, a := range w.sched {
+	for a, ok := cur.Next(); ok; a, ok = cur.Next() {
 		start := time.Now()
 		if a.Kind != microbatch.Send && a.Kind != microbatch.Recv {
 			w.busy(fmt.Sprintf("iteration %d action %v", n, a))
 		}
-		err := w.act(ctx, it, a)
+		err := w.step(ctx, it, cur, a)
 		w.busy("")
 		if err != nil {
 			return 0, fmt.Errorf("stage %d replica %d, iteration %d, action %v: %w", w.Stage, w.Replica, n, a, err)
@@ -257,21 +262,27 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 		w.events = append(w.events, Event{Kind: byte(a.Kind), MB: a.MB, Start: start.Sub(w.iterZero).Seconds(), End: time.Since(w.iterZero).Seconds(),
 			Edge: a.Edge, Dir: byte(a.Dir)})
 	}
-	if w.Emulate {
-		w.wait(ctx, w.plan.Stages[w.Stage].FlushS)
-		return it.loss, nil
-	}
-	w.die("before-step")
-	if err := w.ex.SyncGrads(); err != nil {
-		return 0, fmt.Errorf("stage %d replica %d, iteration %d, gradients from the device: %w", w.Stage, w.Replica, n, err)
-	}
-	if err := w.allReduce(ctx, n); err != nil {
-		return 0, fmt.Errorf("stage %d replica %d, iteration %d, all-reduce: %w", w.Stage, w.Replica, n, err)
-	}
-	if err := w.clipGrads(ctx, n); err != nil {
-		return 0, fmt.Errorf("stage %d replica %d, iteration %d, gradient norm: %w", w.Stage, w.Replica, n, err)
+	_, end := cur.Finish()
+	if err := w.do.flush(ctx, it, end); err != nil {
+		return 0, err
 	}
 	return it.loss, nil
+}
+
+// flush brings the gradients to the host, all-reduces them among the
+// stage's replicas and clips them.
+func (w *Worker) flush(ctx context.Context, n int64) error {
+	w.die("before-step")
+	if err := w.ex.SyncGrads(); err != nil {
+		return fmt.Errorf("stage %d replica %d, iteration %d, gradients from the device: %w", w.Stage, w.Replica, n, err)
+	}
+	if err := w.allReduce(ctx, n); err != nil {
+		return fmt.Errorf("stage %d replica %d, iteration %d, all-reduce: %w", w.Stage, w.Replica, n, err)
+	}
+	if err := w.clipGrads(ctx, n); err != nil {
+		return fmt.Errorf("stage %d replica %d, iteration %d, gradient norm: %w", w.Stage, w.Replica, n, err)
+	}
+	return nil
 }
 
 // update ends iteration n: the optimizer steps on the gradients, or, with
@@ -322,94 +333,79 @@ func (w *Worker) GradNorm() float64 { return w.gradNorm }
 // Events is the timeline of the last iteration Run finished.
 func (w *Worker) Events() []Event { return append([]Event(nil), w.events...) }
 
-func sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-// wait advances the stage's planned clock by d seconds and sleeps until it:
-// deadlines are absolute, so timer overshoot does not accumulate, while a
-// message that really arrives late still delays the stage.
-func (w *Worker) wait(ctx context.Context, d float64) {
-	if now := time.Now(); now.After(w.vnow) && d == 0 {
-		return
-	}
-	w.vnow = w.vnow.Add(time.Duration(d * float64(time.Second)))
-	sleep(ctx, time.Until(w.vnow))
-}
-
-// emulate stands in for computing an action: compute waits its planned time;
-// a send carries the modelled arrival time, the link being busy one transfer
-// at a time; a receive waits until that time.
-func (w *Worker) emulate(ctx context.Context, it *iteration, a microbatch.Action) error {
-	st := w.plan.Stages[w.Stage]
+// step does the action at the cursor a (microbatch.Cursor's contract):
+// a Recv takes its data and moves the cursor's clock to when it landed; a
+// Send steps the cursor for when its data lands and sends it; a compute
+// action steps the cursor for its planned end and runs.
+func (w *Worker) step(ctx context.Context, it *iteration, cur *microbatch.Cursor, a microbatch.Action) error {
 	switch a.Kind {
-	case microbatch.Forward:
-		w.wait(ctx, st.ForwardS)
-	case microbatch.Backward:
-		if w.split {
-			w.wait(ctx, st.BackwardS)
-		} else {
-			w.wait(ctx, st.BackwardS+st.WeightS)
-		}
-	case microbatch.Weight:
-		w.wait(ctx, st.WeightS)
-	case microbatch.Send:
-		e := w.plan.Edges[a.Edge]
-		link := [2]int{a.Edge, int(a.Dir)}
-		start := w.vnow
-		if free := w.linkFree[link]; free.After(start) {
-			start = free
-		}
-		arrive := start.Add(time.Duration(e.Transfer * float64(time.Second)))
-		w.linkFree[link] = arrive
-		stamp := []byte(arrive.Format(time.RFC3339Nano))
-		for _, p := range w.peers(a) {
-			if err := w.ep.Send(ctx, p.id, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir)}, stamp); err != nil {
-				return err
-			}
-		}
 	case microbatch.Recv:
-		for _, p := range w.peers(a) {
-			msg, err := w.ep.Receive(ctx, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)})
-			if err != nil {
-				return err
-			}
-			arrive, err := time.Parse(time.RFC3339Nano, string(msg))
-			if err != nil {
-				return fmt.Errorf("emulated transfer: %w", err)
-			}
-			if arrive.After(w.vnow) {
-				w.vnow = arrive
-			}
-		}
-		if late := time.Now(); late.After(w.vnow) {
-			w.vnow = late // a message came later than planned
-		}
-		sleep(ctx, time.Until(w.vnow))
+		land, err := w.do.recv(ctx, it, a)
+		cur.Step(land)
+		return err
+	case microbatch.Send:
+		_, land := cur.Step(0)
+		return w.do.send(ctx, it, a, land)
 	}
+	_, end := cur.Step(0)
+	return w.do.compute(ctx, it, a, end)
+}
+
+// executor does a worker's actions as its cursor meets them, times in
+// seconds from the iteration's start by the cursor's clock.
+type executor interface {
+	// begin starts an iteration: its batch read, the buffers kept.
+	begin(it *iteration) error
+	// compute runs a forward, backward or weight gradient, planned to end at end.
+	compute(ctx context.Context, it *iteration, a microbatch.Action, end float64) error
+	// send delivers a Send's data, planned to land at land.
+	send(ctx context.Context, it *iteration, a microbatch.Action, land float64) error
+	// recv takes a Recv's data and says when it landed.
+	recv(ctx context.Context, it *iteration, a microbatch.Action) (land float64, err error)
+	// flush ends the action list, planned to end at end: the gradients
+	// made ready for the optimizer's step.
+	flush(ctx context.Context, it *iteration, end float64) error
+}
+
+// computer is the executor that trains: the stage's executor computes and
+// tensors go over the wire.
+type computer struct{ w *Worker }
+
+func (c computer) begin(it *iteration) error {
+	w := c.w
+	if len(w.reads) > 0 {
+		var err error
+		if it.batch, err = w.data.Inputs(int(it.n), int(w.plan.BatchSize), w.reads); err != nil {
+			return dataErr(err)
+		}
+	}
+	w.buffers = w.ex.SnapshotBuffers()
 	return nil
 }
 
-func (w *Worker) act(ctx context.Context, it *iteration, a microbatch.Action) error {
-	if w.Emulate {
-		return w.emulate(ctx, it, a)
-	}
+func (c computer) compute(ctx context.Context, it *iteration, a microbatch.Action, _ float64) error {
+	return c.w.act(it, a)
+}
+
+func (c computer) send(ctx context.Context, it *iteration, a microbatch.Action, _ float64) error {
+	return c.w.send(ctx, it, a)
+}
+
+func (c computer) recv(ctx context.Context, it *iteration, a microbatch.Action) (float64, error) {
+	err := c.w.recv(ctx, it, a)
+	return time.Since(c.w.iterZero).Seconds(), err
+}
+
+func (c computer) flush(ctx context.Context, it *iteration, _ float64) error {
+	return c.w.flush(ctx, it.n)
+}
+
+// act computes a forward, backward or weight gradient.
+func (w *Worker) act(it *iteration, a microbatch.Action) error {
 	b := int(w.plan.MicroBatch)
 	lo, hi := w.rows()
 	weight := float32(hi-lo) / float32(w.plan.BatchSize) // this replica's share of the batch's mean loss
 	switch a.Kind {
-	case microbatch.Recv:
-		return w.recv(ctx, it, a)
-	case microbatch.Send:
-		return w.send(ctx, it, a)
 	case microbatch.Forward:
 		feeds := w.feedsOf(it, a.MB)
 		for name, v := range it.batch {

@@ -24,7 +24,8 @@
 // checked against brute force), at every micro-batch size b (the powers of
 // two that divide the batch, and the batch). For each T a memoised DP over the
 // series-parallel tree of the graph (package partition) answers the fewest
-// micro-batches in flight at the entry of a subproblem:
+// micro-batches in flight at the entry of a subproblem (dp.go maps each
+// recurrence to its file):
 //
 //	solve(n, k, δ)     n on exactly k devices with δ stages after it:
 //	                   δ+1 if all of n fits as one stage on k devices (data
@@ -50,19 +51,18 @@
 // node (a stem feeding the branches) may share the source stage of one
 // branch instead of taking a device of their own, with or without a join
 // absorbed into another branch's sink. One unit, not any run of them: every
-// run multiplied the candidate stages (a chain of 40 fork-join blocks, 561
-// ops, on 32 v100: 74.4 s of search with runs, 13.8 s with one unit, 13.0 s
-// without fork absorption; the same plan). That stage comes first, so its
-// in-flight count is one more than the deepest entry of everything after it,
-// known only once the branches are planned: the DP asks, for growing c,
-// whether the branches fit with every entry at most c and the stem's stage
-// fitting at c+1 (fork.go). On the oracle's random DAGs (up to 7 ops, 1-4
-// devices) the DP's mean gap to the best of all convex stage graphs went
-// from 4.03% to 1.35% (worst 59.66% to 30.57%), gpp as searched from 0.67%
-// to 0.43% (worst 18.70% to 17.11%). What is left needs stages the SP tree
+// run multiplied the candidate stages, and the search time with them, for
+// the same plans. That stage comes first, so its in-flight count is one more
+// than the deepest entry of everything after it, known only once the
+// branches are planned: the DP asks, for growing c, whether the branches fit
+// with every entry at most c and the stem's stage fitting at c+1
+// (dpfork.go). It narrows the DP's gap to the best of all convex stage
+// graphs on the oracle's random DAGs; what is left needs stages the SP tree
 // does not offer: branches merged out of cost order, or the first ops of
 // several branches in one stage. The paper's models start their branches at
 // model inputs, so they have no stem and their plans are unchanged.
+// BENCHMARKS.md's "Planner history" has the figures behind this and the
+// paragraphs below: what each choice cost and gained when it was made.
 //
 // Parallel children are ordered by descending cost, so merged groups are runs
 // of similar branches. A stage fits if its time (forward, backward, and its
@@ -83,18 +83,14 @@
 // plan offered, a binary search over the candidates (the DP's value never
 // grows with T) finds the least T of that depth, and that plan is offered;
 // three plans and 12 solves of the DP per size at most. The simulator judges.
-// spp's chains get the same treatment. Gains, 32 v100: DLRM at batch 2048,
-// gpp 15.6% faster (depth 3 at micro-batch 512 instead of depth 4 at 256);
-// the sequential Transformer at batch 512, spp 464.6 → 477.1 samples/s
-// (17 stages instead of 32), now equal to gpp.
+// spp's chains get the same treatment.
 //
 // The DP uses every device it can, but past some count more devices only add
 // all-reduce and thin each one's share of the batch: Search also searches on
 // half the devices, and half again, while the best plan so far is slower than
 // the ideal of that many (every op at the device's best efficiency, never
 // idle), and keeps a plan on fewer devices, the rest idle, when it is faster
-// (its notes say so). DLRM at its batch of 1024 on 128 v100: 3.060e4 samples/s
-// on 64 devices against 2.933e4 on all 128.
+// (its notes say so).
 //
 // gpp also runs spp and keeps whichever plan simulates faster, so it is never
 // worse than spp.
@@ -117,32 +113,26 @@
 // makes every stage recompute (spp-exact too); schedules that split the
 // backward (zb) never recompute. Checked against brute force in
 // recompute_test.go (each stage of every plan of the DP's space keeping or
-// recomputing). On the paper's models at 32 v100 (the bench report's
-// recompute section) it is chosen only where nothing fits keeping every
-// activation: GPipe at 16 times the batch rule's batch, where every
-// micro-batch is in flight.
+// recomputing). BENCHMARKS.md's recompute section shows where the planners
+// choose it on the paper's models.
 //
 // Device groups: the DP's tables grow with the square of the device count
 // and its splits with the cube; past maxDPDevices (64) devices it counts them
 // in groups, each stage on whole groups (dpGroup: the least size that makes at
 // most 64 groups, or one up to twice as large that divides the devices
-// evenly), and spp-exact does the same. The paper's MMT, 16 samples per
-// device, searched on 128 v100 in 11.4 s, on 512 in 191 s and 7.6 GiB, and on
-// 2048 ran out of this machine's memory; with groups 3.4-3.5 s and 0.31-0.34
-// GiB from 512 to 4096 devices. On 128 v100 the groups gave the same plans
-// for MMT, CANDLE-Uno and the Transformer and a 0.1% slower one for DLRM, in
-// 2.1-4.2 s instead of 7.0-11.4 s. A plan made in groups says so in its notes.
+// evenly), and spp-exact does the same. Groups bound the search's time and
+// memory past 64 devices, at the price of stages of whole groups only; a
+// plan made in groups says so in its notes.
 //
 // Micro-batch sizes: the powers of two that divide the batch into at most
 // MaxMicroBatches (1024) micro-batches, and the batch itself. Only when no
 // plan fits at any of them (a batch so large that a 1024th of it overflows
 // memory) does Search halve further, while a plan would have at most
 // MicroBatchLimit (65536) micro-batches per iteration, and keeps the largest
-// size that fits, with a note (MMT at batch 2^20 on 8 v100: micro-batch 64,
-// 16384 per iteration). Every stage's action list holds each micro-batch: MMT
-// on 32 devices at 65536 of them is a plan of 233 MB, searched in 13.6 s and
-// 1.7 GiB. Byte counts saturate at the largest int64, so a batch whose bytes
-// overflow fits nowhere (it used to wrap negative and fit anywhere).
+// size that fits, with a note. The limit bounds a plan's size: every stage's
+// action list holds each micro-batch. Byte counts saturate at the largest
+// int64, so a batch whose bytes overflow fits nowhere (rather than wrapping
+// negative and fitting anywhere).
 //
 // spp is the best sequential pipeline in the style of PipeDream's planner: the
 // same DP on a chain of units, contiguous runs of the graph's topological
@@ -179,20 +169,14 @@
 //     in w) and writes a profile with MaxEff 1, PeakFLOPs 1/b and HalfWork
 //     (a − launch)/b with the bare kernel launch, then Launch the fixed
 //     cost of an op call through the stage executor (a chain of 1-wide
-//     layers trained forward and backward: 0.6 µs on this CPU, against
-//     0.03 µs for a bare 1×1×1 GEMM), and the copy bandwidth. On
-//     an H100 80GB HBM3 (2026-11-22, two runs) it measured 51.5 and 53.0
-//     TFLOP/s for large fp32 GEMMs (the built-in h100: 67 × 0.81 = 54.3),
-//     HalfWork 3.9e8 and 6.4e8 (assumed 1e9), bare kernel launch 4.4 and
-//     6.1 µs (assumed 6; the executor's per-call cost was not measured
-//     there yet), copies 2.93 and 2.54 TB/s; bench/gpu/h100-profile.json
-//     is the second. The built-in profiles stay as they were: close enough
-//     on the one GPU measured. What the GEMM sweep does not see: a training
-//     step of the paper's MMT on that H100 (one stage, batch 128) ran 5.5 s
-//     against 1.68 s predicted from the measured profile; forward and
-//     backward alone took about twice their prediction (attention's many
-//     small per-head products, elementwise kernels), the rest was labelling
-//     the synthetic data and the optimizer on the host.
+//     layers trained forward and backward, far dearer than a bare 1×1×1
+//     GEMM), and the copy bandwidth. The built-in profiles stay as they
+//     were: close enough to the one GPU measured (an H100;
+//     bench/gpu/h100-profile.json). What the GEMM sweep does not see:
+//     attention's many small per-head products, elementwise kernels, and
+//     the host's share of a step (labelling synthetic data, the optimizer),
+//     which made a paper-size training step take several times its
+//     prediction.
 //   - Measured op times (Options.OpTimes, graphpipe profile --model, then
 //     search --op-times): each op's forward, input-gradient and
 //     weight-gradient time per call, timed through the stage executor on
@@ -200,21 +184,17 @@
 //     and byte pricing above (linear between the sizes timed, in proportion
 //     to the micro-batch beyond the largest); links, all-reduce, the
 //     optimizer step and memory still come from the device profile. This is
-//     how the paper's planner prices ops. What it fixes: the small MMT
-//     (batch 16) trained in one process took 3.7-3.8 ms per iteration;
-//     predicted from the built-in cpu profile 19.5 ms, from a measured
-//     device profile 0.60 ms (attention runs as per-(sample, head) GEMMs of
-//     a few kFLOPs each, layer norm and GELU cost 5x their FLOP count's
-//     price), from its op times 3.4-3.8 ms (stage.TimeOps: the whole model's
-//     passes, each op's mean share). On a GPU (--device cuda) the device is
-//     synchronised after every op; that path has run on the CPU emulator of
-//     the kernels only. CPU times are taken with the machine to itself: on
-//     this 2-core machine, two workers and the NATS server relaying their
-//     messages share the cores, and pipelined runs took 1.4-2.6 times their
-//     prediction from op times (0.10-0.31 from the built-in profile), while
-//     each stage's measured forward and backward, with a core per worker,
-//     were within 0.67-1.10 of their prediction: the rest is waiting for
-//     messages.
+//     how the paper's planner prices ops. What it fixes: FLOP pricing
+//     misses what a model's ops cost (attention runs as per-(sample, head)
+//     GEMMs of a few kFLOPs each; layer norm and GELU cost far more than
+//     their FLOP count's price), while op times taken in context
+//     (stage.TimeOps: the whole model's passes, each op's mean share)
+//     predict a one-process run closely. On a GPU (--device cuda) the
+//     device is synchronised after every op; that path has run on the CPU
+//     emulator of the kernels only. CPU times are taken with the machine to
+//     itself: where workers and the NATS server relaying their messages
+//     share too few cores, pipelined runs take longer than predicted, the
+//     rest being the wait for messages.
 //   - Peaks and bandwidths are datasheet values from ../shared/background.md:
 //     v100 15.7 TFLOP/s fp32, 900 GB/s, 16 GB; a100 19.5 TFLOP/s, 2.0 TB/s,
 //     80 GB; h100 67 TFLOP/s, 3.0 TB/s (measured in a copy), 80 GB.
@@ -229,16 +209,13 @@
 //     gonum's pure-Go sgemm: 16 GFLOP/s (12–18 measured), 10.7 GB/s memcpy;
 //     0.8 GB/s between workers, NATS publish→subscribe through an embedded
 //     server measured at 0.5–1.1 GB/s (../shared/background.md). Package
-//     tensor's own sgemm is faster: `graphpipe profile --device cpu`
-//     measured 0.232–0.246 TFLOP/s for large GEMMs, half of that at
-//     5.3e5–6.3e5 FLOPs, 0.81–0.83 µs per call and 28.1–28.6 GB/s copies in
-//     three runs, and probes the links between workers on this host
-//     (endpoints over an embedded NATS server, 1 KiB to 8 MiB): 26.1 µs +
-//     bytes / 0.513 GB/s. The built-in profile keeps the first figures because the
-//     runtime's tests choose their plans with it (multi-stage pipelines on
-//     small models); for predictions of real CPU runs, use a measured
-//     profile: graphpipe profile --device cpu -o cpu.json, then --device
-//     cpu.json.
+//     tensor's own sgemm is faster; `graphpipe profile --device cpu`
+//     measures it, and probes the links between workers on this host
+//     (endpoints over an embedded NATS server, 1 KiB to 8 MiB). The built-in
+//     profile keeps the first figures because the runtime's tests choose
+//     their plans with it (multi-stage pipelines on small models); for
+//     predictions of real CPU runs, use a measured profile: graphpipe
+//     profile --device cpu -o cpu.json, then --device cpu.json.
 //   - Memory per device: weights, gradients and optimizer state, 4 + 4 + 8
 //     bytes per parameter (Adam's two moments; Options.OptimizerBytes: 4 for
 //     SGD with momentum, none without),
@@ -256,15 +233,12 @@
 //     1 + the longest stage path to a sink); GPipe holds all M. The schedule
 //     built for a priced plan warms up further where transfers would stall it
 //     and memory has room (microbatch.Warmup): holding no more than that, a
-//     stage waits on every micro-batch's round trip. MMT at 32 v100, batch 512
-//     (gpp: 32 one-layer stages, depth 9, micro-batch 4): bubble 14.0% → 7.7%,
-//     495.9 → 532.2 samples/s; stage 0 then holds 16 micro-batches, 1.78 GB of
-//     its 16. Then each planner's plans within 10% of its fastest (at most 8)
+//     stage waits on every micro-batch's round trip. Then each planner's
+//     plans within 10% of its fastest (at most 8)
 //     have their warm-up tuned by the simulator (tune: raise a stage's count
 //     while the iteration gets shorter and memory fits): Warmup's rule is for
 //     the steady state, and a few micro-batches through unequal stages can
-//     gain from running further ahead. DLRM at 32 v100, batch 65536: gpp
-//     8.124e4 → 8.655e4 samples/s (8 stages, 16 micro-batches). Schedule "zb"
+//     gain from running further ahead. Schedule "zb"
 //     (microbatch.ZeroBubble) prices the backward as two calls, B (input
 //     gradient, PlanStage.BackwardS) and W (weight gradient, WeightS), and
 //     holds what 1F1B holds.
@@ -278,8 +252,6 @@
 //     (which keeps a chain's neighbours together) and node-aligned (stages
 //     of whole nodes first, then stages smaller than a node best-fit into
 //     one node each, as the DP priced them); the simulator keeps the faster.
-//     Numbering in order had put DLRM's 4-device embedding stage on two
-//     nodes at 32 v100, the all-reduce of its seven embedding tables on
-//     InfiniBand instead of NVLink: 6.66e4 samples/s placed in order, 8.12e4
-//     node-aligned.
+//     Numbering in order can put a small stage on two nodes, its
+//     all-reduce on InfiniBand where the DP priced NVLink.
 package search

@@ -3,7 +3,6 @@ package search
 import (
 	"math"
 
-	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
 )
 
@@ -70,14 +69,14 @@ func (d *dp) recomputeMayHelp(T float64) bool {
 	return false
 }
 
-// recomputeAt solves micro-batch b again with recomputation allowed, where
-// it may help (recomputeMayHelp), and puts that plan first in out when it
-// reaches more devices or a shorter bottleneck than keeping did (d's
-// solution on k devices at candidate i, if ok) and simulates faster.
-func recomputeAt(g *dag.Graph, o *Options, cm *costModel, chain bool, d *dp, k, i int, ok bool, out *sized) error {
+// recomputeAt solves d's micro-batch again with recomputation allowed,
+// where it may help (recomputeMayHelp), and puts that plan first in out when
+// it reaches more devices or a shorter bottleneck than keeping did (keep:
+// d's least bottleneck) and simulates faster.
+func (pl *planner) recomputeAt(d *dp, keep least, out *sized) error {
 	T := math.Inf(1)
-	if ok && k == d.D {
-		T = d.ts[i]
+	if keep.ok && keep.k == d.D {
+		T = d.ts[keep.i]
 	}
 	if !d.recomputeMayHelp(T) {
 		return nil
@@ -86,10 +85,10 @@ func recomputeAt(g *dag.Graph, o *Options, cm *costModel, chain bool, d *dp, k, 
 		costs: d.costs, fit: d.fit, tailFloor: d.tailFloor, headFloor: d.headFloor}
 	r.allowRecompute()
 	k2, i2, ok2 := r.minTOnMost(r.D)
-	if !ok2 || ok && k2 == k && r.ts[i2] >= d.ts[i] {
+	if !ok2 || keep.ok && k2 == keep.k && r.ts[i2] >= d.ts[keep.i] {
 		return nil
 	}
-	p, err := r.assemble(g, o, cm, chain, k2)
+	p, err := pl.assemble(r, k2)
 	if err != nil || !p.Predicted.Feasible || len(out.plans) > 0 && !better(p, out.plans[0]) {
 		return err
 	}

@@ -3,10 +3,6 @@ package search
 import (
 	"errors"
 	"fmt"
-	"math"
-	"runtime"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -149,6 +145,9 @@ func searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 		}
 		tops[who] = keepFastest(tops[who], p, tuneTop)
 	}
+	run := func(sp *space, chain bool, who string) error {
+		return (&planner{g: g, o: &o, cm: cm, sp: sp, chain: chain, who: who}).plans(consider)
+	}
 	var notes []string
 	switch o.Strategy {
 	case "gpp":
@@ -156,14 +155,14 @@ func searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 		if tree.Cuts > 0 {
 			notes = append(notes, fmt.Sprintf("the graph is not series-parallel: %d cut(s) made it so", tree.Cuts))
 		}
-		if err := plans(g, &o, cm, newSpace(cm, tree.Root, cm.boundary), false, "gpp", consider); err != nil {
+		if err := run(newSpace(cm, tree.Root, cm.boundary), false, "gpp"); err != nil {
 			return nil, err
 		}
-		if err := plans(g, &o, cm, chainSpace(g, &o, cm), true, "spp", consider); err != nil {
+		if err := run(chainSpace(g, &o, cm), true, "spp"); err != nil {
 			return nil, err
 		}
 	case "spp":
-		if err := plans(g, &o, cm, chainSpace(g, &o, cm), true, "spp", consider); err != nil {
+		if err := run(chainSpace(g, &o, cm), true, "spp"); err != nil {
 			return nil, err
 		}
 	case "spp-exact":
@@ -171,7 +170,7 @@ func searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 			return nil, err
 		}
 		// spp's plans lie in spp-exact's space; the simulator may prefer one
-		if err := plans(g, &o, cm, chainSpace(g, &o, cm), true, "spp", consider); err != nil {
+		if err := run(chainSpace(g, &o, cm), true, "spp"); err != nil {
 			return nil, err
 		}
 	}
@@ -207,7 +206,7 @@ func searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 }
 
 // Tuning takes each planner's fastest tuneTop plans that are within
-// tuneWithin of its fastest (it has shortened plans by up to 7.5%).
+// tuneWithin of its fastest: those that tuning could make the fastest.
 const (
 	tuneTop    = 8
 	tuneWithin = 1.10
@@ -241,237 +240,6 @@ func ahead(ai float64, ad, as int, bi float64, bd, bs int) bool {
 		return ad < bd
 	}
 	return as < bs
-}
-
-func chainSpace(g *dag.Graph, o *Options, cm *costModel) *space {
-	return newSpace(cm, chainTree(chainUnits(g, o.MaxUnits)), liveCross(g))
-}
-
-// plans runs the DP at every micro-batch size, in parallel, and offers each
-// size's plans in ascending order of size, so the outcome is deterministic.
-// Then, at the sizes whose plan could still be beaten by a shallower one
-// (frontier), it follows the DP's frontier and offers what it finds.
-func plans(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, who string, consider func(*plan.Plan, string)) error {
-	sizes := o.microBatches()
-	first := make([]sized, len(sizes))
-	if err := each(len(sizes), func(i int) (err error) {
-		first[i], err = planAt(g, o, cm, sp, chain, sizes[i])
-		return err
-	}); err != nil {
-		return err
-	}
-	best := math.Inf(1)
-	for _, f := range first {
-		for _, p := range f.plans {
-			consider(p, who)
-			best = math.Min(best, p.Predicted.IterationS)
-		}
-	}
-	// the frontier at the frontierSizes sizes with the fastest plans, where
-	// a shallower plan could still beat the best
-	var order []int
-	for i, f := range first {
-		if f.gain > 0 && f.plans[0].Predicted.IterationS < best*f.gain {
-			order = append(order, i)
-		}
-	}
-	sort.SliceStable(order, func(a, b int) bool {
-		return first[order[a]].plans[0].Predicted.IterationS < first[order[b]].plans[0].Predicted.IterationS
-	})
-	order = order[:min(len(order), frontierSizes)]
-	more := make([][]*plan.Plan, len(sizes))
-	if err := each(len(order), func(j int) (err error) {
-		i := order[j]
-		more[i], err = frontier(g, o, cm, sp, chain, sizes[i], first[i], best)
-		return err
-	}); err != nil {
-		return err
-	}
-	for _, ps := range more {
-		for _, p := range ps {
-			consider(p, who)
-		}
-	}
-	return nil
-}
-
-// each runs f(0..n-1) on every core and returns the first error by index.
-func each(n int, f func(i int) error) error {
-	errs := make([]error, n)
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = f(i)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// sized is what planAt found at one micro-batch size: the DP's plan first
-// (when there is one), and gain > 0, the most a shallower plan at this size
-// could shorten the DP's (as a factor), when that is worth looking for.
-type sized struct {
-	plans    []*plan.Plan
-	gain     float64
-	k, i, at int  // the DP's devices, candidate index and depth
-	rec      bool // the DP's plan is the one with recomputation allowed (recomputeAt)
-}
-
-// planAt returns, at micro-batch b, the DP's plan (the least bottleneck time
-// per micro-batch, then the shallowest pipeline, on as many devices as can
-// be used) and the whole model as one data-parallel stage when that fits.
-// The DP's objective ignores how many micro-batches an iteration has: with
-// few of them, a deeper pipeline's fill and drain can cost more than its
-// shorter bottleneck saves, and pure data parallelism wins. The simulator
-// judges between them.
-func planAt(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64) (sized, error) {
-	var out sized
-	d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
-	k, i, ok := d.minTOnMost(d.D)
-	if ok {
-		p, err := d.assemble(g, o, cm, chain, k)
-		if err != nil {
-			return out, err
-		}
-		if p.Predicted.Feasible {
-			out.plans = append(out.plans, p)
-			out.k, out.i, out.at = k, i, d.depth(k)
-		}
-	}
-	if o.mayRecompute() {
-		if err := recomputeAt(g, o, cm, chain, d, k, i, ok, &out); err != nil {
-			return out, err
-		}
-	}
-	if len(out.plans) > 0 && out.at > 1 {
-		out.gain = d.gain(out.at)
-	}
-	id, k := sp.root.whole(), d.kmax
-	if c := &d.costs[id][k]; k >= 1 && c.memory(d.inflight(1)) <= cm.limit && (len(out.plans) == 0 || len(out.plans[0].Stages) > 1) {
-		p, err := assemble(g, o, cm, b, []stageIn{{ops: sp.blocks[id].ops, k: k * d.g, cost: *c, blk: sp.blocks[id]}}, chain)
-		if err != nil {
-			return out, err
-		}
-		if p.Predicted.Feasible {
-			out.plans = append(out.plans, p)
-		}
-	}
-	if len(out.plans) == 0 || len(out.plans[0].Stages) == 1 {
-		out.gain = 0
-	}
-	d.noteGroups(out.plans)
-	return out, nil
-}
-
-// noteGroups says, in each plan's notes, when the DP counted devices in groups.
-func (d *dp) noteGroups(plans []*plan.Plan) {
-	if d.g == 1 {
-		return
-	}
-	for _, p := range plans {
-		p.Search.Notes = append(p.Search.Notes, fmt.Sprintf("devices planned in groups of %d (%d groups): past %d devices every stage takes whole groups", d.g, d.D, maxDPDevices))
-	}
-}
-
-// frontier samples the DP's frontier at micro-batch b past its least
-// bottleneck (see doc.go): up to shallowerPlans plans, each the shallowest
-// at one of frontierProbes bottlenecks up to what can still pay (f.gain), at
-// the least bottleneck of its depth.
-func frontier(g *dag.Graph, o *Options, cm *costModel, sp *space, chain bool, b int64, f sized, best float64) ([]*plan.Plan, error) {
-	var out []*plan.Plan
-	if shallowerPlans == 0 {
-		return nil, nil
-	}
-	d := newDP(sp, o.Devices, b, int(o.Batch/b), o.Schedule == "gpipe")
-	if f.rec {
-		d.allowRecompute()
-	}
-	d.ts = d.candidates()
-	d.capped, d.budget = true, frontierSolves
-	// probe the frontier at bottlenecks growing geometrically from the DP's
-	// T0 to T0·gain; where the pipeline can be shallower, offer the
-	// shallowest plan at the least T of its depth. Past best/M no plan
-	// can beat the best: its slowest stage alone would take longer.
-	k, i, depth, T := f.k, f.i, f.at, d.ts[f.i]
-	reach := math.Min(f.gain, best/float64(d.mbs)/T)
-	if reach <= 1 {
-		return nil, nil
-	}
-	step := math.Pow(reach, 1/float64(frontierProbes))
-	for j := 0; j < frontierProbes && depth > 1 && len(out) < shallowerPlans; j++ {
-		T *= step
-		shallowest, ok := d.depthAt(k, T)
-		if !ok {
-			break // out of budget
-		}
-		if shallowest >= depth {
-			continue
-		}
-		_, at, ok := d.minTBelow(k, i+1, shallowest+1, T)
-		if !ok {
-			break
-		}
-		i, depth = at, d.depth(k)
-		p, err := d.assemble(g, o, cm, chain, k)
-		if err != nil {
-			return nil, err
-		}
-		if p.Predicted.Feasible {
-			out = append(out, p)
-		}
-	}
-	d.noteGroups(out)
-	return out, nil
-}
-
-// shallowerPlans is how many plans past the least bottleneck frontier
-// offers at each micro-batch size, at the frontierSizes most promising, from
-// frontierProbes probes in at most frontierSolves solves of the DP each (the
-// DP on a 1003-op graph over 64 devices takes tens of milliseconds a solve).
-// Variables, so that tests can turn the frontier off.
-var (
-	shallowerPlans = 3
-	frontierSizes  = 2
-	frontierSolves = 12
-	frontierProbes = 6
-)
-
-// minTOnMost solves at the least bottleneck on the most devices (up to n)
-// that have a plan, and returns that count and the candidate's index.
-func (d *dp) minTOnMost(n int) (k, i int, ok bool) {
-	for k := n; k >= 1; k-- {
-		if _, i, ok := d.minTBelow(k, 0, inf, math.Inf(1)); ok {
-			return k, i, true
-		}
-	}
-	return 0, 0, false
-}
-
-// gain bounds what a shallower pipeline could save over one of the given
-// depth at the DP's bottleneck: a pipeline of depth δ over M micro-batches
-// takes about M + δ − 1 bottleneck periods, so one of depth 1 at most
-// (M + δ − 1)/M fewer; half as much again allows for the estimate.
-func (d *dp) gain(depth int) float64 {
-	return 1 + 1.5*float64(depth-1)/float64(d.mbs)
-}
-
-// assemble builds the plan of the DP's current solution on k devices.
-func (d *dp) assemble(g *dag.Graph, o *Options, cm *costModel, chain bool, k int) (*plan.Plan, error) {
-	var in []stageIn
-	for _, a := range d.extract(d.sp.root, k) {
-		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: a.k * d.g, cost: d.cost(a), blk: d.sp.blocks[a.block]})
-	}
-	return assemble(g, o, cm, d.b, in, chain)
 }
 
 // noPlan explains which limit failed.

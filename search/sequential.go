@@ -5,6 +5,12 @@ import (
 	"github.com/graphpipe/graphpipe/partition"
 )
 
+// chainSpace is spp's search space: a chain of units, each boundary priced
+// as a sequential pipeline pays it (liveCross).
+func chainSpace(g *dag.Graph, o *Options, cm *costModel) *space {
+	return newSpace(cm, chainTree(chainUnits(g, o.MaxUnits)), liveCross(g))
+}
+
 // chainUnits cuts the graph's topological order into at most maxUnits runs of
 // similar cost: a contiguous run of a topological order is convex, so any
 // interval of units is a valid stage of a sequential pipeline.

@@ -70,8 +70,8 @@ func newSpace(cm *costModel, root *partition.Node, cross func([]int) (int64, int
 // makeHeads creates, for every parallel kid q of series node n, the union
 // blocks of each possible source stage of the kid with the unit before it
 // (the head). One unit only: a longer stem is better a stage of its own, and
-// every run of units would multiply the blocks (a 561-op graph of 40
-// fork-join blocks on 32 devices searched 74 s instead of 13).
+// every run of units would multiply the blocks, and the search time with
+// them (BENCHMARKS.md, "Planner history").
 func (sp *space) makeHeads(n *snode, cross func([]int) (int64, int64)) {
 	if n.kind != partition.Series {
 		return

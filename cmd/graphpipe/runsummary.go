@@ -118,9 +118,9 @@ type assignedWorker struct {
 	Agent      string `json:"agent"`
 }
 
-func assignment(plan *plan.Plan, res *runtime.Result) []assignedWorker {
+func assignment(p *plan.Plan, res *runtime.Result) []assignedWorker {
 	var out []assignedWorker
-	for i, s := range runtime.Slots(plan) {
+	for i, s := range runtime.Slots(p) {
 		a := assignedWorker{Worker: s.Worker, Stage: s.Stage, Replica: s.Replica, PlanDevice: s.Device, Node: s.Node}
 		if i < len(res.Joined) {
 			j := res.Joined[i]

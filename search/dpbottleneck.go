@@ -1,0 +1,131 @@
+package search
+
+import (
+	"math"
+	"sort"
+)
+
+// The search over the bottleneck: the DP answers for one target time T per
+// micro-batch; these find the least T at which the root fits (a binary
+// search over the candidate times, since the DP's value never grows with T)
+// and sample the frontier past it.
+
+// candidates are the distinct per-micro-batch times of every block on every
+// device count that fits in memory with one micro-batch in flight, ascending:
+// the binding T of any plan is one of them.
+func (d *dp) candidates() []float64 {
+	var ts []float64
+	for _, costs := range [][][]stageCost{d.costs, d.rcosts} {
+		for id := range costs {
+			for k := 1; k <= d.kmax; k++ {
+				c := &costs[id][k]
+				if c.memory(1) <= d.sp.cm.limit {
+					ts = append(ts, math.Max(c.period, c.link))
+				}
+			}
+		}
+	}
+	sort.Float64s(ts)
+	out := ts[:0]
+	for i, t := range ts {
+		if i == 0 || t != ts[i-1] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// minT finds the smallest candidate T at which the root fits on k devices,
+// by binary search over the candidates. ok is false if none fits.
+func (d *dp) minT(k int) (float64, bool) {
+	T, _, ok := d.minTBelow(k, 0, inf, math.Inf(1))
+	return T, ok
+}
+
+// minTBelow finds the smallest candidate T, from the from-th on and at most
+// maxT, at which the root fits on k devices with fewer than depth
+// micro-batches in flight at its entry (the DP's value never grows with T, so
+// a binary search finds it), and leaves the DP solved there. It returns T
+// and the candidate's index. With capped set, it stops when its budget of
+// solves is spent, with the feasible candidate it has (a shallower plan,
+// perhaps not at the least T of its depth) or none.
+func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
+	if d.ts == nil {
+		d.ts = d.candidates()
+	}
+	ts := d.ts
+	top := sort.SearchFloat64s(ts, maxT) // first above maxT, or equal
+	if top < len(ts) && ts[top] == maxT {
+		top++
+	}
+	if from >= top {
+		return 0, 0, false
+	}
+	feasible := func(i int) bool {
+		d.budget--
+		d.reset(ts[i])
+		return d.solve(d.sp.root, k, 0) < depth
+	}
+	spent := func() bool { return d.capped && d.budget <= 0 }
+	// check the top, then bisect
+	if spent() || !feasible(top-1) {
+		return 0, 0, false
+	}
+	lo, hi := from, top-1
+	for lo < hi && !spent() { // out of budget: hi is a frontier point, if not the least T of its depth
+		mid := (lo + hi) / 2
+		if feasible(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	d.reset(ts[hi])
+	d.solve(d.sp.root, k, 0)
+	return ts[hi], hi, true
+}
+
+// depthAt solves at the largest candidate T at most T on k devices and
+// returns the root's depth there (inf when nothing fits); ok is false when
+// the budget is spent.
+func (d *dp) depthAt(k int, T float64) (int, bool) {
+	if d.capped && d.budget <= 0 {
+		return 0, false
+	}
+	if d.ts == nil {
+		d.ts = d.candidates()
+	}
+	i := sort.SearchFloat64s(d.ts, T)
+	if i == len(d.ts) || d.ts[i] > T {
+		i--
+	}
+	if i < 0 {
+		return inf, true
+	}
+	d.budget--
+	d.reset(d.ts[i])
+	return d.solve(d.sp.root, k, 0), true
+}
+
+// depth is the root's value after a solve on k devices: the micro-batches in
+// flight at its entry, 1 + the longest stage path.
+func (d *dp) depth(k int) int { return d.solve(d.sp.root, k, 0) }
+
+// minTOnMost solves at the least bottleneck on the most devices (up to n)
+// that have a plan, and returns that count and the candidate's index.
+func (d *dp) minTOnMost(n int) (k, i int, ok bool) {
+	for k := n; k >= 1; k-- {
+		if _, i, ok := d.minTBelow(k, 0, inf, math.Inf(1)); ok {
+			return k, i, true
+		}
+	}
+	return 0, 0, false
+}
+
+// gain bounds what a shallower pipeline could save over one of the given
+// depth at the DP's bottleneck: a pipeline of depth δ over M micro-batches
+// takes about M + δ − 1 bottleneck periods, so one of depth 1 at most
+// (M + δ − 1)/M fewer; half as much again allows for the estimate.
+func (d *dp) gain(depth int) float64 {
+	return 1 + 1.5*float64(depth-1)/float64(d.mbs)
+}

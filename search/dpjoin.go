@@ -1,0 +1,235 @@
+package search
+
+import "github.com/graphpipe/graphpipe/partition"
+
+// Join absorption (see doc.go): when a series node's units continue after a
+// parallel kid, a run of them (a tail) may share the sink stage of one of
+// the kid's branches (the host); every other branch feeds that stage.
+
+// joinSuffix is suffix's join absorption at units i.. of series node s.n,
+// where kid i is parallel: its branches with units i+1..p in one branch's
+// sink stage (roleJoin). It returns the fewest in flight it finds below
+// best, and the choice that reached it.
+func (d *dp) joinSuffix(s sub, best int) (int, choice) {
+	var ch choice
+	last, δ := s.last(), s.δ
+	for p := s.i + 1; p <= last && best > δ+1; p++ {
+		t := d.sp.tailAt[[3]int{s.n.id, s.i + 1, p}]
+		if d.tailFloor[t.id] > d.T {
+			break
+		}
+		lo, hi := kRange(p == last, s.k)
+		for k1 := lo; k1 <= hi && best > δ+1; k1++ {
+			after := d.rest(s, p, k1)
+			if after >= inf {
+				continue
+			}
+			if r := d.groupHost(sub{s.kid(), 0, k1, after}, t, true); r < best {
+				best, ch = r, choice{p: int16(p), k1: int16(k1), role: roleJoin}
+			}
+		}
+	}
+	return best, ch
+}
+
+// groupHost covers kids i.. of parallel node s.n where, if need, one part's
+// sink stage absorbs tail t: kid i planned with it (roleTailKid) or kids
+// i..p and the tail as one stage (roleTail); the other parts are rolePlain.
+// The tail's stage sits δ+1 from the end; every other branch feeds it, so
+// its exit is δ+1.
+func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
+	if s.k < 1 || s.δ+1 >= d.D {
+		return inf
+	}
+	tab, idx := d.hostGroupIdx(s, t, need)
+	if v := tab.v[idx]; v >= 0 {
+		return int(v)
+	}
+	last, δ := s.last(), s.δ
+	best, ch := inf, choice{}
+	consider := func(p, k1 int, first int, r role) {
+		if first >= best {
+			return
+		}
+		still := need && r == rolePlain
+		rest := 0
+		switch {
+		case p < last:
+			rest = d.groupHost(s.after(p, k1), t, still)
+		case still:
+			rest = inf
+		}
+		if v := max(first, rest); v < best {
+			best, ch = v, choice{p: int16(p), k1: int16(k1), role: r}
+		}
+	}
+	// a part short of the last kid leaves a part after it, and one of the two
+	// feeds the host from δ+2: only the whole group as the host's stage holds
+	// δ+1, so past δ+2 only p = last can improve, and past δ+1 nothing
+	for p := s.i; p <= last; p++ {
+		if best <= δ+1 || p < last && best <= δ+2 {
+			continue
+		}
+		blk, union := -1, -1 // units i..p as one stage, alone and with the tail
+		if p > s.i {
+			blk = s.blk(p)
+			if need {
+				union = t.unions[blk]
+			}
+		}
+		lo, hi := kRange(p == last, s.k) // the last part takes every device left
+		for k1 := lo; k1 <= hi && !(p < last && best <= δ+2); k1++ {
+			if p == s.i {
+				consider(p, k1, d.solve(s.kid(), k1, δ+1), rolePlain)
+				if need {
+					consider(p, k1, d.hostSolve(s.kid(), k1, δ, t), roleTailKid)
+				}
+				continue
+			}
+			if d.fits(blk, k1, δ+2) {
+				consider(p, k1, δ+2, rolePlain)
+			}
+			if need && d.fits(union, k1, δ+1) {
+				consider(p, k1, δ+1, roleTail)
+			}
+		}
+	}
+	tab.v[idx], tab.ch[idx] = int16(best), ch
+	return best
+}
+
+// hostTable returns the lazily allocated absorption table of (tail, node).
+func (d *dp) hostTable(tabs [][]table, t *tailSpec, n *snode, size int) table {
+	if tabs[t.id][n.id].v == nil {
+		tabs[t.id][n.id] = d.newTable(size)
+	}
+	return tabs[t.id][n.id]
+}
+
+func (d *dp) hostGroupIdx(s sub, t *tailSpec, need bool) (table, int) {
+	w := d.D + 1
+	idx := d.at(s) * 2
+	if need {
+		idx++
+	}
+	return d.hostTable(d.hostG, t, s.n, len(s.n.kids)*w*w*2), idx
+}
+
+func (d *dp) hostSuffixIdx(s sub, t *tailSpec) (table, int) {
+	w := d.D + 1
+	return d.hostTable(d.hostS, t, s.n, len(s.n.kids)*w*w), d.at(s)
+}
+
+// hostSolve is n planned with tail t in its sink stage, δ after the tail.
+func (d *dp) hostSolve(n *snode, k, δ int, t *tailSpec) int {
+	switch n.kind {
+	case partition.Leaf:
+		if d.fits(t.unions[n.whole()], k, δ+1) {
+			return δ + 1
+		}
+		return inf
+	case partition.Series:
+		return d.suffixHost(sub{n, 0, k, δ}, t)
+	}
+	return d.groupHost(sub{n, 0, k, δ}, t, true)
+}
+
+// suffixHost is suffix with tail t absorbed into the last interval's stage:
+// units i..last and the tail as one stage (roleTail), or, from the last
+// unit, its kid planned with the tail (roleTailKid), or a first interval
+// before them (rolePlain).
+func (d *dp) suffixHost(s sub, t *tailSpec) int {
+	if s.k < 1 {
+		return inf
+	}
+	if s.δ >= d.D {
+		return inf
+	}
+	tab, idx := d.hostSuffixIdx(s, t)
+	if v := tab.v[idx]; v >= 0 {
+		return int(v)
+	}
+	last, δ := s.last(), s.δ
+	best, ch := inf, choice{}
+	if d.fits(t.unions[s.blk(last)], s.k, δ+1) {
+		best, ch = δ+1, choice{p: int16(last), k1: int16(s.k), role: roleTail}
+	} else if s.kidPlanned(last) {
+		if r := d.hostSolve(s.kid(), s.k, δ, t); r < best {
+			best, ch = r, choice{p: int16(last), k1: int16(s.k), role: roleTailKid}
+		}
+	}
+	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > δ+2; k1++ { // δ+2 at best, as in suffix
+		for p := s.i; p < last && best > δ+2; p++ {
+			kid := s.kidPlanned(p)
+			if !kid && !d.fitsTime(s.blk(p), k1) {
+				break // before the rest is solved, as in suffix
+			}
+			after := d.suffixHost(s.after(p, k1), t)
+			if after >= inf {
+				continue
+			}
+			r := inf
+			if kid {
+				r = d.solve(s.kid(), k1, after)
+			} else if d.fits(s.blk(p), k1, after+1) {
+				r = after + 1
+			}
+			if r < best {
+				best, ch = r, choice{p: int16(p), k1: int16(k1)}
+			}
+		}
+	}
+	tab.v[idx], tab.ch[idx] = int16(best), ch
+	return best
+}
+
+func (d *dp) extractGroupHost(s sub, t *tailSpec, need bool, out *[]assignment) {
+	tab, idx := d.hostGroupIdx(s, t, need)
+	ch := tab.ch[idx]
+	p, k1 := int(ch.p), int(ch.k1)
+	switch {
+	case ch.role == roleTailKid:
+		d.extractHost(s.kid(), k1, s.δ, t, out)
+	case p == s.i:
+		d.extractSolve(s.kid(), k1, s.δ+1, out)
+	case ch.role == roleTail:
+		*out = append(*out, assignment{t.unions[s.blk(p)], k1, s.δ + 1})
+	default:
+		*out = append(*out, assignment{s.blk(p), k1, s.δ + 2})
+	}
+	if p < s.last() {
+		d.extractGroupHost(s.after(p, k1), t, need && ch.role == rolePlain, out)
+	}
+}
+
+func (d *dp) extractHost(n *snode, k, δ int, t *tailSpec, out *[]assignment) {
+	switch n.kind {
+	case partition.Leaf:
+		*out = append(*out, assignment{t.unions[n.whole()], k, δ + 1})
+	case partition.Series:
+		d.extractSuffixHost(sub{n, 0, k, δ}, t, out)
+	default:
+		d.extractGroupHost(sub{n, 0, k, δ}, t, true, out)
+	}
+}
+
+func (d *dp) extractSuffixHost(s sub, t *tailSpec, out *[]assignment) {
+	tab, idx := d.hostSuffixIdx(s, t)
+	ch := tab.ch[idx]
+	p, k1 := int(ch.p), int(ch.k1)
+	switch ch.role {
+	case roleTailKid:
+		d.extractHost(s.kid(), s.k, s.δ, t, out)
+		return
+	case roleTail:
+		*out = append(*out, assignment{t.unions[s.blk(s.last())], s.k, s.δ + 1})
+		return
+	}
+	after := d.suffixHost(s.after(p, k1), t)
+	if s.kidPlanned(p) {
+		d.extractSolve(s.kid(), k1, after, out)
+	} else {
+		*out = append(*out, assignment{s.blk(p), k1, after + 1})
+	}
+	d.extractSuffixHost(s.after(p, k1), t, out)
+}

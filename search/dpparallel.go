@@ -1,0 +1,59 @@
+package search
+
+// group covers kids i.. of parallel node s.n side by side: kids i..p merged
+// into one stage (or kid i planned on its own) on k1 devices, the rest on
+// k-k1 (rolePlain); the value is the larger of the two parts'.
+func (d *dp) group(s sub) int {
+	idx := d.at(s)
+	tab := d.groupM[s.n.id]
+	if v := tab.v[idx]; v >= 0 {
+		return int(v)
+	}
+	last, δ := s.last(), s.δ
+	best, ch := inf, choice{}
+	try := func(p, k1 int) (stop bool) {
+		first := inf
+		switch {
+		case p == s.i:
+			first = d.solve(s.kid(), k1, δ)
+		case d.fits(s.blk(p), k1, δ+1):
+			first = δ + 1
+		case !d.fitsTime(s.blk(p), k1):
+			return true
+		}
+		if first >= best {
+			return false
+		}
+		rest := 0
+		if p < last {
+			rest = d.group(s.after(p, k1))
+		}
+		if r := max(first, rest); r < best {
+			best, ch = r, choice{p: int16(p), k1: int16(k1)}
+		}
+		return false
+	}
+	try(last, s.k)
+	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > δ+1; k1++ {
+		for p := s.i; p < last && best > δ+1; p++ {
+			if try(p, k1) {
+				break
+			}
+		}
+	}
+	tab.v[idx], tab.ch[idx] = int16(best), ch
+	return best
+}
+
+func (d *dp) extractGroup(s sub, out *[]assignment) {
+	ch := d.groupM[s.n.id].ch[d.at(s)]
+	p, k1 := int(ch.p), int(ch.k1)
+	if p == s.i {
+		d.extractSolve(s.kid(), k1, s.δ, out)
+	} else {
+		*out = append(*out, assignment{s.blk(p), k1, s.δ + 1})
+	}
+	if p < s.last() {
+		d.extractGroup(s.after(p, k1), out)
+	}
+}

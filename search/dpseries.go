@@ -1,0 +1,131 @@
+package search
+
+import "github.com/graphpipe/graphpipe/partition"
+
+// solve is the fewest in flight at the entry of n on exactly k devices with δ
+// stages after it: δ+1 if all of n fits as one stage (roleWhole), else its
+// series suffix (roleSeries) or parallel group (roleGroup) from 0.
+func (d *dp) solve(n *snode, k, δ int) int {
+	if k < 1 || δ >= d.D {
+		return inf
+	}
+	idx := k*(d.D+1) + δ
+	tab := d.solveM[n.id]
+	if v := tab.v[idx]; v >= 0 {
+		return int(v)
+	}
+	best, ch := inf, choice{k1: int16(k), role: roleWhole}
+	switch {
+	case d.fits(n.whole(), k, δ+1):
+		best = δ + 1
+	case n.kind == partition.Series:
+		best = d.suffix(sub{n, 0, k, δ})
+		ch.role = roleSeries
+	case n.kind == partition.Parallel:
+		best = d.group(sub{n, 0, k, δ})
+		ch.role = roleGroup
+	}
+	tab.v[idx], tab.ch[idx] = int16(best), ch
+	return best
+}
+
+// suffix covers units i.. of series node s.n: a first stage of units i..p
+// (or kid i planned on its own) on k1 devices, then the rest on k-k1
+// (rolePlain); kid i's branches with units i+1..p in one branch's sink
+// (roleJoin, dpjoin.go); or unit i in a source stage of kid i+1 (roleFork,
+// dpfork.go). The last interval takes every device left.
+func (d *dp) suffix(s sub) int {
+	idx := d.at(s)
+	tab := d.suffixM[s.n.id]
+	if v := tab.v[idx]; v >= 0 {
+		return int(v)
+	}
+	last, δ := s.last(), s.δ
+	best, ch := inf, choice{}
+	// try prices units i..p on k1 devices; stop reports that longer intervals
+	// cannot meet T either.
+	try := func(p, k1 int) (stop bool) {
+		kid := s.kidPlanned(p)
+		if !kid && !d.fitsTime(s.blk(p), k1) {
+			return true // checked before the rest is solved: most intervals stop here
+		}
+		after := d.rest(s, p, k1)
+		if after >= inf {
+			return false
+		}
+		r := inf
+		switch {
+		case kid:
+			r = d.solve(s.kid(), k1, after)
+		case d.fits(s.blk(p), k1, after+1):
+			r = after + 1
+		}
+		if r < best {
+			best, ch = r, choice{p: int16(p), k1: int16(k1)}
+		}
+		return false
+	}
+	try(last, s.k)
+	// a first interval short of the last unit has a stage after it, so it
+	// holds at least δ+2: once best is δ+2 no split can improve it
+	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > δ+2; k1++ {
+		for p := s.i; p < last && best > δ+2; p++ {
+			if try(p, k1) {
+				break
+			}
+		}
+	}
+	if s.kid().kind == partition.Parallel {
+		if r, jch := d.joinSuffix(s, best); r < best {
+			best, ch = r, jch
+		}
+	}
+	if best > δ+2 {
+		if r, fch := d.forkSuffix(s, best); r < best {
+			best, ch = r, fch
+		}
+	}
+	tab.v[idx], tab.ch[idx] = int16(best), ch
+	return best
+}
+
+// rest is the depth of series node s.n's units after p when a first part of
+// units i..p takes k1 devices: δ when p is the last unit, else the best
+// suffix from p+1 on the devices left.
+func (d *dp) rest(s sub, p, k1 int) int {
+	if p == s.last() {
+		return s.δ
+	}
+	return d.suffix(s.after(p, k1))
+}
+
+func (d *dp) extractSolve(n *snode, k, δ int, out *[]assignment) {
+	idx := k*(d.D+1) + δ
+	switch d.solveM[n.id].ch[idx].role {
+	case roleWhole:
+		*out = append(*out, assignment{n.whole(), k, δ + 1})
+	case roleSeries:
+		d.extractSuffix(sub{n, 0, k, δ}, out)
+	case roleGroup:
+		d.extractGroup(sub{n, 0, k, δ}, out)
+	}
+}
+
+func (d *dp) extractSuffix(s sub, out *[]assignment) {
+	ch := d.suffixM[s.n.id].ch[d.at(s)]
+	p, k1 := int(ch.p), int(ch.k1)
+	after := d.rest(s, p, k1)
+	switch {
+	case ch.role == roleFork:
+		d.extractForkSuffix(s, ch, after, out)
+	case ch.role == roleJoin:
+		d.extractGroupHost(sub{s.kid(), 0, k1, after}, d.sp.tailAt[[3]int{s.n.id, s.i + 1, p}], true, out)
+	case s.kidPlanned(p):
+		d.extractSolve(s.kid(), k1, after, out)
+	default:
+		*out = append(*out, assignment{s.blk(p), k1, after + 1})
+	}
+	if p < s.last() {
+		d.extractSuffix(s.after(p, k1), out)
+	}
+}

@@ -1,0 +1,233 @@
+package search
+
+import (
+	"math"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/graphpipe/graphpipe/dag"
+)
+
+// planner is one strategy's DP over one search space, with what its plans
+// are built from: the loop over micro-batch sizes below runs it.
+type planner struct {
+	g     *dag.Graph
+	o     *Options
+	cm    *costModel
+	sp    *space
+	chain bool   // spp's space: a plan's schedule is the chain's
+	who   string // the strategy its plans are offered as
+}
+
+// dp is the planner's DP at micro-batch b.
+func (pl *planner) dp(b int64) *dp {
+	return newDP(pl.sp, pl.o.Devices, b, int(pl.o.Batch/b), pl.o.Schedule == "gpipe")
+}
+
+// assemble builds the plan of d's current solution on k devices.
+func (pl *planner) assemble(d *dp, k int) (*Plan, error) {
+	var in []stageIn
+	for _, a := range d.extract(d.sp.root, k) {
+		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: a.k * d.g, cost: d.cost(a), blk: d.sp.blocks[a.block]})
+	}
+	return assemble(pl.g, pl.o, pl.cm, d.b, in, pl.chain)
+}
+
+// plans runs the DP at every micro-batch size, in parallel, and offers each
+// size's plans in ascending order of size, so the outcome is deterministic.
+// Then, at the sizes whose plan could still be beaten by a shallower one
+// (frontier), it follows the DP's frontier and offers what it finds.
+func (pl *planner) plans(consider func(*Plan, string)) error {
+	sizes := pl.o.microBatches()
+	first := make([]sized, len(sizes))
+	if err := each(len(sizes), func(i int) (err error) {
+		first[i], err = pl.planAt(sizes[i])
+		return err
+	}); err != nil {
+		return err
+	}
+	best := math.Inf(1)
+	for _, f := range first {
+		for _, p := range f.plans {
+			consider(p, pl.who)
+			best = math.Min(best, p.Predicted.IterationS)
+		}
+	}
+	// the frontier at the frontierSizes sizes with the fastest plans, where
+	// a shallower plan could still beat the best
+	var order []int
+	for i, f := range first {
+		if f.gain > 0 && f.plans[0].Predicted.IterationS < best*f.gain {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		return first[order[a]].plans[0].Predicted.IterationS < first[order[b]].plans[0].Predicted.IterationS
+	})
+	order = order[:min(len(order), frontierSizes)]
+	more := make([][]*Plan, len(sizes))
+	if err := each(len(order), func(j int) (err error) {
+		i := order[j]
+		more[i], err = pl.frontier(sizes[i], first[i], best)
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, ps := range more {
+		for _, p := range ps {
+			consider(p, pl.who)
+		}
+	}
+	return nil
+}
+
+// each runs f(0..n-1) on every core and returns the first error by index.
+func each(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// least is where the DP found its least bottleneck (minTOnMost): on k
+// devices (groups) at candidate i; ok is false when nothing fits.
+type least struct {
+	k, i int
+	ok   bool
+}
+
+// sized is what planAt found at one micro-batch size: the DP's plan first
+// (when there is one), and gain > 0, the most a shallower plan at this size
+// could shorten the DP's (as a factor), when that is worth looking for.
+type sized struct {
+	plans    []*Plan
+	gain     float64
+	k, i, at int  // the DP's devices, candidate index and depth
+	rec      bool // the DP's plan is the one with recomputation allowed (recomputeAt)
+}
+
+// planAt returns, at micro-batch b, the DP's plan (the least bottleneck time
+// per micro-batch, then the shallowest pipeline, on as many devices as can
+// be used) and the whole model as one data-parallel stage when that fits.
+// The DP's objective ignores how many micro-batches an iteration has: with
+// few of them, a deeper pipeline's fill and drain can cost more than its
+// shorter bottleneck saves, and pure data parallelism wins. The simulator
+// judges between them.
+func (pl *planner) planAt(b int64) (sized, error) {
+	var out sized
+	d := pl.dp(b)
+	var keep least
+	keep.k, keep.i, keep.ok = d.minTOnMost(d.D)
+	if keep.ok {
+		p, err := pl.assemble(d, keep.k)
+		if err != nil {
+			return out, err
+		}
+		if p.Predicted.Feasible {
+			out.plans = append(out.plans, p)
+			out.k, out.i, out.at = keep.k, keep.i, d.depth(keep.k)
+		}
+	}
+	if pl.o.mayRecompute() {
+		if err := pl.recomputeAt(d, keep, &out); err != nil {
+			return out, err
+		}
+	}
+	if len(out.plans) > 0 && out.at > 1 {
+		out.gain = d.gain(out.at)
+	}
+	id, k := pl.sp.root.whole(), d.kmax
+	if c := &d.costs[id][k]; k >= 1 && c.memory(d.inflight(1)) <= pl.cm.limit && (len(out.plans) == 0 || len(out.plans[0].Stages) > 1) {
+		blk := pl.sp.blocks[id]
+		p, err := assemble(pl.g, pl.o, pl.cm, b, []stageIn{{ops: blk.ops, k: k * d.g, cost: *c, blk: blk}}, pl.chain)
+		if err != nil {
+			return out, err
+		}
+		if p.Predicted.Feasible {
+			out.plans = append(out.plans, p)
+		}
+	}
+	if len(out.plans) == 0 || len(out.plans[0].Stages) == 1 {
+		out.gain = 0
+	}
+	d.noteGroups(out.plans)
+	return out, nil
+}
+
+// frontier samples the DP's frontier at micro-batch b past its least
+// bottleneck (see doc.go): up to shallowerPlans plans, each the shallowest
+// at one of frontierProbes bottlenecks up to what can still pay (f.gain), at
+// the least bottleneck of its depth.
+func (pl *planner) frontier(b int64, f sized, best float64) ([]*Plan, error) {
+	var out []*Plan
+	if shallowerPlans == 0 {
+		return nil, nil
+	}
+	d := pl.dp(b)
+	if f.rec {
+		d.allowRecompute()
+	}
+	d.ts = d.candidates()
+	d.capped, d.budget = true, frontierSolves
+	// probe the frontier at bottlenecks growing geometrically from the DP's
+	// T0 to T0·gain; where the pipeline can be shallower, offer the
+	// shallowest plan at the least T of its depth. Past best/M no plan
+	// can beat the best: its slowest stage alone would take longer.
+	k, i, depth, T := f.k, f.i, f.at, d.ts[f.i]
+	reach := math.Min(f.gain, best/float64(d.mbs)/T)
+	if reach <= 1 {
+		return nil, nil
+	}
+	step := math.Pow(reach, 1/float64(frontierProbes))
+	for j := 0; j < frontierProbes && depth > 1 && len(out) < shallowerPlans; j++ {
+		T *= step
+		shallowest, ok := d.depthAt(k, T)
+		if !ok {
+			break // out of budget
+		}
+		if shallowest >= depth {
+			continue
+		}
+		_, at, ok := d.minTBelow(k, i+1, shallowest+1, T)
+		if !ok {
+			break
+		}
+		i, depth = at, d.depth(k)
+		p, err := pl.assemble(d, k)
+		if err != nil {
+			return nil, err
+		}
+		if p.Predicted.Feasible {
+			out = append(out, p)
+		}
+	}
+	d.noteGroups(out)
+	return out, nil
+}
+
+// shallowerPlans is how many plans past the least bottleneck frontier
+// offers at each micro-batch size, at the frontierSizes most promising, from
+// frontierProbes probes in at most frontierSolves solves of the DP each (a
+// solve of the DP on a large graph over 64 devices takes tens of
+// milliseconds). Variables, so that tests can turn the frontier off.
+var (
+	shallowerPlans = 3
+	frontierSizes  = 2
+	frontierSolves = 12
+	frontierProbes = 6
+)
