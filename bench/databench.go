@@ -10,6 +10,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
@@ -168,7 +169,7 @@ func dataMemory(c Config, dir string) (string, error) {
 
 // childPeak runs cmd (a graphpipe command line) with peak reporting on and
 // returns the largest peak resident set, in bytes, of graphpipe's processes
-// (cmd/graphpipe/peak.go): the rusage of a child counts the parent's
+// (profile.WritePeak): the rusage of a child counts the parent's
 // resident set at the fork, the bench report's gigabytes.
 func childPeak(cmd *exec.Cmd) ([]byte, int64, error) {
 	dir, err := os.MkdirTemp("", "graphpipe-peak-")
@@ -176,19 +177,12 @@ func childPeak(cmd *exec.Cmd) ([]byte, int64, error) {
 		return nil, 0, err
 	}
 	defer os.RemoveAll(dir)
-	cmd.Env = append(cmd.Environ(), "GRAPHPIPE_PEAK_DIR="+dir)
+	cmd.Env = append(cmd.Environ(), profile.PeakDirEnv+"="+dir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return out, 0, err
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "peak-*.txt"))
-	var peak int64
-	for _, f := range files {
-		b, _ := os.ReadFile(f)
-		var kb int64
-		fmt.Sscan(string(b), &kb)
-		peak = max(peak, kb*1024)
-	}
+	peak := profile.MaxPeak(dir)
 	if peak == 0 {
 		return out, 0, fmt.Errorf("%s reported no peak resident set", cmd.Path)
 	}

@@ -60,7 +60,15 @@
 //     own plan and slots, restarting from the last checkpoint after a
 //     failure, and writes the outputs (trace, timeline, profile, dump) once
 //     the run is over.
-//  11. A pool's agents (Agent) advertise themselves (host, device, pid, who
+//  11. Over a NATS cluster (DialNATS with every node's URL) a client whose
+//     node dies reconnects to another and restores its subscriptions there;
+//     a publish while it reconnects is lost, not an error, and the links (3)
+//     resend it; a frame resent after a reconnect is a duplicate like any
+//     other. Every subject of a run is under graphpipe.RUN., so a NATS
+//     permission on graphpipe.USER.> fences one user's runs (run IDs
+//     USER.NAME). The embedded server (StartEmbeddedOn) refuses to listen off
+//     loopback with neither a token nor TLS.
+//  12. A pool's agents (Agent) advertise themselves (host, device, pid, who
 //     holds them) every heartbeat; a PoolLauncher offers slots only to
 //     agents heard within the heartbeat timeout, counts an agent only once
 //     it confirms, puts each plan node's workers on agents of one host (or

@@ -63,8 +63,8 @@ func (j *Job) Validate() error {
 	switch {
 	case j.Run == "":
 		return jobErr("Run", "empty")
-	case strings.ContainsAny(j.Run, ".*> \t\r\n"):
-		return jobErr("Run", "%q: a run ID is one NATS subject token (no '.', '*', '>' or spaces)", j.Run)
+	case CheckRunID(j.Run) != nil:
+		return jobErr("Run", "%q: %v", j.Run, CheckRunID(j.Run))
 	case j.Graph == nil:
 		return jobErr("Graph", "no model")
 	case j.Plan == nil:
@@ -119,3 +119,21 @@ func (j *Job) validateLocal() error {
 // Workers is how many workers a generation of plan takes: one per device (a
 // data-parallel stage runs as replicas).
 func Workers(plan *plan.Plan) int { return layout(plan).total }
+
+// CheckRunID refuses a run ID that cannot be part of a NATS subject. Every
+// subject of a run starts graphpipe.RUN., and dots are allowed, so a run
+// named alice.exp1 lives under graphpipe.alice.>, which a NATS permission
+// can grant to one user alone.
+func CheckRunID(id string) error {
+	for _, tok := range strings.Split(id, ".") {
+		if tok == "" {
+			return fmt.Errorf("a run ID is dot-separated names, none of them empty")
+		}
+		for _, c := range tok {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return fmt.Errorf("%q: a run ID holds letters, digits, '-', '_' and dots", c)
+			}
+		}
+	}
+	return nil
+}

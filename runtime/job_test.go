@@ -23,7 +23,8 @@ func TestJobValidate(t *testing.T) {
 		spoil func(j *Job)
 	}{
 		{"Run", func(j *Job) { j.Run = "" }},
-		{"Run", func(j *Job) { j.Run = "a.b" }},
+		{"Run", func(j *Job) { j.Run = "a..b" }},
+		{"Run", func(j *Job) { j.Run = "a*b" }},
 		{"Graph", func(j *Job) { j.Graph = nil }},
 		{"Plan", func(j *Job) { j.Plan = nil }},
 		{"Plan", func(j *Job) { j.Plan = other }},

@@ -118,6 +118,9 @@ func watchProcesses(procs []*exec.Cmd, lost func(error)) <-chan struct{} {
 	return exited
 }
 
+// SyncWriter is w made safe for several goroutines to write to at once.
+func SyncWriter(w io.Writer) io.Writer { return &lockedWriter{w: w} }
+
 // lockedWriter is a writer several goroutines may share.
 type lockedWriter struct {
 	mu sync.Mutex // guards w
@@ -133,13 +136,14 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // ExternalLauncher starts nothing: it says how to start the workers that
 // join a generation from elsewhere ('graphpipe worker --nats URL --run ID').
 type ExternalLauncher struct {
-	URL string // as the workers should dial it
-	Log io.Writer
+	// Announce, when set, tells the user how to start n workers of run
+	// (the command line, with how to pass the token).
+	Announce func(n int, run string)
 }
 
 func (e *ExternalLauncher) Start(_ context.Context, gen *Generation) error {
-	if e.Log != nil {
-		fmt.Fprintf(e.Log, "waiting for %s: %s=<token> graphpipe worker --nats %s --run %s\n", count(len(gen.Slots), "worker"), TokenEnv, e.URL, gen.Run)
+	if e.Announce != nil {
+		e.Announce(len(gen.Slots), gen.Run)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -13,35 +14,127 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Embedded is a NATS server inside this process, on 127.0.0.1, a random port
-// and a random auth token: one binary on one machine needs no broker.
+// Embedded is a NATS server inside this process: one binary on one machine,
+// or a handful of hosts, needs no broker. By default it listens on 127.0.0.1,
+// a random port, with a random auth token.
 type Embedded struct {
 	srv   *server.Server
-	Token string
+	Token string // "" when the server takes no token
+	TLS   bool   // whether clients must speak TLS
 }
 
-// StartEmbedded starts the server; maxPayload 0 keeps NATS's default (1 MiB).
+// EmbeddedOptions say where the embedded server listens and whom it lets in.
+type EmbeddedOptions struct {
+	Host string // "" means 127.0.0.1
+	Port int    // 0 means a random port
+	// Token: clients must present it; NoToken turns the token off (only
+	// allowed on loopback, or with TLS), and otherwise an empty Token is
+	// generated.
+	Token   string
+	NoToken bool
+	// TLSCert and TLSKey, both or neither: clients must speak TLS.
+	TLSCert, TLSKey string
+	MaxPayload      int32 // 0 keeps NATS's default (1 MiB)
+}
+
+// EmbeddedError is an embedded server refused before it started.
+type EmbeddedError struct {
+	Field, Reason string
+}
+
+func (e *EmbeddedError) Error() string { return e.Field + ": " + e.Reason }
+
+// StartEmbedded starts the server on loopback; maxPayload 0 keeps NATS's
+// default (1 MiB).
 func StartEmbedded(maxPayload int32) (*Embedded, error) {
-	tok := make([]byte, 16)
-	if _, err := rand.Read(tok); err != nil {
-		return nil, err
+	return StartEmbeddedOn(EmbeddedOptions{MaxPayload: maxPayload})
+}
+
+// IsLoopback says whether host names only this machine: a loopback address,
+// or localhost. An unspecified address (0.0.0.0, ::, "") listens everywhere.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
 	}
-	o := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, Authorization: hex.EncodeToString(tok),
-		NoLog: true, NoSigs: true, MaxPayload: maxPayload}
-	srv, err := server.NewServer(o)
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// StartEmbeddedOn starts the server as o says. Off loopback it refuses to
+// start without a token or TLS: anyone who can reach the port could
+// otherwise read and write every run's traffic.
+func StartEmbeddedOn(o EmbeddedOptions) (*Embedded, error) {
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	tls := o.TLSCert != "" || o.TLSKey != ""
+	if tls && (o.TLSCert == "" || o.TLSKey == "") {
+		return nil, &EmbeddedError{"TLS", "needs both a certificate and its key"}
+	}
+	if o.NoToken && !tls && !IsLoopback(o.Host) {
+		return nil, &EmbeddedError{"listen " + net.JoinHostPort(o.Host, fmt.Sprint(o.Port)), "off loopback the server needs a token or TLS"}
+	}
+	if o.Token == "" && !o.NoToken {
+		tok := make([]byte, 16)
+		if _, err := rand.Read(tok); err != nil {
+			return nil, err
+		}
+		o.Token = hex.EncodeToString(tok)
+	}
+	port := o.Port
+	if port == 0 {
+		port = server.RANDOM_PORT
+	} else if l, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(port))); err != nil {
+		// the server would only log it, and never become ready
+		return nil, &EmbeddedError{"listen", err.Error()}
+	} else {
+		l.Close()
+	}
+	so := &server.Options{Host: o.Host, Port: port, NoLog: true, NoSigs: true, MaxPayload: o.MaxPayload}
+	if !o.NoToken {
+		so.Authorization = o.Token
+	}
+	if tls {
+		cfg, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: o.TLSCert, KeyFile: o.TLSKey})
+		if err != nil {
+			return nil, &EmbeddedError{"TLS", err.Error()}
+		}
+		so.TLSConfig, so.TLS, so.TLSTimeout = cfg, true, 2
+	}
+	srv, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
 	srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("embedded NATS server: not ready after 10 s")
+		return nil, fmt.Errorf("embedded NATS server: cannot listen on %s (not ready after 10 s)", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
 	}
-	return &Embedded{srv: srv, Token: o.Authorization}, nil
+	return &Embedded{srv: srv, Token: so.Authorization, TLS: tls}, nil
 }
 
-// URL is the server's client address.
-func (e *Embedded) URL() string { return e.srv.ClientURL() }
+// URL is the server's client address, dialable from this host (an
+// unspecified listen address becomes 127.0.0.1).
+func (e *Embedded) URL() string {
+	host, port := e.Addr()
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	scheme := "nats"
+	if e.TLS {
+		scheme = "tls"
+	}
+	return scheme + "://" + net.JoinHostPort(host, fmt.Sprint(port))
+}
+
+// Addr is the address the server listens on and its port.
+func (e *Embedded) Addr() (string, int) {
+	a, ok := e.srv.Addr().(*net.TCPAddr)
+	if !ok {
+		return "", 0
+	}
+	return a.IP.String(), a.Port
+}
 
 // Shutdown stops the server.
 func (e *Embedded) Shutdown() {
@@ -51,11 +144,21 @@ func (e *Embedded) Shutdown() {
 
 // NATSOptions say how to reach a NATS server or cluster.
 type NATSOptions struct {
-	URL       string // one or more, comma-separated
+	URL       string // one or more, comma-separated: the nodes of a cluster
 	Token     string
 	CredsFile string // a .creds file (JWT and NKey)
 	CAFile    string // trust these roots for TLS
 	Name      string
+	// InProcess, when set, is dialled inside this process instead of over
+	// URL (the coordinator of an embedded server: no TLS to itself).
+	InProcess *Embedded
+	// OnDisconnect and OnReconnect, when set, hear of a lost server and of
+	// the node the connection moved to.
+	OnDisconnect func(err error)
+	OnReconnect  func(url string)
+	// OnError, when set, hears of what the server refused asynchronously
+	// (a permissions violation: a subject the user may not use).
+	OnError func(err error)
 }
 
 // NATS is a Transport over a NATS connection.
@@ -65,9 +168,13 @@ type NATS struct {
 	subs []*nats.Subscription
 }
 
-// DialNATS connects. The client's reconnect buffer is off: it would queue
-// publishes silently while disconnected; the links resend what is not
-// acknowledged instead.
+// DialNATS connects. With several URLs, the client reconnects to another
+// node when its own goes, for ever, every 100 ms: a run that loses every
+// node stops on its heartbeats' silence (HeartbeatTimeout), not on the
+// client giving up. The client restores its subscriptions on the new node.
+// Its reconnect buffer is off: it would queue publishes silently while
+// disconnected; a publish then is lost (Publish says nothing) and the links
+// resend what is not acknowledged instead.
 func DialNATS(o NATSOptions) (*NATS, error) {
 	opts := []nats.Option{nats.Name(o.Name), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}
 	if o.Token != "" {
@@ -78,6 +185,22 @@ func DialNATS(o NATSOptions) (*NATS, error) {
 	}
 	if o.CAFile != "" {
 		opts = append(opts, nats.RootCAs(o.CAFile))
+	}
+	if o.InProcess != nil {
+		opts = append(opts, nats.InProcessServer(o.InProcess.srv))
+	}
+	if o.OnDisconnect != nil {
+		opts = append(opts, nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil { // nil: closed on purpose
+				o.OnDisconnect(err)
+			}
+		}))
+	}
+	if o.OnReconnect != nil {
+		opts = append(opts, nats.ReconnectHandler(func(nc *nats.Conn) { o.OnReconnect(nc.ConnectedUrlRedacted()) }))
+	}
+	if o.OnError != nil {
+		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { o.OnError(err) }))
 	}
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
@@ -113,7 +236,19 @@ func DialNATSWaiting(ctx context.Context, o NATSOptions, wait time.Duration, wai
 	}
 }
 
-func (n *NATS) Publish(subject string, data []byte) error { return n.nc.Publish(subject, data) }
+// Publish sends data on subject. While the client reconnects, the message
+// is lost as if on the wire, not an error: the links resend it.
+func (n *NATS) Publish(subject string, data []byte) error {
+	err := n.nc.Publish(subject, data)
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		return nil
+	}
+	return err
+}
+
+// ConnectedURL is the node the client is connected to now ("" while it
+// reconnects), its user information redacted.
+func (n *NATS) ConnectedURL() string { return n.nc.ConnectedUrlRedacted() }
 
 func (n *NATS) Subscribe(subject string, fn func([]byte)) (func(), error) {
 	sub, err := n.nc.Subscribe(subject, func(m *nats.Msg) { fn(m.Data) })

@@ -162,3 +162,37 @@ func TestDialWaitsForALateServer(t *testing.T) {
 		t.Errorf("gave up after %v, want about 300ms", d)
 	}
 }
+
+// TestPublishWhileReconnecting: with its server gone and the client trying
+// to reconnect, a publish is lost, not an error (a link would fail its run
+// on an error; it resends a lost frame); once the connection is closed on
+// purpose, a publish is an error again.
+func TestPublishWhileReconnecting(t *testing.T) {
+	srv, err := StartEmbedded(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := make(chan error, 1)
+	nt, err := DialNATS(NATSOptions{URL: srv.URL(), Token: srv.Token, OnDisconnect: func(err error) { lost <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	select {
+	case <-lost:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client never heard its server go")
+	}
+	if st := nt.nc.Status(); st != nats.RECONNECTING {
+		t.Fatalf("client status %v, want reconnecting", st)
+	}
+	for i := 0; i < 3; i++ {
+		if err := nt.Publish("graphpipe.x.g1.s0", []byte("frame")); err != nil {
+			t.Fatalf("publish %d while reconnecting: %v", i, err)
+		}
+	}
+	nt.Close()
+	if err := nt.Publish("graphpipe.x.g1.s0", []byte("frame")); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Fatalf("publish on a closed connection: %v, want %v", err, nats.ErrConnectionClosed)
+	}
+}

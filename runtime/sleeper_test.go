@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/search"
 )
 
@@ -24,22 +25,22 @@ func TestEmulationTakesThePlansTime(t *testing.T) {
 	}
 	for _, sched := range []string{"1f1b", "zb", "gpipe"} {
 		t.Run(sched, func(t *testing.T) {
-			plan, err := search.Search(g, search.Options{Device: search.Profiles["cpu"], Devices: 4, Strategy: "gpp", Schedule: sched, MicroBatch: 4})
+			pl, err := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: 4, Strategy: "gpp", Schedule: sched, MicroBatch: 4})
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan = scaled(plan, 0.1/plan.Predicted.IterationS) // 100 ms an iteration
-			sim, err := plan.Simulate()
+			pl = scaled(pl, 0.1/pl.Predicted.IterationS) // 100 ms an iteration
+			sim, err := pl.Simulate()
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			res, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "emu", 3, Options{Emulate: true})
+			res, err := RunLocal(ctx, g, pl, NewMemory(1, Faults{}, 1<<20), "emu", 3, Options{Emulate: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%d stages, iterations %.4f s, simulated %.4f s", len(plan.Stages), res.Iters, sim.Iteration)
+			t.Logf("%d stages, iterations %.4f s, simulated %.4f s", len(pl.Stages), res.Iters, sim.Iteration)
 			for i, it := range res.Iters {
 				if it < sim.Iteration-1e-6 || it > 5*sim.Iteration+1 {
 					t.Errorf("iteration %d took %.4f s, the simulator says %.4f s", i, it, sim.Iteration)
@@ -49,11 +50,11 @@ func TestEmulationTakesThePlansTime(t *testing.T) {
 	}
 }
 
-// scaled is a copy of plan with every duration k times as long.
-func scaled(plan *search.Plan, k float64) *search.Plan {
-	p := *plan
-	p.Stages = append([]search.PlanStage(nil), plan.Stages...)
-	p.Edges = append([]search.PlanEdge(nil), plan.Edges...)
+// scaled is a copy of the plan with every duration k times as long.
+func scaled(pl *plan.Plan, k float64) *plan.Plan {
+	p := *pl
+	p.Stages = append([]plan.PlanStage(nil), pl.Stages...)
+	p.Edges = append([]plan.PlanEdge(nil), pl.Edges...)
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS

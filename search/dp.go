@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/graphpipe/graphpipe/partition"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // The DP of gpp and spp (see doc.go), one file per part:
@@ -290,7 +291,7 @@ func (d *dp) extract(root *snode, k int) []assignment {
 }
 
 // noteGroups says, in each plan's notes, when the DP counted devices in groups.
-func (d *dp) noteGroups(plans []*Plan) {
+func (d *dp) noteGroups(plans []*plan.Plan) {
 	if d.g == 1 {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // BenchmarkSearchMMT32 is gpp on the zoo's MMT (its default configuration
@@ -18,7 +19,7 @@ func BenchmarkSearchMMT32(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	o := Options{Device: Profiles["v100"], Devices: 32}
+	o := Options{Device: plan.Profiles["v100"], Devices: 32}
 	for b.Loop() {
 		if _, err := Search(g, o); err != nil {
 			b.Fatal(err)
@@ -33,7 +34,7 @@ func BenchmarkSearchForkJoin(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	o := Options{Device: Profiles["v100"], Devices: 8}
+	o := Options{Device: plan.Profiles["v100"], Devices: 8}
 	for b.Loop() {
 		if _, err := Search(g, o); err != nil {
 			b.Fatal(err)

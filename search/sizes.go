@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // planner is one strategy's DP over one search space, with what its plans
@@ -26,7 +27,7 @@ func (pl *planner) dp(b int64) *dp {
 }
 
 // assemble builds the plan of d's current solution on k devices.
-func (pl *planner) assemble(d *dp, k int) (*Plan, error) {
+func (pl *planner) assemble(d *dp, k int) (*plan.Plan, error) {
 	var in []stageIn
 	for _, a := range d.extract(d.sp.root, k) {
 		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: a.k * d.g, cost: d.cost(a), blk: d.sp.blocks[a.block]})
@@ -38,7 +39,7 @@ func (pl *planner) assemble(d *dp, k int) (*Plan, error) {
 // size's plans in ascending order of size, so the outcome is deterministic.
 // Then, at the sizes whose plan could still be beaten by a shallower one
 // (frontier), it follows the DP's frontier and offers what it finds.
-func (pl *planner) plans(consider func(*Plan, string)) error {
+func (pl *planner) plans(consider func(*plan.Plan, string)) error {
 	sizes := pl.o.microBatches()
 	first := make([]sized, len(sizes))
 	if err := each(len(sizes), func(i int) (err error) {
@@ -66,7 +67,7 @@ func (pl *planner) plans(consider func(*Plan, string)) error {
 		return first[order[a]].plans[0].Predicted.IterationS < first[order[b]].plans[0].Predicted.IterationS
 	})
 	order = order[:min(len(order), frontierSizes)]
-	more := make([][]*Plan, len(sizes))
+	more := make([][]*plan.Plan, len(sizes))
 	if err := each(len(order), func(j int) (err error) {
 		i := order[j]
 		more[i], err = pl.frontier(sizes[i], first[i], best)
@@ -115,7 +116,7 @@ type least struct {
 // (when there is one), and gain > 0, the most a shallower plan at this size
 // could shorten the DP's (as a factor), when that is worth looking for.
 type sized struct {
-	plans    []*Plan
+	plans    []*plan.Plan
 	gain     float64
 	k, i, at int  // the DP's devices, candidate index and depth
 	rec      bool // the DP's plan is the one with recomputation allowed (recomputeAt)
@@ -173,8 +174,8 @@ func (pl *planner) planAt(b int64) (sized, error) {
 // bottleneck (see doc.go): up to shallowerPlans plans, each the shallowest
 // at one of frontierProbes bottlenecks up to what can still pay (f.gain), at
 // the least bottleneck of its depth.
-func (pl *planner) frontier(b int64, f sized, best float64) ([]*Plan, error) {
-	var out []*Plan
+func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error) {
+	var out []*plan.Plan
 	if shallowerPlans == 0 {
 		return nil, nil
 	}

@@ -9,28 +9,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 )
 
 // connect dials the run's NATS server: --nats's, or an embedded one
 // started here (stop shuts it down).
-func connect(nf *natsFlags, runID string) (*runtime.NATS, runtime.NATSOptions, func(), error) {
-	opts := nf.options("graphpipe coordinator " + runID)
-	shutdown := func() {}
-	if opts.URL == "" {
-		srv, err := runtime.StartEmbedded(0)
-		if err != nil {
-			return nil, opts, nil, err
-		}
-		shutdown = srv.Shutdown
-		opts.URL, opts.Token = srv.URL(), srv.Token
-	}
-	t, err := runtime.DialNATS(opts)
+func connect(nf *natsFlags, runID, workers string, log io.Writer) (*runtime.NATS, *runNATS, func(), error) {
+	ns, err := startNATS(nf, runID, workers, log)
 	if err != nil {
-		shutdown()
-		return nil, opts, nil, inputf("--nats: %v", err)
+		return nil, nil, nil, err
 	}
-	return t, opts, func() { t.Close(); shutdown() }, nil
+	t, err := runtime.DialNATS(ns.opts)
+	if err != nil {
+		ns.close()
+		return nil, nil, nil, inputf("--nats: %v", err)
+	}
+	return t, ns, func() { t.Close(); ns.close() }, nil
 }
 
 // checkWorkers checks --workers: local, external or pool:NAME (which needs
@@ -53,12 +48,13 @@ func checkWorkers(workers, natsURL string) error {
 
 // launcher is --workers's launcher: local worker processes (with wargs(i)
 // their extra arguments), workers started elsewhere, or a pool's agents.
-func launcher(workers string, t runtime.Transport, opts runtime.NATSOptions, joinTimeout time.Duration, wargs func(int) []string, log io.Writer) (runtime.Launcher, error) {
+func launcher(workers string, t runtime.Transport, ns *runNATS, joinTimeout time.Duration, wargs func(int) []string, log io.Writer) (runtime.Launcher, error) {
 	if pool, ok := strings.CutPrefix(workers, "pool:"); ok {
 		return runtime.NewPoolLauncher(t, pool, joinTimeout, log)
 	}
+	opts := ns.opts
 	if workers == "external" {
-		return &runtime.ExternalLauncher{URL: opts.URL, Log: log}, nil
+		return &runtime.ExternalLauncher{Announce: func(n int, run string) { ns.announce(log, workers, n, run) }}, nil
 	}
 	return &runtime.LocalLauncher{URL: opts.URL, Env: func(n int) []string { return workerEnv(n, opts.Token) }, Args: wargs, Log: log}, nil
 }
@@ -101,7 +97,7 @@ func jobError(err error) error {
 // at once, preempt one another and the server relaying their messages: the
 // small MMT on 2 workers and 2 cores took 6.05-7.34 ms per iteration, with a
 // core each 4.84-5.19 ms. Likewise, unless the user set GOMEMLIMIT, an even
-// share of hostShare of the host's memory each, as a soft limit: a Go heap
+// share of profile.HostShare of the host's memory each, as a soft limit: a Go heap
 // grows to twice its live size between collections, and eight workers of the
 // paper's MMT (14.7 GB predicted in all) were killed for memory on a 25 GB
 // host without it.
@@ -112,7 +108,7 @@ func workerEnv(n int, token string) []string {
 	}
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		if host := hostMemory(); host > 0 {
-			env = append(env, fmt.Sprintf("GOMEMLIMIT=%d", int64(hostShare*float64(host))/int64(n)))
+			env = append(env, fmt.Sprintf("GOMEMLIMIT=%d", int64(profile.HostShare*float64(host))/int64(n)))
 		}
 	}
 	return env

@@ -12,11 +12,12 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/profile"
 )
 
 func main() {
 	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	writePeak()
+	profile.WritePeak()
 	os.Exit(code)
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,6 +12,7 @@ import (
 	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -42,14 +44,16 @@ plan is printed before training. By default an embedded NATS server is
 started on 127.0.0.1 with a random token and one worker process per device of
 the plan (a stage on several devices runs as replicas); --nats uses an
 external server or cluster, and --workers external waits for as many workers
-started elsewhere with 'graphpipe worker --nats URL --run ID'; --workers
-pool:NAME takes them from the agents of a pool ('graphpipe worker --nats URL
---pool NAME'), each plan node's on one host, and gives them back at the end.
-With --restarts, a lost, hung or silent worker (--heartbeat-timeout) is
-replaced and the run resumes from its last checkpoint; on a pool, with
---elastic, when no spare agent comes within --replace-wait the run re-plans
-for the agents left, and grows back at a checkpoint when agents return (each
-re-plan is logged, and listed in --json's replans).`,
+started elsewhere with 'graphpipe worker --nats URL --run ID' (the command is
+printed); --workers pool:NAME takes them from the agents of a pool
+('graphpipe worker --nats URL --pool NAME'), each plan node's on one host, and
+gives them back at the end. --nats-listen ADDR:PORT lets workers on other
+hosts reach the embedded server (with a token, or TLS). With --restarts, a
+lost, hung or silent worker (--heartbeat-timeout) is replaced and the run
+resumes from its last checkpoint; on a pool, with --elastic, when no spare
+agent comes within --replace-wait the run re-plans for the agents left, and
+grows back at a checkpoint when agents return (each re-plan is logged, and
+listed in --json's replans).`,
 		Example: "  graphpipe run mmt-small.json --devices 3 --device cpu --steps 20\n  graphpipe run plan.json --model mmt.json --nats nats://10.0.0.5:4222 --workers external",
 		Args:    args("MODEL|PLAN"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -93,6 +97,9 @@ re-plan is logged, and listed in --json's replans).`,
 			if err := nf.check(); err != nil {
 				return err
 			}
+			if err := nf.checkListen(workers); err != nil {
+				return err
+			}
 			train.Steps, train.MicroBatch = steps, int(plan.MicroBatch) // --epochs may have set the steps
 			o := runtime.Options{Train: train, Data: d.optionsSpec()}
 			if err := nff.check(); err != nil {
@@ -115,6 +122,8 @@ re-plan is logged, and listed in --json's replans).`,
 			}
 			if runID == "" {
 				runID = randomID()
+			} else if err := checkRunID(runID); err != nil {
+				return err
 			}
 			if ckptDir != "" {
 				if err := checkCheckpointOut(ckptDir); err != nil {
@@ -188,7 +197,7 @@ re-plan is logged, and listed in --json's replans).`,
 			}
 			if workers == "local" && !o.Emulate && df.backend != "cuda" {
 				what := fmt.Sprintf("the plan's local workers (%s devices, %d samples per iteration; the peak memory the plan predicts per device, summed)", plan.Device.Name, plan.BatchSize)
-				if err := checkHost("--batch", what, estimateSlack*planNeed(plan)); err != nil {
+				if err := checkHost("--batch", what, profile.EstimateSlack*profile.PlanNeed(plan)); err != nil {
 					return err
 				}
 			}
@@ -220,6 +229,7 @@ re-plan is logged, and listed in --json's replans).`,
 	}
 	sf.register(cmd)
 	nf.register(cmd)
+	nf.registerListen(cmd)
 	df.registerRun(cmd)
 	nff.register(cmd)
 	data.register(cmd)
@@ -253,12 +263,15 @@ func runPlan(cmd *cobra.Command, job *runtime.Job, nf *natsFlags, workers string
 	ctx, sig := watchSignals(cmd.Context(), log)
 	defer sig.done()
 	job.Options.Stop, job.Options.Skipped, job.Options.OnEval = sig.stop, prog.skipped, prog.eval
-	t, opts, stop, err := connect(nf, job.Run)
+	t, ns, stop, err := connect(nf, job.Run, workers, log)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	l, err := launcher(workers, t, opts, job.Options.JoinTimeout, wargs, log)
+	if workers != "external" && !strings.HasPrefix(workers, "pool:") {
+		ns.announce(log, workers, runtime.Workers(job.Plan), job.Run)
+	}
+	l, err := launcher(workers, t, ns, job.Options.JoinTimeout, wargs, log)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
@@ -95,7 +96,7 @@ in PyTorch.`,
 			}
 			b, m := cmp.Or(batch, int(g.BatchSize())), cmp.Or(micro, batch, int(g.BatchSize()))
 			if b > 0 && m > 0 {
-				if err := checkHost("--batch", fmt.Sprintf("training %s at batch %d, micro-batch %d, in one process", g.Name(), b, m), estimateSlack*trainNeed(g, b, m, float64(stateBytes(o)))); err != nil {
+				if err := checkHost("--batch", fmt.Sprintf("training %s at batch %d, micro-batch %d, in one process", g.Name(), b, m), profile.EstimateSlack*profile.TrainNeed(g, b, m, float64(stateBytes(o)))); err != nil {
 					return err
 				}
 			}

@@ -49,6 +49,11 @@ next run. The token comes from --nats-token or $` + tokenEnv + `.`,
 			if err := nf.check(); err != nil {
 				return err
 			}
+			if runID != "" {
+				if err := checkRunID(runID); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			if managed {
 				// SIGINT and SIGTERM are the coordinator's to act on
@@ -74,7 +79,9 @@ next run. The token comes from --nats-token or $` + tokenEnv + `.`,
 			if pool != "" {
 				name = "graphpipe agent of pool " + pool
 			}
-			t, err := runtime.DialNATSWaiting(ctx, nf.options(name), connectWait, func(err error) {
+			no := nf.options(name)
+			logConnection(&no, cmd.ErrOrStderr(), "graphpipe worker")
+			t, err := runtime.DialNATSWaiting(ctx, no, connectWait, func(err error) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %v: waiting up to %v for the server\n", err, connectWait)
 			})
 			if err != nil {
@@ -83,12 +90,12 @@ next run. The token comes from --nats-token or $` + tokenEnv + `.`,
 			defer t.Close()
 			logf := workerLog(cmd.ErrOrStderr(), quiet)
 			if pool != "" {
-				logf("connected to %s", redactURLs(nf.url))
+				logf("connected to %s", t.ConnectedURL())
 				a := &runtime.Agent{Pool: pool, Host: host, Device: dev, Profile: agentProfile(dev), Log: logf,
 					Options: []runtime.WorkerOption{runtime.WithPrecision(df.precision)}}
 				return a.Serve(ctx, t)
 			}
-			logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", redactURLs(nf.url), runID, gen, deviceName(dev))
+			logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", t.ConnectedURL(), runID, gen, deviceName(dev))
 			return runtime.ServeLogged(ctx, t, runID, gen, dev, logf, runtime.WithPrecision(df.precision))
 		},
 	}
