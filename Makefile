@@ -82,6 +82,7 @@ fuzz:
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/graphpipe -run '^$$' -fuzz '^FuzzDecodeRun$$' -fuzztime $(FUZZTIME)
+	GRAPHPIPE_FAULTS=long $(GO) test ./cmd/graphpipe -run '^TestRandomFaults$$' -count=1 -v   # 20 faults over 5 runs on a pool (about 80 s)
 
 # Every shell block of README.md, in order, in a fresh temporary directory, as
 # a new user would type them (the README's own first block builds graphpipe
@@ -110,6 +111,7 @@ bench-quick:
 # The Go benchmarks behind the report, one by one (go test -bench).
 bench-go:
 	$(GO) test ./bench -run '^$$' -bench . -benchtime 1x -timeout 60m
+	$(GO) test ./cmd/graphpipe -run '^$$' -bench '^BenchmarkRecovery$$' -benchtime 1x   # a lost agent to training again, per phase
 
 # Binaries for the GPU checks, to carry to a machine with a GPU and run
 # there with bench/gpu/run.sh (no Go needed there).

@@ -75,4 +75,12 @@
 //     refuses: PlacementError), fails the generation when a taken agent
 //     falls silent, and releases its agents at the end. An agent held by a
 //     coordinator that falls silent goes back to the pool by itself.
+//  12. With Supervisor.Elastic and a launcher that counts its devices
+//     (Capacity: a pool), a restart whose spare does not come within
+//     ReplaceWait runs a plan for the devices left (Elastic.Replan, the
+//     caller's planner: runtime plans nothing), resumed from the last
+//     checkpoint; a generation on fewer devices than the first plan stops at
+//     its next checkpoint once more are there, and grows back. Every
+//     recovery is timed per phase (Recovery, in Result.Recoveries) from the
+//     lost worker's last sign of life (SilentError) to training again.
 package runtime

@@ -123,12 +123,31 @@ func watchWorkers(ctx context.Context, t Transport, run string, gen uint32, n in
 		defer mu.Unlock()
 		for id, at := range last {
 			if quiet := quietFor(at, awake, now); quiet > heartbeatTimeout() {
-				return fmt.Errorf("%s has been silent for %v: it died or its host is cut off", names(id), quiet.Round(time.Millisecond))
+				return &SilentError{Who: names(id), Silent: quiet}
 			}
 		}
 		return nil
 	})
 	return nil
+}
+
+// SilentError is a worker lost to silence: nothing heard of it for Silent,
+// more than the heartbeat timeout.
+type SilentError struct {
+	Who    string // "worker 2 (stage 1, replica 0)"
+	Silent time.Duration
+}
+
+func (e *SilentError) Error() string {
+	return fmt.Sprintf("%s has been silent for %v: it died or its host is cut off", e.Who, e.Silent.Round(time.Millisecond))
+}
+
+// SetHeartbeatTimeout sets how long a silent peer is waited for before it
+// counts as lost (run --heartbeat-timeout): at least two heartbeats.
+func SetHeartbeatTimeout(d time.Duration) {
+	timingMu.Lock()
+	defer timingMu.Unlock()
+	HeartbeatTimeout = d
 }
 
 func workerBeat(id int) []byte {

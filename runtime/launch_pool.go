@@ -113,8 +113,12 @@ func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 	// they stop
 	go beat(ctx, p.t, coordBeats(gen.Run), []byte{})
 	var deadline <-chan time.Time
-	if p.JoinTimeout > 0 {
-		tm := time.NewTimer(p.JoinTimeout)
+	wait := p.JoinTimeout
+	if gen.Wait > 0 {
+		wait = gen.Wait
+	}
+	if wait > 0 {
+		tm := time.NewTimer(wait)
 		defer tm.Stop()
 		deadline = tm.C
 	}
@@ -157,7 +161,7 @@ func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 			if err != nil {
 				return err
 			}
-			return fmt.Errorf("pool %s: %d of the %d agents the plan needs free within %v", p.Pool, len(agents), len(gen.Slots), p.JoinTimeout)
+			return fmt.Errorf("pool %s: %d of the %d agents the plan needs free within %v", p.Pool, len(agents), len(gen.Slots), wait)
 		case <-p.change:
 		case <-tick.C:
 		}
@@ -229,8 +233,8 @@ func (p *PoolLauncher) watch(ctx context.Context, gen *Generation, placed map[in
 			p.mu.Unlock()
 			if quiet > heartbeatTimeout() && gen.Lost != nil {
 				p.setAside(ad.Agent)
-				gen.Lost(fmt.Errorf("agent %s of pool %s (host %s, pid %d), worker %d (stage %d, replica %d), has been silent for %v: it died or its host is cut off",
-					ad.Agent, p.Pool, ad.Host, ad.PID, s.Worker, s.Stage, s.Replica, quiet.Round(time.Millisecond)))
+				gen.Lost(&SilentError{Who: fmt.Sprintf("agent %s of pool %s (host %s, pid %d), worker %d (stage %d, replica %d),",
+					ad.Agent, p.Pool, ad.Host, ad.PID, s.Worker, s.Stage, s.Replica), Silent: quiet})
 				return
 			}
 		}
@@ -289,6 +293,10 @@ func (p *PoolLauncher) report(gen *Generation, placed map[int]Advert) {
 		fmt.Fprintf(p.Log, "pool %s: node %d on host %s: %s\n", p.Pool, n, host[n], strings.Join(byNode[n], ", "))
 	}
 }
+
+// Capacity is how many agents it could take now: its own and the free
+// ones, heard within the heartbeat timeout (an elastic run's device count).
+func (p *PoolLauncher) Capacity() int { return len(p.live()) }
 
 // Placed is the agent each worker of generation gen was given.
 func (p *PoolLauncher) Placed(gen uint32) map[int]Advert { return p.placed[gen] }

@@ -34,6 +34,9 @@ type Result struct {
 	// GradNorms, with clipping, is each iteration's global gradient norm
 	// before clipping (what clip_grad_norm_ returns; 0 where not finite).
 	GradNorms []float64
+	// Recoveries lists how the run went on after each generation that
+	// ended early (Supervisor only).
+	Recoveries []Recovery
 }
 
 // Joined is a worker that joined a run.

@@ -36,6 +36,9 @@ type Generation struct {
 	Plan  *plan.Plan
 	Slots []Slot
 	From  int // the step it starts at
+	// Wait, when positive, bounds how long Start waits for its workers
+	// (a restart's, when elastic); 0: the launcher's own limit.
+	Wait time.Duration
 	// Lost is how a launcher reports a worker lost mid-generation: the
 	// generation fails with err.
 	Lost func(err error)
@@ -67,6 +70,8 @@ func Slots(plan *plan.Plan) []Slot {
 // job's start, each later one, after a failure, from the last checkpoint,
 // up to Job.Local.Restarts of them. A failure no restart can mend (the
 // data refused, a divergence, a stop asked for, ctx ended) ends it at once.
+// With Elastic, a later generation may run another plan (elastic.go); once
+// Run returns, Job.Plan is the last generation's.
 type Supervisor struct {
 	Job      *Job
 	T        Transport // the coordinator's connection
@@ -79,6 +84,16 @@ type Supervisor struct {
 	// one has failed, before the error is returned or a restart is made.
 	Starting func(from int)
 	Failed   func()
+	// Elastic, when set, re-plans onto the devices left when no spare
+	// comes, and grows back when they return.
+	Elastic *Elastic
+	// Replanned is told each change of plans (Elastic's), after the log.
+	Replanned func(old, new *plan.Plan)
+
+	first      *plan.Plan  // the job's plan
+	pending    *recovering // the recovery under way
+	recoveries []Recovery
+	coordEnd   time.Time // when the last generation's coordinator returned a failure
 }
 
 // Run runs the job to its end and writes its outputs. It returns the result
@@ -95,6 +110,7 @@ func (s *Supervisor) Run(ctx context.Context) (*Result, float64, error) {
 		initial = o.Resume
 	}
 	restarts := j.Local.Restarts
+	s.first = j.Plan
 	start := time.Now()
 	var res *Result
 	for gen := uint32(1); ; gen++ {
@@ -103,14 +119,24 @@ func (s *Supervisor) Run(ctx context.Context) (*Result, float64, error) {
 		if s.Starting != nil {
 			s.Starting(g.From)
 		}
+		if s.pending != nil {
+			s.pending.started = time.Now()
+			if _, ok := s.capacity(); ok {
+				g.Wait = s.Elastic.ReplaceWait + ConfirmTimeout // a spare that does not come is met by the next restart's re-plan
+			}
+		}
 		var err error
-		if res, err = s.generation(ctx, g, o); err == nil {
+		var grew bool
+		if res, grew, err = s.generation(ctx, g, o); err == nil {
 			break
 		}
-		if IsDataError(err) || ctx.Err() != nil || restarts == 0 || Final(err) {
+		ended := time.Now()
+		if !grew && (IsDataError(err) || ctx.Err() != nil || restarts == 0 || Final(err)) {
 			return nil, 0, err // no restart reads other data
 		}
-		restarts--
+		if !grew {
+			restarts--
+		}
 		o.Resume = initial
 		from := "step 0"
 		if o.CheckpointDir != "" {
@@ -118,29 +144,78 @@ func (s *Supervisor) Run(ctx context.Context) (*Result, float64, error) {
 				o.Resume, from = c, fmt.Sprintf("the checkpoint at step %d", c.Manifest.Step)
 			}
 		}
-		if s.Log != nil {
+		if s.Log != nil && !grew {
 			fmt.Fprintf(s.Log, "graphpipe: %v\ngraphpipe: restarting the workers as generation %d from %s (%d restarts left)\n", err, gen+1, from, restarts)
+		}
+		if err := s.recover(ctx, gen, err, grew, ended, &o); err != nil {
+			return nil, 0, err
 		}
 	}
 	secs := time.Since(start).Seconds()
+	res.Recoveries = s.recoveries
 	if err := j.Local.Outputs.write(j, res, initial); err != nil {
 		return nil, 0, err
 	}
 	return res, secs, nil
 }
 
+// recover chooses the next generation's plan after the last one ended with
+// why (at ended): the same, or, when elastic, one for the devices there.
+func (s *Supervisor) recover(ctx context.Context, gen uint32, why error, grew bool, ended time.Time, o *Options) error {
+	j := s.Job
+	r := &recovering{Recovery: Recovery{Step: startStep(*o), Gen: gen + 1, Reason: why.Error(), From: shapeOf(j.Plan)}, grow: grew}
+	r.Seconds.Detect = detectSeconds(why)
+	if grew {
+		r.Reason = "more devices are there: growing back"
+	}
+	p, err := s.nextPlan(ctx, j.Plan, grew, r)
+	if err != nil {
+		return err
+	}
+	if !s.coordEnd.IsZero() {
+		r.Seconds.Stop = ended.Sub(s.coordEnd).Seconds()
+	}
+	r.To = shapeOf(p)
+	old := j.Plan
+	if p != old {
+		j.Plan = p
+		o.Train.MicroBatch = int(p.MicroBatch)
+	}
+	s.replanned(r, old, p)
+	s.pending = r
+	return nil
+}
+
 // generation runs one generation to the end, or to the first failure,
-// which it returns with its cause.
-func (s *Supervisor) generation(ctx context.Context, g *Generation, o Options) (*Result, error) {
+// which it returns with its cause; grew says the generation stopped to
+// grow back onto more workers.
+func (s *Supervisor) generation(ctx context.Context, g *Generation, o Options) (*Result, bool, error) {
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	g.Lost = fail
+	gr := s.watchGrow(ctx, g, &o)
+	s.coordEnd = time.Time{}
 	if err := s.Launcher.Start(ctx, g); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer func() { s.Launcher.Stop(g, context.Cause(ctx) != nil) }()
-	res, err := Coordinate(ctx, s.Job.Graph, g.Plan, s.T, s.Job.Run, s.Job.Steps, o, s.Progress)
+	first := true
+	progress := func(iter int64, loss float64) {
+		if first {
+			first = false
+			s.trainingAgain()
+		}
+		gr.checkpointed(int(iter), o.CheckpointEvery, s.Job.Steps)
+		if s.Progress != nil {
+			s.Progress(iter, loss)
+		}
+	}
+	res, err := Coordinate(ctx, s.Job.Graph, g.Plan, s.T, s.Job.Run, s.Job.Steps, o, progress)
 	if err != nil {
+		s.coordEnd = time.Now()
+		if gr.grew(err) {
+			return nil, true, err
+		}
 		if s.Failed != nil {
 			s.Failed()
 		}
@@ -150,9 +225,9 @@ func (s *Supervisor) generation(ctx context.Context, g *Generation, o Options) (
 		// the workers go at once, instead of waiting out the
 		// coordinator's silence (4 s)
 		fail(err)
-		return nil, err
+		return nil, false, err
 	}
-	return res, nil
+	return res, false, nil
 }
 
 // Final says whether a generation's failure must not be met with a

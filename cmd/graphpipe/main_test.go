@@ -15,7 +15,7 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files")
 
 // gp runs a command line in process and returns its exit status and output.
-func gp(t *testing.T, stdin string, args ...string) (int, string, string) {
+func gp(t testing.TB, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := run(args, strings.NewReader(stdin), &out, &errb)

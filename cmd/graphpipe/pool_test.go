@@ -21,7 +21,7 @@ type testPool struct {
 	url, token string
 }
 
-func newTestPool(t *testing.T) *testPool {
+func newTestPool(t testing.TB) *testPool {
 	t.Helper()
 	srv, err := runtime.StartEmbedded(0)
 	if err != nil {
@@ -52,7 +52,7 @@ func (a *agentProc) stderr() string {
 }
 
 // agent starts an agent of pool on host (none: the default label).
-func (p *testPool) agent(t *testing.T, pool, host string) *agentProc {
+func (p *testPool) agent(t testing.TB, pool, host string) *agentProc {
 	t.Helper()
 	self, _ := os.Executable()
 	args := []string{"worker", "--nats", p.url, "--pool", pool}

@@ -76,7 +76,7 @@ func startRun(t *testing.T, args ...string) *exec.Cmd {
 }
 
 // waitCheckpoint waits for a whole checkpoint in dir and returns its step.
-func waitCheckpoint(t *testing.T, dir string) int {
+func waitCheckpoint(t testing.TB, dir string) int {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if c, err := runtime.LoadCheckpoint(dir, nil); err == nil {

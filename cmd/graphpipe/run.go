@@ -11,6 +11,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/stage"
@@ -25,7 +26,8 @@ func newRunCmd(stdin io.Reader) *cobra.Command {
 	var steps int
 	var of optimFlags
 	var workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath, timeline string
-	var ckptEvery, restarts, logEveryN int
+	var ckptEvery, logEveryN int
+	var ef elasticFlags
 	var metricsPath string
 	var initVals map[string]*stage.Value[float32]
 	var joinTimeout time.Duration
@@ -46,7 +48,12 @@ started elsewhere with 'graphpipe worker --nats URL --run ID' (the command is
 printed); --workers pool:NAME takes them from the agents of a pool
 ('graphpipe worker --nats URL --pool NAME'), each plan node's on one host, and
 gives them back at the end. --nats-listen ADDR:PORT lets workers on other
-hosts reach the embedded server (with a token, or TLS).`,
+hosts reach the embedded server (with a token, or TLS). With --restarts, a
+lost, hung or silent worker (--heartbeat-timeout) is replaced and the run
+resumes from its last checkpoint; on a pool, with --elastic, when no spare
+agent comes within --replace-wait the run re-plans for the agents left, and
+grows back at a checkpoint when agents return (each re-plan is logged, and
+listed in --json's replans).`,
 		Example: "  graphpipe run mmt-small.json --devices 3 --device cpu --steps 20\n  graphpipe run plan.json --model mmt.json --nats nats://10.0.0.5:4222 --workers external",
 		Args:    args("MODEL|PLAN"),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -177,8 +184,12 @@ hosts reach the embedded server (with a token, or TLS).`,
 					return usagef("--timeline %v", err)
 				}
 			}
-			if restarts < 0 || restarts > 0 && workers != "local" {
-				return usagef("--restarts: restarts need local workers and a count of at least 0")
+			if err := ef.check(cmd, workers); err != nil {
+				return err
+			}
+			el, err := ef.replanner(g, plan, &sf, modelPath == "")
+			if err != nil {
+				return err
 			}
 			wargs, err := df.workerArgs(workers, o.Emulate, plan, cmd.ErrOrStderr())
 			if err != nil {
@@ -195,7 +206,7 @@ hosts reach the embedded server (with a token, or TLS).`,
 			if logEveryN < 0 {
 				return usagef("--log-every: must be at least 1 (0: about ten lines a run), got %d", logEveryN)
 			}
-			job := &runtime.Job{Run: runID, Graph: g, Plan: plan, Steps: steps, Options: o, Local: runtime.Local{Restarts: restarts,
+			job := &runtime.Job{Run: runID, Graph: g, Plan: plan, Steps: steps, Options: o, Local: runtime.Local{Restarts: ef.restarts,
 				Outputs: runtime.Outputs{Dump: dump, Trace: trace, Timeline: timeline, Profile: prof, DumpData: d.source()}}}
 			if err := job.Validate(); err != nil {
 				return jobError(err)
@@ -213,7 +224,7 @@ hosts reach the embedded server (with a token, or TLS).`,
 				defer f.Close()
 				prog.metrics = f
 			}
-			return runPlan(cmd, job, &nf, workers, wargs, asJSON, prog)
+			return runPlan(cmd, job, &nf, workers, wargs, asJSON, prog, el)
 		},
 	}
 	sf.register(cmd)
@@ -236,7 +247,7 @@ hosts reach the embedded server (with a token, or TLS).`,
 	cmd.Flags().IntVar(&ckptEvery, "checkpoint-every", 0, "checkpoint after every K iterations (default: a tenth of --steps)")
 	cmd.Flags().StringVar(&initPath, "init", "", "start from the parameters and buffers in safetensors `FILE` (by name, e.g. graphpipe import --weights)")
 	cmd.Flags().StringVar(&resume, "resume", "", "resume from the newest whole checkpoint in `DIR` (any plan: parameters are keyed by name)")
-	cmd.Flags().IntVar(&restarts, "restarts", 0, "when a worker dies, restart the workers up to this many times, resuming from the last checkpoint (local workers)")
+	ef.register(cmd)
 	cmd.Flags().DurationVar(&joinTimeout, "join-timeout", 10*time.Minute, "give up when not every worker has joined within this long (0: wait for ever)")
 	cmd.Flags().StringVar(&prof, "profile", "", "write each op's time, per stage and pass, as a pprof profile to `FILE` (go tool pprof FILE)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
@@ -247,7 +258,7 @@ hosts reach the embedded server (with a token, or TLS).`,
 
 // runPlan runs job with --workers's launcher under a supervisor, and prints
 // its summary.
-func runPlan(cmd *cobra.Command, job *runtime.Job, nf *natsFlags, workers string, wargs func(int) []string, asJSON bool, prog *progress) error {
+func runPlan(cmd *cobra.Command, job *runtime.Job, nf *natsFlags, workers string, wargs func(int) []string, asJSON bool, prog *progress, el *runtime.Elastic) error {
 	log := cmd.ErrOrStderr()
 	ctx, sig := watchSignals(cmd.Context(), log)
 	defer sig.done()
@@ -265,7 +276,8 @@ func runPlan(cmd *cobra.Command, job *runtime.Job, nf *natsFlags, workers string
 		return err
 	}
 	sup := &runtime.Supervisor{Job: job, T: t, Launcher: l, Log: log,
-		Progress: prog.step, Starting: prog.start, Failed: prog.abort}
+		Progress: prog.step, Starting: prog.start, Failed: prog.abort, Elastic: el,
+		Replanned: func(_, p *plan.Plan) { describePlan(log, p, "re-planned", "") }}
 	res, secs, err := sup.Run(ctx)
 	if err != nil {
 		if e := jobError(err); e != nil {

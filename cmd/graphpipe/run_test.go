@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func readParams(t *testing.T, path string) map[string][]float32 {
+func readParams(t testing.TB, path string) map[string][]float32 {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -43,10 +43,14 @@ type runSummary struct {
 	// with --eval-data: the last evaluation, and every one
 	// Assignment, for a run on a pool's agents: which agent ran each
 	// worker, on which host.
-	Assignment   []assignedWorker `json:"assignment,omitempty"`
-	EvalLoss     *float64         `json:"eval_loss,omitempty"`
-	EvalAccuracy *float64         `json:"eval_accuracy,omitempty"`
-	Evals        []evalJSON       `json:"evals,omitempty"`
+	Assignment []assignedWorker `json:"assignment,omitempty"`
+	// Recoveries: how the run went on after each generation that ended
+	// early, per phase; Replans: those that changed plans (--elastic).
+	Recoveries   []runtime.Recovery `json:"recoveries"`
+	Replans      []runtime.Recovery `json:"replans"`
+	EvalLoss     *float64           `json:"eval_loss,omitempty"`
+	EvalAccuracy *float64           `json:"eval_accuracy,omitempty"`
+	Evals        []evalJSON         `json:"evals,omitempty"`
 }
 
 // printRun prints a finished run: its summary line, or --json's object.
@@ -63,6 +67,7 @@ func printRun(w io.Writer, g *dag.Graph, plan *plan.Plan, res *runtime.Result, s
 		sum.Skipped = append(sum.Skipped, i+1)
 	}
 	sum.StageTimes = runtime.StageTimes(plan, res)
+	sum.Recoveries, sum.Replans = recoveriesJSON(res.Recoveries)
 	if strings.HasPrefix(workers, "pool:") {
 		sum.Assignment = assignment(plan, res)
 	}

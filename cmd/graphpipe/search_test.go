@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func smallModel(t *testing.T, name string) string {
+func smallModel(t testing.TB, name string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name+".json")
 	if code, _, errs := gp(t, "", "models", "export", name, "--preset", "small", "-o", path); code != 0 {
