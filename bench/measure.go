@@ -46,24 +46,6 @@ func EmulatedTimeline(g *dag.Graph, plan *plan.Plan, steps int) (float64, *micro
 	return it[len(it)/2], res.Timeline(plan), nil
 }
 
-// Slowed is a copy of pl with every planned duration (compute, flush,
-// transfer) and its predictions k times as long: emulated at k > 1, a
-// fixed cost per action weighs k times less against the plan.
-func Slowed(pl *plan.Plan, k float64) *plan.Plan {
-	p := *pl
-	p.Stages = append([]plan.PlanStage(nil), pl.Stages...)
-	p.Edges = append([]plan.PlanEdge(nil), pl.Edges...)
-	for i := range p.Stages {
-		st := &p.Stages[i]
-		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS
-	}
-	for i := range p.Edges {
-		p.Edges[i].Transfer *= k
-	}
-	p.Predicted.IterationS *= k
-	return &p
-}
-
 // CPURun trains g for real on this machine under plan (workers in this
 // process over an embedded server) and single-process, and returns both
 // throughputs in samples per second (start-up included) and the pipeline's

@@ -575,7 +575,7 @@ func Runtime(c Config) (*Section, error) {
 				return nil, err
 			}
 			c.Log("runtime: emulated mmt on 32 v100, %s, 4x slower", strategy)
-			slow := Slowed(plan, 4)
+			slow := plan.Scaled(4)
 			m, err := Emulated(g, slow, 4)
 			if err != nil {
 				return nil, err

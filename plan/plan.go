@@ -237,3 +237,21 @@ func (p *Plan) Recomputes() bool {
 	}
 	return false
 }
+
+// Scaled is a copy of p with every planned duration (compute, flush,
+// transfer) and the predicted iteration k times as long: an emulated run of
+// it at k > 1 weighs a fixed cost per action k times less against the plan.
+func (p *Plan) Scaled(k float64) *Plan {
+	q := *p
+	q.Stages = append([]PlanStage(nil), p.Stages...)
+	q.Edges = append([]PlanEdge(nil), p.Edges...)
+	for i := range q.Stages {
+		st := &q.Stages[i]
+		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS
+	}
+	for i := range q.Edges {
+		q.Edges[i].Transfer *= k
+	}
+	q.Predicted.IterationS *= k
+	return &q
+}

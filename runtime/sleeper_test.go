@@ -29,7 +29,7 @@ func TestEmulationTakesThePlansTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pl = scaled(pl, 0.1/pl.Predicted.IterationS) // 100 ms an iteration
+			pl = pl.Scaled(0.1 / pl.Predicted.IterationS) // 100 ms an iteration
 			sim, err := pl.Simulate()
 			if err != nil {
 				t.Fatal(err)
@@ -48,19 +48,4 @@ func TestEmulationTakesThePlansTime(t *testing.T) {
 			}
 		})
 	}
-}
-
-// scaled is a copy of the plan with every duration k times as long.
-func scaled(pl *plan.Plan, k float64) *plan.Plan {
-	p := *pl
-	p.Stages = append([]plan.PlanStage(nil), pl.Stages...)
-	p.Edges = append([]plan.PlanEdge(nil), pl.Edges...)
-	for i := range p.Stages {
-		st := &p.Stages[i]
-		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS
-	}
-	for i := range p.Edges {
-		p.Edges[i].Transfer *= k
-	}
-	return &p
 }

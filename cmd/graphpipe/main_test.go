@@ -164,19 +164,7 @@ func TestInspectGolden(t *testing.T) {
 	if code != 0 {
 		t.Fatal(errs)
 	}
-	golden := filepath.Join("testdata", "inspect-mmt-small.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if out != string(want) {
-		t.Errorf("inspect output differs from %s:\n%s", golden, out)
-	}
+	compareGolden(t, filepath.Join("testdata", "inspect-mmt-small.golden"), out)
 }
 
 // TestPlanWhereAModelGoes (issue 22, item 9): a plan file given where a
