@@ -231,10 +231,13 @@ func (s *Supervisor) generation(ctx context.Context, g *Generation, o Options) (
 }
 
 // Final says whether a generation's failure must not be met with a
-// restart: a divergence (deterministic: it would diverge again) or a
-// requested stop.
+// restart: a divergence (deterministic: it would diverge again), a
+// requested stop, or a pool whose hosts cannot hold the plan's nodes (the
+// same agents would be refused again; the user must start others or plan
+// for other nodes).
 func Final(err error) bool {
 	var se *StoppedError
 	var ne *NonFiniteError
-	return errors.As(err, &se) || errors.As(err, &ne)
+	var pe *PlacementError
+	return errors.As(err, &se) || errors.As(err, &ne) || errors.As(err, &pe)
 }

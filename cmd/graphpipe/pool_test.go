@@ -190,9 +190,10 @@ func TestPoolPlacement(t *testing.T) {
 	for _, h := range []string{"h1", "h2", "h3", "h4"} {
 		p.agent(t, "spread", h)
 	}
-	code, _, errs := p.run(t, "spread", plan, "--model", model, "--steps", "2", "--run", "spread", "--join-timeout", "1s")
+	// no restart is spent on it: the same agents would be refused again
+	code, _, errs := p.run(t, "spread", plan, "--model", model, "--steps", "2", "--run", "spread", "--join-timeout", "1s", "--restarts", "2")
 	lines := strings.Split(strings.TrimSpace(errs), "\n")
-	if last := lines[len(lines)-1]; code != 2 || !strings.HasPrefix(last, "--workers pool:spread: cannot honour the plan's nodes") || strings.Count(errs, "cannot honour") != 1 {
+	if last := lines[len(lines)-1]; code != 2 || !strings.HasPrefix(last, "--workers pool:spread: cannot honour the plan's nodes") || strings.Count(errs, "cannot honour") != 1 || strings.Contains(errs, "restarting") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 }
