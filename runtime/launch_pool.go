@@ -302,15 +302,29 @@ func (p *PoolLauncher) Capacity() int { return len(p.live()) }
 func (p *PoolLauncher) Placed(gen uint32) map[int]Advert { return p.placed[gen] }
 
 // Stop tells a failed generation's agents to leave it at once; a finished
-// generation's leave by themselves.
+// generation's leave by themselves. An agent of a failed generation that has
+// missed beats (quietBeats) is set aside until it is heard again: the
+// coordinator's own heartbeats may have caught its death before the pool's
+// watch did, and the next generation must not offer it a slot and wait out
+// the confirmation for nothing.
 func (p *PoolLauncher) Stop(gen *Generation, failed bool) {
 	if !failed {
 		return
 	}
 	for _, id := range p.holding() {
+		p.mu.Lock()
+		quiet := time.Since(p.seen[id].last) > quietBeats*heartbeatEvery()
+		p.mu.Unlock()
+		if quiet {
+			p.setAside(id)
+		}
 		p.send(id, agentOrder{Kind: orderStop, Claim: p.claim, Run: gen.Run, Gen: gen.Gen})
 	}
 }
+
+// quietBeats is how many of its beats an agent may miss before a failed
+// generation's Stop sets it aside.
+const quietBeats = 3
 
 // Close gives every agent it holds back to the pool and stops listening.
 func (p *PoolLauncher) Close() error {

@@ -174,3 +174,46 @@ func TestPoolSkipsSilentAgents(t *testing.T) {
 	}
 	equalParams(t, res.Params, want.Params, 0)
 }
+
+// TestFailedStopSetsQuietAgentsAside: when a generation fails, an agent it
+// held that has missed beats is not live for the next generation (the
+// coordinator's heartbeats may have caught its death first), one that beats
+// on stays live, and the quiet one is live again once heard anew.
+func TestFailedStopSetsQuietAgentsAside(t *testing.T) {
+	m := NewMemory(1, Faults{}, 1<<20)
+	pl, err := NewPoolLauncher(m, "quiet", time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	now := time.Now()
+	pl.mu.Lock()
+	pl.seen["dead00000000"] = seenAgent{ad: Advert{Agent: "dead00000000", Host: "h"}, last: now.Add(-(quietBeats + 1) * heartbeatEvery())}
+	pl.seen["live00000000"] = seenAgent{ad: Advert{Agent: "live00000000", Host: "h"}, last: now}
+	pl.held["dead00000000"], pl.held["live00000000"] = Advert{}, Advert{}
+	pl.mu.Unlock()
+	names := func() []string {
+		var out []string
+		for _, ad := range pl.live() {
+			out = append(out, ad.Agent)
+		}
+		return out
+	}
+	if got := names(); len(got) != 2 {
+		t.Fatalf("before the failure: live %v, want both (the quiet one is within the heartbeat timeout)", got)
+	}
+	pl.Stop(&Generation{Run: "r", Gen: 1}, false)
+	if got := names(); len(got) != 2 {
+		t.Fatalf("a finished generation set %v apart", got)
+	}
+	pl.Stop(&Generation{Run: "r", Gen: 1}, true)
+	if got := names(); len(got) != 1 || got[0] != "live00000000" {
+		t.Fatalf("after the failure: live %v, want only the agent that beats on", got)
+	}
+	b, _ := json.Marshal(Advert{Agent: "dead00000000", Host: "h"})
+	time.Sleep(time.Millisecond) // heard strictly after it was set aside
+	pl.heard(b)
+	if got := names(); len(got) != 2 {
+		t.Fatalf("heard again: live %v, want both", got)
+	}
+}

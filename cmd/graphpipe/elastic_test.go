@@ -135,6 +135,9 @@ func TestPoolRestartWithSpare(t *testing.T) {
 	if len(serving(agents, "spare1", 2)) != 3 {
 		t.Fatalf("generation 2 did not run on the 2 survivors and the spare:\n%s", c.stderr())
 	}
+	if strings.Contains(c.stderr(), "did not confirm") {
+		t.Fatalf("the dead agent was offered a slot of generation 2:\n%s", c.stderr())
+	}
 	t.Log(recoveryLines(c.stderr()))
 	t.Logf("recovery at step %d: %s", r.Step, r.Seconds)
 }
