@@ -27,7 +27,7 @@ type coordProc struct {
 func (p *testPool) startRun(t testing.TB, pool string, args ...string) *coordProc {
 	t.Helper()
 	self, _ := os.Executable()
-	args = append(append([]string{"run"}, args...), "--nats", p.url, "--nats-token", p.token, "--workers", "pool:"+pool, "--json")
+	args = append(append(append([]string{"run"}, args...), p.coordArgs()...), "--workers", "pool:"+pool, "--json")
 	c := &coordProc{}
 	c.cmd = exec.Command(self, args...)
 	c.cmd.Env = append(os.Environ(), "GRAPHPIPE_TEST_MAIN=1")
