@@ -290,8 +290,8 @@ func TestRandomFaults(t *testing.T) {
 					t.Fatalf("run %d: no placement:\n%s", run, c.stderr())
 				}
 				victim := pids[rng.Intn(len(pids))]
-				p.fault(t, &after, pool, victim, kind, rng)
-				t.Logf("run %d, fault %d at step %d: %s agent pid %d", run, f, at, kind, victim)
+				fate := p.fault(t, &after, pool, victim, kind, rng)
+				t.Logf("run %d, fault %d at step %d (checkpoint %d): %s agent pid %d%s", run, f, at, lastCheckpoint(ck), kind, victim, fate)
 				c.waitCount(t, "restarting the workers as generation", restarts+1, 30*time.Second)
 			case "node":
 				node, per := p.nodeOfPool(t, pool, rng)
@@ -299,7 +299,7 @@ func TestRandomFaults(t *testing.T) {
 				down := time.Duration(500+rng.Intn(1500)) * time.Millisecond
 				time.Sleep(down)
 				p.cluster.Restart(node)
-				t.Logf("run %d, fault %d at step %d: NATS node %d killed (agents of the pool per node %v), restarted %v later", run, f, at, node+1, per, down)
+				t.Logf("run %d, fault %d at step %d (checkpoint %d): NATS node %d killed (agents of the pool per node %v), restarted %v later", run, f, at, lastCheckpoint(ck), node+1, per, down)
 			}
 		}
 		code := c.waitCode(t, 90*time.Second)
@@ -308,6 +308,7 @@ func TestRandomFaults(t *testing.T) {
 		if strings.Contains(errs, "panic:") || strings.Contains(errs, "goroutine ") {
 			t.Fatalf("run %d crashed:\n%s", run, errs)
 		}
+		t.Logf("run %d's coordinator:\n%s", run, faultLines(errs, pool))
 		p.clean(t, pool, pool)
 		if code != 0 {
 			lines := strings.Split(strings.TrimSpace(errs), "\n")
@@ -343,8 +344,8 @@ func TestRandomFaults(t *testing.T) {
 // fault kills (kind "kill") or stops ("stop") an agent of pool: a killed
 // one is followed by a new agent 0-2 s later; a stopped one, 3 s later, is
 // continued or killed (and followed by a new agent). after counts what is
-// still to come.
-func (p *testPool) fault(t testing.TB, after *sync.WaitGroup, pool string, victim int, kind string, rng *rand.Rand) {
+// still to come; it returns what will come, for the log.
+func (p *testPool) fault(t testing.TB, after *sync.WaitGroup, pool string, victim int, kind string, rng *rand.Rand) string {
 	replace := func() {
 		p.agent(t, pool, "")
 		after.Done()
@@ -352,8 +353,9 @@ func (p *testPool) fault(t testing.TB, after *sync.WaitGroup, pool string, victi
 	after.Add(1)
 	if kind == "kill" {
 		syscall.Kill(victim, syscall.SIGKILL)
-		time.AfterFunc(time.Duration(rng.Intn(2000))*time.Millisecond, replace)
-		return
+		delay := time.Duration(rng.Intn(2000)) * time.Millisecond
+		time.AfterFunc(delay, replace)
+		return fmt.Sprintf(", a new agent %v later", delay)
 	}
 	syscall.Kill(victim, syscall.SIGSTOP)
 	cont := rng.Intn(2) == 0
@@ -366,6 +368,30 @@ func (p *testPool) fault(t testing.TB, after *sync.WaitGroup, pool string, victi
 		syscall.Kill(victim, syscall.SIGKILL)
 		replace()
 	})
+	if cont {
+		return ", continued 3 s later"
+	}
+	return ", killed 3 s later and a new agent started"
+}
+
+// lastCheckpoint is the step of the checkpoint in ck now (-1: none).
+func lastCheckpoint(ck string) int {
+	if cp, err := runtime.LoadCheckpoint(ck, nil); err == nil {
+		return cp.Manifest.Step
+	}
+	return -1
+}
+
+// faultLines are the lines of a run's stderr about its faults: losses,
+// restarts, re-plans, placements, reconnections.
+func faultLines(errs, pool string) string {
+	var out []string
+	for _, l := range strings.Split(errs, "\n") {
+		if strings.HasPrefix(l, "graphpipe: ") || strings.HasPrefix(l, "pool "+pool+": ") {
+			out = append(out, "  "+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // nodeOfPool is a random live node that has agents of pool connected, and
