@@ -295,11 +295,12 @@ func TestRandomFaults(t *testing.T) {
 				c.waitCount(t, "restarting the workers as generation", restarts+1, 30*time.Second)
 			case "node":
 				node, per := p.nodeOfPool(t, pool, rng)
+				cp := lastCheckpoint(ck)
 				p.cluster.Kill(node)
 				down := time.Duration(500+rng.Intn(1500)) * time.Millisecond
 				time.Sleep(down)
 				p.cluster.Restart(node)
-				t.Logf("run %d, fault %d at step %d (checkpoint %d): NATS node %d killed (agents of the pool per node %v), restarted %v later", run, f, at, lastCheckpoint(ck), node+1, per, down)
+				t.Logf("run %d, fault %d at step %d (checkpoint %d): NATS node %d killed (agents of the pool per node %v), restarted %v later", run, f, at, cp, node+1, per, down)
 			}
 		}
 		code := c.waitCode(t, 90*time.Second)

@@ -117,7 +117,7 @@ func TestPoolPlacement(t *testing.T) {
 		for _, h := range order {
 			a := p.agentOn(t, pool, string(h), len(nodesOf[string(h)])+int(h-'a'))
 			agents = append(agents, a)
-			nodesOf[string(h)] = append(nodesOf[string(h)], a.node)
+			nodesOf[string(h)] = append(nodesOf[string(h)], a.node+1)
 			time.Sleep(150 * time.Millisecond) // they join in this order
 		}
 		per := p.spread(t, pool, agents)
