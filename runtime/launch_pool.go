@@ -302,33 +302,42 @@ func (p *PoolLauncher) Capacity() int { return len(p.live()) }
 func (p *PoolLauncher) Placed(gen uint32) map[int]Advert { return p.placed[gen] }
 
 // Stop tells a failed generation's agents to leave it at once; a finished
-// generation's leave by themselves. An agent of a failed generation that has
-// missed beats (quietBeats) is set aside until it is heard again: the
-// coordinator's own heartbeats may have caught its death before the pool's
-// watch did, and the next generation must not offer it a slot and wait out
-// the confirmation for nothing.
+// generation's leave by themselves. An agent of a failed generation not
+// heard for two heartbeats is set aside until it is heard again: it is
+// likely the one lost, whose worker's silence can be noticed (by the
+// coordinator's watch of the workers' heartbeats) up to a beat before its
+// adverts have been silent for the heartbeat timeout; offered to the next
+// generation, it would hold the restart up for ConfirmTimeout. A live one
+// is heard again within a beat.
 func (p *PoolLauncher) Stop(gen *Generation, failed bool) {
 	if !failed {
 		return
 	}
 	for _, id := range p.holding() {
+		p.send(id, agentOrder{Kind: orderStop, Claim: p.claim, Run: gen.Run, Gen: gen.Gen})
 		p.mu.Lock()
-		quiet := time.Since(p.seen[id].last) > quietBeats*heartbeatEvery()
+		quiet := time.Since(p.seen[id].last) > 2*heartbeatEvery()
 		p.mu.Unlock()
 		if quiet {
 			p.setAside(id)
 		}
-		p.send(id, agentOrder{Kind: orderStop, Claim: p.claim, Run: gen.Run, Gen: gen.Gen})
 	}
 }
 
-// quietBeats is how many of its beats an agent may miss before a failed
-// generation's Stop sets it aside.
-const quietBeats = 3
-
-// Close gives every agent it holds back to the pool and stops listening.
+// Close gives every agent it holds back to the pool, and those it set
+// aside that still say they are its own (one that came back after a
+// SIGSTOP: without the release it would keep the run's subscriptions until
+// the coordinator's silence frees it), and stops listening.
 func (p *PoolLauncher) Close() error {
-	for _, id := range p.holding() {
+	ids := p.holding()
+	p.mu.Lock()
+	for id, s := range p.seen {
+		if _, held := p.held[id]; !held && s.ad.Claim == p.claim {
+			ids = append(ids, id)
+		}
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
 		p.send(id, agentOrder{Kind: orderRelease, Claim: p.claim})
 	}
 	p.mu.Lock()

@@ -144,7 +144,11 @@ func (e *Embedded) Shutdown() {
 
 // NATSOptions say how to reach a NATS server or cluster.
 type NATSOptions struct {
-	URL       string // one or more, comma-separated: the nodes of a cluster
+	URL string // one or more, comma-separated: the nodes of a cluster
+	// InOrder dials URL's nodes in the order given, the first first (the
+	// node nearest this host), instead of a random one; reconnecting still
+	// goes through all of them, and through the nodes the cluster names.
+	InOrder   bool
 	Token     string
 	CredsFile string // a .creds file (JWT and NKey)
 	CAFile    string // trust these roots for TLS
@@ -177,6 +181,9 @@ type NATS struct {
 // resend what is not acknowledged instead.
 func DialNATS(o NATSOptions) (*NATS, error) {
 	opts := []nats.Option{nats.Name(o.Name), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}
+	if o.InOrder {
+		opts = append(opts, nats.DontRandomize())
+	}
 	if o.Token != "" {
 		opts = append(opts, nats.Token(o.Token))
 	}

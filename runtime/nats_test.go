@@ -196,3 +196,48 @@ func TestPublishWhileReconnecting(t *testing.T) {
 		t.Fatalf("publish on a closed connection: %v, want %v", err, nats.ErrConnectionClosed)
 	}
 }
+
+// TestDialInOrder: with InOrder a client of a two-node list always
+// connects to the first node, and moves to the second when the first goes;
+// without it, the node is drawn at random (both are seen in 20 dials).
+func TestDialInOrder(t *testing.T) {
+	var srvs []*Embedded
+	for range 2 {
+		s, err := StartEmbeddedOn(EmbeddedOptions{NoToken: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Shutdown()
+		srvs = append(srvs, s)
+	}
+	urls := srvs[0].URL() + "," + srvs[1].URL()
+	seen := map[string]int{}
+	for _, inOrder := range []bool{true, false} {
+		for range 20 {
+			n, err := DialNATS(NATSOptions{URL: urls, InOrder: inOrder})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[fmt.Sprint(inOrder, " ", n.ConnectedURL())]++
+			n.Close()
+		}
+	}
+	if seen["true "+srvs[0].URL()] != 20 || seen["false "+srvs[0].URL()] == 0 || seen["false "+srvs[1].URL()] == 0 {
+		t.Fatalf("connected to %v; want the first node 20 times in order, both at random", seen)
+	}
+	moved := make(chan string, 1)
+	n, err := DialNATS(NATSOptions{URL: urls, InOrder: true, OnReconnect: func(u string) { moved <- u }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srvs[0].Shutdown()
+	select {
+	case u := <-moved:
+		if u != srvs[1].URL() {
+			t.Fatalf("reconnected to %s, want %s", u, srvs[1].URL())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reconnection to the second node")
+	}
+}

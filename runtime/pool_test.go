@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,45 +177,98 @@ func TestPoolSkipsSilentAgents(t *testing.T) {
 	equalParams(t, res.Params, want.Params, 0)
 }
 
-// TestFailedStopSetsQuietAgentsAside: when a generation fails, an agent it
-// held that has missed beats is not live for the next generation (the
-// coordinator's heartbeats may have caught its death first), one that beats
-// on stays live, and the quiet one is live again once heard anew.
-func TestFailedStopSetsQuietAgentsAside(t *testing.T) {
-	m := NewMemory(1, Faults{}, 1<<20)
-	pl, err := NewPoolLauncher(m, "quiet", time.Second, nil)
+// TestPoolStopSetsAsideTheQuiet: when a generation fails, a held agent not
+// heard for two heartbeats is set aside until it is heard again (it is the
+// likely loss: a worker's silence can be noticed up to a beat before its
+// agent's adverts have been silent for the heartbeat timeout, and offering
+// it to the next generation would cost ConfirmTimeout); an agent heard
+// within the last beat stays on offer.
+func TestPoolStopSetsAsideTheQuiet(t *testing.T) {
+	shortHeartbeats(t) // a beat every 100 ms, silent after 1 s
+	pl, err := NewPoolLauncher(NewMemory(1, Faults{}, 1<<20), "quiet", time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pl.Close()
-	now := time.Now()
-	pl.mu.Lock()
-	pl.seen["dead00000000"] = seenAgent{ad: Advert{Agent: "dead00000000", Host: "h"}, last: now.Add(-(quietBeats + 1) * heartbeatEvery())}
-	pl.seen["live00000000"] = seenAgent{ad: Advert{Agent: "live00000000", Host: "h"}, last: now}
-	pl.held["dead00000000"], pl.held["live00000000"] = Advert{}, Advert{}
-	pl.mu.Unlock()
-	names := func() []string {
+	ads := map[string][]byte{}
+	heardAgo := func(id string, ago time.Duration) {
+		pl.heard(ads[id])
+		pl.mu.Lock()
+		s := pl.seen[id]
+		s.last = time.Now().Add(-ago)
+		pl.seen[id] = s
+		pl.mu.Unlock()
+	}
+	for id, ago := range map[string]time.Duration{"aaaaaaaaaaaa": 700 * time.Millisecond, "bbbbbbbbbbbb": 0} {
+		ads[id], _ = json.Marshal(Advert{Agent: id, Host: "h", Device: "cpu", Profile: "cpu", Claim: pl.claim})
+		heardAgo(id, ago)
+		pl.hold(id)
+	}
+	ids := func() []string {
 		var out []string
-		for _, ad := range pl.live() {
-			out = append(out, ad.Agent)
+		for _, a := range pl.live() {
+			out = append(out, a.Agent)
 		}
 		return out
 	}
-	if got := names(); len(got) != 2 {
-		t.Fatalf("before the failure: live %v, want both (the quiet one is within the heartbeat timeout)", got)
+	if got := ids(); len(got) != 2 {
+		t.Fatalf("live before the failure: %v, want both", got)
 	}
-	pl.Stop(&Generation{Run: "r", Gen: 1}, false)
-	if got := names(); len(got) != 2 {
-		t.Fatalf("a finished generation set %v apart", got)
+	pl.Stop(&Generation{Run: "q", Gen: 1}, true)
+	if got := ids(); !slices.Equal(got, []string{"bbbbbbbbbbbb"}) {
+		t.Fatalf("live after the failure: %v, want only the agent heard within a beat", got)
 	}
-	pl.Stop(&Generation{Run: "r", Gen: 1}, true)
-	if got := names(); len(got) != 1 || got[0] != "live00000000" {
-		t.Fatalf("after the failure: live %v, want only the agent that beats on", got)
+	heardAgo("aaaaaaaaaaaa", 0)
+	if got := ids(); len(got) != 2 {
+		t.Fatalf("live once the quiet agent is heard again: %v, want both", got)
 	}
-	b, _ := json.Marshal(Advert{Agent: "dead00000000", Host: "h"})
-	time.Sleep(time.Millisecond) // heard strictly after it was set aside
-	pl.heard(b)
-	if got := names(); len(got) != 2 {
-		t.Fatalf("heard again: live %v, want both", got)
+}
+
+// TestPoolCloseReleasesTheSetAside: Close releases the agents it holds and
+// those it set aside that still advertise its claim (an agent continued
+// after a SIGSTOP), not those of other coordinators.
+func TestPoolCloseReleasesTheSetAside(t *testing.T) {
+	tr := NewMemory(1, Faults{}, 1<<20)
+	pl, err := NewPoolLauncher(tr, "rel", time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex // guards released
+	released := map[string]bool{}
+	for _, c := range []struct{ id, claim string }{{"held00000000", pl.claim}, {"aside0000000", pl.claim}, {"other0000000", "someone"}} {
+		id := c.id
+		unsub, err := tr.Subscribe(poolAgent("rel", id), func(b []byte) {
+			var o agentOrder
+			if json.Unmarshal(b, &o) == nil && o.Kind == orderRelease && o.Claim == pl.claim {
+				mu.Lock()
+				released[id] = true
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unsub()
+		ad, _ := json.Marshal(Advert{Agent: id, Host: "h", Device: "cpu", Profile: "cpu", Claim: c.claim})
+		pl.heard(ad)
+	}
+	pl.hold("held00000000")
+	pl.hold("aside0000000")
+	pl.setAside("aside0000000")
+	pl.Close()
+	want := map[string]bool{"held00000000": true, "aside0000000": true}
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		done := len(released) >= 2
+		mu.Unlock()
+		if done {
+			break
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // and nothing more
+	mu.Lock()
+	defer mu.Unlock()
+	if len(released) != 2 || !released["held00000000"] || !released["aside0000000"] {
+		t.Fatalf("released %v, want %v", released, want)
 	}
 }

@@ -8,36 +8,42 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/graphpipe/graphpipe/runtime"
 )
 
 // coordProc is graphpipe run as a process of its own (this test binary),
 // its stdout and stderr kept.
 type coordProc struct {
 	agentProc
-	out bytes.Buffer
+	out  bytes.Buffer
+	done chan struct{} // closed when it has exited
+	err  error         // its exit, once done
 }
 
-// startPoolRun starts graphpipe run args on p's pool, --json.
+// startRun starts graphpipe run args on p's pool, --json.
 func (p *testPool) startRun(t testing.TB, pool string, args ...string) *coordProc {
 	t.Helper()
 	self, _ := os.Executable()
-	args = append(append([]string{"run"}, args...), "--nats", p.url, "--nats-token", p.token, "--workers", "pool:"+pool, "--json")
-	c := &coordProc{}
+	args = append(append(append([]string{"run"}, args...), p.coordArgs()...), "--workers", "pool:"+pool, "--json")
+	c := &coordProc{done: make(chan struct{})}
 	c.cmd = exec.Command(self, args...)
 	c.cmd.Env = append(os.Environ(), "GRAPHPIPE_TEST_MAIN=1")
 	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.agentProc
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() { c.err = c.cmd.Wait(); close(c.done) }()
 	t.Cleanup(func() {
 		c.cmd.Process.Kill()
-		c.cmd.Wait()
+		<-c.done
 	})
 	return c
 }
@@ -45,17 +51,8 @@ func (p *testPool) startRun(t testing.TB, pool string, args ...string) *coordPro
 // wait waits for the run's end (within limit) and returns its summary.
 func (c *coordProc) wait(t testing.TB, limit time.Duration) runSummary {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v:\n%s", err, c.stderr())
-		}
-	case <-time.After(limit):
-		c.cmd.Process.Kill()
-		<-done
-		t.Fatalf("run still going after %v:\n%s", limit, c.stderr())
+	if code := c.waitCode(t, limit); code != 0 {
+		t.Fatalf("run: %v:\n%s", c.err, c.stderr())
 	}
 	var sum runSummary
 	if err := json.Unmarshal(c.out.Bytes(), &sum); err != nil {
@@ -103,9 +100,11 @@ func elasticSetup(t testing.TB, steps string) (dir, model, plan string, want map
 }
 
 // TestPoolRestartWithSpare: an agent SIGKILLed mid-run, with --restarts and
-// a spare agent in the pool: the survivors and the spare resume from the
-// last checkpoint, and the run ends bit-identical to an uninterrupted one;
-// --json reports the recovery per phase, and no re-plan.
+// a spare agent in the pool (the 4 agents spread over the nodes of a NATS
+// cluster): the survivors and the spare resume from the last checkpoint,
+// and the run ends bit-identical to an uninterrupted one, leaving no
+// process or subscription behind; --json reports the recovery per phase,
+// and no re-plan.
 func TestPoolRestartWithSpare(t *testing.T) {
 	const steps = "300"
 	dir, model, plan, want := elasticSetup(t, steps)
@@ -114,6 +113,7 @@ func TestPoolRestartWithSpare(t *testing.T) {
 	for range 4 {
 		agents = append(agents, p.agent(t, "spare", ""))
 	}
+	per := p.spread(t, "spare", agents)
 	ck := filepath.Join(dir, "ck")
 	c := p.startRun(t, "spare", plan, "--model", model, "--steps", steps, "--optimizer", "adam", "--restarts", "2",
 		"--checkpoint", ck, "--checkpoint-every", "10", "--heartbeat-timeout", "1500ms", "--dump", filepath.Join(dir, "killed"), "--run", "spare1")
@@ -125,6 +125,7 @@ func TestPoolRestartWithSpare(t *testing.T) {
 	syscall.Kill(victims[1].cmd.Process.Pid, syscall.SIGKILL)
 	sum := c.wait(t, 60*time.Second)
 	sameParams(t, readParams(t, filepath.Join(dir, "killed", "final.safetensors")), want, 0)
+	p.clean(t, "spare1", "spare")
 	if len(sum.Recoveries) != 1 || len(sum.Replans) != 0 || sum.Recoveries[0].To.Devices != 3 {
 		t.Fatalf("recoveries %+v, replans %+v: want one restart on 3 devices", sum.Recoveries, sum.Replans)
 	}
@@ -139,7 +140,7 @@ func TestPoolRestartWithSpare(t *testing.T) {
 		t.Fatalf("the dead agent was offered a slot of generation 2:\n%s", c.stderr())
 	}
 	t.Log(recoveryLines(c.stderr()))
-	t.Logf("recovery at step %d: %s", r.Step, r.Seconds)
+	t.Logf("agents per NATS node %v, the killed one on node %d; recovery at step %d: %s", per, victims[1].node+1, r.Step, r.Seconds)
 }
 
 // TestElasticReplan: two of three working agents SIGKILLed at once with one
@@ -148,6 +149,8 @@ func TestPoolRestartWithSpare(t *testing.T) {
 // an agent started then makes it grow back to the first plan at the next
 // checkpoint. It ends within 1e-5 of the uninterrupted run (the
 // micro-batch is forced), and --json's replans say 3 -> 2 -> 3 devices.
+// The agents are spread over the nodes of a NATS cluster; the run leaves
+// no process or subscription behind.
 func TestElasticReplan(t *testing.T) {
 	const steps = "400"
 	dir, model, plan, want := elasticSetup(t, steps)
@@ -156,6 +159,7 @@ func TestElasticReplan(t *testing.T) {
 	for range 4 {
 		agents = append(agents, p.agent(t, "shrink", ""))
 	}
+	per := p.spread(t, "shrink", agents)
 	ck := filepath.Join(dir, "ck")
 	c := p.startRun(t, "shrink", plan, "--model", model, "--steps", steps, "--optimizer", "adam", "--restarts", "3", "--elastic",
 		"--replace-wait", "1s", "--checkpoint", ck, "--checkpoint-every", "10", "--heartbeat-timeout", "1500ms",
@@ -171,6 +175,7 @@ func TestElasticReplan(t *testing.T) {
 	p.agent(t, "shrink", "")
 	sum := c.wait(t, 60*time.Second)
 	worst := sameParams(t, readParams(t, filepath.Join(dir, "elastic", "final.safetensors")), want, 1e-5)
+	p.clean(t, "shrink1", "shrink")
 	if len(sum.Replans) != 2 {
 		t.Fatalf("replans %+v, want 3 -> 2 -> 3 devices:\n%s", sum.Replans, c.stderr())
 	}
@@ -182,6 +187,7 @@ func TestElasticReplan(t *testing.T) {
 		t.Fatalf("the run ended on %d stages, want the first plan's 3", sum.Stages)
 	}
 	t.Log(recoveryLines(c.stderr()))
+	t.Logf("agents per NATS node %v, the killed ones on nodes %d and %d", per, victims[0].node+1, victims[2].node+1)
 	t.Logf("re-planned at step %d: %+v -> %+v (%s); grew back at step %d; worst relative difference %.3g", down.Step, down.From, down.To, down.Seconds, up.Step, worst)
 }
 
@@ -217,19 +223,31 @@ func poolPIDs(errs, pool string) []int {
 	return last
 }
 
-// TestRandomFaults: runs on a pool with --elastic, each hit by random faults
-// while training, on a pool of as many agents as the plan has devices: an
-// agent SIGKILLed (a new one started 0-2 s later, before or after
-// --replace-wait 1s: replaced, or re-planned around and grown back onto) or
-// SIGSTOPped past the heartbeat timeout (re-planned around, and grown back
-// onto when continued 3 s later). Every run ends with the uninterrupted run's
-// parameters (within 1e-5: re-plans change the micro-batches' grouping, not
-// their size) or with a clear error, and no agent process outlives the
-// test. Short: 1 run of 2 faults; GRAPHPIPE_FAULTS=long: 5 runs of 4
-// (make fuzz).
+// TestRandomFaults: runs on a pool with --elastic, its agents spread over
+// the nodes of a 3-node NATS cluster, each run hit by random faults while
+// training, one at a time, on a pool of as many agents as the plan has
+// devices:
+//
+//   - kill: an agent SIGKILLed, a new one started 0-2 s later, before or
+//     after --replace-wait 1s (replaced, or re-planned around and grown
+//     back onto);
+//   - stop: an agent SIGSTOPped past the heartbeat timeout (re-planned
+//     around), then 3 s later SIGCONTed (and grown back onto) or SIGKILLed
+//     (and a new one started);
+//   - node: the NATS node of some of the run's agents killed, and started
+//     again 0.5-2 s later, so that the cluster stays at 3 (its clients move
+//     to the others).
+//
+// Every run ends with the uninterrupted run's parameters (within 1e-5:
+// re-plans change the micro-batches' grouping, not their size) or with a
+// clear error, and leaves no process (but the agents started) and no
+// subscription under its subjects on any node (testPool.clean); no agent
+// process outlives the test. Short: 1 run of 3 faults, one of each kind;
+// GRAPHPIPE_FAULTS=long: 5 runs of 4 of random kinds (make fuzz).
 func TestRandomFaults(t *testing.T) {
-	runs, faults := 1, 2
-	if os.Getenv("GRAPHPIPE_FAULTS") == "long" {
+	runs, faults := 1, 3
+	long := os.Getenv("GRAPHPIPE_FAULTS") == "long"
+	if long {
 		runs, faults = 5, 4
 	}
 	const steps = 500
@@ -238,52 +256,64 @@ func TestRandomFaults(t *testing.T) {
 	t.Logf("faults from seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	p := newTestPool(t)
-	var mu sync.Mutex // guards all
-	var all []*agentProc
-	started := func(a *agentProc) {
-		mu.Lock()
-		all = append(all, a)
-		mu.Unlock()
+	kinds := []string{"kill", "stop", "node"}
+	if p.cluster == nil {
+		kinds = kinds[:2]
 	}
 	ok, failed := 0, 0
 	for run := range runs {
 		pool := fmt.Sprint("faults", run)
+		var agents []*agentProc
 		for range 3 { // no spare: a lost agent is replaced by the next started, or re-planned around
-			started(p.agent(t, pool, ""))
+			agents = append(agents, p.agent(t, pool, ""))
 		}
+		p.spread(t, pool, agents)
 		ck := filepath.Join(dir, fmt.Sprint("ck", run))
 		out := filepath.Join(dir, fmt.Sprint("out", run))
 		c := p.startRun(t, pool, plan, "--model", model, "--steps", strconv.Itoa(steps), "--optimizer", "adam", "--restarts", "10", "--elastic",
 			"--replace-wait", "1s", "--checkpoint", ck, "--checkpoint-every", "10", "--heartbeat-timeout", "1500ms", "--dump", out, "--run", pool)
-		var stopped []int
-		for f := range faults {
+		order := make([]string, faults)
+		for f, i := range rng.Perm(faults) {
+			order[f] = kinds[i%len(kinds)]
+			if long {
+				order[f] = kinds[rng.Intn(len(kinds))]
+			}
+		}
+		var after sync.WaitGroup // the faults' aftermath: agents continued, killed, started
+		for f, kind := range order {
 			at := (f+1)*steps/(faults+2) + rng.Intn(steps/(faults+2)/2)
-			for waitCheckpoint(t, ck) < at {
-				time.Sleep(20 * time.Millisecond)
+			if !c.waitStepOrEnd(t, ck, at) {
+				break
 			}
-			pids := poolPIDs(c.stderr(), pool)
-			if len(pids) == 0 {
-				t.Fatalf("run %d: no placement:\n%s", run, c.stderr())
+			restarts := strings.Count(c.stderr(), "restarting the workers as generation")
+			switch kind {
+			case "kill", "stop":
+				pids := poolPIDs(c.stderr(), pool)
+				if len(pids) == 0 {
+					t.Fatalf("run %d: no placement:\n%s", run, c.stderr())
+				}
+				victim := pids[rng.Intn(len(pids))]
+				fate := p.fault(t, &after, pool, victim, kind, rng)
+				t.Logf("run %d, fault %d at step %d (checkpoint %d): %s agent pid %d%s", run, f, at, lastCheckpoint(ck), kind, victim, fate)
+				c.waitCount(t, "restarting the workers as generation", restarts+1, 30*time.Second)
+			case "node":
+				node, per := p.nodeOfPool(t, pool, rng)
+				cp := lastCheckpoint(ck)
+				p.cluster.Kill(node)
+				down := time.Duration(500+rng.Intn(1500)) * time.Millisecond
+				time.Sleep(down)
+				p.cluster.Restart(node)
+				t.Logf("run %d, fault %d at step %d (checkpoint %d): NATS node %d killed (agents of the pool per node %v), restarted %v later", run, f, at, cp, node+1, per, down)
 			}
-			victim := pids[rng.Intn(len(pids))]
-			if rng.Intn(2) == 0 {
-				syscall.Kill(victim, syscall.SIGKILL)
-				delay := time.Duration(rng.Intn(2000)) * time.Millisecond
-				t.Logf("run %d, fault %d at step %d: SIGKILL agent pid %d, a new agent in %v", run, f, at, victim, delay)
-				time.AfterFunc(delay, func() { started(p.agent(t, pool, "")) })
-			} else {
-				syscall.Kill(victim, syscall.SIGSTOP)
-				stopped = append(stopped, victim)
-				t.Logf("run %d, fault %d at step %d: SIGSTOP agent pid %d for 3 s", run, f, at, victim)
-				time.AfterFunc(3*time.Second, func() { syscall.Kill(victim, syscall.SIGCONT) })
-			}
-			c.waitCount(t, "restarting the workers as generation", f+1, 30*time.Second) // one fault at a time
 		}
 		code := c.waitCode(t, 90*time.Second)
+		after.Wait()
 		errs := c.stderr()
 		if strings.Contains(errs, "panic:") || strings.Contains(errs, "goroutine ") {
 			t.Fatalf("run %d crashed:\n%s", run, errs)
 		}
+		t.Logf("run %d's coordinator:\n%s", run, faultLines(errs, pool))
+		p.clean(t, pool, pool)
 		if code != 0 {
 			lines := strings.Split(strings.TrimSpace(errs), "\n")
 			t.Logf("run %d ended with exit %d: %s", run, code, lines[len(lines)-1])
@@ -293,7 +323,7 @@ func TestRandomFaults(t *testing.T) {
 		sameParams(t, readParams(t, filepath.Join(out, "final.safetensors")), want, 1e-5)
 		var sum runSummary
 		json.Unmarshal(c.out.Bytes(), &sum)
-		t.Logf("run %d: right parameters after %d recoveries (%d re-plans)", run, len(sum.Recoveries), len(sum.Replans))
+		t.Logf("run %d: right parameters after %d recoveries (%d re-plans); no process or subscription left", run, len(sum.Recoveries), len(sum.Replans))
 		for _, r := range sum.Recoveries {
 			t.Logf("  step %d: %d -> %d devices, %s", r.Step, r.From.Devices, r.To.Devices, r.Seconds)
 		}
@@ -302,9 +332,9 @@ func TestRandomFaults(t *testing.T) {
 	if ok == 0 {
 		t.Fatalf("no run survived its faults (%d ended with an error)", failed)
 	}
-	time.Sleep(2 * time.Second) // the last agents started
-	mu.Lock()
-	defer mu.Unlock()
+	p.mu.Lock()
+	all := slices.Clone(p.agents)
+	p.mu.Unlock()
 	for _, a := range all {
 		syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT)
 		a.cmd.Process.Kill()
@@ -313,6 +343,88 @@ func TestRandomFaults(t *testing.T) {
 	if left := poolAgentPIDs("faults"); len(left) > 0 {
 		t.Fatalf("agent processes %v outlived the test", left)
 	}
+}
+
+// fault kills (kind "kill") or stops ("stop") an agent of pool: a killed
+// one is followed by a new agent 0-2 s later; a stopped one, 3 s later, is
+// continued or killed (and followed by a new agent). after counts what is
+// still to come; it returns what will come, for the log.
+func (p *testPool) fault(t testing.TB, after *sync.WaitGroup, pool string, victim int, kind string, rng *rand.Rand) string {
+	replace := func() {
+		p.agent(t, pool, "")
+		after.Done()
+	}
+	after.Add(1)
+	if kind == "kill" {
+		syscall.Kill(victim, syscall.SIGKILL)
+		delay := time.Duration(rng.Intn(2000)) * time.Millisecond
+		time.AfterFunc(delay, replace)
+		return fmt.Sprintf(", a new agent %v later", delay)
+	}
+	syscall.Kill(victim, syscall.SIGSTOP)
+	cont := rng.Intn(2) == 0
+	time.AfterFunc(3*time.Second, func() {
+		if cont {
+			syscall.Kill(victim, syscall.SIGCONT)
+			after.Done()
+			return
+		}
+		syscall.Kill(victim, syscall.SIGKILL)
+		replace()
+	})
+	if cont {
+		return ", continued 3 s later"
+	}
+	return ", killed 3 s later and a new agent started"
+}
+
+// lastCheckpoint is the step of the checkpoint in ck now (-1: none).
+func lastCheckpoint(ck string) int {
+	if cp, err := runtime.LoadCheckpoint(ck, nil); err == nil {
+		return cp.Manifest.Step
+	}
+	return -1
+}
+
+// faultLines are the lines of a run's stderr about its faults: losses,
+// restarts, re-plans, placements, reconnections.
+func faultLines(errs, pool string) string {
+	var out []string
+	for _, l := range strings.Split(errs, "\n") {
+		if strings.HasPrefix(l, "graphpipe: ") || strings.HasPrefix(l, "pool "+pool+": ") {
+			out = append(out, "  "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// nodeOfPool is a random live node that has agents of pool connected, and
+// the pool's agents per node.
+func (p *testPool) nodeOfPool(t testing.TB, pool string, rng *rand.Rand) (int, []int) {
+	t.Helper()
+	per := make([]int, p.cluster.Nodes())
+	var nodes []int
+	for i := range per {
+		if !p.cluster.Alive(i) {
+			continue
+		}
+		names, err := p.cluster.Clients(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if n == "graphpipe agent of pool "+pool {
+				per[i]++
+			}
+		}
+		if per[i] > 0 {
+			nodes = append(nodes, i)
+		}
+	}
+	if len(nodes) == 0 {
+		t.Fatalf("no node has agents of pool %s", pool)
+	}
+	return nodes[rng.Intn(len(nodes))], per
 }
 
 // waitCount waits up to limit for n times text in the run's stderr.
@@ -331,17 +443,32 @@ func (c *coordProc) waitCount(t testing.TB, text string, n int, limit time.Durat
 // status.
 func (c *coordProc) waitCode(t testing.TB, limit time.Duration) int {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
 	select {
-	case <-done:
+	case <-c.done:
 		return c.cmd.ProcessState.ExitCode()
 	case <-time.After(limit):
 		c.cmd.Process.Kill()
-		<-done
+		<-c.done
 		t.Fatalf("run still going after %v:\n%s", limit, c.stderr())
 	}
 	return -1
+}
+
+// waitStepOrEnd waits until the run's checkpoint in ck has reached step
+// (true), or the run has ended (false).
+func (c *coordProc) waitStepOrEnd(t testing.TB, ck string, step int) bool {
+	t.Helper()
+	for {
+		select {
+		case <-c.done:
+			return false
+		default:
+		}
+		if cp, err := runtime.LoadCheckpoint(ck, nil); err == nil && cp.Manifest.Step >= step {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // poolAgentPIDs are the live processes (not zombies) of agents of pools

@@ -20,6 +20,7 @@ const tokenEnv = runtime.TokenEnv
 
 type natsFlags struct {
 	url, token, creds, ca string
+	inOrder               bool
 	// run's embedded server (registerListen)
 	listen, tlsCert, tlsKey string
 	tokenGiven              func() bool
@@ -30,6 +31,7 @@ func (f *natsFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.token, "nats-token", "", "NATS auth token (default: $"+tokenEnv+")")
 	cmd.Flags().StringVar(&f.creds, "nats-creds", "", "NATS credentials `FILE` (JWT and NKey)")
 	cmd.Flags().StringVar(&f.ca, "nats-ca", "", "trust this CA `FILE` for TLS to NATS")
+	cmd.Flags().BoolVar(&f.inOrder, "nats-in-order", false, "connect to the --nats URLs in the order given, the first first (the node nearest this host), not to a random one; a lost node is still replaced by another")
 }
 
 // check refuses a --nats URL NATS cannot dial: a scheme other than nats,
@@ -61,7 +63,7 @@ func (f *natsFlags) options(name string) runtime.NATSOptions {
 	if tok == "" {
 		tok = os.Getenv(tokenEnv)
 	}
-	return runtime.NATSOptions{URL: f.url, Token: tok, CredsFile: f.creds, CAFile: f.ca, Name: name}
+	return runtime.NATSOptions{URL: f.url, InOrder: f.inOrder, Token: tok, CredsFile: f.creds, CAFile: f.ca, Name: name}
 }
 
 // registerListen adds run's flags for its embedded NATS server: where it

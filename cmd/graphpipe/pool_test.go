@@ -1,81 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/graphpipe/graphpipe/runtime"
 )
-
-// testPool is an embedded NATS server and the agent processes started on it.
-type testPool struct {
-	url, token string
-}
-
-func newTestPool(t testing.TB) *testPool {
-	t.Helper()
-	srv, err := runtime.StartEmbedded(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	return &testPool{url: srv.URL(), token: srv.Token}
-}
-
-// agentProc is an agent process (this test binary as graphpipe worker
-// --pool) and its stderr.
-type agentProc struct {
-	cmd *exec.Cmd
-	mu  sync.Mutex // guards log
-	log bytes.Buffer
-}
-
-func (a *agentProc) Write(b []byte) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.log.Write(b)
-}
-
-func (a *agentProc) stderr() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.log.String()
-}
-
-// agent starts an agent of pool on host (none: the default label).
-func (p *testPool) agent(t testing.TB, pool, host string) *agentProc {
-	t.Helper()
-	self, _ := os.Executable()
-	args := []string{"worker", "--nats", p.url, "--pool", pool}
-	if host != "" {
-		args = append(args, "--host", host)
-	}
-	a := &agentProc{cmd: exec.Command(self, args...)}
-	a.cmd.Env = append(os.Environ(), tokenEnv+"="+p.token)
-	a.cmd.Stderr = a
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		a.cmd.Process.Kill()
-		a.cmd.Wait()
-	})
-	return a
-}
 
 // run runs graphpipe run with args on pool's agents, --json.
 func (p *testPool) run(t *testing.T, pool string, args ...string) (int, runSummary, string) {
 	t.Helper()
-	args = append(append([]string{"run"}, args...), "--nats", p.url, "--nats-token", p.token, "--workers", "pool:"+pool, "--json")
+	args = append(append(append([]string{"run"}, args...), p.coordArgs()...), "--workers", "pool:"+pool, "--json")
 	code, out, errs := gp(t, "", args...)
 	var sum runSummary
 	if code == 0 {
@@ -94,9 +34,10 @@ func pidsOf(sum runSummary) map[int]bool {
 	return out
 }
 
-// TestPoolRunsStayAndSkipTheDead: a run on a pool of 3 agents ends with
-// the parameters of a local run of the same plan, bit for bit; the agents
-// stay and serve a second run; after one is SIGKILLed, a third run counts
+// TestPoolRunsStayAndSkipTheDead: a run on a pool of 3 agents, spread over
+// the nodes of a NATS cluster (testPool), ends with the parameters of a
+// local run of the same plan, bit for bit, and leaves no process or
+// subscription behind; the agents stay and serve a second run; after one is SIGKILLed, a third run counts
 // only the 2 live ones and waits for a newly started agent instead.
 // (runtime's TestPoolSkipsSilentAgents covers an agent that dies after the
 // coordinator heard it.)
@@ -114,12 +55,14 @@ func TestPoolRunsStayAndSkipTheDead(t *testing.T) {
 	want := readParams(t, filepath.Join(dir, "local", "final.safetensors"))
 	p := newTestPool(t)
 	agents := []*agentProc{p.agent(t, "stay", ""), p.agent(t, "stay", ""), p.agent(t, "stay", "")}
+	t.Logf("agents per NATS node: %v", p.spread(t, "stay", agents))
 	var runs []runSummary
 	for i := range 2 {
 		code, sum, errs := p.run(t, "stay", append(base, "--run", fmt.Sprintf("stay%d", i), "--dump", filepath.Join(dir, fmt.Sprint("pool", i)))...)
 		if code != 0 {
 			t.Fatalf("pool run %d: exit %d: %s", i, code, errs)
 		}
+		p.clean(t, fmt.Sprintf("stay%d", i), "stay")
 		sameParams(t, readParams(t, filepath.Join(dir, fmt.Sprint("pool", i), "final.safetensors")), want, 0)
 		if len(pidsOf(sum)) != 3 {
 			t.Fatalf("run %d: assignment %+v: want 3 agents", i, sum.Assignment)
@@ -151,12 +94,15 @@ func TestPoolRunsStayAndSkipTheDead(t *testing.T) {
 		t.Errorf("the run did not wait for a third live agent:\n%s", errs)
 	}
 	sameParams(t, readParams(t, filepath.Join(dir, "pool2", "final.safetensors")), want, 0)
+	p.clean(t, "stay2", "stay")
 }
 
 // TestPoolPlacement: a plan for 2 nodes of 2 devices, run on 4 agents
-// labelled with hosts a and b and started interleaved, puts each node's
-// workers on one host, whatever order they joined in; a pool whose 4 agents
-// are on 4 hosts is refused, exit 2, in one line.
+// labelled with hosts a and b and started interleaved (a's on NATS nodes 1
+// and 2, b's on 2 and 3: each host's agents on different NATS nodes), puts
+// each plan node's workers on one host, whatever order they joined in; a
+// pool whose 4 agents are on 4 hosts is refused, exit 2, in one line.
+// No run leaves a process or subscription behind.
 func TestPoolPlacement(t *testing.T) {
 	model := smallModel(t, "mmt")
 	plan := filepath.Join(t.TempDir(), "plan.json")
@@ -166,14 +112,23 @@ func TestPoolPlacement(t *testing.T) {
 	p := newTestPool(t)
 	for i, order := range []string{"abab", "baab"} {
 		pool := fmt.Sprint("place", i)
+		var agents []*agentProc
+		nodesOf := map[string][]int{} // per host, its agents' NATS nodes
 		for _, h := range order {
-			p.agent(t, pool, string(h))
+			a := p.agentOn(t, pool, string(h), len(nodesOf[string(h)])+int(h-'a'))
+			agents = append(agents, a)
+			nodesOf[string(h)] = append(nodesOf[string(h)], a.node+1)
 			time.Sleep(150 * time.Millisecond) // they join in this order
+		}
+		per := p.spread(t, pool, agents)
+		if p.cluster != nil && (nodesOf["a"][0] == nodesOf["a"][1] || nodesOf["b"][0] == nodesOf["b"][1]) {
+			t.Fatalf("a host's agents on one NATS node: %v", nodesOf)
 		}
 		code, sum, errs := p.run(t, pool, plan, "--model", model, "--steps", "2", "--run", pool)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", order, code, errs)
 		}
+		p.clean(t, pool, pool)
 		hostOf := map[int]string{}
 		nodes := map[int]int{}
 		for _, a := range sum.Assignment {
@@ -186,14 +141,98 @@ func TestPoolPlacement(t *testing.T) {
 		if len(nodes) != 2 || nodes[0] != 2 || nodes[1] != 2 || hostOf[0] == hostOf[1] {
 			t.Fatalf("%s: want 2 nodes of 2 workers on hosts a and b: %+v", order, sum.Assignment)
 		}
+		t.Logf("%s: agents per NATS node %v, host a's on NATS nodes %v, b's on %v; plan node 0 on host %s, node 1 on host %s", order, per, nodesOf["a"], nodesOf["b"], hostOf[0], hostOf[1])
 	}
 	for _, h := range []string{"h1", "h2", "h3", "h4"} {
 		p.agent(t, "spread", h)
 	}
 	// no restart is spent on it: the same agents would be refused again
 	code, _, errs := p.run(t, "spread", plan, "--model", model, "--steps", "2", "--run", "spread", "--join-timeout", "1s", "--restarts", "2")
+	p.clean(t, "spread", "spread")
 	lines := strings.Split(strings.TrimSpace(errs), "\n")
 	if last := lines[len(lines)-1]; code != 2 || !strings.HasPrefix(last, "--workers pool:spread: cannot honour the plan's nodes") || strings.Count(errs, "cannot honour") != 1 || strings.Contains(errs, "restarting") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
+}
+
+// TestPoolRunSurvivesANodeKill: a run on 3 agents spread over the 3 nodes
+// of a NATS cluster; once it is past its third step, the node of the agent
+// that trains stage 0 is killed (and the coordinator's too, when it is
+// there). The agent reconnects to another node and the run ends, with no
+// restart, bit-identical to an uninterrupted run. With the node back, the
+// same agents serve a second run, to the same parameters: none was lost
+// to the kill. Neither run leaves a process or subscription behind.
+func TestPoolRunSurvivesANodeKill(t *testing.T) {
+	const steps = "60"
+	dir, model, plan, want := elasticSetup(t, steps)
+	p := newTestPool(t)
+	if p.cluster == nil {
+		t.Skip("no nats-server: no node to kill")
+	}
+	var agents []*agentProc
+	for range 3 {
+		agents = append(agents, p.agent(t, "nodekill", ""))
+	}
+	p.spread(t, "nodekill", agents)
+	metrics := filepath.Join(dir, "metrics.jsonl")
+	c := p.startRun(t, "nodekill", plan, "--model", model, "--steps", steps, "--optimizer", "adam", "--dump", filepath.Join(dir, "killed"),
+		"--metrics", metrics, "--log-every", "1", "--run", "nodekill1")
+	if at := waitStep(t, metrics, 3, nil); at >= 60 {
+		t.Fatalf("the run ended before the kill:\n%s", c.stderr())
+	}
+	victim := p.agentOf(t, c.stderr(), "nodekill", 0)
+	coord, _ := coordinatorNode(t, p.cluster, "nodekill1")
+	p.cluster.Kill(victim.node)
+	sum := c.wait(t, 60*time.Second)
+	sameParams(t, readParams(t, filepath.Join(dir, "killed", "final.safetensors")), want, 0)
+	if len(sum.Recoveries) != 0 {
+		t.Fatalf("the node kill cost a restart: %+v", sum.Recoveries)
+	}
+	moved := lineWith(victim.stderr(), "graphpipe worker: reconnected to the NATS server at ")
+	if moved == "" || strings.HasSuffix(moved, strings.TrimPrefix(p.cluster.URL(victim.node), "nats://")) {
+		t.Fatalf("stage 0's agent did not move off node %d:\n%s", victim.node+1, victim.stderr())
+	}
+	p.clean(t, "nodekill1", "nodekill")
+	p.cluster.Restart(victim.node)
+	code, sum2, errs := p.run(t, "nodekill", plan, "--model", model, "--steps", steps, "--optimizer", "adam", "--dump", filepath.Join(dir, "after"), "--run", "nodekill2", "--join-timeout", "10s")
+	if code != 0 {
+		t.Fatalf("run after the node kill: exit %d: %s", code, errs)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "after", "final.safetensors")), want, 0)
+	for _, a := range agents {
+		if !pidsOf(sum2)[a.cmd.Process.Pid] {
+			t.Fatalf("agent pid %d (node %d) did not serve the run after the kill: %+v", a.cmd.Process.Pid, a.node+1, sum2.Assignment)
+		}
+	}
+	p.clean(t, "nodekill2", "nodekill")
+	t.Logf("node %d killed at step 3 or later (the coordinator's node: %d); stage 0's agent pid %d %s; final parameters bit-identical; the same 3 agents served the next run",
+		victim.node+1, coord+1, victim.cmd.Process.Pid, strings.TrimPrefix(moved, "graphpipe worker: "))
+}
+
+var placedRE = regexp.MustCompile(`worker (\d+) \(stage \d+\) on agent \S+ \(pid (\d+),`)
+
+// agentOf is the agent that runs worker w in the latest placement the
+// run's stderr names (its "worker W (stage S) on agent ID (pid P, ...)").
+func (p *testPool) agentOf(t testing.TB, errs, pool string, w int) *agentProc {
+	t.Helper()
+	pid := 0
+	for _, l := range strings.Split(errs, "\n") {
+		if !strings.HasPrefix(l, "pool "+pool+": node ") {
+			continue
+		}
+		for _, m := range placedRE.FindAllStringSubmatch(l, -1) {
+			if m[1] == strconv.Itoa(w) {
+				pid, _ = strconv.Atoi(m[2])
+			}
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range p.agents {
+		if pid != 0 && a.cmd.Process.Pid == pid {
+			return a
+		}
+	}
+	t.Fatalf("worker %d's agent (pid %d) is none of the agents started:\n%s", w, pid, errs)
+	return nil
 }

@@ -235,6 +235,61 @@ func (c *Cluster) Clients(i int) ([]string, error) {
 	return names, nil
 }
 
+// Alive says whether node i runs (not killed, or restarted since).
+func (c *Cluster) Alive(i int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i].cmd != nil
+}
+
+// Nodes is how many nodes the cluster has.
+func (c *Cluster) Nodes() int { return len(c.nodes) }
+
+// Sub is a subscription of a node's client: its subject, and the client's
+// connection id on that node.
+type Sub struct {
+	Subject string `json:"subject"`
+	CID     uint64 `json:"cid"`
+}
+
+// Subs are the subscriptions under prefix that node i's own clients hold
+// now (its /subsz, which leaves out the interest routes bring from other
+// nodes: every live node's Subs together are the cluster's).
+func (c *Cluster) Subs(i int, prefix string) ([]Sub, error) {
+	var got struct {
+		List []Sub `json:"subscriptions_list"`
+	}
+	if err := c.monitor(i, "subsz?subs=1&limit=100000", &got); err != nil {
+		return nil, err
+	}
+	var out []Sub
+	for _, s := range got.List {
+		if strings.HasPrefix(s.Subject, prefix) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Client is a client connected to a node and what it subscribes to.
+type Client struct {
+	CID  uint64   `json:"cid"`
+	Name string   `json:"name"`
+	Subs []string `json:"subscriptions_list"`
+}
+
+// ClientSubs are node i's clients now, each with its subscriptions (its
+// /connz?subs=1).
+func (c *Cluster) ClientSubs(i int) ([]Client, error) {
+	var got struct {
+		Conns []Client `json:"connections"`
+	}
+	if err := c.monitor(i, "connz?subs=1&limit=1000", &got); err != nil {
+		return nil, err
+	}
+	return got.Conns, nil
+}
+
 // Log is node i's output so far, for a failing test to show.
 func (c *Cluster) Log(i int) string {
 	b, _ := os.ReadFile(filepath.Join(c.dir, c.nodes[i].name+".log"))

@@ -55,3 +55,58 @@ func TestClusterRoutesMessages(t *testing.T) {
 	c.Restart(0)
 	expect("after the restart") // the subscriber came back to its node
 }
+
+// TestClusterListsSubscriptions: a client's subscription on node 1 is
+// listed with the client's name by ClientSubs(0), and by node 1's Subs
+// (and no other node's) until the client unsubscribes; Alive follows Kill
+// and Restart.
+func TestClusterListsSubscriptions(t *testing.T) {
+	c := Start(t, Options{})
+	nc, err := nats.Connect(c.URL(0), nats.Name("lister"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync("graphpipe.r1.hb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	held := func() []int {
+		var out []int
+		for i := range c.Nodes() {
+			subs, err := c.Subs(i, "graphpipe.r1.")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, len(subs))
+		}
+		return out
+	}
+	wait := func(want []int) {
+		t.Helper()
+		var got []int
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if got = held(); slices.Equal(got, want) {
+				return
+			}
+		}
+		t.Fatalf("subscriptions per node %v, want %v", got, want)
+	}
+	wait([]int{1, 0, 0})
+	clients, err := c.ClientSubs(0)
+	if err != nil || len(clients) != 1 || clients[0].Name != "lister" || !slices.Equal(clients[0].Subs, []string{"graphpipe.r1.hb"}) {
+		t.Fatalf("node 1's clients %+v, %v", clients, err)
+	}
+	sub.Unsubscribe()
+	nc.Flush()
+	wait([]int{0, 0, 0})
+	c.Kill(1)
+	if c.Alive(1) || !c.Alive(0) {
+		t.Fatal("Alive does not follow Kill")
+	}
+	c.Restart(1)
+	if !c.Alive(1) {
+		t.Fatal("Alive does not follow Restart")
+	}
+}

@@ -14,8 +14,11 @@
 //  2. URL(i) and URLs() are the client addresses; Options.Auth is spliced
 //     into every node's configuration (an authorization or accounts block).
 //  3. Kill(i) ends a node with SIGKILL, as a crashed host would; Restart(i)
-//     starts it again on the same ports and waits for its routes. Clients(i)
-//     names the clients connected to a node now (its monitoring port).
+//     starts it again on the same ports and waits for its routes; Alive(i)
+//     says which nodes run. Clients(i) names the clients connected to a
+//     node now, ClientSubs(i) adds what each subscribes to, and Subs(i,
+//     prefix) is every subscription under prefix of the node's clients
+//     (its monitoring port: /connz and /subsz).
 //  4. Nothing else: the cluster is stopped, and its directory removed, when
 //     the test ends.
 package natscluster
