@@ -402,22 +402,10 @@ func faultLines(errs, pool string) string {
 // the pool's agents per node.
 func (p *testPool) nodeOfPool(t testing.TB, pool string, rng *rand.Rand) (int, []int) {
 	t.Helper()
-	per := make([]int, p.cluster.Nodes())
+	per := p.agentsPerNode(t, pool)
 	var nodes []int
-	for i := range per {
-		if !p.cluster.Alive(i) {
-			continue
-		}
-		names, err := p.cluster.Clients(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range names {
-			if n == "graphpipe agent of pool "+pool {
-				per[i]++
-			}
-		}
-		if per[i] > 0 {
+	for i, n := range per {
+		if n > 0 {
 			nodes = append(nodes, i)
 		}
 	}
@@ -474,25 +462,14 @@ func (c *coordProc) waitStepOrEnd(t testing.TB, ck string, step int) bool {
 // poolAgentPIDs are the live processes (not zombies) of agents of pools
 // whose name starts with prefix, from /proc.
 func poolAgentPIDs(prefix string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(b) == 0 { // a zombie's is empty
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	return pidsWhere(func(args []string) bool {
 		for i, a := range args {
 			if a == "--pool" && i+1 < len(args) && strings.HasPrefix(args[i+1], prefix) {
-				pids = append(pids, pid)
+				return true
 			}
 		}
-	}
-	return pids
+		return false
+	})
 }
 
 // Phases are a recovery's seconds as the run printed them.

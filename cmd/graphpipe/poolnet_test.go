@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -71,21 +70,12 @@ func (p *testPool) coordArgs() []string {
 type agentProc struct {
 	cmd  *exec.Cmd
 	node int // the NATS node it dials first; -1 on the embedded server
-	mu   sync.Mutex
-	log  bytes.Buffer // guarded by mu
+	log  logBuffer
 }
 
-func (a *agentProc) Write(b []byte) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.log.Write(b)
-}
+func (a *agentProc) Write(b []byte) (int, error) { return a.log.Write(b) }
 
-func (a *agentProc) stderr() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.log.String()
-}
+func (a *agentProc) stderr() string { return a.log.String() }
 
 // agent starts an agent of pool on host (none: the default label), on
 // the next node of the cluster.
@@ -142,22 +132,10 @@ func (p *testPool) spread(t testing.TB, pool string, agents []*agentProc) []int 
 	var per []int
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		per = make([]int, p.cluster.Nodes())
+		per = p.agentsPerNode(t, pool)
 		total := 0
-		for i := range per {
-			if !p.cluster.Alive(i) {
-				continue
-			}
-			names, err := p.cluster.Clients(i)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, n := range names {
-				if n == "graphpipe agent of pool "+pool {
-					per[i]++
-					total++
-				}
-			}
+		for _, n := range per {
+			total += n
 		}
 		if total == len(agents) {
 			break
@@ -274,4 +252,26 @@ func (p *testPool) strays() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// agentsPerNode is how many agents of pool each live node of the cluster
+// has connected, as its monitoring sees them.
+func (p *testPool) agentsPerNode(t testing.TB, pool string) []int {
+	t.Helper()
+	per := make([]int, p.cluster.Nodes())
+	for i := range per {
+		if !p.cluster.Alive(i) {
+			continue
+		}
+		names, err := p.cluster.Clients(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if n == "graphpipe agent of pool "+pool {
+				per[i]++
+			}
+		}
+	}
+	return per
 }

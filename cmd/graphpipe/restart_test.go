@@ -90,6 +90,19 @@ func waitCheckpoint(t testing.TB, dir string) int {
 
 // workerPIDs lists the worker processes of a run, from /proc (no procps needed).
 func workerPIDs(run string) []int {
+	return pidsWhere(func(args []string) bool {
+		isWorker, ours := false, false
+		for i, a := range args {
+			isWorker = isWorker || a == "worker"
+			ours = ours || a == "--run" && i+1 < len(args) && args[i+1] == run
+		}
+		return isWorker && ours
+	})
+}
+
+// pidsWhere lists the live processes (not zombies: theirs is empty) whose
+// command line match accepts, from /proc.
+func pidsWhere(match func(args []string) bool) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
@@ -98,16 +111,10 @@ func workerPIDs(run string) []int {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
+		if err != nil || len(b) == 0 {
 			continue
 		}
-		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		isWorker, ours := false, false
-		for i, a := range args {
-			isWorker = isWorker || a == "worker"
-			ours = ours || a == "--run" && i+1 < len(args) && args[i+1] == run
-		}
-		if isWorker && ours {
+		if match(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")) {
 			pids = append(pids, pid)
 		}
 	}

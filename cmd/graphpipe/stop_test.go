@@ -18,20 +18,27 @@ import (
 // runProc is graphpipe run in a process of its own, its stderr kept.
 type runProc struct {
 	*exec.Cmd
-	mu     sync.Mutex // guards stderr
-	stderr bytes.Buffer
+	stderr logBuffer
 }
 
-func (p *runProc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.Write(b)
+func (p *runProc) errs() string { return p.stderr.String() }
+
+// logBuffer is a process's output as it comes, read while it runs.
+type logBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
 }
 
-func (p *runProc) errs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
+func (l *logBuffer) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(b)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func startRunLogged(t *testing.T, args ...string) *runProc {
@@ -39,7 +46,7 @@ func startRunLogged(t *testing.T, args ...string) *runProc {
 	self, _ := os.Executable()
 	p := &runProc{Cmd: exec.Command(self, append([]string{"run"}, args...)...)}
 	p.Env = append(os.Environ(), "GRAPHPIPE_TEST_MAIN=1")
-	p.Stderr = p
+	p.Stderr = &p.stderr
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
