@@ -177,7 +177,8 @@ func printSummary(w io.Writer, p *plan.Plan) {
 
 func newSearchCmd(stdin io.Reader) *cobra.Command {
 	f := searchFlags{stdin: stdin}
-	var out string
+	var out, optimizer string
+	var momentum float32
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "search MODEL",
@@ -194,6 +195,11 @@ Exit 1 when no plan fits, saying which limit failed.`,
 			if err != nil {
 				return err
 			}
+			to := stage.TrainOptions{Optimizer: optimizer, Momentum: momentum}
+			if _, err := stage.StateBytes(to); err != nil {
+				return usagef("%v", err)
+			}
+			f.planFor(to)
 			o, err := f.options()
 			if err != nil {
 				return err
@@ -219,6 +225,8 @@ Exit 1 when no plan fits, saying which limit failed.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().StringVar(&optimizer, "optimizer", "adam", "plan memory for this optimizer's state ("+stage.OptimizerNames()+"): run trains with it")
+	cmd.Flags().Float32Var(&momentum, "momentum", 0, "with --optimizer sgd: plan for its momentum buffer")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write the plan (graphpipe/plan@1) to `FILE`")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd

@@ -139,3 +139,33 @@ func TestSearchRecompute(t *testing.T) {
 		t.Errorf("--recompute maybe: exit %d, %s", code, errs)
 	}
 }
+
+// TestSearchPlansTheOptimizersState: search plans each optimizer's state
+// from the one catalogue (stage.Optimizers): Adam's two moments, SGD's
+// momentum buffer, plain SGD none; an unknown optimizer is a usage error.
+func TestSearchPlansTheOptimizersState(t *testing.T) {
+	model := smallModel(t, "mmt")
+	peak := func(args ...string) float64 {
+		t.Helper()
+		code, out, errs := gp(t, "", append([]string{"search", model, "--devices", "2", "--device", "cpu", "--micro-batch", "4", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var s map[string]any
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s["peak_memory_bytes"].(float64)
+	}
+	adam, adamw, sgd, sgdm := peak(), peak("--optimizer", "adamw"), peak("--optimizer", "sgd"), peak("--optimizer", "sgd", "--momentum", "0.9")
+	if adam != adamw || !(adam > sgdm && sgdm > sgd) {
+		t.Fatalf("peak bytes: adam %g, adamw %g, sgd with momentum %g, sgd %g: want adam = adamw > sgd with momentum > sgd", adam, adamw, sgdm, sgd)
+	}
+	if d1, d2 := adam-sgd, sgdm-sgd; d1 != 2*d2 {
+		t.Errorf("Adam's 8 bytes a parameter over SGD's should be twice momentum's 4: %g and %g", d1, d2)
+	}
+	code, _, errs := gp(t, "", "search", model, "--optimizer", "lion")
+	if code != 2 || !strings.Contains(errs, `unknown optimizer "lion" (known: sgd, adam, adamw)`) {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+}
