@@ -40,9 +40,9 @@ func memTotal(r io.Reader) int64 {
 const HostShare = 0.9
 
 // EstimateSlack covers what the cost model's bytes leave out: the heap at its
-// peak, measured against the predicted peak of one process training a
-// 2-branch MMT of 1 layer at micro-batch 8 (1.36 against 1.11 GB) and of 2
-// layers at sequence 128 (1.43 against 1.28 GB); the runtime's buffers.
+// peak above the predicted peak (the Go collector's headroom) and the
+// runtime's buffers; it was set from measured training peaks (BENCHMARKS.md's
+// history).
 const EstimateSlack = 1.25
 
 // Fits says whether need bytes fit in HostShare of a host of have bytes; an

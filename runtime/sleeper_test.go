@@ -15,9 +15,8 @@ import (
 // simulator's prediction for the plan (every stage sleeps until its
 // cursor's times, a receive until the data lands by the plan), and none
 // hangs, on 1F1B, zero bubble and GPipe plans whose actions last
-// milliseconds. (On this loaded 2-core machine an iteration planned at 100
-// ms takes 150-220 ms, before the cursor as after: each late wake-up
-// delays what follows it.)
+// milliseconds. A late wake-up delays what follows it, so iterations end
+// later than planned, never earlier.
 func TestEmulationTakesThePlansTime(t *testing.T) {
 	g, err := models.Branchy(2, 3, 8)
 	if err != nil {

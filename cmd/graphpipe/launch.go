@@ -93,14 +93,12 @@ func jobError(err error) error {
 
 // workerEnv is the environment of n local worker processes: this one's,
 // the server's token, and, unless the user set GOMAXPROCS, an even share of
-// this host's cores each. With all of them each, a pipeline's stages, busy
-// at once, preempt one another and the server relaying their messages: the
-// small MMT on 2 workers and 2 cores took 6.05-7.34 ms per iteration, with a
-// core each 4.84-5.19 ms. Likewise, unless the user set GOMEMLIMIT, an even
-// share of profile.HostShare of the host's memory each, as a soft limit: a Go heap
-// grows to twice its live size between collections, and eight workers of the
-// paper's MMT (14.7 GB predicted in all) were killed for memory on a 25 GB
-// host without it.
+// this host's cores each: with all of them each, a pipeline's stages, busy
+// at once, preempt one another and the server relaying their messages.
+// Likewise, unless the user set GOMEMLIMIT, an even share of
+// profile.HostShare of the host's memory each, as a soft limit: a Go heap
+// grows to twice its live size between collections, and workers without it
+// were killed for memory (both measured in BENCHMARKS.md's history).
 func workerEnv(n int, token string) []string {
 	env := append(os.Environ(), tokenEnv+"="+token)
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
