@@ -60,11 +60,12 @@ func jobErr(field, format string, args ...any) *JobError {
 // Validate is the one place a job is checked whole: every refusal is a
 // *JobError naming the field.
 func (j *Job) Validate() error {
+	badID := CheckRunID(j.Run)
 	switch {
 	case j.Run == "":
 		return jobErr("Run", "empty")
-	case CheckRunID(j.Run) != nil:
-		return jobErr("Run", "%q: %v", j.Run, CheckRunID(j.Run))
+	case badID != nil:
+		return jobErr("Run", "%q: %v", j.Run, badID)
 	case j.Graph == nil:
 		return jobErr("Graph", "no model")
 	case j.Plan == nil:

@@ -15,8 +15,8 @@ import (
 
 // connect dials the run's NATS server: --nats's, or an embedded one
 // started here (stop shuts it down).
-func connect(nf *natsFlags, runID, workers string, log io.Writer) (*runtime.NATS, *runNATS, func(), error) {
-	ns, err := startNATS(nf, runID, workers, log)
+func connect(nf *natsFlags, runID string, log io.Writer) (*runtime.NATS, *runNATS, func(), error) {
+	ns, err := startNATS(nf, runID, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -134,11 +134,9 @@ type runNATS struct {
 
 // startNATS starts the embedded server unless --nats names one. The
 // coordinator's connection reports a lost node, the node it moved to and
-// what the server refused, on log.
-func startNATS(nf *natsFlags, runID, workers string, log io.Writer) (*runNATS, error) {
-	if err := nf.checkListen(workers); err != nil {
-		return nil, err
-	}
+// what the server refused, on log. The flags were checked (checkListen)
+// before the run began.
+func startNATS(nf *natsFlags, runID string, log io.Writer) (*runNATS, error) {
 	r := &runNATS{opts: nf.options("graphpipe coordinator " + runID), nf: nf}
 	logConnection(&r.opts, log, "graphpipe")
 	if r.opts.URL != "" {

@@ -263,7 +263,7 @@ func runPlan(cmd *cobra.Command, job *runtime.Job, nf *natsFlags, workers string
 	ctx, sig := watchSignals(cmd.Context(), log)
 	defer sig.done()
 	job.Options.Stop, job.Options.Skipped, job.Options.OnEval = sig.stop, prog.skipped, prog.eval
-	t, ns, stop, err := connect(nf, job.Run, workers, log)
+	t, ns, stop, err := connect(nf, job.Run, log)
 	if err != nil {
 		return err
 	}
