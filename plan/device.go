@@ -10,7 +10,7 @@ import (
 )
 
 // Device is what the cost model knows about one accelerator and its links.
-// Rates are per second; sizes in bytes. Package search's doc gives the
+// Rates are per second; sizes in bytes. docs/planner.md gives the
 // sources of the built-in numbers.
 type Device struct {
 	Name      string  `json:"name"`

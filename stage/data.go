@@ -19,8 +19,8 @@ const teacherSeed = 0x7eac4e
 // teacherWidth is the number of random features the teacher reads;
 // teacherTaps the most values of one input per sample that feed them (fixed
 // random positions), so that labelling stays cheap beside the model on wide
-// inputs: DLRM's 7 dense inputs of 4096 values at its batch of 1024 took 0.93
-// s to label from every value, on one core.
+// inputs (labelling from every value cost DLRM's wide dense inputs about a
+// second per batch: bench/history.md).
 const (
 	teacherWidth = 32
 	teacherTaps  = 64

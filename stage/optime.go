@@ -25,10 +25,8 @@ type OpTiming struct {
 // backward for the weights, on its own synthetic data, and each op's share of
 // each pass is read from the executor's per-op clock (Executor.OpSeconds).
 // Timed one op at a time in a loop, an op finds its data in cache and runs
-// faster than it does in a stage: the small MMT's ops so timed predicted 2.27
-// ms per iteration of 16 samples in one process, against 3.3-3.4 ms
-// measured; in context and by their means, 3.41-3.77 ms against 3.72-3.78
-// ms. The passes repeat until minTime has passed at a size (at least three times);
+// faster than it does in a stage, and predicts a run short (bench/history.md
+// has the figures). The passes repeat until minTime has passed at a size (at least three times);
 // each op keeps its mean per pass (a run's throughput pays for its slow
 // calls too). progress, if not nil, is told each size
 // timed.

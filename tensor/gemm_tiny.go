@@ -3,7 +3,7 @@ package tensor
 // tinyGemm is the multiply-add count (m·n·k) up to which a product skips
 // packing: below it, copying A and B into slivers and walking the blocks
 // costs more than the arithmetic (attention's per-head products on small
-// models: an 8×8×8 product took 1.1 µs packed, 0.4 µs directly).
+// models; bench/history.md has the figures).
 const tinyGemm = 1024
 
 // sgemmTiny adds alpha·op(A)·op(B) to C [m,n] row by row: an axpy of B's rows
