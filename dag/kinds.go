@@ -65,6 +65,7 @@ type kindSpec struct {
 	minIn, maxIn int        // how many inputs; maxIn < 0: no upper bound
 	loss         bool       // a loss: the model's one output
 	mixes        bool       // MixesSamples
+	gathers      bool       // Gathers
 
 	defaults func(a *Attrs)                                  // attribute defaults; nil: all zero
 	derive   func(a *Attrs, given func(name string) bool)    // defaults that follow other attributes, once read
@@ -97,13 +98,13 @@ var kinds = map[Kind]kindSpec{
 		infer: inferMean, cost: perInput(1, 1, nil)},
 	Flatten: {since: 1, minIn: 1, maxIn: 1, infer: inferFlatten, cost: moves},
 	Embedding: {since: 1, minIn: 1, maxIn: 1,
-		attrs: []attrSpec{{name: "num", typ: tInt, required: true}, {name: "dim", typ: tInt, required: true}},
-		check: checkEmbedding, infer: inferEmbedding, slots: embeddingSlots, cost: embeddingCost},
+		attrs:   []attrSpec{{name: "num", typ: tInt, required: true}, {name: "dim", typ: tInt, required: true}},
+		gathers: true, check: checkEmbedding, infer: inferEmbedding, slots: embeddingSlots, cost: embeddingCost},
 	EmbeddingBag: {since: 1, minIn: 1, maxIn: 1,
 		attrs: []attrSpec{{name: "num", typ: tInt, required: true}, {name: "dim", typ: tInt, required: true},
 			{name: "mode", typ: tString}},
-		defaults: embeddingBagDefaults, check: checkEmbeddingBag, infer: inferEmbeddingBag, slots: embeddingSlots,
-		cost: embeddingCost},
+		gathers: true, defaults: embeddingBagDefaults, check: checkEmbeddingBag, infer: inferEmbeddingBag,
+		slots: embeddingSlots, cost: embeddingCost},
 	Attention: {since: 1, minIn: 1, maxIn: 1,
 		attrs: []attrSpec{{name: "heads", typ: tInt, required: true}, {name: "causal", typ: tBool}},
 		check: checkAttention, infer: inferAttention, slots: attentionSlots, cost: attentionCost},
@@ -201,6 +202,11 @@ func (k Kind) HasParams() bool { return kinds[k].slots != nil }
 // stage holding one must see whole micro-batches, so it is never split
 // across data-parallel replicas.
 func (k Kind) MixesSamples() bool { return kinds[k].mixes }
+
+// Gathers reports whether an op of kind k reads only the rows of its
+// parameters that its indices name (the embeddings), not all of them: the
+// planner prices its memory traffic by its activations alone.
+func (k Kind) Gathers() bool { return kinds[k].gathers }
 
 // Scalar reports whether op is an elementwise op with a constant operand
 // (add, sub, mul or div with the scalar attribute): it then has one input.
