@@ -21,7 +21,8 @@ func rng(seed int64, names ...string) *rand.Rand {
 }
 
 // InitParams initialises op i's parameters and buffers as PyTorch's modules
-// do by default, each from (seed, op name, slot), keyed by slot:
+// do by default, each from (seed, op name, slot), keyed by slot; its kind's
+// row (kinds.go) says how, zeros where it says nothing:
 //
 //	linear          weight, bias ~ U(−1/√in, 1/√in)
 //	conv2d          weight, bias ~ U(−1/√fan_in, 1/√fan_in), fan_in = c/groups·kh·kw
