@@ -21,6 +21,8 @@ test:
 	$(GO) test ./...
 	# the CUDA path as shipped (CGO_ENABLED=0: purego without cgo), on the kernels' emulator
 	CGO_ENABLED=0 $(GO) test ./tensor/cuda ./stage ./cmd/graphpipe -run 'Emulat|Staging|ParamCache|Mixed|Driver'
+	# a toy op kind added by one row per table (docs/adding-an-op.md), end to end
+	CGO_ENABLED=0 $(GO) test -tags toyop ./dag ./onnx ./stage -run 'Toy|Table|Gradients|Float32Matches|OpsOnEmulator'
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x

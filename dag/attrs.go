@@ -2,70 +2,137 @@ package dag
 
 import "math"
 
-// checkAttrs checks attribute values that the types alone do not.
+type attrType int
+
+const (
+	tInt attrType = iota
+	tBool
+	tFloat
+	tString
+	tShape
+	tDType
+	tFloats
+)
+
+func (t attrType) String() string {
+	return [...]string{"an integer", "a boolean", "a number", "a string", "an array of integers",
+		`"float32" or "int32"`, "an array of numbers"}[t]
+}
+
+// attrSpec is one attribute of a kind, as its row in the table lists it.
+type attrSpec struct {
+	name     string
+	typ      attrType
+	required bool
+	// optional: no default; the attribute is written only where it was set
+	// (add's and mul's scalar).
+	optional bool
+	since    int // the format version that introduced it (0: 1)
+}
+
+// Attributes several kinds share.
+var (
+	scalarAttr   = attrSpec{name: "scalar", typ: tFloat, optional: true, since: 2}
+	reverseAttr  = attrSpec{name: "reverse", typ: tBool}
+	kernelAttr   = attrSpec{name: "kernel", typ: tShape, required: true}
+	strideAttr   = attrSpec{name: "stride", typ: tShape}
+	paddingAttr  = attrSpec{name: "padding", typ: tShape}
+	dilationAttr = attrSpec{name: "dilation", typ: tShape}
+	reduceAttrs  = []attrSpec{{name: "axes", typ: tShape}, {name: "keepdims", typ: tBool}}
+)
+
+// field returns a pointer to the Attrs field that holds attribute s.
+func (a *Attrs) field(s attrSpec) any {
+	switch s.name {
+	case "out":
+		return &a.Out
+	case "bias":
+		return &a.Bias
+	case "eps":
+		return &a.Eps
+	case "axis":
+		return &a.Axis
+	case "num":
+		return &a.Num
+	case "dim":
+		return &a.Dim
+	case "mode":
+		return &a.Mode
+	case "heads":
+		return &a.Heads
+	case "causal":
+		return &a.Causal
+	case "out_shape":
+		return &a.OutShape
+	case "flops_fwd":
+		return &a.FlopsFwd
+	case "flops_bwd":
+		return &a.FlopsBwd
+	case "params":
+		return &a.Params
+	case "out_dtype", "dtype":
+		return &a.OutDType
+	case "weight_layout":
+		return &a.WeightLayout
+	case "scalar":
+		return &a.Scalar
+	case "reverse":
+		return &a.Reverse
+	case "kernel":
+		return &a.Kernel
+	case "stride":
+		return &a.Stride
+	case "padding":
+		return &a.Padding
+	case "dilation":
+		return &a.Dilation
+	case "groups":
+		return &a.Groups
+	case "momentum":
+		return &a.Momentum
+	case "ceil_mode":
+		return &a.CeilMode
+	case "count_include_pad":
+		return &a.CountIncludePad
+	case "shape":
+		return &a.Shape
+	case "perm":
+		return &a.Perm
+	case "start":
+		return &a.Start
+	case "end":
+		return &a.End
+	case "step":
+		return &a.Step
+	case "pads":
+		return &a.Pads
+	case "value": // constant's values, pad's fill
+		if s.typ == tFloats {
+			return &a.Values
+		}
+		return &a.PadValue
+	case "exponent":
+		return &a.Exponent
+	case "axes":
+		return &a.Axes
+	case "keepdims":
+		return &a.KeepDims
+	case "p":
+		return &a.P
+	}
+	panic("dag: no attribute " + s.name)
+}
+
+// checkAttrs checks attribute values that the types alone do not: the
+// kind's own checks, then a scalar operand's.
 func checkAttrs(op *Op, c *errs) bool {
 	n0 := len(c.list)
-	a := &op.Attrs
 	ck := attrChecker{op: op, c: c}
-	switch op.Kind {
-	case Linear:
-		ck.positive("out", a.Out)
-		if a.WeightLayout != "out_in" && a.WeightLayout != "in_out" {
-			ck.fail("weight_layout", `must be "out_in" or "in_out", got %q`, a.WeightLayout)
-		}
-	case LayerNorm:
-		ck.positiveFloat("eps", a.Eps)
-	case Embedding, EmbeddingBag:
-		ck.positive("num", a.Num)
-		ck.positive("dim", a.Dim)
-		if op.Kind == EmbeddingBag && a.Mode != "sum" && a.Mode != "mean" {
-			ck.fail("mode", `must be "sum" or "mean", got %q`, a.Mode)
-		}
-	case Attention:
-		ck.positive("heads", a.Heads)
-	case Opaque:
-		checkOpaque(&ck, a)
-	case Conv2D:
-		ck.positive("out", a.Out)
-		ck.positive("groups", a.Groups)
-		ck.window(true)
-	case MaxPool2D:
-		ck.window(true)
-	case AvgPool2D:
-		ck.window(false)
-	case BatchNorm:
-		ck.positiveFloat("eps", a.Eps)
-		if !(a.Momentum >= 0 && a.Momentum <= 1) {
-			ck.fail("momentum", "must be a number in [0, 1], got %g", a.Momentum)
-		}
-	case Slice:
-		if a.Step < 1 {
-			ck.fail("step", "must be a positive integer, got %d", a.Step)
-		}
-	case Pad:
-		for i, p := range a.Pads {
-			if p < 0 {
-				ck.fail("pads", "element %d must be ≥ 0, got %d", i, p)
-			}
-		}
-	case Pow:
-		ck.finite("exponent", a.Exponent)
-	case Dropout:
-		if !(a.P >= 0 && a.P < 1) {
-			ck.fail("p", "must be a number in [0, 1), got %g", a.P)
-		}
-	case Parameter, Constant:
-		for i, d := range a.Shape {
-			if d <= 0 {
-				ck.fail("shape", "dim %d must be positive, got %d", i, d)
-			}
-		}
-		if op.Kind == Constant {
-			checkConstant(&ck, a)
-		}
+	if check := kinds[op.Kind].check; check != nil {
+		check(&ck)
 	}
-	if a.HasScalar {
-		ck.finite("scalar", a.Scalar)
+	if op.Attrs.HasScalar {
+		ck.finite("scalar", op.Attrs.Scalar)
 	}
 	return len(c.list) == n0
 }
@@ -131,47 +198,11 @@ func (ck *attrChecker) window(dilated bool) {
 	}
 }
 
-func checkOpaque(ck *attrChecker, a *Attrs) {
-	for i, d := range a.OutShape {
+// dims checks that every dim of a shape attribute is positive.
+func (ck *attrChecker) dims(attr string, v Shape) {
+	for i, d := range v {
 		if d <= 0 {
-			ck.fail("out_shape", "dim %d must be positive, got %d", i, d)
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"flops_fwd", a.FlopsFwd}, {"flops_bwd", a.FlopsBwd}} {
-		if !(f.v >= 0) || math.IsInf(f.v, 0) {
-			ck.fail(f.name, "must be a finite number ≥ 0, got %g", f.v)
-		}
-	}
-	if a.Params < 0 {
-		ck.fail("params", "must be ≥ 0, got %d", a.Params)
-	}
-	if a.OutDType != Float32 && a.OutDType != Int32 {
-		ck.fail("out_dtype", `must be "float32" or "int32", got %q`, a.OutDType)
-	}
-}
-
-// maxConstant is the most elements a constant may write out: larger
-// tensors belong in a weights file, as parameters.
-const maxConstant = 1 << 20
-
-func checkConstant(ck *attrChecker, a *Attrs) {
-	var s sizer
-	n := s.mul(a.Shape...)
-	switch {
-	case s.bad || n > maxConstant:
-		ck.fail("shape", "%v has more than %d elements; a constant that large belongs in a weights file", a.Shape, maxConstant)
-		return
-	case len(a.Values) != 1 && int64(len(a.Values)) != n:
-		ck.fail("value", "has %d numbers, want %d (the shape's elements) or 1", len(a.Values), n)
-		return
-	}
-	for i, v := range a.Values {
-		if a.OutDType == Int32 && (v != math.Trunc(v) || v < math.MinInt32 || v > math.MaxInt32) {
-			ck.fail("value", "element %d is %g, not an int32", i, v)
-			return
+			ck.fail(attr, "dim %d must be positive, got %d", i, d)
 		}
 	}
 }

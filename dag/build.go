@@ -221,7 +221,7 @@ func appendUnique(s []int, v int) []int {
 	return append(s, v)
 }
 
-func checkArity(op *Op, info kindInfo, c *errs) {
+func checkArity(op *Op, info kindSpec, c *errs) {
 	n := len(op.Inputs)
 	switch {
 	case op.Attrs.HasScalar && n != 1:

@@ -43,43 +43,8 @@ func params(op *Op, in []*Tensor) (ps, bufs []Param) {
 
 // slots lists the parameters and buffers of an op, unnamed.
 func slots(op *Op, in []*Tensor) (ps, bufs []Param) {
-	a := op.Attrs
-	switch op.Kind {
-	case Linear:
-		x := in[0].Shape
-		w := Shape{a.Out, x[len(x)-1]}
-		if a.WeightLayout == "in_out" {
-			w = Shape{x[len(x)-1], a.Out}
-		}
-		ps := []Param{{Name: "weight", Shape: w}}
-		if a.Bias {
-			ps = append(ps, Param{Name: "bias", Shape: Shape{a.Out}})
-		}
-		return ps, nil
-	case LayerNorm:
-		x := in[0].Shape
-		d := x[len(x)-1]
-		return []Param{{Name: "weight", Shape: Shape{d}}, {Name: "bias", Shape: Shape{d}}}, nil
-	case Embedding, EmbeddingBag:
-		return []Param{{Name: "weight", Shape: Shape{a.Num, a.Dim}}}, nil
-	case Attention:
-		d := in[0].Shape[1]
-		return []Param{
-			{Name: "in_proj_weight", Shape: Shape{3 * d, d}}, {Name: "in_proj_bias", Shape: Shape{3 * d}},
-			{Name: "out_proj.weight", Shape: Shape{d, d}}, {Name: "out_proj.bias", Shape: Shape{d}},
-		}, nil
-	case Conv2D:
-		ps := []Param{{Name: "weight", Shape: Shape{a.Out, in[0].Shape[0] / a.Groups, a.Kernel[0], a.Kernel[1]}}}
-		if a.Bias {
-			ps = append(ps, Param{Name: "bias", Shape: Shape{a.Out}})
-		}
-		return ps, nil
-	case BatchNorm:
-		c := in[0].Shape[0]
-		return []Param{{Name: "weight", Shape: Shape{c}}, {Name: "bias", Shape: Shape{c}}},
-			[]Param{{Name: "running_mean", Shape: Shape{c}}, {Name: "running_var", Shape: Shape{c}}}
-	case Parameter:
-		return []Param{{Name: "value", Shape: append(Shape{}, a.Shape...)}}, nil
+	if sl := kinds[op.Kind].slots; sl != nil {
+		return sl(&op.Attrs, in)
 	}
 	return nil, nil
 }
@@ -94,158 +59,61 @@ func cost(op *Op, in []*Tensor, out *Tensor, ps, bufs []Param) (Cost, bool) {
 	for _, p := range bufs {
 		c.Buffers = s.add(c.Buffers, s.mul(p.Shape...))
 	}
-	if op.Kind == Opaque {
-		c.Params = op.Attrs.Params
-	}
 	c.OutBytes = s.mul(out.Shape.Elems(), out.DType.Size())
-	inBytes := int64(0)
+	k := costing{op: op, in: in, c: &c, n: float64(out.Shape.Elems()), s: &s}
 	for _, t := range in {
-		inBytes = s.add(inBytes, s.mul(t.Shape.Elems(), t.DType.Size()))
+		k.inBytes = s.add(k.inBytes, s.mul(t.Shape.Elems(), t.DType.Size()))
 	}
-	c.MemBytes = s.add(inBytes, c.OutBytes, s.mul(c.Params, 4))
-	flops(op, in, out, &c, inBytes, &s)
+	if len(in) > 0 {
+		k.xb = s.mul(in[0].Shape.Elems(), in[0].DType.Size())
+	}
+	kinds[op.Kind].cost(&k)
+	c.MemBytes = s.add(k.inBytes, c.OutBytes, s.mul(c.Params, 4))
 	return c, !s.bad
 }
 
-// flops fills the FLOPs and the stash of c. The constants per element for the
-// pointwise ops are rough counts of the arithmetic in a straightforward kernel.
-func flops(op *Op, in []*Tensor, out *Tensor, c *Cost, inBytes int64, s *sizer) {
-	a := op.Attrs
-	n := float64(out.Shape.Elems())
-	xb := int64(0)
-	if len(in) > 0 {
-		xb = s.mul(in[0].Shape.Elems(), in[0].DType.Size())
-	}
-	switch op.Kind {
-	case Linear:
-		x := in[0].Shape
-		k := float64(x[len(x)-1])
-		mm := 2 * n * k // n = rows × out
-		c.FwdFLOPs, c.BwdInputFLOPs, c.BwdWeightFLOPs = mm, mm, mm
-		if a.Bias {
-			c.FwdFLOPs += n
-			c.BwdWeightFLOPs += n
-		}
-		c.StashBytes = xb
-	case ReLU:
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = n, n, xb
-	case GELU:
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = 8*n, 12*n, xb
-	case Tanh, Sigmoid:
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = 4*n, 2*n, c.OutBytes
-	case LayerNorm:
-		x := in[0].Shape
-		rows := in[0].Shape.Elems() / x[len(x)-1]
-		c.FwdFLOPs, c.BwdInputFLOPs, c.BwdWeightFLOPs = 8*n, 10*n, 2*n
-		c.StashBytes = s.add(xb, s.mul(rows, 2, 4)) // x, mean and 1/std per row
-	case Add:
-		c.FwdFLOPs = float64(len(in)-1) * n
-	case Mul:
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = n, 2*n, inBytes
-	case Mean:
-		m := float64(in[0].Shape.Elems())
-		c.FwdFLOPs, c.BwdInputFLOPs = m, m
-	case Embedding, EmbeddingBag:
-		// a gather forward, a scatter-add into the weight gradient backward
-		k := float64(in[0].Shape.Elems())
-		c.FwdFLOPs, c.BwdWeightFLOPs = k*float64(a.Dim), k*float64(a.Dim)
-		c.StashBytes = xb
-	case Attention:
-		attention(in[0].Shape, a.Heads, c, s)
-	case DotInteraction:
-		pairs, d := n, float64(in[0].Shape[0])
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = 2*pairs*d, 4*pairs*d, inBytes
-	case SoftmaxCrossEntropy:
-		k := float64(in[0].Shape.Elems())
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = 5*k, 2*k, xb
-	case MSE:
-		k := float64(in[0].Shape.Elems())
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = 3*k, 3*k, inBytes
-	case BCEWithLogits:
-		k := float64(in[0].Shape.Elems())
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = 8*k, 6*k, inBytes
-	case Opaque:
-		c.FwdFLOPs = a.FlopsFwd
-		c.BwdInputFLOPs = a.FlopsBwd
-		if a.Params > 0 { // no better knowledge: half for the inputs, half for the weights
-			c.BwdInputFLOPs, c.BwdWeightFLOPs = a.FlopsBwd/2, a.FlopsBwd/2
-		}
-		c.StashBytes = inBytes
-	default:
-		flopsV2(op, in, out, c, inBytes, xb, s)
-	}
-	// Concat, Flatten, Reshape, Transpose, Slice and Pad move memory and
-	// stash nothing.
+// costing is one op's cost as its row's cost function fills it: the FLOPs,
+// the stash and, for opaque, the declared parameter count. The constants
+// per element of the pointwise ops are rough counts of the arithmetic in a
+// straightforward kernel.
+type costing struct {
+	op      *Op
+	in      []*Tensor
+	c       *Cost
+	n       float64 // the output's elements
+	inBytes int64   // every input's bytes
+	xb      int64   // input 0's bytes
+	s       *sizer
 }
 
-// flopsV2 fills the FLOPs and the stash of the ops model@2 adds.
-func flopsV2(op *Op, in []*Tensor, out *Tensor, c *Cost, inBytes, xb int64, s *sizer) {
-	a := op.Attrs
-	n := float64(out.Shape.Elems())
-	switch op.Kind {
-	case Conv2D:
-		x := in[0].Shape
-		k := float64(x[0]/a.Groups) * float64(a.Kernel[0]*a.Kernel[1])
-		mm := 2 * n * k // n = out · h' · w'
-		c.FwdFLOPs, c.BwdInputFLOPs, c.BwdWeightFLOPs = mm, mm, mm
-		if a.Bias {
-			c.FwdFLOPs += n
-			c.BwdWeightFLOPs += n
+// stashInput, stashOutput and stashInputs are what an op keeps from forward
+// until backward: input 0, its output or all its inputs.
+func stashInput(k *costing) int64  { return k.xb }
+func stashOutput(k *costing) int64 { return k.c.OutBytes }
+func stashInputs(k *costing) int64 { return k.inBytes }
+
+// perElement costs an elementwise op: fwd and bwd FLOPs per output element,
+// and its stash (nil: none).
+func perElement(fwd, bwd float64, stash func(k *costing) int64) func(k *costing) {
+	return func(k *costing) {
+		k.c.FwdFLOPs, k.c.BwdInputFLOPs = fwd*k.n, bwd*k.n
+		if stash != nil {
+			k.c.StashBytes = stash(k)
 		}
-		c.StashBytes = xb
-	case BatchNorm:
-		c.FwdFLOPs, c.BwdInputFLOPs, c.BwdWeightFLOPs = 8*n, 10*n, 2*n
-		c.StashBytes = xb
-	case MaxPool2D:
-		c.FwdFLOPs, c.BwdInputFLOPs = n*float64(a.Kernel[0]*a.Kernel[1]), n
-		c.StashBytes = c.OutBytes // the argmax of every window
-	case AvgPool2D:
-		w := n * float64(a.Kernel[0]*a.Kernel[1])
-		c.FwdFLOPs, c.BwdInputFLOPs = w, w
-	case GlobalAvgPool, ReduceMean, ReduceSum:
-		m := float64(in[0].Shape.Elems())
-		c.FwdFLOPs, c.BwdInputFLOPs = m, m
-	case MatMul:
-		k := float64(in[0].Shape[len(in[0].Shape)-1])
-		mm := 2 * n * k
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = mm, 2*mm, inBytes
-	case Softmax:
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = 5*n, 3*n, c.OutBytes
-	case Sub, Add:
-		c.FwdFLOPs, c.BwdInputFLOPs = n, n
-	case Mul, Div:
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = n, 3*n, inBytes
-		if op.Attrs.HasScalar && !(op.Kind == Div && a.Reverse) {
-			c.StashBytes = 0
-		}
-	case Pow, Log, Sqrt, Erf:
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = 4*n, 4*n, xb
-	case Exp:
-		c.FwdFLOPs, c.BwdInputFLOPs, c.StashBytes = 4*n, n, c.OutBytes
-	case Neg:
-		c.FwdFLOPs, c.BwdInputFLOPs = n, n
-	case Dropout:
-		// the mask is a function of (seed, step, op, sample): drawn again
-		// by the backward pass, not stashed
-		c.FwdFLOPs, c.BwdInputFLOPs = 12*n, 12*n
-	case Parameter:
-		c.FwdFLOPs, c.BwdWeightFLOPs = n, n
 	}
 }
 
-// attention costs torch.nn.MultiheadAttention as self-attention on x [s, d]
-// with h heads: QKV projection, scores, softmax, weighted sum, out projection.
-func attention(x Shape, h int64, c *Cost, s *sizer) {
-	sl, d, hf := float64(x[0]), float64(x[1]), float64(h)
-	proj := 2*sl*d*3*d + 3*d*sl // in_proj, with bias
-	outp := 2*sl*d*d + sl*d     // out_proj, with bias
-	scores := 2 * sl * sl * d   // Q·Kᵀ over all heads
-	mix := 2 * sl * sl * d      // P·V over all heads
-	soft := 5 * hf * sl * sl    // scale, max, exp, sum, divide
-	c.FwdFLOPs = proj + outp + scores + mix + soft
-	c.BwdWeightFLOPs = proj + outp
-	c.BwdInputFLOPs = (proj - 3*d*sl) + (outp - sl*d) + 2*scores + 2*mix + soft
-	// stash: x, q|k|v, attention probabilities, the pre-projection context
-	sd := s.mul(x[0], x[1])
-	c.StashBytes = s.mul(4, s.add(sd, s.mul(3, sd), s.mul(h, x[0], x[0]), sd))
+// perInput costs an op by the elements of its input 0 (reductions, losses).
+func perInput(fwd, bwd float64, stash func(k *costing) int64) func(k *costing) {
+	return func(k *costing) {
+		m := float64(k.in[0].Shape.Elems())
+		k.c.FwdFLOPs, k.c.BwdInputFLOPs = fwd*m, bwd*m
+		if stash != nil {
+			k.c.StashBytes = stash(k)
+		}
+	}
 }
+
+// moves is the cost of an op that only moves memory (concat, flatten,
+// reshape, transpose, slice, pad) or makes a constant: no FLOPs, no stash.
+func moves(*costing) {}

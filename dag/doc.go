@@ -21,5 +21,9 @@
 //     op's params entry, or "<op>.<slot>"), unique across the model; that
 //     name is what init files, checkpoints, dumps and exports use.
 //
+// Every kind is one row of the operator table (kinds.go): the format version
+// it arrived in, its attributes, checks, shape inference, parameters and
+// cost side by side; docs/adding-an-op.md says how to add one.
+//
 // The package does no I/O beyond LoadFile and keeps no global state.
 package dag

@@ -100,119 +100,11 @@ func infer(op *Op, in []*Tensor, c *errs, version int) (Shape, DType, *[2]int64,
 }
 
 func (f *inferer) run() (Shape, DType) {
-	a := f.op.Attrs
-	x := f.in
-	switch f.op.Kind {
-	case Linear:
-		f.float(0)
-		if !f.minRank(0, 1) {
-			return nil, Float32
-		}
-		return withLast(x[0].Shape, a.Out), Float32
-	case ReLU, GELU, Tanh, Sigmoid:
-		f.float(0)
-		return x[0].Shape, Float32
-	case LayerNorm:
-		f.float(0)
-		f.minRank(0, 1)
-		return x[0].Shape, Float32
-	case Add, Mul:
-		f.allFloat()
-		if f.version >= 2 {
-			return f.broadcast(), Float32
-		}
-		f.sameShapes()
-		return x[0].Shape, Float32
-	case Concat:
-		f.allFloat()
-		return f.concat()
-	case Mean:
-		f.float(0)
-		if !f.minRank(0, 1) {
-			return nil, Float32
-		}
-		ax, ok := normAxis(a.Axis, len(x[0].Shape))
-		if !ok {
-			f.fail("attrs.axis", "axis %d is out of range for input %q of shape %v", a.Axis, x[0].Name, x[0].Shape)
-			return nil, Float32
-		}
-		return without(x[0].Shape, ax), Float32
-	case Flatten:
-		f.float(0)
-		return Shape{x[0].Shape.Elems()}, Float32
-	case Embedding:
-		f.int32(0)
-		f.bounded(0, a.Num, "attrs.num")
-		return withAppended(x[0].Shape, a.Dim), Float32
-	case EmbeddingBag:
-		f.int32(0)
-		f.rank(0, 1)
-		f.bounded(0, a.Num, "attrs.num")
-		return Shape{a.Dim}, Float32
-	case Attention:
-		f.float(0)
-		if !f.rank(0, 2) {
-			return nil, Float32
-		}
-		if a.Heads > 0 && x[0].Shape[1]%a.Heads != 0 {
-			f.fail("attrs.heads", "model width %d of input %q is not divisible by %d heads", x[0].Shape[1], x[0].Name, a.Heads)
-		}
-		return x[0].Shape, Float32
-	case DotInteraction:
-		f.allFloat()
-		for i := range x {
-			f.rank(i, 1)
-		}
-		f.sameShapes()
-		n := int64(len(x))
-		return Shape{n * (n - 1) / 2}, Float32
-	case SoftmaxCrossEntropy:
-		f.float(0)
-		f.int32(1)
-		if f.rank(0, 1) {
-			f.bounded(1, x[0].Shape[0], "the logits' classes")
-		}
-		f.rank(1, 0)
-		return Shape{}, Float32
-	case MSE, BCEWithLogits:
-		f.allFloat()
-		f.sameShapes()
-		return Shape{}, Float32
-	case Opaque:
-		return append(Shape{}, a.OutShape...), a.OutDType
+	spec := kinds[f.op.Kind]
+	if spec.infer == nil {
+		panic("dag: infer: unhandled kind " + string(f.op.Kind))
 	}
-	return f.runV2()
-}
-
-func (f *inferer) concat() (Shape, DType) {
-	x := f.in
-	if !f.minRank(0, 1) {
-		return nil, Float32
-	}
-	r := len(x[0].Shape)
-	ax, ok := normAxis(f.op.Attrs.Axis, r)
-	if !ok {
-		f.fail("attrs.axis", "axis %d is out of range for input %q of shape %v", f.op.Attrs.Axis, x[0].Name, x[0].Shape)
-		return nil, Float32
-	}
-	out := append(Shape{}, x[0].Shape...)
-	var s sizer
-	for i := 1; i < len(x); i++ {
-		sh := x[i].Shape
-		same := len(sh) == r
-		for d := 0; same && d < r; d++ {
-			same = d == ax || sh[d] == out[d]
-		}
-		if !same {
-			f.fail("inputs", "input %q has shape %v, which does not match %q's %v but for axis %d", x[i].Name, sh, x[0].Name, x[0].Shape, ax)
-			return nil, Float32
-		}
-		out[ax] = s.add(out[ax], sh[ax])
-	}
-	if s.bad {
-		f.fail("inputs", "concatenated size overflows int64")
-	}
-	return out, Float32
+	return spec.infer(f)
 }
 
 func withLast(s Shape, d int64) Shape {
@@ -228,4 +120,68 @@ func withAppended(s Shape, d int64) Shape {
 func without(s Shape, ax int) Shape {
 	out := append(Shape{}, s[:ax]...)
 	return append(out, s[ax+1:]...)
+}
+
+func allPositive(s Shape) bool {
+	for _, d := range s {
+		if d <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// axis checks attrs.axis against input 0.
+func (f *inferer) axis(a int64) (int, bool) {
+	x := f.in[0]
+	ax, ok := normAxis(a, len(x.Shape))
+	if !ok {
+		f.fail("attrs.axis", "axis %d is out of range for input %q of shape %v", a, x.Name, x.Shape)
+	}
+	return ax, ok
+}
+
+// broadcast is NumPy's broadcast of every input's shape.
+func (f *inferer) broadcast() Shape {
+	var out Shape
+	for _, t := range f.in {
+		b, ok := Broadcast(out, t.Shape)
+		if !ok {
+			f.fail("inputs", "input %q has shape %v, which does not broadcast with %v", t.Name, t.Shape, out)
+			return nil
+		}
+		out = b
+	}
+	return out
+}
+
+// Broadcast is NumPy's broadcast of two shapes: aligned from the last axis,
+// a dim of 1 stretching to the other's.
+func Broadcast(a, b Shape) (Shape, bool) {
+	n := max(len(a), len(b))
+	out := make(Shape, n)
+	for i := 0; i < n; i++ {
+		da, db := int64(1), int64(1)
+		if j := len(a) - n + i; j >= 0 {
+			da = a[j]
+		}
+		if j := len(b) - n + i; j >= 0 {
+			db = b[j]
+		}
+		switch {
+		case da == db || db == 1:
+			out[i] = da
+		case da == 1:
+			out[i] = db
+		default:
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// inferSame is an op of one float32 input whose output has its shape.
+func inferSame(f *inferer) (Shape, DType) {
+	f.float(0)
+	return f.in[0].Shape, Float32
 }

@@ -56,99 +56,123 @@ const (
 	Constant      Kind = "constant"
 )
 
-type attrType int
+// kindSpec is one operator kind's row of the table: what the spec says
+// about it (docs/model-format.md) and every function Build calls for it.
+// Nothing else in the package decides by kind.
+type kindSpec struct {
+	since        int        // the format version that introduced the kind: 1 or 2
+	attrs        []attrSpec // its attributes, in the order a model file writes them
+	minIn, maxIn int        // how many inputs; maxIn < 0: no upper bound
+	loss         bool       // a loss: the model's one output
+	mixes        bool       // MixesSamples
+	gathers      bool       // Gathers
 
-const (
-	tInt attrType = iota
-	tBool
-	tFloat
-	tString
-	tShape
-	tDType
-	tFloats
-)
-
-func (t attrType) String() string {
-	return [...]string{"an integer", "a boolean", "a number", "a string", "an array of integers",
-		`"float32" or "int32"`, "an array of numbers"}[t]
+	defaults func(a *Attrs)                                  // attribute defaults; nil: all zero
+	derive   func(a *Attrs, given func(name string) bool)    // defaults that follow other attributes, once read
+	check    func(ck *attrChecker)                           // attribute values the types alone do not check
+	infer    func(f *inferer) (Shape, DType)                 // the output's per-sample shape and dtype
+	slots    func(a *Attrs, in []*Tensor) (ps, bufs []Param) // parameters and buffers; nil: none
+	cost     func(k *costing)                                // FLOPs and stash per sample
 }
 
-type attrSpec struct {
-	name     string
-	typ      attrType
-	required bool
-	// optional: no default; the attribute is written only where it was set
-	// (add's and mul's scalar).
-	optional bool
-	since    int // the format version that introduced it (0: 1)
-}
+// kinds is the operator table: one row per kind. The rows' functions live
+// in the op_*.go files, by family; docs/adding-an-op.md says how to add one.
+var kinds = map[Kind]kindSpec{
+	Linear: {since: 1, minIn: 1, maxIn: 1,
+		attrs: []attrSpec{{name: "out", typ: tInt, required: true}, {name: "bias", typ: tBool},
+			{name: "weight_layout", typ: tString, since: 2}},
+		defaults: linearDefaults, check: checkLinear, infer: inferLinear, slots: linearSlots, cost: linearCost},
+	ReLU:    {since: 1, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(1, 1, stashInput)},
+	GELU:    {since: 1, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(8, 12, stashInput)},
+	Tanh:    {since: 1, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(4, 2, stashOutput)},
+	Sigmoid: {since: 1, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(4, 2, stashOutput)},
+	LayerNorm: {since: 1, minIn: 1, maxIn: 1, attrs: []attrSpec{{name: "eps", typ: tFloat}},
+		defaults: layerNormDefaults, check: checkEps, infer: inferNorm, slots: layerNormSlots, cost: layerNormCost},
+	Add: {since: 1, minIn: 2, maxIn: -1, attrs: []attrSpec{scalarAttr},
+		infer: inferAddMul, cost: addCost},
+	Mul: {since: 1, minIn: 2, maxIn: 2, attrs: []attrSpec{scalarAttr},
+		infer: inferAddMul, cost: perElement(1, 2, stashInputs)},
+	Concat: {since: 1, minIn: 1, maxIn: -1, attrs: []attrSpec{{name: "axis", typ: tInt}},
+		defaults: lastAxis, infer: inferConcat, cost: moves},
+	Mean: {since: 1, minIn: 1, maxIn: 1, attrs: []attrSpec{{name: "axis", typ: tInt, required: true}},
+		infer: inferMean, cost: perInput(1, 1, nil)},
+	Flatten: {since: 1, minIn: 1, maxIn: 1, infer: inferFlatten, cost: moves},
+	Embedding: {since: 1, minIn: 1, maxIn: 1,
+		attrs:   []attrSpec{{name: "num", typ: tInt, required: true}, {name: "dim", typ: tInt, required: true}},
+		gathers: true, check: checkEmbedding, infer: inferEmbedding, slots: embeddingSlots, cost: embeddingCost},
+	EmbeddingBag: {since: 1, minIn: 1, maxIn: 1,
+		attrs: []attrSpec{{name: "num", typ: tInt, required: true}, {name: "dim", typ: tInt, required: true},
+			{name: "mode", typ: tString}},
+		gathers: true, defaults: embeddingBagDefaults, check: checkEmbeddingBag, infer: inferEmbeddingBag,
+		slots: embeddingSlots, cost: embeddingCost},
+	Attention: {since: 1, minIn: 1, maxIn: 1,
+		attrs: []attrSpec{{name: "heads", typ: tInt, required: true}, {name: "causal", typ: tBool}},
+		check: checkAttention, infer: inferAttention, slots: attentionSlots, cost: attentionCost},
+	DotInteraction:      {since: 1, minIn: 2, maxIn: -1, infer: inferDot, cost: dotCost},
+	SoftmaxCrossEntropy: {since: 1, minIn: 2, maxIn: 2, loss: true, infer: inferCrossEntropy, cost: perInput(5, 2, stashInput)},
+	MSE:                 {since: 1, minIn: 2, maxIn: 2, loss: true, infer: inferElementLoss, cost: perInput(3, 3, stashInputs)},
+	BCEWithLogits:       {since: 1, minIn: 2, maxIn: 2, loss: true, infer: inferElementLoss, cost: perInput(8, 6, stashInputs)},
+	Opaque: {since: 1, minIn: 0, maxIn: -1,
+		attrs: []attrSpec{{name: "out_shape", typ: tShape, required: true}, {name: "flops_fwd", typ: tFloat, required: true},
+			{name: "flops_bwd", typ: tFloat}, {name: "params", typ: tInt}, {name: "out_dtype", typ: tDType}},
+		defaults: opaqueDefaults, derive: opaqueDerive, check: checkOpaque, infer: inferOpaque, slots: opaqueSlots,
+		cost: opaqueCost},
 
-// kindInfo is what the spec's operator table says about one kind.
-type kindInfo struct {
-	attrs        []attrSpec
-	minIn, maxIn int // maxIn < 0: no upper bound
-	loss         bool
-	since        int // the format version that introduced the kind (0: 1)
-}
-
-var (
-	spatial = []attrSpec{{name: "kernel", typ: tShape, required: true}, {name: "stride", typ: tShape},
-		{name: "padding", typ: tShape}}
-	scalarAttr = attrSpec{name: "scalar", typ: tFloat, optional: true, since: 2}
-)
-
-var kinds = map[Kind]kindInfo{
-	Linear: {attrs: []attrSpec{{name: "out", typ: tInt, required: true}, {name: "bias", typ: tBool},
-		{name: "weight_layout", typ: tString, since: 2}}, minIn: 1, maxIn: 1},
-	ReLU:                {minIn: 1, maxIn: 1},
-	GELU:                {minIn: 1, maxIn: 1},
-	Tanh:                {minIn: 1, maxIn: 1},
-	Sigmoid:             {minIn: 1, maxIn: 1},
-	LayerNorm:           {attrs: []attrSpec{{name: "eps", typ: tFloat}}, minIn: 1, maxIn: 1},
-	Add:                 {attrs: []attrSpec{scalarAttr}, minIn: 2, maxIn: -1},
-	Mul:                 {attrs: []attrSpec{scalarAttr}, minIn: 2, maxIn: 2},
-	Concat:              {attrs: []attrSpec{{name: "axis", typ: tInt}}, minIn: 1, maxIn: -1},
-	Mean:                {attrs: []attrSpec{{name: "axis", typ: tInt, required: true}}, minIn: 1, maxIn: 1},
-	Flatten:             {minIn: 1, maxIn: 1},
-	Embedding:           {attrs: []attrSpec{{name: "num", typ: tInt, required: true}, {name: "dim", typ: tInt, required: true}}, minIn: 1, maxIn: 1},
-	EmbeddingBag:        {attrs: []attrSpec{{name: "num", typ: tInt, required: true}, {name: "dim", typ: tInt, required: true}, {name: "mode", typ: tString}}, minIn: 1, maxIn: 1},
-	Attention:           {attrs: []attrSpec{{name: "heads", typ: tInt, required: true}, {name: "causal", typ: tBool}}, minIn: 1, maxIn: 1},
-	DotInteraction:      {minIn: 2, maxIn: -1},
-	SoftmaxCrossEntropy: {minIn: 2, maxIn: 2, loss: true},
-	MSE:                 {minIn: 2, maxIn: 2, loss: true},
-	BCEWithLogits:       {minIn: 2, maxIn: 2, loss: true},
-	Opaque: {attrs: []attrSpec{{name: "out_shape", typ: tShape, required: true}, {name: "flops_fwd", typ: tFloat, required: true},
-		{name: "flops_bwd", typ: tFloat}, {name: "params", typ: tInt}, {name: "out_dtype", typ: tDType}}, minIn: 0, maxIn: -1},
-
-	Conv2D: {attrs: []attrSpec{{name: "out", typ: tInt, required: true}, spatial[0], spatial[1], spatial[2],
-		{name: "dilation", typ: tShape}, {name: "groups", typ: tInt}, {name: "bias", typ: tBool}}, minIn: 1, maxIn: 1, since: 2},
-	BatchNorm: {attrs: []attrSpec{{name: "eps", typ: tFloat}, {name: "momentum", typ: tFloat}}, minIn: 1, maxIn: 1, since: 2},
-	MaxPool2D: {attrs: []attrSpec{spatial[0], spatial[1], spatial[2], {name: "dilation", typ: tShape},
-		{name: "ceil_mode", typ: tBool}}, minIn: 1, maxIn: 1, since: 2},
-	AvgPool2D: {attrs: []attrSpec{spatial[0], spatial[1], spatial[2], {name: "ceil_mode", typ: tBool},
-		{name: "count_include_pad", typ: tBool}}, minIn: 1, maxIn: 1, since: 2},
-	GlobalAvgPool: {minIn: 1, maxIn: 1, since: 2},
-	MatMul:        {minIn: 2, maxIn: 2, since: 2},
-	Reshape:       {attrs: []attrSpec{{name: "shape", typ: tShape, required: true}}, minIn: 1, maxIn: 1, since: 2},
-	Transpose:     {attrs: []attrSpec{{name: "perm", typ: tShape, required: true}}, minIn: 1, maxIn: 1, since: 2},
-	Softmax:       {attrs: []attrSpec{{name: "axis", typ: tInt}}, minIn: 1, maxIn: 1, since: 2},
-	Slice: {attrs: []attrSpec{{name: "axis", typ: tInt, required: true}, {name: "start", typ: tInt, required: true},
-		{name: "end", typ: tInt, required: true}, {name: "step", typ: tInt}}, minIn: 1, maxIn: 1, since: 2},
-	Pad:        {attrs: []attrSpec{{name: "pads", typ: tShape, required: true}, {name: "value", typ: tFloat}}, minIn: 1, maxIn: 1, since: 2},
-	Sub:        {attrs: []attrSpec{scalarAttr, {name: "reverse", typ: tBool}}, minIn: 2, maxIn: 2, since: 2},
-	Div:        {attrs: []attrSpec{scalarAttr, {name: "reverse", typ: tBool}}, minIn: 2, maxIn: 2, since: 2},
-	Pow:        {attrs: []attrSpec{{name: "exponent", typ: tFloat, required: true}}, minIn: 1, maxIn: 1, since: 2},
-	Exp:        {minIn: 1, maxIn: 1, since: 2},
-	Log:        {minIn: 1, maxIn: 1, since: 2},
-	Sqrt:       {minIn: 1, maxIn: 1, since: 2},
-	Neg:        {minIn: 1, maxIn: 1, since: 2},
-	Erf:        {minIn: 1, maxIn: 1, since: 2},
-	ReduceMean: {attrs: []attrSpec{{name: "axes", typ: tShape}, {name: "keepdims", typ: tBool}}, minIn: 1, maxIn: 1, since: 2},
-	ReduceSum:  {attrs: []attrSpec{{name: "axes", typ: tShape}, {name: "keepdims", typ: tBool}}, minIn: 1, maxIn: 1, since: 2},
-	Dropout:    {attrs: []attrSpec{{name: "p", typ: tFloat}}, minIn: 1, maxIn: 1, since: 2},
-	Parameter:  {attrs: []attrSpec{{name: "shape", typ: tShape, required: true}}, minIn: 0, maxIn: 0, since: 2},
-	Constant: {attrs: []attrSpec{{name: "shape", typ: tShape, required: true}, {name: "dtype", typ: tDType},
-		{name: "value", typ: tFloats, required: true}}, minIn: 0, maxIn: 0, since: 2},
+	Conv2D: {since: 2, minIn: 1, maxIn: 1,
+		attrs: []attrSpec{{name: "out", typ: tInt, required: true}, kernelAttr, strideAttr, paddingAttr,
+			dilationAttr, {name: "groups", typ: tInt}, {name: "bias", typ: tBool}},
+		defaults: conv2DDefaults, check: checkConv2D, infer: inferConv2D, slots: conv2DSlots, cost: conv2DCost},
+	BatchNorm: {since: 2, minIn: 1, maxIn: 1, mixes: true,
+		attrs:    []attrSpec{{name: "eps", typ: tFloat}, {name: "momentum", typ: tFloat}},
+		defaults: batchNormDefaults, check: checkBatchNorm, infer: inferNorm, slots: batchNormSlots,
+		cost: batchNormCost},
+	MaxPool2D: {since: 2, minIn: 1, maxIn: 1,
+		attrs:    []attrSpec{kernelAttr, strideAttr, paddingAttr, dilationAttr, {name: "ceil_mode", typ: tBool}},
+		defaults: maxPoolDefaults, derive: poolDerive, check: checkMaxPool, infer: inferMaxPool, cost: maxPoolCost},
+	AvgPool2D: {since: 2, minIn: 1, maxIn: 1,
+		attrs: []attrSpec{kernelAttr, strideAttr, paddingAttr, {name: "ceil_mode", typ: tBool},
+			{name: "count_include_pad", typ: tBool}},
+		defaults: avgPoolDefaults, derive: poolDerive, check: checkAvgPool, infer: inferAvgPool, cost: avgPoolCost},
+	GlobalAvgPool: {since: 2, minIn: 1, maxIn: 1, infer: inferGlobalAvgPool, cost: perInput(1, 1, nil)},
+	MatMul:        {since: 2, minIn: 2, maxIn: 2, infer: inferMatMul, cost: matmulCost},
+	Reshape: {since: 2, minIn: 1, maxIn: 1, attrs: []attrSpec{{name: "shape", typ: tShape, required: true}},
+		infer: inferReshape, cost: moves},
+	Transpose: {since: 2, minIn: 1, maxIn: 1, attrs: []attrSpec{{name: "perm", typ: tShape, required: true}},
+		infer: inferTranspose, cost: moves},
+	Softmax: {since: 2, minIn: 1, maxIn: 1, attrs: []attrSpec{{name: "axis", typ: tInt}},
+		defaults: lastAxis, infer: inferSoftmax, cost: perElement(5, 3, stashOutput)},
+	Slice: {since: 2, minIn: 1, maxIn: 1,
+		attrs: []attrSpec{{name: "axis", typ: tInt, required: true}, {name: "start", typ: tInt, required: true},
+			{name: "end", typ: tInt, required: true}, {name: "step", typ: tInt}},
+		defaults: sliceDefaults, check: checkSlice, infer: inferSlice, cost: moves},
+	Pad: {since: 2, minIn: 1, maxIn: 1,
+		attrs: []attrSpec{{name: "pads", typ: tShape, required: true}, {name: "value", typ: tFloat}},
+		check: checkPad, infer: inferPad, cost: moves},
+	Sub: {since: 2, minIn: 2, maxIn: 2, attrs: []attrSpec{scalarAttr, reverseAttr},
+		infer: inferBroadcast, cost: perElement(1, 1, nil)},
+	Div: {since: 2, minIn: 2, maxIn: 2, attrs: []attrSpec{scalarAttr, reverseAttr},
+		infer: inferBroadcast, cost: divCost},
+	Pow: {since: 2, minIn: 1, maxIn: 1, attrs: []attrSpec{{name: "exponent", typ: tFloat, required: true}},
+		check: checkPow, infer: inferSame, cost: perElement(4, 4, stashInput)},
+	Exp:  {since: 2, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(4, 1, stashOutput)},
+	Log:  {since: 2, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(4, 4, stashInput)},
+	Sqrt: {since: 2, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(4, 4, stashInput)},
+	Neg:  {since: 2, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(1, 1, nil)},
+	Erf:  {since: 2, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(4, 4, stashInput)},
+	ReduceMean: {since: 2, minIn: 1, maxIn: 1, attrs: reduceAttrs,
+		defaults: reduceDefaults, infer: inferReduce, cost: perInput(1, 1, nil)},
+	ReduceSum: {since: 2, minIn: 1, maxIn: 1, attrs: reduceAttrs,
+		defaults: reduceDefaults, infer: inferReduce, cost: perInput(1, 1, nil)},
+	// dropout's mask is a function of (seed, step, op, sample): drawn again
+	// by the backward pass, not stashed
+	Dropout: {since: 2, minIn: 1, maxIn: 1, attrs: []attrSpec{{name: "p", typ: tFloat}},
+		defaults: dropoutDefaults, check: checkDropout, infer: inferSame, cost: perElement(12, 12, nil)},
+	Parameter: {since: 2, minIn: 0, maxIn: 0, attrs: []attrSpec{{name: "shape", typ: tShape, required: true}},
+		check: checkShapeAttr, infer: inferParameter, slots: parameterSlots, cost: parameterCost},
+	Constant: {since: 2, minIn: 0, maxIn: 0,
+		attrs: []attrSpec{{name: "shape", typ: tShape, required: true}, {name: "dtype", typ: tDType},
+			{name: "value", typ: tFloats, required: true}},
+		defaults: constantDefaults, check: checkConstant, infer: inferConstant, cost: moves},
 }
 
 // Kinds lists every operator kind, sorted.
@@ -171,19 +195,18 @@ func (k Kind) Since() int { return max(1, kinds[k].since) }
 func (k Kind) IsLoss() bool { return kinds[k].loss }
 
 // HasParams reports whether ops of kind k may carry trainable parameters.
-func (k Kind) HasParams() bool {
-	switch k {
-	case Linear, LayerNorm, Embedding, EmbeddingBag, Attention, Opaque, Conv2D, BatchNorm, Parameter:
-		return true
-	}
-	return false
-}
+func (k Kind) HasParams() bool { return kinds[k].slots != nil }
 
 // MixesSamples reports whether an op of kind k computes a sample's output
 // from other samples of its micro-batch too (batch_norm's statistics): a
 // stage holding one must see whole micro-batches, so it is never split
 // across data-parallel replicas.
-func (k Kind) MixesSamples() bool { return k == BatchNorm }
+func (k Kind) MixesSamples() bool { return kinds[k].mixes }
+
+// Gathers reports whether an op of kind k reads only the rows of its
+// parameters that its indices name (the embeddings), not all of them: the
+// planner prices its memory traffic by its activations alone.
+func (k Kind) Gathers() bool { return kinds[k].gathers }
 
 // Scalar reports whether op is an elementwise op with a constant operand
 // (add, sub, mul or div with the scalar attribute): it then has one input.
@@ -194,119 +217,10 @@ func (op *Op) Scalar() bool { return op.Attrs.HasScalar }
 // pool's stride on its kernel: callers that build such ops set them.
 func DefaultAttrs(k Kind) Attrs {
 	var a Attrs
-	switch k {
-	case Linear:
-		a.Bias = true
-		a.WeightLayout = "out_in"
-	case LayerNorm:
-		a.Eps = 1e-5
-	case Concat, Softmax:
-		a.Axis = -1
-	case EmbeddingBag:
-		a.Mode = "mean" // torch.nn.EmbeddingBag's default
-	case Opaque:
-		a.OutDType = Float32
-	case Conv2D:
-		a.Stride, a.Padding, a.Dilation, a.Groups, a.Bias = Shape{1, 1}, Shape{0, 0, 0, 0}, Shape{1, 1}, 1, true
-	case BatchNorm:
-		a.Eps, a.Momentum = 1e-5, 0.1
-	case MaxPool2D:
-		a.Padding, a.Dilation = Shape{0, 0, 0, 0}, Shape{1, 1}
-	case AvgPool2D:
-		a.Padding, a.CountIncludePad = Shape{0, 0, 0, 0}, true
-	case Slice:
-		a.Step = 1
-	case ReduceMean, ReduceSum:
-		a.Axes = Shape{}
-	case Dropout:
-		a.P = 0.5
-	case Constant:
-		a.OutDType = Float32
+	if d := kinds[k].defaults; d != nil {
+		d(&a)
 	}
 	return a
-}
-
-// field returns a pointer to the Attrs field that holds attribute name of
-// kind k.
-func (a *Attrs) field(k Kind, name string) any {
-	switch name {
-	case "out":
-		return &a.Out
-	case "bias":
-		return &a.Bias
-	case "eps":
-		return &a.Eps
-	case "axis":
-		return &a.Axis
-	case "num":
-		return &a.Num
-	case "dim":
-		return &a.Dim
-	case "mode":
-		return &a.Mode
-	case "heads":
-		return &a.Heads
-	case "causal":
-		return &a.Causal
-	case "out_shape":
-		return &a.OutShape
-	case "flops_fwd":
-		return &a.FlopsFwd
-	case "flops_bwd":
-		return &a.FlopsBwd
-	case "params":
-		return &a.Params
-	case "out_dtype", "dtype":
-		return &a.OutDType
-	case "weight_layout":
-		return &a.WeightLayout
-	case "scalar":
-		return &a.Scalar
-	case "reverse":
-		return &a.Reverse
-	case "kernel":
-		return &a.Kernel
-	case "stride":
-		return &a.Stride
-	case "padding":
-		return &a.Padding
-	case "dilation":
-		return &a.Dilation
-	case "groups":
-		return &a.Groups
-	case "momentum":
-		return &a.Momentum
-	case "ceil_mode":
-		return &a.CeilMode
-	case "count_include_pad":
-		return &a.CountIncludePad
-	case "shape":
-		return &a.Shape
-	case "perm":
-		return &a.Perm
-	case "start":
-		return &a.Start
-	case "end":
-		return &a.End
-	case "step":
-		return &a.Step
-	case "pads":
-		return &a.Pads
-	case "value":
-		if k == Constant {
-			return &a.Values
-		}
-		return &a.PadValue
-	case "exponent":
-		return &a.Exponent
-	case "axes":
-		return &a.Axes
-	case "keepdims":
-		return &a.KeepDims
-	case "p":
-		return &a.P
-	}
-	panic("dag: no attribute " + name)
 }
 
 // attrSpecs are kind k's attributes in format version v.

@@ -292,15 +292,12 @@ func (p *parser) attrs(op *Op, raw json.RawMessage) Attrs {
 	})
 	for _, s := range specs {
 		bad := func(msg string) { p.c.op(op.Name, "attrs."+s.name, "%s", msg) }
-		if p.field(obj, s.name, s.required, a.field(op.Kind, s.name), bad) && s.name == "scalar" {
+		if p.field(obj, s.name, s.required, a.field(s), bad) && s.name == "scalar" {
 			a.HasScalar = true
 		}
 	}
-	if _, has := obj["flops_bwd"]; op.Kind == Opaque && !has {
-		a.FlopsBwd = 2 * a.FlopsFwd
-	}
-	if _, has := obj["stride"]; (op.Kind == MaxPool2D || op.Kind == AvgPool2D) && !has {
-		a.Stride = append(Shape{}, a.Kernel...)
+	if derive := kinds[op.Kind].derive; derive != nil {
+		derive(&a, func(name string) bool { _, has := obj[name]; return has })
 	}
 	return a
 }

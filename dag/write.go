@@ -83,7 +83,7 @@ func writeOp(b *bytes.Buffer, op *Op, version int) {
 		if s.optional && !(s.name == "scalar" && op.Attrs.HasScalar) {
 			continue
 		}
-		parts = append(parts, quote(s.name)+": "+attrText(op.Attrs.field(op.Kind, s.name)))
+		parts = append(parts, quote(s.name)+": "+attrText(op.Attrs.field(s)))
 	}
 	if len(parts) > 0 {
 		fmt.Fprintf(b, `, "attrs": {%s}`, strings.Join(parts, ", "))

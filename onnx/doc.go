@@ -26,7 +26,10 @@
 //  4. What graphpipe computes as one op is recognised as one: Gemm, and
 //     MatMul with an Add of a bias, become linear; the exporter's erf GELU
 //     becomes gelu; LayerNormalization layer_norm; a Gather of a weight
-//     embedding. Everything else maps onto model@2's ops one to one.
+//     embedding. Everything else maps onto model@2's ops one to one. The op
+//     types it reads are one table (ops.go): per type, its handler, the
+//     attributes the handler reads and the opsets it reads them in; a node
+//     with another attribute is refused rather than half understood.
 //  5. A node it cannot take is a *NodeError naming the node, its op type,
 //     domain and opset, and why; Import returns every one (Errors) and no
 //     model. With Options.AllowOpaque they become opaque ops priced from

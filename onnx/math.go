@@ -2,24 +2,6 @@ package onnx
 
 import "github.com/graphpipe/graphpipe/dag"
 
-// mathHandlers read elementwise arithmetic, products, softmax, reductions
-// and dropout.
-var mathHandlers = map[string]handler{
-	"Relu": unaryOp(dag.ReLU), "Tanh": unaryOp(dag.Tanh), "Sigmoid": unaryOp(dag.Sigmoid),
-	"Exp": unaryOp(dag.Exp), "Log": unaryOp(dag.Log), "Sqrt": unaryOp(dag.Sqrt),
-	"Neg": unaryOp(dag.Neg), "Erf": unaryOp(dag.Erf), "Reciprocal": unaryOp(""),
-	"Abs": unaryOp(""), "Floor": unaryOp(""), "Ceil": unaryOp(""), "Not": unaryOp(""),
-	"Add": binaryOp, "Sub": binaryOp, "Mul": binaryOp, "Div": binaryOp, "Pow": binaryOp,
-	"Equal": binaryOp, "Less": binaryOp, "Greater": binaryOp, "LessOrEqual": binaryOp,
-	"GreaterOrEqual": binaryOp, "Max": binaryOp, "Min": binaryOp, "Mod": binaryOp, "And": binaryOp, "Or": binaryOp,
-	"MatMul":     matmulOp,
-	"Gemm":       gemmOp,
-	"Softmax":    softmaxOp,
-	"ReduceMean": reduceOp(dag.ReduceMean),
-	"ReduceSum":  reduceOp(dag.ReduceSum),
-	"Dropout":    dropoutOp,
-}
-
 // unaryOp maps an elementwise op of one input; kind "" is evaluated on
 // constants only (Reciprocal is 1/x on activations).
 func unaryOp(kind dag.Kind) handler {

@@ -6,19 +6,6 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 )
 
-// nnHandlers read the layers: convolutions, normalisations, pools,
-// embeddings and the loss.
-var nnHandlers = map[string]handler{
-	"Conv":                    convOp,
-	"BatchNormalization":      batchNormOp,
-	"MaxPool":                 poolOp(dag.MaxPool2D),
-	"AveragePool":             poolOp(dag.AvgPool2D),
-	"GlobalAveragePool":       globalPoolOp,
-	"GlobalMaxPool":           globalPoolOp,
-	"LayerNormalization":      layerNormOp,
-	"SoftmaxCrossEntropyLoss": softmaxCrossEntropyOp,
-}
-
 // image is input 0 as an activation laid out [N, C, H, W].
 func (n *node) image() (*value, error) {
 	x, err := n.act(0)

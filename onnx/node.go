@@ -2,7 +2,6 @@ package onnx
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -24,28 +23,6 @@ func (n *node) refuse(format string, args ...any) error {
 // handler converts one op type.
 type handler func(n *node) error
 
-// handlers maps the default domain's op types the importer reads.
-var handlers map[string]handler
-
-func init() {
-	handlers = map[string]handler{}
-	for _, group := range []map[string]handler{shapeHandlers, mathHandlers, nnHandlers} {
-		for k, h := range group {
-			handlers[k] = h
-		}
-	}
-}
-
-// SupportedOps lists the op types the importer reads, sorted.
-func SupportedOps() []string {
-	out := make([]string, 0, len(handlers))
-	for k := range handlers {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // node converts one node.
 func (c *converter) node(p *onnxpb.NodeProto) error {
 	n := &node{c: c, p: p}
@@ -58,16 +35,19 @@ func (c *converter) node(p *onnxpb.NodeProto) error {
 	if d := p.GetDomain(); d != "" && d != "ai.onnx" {
 		return n.opaqueOr("op type %s of domain %q is not one graphpipe reads", p.GetOpType(), d)
 	}
-	h, ok := handlers[p.GetOpType()]
+	spec, ok := ops[p.GetOpType()]
 	if !ok {
 		return n.opaqueOr("op type %s is not one graphpipe reads", p.GetOpType())
+	}
+	if !spec.reads(c.f.Opset) {
+		return n.opaqueOr("graphpipe reads op type %s in opsets %d to %d, not %d", p.GetOpType(), spec.opsets[0], spec.opsets[1], c.f.Opset)
 	}
 	for _, a := range p.GetAttribute() {
 		if a.GetType() == onnxpb.AttributeProto_GRAPH || a.GetType() == onnxpb.AttributeProto_GRAPHS {
 			return n.opaqueOr("it holds a subgraph (%s), which graphpipe does not run", a.GetName())
 		}
 	}
-	if a := n.unknownAttr(); a != "" {
+	if a := n.unknownAttr(spec.attrs); a != "" {
 		return n.opaqueOr("attribute %q is not one graphpipe knows for %s", a, p.GetOpType())
 	}
 	for i, in := range p.GetInput() {
@@ -75,7 +55,7 @@ func (c *converter) node(p *onnxpb.NodeProto) error {
 			return n.refuse("input %d %q is neither a graph input, an initializer nor another node's output", i, in)
 		}
 	}
-	return h(n)
+	return spec.handle(n)
 }
 
 // in is input i's value; nil when the input is absent (optional).

@@ -7,30 +7,6 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 )
 
-// shapeHandlers read shape computations (evaluated at import) and the ops
-// that only move elements (reshape, transpose, slice, concat, gather).
-var shapeHandlers = map[string]handler{
-	"Constant":        constantOp,
-	"ConstantOfShape": constantOfShape,
-	"Shape":           shapeOp,
-	"Size":            sizeOp,
-	"Identity":        identity,
-	"Cast":            castOp,
-	"Reshape":         reshapeOp,
-	"Flatten":         flattenOp,
-	"Squeeze":         squeezeOp,
-	"Unsqueeze":       unsqueezeOp,
-	"Transpose":       transposeOp,
-	"Concat":          concatOp,
-	"Gather":          gatherOp,
-	"Slice":           sliceOp,
-	"Split":           splitOp,
-	"Expand":          expandOp,
-	"Range":           rangeOp,
-	"Where":           whereOp,
-	"Pad":             padOp,
-}
-
 func identity(n *node) error {
 	n.set(0, n.in(0))
 	return nil

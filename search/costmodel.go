@@ -65,8 +65,7 @@ func (cm *costModel) opTime(i int, m int64) opTime {
 	mf := float64(m)
 	act := float64(c.MemBytes - 4*c.Params)
 	mem := act*mf + 4*float64(c.Params)
-	switch cm.g.Op(i).Kind {
-	case dag.Embedding, dag.EmbeddingBag:
+	if cm.g.Op(i).Kind.Gathers() {
 		mem = act * mf
 	}
 	t := opTime{f: kernel(cm.dev, c.FwdFLOPs*mf, mem)}

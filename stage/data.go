@@ -206,7 +206,7 @@ func sizeOf(shape []int) int {
 // answer, the samples split over the cores (each label is its sample's
 // alone, so the split changes nothing).
 func (d *Dataset) label(tgt *Value[float32], step, n int) {
-	kind := d.g.Op(d.g.Loss()).Kind
+	write := kernels[d.g.Op(d.g.Loss()).Kind].label
 	work := teacherWidth * (d.out + len(d.taps)*teacherTaps)
 	eachHead(n, work, func(s int) {
 		feat := make([]float64, teacherWidth)
@@ -219,28 +219,36 @@ func (d *Dataset) label(tgt *Value[float32], step, n int) {
 			}
 			z[o] = acc
 		}
-		switch kind {
-		case dag.SoftmaxCrossEntropy:
-			best := 0
-			for o := range z {
-				if z[o] > z[best] {
-					best = o
-				}
-			}
-			tgt.Ints[s] = int32(best)
-		case dag.MSE:
-			for o, v := range z {
-				tgt.Data[s*d.out+o] = float32(v)
-			}
-		case dag.BCEWithLogits:
-			for o, v := range z {
-				tgt.Data[s*d.out+o] = 0
-				if v > 0 {
-					tgt.Data[s*d.out+o] = 1
-				}
-			}
-		}
+		write(z, tgt, s)
 	})
+}
+
+// labelClass is softmax_cross_entropy's label: the teacher's best class.
+func labelClass(z []float64, tgt *Value[float32], s int) {
+	best := 0
+	for o := range z {
+		if z[o] > z[best] {
+			best = o
+		}
+	}
+	tgt.Ints[s] = int32(best)
+}
+
+// labelValues is mse's: the teacher's outputs.
+func labelValues(z []float64, tgt *Value[float32], s int) {
+	for o, v := range z {
+		tgt.Data[s*len(z)+o] = float32(v)
+	}
+}
+
+// labelBits is bce_with_logits': 1 where the teacher's output is positive.
+func labelBits(z []float64, tgt *Value[float32], s int) {
+	for o, v := range z {
+		tgt.Data[s*len(z)+o] = 0
+		if v > 0 {
+			tgt.Data[s*len(z)+o] = 1
+		}
+	}
 }
 
 // features is tanh of the sum of every input's random features for sample

@@ -1,8 +1,12 @@
 // Package stage computes a pipeline stage: forward and backward of every op
-// kind of graphpipe/model@1 over the CPU backend (or, after
+// kind of graphpipe/model@1 and @2 over the CPU backend (or, after
 // Executor.UseDevice, the CUDA backend of package tensor/cuda), parameter initialisation,
 // the activation stash per micro-batch, gradient accumulation, the optimizers
 // and the Executor that runs one stage's ops for one micro-batch.
+//
+// Each op kind is one row of the kernel table (kinds.go): its CPU kernel,
+// its GPU kernel, how its parameters start and, for a loss, how the
+// synthetic data labels its target (docs/adding-an-op.md).
 //
 // The contract:
 //

@@ -1,7 +1,6 @@
 package stage
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -17,68 +16,14 @@ import (
 // (each call uploading what it reads and downloading what it writes) for a
 // kernel used alone, as the op tests do.
 
-// newGPUKernel builds the GPU kernel of op i of g; errp collects device
-// errors from backward passes; dev, when not nil, keeps values on the
-// device (gpu_exec.go).
-func newGPUKernel(g *dag.Graph, i int, d *cuda.Device, dev *devState, errp *error, ctx *runCtx) (kernel[float32], error) {
-	op := g.Op(i)
-	a := op.Attrs
-	in := g.OpInputs(i)
-	k := &gpuKernel{d: d, dev: dev, errp: errp}
-	if broadcasts(g, i) || op.Kind.Since() >= 2 { // model@2's ops and forms of add and mul
-		var ok bool
-		if k.fwd, k.bwd, ok = newGPUConvKernel(g, i, ctx); ok {
-			return k, nil
-		}
-		if k.fwd, k.bwd, ok = newGPUTensorKernel(g, i, ctx); ok {
-			return k, nil
-		}
-		return nil, &OpError{op.Name, fmt.Sprintf("%s has no CUDA kernel", op.Kind)}
-	}
-	switch op.Kind {
-	case dag.Linear:
-		k.fwd, k.bwd = gpuLinear(a.Bias, a.WeightLayout == "in_out")
-	case dag.ReLU, dag.GELU, dag.Tanh, dag.Sigmoid:
-		k.fwd, k.bwd = gpuAct(map[dag.Kind]int32{dag.ReLU: 0, dag.GELU: 1, dag.Tanh: 2, dag.Sigmoid: 3}[op.Kind])
-	case dag.LayerNorm:
-		k.fwd, k.bwd = gpuLayerNorm(float32(a.Eps))
-	case dag.Add:
-		k.fwd, k.bwd = gpuAdd()
-	case dag.Mul:
-		k.fwd, k.bwd = gpuMul()
-	case dag.Concat:
-		k.fwd, k.bwd = gpuConcat(&concat[float32]{axis: axis(a.Axis, len(in[0].Shape))})
-	case dag.Mean:
-		k.fwd, k.bwd = gpuMean(&mean[float32]{axis: axis(a.Axis, len(in[0].Shape))})
-	case dag.Flatten:
-		k.fwd, k.bwd = gpuFlatten()
-	case dag.Embedding:
-		k.fwd, k.bwd = gpuEmbedding(op.Name, int(a.Num), int(a.Dim))
-	case dag.EmbeddingBag:
-		k.fwd, k.bwd = gpuEmbeddingBag(op.Name, int(a.Num), int(a.Dim), a.Mode == "mean")
-	case dag.Attention:
-		k.fwd, k.bwd = gpuAttention(int(a.Heads), a.Causal)
-	case dag.DotInteraction:
-		k.fwd, k.bwd = gpuDot()
-	case dag.SoftmaxCrossEntropy:
-		k.fwd, k.bwd = gpuCrossEntropy(op.Name)
-	case dag.MSE:
-		k.fwd, k.bwd = gpuMSE()
-	case dag.BCEWithLogits:
-		k.fwd, k.bwd = gpuBCE()
-	default:
-		return newKernel[float32](g, i, ctx) // opaque and unknown kinds fail as on the CPU
-	}
-	return k, nil
-}
-
 type (
 	fwdFn = func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error)
 	bwdFn = func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32])
 )
 
 // gpuLinear is linear on the device; inOut: W is [in, out] (y = x·W).
-func gpuLinear(bias, inOut bool) (fwdFn, bwdFn) {
+func gpuLinear(k *linear[float32]) (fwdFn, bwdFn) {
+	bias, inOut := k.bias, k.inOut
 	dims := func(w *Value[float32]) (int, int) {
 		if inOut {
 			return w.Shape[0], w.Shape[1]
@@ -127,7 +72,10 @@ func gpuLinear(bias, inOut bool) (fwdFn, bwdFn) {
 	return fwd, bwd
 }
 
-func gpuAct(kind int32) (fwdFn, bwdFn) { return gpuPointwise("gp_act", kind) }
+// actKind is gp_act's kind of each activation (kernels.cu).
+var actKind = map[dag.Kind]int32{dag.ReLU: 0, dag.GELU: 1, dag.Tanh: 2, dag.Sigmoid: 3}
+
+func gpuAct(k *pointwise[float32]) (fwdFn, bwdFn) { return gpuPointwise("gp_act", actKind[k.kind]) }
 
 // gpuPointwise is an op of one input computed element by element: kernel
 // name(kind, x, y, extra..., n) forward, name_bwd(kind, x, y, gy, gx,
@@ -158,7 +106,8 @@ type gpuLNStash struct{ mean, rstd stashBuf }
 // lnLanes is LANES in kernels.cu: threads that share one row's sums.
 const lnLanes = 32
 
-func gpuLayerNorm(eps float32) (fwdFn, bwdFn) {
+func gpuLayerNorm(k *layerNorm[float32]) (fwdFn, bwdFn) {
+	eps := k.eps
 	fwd := func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error) {
 		d := p[0].Shape[0]
 		r := rows(x[0].Shape)
@@ -202,6 +151,15 @@ func gpuLayerNorm(eps float32) (fwdFn, bwdFn) {
 	return fwd, bwd
 }
 
+// gpuAddOrBroadcast is add's GPU kernel, or in model@2's forms that of
+// those (gpuArith).
+func gpuAddOrBroadcast(o *opArgs) (fwdFn, bwdFn) {
+	if broadcasts(o) {
+		return gpuArith(o)
+	}
+	return gpuAdd()
+}
+
 func gpuAdd() (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
@@ -225,6 +183,15 @@ func gpuAdd() (fwdFn, bwdFn) {
 		}
 	}
 	return fwd, bwd
+}
+
+// gpuMulOrBroadcast is mul's GPU kernel, or in model@2's forms that of
+// those (gpuArith).
+func gpuMulOrBroadcast(o *opArgs) (fwdFn, bwdFn) {
+	if broadcasts(o) {
+		return gpuArith(o)
+	}
+	return gpuMul()
 }
 
 func gpuMul() (fwdFn, bwdFn) {
@@ -336,7 +303,8 @@ func checkIndices(op string, idx []int32, num int) error {
 	return nil
 }
 
-func gpuEmbedding(op string, num, dim int) (fwdFn, bwdFn) {
+func gpuEmbedding(k *embedding[float32]) (fwdFn, bwdFn) {
+	op, num, dim := k.op, k.num, k.dim
 	fwd := func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error) {
 		if err := checkIndices(op, x[0].Ints, num); err != nil {
 			return nil, nil, err
@@ -360,9 +328,10 @@ func gpuEmbedding(op string, num, dim int) (fwdFn, bwdFn) {
 	return fwd, bwd
 }
 
-func gpuEmbeddingBag(op string, num, dim int, isMean bool) (fwdFn, bwdFn) {
+func gpuEmbeddingBag(k *embeddingBag[float32]) (fwdFn, bwdFn) {
+	op, num, dim := k.op, k.num, k.dim
 	m := int32(0)
-	if isMean {
+	if k.mean {
 		m = 1
 	}
 	fwd := func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error) {
@@ -442,7 +411,8 @@ func sumTerms(s *gpuScope, b cuda.Buffer, n int) float64 {
 	return sum
 }
 
-func gpuCrossEntropy(op string) (fwdFn, bwdFn) {
+func gpuCrossEntropy(k *crossEntropy[float32]) (fwdFn, bwdFn) {
+	op := k.op
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		n, c := x[0].Shape[0], x[0].Shape[1]
 		if err := checkIndices(op, x[1].Ints, c); err != nil {
@@ -552,9 +522,10 @@ func (sp attnSplit) stride(perSample, perHead int) int {
 	return perSample
 }
 
-func gpuAttention(heads int, causal bool) (fwdFn, bwdFn) {
+func gpuAttention(k *attention[float32]) (fwdFn, bwdFn) {
+	heads := k.heads
 	c := int32(0)
-	if causal {
+	if k.causal {
 		c = 1
 	}
 	type dims struct{ n, sq, d, dh int }

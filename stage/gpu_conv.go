@@ -5,7 +5,6 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
@@ -13,30 +12,6 @@ import (
 // The GPU kernels of conv2d, batch_norm, max_pool2d, avg_pool2d and
 // global_avg_pool: the CPU kernels' geometry (kernels_conv.go) and
 // arithmetic, on the device.
-
-// newGPUConvKernel builds the GPU kernel of op i when it is one of
-// model@2's convolutions, normalisations or pools; ok is false otherwise.
-func newGPUConvKernel(g *dag.Graph, i int, ctx *runCtx) (fwd fwdFn, bwd bwdFn, ok bool) {
-	cpu, ok := newConvKernel[float32](g, i, ctx)
-	if !ok {
-		return nil, nil, false
-	}
-	switch k := cpu.(type) {
-	case *conv2d[float32]:
-		fwd, bwd = gpuConv2D(k)
-	case *batchNorm[float32]:
-		fwd, bwd = gpuBatchNorm(k)
-	case *maxPool[float32]:
-		fwd, bwd = gpuMaxPool(k)
-	case *avgPool[float32]:
-		fwd, bwd = gpuAvgPool(k)
-	case *globalAvgPool[float32]:
-		fwd, bwd = gpuGlobalAvgPool()
-	default:
-		return nil, nil, false
-	}
-	return fwd, bwd, true
-}
 
 // convColElems bounds conv2d's im2col buffer (elements): a micro-batch's
 // samples go through in chunks whose columns fit (at least one sample).

@@ -14,48 +14,6 @@ import (
 // done by kernels.cu's strided kernels from a small table of dims and
 // strides uploaded per call (meta).
 
-// newGPUTensorKernel builds the GPU kernel of op i when it is one of
-// model@2's tensor ops; ok is false for another kind.
-func newGPUTensorKernel(g *dag.Graph, i int, ctx *runCtx) (fwd fwdFn, bwd bwdFn, ok bool) {
-	cpu, ok := newTensorKernel[float32](g, i, ctx)
-	if !ok {
-		return nil, nil, false
-	}
-	op := g.Op(i)
-	switch k := cpu.(type) {
-	case *reshape[float32]:
-		fwd, bwd = gpuReshape(k)
-	case *transpose[float32]:
-		fwd, bwd = gpuTranspose(k)
-	case *softmax[float32]:
-		fwd, bwd = gpuSoftmax(k)
-	case *slice[float32]:
-		fwd, bwd = gpuSlice(k)
-	case *pad[float32]:
-		fwd, bwd = gpuPad(k)
-	case *matmul[float32]:
-		fwd, bwd = gpuMatMul(k)
-	case *scalarOp[float32]:
-		fwd, bwd = gpuScalar(k)
-	case *broadcast[float32]:
-		fwd, bwd = gpuBroadcast(k)
-	case *unary[float32]:
-		fwd, bwd = gpuUnary(k)
-	case *reduce[float32]:
-		axes, _ := dag.ReduceAxes(op.Attrs.Axes, len(g.OpInputs(i)[0].Shape))
-		fwd, bwd = gpuReduce(k, axes)
-	case *dropout[float32]:
-		fwd, bwd = gpuDropout(k)
-	case *parameter[float32]:
-		fwd, bwd = gpuParameter(k)
-	case *constant[float32]:
-		fwd, bwd = gpuConstant(k)
-	default:
-		return nil, nil, false
-	}
-	return fwd, bwd, true
-}
-
 // meta uploads the int32 table a strided kernel reads: dims, then each
 // list of strides.
 func (s *gpuScope) meta(dims []int, strides ...[]int) cuda.Buffer {
@@ -284,6 +242,15 @@ func scalarKind(kind dag.Kind, reverse bool) int32 {
 	return 4
 }
 
+// gpuArith is sub's and div's GPU kernel, and add's and mul's in model@2's
+// forms: with a scalar operand, or of inputs that broadcast.
+func gpuArith(o *opArgs) (fwdFn, bwdFn) {
+	if o.op.Attrs.HasScalar {
+		return gpuScalar(scalarKernel[float32](o))
+	}
+	return gpuBroadcast(broadcastKernel[float32](o))
+}
+
 func gpuScalar(k *scalarOp[float32]) (fwdFn, bwdFn) {
 	return gpuPointwise("gp_scalar", scalarKind(k.kind, k.reverse), float32(k.s))
 }
@@ -357,9 +324,9 @@ func gpuUnary(k *unary[float32]) (fwdFn, bwdFn) {
 
 // gpuReduce sums x [n, in...] over the axes (per-sample indices), scaled
 // by 1/count for a mean; the backward spreads gy back at x's strides.
-func gpuReduce(k *reduce[float32], axes []int) (fwdFn, bwdFn) {
+func gpuReduce(k *reduce[float32]) (fwdFn, bwdFn) {
 	red := make([]int, len(k.in)+1)
-	for _, a := range axes {
+	for _, a := range k.axes {
 		red[a+1] = 1
 	}
 	rank := int32(len(k.in) + 1)

@@ -61,8 +61,7 @@ func checkConv2DChunks(t *testing.T, d *cuda.Device) {
 	var worst closeness
 	for _, c := range append(append([]opCase(nil), convCases[:6]...), gpuV2Cases[:2]...) {
 		g, i := oneOp(t, c)
-		k, _ := newConvKernel[float32](g, i, &runCtx{})
-		cv := k.(*conv2d[float32])
+		cv := conv2DKernel[float32](newOpArgs(g, i, &runCtx{}))
 		cols := cv.c * cv.kh * cv.kw * cv.oh * cv.ow // one sample's im2col
 		for _, samples := range []int{1, 2} {
 			convColElems = samples * cols

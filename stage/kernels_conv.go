@@ -10,34 +10,6 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 )
 
-// newConvKernel builds the kernels of conv2d, batch_norm, max_pool2d,
-// avg_pool2d and global_avg_pool; ok is false for another kind.
-func newConvKernel[T Num](g *dag.Graph, i int, ctx *runCtx) (kernel[T], bool) {
-	op := g.Op(i)
-	a := op.Attrs
-	switch op.Kind {
-	case dag.Conv2D, dag.MaxPool2D, dag.AvgPool2D, dag.GlobalAvgPool, dag.BatchNorm:
-	default:
-		return nil, false
-	}
-	in := g.OpInputs(i)[0].Shape
-	out := g.Out(i).Shape
-	switch op.Kind {
-	case dag.Conv2D:
-		w := newWindow(in, out, a, a.Dilation)
-		return &conv2d[T]{window: w, groups: int(a.Groups), out: int(a.Out), bias: a.Bias}, true
-	case dag.MaxPool2D:
-		return &maxPool[T]{window: newWindow(in, out, a, a.Dilation)}, true
-	case dag.AvgPool2D:
-		return &avgPool[T]{window: newWindow(in, out, a, dag.Shape{1, 1}), includePad: a.CountIncludePad}, true
-	case dag.GlobalAvgPool:
-		return &globalAvgPool[T]{}, true
-	case dag.BatchNorm:
-		return &batchNorm[T]{op: op.Name, eps: a.Eps, momentum: a.Momentum, ctx: ctx}, true
-	}
-	return nil, false
-}
-
 // window is a 2-D convolution's or pool's geometry, per sample: input
 // [c, h, w], output [·, oh, ow], kernel, stride, padding (top, left) and
 // dilation.
@@ -63,6 +35,12 @@ type conv2d[T Num] struct {
 	window
 	groups, out int
 	bias        bool
+}
+
+func conv2DKernel[T Num](o *opArgs) *conv2d[T] {
+	a := &o.op.Attrs
+	w := newWindow(o.in[0].Shape, o.out.Shape, *a, a.Dilation)
+	return &conv2d[T]{window: w, groups: int(a.Groups), out: int(a.Out), bias: a.Bias}
 }
 
 func (k *conv2d[T]) dims() (cg, og, ckk, hw int) {
@@ -250,6 +228,10 @@ type batchNorm[T Num] struct {
 	ctx      *runCtx // nil: always training
 }
 
+func batchNormKernel[T Num](o *opArgs) *batchNorm[T] {
+	return &batchNorm[T]{op: o.op.Name, eps: o.op.Attrs.Eps, momentum: o.op.Attrs.Momentum, ctx: o.ctx}
+}
+
 type bnStash[T Num] struct {
 	xhat []T
 	rstd []float64 // per channel
@@ -366,6 +348,10 @@ func (k *batchNorm[T]) backward(gy *Value[T], _, p []*Value[T], _ *Value[T], stv
 // stash is each output's input position, where backward sends its gradient.
 type maxPool[T Num] struct{ window }
 
+func maxPoolKernel[T Num](o *opArgs) *maxPool[T] {
+	return &maxPool[T]{window: newWindow(o.in[0].Shape, o.out.Shape, o.op.Attrs, o.op.Attrs.Dilation)}
+}
+
 func (k *maxPool[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	n := x[0].Shape[0]
 	y := NewValue[T](n, k.c, k.oh, k.ow)
@@ -419,6 +405,11 @@ func (k *maxPool[T]) backward(gy *Value[T], _, _ []*Value[T], _ *Value[T], st an
 type avgPool[T Num] struct {
 	window
 	includePad bool
+}
+
+func avgPoolKernel[T Num](o *opArgs) *avgPool[T] {
+	w := newWindow(o.in[0].Shape, o.out.Shape, o.op.Attrs, dag.Shape{1, 1})
+	return &avgPool[T]{window: w, includePad: o.op.Attrs.CountIncludePad}
 }
 
 // span is window (oy, ox)'s rows and columns inside the input, and its divisor.
@@ -477,6 +468,8 @@ func (k *avgPool[T]) backward(gy *Value[T], _, _ []*Value[T], _ *Value[T], _ any
 // globalAvgPool: [n, c, spatial...] → [n, c, 1, ...], the mean over the
 // spatial axes.
 type globalAvgPool[T Num] struct{}
+
+func globalAvgPoolKernel[T Num](*opArgs) *globalAvgPool[T] { return &globalAvgPool[T]{} }
 
 func (globalAvgPool[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	n, c, s := bnGeometry(x[0].Shape)

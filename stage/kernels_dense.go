@@ -12,6 +12,10 @@ import (
 // W [out, in] (PyTorch's layout), or W [in, out] with inOut (y = x·W), b [out].
 type linear[T Num] struct{ bias, inOut bool }
 
+func linearKernel[T Num](o *opArgs) *linear[T] {
+	return &linear[T]{bias: o.op.Attrs.Bias, inOut: o.op.Attrs.WeightLayout == "in_out"}
+}
+
 // dims is the layer's input and output widths.
 func (k *linear[T]) dims(w *Value[T]) (in, out int) {
 	if k.inOut {
@@ -67,6 +71,8 @@ func (k *linear[T]) backward(gy *Value[T], x, p []*Value[T], _ *Value[T], _ any,
 
 // layerNorm over the last dim d: y = (x-μ)/√(σ²+eps)·w + b, per row.
 type layerNorm[T Num] struct{ eps T }
+
+func layerNormKernel[T Num](o *opArgs) *layerNorm[T] { return &layerNorm[T]{eps: T(o.op.Attrs.Eps)} }
 
 type lnStash[T Num] struct{ xhat, rstd []T }
 
@@ -140,6 +146,10 @@ func (k *layerNorm[T]) backward(gy *Value[T], x, p []*Value[T], _ *Value[T], s a
 type attention[T Num] struct {
 	heads  int
 	causal bool
+}
+
+func attentionKernel[T Num](o *opArgs) *attention[T] {
+	return &attention[T]{heads: int(o.op.Attrs.Heads), causal: o.op.Attrs.Causal}
 }
 
 type attnStash[T Num] struct {

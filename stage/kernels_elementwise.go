@@ -15,6 +15,12 @@ type unary[T Num] struct {
 	exponent float64
 }
 
+func unaryKernel[T Num](o *opArgs) *unary[T] { return &unary[T]{kind: o.op.Kind} }
+
+func powKernel[T Num](o *opArgs) *unary[T] {
+	return &unary[T]{kind: o.op.Kind, exponent: o.op.Attrs.Exponent}
+}
+
 func (k *unary[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	y := NewValue[T](x[0].Shape...)
 	for i, v := range x[0].Data {
@@ -77,8 +83,18 @@ type reduce[T Num] struct {
 	in     []int // per-sample input dims
 	out    []int // per-sample output dims (with keepdims' 1s)
 	stride []int // per input dim, its stride in the output (0 where reduced)
+	axes   []int // the reduced axes, sorted
 	mean   bool
 	count  int // elements summed into each output
+}
+
+func reduceMeanKernel[T Num](o *opArgs) *reduce[T] { return reduceKernel[T](o, true) }
+
+func reduceSumKernel[T Num](o *opArgs) *reduce[T] { return reduceKernel[T](o, false) }
+
+func reduceKernel[T Num](o *opArgs, mean bool) *reduce[T] {
+	axes, _ := dag.ReduceAxes(o.op.Attrs.Axes, len(o.in[0].Shape))
+	return newReduce[T](toIntsShape(o.in[0].Shape), toIntsShape(o.out.Shape), axes, mean)
 }
 
 func newReduce[T Num](in, outShape []int, axes []int, mean bool) *reduce[T] {
@@ -93,7 +109,7 @@ func newReduce[T Num](in, outShape []int, axes []int, mean bool) *reduce[T] {
 		}
 	}
 	ost := rowStrides(out)
-	k := &reduce[T]{in: in, out: outShape, stride: make([]int, len(in)), mean: mean, count: 1}
+	k := &reduce[T]{in: in, out: outShape, stride: make([]int, len(in)), axes: axes, mean: mean, count: 1}
 	j := 0
 	for i, d := range in {
 		if red[i] {
@@ -150,6 +166,10 @@ type dropout[T Num] struct {
 	op  string
 	p   float64
 	ctx *runCtx
+}
+
+func dropoutKernel[T Num](o *opArgs) *dropout[T] {
+	return &dropout[T]{op: o.op.Name, p: o.op.Attrs.P, ctx: o.ctx}
 }
 
 func (k *dropout[T]) apply(src, dst []T, shape []int, accumulate bool) {

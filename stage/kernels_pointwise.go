@@ -10,6 +10,8 @@ import (
 // pointwise: relu, gelu (exact, erf), tanh, sigmoid; y has x's shape.
 type pointwise[T Num] struct{ kind dag.Kind }
 
+func pointwiseKernel[T Num](o *opArgs) *pointwise[T] { return &pointwise[T]{kind: o.op.Kind} }
+
 func (k *pointwise[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	y := NewValue[T](x[0].Shape...)
 	if x32, ok := any(x[0].Data).([]float32); ok && k.kind == dag.GELU {
@@ -75,6 +77,15 @@ func (k *pointwise[T]) backward(gy *Value[T], x, _ []*Value[T], y *Value[T], _ a
 // add: y = Σ x_i, equal shapes.
 type add[T Num] struct{}
 
+// addKernel is add's, or in model@2's forms (a scalar, inputs that
+// broadcast) the kernel of those.
+func addKernel[T Num](o *opArgs) kernel[T] {
+	if broadcasts(o) {
+		return arithKernel[T](o)
+	}
+	return &add[T]{}
+}
+
 func (add[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	y := NewValue[T](x[0].Shape...)
 	for _, xi := range x {
@@ -93,6 +104,14 @@ func (add[T]) backward(gy *Value[T], _, _ []*Value[T], _ *Value[T], _ any, gx, _
 
 // mul: y = a ⊙ b.
 type mul[T Num] struct{}
+
+// mulKernel is mul's, or in model@2's forms that of those (addKernel).
+func mulKernel[T Num](o *opArgs) kernel[T] {
+	if broadcasts(o) {
+		return arithKernel[T](o)
+	}
+	return &mul[T]{}
+}
 
 func (mul[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	y := NewValue[T](x[0].Shape...)
@@ -116,6 +135,10 @@ func (mul[T]) backward(gy *Value[T], x, _ []*Value[T], _ *Value[T], _ any, gx, _
 
 // concat along one axis: each input is [outer, w_i·inner] around the axis.
 type concat[T Num] struct{ axis int }
+
+func concatKernel[T Num](o *opArgs) *concat[T] {
+	return &concat[T]{axis: axis(o.op.Attrs.Axis, len(o.in[0].Shape))}
+}
 
 func (k *concat[T]) split(shape []int) (outer, inner int) {
 	return tensor.Size(shape[:k.axis]), tensor.Size(shape[k.axis+1:])
@@ -159,6 +182,10 @@ func (k *concat[T]) backward(gy *Value[T], x, _ []*Value[T], y *Value[T], _ any,
 // mean over one axis: x [outer, L, inner] → y [outer, inner].
 type mean[T Num] struct{ axis int }
 
+func meanKernel[T Num](o *opArgs) *mean[T] {
+	return &mean[T]{axis: axis(o.op.Attrs.Axis, len(o.in[0].Shape))}
+}
+
 func (k *mean[T]) dims(shape []int) (outer, l, inner int) {
 	return tensor.Size(shape[:k.axis]), shape[k.axis], tensor.Size(shape[k.axis+1:])
 }
@@ -197,6 +224,8 @@ func (k *mean[T]) backward(gy *Value[T], x, _ []*Value[T], _ *Value[T], _ any, g
 
 // flatten: [n, ...] → [n, product].
 type flatten[T Num] struct{}
+
+func flattenKernel[T Num](*opArgs) *flatten[T] { return &flatten[T]{} }
 
 func (flatten[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	n := x[0].Shape[0]

@@ -11,6 +11,10 @@ type embedding[T Num] struct {
 	num, dim int
 }
 
+func embeddingKernel[T Num](o *opArgs) *embedding[T] {
+	return &embedding[T]{op: o.op.Name, num: int(o.op.Attrs.Num), dim: int(o.op.Attrs.Dim)}
+}
+
 func checkIndex(op string, idx int32, num int) error {
 	if idx < 0 || int(idx) >= num {
 		return &OpError{op, fmt.Sprintf("index %d is outside the table's %d rows", idx, num)}
@@ -43,6 +47,11 @@ type embeddingBag[T Num] struct {
 	op       string
 	num, dim int
 	mean     bool
+}
+
+func embeddingBagKernel[T Num](o *opArgs) *embeddingBag[T] {
+	a := &o.op.Attrs
+	return &embeddingBag[T]{op: o.op.Name, num: int(a.Num), dim: int(a.Dim), mean: a.Mode == "mean"}
 }
 
 func (k *embeddingBag[T]) forward(x, p []*Value[T]) (*Value[T], any, error) {
@@ -87,6 +96,8 @@ func (k *embeddingBag[T]) backward(gy *Value[T], x, _ []*Value[T], _ *Value[T], 
 
 // dot: m vectors [n, d] → y [n, m(m-1)/2], x_i·x_j for i<j in row-major order.
 type dot[T Num] struct{}
+
+func dotKernel[T Num](*opArgs) *dot[T] { return &dot[T]{} }
 
 func (dot[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	n, d, m := x[0].Shape[0], x[0].Shape[1], len(x)
@@ -139,6 +150,8 @@ func (dot[T]) backward(gy *Value[T], x, _ []*Value[T], _ *Value[T], _ any, gx, _
 // logsumexp(logits) − logits[label]. y is [1].
 type crossEntropy[T Num] struct{ op string }
 
+func crossEntropyKernel[T Num](o *opArgs) *crossEntropy[T] { return &crossEntropy[T]{op: o.op.Name} }
+
 func (k *crossEntropy[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	n, c := x[0].Shape[0], x[0].Shape[1]
 	probs := make([]T, n*c)
@@ -189,6 +202,8 @@ func (k *crossEntropy[T]) backward(gy *Value[T], x, _ []*Value[T], _ *Value[T], 
 // mse: the mean over batch and elements of (p − t)². y is [1].
 type mse[T Num] struct{}
 
+func mseKernel[T Num](*opArgs) *mse[T] { return &mse[T]{} }
+
 func (mse[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	var s float64
 	for i, p := range x[0].Data {
@@ -216,6 +231,8 @@ func (mse[T]) backward(gy *Value[T], x, _ []*Value[T], _ *Value[T], _ any, gx, _
 // bce: binary cross-entropy on logits, mean over batch and elements:
 // max(z,0) − z·t + log(1 + e^−|z|). y is [1].
 type bce[T Num] struct{}
+
+func bceKernel[T Num](*opArgs) *bce[T] { return &bce[T]{} }
 
 func (bce[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	var s float64

@@ -2,53 +2,12 @@ package stage
 
 import "github.com/graphpipe/graphpipe/dag"
 
-// newTensorKernel builds the kernels of model@2's tensor ops (matmul,
-// reshape, transpose, softmax, slice, pad, the broadcast and scalar forms
-// of add, sub, mul and div, pow, exp, log, sqrt, neg, erf, reduce_mean,
-// reduce_sum, dropout, parameter, constant); ok is false for another kind.
-func newTensorKernel[T Num](g *dag.Graph, i int, ctx *runCtx) (kernel[T], bool) {
-	op := g.Op(i)
-	a := op.Attrs
-	in := g.OpInputs(i)
-	out := g.Out(i)
-	switch op.Kind {
-	case dag.Reshape:
-		return &reshape[T]{shape: toIntsShape(a.Shape)}, true
-	case dag.Transpose:
-		return newTranspose[T](toIntsShape(in[0].Shape), toIntsShape(a.Perm)), true
-	case dag.Softmax:
-		return &softmax[T]{axis: axis(a.Axis, len(in[0].Shape))}, true
-	case dag.Slice:
-		first, n := dag.SliceRange(in[0].Shape[axis(a.Axis, len(in[0].Shape))-1], a.Start, a.End, a.Step)
-		return &slice[T]{axis: axis(a.Axis, len(in[0].Shape)), first: int(first), n: int(n), step: int(a.Step)}, true
-	case dag.Pad:
-		return &pad[T]{pads: toIntsShape(a.Pads), value: T(a.PadValue)}, true
-	case dag.MatMul:
-		return &matmul[T]{}, true
-	case dag.Add, dag.Sub, dag.Mul, dag.Div:
-		if a.HasScalar {
-			return &scalarOp[T]{kind: op.Kind, s: a.Scalar, reverse: a.Reverse}, true
-		}
-		return newBroadcast[T](op.Kind, in, out), true
-	case dag.Pow:
-		return &unary[T]{kind: op.Kind, exponent: a.Exponent}, true
-	case dag.Exp, dag.Log, dag.Sqrt, dag.Neg, dag.Erf:
-		return &unary[T]{kind: op.Kind}, true
-	case dag.ReduceMean, dag.ReduceSum:
-		axes, _ := dag.ReduceAxes(a.Axes, len(in[0].Shape))
-		return newReduce[T](toIntsShape(in[0].Shape), toIntsShape(out.Shape), axes, op.Kind == dag.ReduceMean), true
-	case dag.Dropout:
-		return &dropout[T]{op: op.Name, p: a.P, ctx: ctx}, true
-	case dag.Parameter:
-		return &parameter[T]{ctx: ctx}, true
-	case dag.Constant:
-		return &constant[T]{shape: toIntsShape(a.Shape), values: a.Values, ints: a.OutDType == dag.Int32, ctx: ctx}, true
-	}
-	return nil, false
-}
-
 // reshape: x [n, ...] → y [n, shape...], the same elements in order.
 type reshape[T Num] struct{ shape []int }
+
+func reshapeKernel[T Num](o *opArgs) *reshape[T] {
+	return &reshape[T]{shape: toIntsShape(o.op.Attrs.Shape)}
+}
 
 func (k *reshape[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	y := NewValue[T](append([]int{x[0].Shape[0]}, k.shape...)...)
@@ -68,6 +27,10 @@ type transpose[T Num] struct {
 	in     []int // per-sample input dims
 	out    []int // per-sample output dims
 	stride []int // per output dim, the input stride it walks
+}
+
+func transposeKernel[T Num](o *opArgs) *transpose[T] {
+	return newTranspose[T](toIntsShape(o.in[0].Shape), toIntsShape(o.op.Attrs.Perm))
 }
 
 func newTranspose[T Num](in, perm []int) *transpose[T] {
@@ -156,6 +119,10 @@ func span(shape []int, ax int) (outer, n, inner int) {
 // softmax along axis (of the batch-major value), stabilised by the maximum.
 type softmax[T Num] struct{ axis int }
 
+func softmaxKernel[T Num](o *opArgs) *softmax[T] {
+	return &softmax[T]{axis: axis(o.op.Attrs.Axis, len(o.in[0].Shape))}
+}
+
 func (k *softmax[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	y := NewValue[T](x[0].Shape...)
 	outer, n, inner := span(x[0].Shape, k.axis)
@@ -204,6 +171,12 @@ func (k *softmax[T]) backward(gy *Value[T], _, _ []*Value[T], y *Value[T], _ any
 // slice keeps n elements of axis, from first by step.
 type slice[T Num] struct{ axis, first, n, step int }
 
+func sliceKernel[T Num](o *opArgs) *slice[T] {
+	a, ax := &o.op.Attrs, axis(o.op.Attrs.Axis, len(o.in[0].Shape))
+	first, n := dag.SliceRange(o.in[0].Shape[ax-1], a.Start, a.End, a.Step)
+	return &slice[T]{axis: ax, first: int(first), n: int(n), step: int(a.Step)}
+}
+
 func (k *slice[T]) each(shape []int, f func(dst, src int)) {
 	outer, d, inner := span(shape, k.axis)
 	for o := 0; o < outer; o++ {
@@ -236,6 +209,10 @@ func (k *slice[T]) backward(gy *Value[T], x, _ []*Value[T], _ *Value[T], _ any, 
 type pad[T Num] struct {
 	pads  []int
 	value T
+}
+
+func padKernel[T Num](o *opArgs) *pad[T] {
+	return &pad[T]{pads: toIntsShape(o.op.Attrs.Pads), value: T(o.op.Attrs.PadValue)}
 }
 
 // place calls f(dst, src) for every element of x inside the padded value.
@@ -282,6 +259,8 @@ func (k *pad[T]) backward(gy *Value[T], x, _ []*Value[T], _ *Value[T], _ any, gx
 // product per (sample, leading index).
 type matmul[T Num] struct{}
 
+func matmulKernel[T Num](*opArgs) *matmul[T] { return &matmul[T]{} }
+
 func (matmul[T]) dims(a, b []int) (batch, m, kk, p int) {
 	r := len(a)
 	m, kk, p = a[r-2], a[r-1], b[r-1]
@@ -323,6 +302,17 @@ type broadcast[T Num] struct {
 	out     []int   // per-sample output dims
 	strides [][]int // per input, its stride along each output dim (0 where it stretches)
 }
+
+// arithKernel is sub's and div's kernel, and add's and mul's in model@2's
+// forms: with a scalar operand, or of inputs that broadcast.
+func arithKernel[T Num](o *opArgs) kernel[T] {
+	if o.op.Attrs.HasScalar {
+		return scalarKernel[T](o)
+	}
+	return broadcastKernel[T](o)
+}
+
+func broadcastKernel[T Num](o *opArgs) *broadcast[T] { return newBroadcast[T](o.op.Kind, o.in, o.out) }
 
 func newBroadcast[T Num](kind dag.Kind, in []*dag.Tensor, out *dag.Tensor) *broadcast[T] {
 	k := &broadcast[T]{kind: kind, out: toIntsShape(out.Shape)}
@@ -428,6 +418,10 @@ type scalarOp[T Num] struct {
 	reverse bool
 }
 
+func scalarKernel[T Num](o *opArgs) *scalarOp[T] {
+	return &scalarOp[T]{kind: o.op.Kind, s: o.op.Attrs.Scalar, reverse: o.op.Attrs.Reverse}
+}
+
 func (k *scalarOp[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	y := NewValue[T](x[0].Shape...)
 	s := T(k.s)
@@ -478,6 +472,8 @@ func (k *scalarOp[T]) backward(gy *Value[T], x, _ []*Value[T], y *Value[T], _ an
 // the executor (ctx).
 type parameter[T Num] struct{ ctx *runCtx }
 
+func parameterKernel[T Num](o *opArgs) *parameter[T] { return &parameter[T]{ctx: o.ctx} }
+
 func (k *parameter[T]) forward(_, p []*Value[T]) (*Value[T], any, error) {
 	n := k.ctx.pos.Rows
 	y := NewValue[T](append([]int{n}, p[0].Shape...)...)
@@ -505,6 +501,11 @@ type constant[T Num] struct {
 	values []float64
 	ints   bool
 	ctx    *runCtx
+}
+
+func constantKernel[T Num](o *opArgs) *constant[T] {
+	a := &o.op.Attrs
+	return &constant[T]{shape: toIntsShape(a.Shape), values: a.Values, ints: a.OutDType == dag.Int32, ctx: o.ctx}
 }
 
 func (constant[T]) backward(*Value[T], []*Value[T], []*Value[T], *Value[T], any, []*Value[T], []*Value[T]) {
