@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -62,7 +63,7 @@ type agentState struct {
 func (a *Agent) ID() string { return a.id }
 
 // Serve runs the agent until ctx ends.
-func (a *Agent) Serve(ctx context.Context, t Transport) error {
+func (a *Agent) Serve(ctx context.Context, t wire.Transport) error {
 	if err := CheckPoolName(a.Pool); err != nil {
 		return err
 	}
@@ -106,14 +107,14 @@ func (a *Agent) advert() []byte {
 	return b
 }
 
-func (a *Agent) setAdvert(f func(ad *Advert), t Transport) {
+func (a *Agent) setAdvert(f func(ad *Advert), t wire.Transport) {
 	a.mu.Lock()
 	f(&a.ad)
 	a.mu.Unlock()
 	t.Publish(poolAdverts(a.Pool), a.advert()) // at once, not at the next beat
 }
 
-func (a *Agent) handle(ctx context.Context, t Transport, st *agentState, e agentEvent, events chan agentEvent) {
+func (a *Agent) handle(ctx context.Context, t wire.Transport, st *agentState, e agentEvent, events chan agentEvent) {
 	a.mu.Lock()
 	claim := a.ad.Claim
 	a.mu.Unlock()
@@ -147,7 +148,7 @@ func (a *Agent) handle(ctx context.Context, t Transport, st *agentState, e agent
 
 // offered answers an offer: yes when free or held by the same coordinator
 // (a new generation of its run), no when another holds it.
-func (a *Agent) offered(ctx context.Context, t Transport, st *agentState, o *agentOrder, claim string, events chan agentEvent) {
+func (a *Agent) offered(ctx context.Context, t wire.Transport, st *agentState, o *agentOrder, claim string, events chan agentEvent) {
 	answer := agentAnswer{Agent: a.id, Gen: o.Gen, OK: true}
 	if claim != "" && claim != o.Claim {
 		answer = agentAnswer{Agent: a.id, Gen: o.Gen, Why: "held by run " + a.ad.Run}
@@ -191,7 +192,7 @@ func awaitServe(ctx context.Context, events <-chan agentEvent, seq int) {
 
 // hold starts being held by o's coordinator: while it is silent for the
 // heartbeat timeout the agent goes back to the pool.
-func (a *Agent) hold(ctx context.Context, t Transport, st *agentState, o *agentOrder, events chan<- agentEvent) {
+func (a *Agent) hold(ctx context.Context, t wire.Transport, st *agentState, o *agentOrder, events chan<- agentEvent) {
 	st.holdSeq++
 	seq := st.holdSeq
 	st.holdCtx, st.endHold = context.WithCancelCause(ctx)
@@ -210,7 +211,7 @@ func (a *Agent) hold(ctx context.Context, t Transport, st *agentState, o *agentO
 var errReleased = errors.New("released")
 
 // serve trains o's slot in a goroutine of its own.
-func (a *Agent) serve(st *agentState, t Transport, o *agentOrder, events chan<- agentEvent) {
+func (a *Agent) serve(st *agentState, t wire.Transport, o *agentOrder, events chan<- agentEvent) {
 	st.serveSeq++
 	seq := st.serveSeq
 	sctx, end := context.WithCancelCause(st.holdCtx)
@@ -224,7 +225,7 @@ func (a *Agent) serve(st *agentState, t Transport, o *agentOrder, events chan<- 
 }
 
 // free ends the hold: the agent is the pool's again.
-func (a *Agent) free(t Transport, st *agentState, why string) {
+func (a *Agent) free(t wire.Transport, st *agentState, why string) {
 	if st.endServe != nil {
 		st.endServe(errors.New(why))
 		st.endServe = nil

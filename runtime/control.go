@@ -12,6 +12,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -86,12 +87,12 @@ type Report struct {
 	OpSeconds map[string][2]float64 `json:"op_seconds,omitempty"`
 }
 
-func sendJSON(ctx context.Context, ep *Endpoint, peer int32, iter int64, mb int32, v any) error {
+func sendJSON(ctx context.Context, ep *wire.Endpoint, peer int32, iter int64, mb int32, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return ep.Send(ctx, peer, msgKey{iter, mb, ctlEdge, 'a'}, b)
+	return ep.Send(ctx, peer, msgKey(iter, mb, ctlEdge, 'a'), b)
 }
 
 func workerID() int32 {
@@ -108,10 +109,10 @@ type WorkerOption func(*Options)
 func WithPrecision(p string) WorkerOption { return func(o *Options) { o.Precision = p } }
 
 // Serve is a worker process of generation 1: see ServeGen.
-func Serve(ctx context.Context, t Transport, run string) error { return ServeGen(ctx, t, run, 1) }
+func Serve(ctx context.Context, t wire.Transport, run string) error { return ServeGen(ctx, t, run, 1) }
 
 // ServeGen is a worker process on the CPU: see ServeOn.
-func ServeGen(ctx context.Context, t Transport, run string, gen uint32) error {
+func ServeGen(ctx context.Context, t wire.Transport, run string, gen uint32) error {
 	return ServeOn(ctx, t, run, gen, nil)
 }
 
@@ -119,23 +120,23 @@ func ServeGen(ctx context.Context, t Transport, run string, gen uint32) error {
 // stage it is given, trains it (on dev, or the CPU when dev is nil) and
 // sends back its reports and parameters. opts set what belongs to this
 // worker process rather than to the run (WithPrecision).
-func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, opts ...WorkerOption) error {
+func ServeOn(ctx context.Context, t wire.Transport, run string, gen uint32, dev *cuda.Device, opts ...WorkerOption) error {
 	return ServeLogged(ctx, t, run, gen, dev, nil, opts...)
 }
 
 // ServeLogged is ServeOn telling logf, when not nil, what the worker was
 // given (Assignment.String) before it trains, and when it is done.
-func ServeLogged(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, logf func(format string, args ...any), opts ...WorkerOption) error {
+func ServeLogged(ctx context.Context, t wire.Transport, run string, gen uint32, dev *cuda.Device, logf func(format string, args ...any), opts ...WorkerOption) error {
 	return serveAs(ctx, t, run, gen, dev, logf, joinAs{}, opts...)
 }
 
 // serveAs is ServeLogged joining as j says.
-func serveAs(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, logf func(format string, args ...any), j joinAs, opts ...WorkerOption) error {
+func serveAs(ctx context.Context, t wire.Transport, run string, gen uint32, dev *cuda.Device, logf func(format string, args ...any), j joinAs, opts ...WorkerOption) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
 	id := workerID()
-	ctl, err := NewEndpoint(t, run, gen+ctlGenOffset, id)
+	ctl, err := wire.NewEndpoint(t, run, gen+ctlGenOffset, id)
 	if err != nil {
 		return err
 	}
@@ -220,7 +221,7 @@ func assigned(run string, a *assignment, w *Worker) Assignment {
 		From: a.Options.Start, Steps: a.Steps, Emulate: w.Emulate, Device: w.plan.Device.Name}
 }
 
-func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment, logf func(string, ...any)) error {
+func serveStage(ctx context.Context, t wire.Transport, run string, ctl *wire.Endpoint, a *assignment, logf func(string, ...any)) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if err := watchCoordinator(ctx, t, run, cancel); err != nil {
@@ -267,7 +268,7 @@ const (
 // iterate runs iteration n and hands over what it owes: the report, the
 // update (after the verdict, when steps may be skipped) and a due
 // checkpoint's share. stop says the coordinator ended the run.
-func iterate(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, n int) (stop bool, err error) {
+func iterate(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, n int) (stop bool, err error) {
 	start := now()
 	loss, err := w.compute(ctx, int64(n))
 	if err != nil {
@@ -291,7 +292,7 @@ func iterate(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, n int
 		return false, err
 	}
 	if skipping {
-		v, err := ctl.Receive(ctx, msgKey{int64(n), mbVerdict, ctlEdge, 'a'})
+		v, err := ctl.Receive(ctx, msgKey(int64(n), mbVerdict, ctlEdge, 'a'))
 		if err != nil {
 			return false, err
 		}
@@ -308,7 +309,7 @@ func iterate(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, n int
 		if err != nil {
 			return false, err
 		}
-		if err := ctl.Send(ctx, coordinator, msgKey{int64(n)*reportStride + int64(a.Stage), mbCkpt, ctlEdge, 'g'}, st); err != nil {
+		if err := ctl.Send(ctx, coordinator, msgKey(int64(n)*reportStride+int64(a.Stage), mbCkpt, ctlEdge, 'g'), st); err != nil {
 			return false, err
 		}
 	}
@@ -326,7 +327,7 @@ func iterate(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, n int
 
 // stopWorker leaves a run the coordinator stopped: with its state first
 // when asked for it (replica 0 of each stage), acknowledged before it goes.
-func stopWorker(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, order string) error {
+func stopWorker(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, order string) error {
 	switch order {
 	case goAbort:
 		return nil
@@ -339,14 +340,14 @@ func stopWorker(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, or
 		if err != nil {
 			return err
 		}
-		if err := ctl.Send(ctx, coordinator, msgKey{int64(a.Stage), mbStopState, ctlEdge, 'g'}, st); err != nil {
+		if err := ctl.Send(ctx, coordinator, msgKey(int64(a.Stage), mbStopState, ctlEdge, 'g'), st); err != nil {
 			return err
 		}
 	}
 	return ctl.Drain(ctx)
 }
 
-func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment, started func(*Worker)) error {
+func serveWork(ctx context.Context, t wire.Transport, run string, ctl *wire.Endpoint, a *assignment, started func(*Worker)) error {
 	g, err := dag.Load(a.Model)
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
@@ -355,7 +356,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	ep, err := NewEndpoint(t, run, a.Gen, int32(a.Stage))
+	ep, err := wire.NewEndpoint(t, run, a.Gen, int32(a.Stage))
 	if err != nil {
 		return err
 	}
@@ -367,7 +368,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	defer w.Close()
 	started(w)
 	if (a.Options.Start > 0 || a.Options.Init) && !w.Emulate {
-		msg, err := ctl.Receive(ctx, msgKey{0, mbResume, ctlEdge, 'g'})
+		msg, err := ctl.Receive(ctx, msgKey(0, mbResume, ctlEdge, 'g'))
 		if err != nil {
 			return fmt.Errorf("waiting for the checkpoint to resume from: %w", err)
 		}
@@ -378,7 +379,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	for n := a.Options.Start; n < a.Steps; n++ {
 		w.kill = killPoint(a.Gen, w.ID, n)
 		// every stage starts an iteration together, as the simulator assumes
-		order, err := ctl.Receive(ctx, msgKey{int64(n), mbGo, ctlEdge, 'a'})
+		order, err := ctl.Receive(ctx, msgKey(int64(n), mbGo, ctlEdge, 'a'))
 		if err != nil {
 			return err
 		}
@@ -400,7 +401,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	if err != nil {
 		return err
 	}
-	if err := ctl.Send(ctx, coordinator, msgKey{int64(a.Stage), mbParams, ctlEdge, 'g'}, params); err != nil {
+	if err := ctl.Send(ctx, coordinator, msgKey(int64(a.Stage), mbParams, ctlEdge, 'g'), params); err != nil {
 		return err
 	}
 	return ctl.Drain(ctx) // still watching the coordinator: it acknowledges before it stops

@@ -12,6 +12,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -22,13 +23,13 @@ func since(t time.Time) float64 { return time.Since(t).Seconds() }
 // Coordinate runs plan with workers that join over t: it waits for one worker
 // per stage, assigns the stages, collects each iteration's reports (calling
 // progress with the iteration's loss) and the final parameters.
-func Coordinate(ctx context.Context, g *dag.Graph, plan *plan.Plan, t Transport, run string, steps int, o Options,
+func Coordinate(ctx context.Context, g *dag.Graph, plan *plan.Plan, t wire.Transport, run string, steps int, o Options,
 	progress func(iter int64, loss float64)) (*Result, error) {
 	if h := dag.ModelHash(g); h != plan.Model.SHA256 {
 		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
 	}
 	gen := max(o.Gen, 1)
-	ctl, err := NewEndpoint(t, run, gen+ctlGenOffset, coordinator)
+	ctl, err := wire.NewEndpoint(t, run, gen+ctlGenOffset, coordinator)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +149,7 @@ func startStep(o Options) int {
 
 // collector drives a run's iterations from the coordinator.
 type collector struct {
-	ctl     *Endpoint
+	ctl     *wire.Endpoint
 	g       *dag.Graph
 	plan    *plan.Plan
 	lay     replicas
@@ -162,7 +163,7 @@ type collector struct {
 }
 
 // collect drives the iterations and gathers reports and parameters.
-func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *plan.Plan, lay replicas, workers []int32, run string, steps int, o Options, progress func(int64, float64)) (*Result, error) {
+func collect(ctx context.Context, ctl *wire.Endpoint, g *dag.Graph, plan *plan.Plan, lay replicas, workers []int32, run string, steps int, o Options, progress func(int64, float64)) (*Result, error) {
 	c := &collector{ctl: ctl, g: g, plan: plan, lay: lay, workers: workers, run: run, steps: steps, o: o,
 		res: &Result{Params: map[string]*stage.Value[float32]{}}}
 	for n := startStep(o); n < steps; n++ {
@@ -198,7 +199,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 	bad, badStage := "", 0
 	c.res.Events = make([][]Event, len(c.plan.Stages))
 	for s := range c.workers {
-		r, err := c.ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(s), mbReport, ctlEdge, 'a'})
+		r, err := c.ctl.Receive(ctx, msgKey(int64(n)*reportStride+int64(s), mbReport, ctlEdge, 'a'))
 		if err != nil {
 			return workerFailure(c.ctl, err)
 		}
@@ -247,7 +248,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 		}
 	}
 	if k := c.o.CheckpointEvery; k > 0 && (n+1)%k == 0 && !c.o.Emulate {
-		err := c.checkpoint(ctx, n+1, func(id int32) msgKey { return msgKey{int64(n)*reportStride + int64(id), mbCkpt, ctlEdge, 'g'} })
+		err := c.checkpoint(ctx, n+1, func(id int32) wire.Key { return msgKey(int64(n)*reportStride+int64(id), mbCkpt, ctlEdge, 'g') })
 		var ne *NonFiniteError
 		if errors.As(err, &ne) {
 			c.tell(ctx, int64(n+1), mbGo, goAbort)
@@ -301,7 +302,7 @@ func (c *collector) nonFinite(step, stage int, what string) *NonFiniteError {
 // tell sends every worker one control message.
 func (c *collector) tell(ctx context.Context, iter int64, mb int32, what string) error {
 	for _, w := range c.workers {
-		if err := c.ctl.Send(ctx, w, msgKey{iter, mb, ctlEdge, 'a'}, []byte(what)); err != nil {
+		if err := c.ctl.Send(ctx, w, msgKey(iter, mb, ctlEdge, 'a'), []byte(what)); err != nil {
 			return err
 		}
 	}
@@ -320,7 +321,7 @@ func (c *collector) stop(ctx context.Context, n int) error {
 		return err
 	}
 	if save {
-		key := func(id int32) msgKey { return msgKey{int64(id), mbStopState, ctlEdge, 'g'} }
+		key := func(id int32) wire.Key { return msgKey(int64(id), mbStopState, ctlEdge, 'g') }
 		if err := c.checkpoint(ctx, n, key); err != nil {
 			return err
 		}
@@ -330,10 +331,10 @@ func (c *collector) stop(ctx context.Context, n int) error {
 
 // collectEval sums every worker's share of the evaluation after
 // iteration n.
-func collectEval(ctx context.Context, ctl *Endpoint, workers []int32, n int) (stage.EvalResult, error) {
+func collectEval(ctx context.Context, ctl *wire.Endpoint, workers []int32, n int) (stage.EvalResult, error) {
 	var sums stage.EvalSums
 	for s := range workers {
-		msg, err := ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(s), mbEval, ctlEdge, 'a'})
+		msg, err := ctl.Receive(ctx, msgKey(int64(n)*reportStride+int64(s), mbEval, ctlEdge, 'a'))
 		if err != nil {
 			return stage.EvalResult{}, workerFailure(ctl, err)
 		}
@@ -347,7 +348,7 @@ func collectEval(ctx context.Context, ctl *Endpoint, workers []int32, n int) (st
 }
 
 // workerFailure prefers a worker's own account of its failure.
-func workerFailure(ctl *Endpoint, err error) error {
+func workerFailure(ctl *wire.Endpoint, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, msg, e := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbError)
@@ -384,7 +385,7 @@ func decodeParams(b []byte, into map[string]*stage.Value[float32]) error {
 // checkpoint gathers every stage's state at step (iterations done), each
 // stage's replica 0 sending it under key, and writes it, unless a value in
 // it is not finite: that ends the run (a NonFiniteError) with nothing written.
-func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32) msgKey) error {
+func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32) wire.Key) error {
 	ck := &Checkpoint{Params: map[string]*stage.Value[float32]{}, Optim: map[string][]float32{}}
 	for s := range c.plan.Stages {
 		msg, err := c.ctl.Receive(ctx, key(c.lay.id(s, 0)))
@@ -420,7 +421,7 @@ func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32)
 }
 
 // sendResume gives every worker its stage's share of a checkpoint.
-func sendResume(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *plan.Plan, lay replicas, workers []int32, c *Checkpoint) error {
+func sendResume(ctx context.Context, ctl *wire.Endpoint, g *dag.Graph, plan *plan.Plan, lay replicas, workers []int32, c *Checkpoint) error {
 	if c.Manifest.ModelHash != dag.ModelHash(g) {
 		return fmt.Errorf("checkpoint: made for model %q with hash %.12s, this model's is %.12s", c.Manifest.Model, c.Manifest.ModelHash, dag.ModelHash(g))
 	}
@@ -454,7 +455,7 @@ func sendResume(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *plan.Pla
 		if err != nil {
 			return err
 		}
-		if err := ctl.Send(ctx, w, msgKey{0, mbResume, ctlEdge, 'g'}, b); err != nil {
+		if err := ctl.Send(ctx, w, msgKey(0, mbResume, ctlEdge, 'g'), b); err != nil {
 			return err
 		}
 	}

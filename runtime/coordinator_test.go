@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -13,7 +14,7 @@ import (
 // the run ID join, are given stages, train, and hand back the parameters of
 // the in-process run.
 func TestCoordinatorWithJoiningWorkers(t *testing.T) {
-	srv, err := StartEmbedded(0)
+	srv, err := wire.StartEmbedded(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,12 +23,12 @@ func TestCoordinatorWithJoiningWorkers(t *testing.T) {
 	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	want, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "ref", 4, o)
+	want, err := RunLocal(ctx, g, plan, wire.NewMemory(1, wire.Faults{}, 1<<20), "ref", 4, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := func() Transport {
-		nt, err := DialNATS(NATSOptions{URL: srv.URL(), Token: srv.Token})
+	dial := func() wire.Transport {
+		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +59,7 @@ func TestCoordinatorWithJoiningWorkers(t *testing.T) {
 // returns a StoppedError at step 3 and the checkpoint it wrote there
 // resumes to the parameters of an uninterrupted run, bit for bit.
 func TestCoordinatorStopsWhenAsked(t *testing.T) {
-	srv, err := StartEmbedded(0)
+	srv, err := wire.StartEmbedded(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +68,12 @@ func TestCoordinatorStopsWhenAsked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}
-	want, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "ref", 5, o)
+	want, err := RunLocal(ctx, g, plan, wire.NewMemory(1, wire.Faults{}, 1<<20), "ref", 5, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := func() Transport {
-		nt, err := DialNATS(NATSOptions{URL: srv.URL(), Token: srv.Token})
+	dial := func() wire.Transport {
+		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
@@ -34,7 +35,7 @@ func TestWorkersShareAnEmulatedDevice(t *testing.T) {
 			o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}, Device: dev}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			res, err := RunLocal(ctx, g, plan, NewMemory(5, Faults{Drop: 0.03, Reorder: 0.03}, 1<<20), "gpu-emu", 3, o)
+			res, err := RunLocal(ctx, g, plan, wire.NewMemory(5, wire.Faults{Drop: 0.03, Reorder: 0.03}, 1<<20), "gpu-emu", 3, o)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // Heartbeats are plain publishes (a lost one is made up by the next), every
@@ -49,12 +51,12 @@ func workerBeats(run string, gen uint32) string {
 }
 
 // beat publishes payload on subject until ctx ends.
-func beat(ctx context.Context, t Transport, subject string, payload []byte) {
+func beat(ctx context.Context, t wire.Transport, subject string, payload []byte) {
 	beatWith(ctx, t, subject, func() []byte { return payload })
 }
 
 // beatWith publishes what payload returns, every beat, until ctx ends.
-func beatWith(ctx context.Context, t Transport, subject string, payload func() []byte) {
+func beatWith(ctx context.Context, t wire.Transport, subject string, payload func() []byte) {
 	tick := time.NewTicker(heartbeatEvery())
 	defer tick.Stop()
 	for {
@@ -69,7 +71,7 @@ func beatWith(ctx context.Context, t Transport, subject string, payload func() [
 
 // watchCoordinator cancels ctx with a cause when the coordinator's
 // heartbeats stop: a worker must not outlive its run.
-func watchCoordinator(ctx context.Context, t Transport, run string, cancel context.CancelCauseFunc) error {
+func watchCoordinator(ctx context.Context, t wire.Transport, run string, cancel context.CancelCauseFunc) error {
 	var mu sync.Mutex // guards last
 	last := time.Now()
 	unsub, err := t.Subscribe(coordBeats(run), func([]byte) {
@@ -93,7 +95,7 @@ func watchCoordinator(ctx context.Context, t Transport, run string, cancel conte
 
 // watchWorkers cancels ctx, naming the worker, when one of n workers has
 // been silent for HeartbeatTimeout. names describes worker ids for messages.
-func watchWorkers(ctx context.Context, t Transport, run string, gen uint32, n int, names func(int) string, cancel context.CancelCauseFunc) error {
+func watchWorkers(ctx context.Context, t wire.Transport, run string, gen uint32, n int, names func(int) string, cancel context.CancelCauseFunc) error {
 	var mu sync.Mutex // guards last
 	last := make([]time.Time, n)
 	for i := range last {

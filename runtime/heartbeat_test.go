@@ -10,6 +10,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -27,9 +28,9 @@ func setTimings(f func()) {
 	f()
 }
 
-func heartbeatSetup(t *testing.T) (Transport, *plan.Plan, func() (*Result, error), context.CancelFunc, chan error) {
+func heartbeatSetup(t *testing.T) (wire.Transport, *plan.Plan, func() (*Result, error), context.CancelFunc, chan error) {
 	g, plan := smallPlan(t, "case-study", 3, 4)
-	m := NewMemory(1, Faults{}, 1<<20)
+	m := wire.NewMemory(1, wire.Faults{}, 1<<20)
 	t.Cleanup(func() { m.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -141,7 +142,7 @@ func TestFirstIterationMayTakeLonger(t *testing.T) {
 func TestALateWorkerDoesNotStrandTheFirst(t *testing.T) {
 	shortHeartbeats(t)
 	g, plan := smallPlan(t, "case-study", 3, 4)
-	m := NewMemory(1, Faults{}, 1<<20)
+	m := wire.NewMemory(1, wire.Faults{}, 1<<20)
 	t.Cleanup(func() { m.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -218,7 +219,7 @@ func TestWatchForgivesItsOwnStall(t *testing.T) {
 func TestJoinTimeout(t *testing.T) {
 	shortHeartbeats(t)
 	g, plan := smallPlan(t, "case-study", 3, 4)
-	m := NewMemory(1, Faults{}, 1<<20)
+	m := wire.NewMemory(1, wire.Faults{}, 1<<20)
 	t.Cleanup(func() { m.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // PoolLauncher takes each generation's workers from a pool of agents: as
@@ -22,7 +24,7 @@ type PoolLauncher struct {
 	JoinTimeout time.Duration
 	Log         io.Writer // what it takes, and while it waits; nil: nothing said
 
-	t      Transport
+	t      wire.Transport
 	claim  string
 	unsub  []func()
 	mu     sync.Mutex // guards seen, excl and held
@@ -41,7 +43,7 @@ type seenAgent struct {
 }
 
 // NewPoolLauncher starts listening to pool's adverts over t.
-func NewPoolLauncher(t Transport, pool string, joinTimeout time.Duration, log io.Writer) (*PoolLauncher, error) {
+func NewPoolLauncher(t wire.Transport, pool string, joinTimeout time.Duration, log io.Writer) (*PoolLauncher, error) {
 	if err := CheckPoolName(pool); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -16,7 +17,7 @@ import (
 type Result struct {
 	Losses []float64                        // per iteration
 	Params map[string]*stage.Value[float32] // every stage's, by name
-	Stats  []Stats                          // per stage endpoint
+	Stats  []wire.Stats                     // per stage endpoint
 	Iters  []float64                        // measured seconds per iteration
 	Events [][]Event                        // per stage, the last iteration's timeline
 	Ops    []map[string][2]float64          // per stage: each op's forward and backward seconds
@@ -49,13 +50,13 @@ type Joined struct {
 
 // RunLocal trains g under plan for steps iterations with one goroutine per
 // stage over transport t. It refuses a plan made for another model.
-func RunLocal(ctx context.Context, g *dag.Graph, plan *plan.Plan, t Transport, run string, steps int, o Options) (*Result, error) {
+func RunLocal(ctx context.Context, g *dag.Graph, plan *plan.Plan, t wire.Transport, run string, steps int, o Options) (*Result, error) {
 	if h := dag.ModelHash(g); h != plan.Model.SHA256 {
 		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
 	}
 	workers := make([]*Worker, layout(plan).total)
 	for id := range workers {
-		ep, err := NewEndpoint(t, run, max(o.Gen, 1), int32(id))
+		ep, err := wire.NewEndpoint(t, run, max(o.Gen, 1), int32(id))
 		if err != nil {
 			return nil, err
 		}

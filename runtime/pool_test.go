@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -97,13 +98,13 @@ func TestPoolSkipsSilentAgents(t *testing.T) {
 	shortHeartbeats(t)
 	defer func(d time.Duration) { ConfirmTimeout = d }(ConfirmTimeout)
 	ConfirmTimeout = 300 * time.Millisecond
-	srv, err := StartEmbedded(0)
+	srv, err := wire.StartEmbedded(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	dial := func() Transport {
-		nt, err := DialNATS(NATSOptions{URL: srv.URL(), Token: srv.Token})
+	dial := func() wire.Transport {
+		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +119,7 @@ func TestPoolSkipsSilentAgents(t *testing.T) {
 	}
 	g, plan := smallPlan(t, "mlp", 2, 8)
 	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05}}
-	want, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "ref", 3, o)
+	want, err := RunLocal(ctx, g, plan, wire.NewMemory(1, wire.Faults{}, 1<<20), "ref", 3, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestPoolSkipsSilentAgents(t *testing.T) {
 // within the last beat stays on offer.
 func TestPoolStopSetsAsideTheQuiet(t *testing.T) {
 	shortHeartbeats(t) // a beat every 100 ms, silent after 1 s
-	pl, err := NewPoolLauncher(NewMemory(1, Faults{}, 1<<20), "quiet", time.Second, nil)
+	pl, err := NewPoolLauncher(wire.NewMemory(1, wire.Faults{}, 1<<20), "quiet", time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestPoolStopSetsAsideTheQuiet(t *testing.T) {
 // those it set aside that still advertise its claim (an agent continued
 // after a SIGSTOP), not those of other coordinators.
 func TestPoolCloseReleasesTheSetAside(t *testing.T) {
-	tr := NewMemory(1, Faults{}, 1<<20)
+	tr := wire.NewMemory(1, wire.Faults{}, 1<<20)
 	pl, err := NewPoolLauncher(tr, "rel", time.Second, nil)
 	if err != nil {
 		t.Fatal(err)

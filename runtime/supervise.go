@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // Launcher starts and ends the workers of a run's generations. The
@@ -74,7 +75,7 @@ func Slots(plan *plan.Plan) []Slot {
 // Run returns, Job.Plan is the last generation's.
 type Supervisor struct {
 	Job      *Job
-	T        Transport // the coordinator's connection
+	T        wire.Transport // the coordinator's connection
 	Launcher Launcher
 	// Log hears of each restart; nil: nothing said.
 	Log io.Writer

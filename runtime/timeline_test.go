@@ -8,6 +8,7 @@ import (
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -28,7 +29,7 @@ func TestTimeline(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "tl", 2, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}})
+	res, err := RunLocal(ctx, g, plan, wire.NewMemory(1, wire.Faults{}, 1<<20), "tl", 2, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
@@ -31,7 +32,7 @@ type Worker struct {
 	timing  microbatch.Timing // the plan's, each whole backward one action unless split
 	do      executor          // computer, or sleeper when emulating
 	ex      *stage.Executor
-	ep      *Endpoint
+	ep      *wire.Endpoint
 	opt     stage.Optimizer
 	train   stage.TrainOptions // the optimizer's, the schedule's and clipping's options
 	// gradNorm is the last iteration's global gradient norm before
@@ -145,7 +146,7 @@ type Options struct {
 }
 
 // NewWorker prepares stage id of plan over an endpoint.
-func NewWorker(g *dag.Graph, plan *plan.Plan, id int, ep *Endpoint, o Options) (*Worker, error) {
+func NewWorker(g *dag.Graph, plan *plan.Plan, id int, ep *wire.Endpoint, o Options) (*Worker, error) {
 	sch, err := plan.ScheduleOf()
 	if err != nil {
 		return nil, err
@@ -492,7 +493,7 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 	e := w.plan.Edges[a.Edge]
 	lo, _ := w.rows()
 	for _, p := range w.peers(a) {
-		var ts []Tensor
+		var ts []wire.Tensor
 		for _, name := range e.Tensors {
 			var v *stage.Value[float32]
 			if a.Dir == microbatch.Act {
@@ -509,13 +510,13 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 				continue // no gradient flows to it (an int32 tensor)
 			}
 			part := stage.SliceRows(v, p.lo-lo, p.hi-lo)
-			ts = append(ts, Tensor{Name: name, Shape: part.Shape, F32: part.Data, I32: part.Ints})
+			ts = append(ts, wire.Tensor{Name: name, Shape: part.Shape, F32: part.Data, I32: part.Ints})
 		}
-		payload, err := EncodeTensors(ts)
+		payload, err := wire.EncodeTensors(ts)
 		if err != nil {
 			return err
 		}
-		if err := w.ep.Send(ctx, p.id, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir)}, payload); err != nil {
+		if err := w.ep.Send(ctx, p.id, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir)), payload); err != nil {
 			return err
 		}
 	}
@@ -529,11 +530,11 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 	lo, hi := w.rows()
 	parts := map[string]*stage.Value[float32]{}
 	for _, p := range w.peers(a) {
-		msg, err := w.ep.Receive(ctx, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)})
+		msg, err := w.ep.Receive(ctx, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)))
 		if err != nil {
 			return err
 		}
-		ts, err := DecodeTensors(msg)
+		ts, err := wire.DecodeTensors(msg)
 		if err != nil {
 			return err
 		}

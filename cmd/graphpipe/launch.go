@@ -11,16 +11,17 @@ import (
 
 	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // connect dials the run's NATS server: --nats's, or an embedded one
 // started here (stop shuts it down).
-func connect(nf *natsFlags, runID string, log io.Writer) (*runtime.NATS, *runNATS, func(), error) {
+func connect(nf *natsFlags, runID string, log io.Writer) (*wire.NATS, *runNATS, func(), error) {
 	ns, err := startNATS(nf, runID, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	t, err := runtime.DialNATS(ns.opts)
+	t, err := wire.DialNATS(ns.opts)
 	if err != nil {
 		ns.close()
 		return nil, nil, nil, inputf("--nats: %v", err)
@@ -48,7 +49,7 @@ func checkWorkers(workers, natsURL string) error {
 
 // launcher is --workers's launcher: local worker processes (with wargs(i)
 // their extra arguments), workers started elsewhere, or a pool's agents.
-func launcher(workers string, t runtime.Transport, ns *runNATS, joinTimeout time.Duration, wargs func(int) []string, log io.Writer) (runtime.Launcher, error) {
+func launcher(workers string, t wire.Transport, ns *runNATS, joinTimeout time.Duration, wargs func(int) []string, log io.Writer) (runtime.Launcher, error) {
 	if pool, ok := strings.CutPrefix(workers, "pool:"); ok {
 		return runtime.NewPoolLauncher(t, pool, joinTimeout, log)
 	}

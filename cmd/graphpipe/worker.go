@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -81,7 +82,7 @@ next run. The token comes from --nats-token or $` + tokenEnv + `.`,
 			}
 			no := nf.options(name)
 			logConnection(&no, cmd.ErrOrStderr(), "graphpipe worker")
-			t, err := runtime.DialNATSWaiting(ctx, no, connectWait, func(err error) {
+			t, err := wire.DialNATSWaiting(ctx, no, connectWait, func(err error) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %v: waiting up to %v for the server\n", err, connectWait)
 			})
 			if err != nil {
