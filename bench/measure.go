@@ -38,7 +38,7 @@ func EmulatedTimeline(g *dag.Graph, plan *plan.Plan, steps int) (float64, *micro
 	defer t.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	res, err := runtime.RunLocal(ctx, g, plan, t, "emu", steps, runtime.Options{Emulate: true})
+	res, err := runtime.RunLocal(ctx, &runtime.Job{Run: "emu", Graph: g, Plan: plan, Steps: steps, Options: runtime.Options{Emulate: true}}, t)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -64,7 +64,7 @@ func CPURun(g *dag.Graph, plan *plan.Plan, steps int, o stage.TrainOptions) (pip
 	defer t.Close()
 	o.MicroBatch = int(plan.MicroBatch)
 	start := time.Now()
-	res, err := runtime.RunLocal(context.Background(), g, plan, t, "cpu", steps, runtime.Options{Train: o})
+	res, err := runtime.RunLocal(context.Background(), &runtime.Job{Run: "cpu", Graph: g, Plan: plan, Steps: steps, Options: runtime.Options{Train: o}}, t)
 	if err != nil {
 		return 0, 0, 0, err
 	}

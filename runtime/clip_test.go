@@ -42,7 +42,7 @@ func TestClippedPipelineEqualsSingleProcess(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			res, err := RunLocal(ctx, g, plan, wire.NewMemory(1, wire.Faults{}, 1<<20), "clip", steps, Options{Train: c.train})
+			res, err := RunLocal(ctx, &Job{Run: "clip", Graph: g, Plan: plan, Steps: steps, Options: Options{Train: c.train}}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}

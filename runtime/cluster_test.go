@@ -23,14 +23,14 @@ func TestRunSurvivesANodeKill(t *testing.T) {
 	o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	want, err := RunLocal(ctx, g, plan, wire.NewMemory(1, wire.Faults{}, 1<<20), "mem", 6, o)
+	want, err := RunLocal(ctx, &Job{Run: "mem", Graph: g, Plan: plan, Steps: 6, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
 	nt, moved := wiretest.DialCluster(t, c, "run")
 	node := wiretest.NodeOf(t, c, nt)
 	kt := &killAt{Transport: nt, at: 60, kill: func() { c.Kill(node) }}
-	got, err := RunLocal(ctx, g, plan, kt, "killnode", 6, o)
+	got, err := RunLocal(ctx, &Job{Run: "killnode", Graph: g, Plan: plan, Steps: 6, Options: o}, kt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestCoordinatorWithJoiningWorkers(t *testing.T) {
 	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	want, err := RunLocal(ctx, g, plan, wire.NewMemory(1, wire.Faults{}, 1<<20), "ref", 4, o)
+	want, err := RunLocal(ctx, &Job{Run: "ref", Graph: g, Plan: plan, Steps: 4, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,10 +36,10 @@ func TestCoordinatorWithJoiningWorkers(t *testing.T) {
 	}
 	errs := make(chan error, len(plan.Stages))
 	for range plan.Stages {
-		go func() { errs <- Serve(ctx, dial(), "joined") }()
+		go func() { errs <- Serve(ctx, dial(), Join{Run: "joined"}) }()
 	}
 	var iters []int64
-	res, err := Coordinate(ctx, g, plan, dial(), "joined", 4, o, func(n int64, _ float64) { iters = append(iters, n) })
+	res, err := Coordinate(ctx, &Job{Run: "joined", Graph: g, Plan: plan, Steps: 4, Options: o}, dial(), func(n int64, _ float64) { iters = append(iters, n) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestCoordinatorWithJoiningWorkers(t *testing.T) {
 	}
 }
 
-// TestCoordinatorStopsWhenAsked: Options.Stop closed during iteration 2
+// TestCoordinatorStopsWhenAsked: Config.Stop closed during iteration 2
 // ends the run after it: every worker leaves cleanly, the coordinator
 // returns a StoppedError at step 3 and the checkpoint it wrote there
 // resumes to the parameters of an uninterrupted run, bit for bit.
@@ -68,7 +68,7 @@ func TestCoordinatorStopsWhenAsked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}
-	want, err := RunLocal(ctx, g, plan, wire.NewMemory(1, wire.Faults{}, 1<<20), "ref", 5, o)
+	want, err := RunLocal(ctx, &Job{Run: "ref", Graph: g, Plan: plan, Steps: 5, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestCoordinatorStopsWhenAsked(t *testing.T) {
 	serve := func(run string) chan error {
 		errs := make(chan error, len(plan.Stages))
 		for range plan.Stages {
-			go func() { errs <- Serve(ctx, dial(), run) }()
+			go func() { errs <- Serve(ctx, dial(), Join{Run: run}) }()
 		}
 		return errs
 	}
@@ -94,25 +94,24 @@ func TestCoordinatorStopsWhenAsked(t *testing.T) {
 		}
 	}
 	stop := make(chan struct{})
-	o.CheckpointDir, o.Stop = t.TempDir(), stop
+	c := Config{CheckpointDir: t.TempDir(), Stop: stop}
 	errs := serve("stopped")
-	_, err = Coordinate(ctx, g, plan, dial(), "stopped", 5, o, func(n int64, _ float64) {
+	_, err = Coordinate(ctx, &Job{Run: "stopped", Graph: g, Plan: plan, Steps: 5, Options: o, Config: c}, dial(), func(n int64, _ float64) {
 		if n == 2 {
 			close(stop)
 		}
 	})
 	var se *StoppedError
-	if !errors.As(err, &se) || se.Step != 3 || !se.Saved || se.Dir != o.CheckpointDir {
+	if !errors.As(err, &se) || se.Step != 3 || !se.Saved || se.Dir != c.CheckpointDir {
 		t.Fatalf("got %v (%+v), want a stop at step 3 with a checkpoint", err, se)
 	}
 	join(errs)
-	c, err := LoadCheckpoint(o.CheckpointDir, nil)
-	if err != nil || c.Manifest.Step != 3 || c.Manifest.Run != "stopped" {
-		t.Fatalf("checkpoint: %v %+v", err, c)
+	ck, err := LoadCheckpoint(c.CheckpointDir, nil)
+	if err != nil || ck.Manifest.Step != 3 || ck.Manifest.Run != "stopped" {
+		t.Fatalf("checkpoint: %v %+v", err, ck)
 	}
-	o.Stop, o.CheckpointDir, o.Resume = nil, "", c
 	errs = serve("resumed")
-	res, err := Coordinate(ctx, g, plan, dial(), "resumed", 5, o, nil)
+	res, err := Coordinate(ctx, &Job{Run: "resumed", Graph: g, Plan: plan, Steps: 5, Options: o, Config: Config{Resume: ck}}, dial(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func TestDataPipelineEqualsTrain(t *testing.T) {
 			o := Options{Train: tc.opt, Data: spec}
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()
-			res, err := RunLocal(ctx, g, plan, wire.NewMemory(5, wire.Faults{Drop: 0.03, Duplicate: 0.03, Reorder: 0.03}, 1<<20), "data", steps, o)
+			res, err := RunLocal(ctx, &Job{Run: "data", Graph: g, Plan: plan, Steps: steps, Options: o}, wire.NewMemory(5, wire.Faults{Drop: 0.03, Duplicate: 0.03, Reorder: 0.03}, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +163,7 @@ func TestWorkerRefusesOtherData(t *testing.T) {
 				reads = reads || in.Producer < 0
 			}
 		}
-		w, err := NewWorker(g, plan, id, ep, o)
+		w, err := NewWorker(&Job{Graph: g, Plan: plan, Options: o}, id, ep)
 		if !reads {
 			if err != nil || len(w.sets) != 0 {
 				t.Fatalf("worker %d reads no input, yet: %v, %d files open", id, err, len(w.sets))

@@ -24,7 +24,7 @@ func TestOverEmbeddedNATS(t *testing.T) {
 	o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	want, err := RunLocal(ctx, g, plan, wire.NewMemory(1, wire.Faults{}, 4096), "mem", 3, o)
+	want, err := RunLocal(ctx, &Job{Run: "mem", Graph: g, Plan: plan, Steps: 3, Options: o}, wire.NewMemory(1, wire.Faults{}, 4096))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestOverEmbeddedNATS(t *testing.T) {
 			if nt.MaxPayload() != 4096 {
 				t.Errorf("max payload %d", nt.MaxPayload())
 			}
-			results[i], errs[i] = RunLocal(ctx, g, plan, nt, run, 3, o)
+			results[i], errs[i] = RunLocal(ctx, &Job{Run: run, Graph: g, Plan: plan, Steps: 3, Options: o}, nt)
 		}()
 	}
 	wg.Wait()

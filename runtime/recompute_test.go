@@ -65,7 +65,7 @@ func TestRecomputeRunIsBitIdentical(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w, err := NewWorker(g, back, id, ep, o)
+				w, err := NewWorker(&Job{Graph: g, Plan: back, Options: o}, id, ep)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -77,11 +77,11 @@ func TestRecomputeRunIsBitIdentical(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			a, err := RunLocal(ctx, g, keep, wire.NewMemory(1, wire.Faults{}, 1<<20), "keep", 3, o)
+			a, err := RunLocal(ctx, &Job{Run: "keep", Graph: g, Plan: keep, Steps: 3, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := RunLocal(ctx, g, back, wire.NewMemory(1, wire.Faults{}, 1<<20), "recompute", 3, o)
+			b, err := RunLocal(ctx, &Job{Run: "recompute", Graph: g, Plan: back, Steps: 3, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}

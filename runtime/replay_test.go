@@ -60,16 +60,15 @@ func TestReplayedFramesChangeNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rec := &recorder{Transport: wire.NewMemory(1, wire.Faults{}, 1<<20), frames: map[string][][]byte{}}
-	if _, err := RunLocal(ctx, g, plan, rec, "replay", 3, o); err != nil {
+	if _, err := RunLocal(ctx, &Job{Run: "replay", Graph: g, Plan: plan, Steps: 3, Options: o}, rec); err != nil {
 		t.Fatal(err)
 	}
-	clean, err := RunLocal(ctx, g, plan, wire.NewMemory(1, wire.Faults{}, 1<<20), "replay", 3, Options{Train: o.Train, Gen: 2})
+	clean, err := RunLocal(ctx, &Job{Run: "replay", Graph: g, Plan: plan, Steps: 3, Options: o, Config: Config{Gen: 2}}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep := &replayer{Transport: wire.NewMemory(2, wire.Faults{}, 1<<20), old: rec.frames, oldGen: ".g1.", newGen: ".g2.", started: map[string]bool{}}
-	o.Gen = 2
-	res, err := RunLocal(ctx, g, plan, rep, "replay", 3, o)
+	res, err := RunLocal(ctx, &Job{Run: "replay", Graph: g, Plan: plan, Steps: 3, Options: o, Config: Config{Gen: 2}}, rep)
 	if err != nil {
 		t.Fatal(err)
 	}

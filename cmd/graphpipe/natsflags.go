@@ -13,11 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // tokenEnv carries a NATS token to workers without showing it in ps.
-const tokenEnv = runtime.TokenEnv
+const tokenEnv = supervise.TokenEnv
 
 type natsFlags struct {
 	url, token, creds, ca string
@@ -248,7 +249,7 @@ func hostAddress() string {
 // logConnection makes a connection say on log, after prefix, when it lost
 // its NATS node, which node it moved to, and what the server refused.
 func logConnection(o *wire.NATSOptions, log io.Writer, prefix string) {
-	log = runtime.SyncWriter(log)
+	log = supervise.SyncWriter(log)
 	o.OnDisconnect = func(err error) { fmt.Fprintf(log, "%s: lost the NATS server (%v): reconnecting\n", prefix, err) }
 	o.OnReconnect = func(url string) { fmt.Fprintf(log, "%s: reconnected to the NATS server at %s\n", prefix, url) }
 	o.OnError = func(err error) { fmt.Fprintf(log, "%s: the NATS server refused: %v\n", prefix, err) }

@@ -1,4 +1,4 @@
-package runtime
+package supervise
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"os"
 	"sync"
 
+	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/wire"
-	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // Agent is a long-lived worker of a pool: it advertises itself on the
@@ -19,15 +19,17 @@ import (
 // for the heartbeat timeout.
 type Agent struct {
 	Pool    string
-	Host    string       // its host's label; "": os.Hostname
-	Device  *cuda.Device // nil: the CPU
-	Profile string       // the device profile it plans as: "cpu", "h100", ...
+	Host    string // its host's label; "": os.Hostname
+	Profile string // the device profile it plans as: "cpu", "h100", ...
 	// Log hears what it joins and runs; nil: nothing said.
-	Log     func(format string, args ...any)
-	Options []WorkerOption
+	Log func(format string, args ...any)
+	// Config is its worker process's (runtime.Join.Config): Device (nil:
+	// the CPU), Precision, KillPoints; and Timings, its adverts' heartbeat
+	// and how long a silent coordinator holds it.
+	Config runtime.Config
 
 	id string
-	mu sync.Mutex // guards ad
+	mu sync.Mutex // guards id (for ID) and ad
 	ad Advert
 }
 
@@ -60,7 +62,11 @@ type agentState struct {
 }
 
 // ID is the agent's id in its pool (set once Serve has started).
-func (a *Agent) ID() string { return a.id }
+func (a *Agent) ID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.id
+}
 
 // Serve runs the agent until ctx ends.
 func (a *Agent) Serve(ctx context.Context, t wire.Transport) error {
@@ -73,8 +79,10 @@ func (a *Agent) Serve(ctx context.Context, t wire.Transport) error {
 	if a.Host == "" {
 		a.Host, _ = os.Hostname()
 	}
+	a.mu.Lock()
 	a.id = randomHex(6)
-	a.ad = Advert{Agent: a.id, Host: a.Host, PID: os.Getpid(), Device: deviceWhere(a.Device), Profile: a.Profile}
+	a.ad = Advert{Agent: a.id, Host: a.Host, PID: os.Getpid(), Device: runtime.DeviceLabel(a.Config.Device), Profile: a.Profile}
+	a.mu.Unlock()
 	events := make(chan agentEvent, 16)
 	unsub, err := t.Subscribe(poolAgent(a.Pool, a.id), func(b []byte) {
 		var o agentOrder
@@ -86,7 +94,7 @@ func (a *Agent) Serve(ctx context.Context, t wire.Transport) error {
 		return err
 	}
 	defer unsub()
-	go beatWith(ctx, t, poolAdverts(a.Pool), a.advert)
+	go a.Config.Timings.Beat(ctx, t, poolAdverts(a.Pool), a.advert)
 	a.Log("agent %s of pool %s on host %s (pid %d), computing on %s: waiting for a coordinator", a.id, a.Pool, a.Host, os.Getpid(), a.ad.Device)
 	var st agentState
 	for {
@@ -197,7 +205,7 @@ func (a *Agent) hold(ctx context.Context, t wire.Transport, st *agentState, o *a
 	seq := st.holdSeq
 	st.holdCtx, st.endHold = context.WithCancelCause(ctx)
 	hctx := st.holdCtx
-	if err := watchCoordinator(hctx, t, o.Run, st.endHold); err != nil {
+	if err := a.Config.Timings.WatchCoordinator(hctx, t, o.Run, st.endHold); err != nil {
 		st.endHold(err)
 	}
 	go func() {
@@ -218,7 +226,7 @@ func (a *Agent) serve(st *agentState, t wire.Transport, o *agentOrder, events ch
 	st.endServe, st.gen = end, o.Gen
 	slot := o.Slot.Worker
 	go func() {
-		err := serveAs(sctx, t, o.Run, o.Gen, a.Device, a.Log, joinAs{Host: a.Host, Slot: &slot, Agent: a.id}, a.Options...)
+		err := runtime.Serve(sctx, t, runtime.Join{Run: o.Run, Gen: o.Gen, Config: a.Config, Log: a.Log, Host: a.Host, Slot: &slot, Agent: a.id})
 		end(nil)
 		events <- agentEvent{done: &serveDone{seq: seq, err: err}}
 	}()
