@@ -39,7 +39,7 @@ func Coordinate(ctx context.Context, job *Job, t wire.Transport, progress func(i
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	tm := job.Config.Timings
-	go tm.Beat(ctx, t, coordBeats(job.Run), nothing)
+	go tm.Beat(ctx, t, CoordinatorBeats(job.Run), nothing)
 	c := &collector{ctl: ctl, job: job, lay: layout(plan), res: &Result{Params: map[string]*stage.Value[float32]{}}}
 	who, err := c.assign(ctx)
 	if err != nil {
