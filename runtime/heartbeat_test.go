@@ -42,7 +42,9 @@ func heartbeatSetup(t *testing.T, c, w Config) (wire.Transport, *plan.Plan, func
 }
 
 // TestWorkersLeaveWhenTheCoordinatorDies: once the coordinator is silent for
-// the heartbeat timeout, every worker stops and says why.
+// the heartbeat timeout, every worker stops and says why. The timeout is
+// the coordinator's (1 s), sent to the workers with their stages: with
+// their own (the default, 4 s) they would take longer than the test allows.
 func TestWorkersLeaveWhenTheCoordinatorDies(t *testing.T) {
 	_, plan, run, kill, errs := heartbeatSetup(t, Config{Timings: shortTimings()}, Config{})
 	done := make(chan struct{})
@@ -90,7 +92,9 @@ func TestCoordinatorNamesASilentWorker(t *testing.T) {
 }
 
 // TestCoordinatorNamesAHungWorker: a worker stuck computing (alive, still
-// beating) is named with the action it hangs in.
+// beating) is named with the action it hangs in, past the coordinator's
+// hang timeout (1 s, sent with its stage; its process's KillPoints make it
+// hang).
 func TestCoordinatorNamesAHungWorker(t *testing.T) {
 	tm := shortTimings()
 	tm.HangTimeout = time.Second
