@@ -11,6 +11,7 @@ import (
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -25,19 +26,19 @@ func Emulated(g *dag.Graph, plan *plan.Plan, steps int) (float64, error) {
 // EmulatedTimeline is Emulated, and the measured timeline of the last
 // iteration.
 func EmulatedTimeline(g *dag.Graph, plan *plan.Plan, steps int) (float64, *microbatch.Result, error) {
-	srv, err := runtime.StartEmbedded(0)
+	srv, err := wire.StartEmbedded(0)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer srv.Shutdown()
-	t, err := runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
+	t, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
 	if err != nil {
 		return 0, nil, err
 	}
 	defer t.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	res, err := runtime.RunLocal(ctx, g, plan, t, "emu", steps, runtime.Options{Emulate: true})
+	res, err := runtime.RunLocal(ctx, &runtime.Job{Run: "emu", Graph: g, Plan: plan, Steps: steps, Options: runtime.Options{Emulate: true}}, t)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -51,19 +52,19 @@ func EmulatedTimeline(g *dag.Graph, plan *plan.Plan, steps int) (float64, *micro
 // throughputs in samples per second (start-up included) and the pipeline's
 // median iteration in seconds (the first left out).
 func CPURun(g *dag.Graph, plan *plan.Plan, steps int, o stage.TrainOptions) (pipe, single, iter float64, err error) {
-	srv, err := runtime.StartEmbedded(0)
+	srv, err := wire.StartEmbedded(0)
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	defer srv.Shutdown()
-	t, err := runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
+	t, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	defer t.Close()
 	o.MicroBatch = int(plan.MicroBatch)
 	start := time.Now()
-	res, err := runtime.RunLocal(context.Background(), g, plan, t, "cpu", steps, runtime.Options{Train: o})
+	res, err := runtime.RunLocal(context.Background(), &runtime.Job{Run: "cpu", Graph: g, Plan: plan, Steps: steps, Options: runtime.Options{Train: o}}, t)
 	if err != nil {
 		return 0, 0, 0, err
 	}

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // HostLinkSizes are the message sizes, and HostLinkReps the rounds per size,
@@ -27,7 +27,7 @@ func ProbeLinks(sizes []int, reps int) ([]float64, error) {
 	if reps < 1 {
 		return nil, fmt.Errorf("profile: probing links needs at least one round, got %d", reps)
 	}
-	srv, err := runtime.StartEmbedded(0)
+	srv, err := wire.StartEmbedded(0)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func ProbeLinks(sizes []int, reps int) ([]float64, error) {
 
 // endpoints opens the two ends of the probed link: endpoints 0 and 1 of one
 // run, each on its own connection to srv. closeAll closes what was opened.
-func endpoints(srv *runtime.Embedded) (eps [2]*runtime.Endpoint, closeAll func(), err error) {
+func endpoints(srv *wire.Embedded) (eps [2]*wire.Endpoint, closeAll func(), err error) {
 	var closers []func()
 	closeAll = func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -71,7 +71,7 @@ func endpoints(srv *runtime.Embedded) (eps [2]*runtime.Endpoint, closeAll func()
 			return eps, nil, err
 		}
 		closers = append(closers, func() { t.Close() })
-		if eps[i], err = runtime.NewEndpoint(t, "probe", 1, int32(i)); err != nil {
+		if eps[i], err = wire.NewEndpoint(t, "probe", 1, int32(i)); err != nil {
 			closeAll()
 			return eps, nil, err
 		}
@@ -81,13 +81,13 @@ func endpoints(srv *runtime.Embedded) (eps [2]*runtime.Endpoint, closeAll func()
 }
 
 // dial opens a connection of its own to srv.
-func dial(srv *runtime.Embedded) (*runtime.NATS, error) {
-	return runtime.DialNATS(runtime.NATSOptions{URL: srv.URL(), Token: srv.Token})
+func dial(srv *wire.Embedded) (*wire.NATS, error) {
+	return wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
 }
 
 // bounce sends msg from eps[0] to eps[1] and back n times, on iterations
 // iter (there) and iter+1 (back), and returns each round trip's seconds.
-func bounce(ctx context.Context, eps [2]*runtime.Endpoint, msg []byte, iter int64, n int) ([]float64, error) {
+func bounce(ctx context.Context, eps [2]*wire.Endpoint, msg []byte, iter int64, n int) ([]float64, error) {
 	echo := make(chan error, 1)
 	go func() {
 		for i := 0; i < n; i++ {
@@ -130,7 +130,7 @@ func transport(size, n int) (links, raw float64, err error) {
 	if size < 1 || n < 1 {
 		return 0, 0, fmt.Errorf("profile: a transport measurement needs messages with bytes, got %d of %d bytes", n, size)
 	}
-	srv, err := runtime.StartEmbedded(0)
+	srv, err := wire.StartEmbedded(0)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -145,7 +145,7 @@ func transport(size, n int) (links, raw float64, err error) {
 
 // rawRate publishes msg n times, in pieces the payload limit allows, to a
 // subscriber on a connection of its own, and returns bytes per second.
-func rawRate(srv *runtime.Embedded, msg []byte, n int) (float64, error) {
+func rawRate(srv *wire.Embedded, msg []byte, n int) (float64, error) {
 	pub, err := dial(srv)
 	if err != nil {
 		return 0, err
@@ -184,7 +184,7 @@ func rawRate(srv *runtime.Embedded, msg []byte, n int) (float64, error) {
 
 // linkRate sends msg n times from the probe's endpoint 0 to endpoint 1 as
 // activations of one iteration and returns bytes per second.
-func linkRate(srv *runtime.Embedded, msg []byte, n int) (float64, error) {
+func linkRate(srv *wire.Embedded, msg []byte, n int) (float64, error) {
 	eps, closeEps, err := endpoints(srv)
 	if err != nil {
 		return 0, err

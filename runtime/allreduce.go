@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -26,7 +27,7 @@ func (w *Worker) allReduce(ctx context.Context, n int64) error {
 
 // ringAllReduce is replica r's part of the ring over endpoint ep, next the
 // endpoint of replica r+1, in iteration n.
-func ringAllReduce(ctx context.Context, ep *Endpoint, next int32, r int, n int64, g gradRing) error {
+func ringAllReduce(ctx context.Context, ep *wire.Endpoint, next int32, r int, n int64, g gradRing) error {
 	k := g.k
 	for s := 0; s < 2*(k-1); s++ {
 		send, recv, add := r-s, r-s-1, true // reduce-scatter
@@ -34,18 +35,18 @@ func ringAllReduce(ctx context.Context, ep *Endpoint, next int32, r int, n int64
 			s2 := s - (k - 1)
 			send, recv, add = r+1-s2, r-s2, false // all-gather
 		}
-		msg, err := EncodeTensors([]Tensor{{Name: "chunk", Shape: []int{g.size(send)}, F32: g.read(send)}})
+		msg, err := wire.EncodeTensors([]wire.Tensor{{Name: "chunk", Shape: []int{g.size(send)}, F32: g.read(send)}})
 		if err != nil {
 			return err
 		}
-		if err := ep.Send(ctx, next, msgKey{n, int32(s), ringEdge, 'g'}, msg); err != nil {
+		if err := ep.Send(ctx, next, msgKey(n, int32(s), ringEdge, 'g'), msg); err != nil {
 			return err
 		}
-		got, err := ep.Receive(ctx, msgKey{n, int32(s), ringEdge, 'g'})
+		got, err := ep.Receive(ctx, msgKey(n, int32(s), ringEdge, 'g'))
 		if err != nil {
 			return err
 		}
-		ts, err := DecodeTensors(got)
+		ts, err := wire.DecodeTensors(got)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -18,13 +19,13 @@ func TestRingAllReduce(t *testing.T) {
 	total := 2801
 	for k := 2; k <= 5; k++ {
 		t.Run(fmt.Sprint(k), func(t *testing.T) {
-			m := NewMemory(int64(k), Faults{Drop: 0.1, Duplicate: 0.1, Reorder: 0.1}, 1<<20)
-			eps := make([]*Endpoint, k)
+			m := wire.NewMemory(int64(k), wire.Faults{Drop: 0.1, Duplicate: 0.1, Reorder: 0.1}, 1<<20)
+			eps := make([]*wire.Endpoint, k)
 			grads := make([][]*stage.Value[float32], k)
 			want := make([]float64, total)
 			for r := range eps {
 				var err error
-				if eps[r], err = NewEndpoint(m, "ring", 1, int32(r)); err != nil {
+				if eps[r], err = wire.NewEndpoint(m, "ring", 1, int32(r)); err != nil {
 					t.Fatal(err)
 				}
 				defer eps[r].Close()

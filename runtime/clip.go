@@ -33,7 +33,7 @@ func (w *Worker) globalNorm(ctx context.Context, n int64) (float64, error) {
 			if id == w.ID {
 				continue
 			}
-			if err := w.ep.Send(ctx, id, msgKey{n, int32(w.Stage), normEdge, 'g'}, msg); err != nil {
+			if err := w.ep.Send(ctx, id, msgKey(n, int32(w.Stage), normEdge, 'g'), msg); err != nil {
 				return 0, err
 			}
 		}
@@ -43,7 +43,7 @@ func (w *Worker) globalNorm(ctx context.Context, n int64) (float64, error) {
 		if s == w.Stage {
 			continue
 		}
-		msg, err := w.ep.Receive(ctx, msgKey{n, int32(s), normEdge, 'g'})
+		msg, err := w.ep.Receive(ctx, msgKey(n, int32(s), normEdge, 'g'))
 		if err != nil {
 			return 0, err
 		}

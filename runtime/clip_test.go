@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -41,7 +42,7 @@ func TestClippedPipelineEqualsSingleProcess(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			res, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "clip", steps, Options{Train: c.train})
+			res, err := RunLocal(ctx, &Job{Run: "clip", Graph: g, Plan: plan, Steps: steps, Options: Options{Train: c.train}}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -51,19 +52,13 @@ type hello struct {
 	Agent string `json:"agent,omitempty"` // the agent's id in its pool
 }
 
-// joinAs is what a worker says of itself on joining, beyond its device.
-type joinAs struct {
-	Host  string // "": os.Hostname
-	Slot  *int
-	Agent string
-}
-
 type assignment struct {
 	Gen     uint32          `json:"gen"`
 	Stage   int             `json:"worker"` // the worker id: a (stage, replica)
 	Model   json.RawMessage `json:"model"`
 	Plan    json.RawMessage `json:"plan"`
 	Options Options         `json:"options"`
+	Timings Timings         `json:"timings"` // the coordinator's Config.Timings
 	Steps   int             `json:"steps"`
 	Workers int             `json:"workers"`
 }
@@ -86,12 +81,12 @@ type Report struct {
 	OpSeconds map[string][2]float64 `json:"op_seconds,omitempty"`
 }
 
-func sendJSON(ctx context.Context, ep *Endpoint, peer int32, iter int64, mb int32, v any) error {
+func sendJSON(ctx context.Context, ep *wire.Endpoint, peer int32, iter int64, mb int32, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return ep.Send(ctx, peer, msgKey{iter, mb, ctlEdge, 'a'}, b)
+	return ep.Send(ctx, peer, msgKey(iter, mb, ctlEdge, 'a'), b)
 }
 
 func workerID() int32 {
@@ -100,67 +95,47 @@ func workerID() int32 {
 	return int32(binary.LittleEndian.Uint32(b[:])&0x3fffffff) | 1<<20
 }
 
-// WorkerOption sets an option of one worker process (ServeOn).
-type WorkerOption func(*Options)
-
-// WithPrecision makes the worker's matrix products compute in p ("fp32" or
-// "bf16": stage.Executor.SetPrecision; bf16 needs its device).
-func WithPrecision(p string) WorkerOption { return func(o *Options) { o.Precision = p } }
-
-// Serve is a worker process of generation 1: see ServeGen.
-func Serve(ctx context.Context, t Transport, run string) error { return ServeGen(ctx, t, run, 1) }
-
-// ServeGen is a worker process on the CPU: see ServeOn.
-func ServeGen(ctx context.Context, t Transport, run string, gen uint32) error {
-	return ServeOn(ctx, t, run, gen, nil)
+// Join is a worker process joining a run: which run and generation, this
+// process's Config (its device, precision and test hooks; the timings are
+// the coordinator's, sent with the stage), what it logs, and, for an agent
+// of a pool, who it says it is.
+type Join struct {
+	Run string
+	Gen uint32 // 0: 1
+	// Config is the worker process's: Device, Precision, KillPoints.
+	Config Config
+	// Log, when set, hears what the worker was given (Assignment.String)
+	// before it trains, and when it is done.
+	Log func(format string, args ...any)
+	// Host labels the worker ("": os.Hostname); Slot, for an agent a
+	// launcher placed, is the worker id it was offered (nil: the
+	// coordinator's next free one, in join order); Agent is the agent's id
+	// in its pool.
+	Host  string
+	Slot  *int
+	Agent string
 }
 
-// ServeOn is a worker process: it joins generation gen of run, takes the
-// stage it is given, trains it (on dev, or the CPU when dev is nil) and
-// sends back its reports and parameters. opts set what belongs to this
-// worker process rather than to the run (WithPrecision).
-func ServeOn(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, opts ...WorkerOption) error {
-	return ServeLogged(ctx, t, run, gen, dev, nil, opts...)
-}
-
-// ServeLogged is ServeOn telling logf, when not nil, what the worker was
-// given (Assignment.String) before it trains, and when it is done.
-func ServeLogged(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, logf func(format string, args ...any), opts ...WorkerOption) error {
-	return serveAs(ctx, t, run, gen, dev, logf, joinAs{}, opts...)
-}
-
-// serveAs is ServeLogged joining as j says.
-func serveAs(ctx context.Context, t Transport, run string, gen uint32, dev *cuda.Device, logf func(format string, args ...any), j joinAs, opts ...WorkerOption) error {
+// Serve is a worker process: it joins generation j.Gen of run j.Run, takes
+// the stage it is given, trains it and sends back its reports and
+// parameters.
+func Serve(ctx context.Context, t wire.Transport, j Join) error {
+	logf := j.Log
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
+	gen := max(j.Gen, 1)
 	id := workerID()
-	ctl, err := NewEndpoint(t, run, gen+ctlGenOffset, id)
+	ctl, err := wire.NewEndpoint(t, j.Run, gen+ctlGenOffset, id)
 	if err != nil {
 		return err
 	}
 	defer ctl.Close()
-	host := j.Host
-	if host == "" {
-		host, _ = os.Hostname()
-	}
-	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: deviceWhere(dev), Slot: j.Slot, Agent: j.Agent}
-	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, h); err != nil {
-		return fmt.Errorf("joining run %s: %w", run, err)
-	}
-	_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbAssign)
+	a, err := join(ctx, ctl, j, id)
 	if err != nil {
-		return fmt.Errorf("waiting for a stage: %w", err)
+		return err
 	}
-	var a assignment
-	if err := json.Unmarshal(msg, &a); err != nil {
-		return fmt.Errorf("assignment: %w", err)
-	}
-	a.Options.Device = dev
-	for _, o := range opts {
-		o(&a.Options)
-	}
-	if err = serveStage(ctx, t, run, ctl, &a, logf); err != nil {
+	if err = serveStage(ctx, t, ctl, j.job(a), a, logf); err != nil {
 		m := map[string]string{"error": err.Error()}
 		if IsDataError(err) {
 			m["data"] = "true" // the user's to fix: the command exits 2, no restart
@@ -168,12 +143,42 @@ func serveAs(ctx context.Context, t Transport, run string, gen uint32, dev *cuda
 		sendJSON(context.Background(), ctl, coordinator, int64(id), mbError, m)
 		return err
 	}
-	logf("run %s done: trained steps %d to %d", run, a.Options.Start+1, a.Steps)
+	logf("run %s done: trained steps %d to %d", j.Run, a.Options.Start+1, a.Steps)
 	return nil // serveWork drained ctl while the coordinator was watched
 }
 
-// deviceWhere says where a worker computes: "cpu", or its GPU.
-func deviceWhere(dev *cuda.Device) string {
+// join says hello to the coordinator and waits for the assignment.
+func join(ctx context.Context, ctl *wire.Endpoint, j Join, id int32) (*assignment, error) {
+	host := j.Host
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent}
+	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, h); err != nil {
+		return nil, fmt.Errorf("joining run %s: %w", j.Run, err)
+	}
+	_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbAssign)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for a stage: %w", err)
+	}
+	var a assignment
+	if err := json.Unmarshal(msg, &a); err != nil {
+		return nil, fmt.Errorf("assignment: %w", err)
+	}
+	return &a, nil
+}
+
+// job is the run as this worker knows it once assigned (its Graph and
+// Plan are set once decoded): the coordinator's options and timings, this
+// process's device, precision and hooks.
+func (j Join) job(a *assignment) *Job {
+	c := j.Config
+	c.Timings, c.Gen = a.Timings, a.Gen
+	return &Job{Run: j.Run, Steps: a.Steps, Options: a.Options, Config: c}
+}
+
+// DeviceLabel says where a worker computes: "cpu", or its GPU.
+func DeviceLabel(dev *cuda.Device) string {
 	if dev == nil {
 		return "cpu"
 	}
@@ -213,24 +218,27 @@ func (a Assignment) String() string {
 		a.Run, a.Gen, what, a.Model, a.Stage, a.Stages, replica, ops, a.MicroBatch, a.From+1, a.Steps)
 }
 
-func assigned(run string, a *assignment, w *Worker) Assignment {
+func assigned(job *Job, w *Worker) Assignment {
 	st := w.plan.Stages[w.Stage]
-	return Assignment{Run: run, Gen: a.Gen, Model: w.plan.Model.Name, Stage: w.Stage, Stages: len(w.plan.Stages),
+	return Assignment{Run: job.Run, Gen: job.gen(), Model: w.plan.Model.Name, Stage: w.Stage, Stages: len(w.plan.Stages),
 		Replica: w.Replica, Replicas: len(st.Devices), Ops: st.Ops, MicroBatch: st.MicroBatch,
-		From: a.Options.Start, Steps: a.Steps, Emulate: w.Emulate, Device: w.plan.Device.Name}
+		From: job.Options.Start, Steps: job.Steps, Emulate: w.Emulate, Device: w.plan.Device.Name}
 }
 
-func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment, logf func(string, ...any)) error {
+// serveStage trains the stage a assigns, under the coordinator's watch,
+// beating meanwhile (with word of a hang).
+func serveStage(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *Job, a *assignment, logf func(string, ...any)) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if err := watchCoordinator(ctx, t, run, cancel); err != nil {
+	tm := job.Config.Timings
+	if err := tm.WatchCoordinator(ctx, t, job.Run, cancel); err != nil {
 		return err
 	}
 	var worker struct {
 		sync.Mutex // guards w
 		w          *Worker
 	}
-	go beatWith(ctx, t, workerBeats(run, a.Gen), func() []byte {
+	go tm.Beat(ctx, t, workerBeats(job.Run, a.Gen), func() []byte {
 		b := workerBeat(a.Stage)
 		worker.Lock()
 		defer worker.Unlock()
@@ -241,11 +249,11 @@ func serveStage(ctx context.Context, t Transport, run string, ctl *Endpoint, a *
 		}
 		return b
 	})
-	err := serveWork(ctx, t, run, ctl, a, func(w *Worker) {
+	err := serveWork(ctx, t, ctl, job, a, func(w *Worker) {
 		worker.Lock()
 		worker.w = w
 		worker.Unlock()
-		logf("%s", assigned(run, a, w))
+		logf("%s", assigned(job, w))
 	})
 	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
 		return cause
@@ -267,7 +275,7 @@ const (
 // iterate runs iteration n and hands over what it owes: the report, the
 // update (after the verdict, when steps may be skipped) and a due
 // checkpoint's share. stop says the coordinator ended the run.
-func iterate(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, n int) (stop bool, err error) {
+func iterate(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, n int) (stop bool, err error) {
 	start := now()
 	loss, err := w.compute(ctx, int64(n))
 	if err != nil {
@@ -291,7 +299,7 @@ func iterate(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, n int
 		return false, err
 	}
 	if skipping {
-		v, err := ctl.Receive(ctx, msgKey{int64(n), mbVerdict, ctlEdge, 'a'})
+		v, err := ctl.Receive(ctx, msgKey(int64(n), mbVerdict, ctlEdge, 'a'))
 		if err != nil {
 			return false, err
 		}
@@ -308,7 +316,7 @@ func iterate(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, n int
 		if err != nil {
 			return false, err
 		}
-		if err := ctl.Send(ctx, coordinator, msgKey{int64(n)*reportStride + int64(a.Stage), mbCkpt, ctlEdge, 'g'}, st); err != nil {
+		if err := ctl.Send(ctx, coordinator, msgKey(int64(n)*reportStride+int64(a.Stage), mbCkpt, ctlEdge, 'g'), st); err != nil {
 			return false, err
 		}
 	}
@@ -326,7 +334,7 @@ func iterate(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, n int
 
 // stopWorker leaves a run the coordinator stopped: with its state first
 // when asked for it (replica 0 of each stage), acknowledged before it goes.
-func stopWorker(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, order string) error {
+func stopWorker(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, order string) error {
 	switch order {
 	case goAbort:
 		return nil
@@ -339,35 +347,36 @@ func stopWorker(ctx context.Context, ctl *Endpoint, w *Worker, a *assignment, or
 		if err != nil {
 			return err
 		}
-		if err := ctl.Send(ctx, coordinator, msgKey{int64(a.Stage), mbStopState, ctlEdge, 'g'}, st); err != nil {
+		if err := ctl.Send(ctx, coordinator, msgKey(int64(a.Stage), mbStopState, ctlEdge, 'g'), st); err != nil {
 			return err
 		}
 	}
 	return ctl.Drain(ctx)
 }
 
-func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *assignment, started func(*Worker)) error {
-	g, err := dag.Load(a.Model)
-	if err != nil {
+// serveWork loads the model and plan a carries into job and runs the
+// stage's iterations to the end, or to the coordinator's stop.
+func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *Job, a *assignment, started func(*Worker)) error {
+	var err error
+	if job.Graph, err = dag.Load(a.Model); err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
-	plan, err := plan.LoadPlan(a.Plan, g)
-	if err != nil {
+	if job.Plan, err = plan.LoadPlan(a.Plan, job.Graph); err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	ep, err := NewEndpoint(t, run, a.Gen, int32(a.Stage))
+	ep, err := wire.NewEndpoint(t, job.Run, a.Gen, int32(a.Stage))
 	if err != nil {
 		return err
 	}
 	defer ep.Close()
-	w, err := NewWorker(g, plan, a.Stage, ep, a.Options)
+	w, err := NewWorker(job, a.Stage, ep)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
 	started(w)
 	if (a.Options.Start > 0 || a.Options.Init) && !w.Emulate {
-		msg, err := ctl.Receive(ctx, msgKey{0, mbResume, ctlEdge, 'g'})
+		msg, err := ctl.Receive(ctx, msgKey(0, mbResume, ctlEdge, 'g'))
 		if err != nil {
 			return fmt.Errorf("waiting for the checkpoint to resume from: %w", err)
 		}
@@ -376,9 +385,9 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 		}
 	}
 	for n := a.Options.Start; n < a.Steps; n++ {
-		w.kill = killPoint(a.Gen, w.ID, n)
+		w.kill = killPoint(job.Config.KillPoints, a.Gen, w.ID, n)
 		// every stage starts an iteration together, as the simulator assumes
-		order, err := ctl.Receive(ctx, msgKey{int64(n), mbGo, ctlEdge, 'a'})
+		order, err := ctl.Receive(ctx, msgKey(int64(n), mbGo, ctlEdge, 'a'))
 		if err != nil {
 			return err
 		}
@@ -400,7 +409,7 @@ func serveWork(ctx context.Context, t Transport, run string, ctl *Endpoint, a *a
 	if err != nil {
 		return err
 	}
-	if err := ctl.Send(ctx, coordinator, msgKey{int64(a.Stage), mbParams, ctlEdge, 'g'}, params); err != nil {
+	if err := ctl.Send(ctx, coordinator, msgKey(int64(a.Stage), mbParams, ctlEdge, 'g'), params); err != nil {
 		return err
 	}
 	return ctl.Drain(ctx) // still watching the coordinator: it acknowledges before it stops

@@ -12,6 +12,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -19,16 +20,16 @@ import (
 func now() time.Time            { return time.Now() }
 func since(t time.Time) float64 { return time.Since(t).Seconds() }
 
-// Coordinate runs plan with workers that join over t: it waits for one worker
-// per stage, assigns the stages, collects each iteration's reports (calling
-// progress with the iteration's loss) and the final parameters.
-func Coordinate(ctx context.Context, g *dag.Graph, plan *plan.Plan, t Transport, run string, steps int, o Options,
-	progress func(iter int64, loss float64)) (*Result, error) {
+// Coordinate runs job with workers that join over t: it waits for one
+// worker per device of the plan, assigns the stages, collects each
+// iteration's reports (calling progress, when set, with the iteration's
+// loss) and the final parameters.
+func Coordinate(ctx context.Context, job *Job, t wire.Transport, progress func(iter int64, loss float64)) (*Result, error) {
+	g, plan := job.Graph, job.Plan
 	if h := dag.ModelHash(g); h != plan.Model.SHA256 {
 		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
 	}
-	gen := max(o.Gen, 1)
-	ctl, err := NewEndpoint(t, run, gen+ctlGenOffset, coordinator)
+	ctl, err := wire.NewEndpoint(t, job.Run, job.gen()+ctlGenOffset, coordinator)
 	if err != nil {
 		return nil, err
 	}
@@ -37,79 +38,104 @@ func Coordinate(ctx context.Context, g *dag.Graph, plan *plan.Plan, t Transport,
 	// assignment on, and the others may take a while to join
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	go beat(ctx, t, coordBeats(run), []byte{})
-	model, planJSON := dag.Write(g.Model()), plan.Encode()
-	lay := layout(plan)
-	workers := make([]int32, lay.total) // by worker id: each one's control address
-	where := make([]string, lay.total)
-	joinCtx, joined := ctx, func() {}
-	if o.JoinTimeout > 0 {
-		joinCtx, joined = context.WithTimeoutCause(ctx, o.JoinTimeout, fmt.Errorf("not all joined within %v", o.JoinTimeout))
+	tm := job.Config.Timings
+	go tm.Beat(ctx, t, CoordinatorBeats(job.Run), nothing)
+	c := &collector{ctl: ctl, job: job, lay: layout(plan), res: &Result{Params: map[string]*stage.Value[float32]{}}}
+	who, err := c.assign(ctx)
+	if err != nil {
+		return nil, err
 	}
-	defer joined()
-	if o.Stop != nil { // asked to stop while waiting: nothing to save
-		var stopJoin context.CancelCauseFunc
-		joinCtx, stopJoin = context.WithCancelCause(joinCtx)
-		defer stopJoin(nil)
-		go func() {
-			select {
-			case <-o.Stop:
-				stopJoin(&StoppedError{Step: startStep(o)})
-			case <-joinCtx.Done():
-			}
-		}()
-	}
-	who := make([]Joined, lay.total)
-	slots := freeSlots{taken: make([]bool, lay.total)}
-	for n := range workers {
-		_, msg, err := ctl.ReceiveAny(joinCtx, ctlEdge, 'a', mbHello)
-		if err != nil {
-			var se *StoppedError
-			if c := context.Cause(joinCtx); errors.As(c, &se) {
-				return nil, se
-			} else if c != nil {
-				err = c
-			}
-			return nil, fmt.Errorf("waiting for workers: %d of %d joined: %w", n, lay.total, err)
-		}
-		var h hello
-		if err := json.Unmarshal(msg, &h); err != nil {
-			return nil, err
-		}
-		s, err := slots.take(h)
-		if err != nil {
-			return nil, err
-		}
-		if o.Resume != nil {
-			o.Start = o.Resume.Manifest.Step
-		}
-		a := assignment{Gen: gen, Stage: s, Model: model, Plan: planJSON, Options: o, Steps: steps, Workers: lay.total}
-		if err := sendJSON(ctx, ctl, h.Worker, 0, mbAssign, a); err != nil {
-			return nil, err
-		}
-		workers[s], where[s] = h.Worker, h.Device
-		who[s] = Joined{Host: h.Host, PID: h.PID, Device: h.Device, Agent: h.Agent}
-	}
-	if o.Resume != nil && !o.Emulate {
-		if err := sendResume(ctx, ctl, g, plan, lay, workers, o.Resume); err != nil {
+	if r := job.Config.Resume; r != nil && !job.Options.Emulate {
+		if err := sendResume(ctx, ctl, g, plan, c.lay, c.workers, r); err != nil {
 			return nil, err
 		}
 	}
+	lay := c.lay
 	name := func(id int) string {
 		s, r := lay.where(id)
 		return fmt.Sprintf("worker %d (stage %d, replica %d)", id, s, r)
 	}
-	if err := watchWorkers(ctx, t, run, gen, lay.total, name, cancel); err != nil {
+	if err := tm.watchWorkers(ctx, t, job.Run, job.gen(), lay.total, name, cancel); err != nil {
 		return nil, err
 	}
-	res, err := collect(ctx, ctl, g, plan, lay, workers, run, steps, o, progress)
+	res, err := c.collect(ctx, progress)
 	if res != nil {
-		res.Devices, res.Joined = where, who
+		res.Joined = who
+		for _, j := range who {
+			res.Devices = append(res.Devices, j.Device)
+		}
 	}
 	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled && !IsDataError(err) {
 		return nil, cause
 	}
 	return res, err
+}
+
+// nothing is the coordinator's heartbeat: its arrival is the news.
+func nothing() []byte { return []byte{} }
+
+// assign waits for a worker per slot of the plan (Config.JoinTimeout
+// bounds the wait, Config.Stop ends it) and gives each its stage; it says
+// who joined, by worker id.
+func (c *collector) assign(ctx context.Context) ([]Joined, error) {
+	job, lay := c.job, c.lay
+	joinCtx, joined := ctx, func() {}
+	if d := job.Config.JoinTimeout; d > 0 {
+		joinCtx, joined = context.WithTimeoutCause(ctx, d, fmt.Errorf("not all joined within %v", d))
+	}
+	defer joined()
+	if stop := job.Config.Stop; stop != nil { // asked to stop while waiting: nothing to save
+		var stopJoin context.CancelCauseFunc
+		joinCtx, stopJoin = context.WithCancelCause(joinCtx)
+		defer stopJoin(nil)
+		go func() {
+			select {
+			case <-stop:
+				stopJoin(&StoppedError{Step: job.From()})
+			case <-joinCtx.Done():
+			}
+		}()
+	}
+	o := job.Options
+	if job.Config.Resume != nil {
+		o.Start = job.From()
+	}
+	a := assignment{Gen: job.gen(), Model: dag.Write(job.Graph.Model()), Plan: job.Plan.Encode(), Options: o,
+		Timings: job.Config.Timings, Steps: job.Steps, Workers: lay.total}
+	c.workers = make([]int32, lay.total) // by worker id: each one's control address
+	who := make([]Joined, lay.total)
+	slots := freeSlots{taken: make([]bool, lay.total)}
+	for n := range c.workers {
+		h, err := c.hello(joinCtx, n)
+		if err != nil {
+			return nil, err
+		}
+		if a.Stage, err = slots.take(h); err != nil {
+			return nil, err
+		}
+		if err := sendJSON(ctx, c.ctl, h.Worker, 0, mbAssign, a); err != nil {
+			return nil, err
+		}
+		c.workers[a.Stage] = h.Worker
+		who[a.Stage] = Joined{Host: h.Host, PID: h.PID, Device: h.Device, Agent: h.Agent}
+	}
+	return who, nil
+}
+
+// hello takes the next worker's hello, n having joined before it.
+func (c *collector) hello(joinCtx context.Context, n int) (hello, error) {
+	var h hello
+	_, msg, err := c.ctl.ReceiveAny(joinCtx, ctlEdge, 'a', mbHello)
+	if err != nil {
+		var se *StoppedError
+		if cause := context.Cause(joinCtx); errors.As(cause, &se) {
+			return h, se
+		} else if cause != nil {
+			err = cause
+		}
+		return h, fmt.Errorf("waiting for workers: %d of %d joined: %w", n, c.lay.total, err)
+	}
+	return h, json.Unmarshal(msg, &h)
 }
 
 // freeSlots hands out worker ids to the workers that join: the one a
@@ -138,36 +164,22 @@ func (f *freeSlots) take(h hello) (int, error) {
 	return f.next, nil
 }
 
-// startStep is the first iteration a run makes.
-func startStep(o Options) int {
-	if o.Resume != nil {
-		return o.Resume.Manifest.Step
-	}
-	return 0
-}
-
 // collector drives a run's iterations from the coordinator.
 type collector struct {
-	ctl     *Endpoint
-	g       *dag.Graph
-	plan    *plan.Plan
+	ctl     *wire.Endpoint
+	job     *Job
 	lay     replicas
-	workers []int32
-	run     string
-	steps   int
-	o       Options
+	workers []int32 // by worker id: each one's control address
 	res     *Result
 	saved   int // the step of the newest checkpoint written, 0 for none
 	skips   int // steps skipped in a row
 }
 
 // collect drives the iterations and gathers reports and parameters.
-func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *plan.Plan, lay replicas, workers []int32, run string, steps int, o Options, progress func(int64, float64)) (*Result, error) {
-	c := &collector{ctl: ctl, g: g, plan: plan, lay: lay, workers: workers, run: run, steps: steps, o: o,
-		res: &Result{Params: map[string]*stage.Value[float32]{}}}
-	for n := startStep(o); n < steps; n++ {
+func (c *collector) collect(ctx context.Context, progress func(int64, float64)) (*Result, error) {
+	for n := c.job.From(); n < c.job.Steps; n++ {
 		select {
-		case <-o.Stop:
+		case <-c.job.Config.Stop:
 			return nil, c.stop(ctx, n)
 		default:
 		}
@@ -175,10 +187,10 @@ func collect(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *plan.Plan, 
 			return nil, err
 		}
 	}
-	for range workers {
-		_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'g', mbParams)
+	for range c.workers {
+		_, msg, err := c.ctl.ReceiveAny(ctx, ctlEdge, 'g', mbParams)
 		if err != nil {
-			return nil, workerFailure(ctl, err)
+			return nil, workerFailure(c.ctl, err)
 		}
 		if err := decodeParams(msg, c.res.Params); err != nil {
 			return nil, err
@@ -196,9 +208,9 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 	}
 	total := 0.0
 	bad, badStage := "", 0
-	c.res.Events = make([][]Event, len(c.plan.Stages))
+	c.res.Events = make([][]Event, len(c.job.Plan.Stages))
 	for s := range c.workers {
-		r, err := c.ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(s), mbReport, ctlEdge, 'a'})
+		r, err := c.ctl.Receive(ctx, msgKey(int64(n)*reportStride+int64(s), mbReport, ctlEdge, 'a'))
 		if err != nil {
 			return workerFailure(c.ctl, err)
 		}
@@ -207,7 +219,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 			return err
 		}
 		total += float64(rep.Loss)
-		if s == 0 && c.o.Train.ClipGradNorm > 0 && !c.o.Emulate {
+		if s == 0 && c.job.Options.Train.ClipGradNorm > 0 && !c.job.Options.Emulate {
 			c.res.GradNorms = append(c.res.GradNorms, rep.GradNorm)
 		}
 		st, replica := c.lay.where(s)
@@ -220,13 +232,13 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 		c.res.Events[st] = rep.Events
 		if rep.OpSeconds != nil {
 			if c.res.Ops == nil {
-				c.res.Ops = make([]map[string][2]float64, len(c.plan.Stages))
+				c.res.Ops = make([]map[string][2]float64, len(c.job.Plan.Stages))
 			}
 			c.res.Ops[st] = rep.OpSeconds
 		}
 	}
 	if bad == "" && !finite(total) {
-		bad, badStage = fmt.Sprintf("the loss is %v", total), len(c.plan.Stages)-1
+		bad, badStage = fmt.Sprintf("the loss is %v", total), len(c.job.Plan.Stages)-1
 	}
 	c.res.Losses = append(c.res.Losses, total)
 	c.res.Iters = append(c.res.Iters, time.Since(began).Seconds())
@@ -236,18 +248,18 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 	if progress != nil {
 		progress(int64(n), total)
 	}
-	if c.o.Data.EvalDue(n, c.steps) && !c.o.Emulate {
+	if c.job.Options.Data.EvalDue(n, c.job.Steps) && !c.job.Options.Emulate {
 		r, err := collectEval(ctx, c.ctl, c.workers, n)
 		if err != nil {
 			return err
 		}
 		c.res.Evals = append(c.res.Evals, r)
-		if c.o.OnEval != nil {
-			c.o.OnEval(r)
+		if c.job.Config.OnEval != nil {
+			c.job.Config.OnEval(r)
 		}
 	}
-	if k := c.o.CheckpointEvery; k > 0 && (n+1)%k == 0 && !c.o.Emulate {
-		err := c.checkpoint(ctx, n+1, func(id int32) msgKey { return msgKey{int64(n)*reportStride + int64(id), mbCkpt, ctlEdge, 'g'} })
+	if k := c.job.Options.CheckpointEvery; k > 0 && (n+1)%k == 0 && !c.job.Options.Emulate {
+		err := c.checkpoint(ctx, n+1, func(id int32) wire.Key { return msgKey(int64(n)*reportStride+int64(id), mbCkpt, ctlEdge, 'g') })
 		var ne *NonFiniteError
 		if errors.As(err, &ne) {
 			c.tell(ctx, int64(n+1), mbGo, goAbort)
@@ -262,7 +274,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 // there, or, when steps may be skipped, every stage is told to step or to
 // skip.
 func (c *collector) judge(ctx context.Context, n int, bad string, badStage int) error {
-	skipping := c.o.OnNonFinite == NonFiniteSkip && !c.o.Emulate
+	skipping := c.job.Options.OnNonFinite == NonFiniteSkip && !c.job.Options.Emulate
 	if bad == "" {
 		c.skips = 0
 		if skipping {
@@ -275,14 +287,14 @@ func (c *collector) judge(ctx context.Context, n int, bad string, badStage int) 
 		c.tell(ctx, int64(n+1), mbGo, goAbort)
 		return e
 	}
-	if c.skips++; c.skips > cmp.Or(c.o.MaxSkips, 10) {
+	if c.skips++; c.skips > cmp.Or(c.job.Config.MaxSkips, 10) {
 		e.Skips = c.skips - 1
 		c.tell(ctx, int64(n), mbVerdict, goAbort)
 		return e
 	}
 	c.res.Skipped = append(c.res.Skipped, n)
-	if c.o.Skipped != nil {
-		c.o.Skipped(int64(n), fmt.Sprintf("stage %d, %s", badStage, bad))
+	if f := c.job.Config.Skipped; f != nil {
+		f(int64(n), fmt.Sprintf("stage %d, %s", badStage, bad))
 	}
 	return c.tell(ctx, int64(n), mbVerdict, verdictSkip)
 }
@@ -291,9 +303,9 @@ func (c *collector) judge(ctx context.Context, n int, bad string, badStage int) 
 func (c *collector) nonFinite(step, stage int, what string) *NonFiniteError {
 	e := &NonFiniteError{Step: step, Stage: stage, What: what}
 	if c.saved > 0 {
-		e.Saved, e.Dir = c.saved, c.o.CheckpointDir
-	} else if c.o.Resume != nil && !c.o.Init {
-		e.Resumed = c.o.Resume.Manifest.Step
+		e.Saved, e.Dir = c.saved, c.job.Config.CheckpointDir
+	} else if c.job.Config.Resume != nil && !c.job.Options.Init {
+		e.Resumed = c.job.From()
 	}
 	return e
 }
@@ -301,17 +313,18 @@ func (c *collector) nonFinite(step, stage int, what string) *NonFiniteError {
 // tell sends every worker one control message.
 func (c *collector) tell(ctx context.Context, iter int64, mb int32, what string) error {
 	for _, w := range c.workers {
-		if err := c.ctl.Send(ctx, w, msgKey{iter, mb, ctlEdge, 'a'}, []byte(what)); err != nil {
+		if err := c.ctl.Send(ctx, w, msgKey(iter, mb, ctlEdge, 'a'), []byte(what)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// stop ends the run before iteration n, as Options.Stop asked: with a
+// stop ends the run before iteration n, as Config.Stop asked: with a
 // checkpoint at step n when the run keeps them and has none there yet.
 func (c *collector) stop(ctx context.Context, n int) error {
-	save := c.o.CheckpointDir != "" && !c.o.Emulate && c.saved != n
+	dir := c.job.Config.CheckpointDir
+	save := dir != "" && !c.job.Options.Emulate && c.saved != n
 	order := goStop
 	if save {
 		order = goStopAndSave
@@ -320,20 +333,20 @@ func (c *collector) stop(ctx context.Context, n int) error {
 		return err
 	}
 	if save {
-		key := func(id int32) msgKey { return msgKey{int64(id), mbStopState, ctlEdge, 'g'} }
+		key := func(id int32) wire.Key { return msgKey(int64(id), mbStopState, ctlEdge, 'g') }
 		if err := c.checkpoint(ctx, n, key); err != nil {
 			return err
 		}
 	}
-	return &StoppedError{Step: n, Dir: c.o.CheckpointDir, Saved: c.saved == n && c.o.CheckpointDir != ""}
+	return &StoppedError{Step: n, Dir: dir, Saved: c.saved == n && dir != ""}
 }
 
 // collectEval sums every worker's share of the evaluation after
 // iteration n.
-func collectEval(ctx context.Context, ctl *Endpoint, workers []int32, n int) (stage.EvalResult, error) {
+func collectEval(ctx context.Context, ctl *wire.Endpoint, workers []int32, n int) (stage.EvalResult, error) {
 	var sums stage.EvalSums
 	for s := range workers {
-		msg, err := ctl.Receive(ctx, msgKey{int64(n)*reportStride + int64(s), mbEval, ctlEdge, 'a'})
+		msg, err := ctl.Receive(ctx, msgKey(int64(n)*reportStride+int64(s), mbEval, ctlEdge, 'a'))
 		if err != nil {
 			return stage.EvalResult{}, workerFailure(ctl, err)
 		}
@@ -347,7 +360,7 @@ func collectEval(ctx context.Context, ctl *Endpoint, workers []int32, n int) (st
 }
 
 // workerFailure prefers a worker's own account of its failure.
-func workerFailure(ctl *Endpoint, err error) error {
+func workerFailure(ctl *wire.Endpoint, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, msg, e := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbError)
@@ -384,9 +397,9 @@ func decodeParams(b []byte, into map[string]*stage.Value[float32]) error {
 // checkpoint gathers every stage's state at step (iterations done), each
 // stage's replica 0 sending it under key, and writes it, unless a value in
 // it is not finite: that ends the run (a NonFiniteError) with nothing written.
-func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32) msgKey) error {
+func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32) wire.Key) error {
 	ck := &Checkpoint{Params: map[string]*stage.Value[float32]{}, Optim: map[string][]float32{}}
-	for s := range c.plan.Stages {
+	for s := range c.job.Plan.Stages {
 		msg, err := c.ctl.Receive(ctx, key(c.lay.id(s, 0)))
 		if err != nil {
 			return err
@@ -407,20 +420,20 @@ func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32)
 		}
 		ck.Manifest.OptStep, _ = strconv.Atoi(meta["optimizer_step"])
 	}
-	g := c.g
+	g, p, dir := c.job.Graph, c.job.Plan, c.job.Config.CheckpointDir
 	ck.Manifest.Step, ck.Manifest.Model, ck.Manifest.ModelHash = step, g.Name(), dag.ModelHash(g)
-	ck.Manifest.Run, ck.Manifest.Seed = c.run, g.Seed()
-	ck.Manifest.Plan = fmt.Sprintf("%s, %d stages on %d devices", c.plan.Strategy, len(c.plan.Stages), c.lay.total)
-	ck.Manifest.Optimizer = c.o.Train.Optimizer
-	if err := WriteCheckpoint(c.o.CheckpointDir, ck); err != nil {
-		return fmt.Errorf("checkpoint after step %d into %s: %w", step, c.o.CheckpointDir, err)
+	ck.Manifest.Run, ck.Manifest.Seed = c.job.Run, g.Seed()
+	ck.Manifest.Plan = fmt.Sprintf("%s, %d stages on %d devices", p.Strategy, len(p.Stages), c.lay.total)
+	ck.Manifest.Optimizer = c.job.Options.Train.Optimizer
+	if err := WriteCheckpoint(dir, ck); err != nil {
+		return fmt.Errorf("checkpoint after step %d into %s: %w", step, dir, err)
 	}
 	c.saved = step
 	return nil
 }
 
 // sendResume gives every worker its stage's share of a checkpoint.
-func sendResume(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *plan.Plan, lay replicas, workers []int32, c *Checkpoint) error {
+func sendResume(ctx context.Context, ctl *wire.Endpoint, g *dag.Graph, plan *plan.Plan, lay replicas, workers []int32, c *Checkpoint) error {
 	if c.Manifest.ModelHash != dag.ModelHash(g) {
 		return fmt.Errorf("checkpoint: made for model %q with hash %.12s, this model's is %.12s", c.Manifest.Model, c.Manifest.ModelHash, dag.ModelHash(g))
 	}
@@ -454,7 +467,7 @@ func sendResume(ctx context.Context, ctl *Endpoint, g *dag.Graph, plan *plan.Pla
 		if err != nil {
 			return err
 		}
-		if err := ctl.Send(ctx, w, msgKey{0, mbResume, ctlEdge, 'g'}, b); err != nil {
+		if err := ctl.Send(ctx, w, msgKey(0, mbResume, ctlEdge, 'g'), b); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -13,7 +14,7 @@ import (
 // the run ID join, are given stages, train, and hand back the parameters of
 // the in-process run.
 func TestCoordinatorWithJoiningWorkers(t *testing.T) {
-	srv, err := StartEmbedded(0)
+	srv, err := wire.StartEmbedded(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,12 +23,12 @@ func TestCoordinatorWithJoiningWorkers(t *testing.T) {
 	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	want, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "ref", 4, o)
+	want, err := RunLocal(ctx, &Job{Run: "ref", Graph: g, Plan: plan, Steps: 4, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := func() Transport {
-		nt, err := DialNATS(NATSOptions{URL: srv.URL(), Token: srv.Token})
+	dial := func() wire.Transport {
+		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,10 +36,10 @@ func TestCoordinatorWithJoiningWorkers(t *testing.T) {
 	}
 	errs := make(chan error, len(plan.Stages))
 	for range plan.Stages {
-		go func() { errs <- Serve(ctx, dial(), "joined") }()
+		go func() { errs <- Serve(ctx, dial(), Join{Run: "joined"}) }()
 	}
 	var iters []int64
-	res, err := Coordinate(ctx, g, plan, dial(), "joined", 4, o, func(n int64, _ float64) { iters = append(iters, n) })
+	res, err := Coordinate(ctx, &Job{Run: "joined", Graph: g, Plan: plan, Steps: 4, Options: o}, dial(), func(n int64, _ float64) { iters = append(iters, n) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +54,12 @@ func TestCoordinatorWithJoiningWorkers(t *testing.T) {
 	}
 }
 
-// TestCoordinatorStopsWhenAsked: Options.Stop closed during iteration 2
+// TestCoordinatorStopsWhenAsked: Config.Stop closed during iteration 2
 // ends the run after it: every worker leaves cleanly, the coordinator
 // returns a StoppedError at step 3 and the checkpoint it wrote there
 // resumes to the parameters of an uninterrupted run, bit for bit.
 func TestCoordinatorStopsWhenAsked(t *testing.T) {
-	srv, err := StartEmbedded(0)
+	srv, err := wire.StartEmbedded(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +68,12 @@ func TestCoordinatorStopsWhenAsked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}
-	want, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "ref", 5, o)
+	want, err := RunLocal(ctx, &Job{Run: "ref", Graph: g, Plan: plan, Steps: 5, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := func() Transport {
-		nt, err := DialNATS(NATSOptions{URL: srv.URL(), Token: srv.Token})
+	dial := func() wire.Transport {
+		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestCoordinatorStopsWhenAsked(t *testing.T) {
 	serve := func(run string) chan error {
 		errs := make(chan error, len(plan.Stages))
 		for range plan.Stages {
-			go func() { errs <- Serve(ctx, dial(), run) }()
+			go func() { errs <- Serve(ctx, dial(), Join{Run: run}) }()
 		}
 		return errs
 	}
@@ -93,25 +94,24 @@ func TestCoordinatorStopsWhenAsked(t *testing.T) {
 		}
 	}
 	stop := make(chan struct{})
-	o.CheckpointDir, o.Stop = t.TempDir(), stop
+	c := Config{CheckpointDir: t.TempDir(), Stop: stop}
 	errs := serve("stopped")
-	_, err = Coordinate(ctx, g, plan, dial(), "stopped", 5, o, func(n int64, _ float64) {
+	_, err = Coordinate(ctx, &Job{Run: "stopped", Graph: g, Plan: plan, Steps: 5, Options: o, Config: c}, dial(), func(n int64, _ float64) {
 		if n == 2 {
 			close(stop)
 		}
 	})
 	var se *StoppedError
-	if !errors.As(err, &se) || se.Step != 3 || !se.Saved || se.Dir != o.CheckpointDir {
+	if !errors.As(err, &se) || se.Step != 3 || !se.Saved || se.Dir != c.CheckpointDir {
 		t.Fatalf("got %v (%+v), want a stop at step 3 with a checkpoint", err, se)
 	}
 	join(errs)
-	c, err := LoadCheckpoint(o.CheckpointDir, nil)
-	if err != nil || c.Manifest.Step != 3 || c.Manifest.Run != "stopped" {
-		t.Fatalf("checkpoint: %v %+v", err, c)
+	ck, err := LoadCheckpoint(c.CheckpointDir, nil)
+	if err != nil || ck.Manifest.Step != 3 || ck.Manifest.Run != "stopped" {
+		t.Fatalf("checkpoint: %v %+v", err, ck)
 	}
-	o.Stop, o.CheckpointDir, o.Resume = nil, "", c
 	errs = serve("resumed")
-	res, err := Coordinate(ctx, g, plan, dial(), "resumed", 5, o, nil)
+	res, err := Coordinate(ctx, &Job{Run: "resumed", Graph: g, Plan: plan, Steps: 5, Options: o, Config: Config{Resume: ck}}, dial(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/dataset"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -114,7 +115,7 @@ func TestDataPipelineEqualsTrain(t *testing.T) {
 			o := Options{Train: tc.opt, Data: spec}
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()
-			res, err := RunLocal(ctx, g, plan, NewMemory(5, Faults{Drop: 0.03, Duplicate: 0.03, Reorder: 0.03}, 1<<20), "data", steps, o)
+			res, err := RunLocal(ctx, &Job{Run: "data", Graph: g, Plan: plan, Steps: steps, Options: o}, wire.NewMemory(5, wire.Faults{Drop: 0.03, Duplicate: 0.03, Reorder: 0.03}, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +150,7 @@ func TestWorkerRefusesOtherData(t *testing.T) {
 	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.1}, Data: &DataSpec{Path: path, Fingerprint: strings.Repeat("0", 64)}}
 	readers := 0
 	for id := 0; id < layout(plan).total; id++ {
-		ep, err := NewEndpoint(NewMemory(1, Faults{}, 1<<20), "fp", 1, int32(id))
+		ep, err := wire.NewEndpoint(wire.NewMemory(1, wire.Faults{}, 1<<20), "fp", 1, int32(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func TestWorkerRefusesOtherData(t *testing.T) {
 				reads = reads || in.Producer < 0
 			}
 		}
-		w, err := NewWorker(g, plan, id, ep, o)
+		w, err := NewWorker(&Job{Graph: g, Plan: plan, Options: o}, id, ep)
 		if !reads {
 			if err != nil || len(w.sets) != 0 {
 				t.Fatalf("worker %d reads no input, yet: %v, %d files open", id, err, len(w.sets))

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
@@ -31,10 +32,10 @@ func TestWorkersShareAnEmulatedDevice(t *testing.T) {
 			g, plan := smallPlan(t, model, 4, 4)
 			// SGD: Adam turns the rounding noise of a zero gradient (the key third of
 			// in_proj_bias, which softmax ignores) into ±lr steps on either side.
-			o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}, Device: dev}
+			o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			res, err := RunLocal(ctx, g, plan, NewMemory(5, Faults{Drop: 0.03, Reorder: 0.03}, 1<<20), "gpu-emu", 3, o)
+			res, err := RunLocal(ctx, &Job{Run: "gpu-emu", Graph: g, Plan: plan, Steps: 3, Options: o, Config: Config{Device: dev}}, wire.NewMemory(5, wire.Faults{Drop: 0.03, Reorder: 0.03}, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}

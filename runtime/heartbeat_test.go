@@ -10,45 +10,43 @@ import (
 
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
-func shortHeartbeats(t *testing.T) {
-	every, timeout := heartbeatEvery(), heartbeatTimeout()
-	setTimings(func() { HeartbeatEvery, HeartbeatTimeout = 100*time.Millisecond, time.Second })
-	t.Cleanup(func() { setTimings(func() { HeartbeatEvery, HeartbeatTimeout = every, timeout }) })
+// shortTimings are the timings of the tests that wait for silence: a beat
+// every 100 ms, silent after 1 s. The coordinator's reach its workers.
+func shortTimings() Timings {
+	return Timings{HeartbeatEvery: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
 }
 
-// setTimings changes the package's timings under timingMu: goroutines of an
-// earlier test's run may still read them.
-func setTimings(f func()) {
-	timingMu.Lock()
-	defer timingMu.Unlock()
-	f()
-}
-
-func heartbeatSetup(t *testing.T) (Transport, *plan.Plan, func() (*Result, error), context.CancelFunc, chan error) {
+// heartbeatSetup is a run of case-study over the in-memory transport whose
+// coordinator (run, its Config c) starts when called, and whose workers
+// (their Config w) have joined.
+func heartbeatSetup(t *testing.T, c, w Config) (wire.Transport, *plan.Plan, func() (*Result, error), context.CancelFunc, chan error) {
 	g, plan := smallPlan(t, "case-study", 3, 4)
-	m := NewMemory(1, Faults{}, 1<<20)
+	m := wire.NewMemory(1, wire.Faults{}, 1<<20)
 	t.Cleanup(func() { m.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	errs := make(chan error, len(plan.Stages))
 	coordCtx, killCoordinator := context.WithCancel(ctx)
 	run := func() (*Result, error) {
-		return Coordinate(coordCtx, g, plan, m, "hb", 1000, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}}, nil)
+		job := &Job{Run: "hb", Graph: g, Plan: plan, Steps: 1000, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}}, Config: c}
+		return Coordinate(coordCtx, job, m, nil)
 	}
 	for range plan.Stages {
-		go func() { errs <- Serve(ctx, m, "hb") }()
+		go func() { errs <- Serve(ctx, m, Join{Run: "hb", Config: w}) }()
 	}
 	return m, plan, run, killCoordinator, errs
 }
 
 // TestWorkersLeaveWhenTheCoordinatorDies: once the coordinator is silent for
-// the heartbeat timeout, every worker stops and says why.
+// the heartbeat timeout, every worker stops and says why. The timeout is
+// the coordinator's (1 s), sent to the workers with their stages: with
+// their own (the default, 4 s) they would take longer than the test allows.
 func TestWorkersLeaveWhenTheCoordinatorDies(t *testing.T) {
-	shortHeartbeats(t)
-	_, plan, run, kill, errs := heartbeatSetup(t)
+	_, plan, run, kill, errs := heartbeatSetup(t, Config{Timings: shortTimings()}, Config{})
 	done := make(chan struct{})
 	go func() { run(); close(done) }()
 	time.Sleep(500 * time.Millisecond) // let it train a little
@@ -69,8 +67,7 @@ func TestWorkersLeaveWhenTheCoordinatorDies(t *testing.T) {
 // TestCoordinatorNamesASilentWorker: a worker that stops (its context ends,
 // as a killed process's would) is named within the heartbeat timeout.
 func TestCoordinatorNamesASilentWorker(t *testing.T) {
-	shortHeartbeats(t)
-	m, plan, _, _, _ := heartbeatSetup(t)
+	m, plan, _, _, _ := heartbeatSetup(t, Config{}, Config{})
 	_ = plan
 	// a fresh run in which one worker dies after joining
 	e, _ := models.Lookup("case-study")
@@ -78,12 +75,14 @@ func TestCoordinatorNamesASilentWorker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	doomed, die := context.WithCancel(ctx)
-	go Serve(ctx, m, "hb2")
-	go Serve(ctx, m, "hb2")
-	go Serve(doomed, m, "hb2")
+	go Serve(ctx, m, Join{Run: "hb2"})
+	go Serve(ctx, m, Join{Run: "hb2"})
+	go Serve(doomed, m, Join{Run: "hb2"})
 	time.AfterFunc(700*time.Millisecond, die)
 	start := time.Now()
-	_, err := Coordinate(ctx, g, plan, m, "hb2", 1000, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}}, nil)
+	job := &Job{Run: "hb2", Graph: g, Plan: plan, Steps: 1000, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}},
+		Config: Config{Timings: shortTimings()}}
+	_, err := Coordinate(ctx, job, m, nil)
 	if err == nil || !strings.Contains(err.Error(), "has been silent") || !strings.Contains(err.Error(), "worker ") {
 		t.Fatalf("got %v", err)
 	}
@@ -93,14 +92,13 @@ func TestCoordinatorNamesASilentWorker(t *testing.T) {
 }
 
 // TestCoordinatorNamesAHungWorker: a worker stuck computing (alive, still
-// beating) is named with the action it hangs in.
+// beating) is named with the action it hangs in, past the coordinator's
+// hang timeout (1 s, sent with its stage; its process's KillPoints make it
+// hang).
 func TestCoordinatorNamesAHungWorker(t *testing.T) {
-	shortHeartbeats(t)
-	hang, _ := hangTimeouts()
-	setTimings(func() { HangTimeout = time.Second })
-	defer setTimings(func() { HangTimeout = hang })
-	t.Setenv(KillEnv, "1:1:1:hang-before-step")
-	m, plan, run, _, _ := heartbeatSetup(t)
+	tm := shortTimings()
+	tm.HangTimeout = time.Second
+	m, plan, run, _, _ := heartbeatSetup(t, Config{Timings: tm}, Config{KillPoints: "1:1:1:hang-before-step"})
 	_ = m
 	start := time.Now()
 	_, err := run()
@@ -113,24 +111,25 @@ func TestCoordinatorNamesAHungWorker(t *testing.T) {
 	_ = plan
 }
 
-// TestFirstIterationMayTakeLonger: an action running past HangTimeout is a
-// hang once an iteration has finished, not during the first (which pays for
-// compiling kernels and loading libraries), up to WarmupHangTimeout.
+// TestFirstIterationMayTakeLonger: an action running past the hang timeout
+// is a hang once an iteration has finished, not during the first (which
+// pays for compiling kernels and loading libraries), up to the warm-up's.
 func TestFirstIterationMayTakeLonger(t *testing.T) {
-	w := &Worker{plan: &plan.Plan{Stages: []plan.PlanStage{{}}}}
+	tm := Timings{}.WithDefaults()
+	w := &Worker{plan: &plan.Plan{Stages: []plan.PlanStage{{}}}, timings: tm}
 	w.busy("iteration 0 action 0B")
-	w.busySince = time.Now().Add(-2 * HangTimeout)
+	w.busySince = time.Now().Add(-2 * tm.HangTimeout)
 	if h := w.hang(); h != "" {
-		t.Fatalf("first iteration, %v in: called hung (%s)", 2*HangTimeout, h)
+		t.Fatalf("first iteration, %v in: called hung (%s)", 2*tm.HangTimeout, h)
 	}
-	w.busySince = time.Now().Add(-WarmupHangTimeout - time.Second)
+	w.busySince = time.Now().Add(-tm.WarmupHangTimeout - time.Second)
 	if h := w.hang(); h == "" {
 		t.Fatalf("first iteration, past WarmupHangTimeout: not called hung")
 	}
 	w.warm = true
-	w.busySince = time.Now().Add(-2 * HangTimeout)
+	w.busySince = time.Now().Add(-2 * tm.HangTimeout)
 	if h := w.hang(); !strings.Contains(h, "0B") {
-		t.Fatalf("after an iteration, %v in: got %q, want a hang naming the action", 2*HangTimeout, h)
+		t.Fatalf("after an iteration, %v in: got %q, want a hang naming the action", 2*tm.HangTimeout, h)
 	}
 }
 
@@ -139,21 +138,22 @@ func TestFirstIterationMayTakeLonger(t *testing.T) {
 // the coordinator's heartbeats meanwhile, and the run trains once the last
 // one joins, twice the heartbeat timeout later.
 func TestALateWorkerDoesNotStrandTheFirst(t *testing.T) {
-	shortHeartbeats(t)
+	tm := shortTimings()
 	g, plan := smallPlan(t, "case-study", 3, 4)
-	m := NewMemory(1, Faults{}, 1<<20)
+	m := wire.NewMemory(1, wire.Faults{}, 1<<20)
 	t.Cleanup(func() { m.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	errs := make(chan error, len(plan.Stages))
-	go func() { errs <- Serve(ctx, m, "late") }()
+	go func() { errs <- Serve(ctx, m, Join{Run: "late"}) }()
 	go func() {
-		time.Sleep(2 * HeartbeatTimeout)
+		time.Sleep(2 * tm.HeartbeatTimeout)
 		for range plan.Stages[1:] {
-			go func() { errs <- Serve(ctx, m, "late") }()
+			go func() { errs <- Serve(ctx, m, Join{Run: "late"}) }()
 		}
 	}()
-	res, err := Coordinate(ctx, g, plan, m, "late", 2, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}}, nil)
+	job := &Job{Run: "late", Graph: g, Plan: plan, Steps: 2, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}}, Config: Config{Timings: tm}}
+	res, err := Coordinate(ctx, job, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +172,7 @@ func TestALateWorkerDoesNotStrandTheFirst(t *testing.T) {
 // silent on waking, before the beats sent meanwhile can be read; a peer
 // that stays silent for the timeout after that is called silent.
 func TestWatchForgivesItsOwnStall(t *testing.T) {
+	tm := Timings{}.WithDefaults()
 	t0 := time.Unix(1000, 0)
 	last := t0 // the peer's last beat, never renewed
 	ticks := make(chan time.Time)
@@ -180,8 +181,8 @@ func TestWatchForgivesItsOwnStall(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan struct{})
 	go func() {
-		watchTicks(ctx, ticks, t0, func(err error) { fired = err; cancel(err) }, func(now, awake time.Time) error {
-			if q := quietFor(last, awake, now); q > HeartbeatTimeout {
+		tm.watchTicks(ctx, ticks, t0, func(err error) { fired = err; cancel(err) }, func(now, awake time.Time) error {
+			if q := quietFor(last, awake, now); q > tm.HeartbeatTimeout {
 				firedAt = now
 				return fmt.Errorf("silent for %v", q)
 			}
@@ -189,15 +190,15 @@ func TestWatchForgivesItsOwnStall(t *testing.T) {
 		})
 		close(done)
 	}()
-	step := HeartbeatEvery / 2
+	step := tm.HeartbeatEvery / 2
 	now := t0
 	for i := 0; i < 3; i++ { // on time: 1.5 beats of silence, not yet a failure
 		now = now.Add(step)
 		ticks <- now
 	}
-	now = now.Add(3 * HeartbeatTimeout) // the process stalls past the timeout
+	now = now.Add(3 * tm.HeartbeatTimeout) // the process stalls past the timeout
 	woke := now
-	for ctx.Err() == nil && now.Sub(woke) < 3*HeartbeatTimeout {
+	for ctx.Err() == nil && now.Sub(woke) < 3*tm.HeartbeatTimeout {
 		now = now.Add(step)
 		select {
 		case ticks <- now:
@@ -208,25 +209,25 @@ func TestWatchForgivesItsOwnStall(t *testing.T) {
 	if fired == nil {
 		t.Fatal("a peer silent for the timeout after the stall was never called silent")
 	}
-	if since := firedAt.Sub(woke); since < HeartbeatTimeout {
-		t.Fatalf("called silent %v after waking (%v), before a heartbeat timeout (%v) had passed awake", since, fired, HeartbeatTimeout)
+	if since := firedAt.Sub(woke); since < tm.HeartbeatTimeout {
+		t.Fatalf("called silent %v after waking (%v), before a heartbeat timeout (%v) had passed awake", since, fired, tm.HeartbeatTimeout)
 	}
 }
 
 // TestJoinTimeout: a coordinator whose workers do not all join within its
 // JoinTimeout says how many did and stops; the one that joined leaves.
 func TestJoinTimeout(t *testing.T) {
-	shortHeartbeats(t)
 	g, plan := smallPlan(t, "case-study", 3, 4)
-	m := NewMemory(1, Faults{}, 1<<20)
+	m := wire.NewMemory(1, wire.Faults{}, 1<<20)
 	t.Cleanup(func() { m.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	errs := make(chan error, 1)
-	go func() { errs <- Serve(ctx, m, "few") }()
+	go func() { errs <- Serve(ctx, m, Join{Run: "few"}) }()
 	start := time.Now()
-	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}, JoinTimeout: 300 * time.Millisecond}
-	_, err := Coordinate(ctx, g, plan, m, "few", 2, o, nil)
+	job := &Job{Run: "few", Graph: g, Plan: plan, Steps: 2, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}},
+		Config: Config{JoinTimeout: 300 * time.Millisecond, Timings: shortTimings()}}
+	_, err := Coordinate(ctx, job, m, nil)
 	want := fmt.Sprintf("waiting for workers: 1 of %d joined: not all joined within 300ms", len(plan.Stages))
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)

@@ -6,45 +6,26 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
-	"github.com/graphpipe/graphpipe/stage"
 )
 
-// Job is one training run as one value. What every worker is sent: the
-// model (Graph, its seed included), the Plan, the Steps and the Options
-// (training, data spec, checkpoint interval, where it starts), less the
-// Options fields marked json:"-", which belong to the coordinator or to a
-// worker process. What stays with the coordinator: Local.
+// Job is one training run as one value, passed down whole: what its
+// coordinator and every worker share (Run, the model in Graph with its
+// seed, the Plan, the Steps, and Options, which each worker is sent with
+// its stage) and what stays in the process that holds it (Config: the
+// coordinator's stop, callbacks and checkpoints, a worker's device, the
+// timings and test hooks). A supervisor's job (runtime/supervise.Job) adds
+// what only it uses: restarts and output files.
 type Job struct {
 	Run     string // the run's ID: every subject of the run is scoped by it
 	Graph   *dag.Graph
 	Plan    *plan.Plan
 	Steps   int // the iterations the run ends after, counted from 0
 	Options Options
-	Local   Local
-}
-
-// Local is what of a job never leaves its coordinator.
-type Local struct {
-	// Restarts is how many more generations may start after one fails
-	// (from the last checkpoint, or from the start).
-	Restarts int
-	// Outputs are the files written once the run has ended.
-	Outputs Outputs
-}
-
-// Outputs are a finished run's files; an empty path writes nothing.
-type Outputs struct {
-	Dump     string // a directory: init, data, final parameters, losses (graphpipe train --dump's)
-	Trace    string // the last iteration's measured timeline, Chrome trace JSON
-	Timeline string // the same drawn as a chart (.svg or .png)
-	Profile  string // each op's time per stage and pass, a pprof profile
-	// DumpData is the training data a dump writes; nil: the model's
-	// synthetic data.
-	DumpData stage.Source
+	Config  Config
 }
 
 // JobError is a job refused before anything starts: Field names the Job
-// field at fault (as "Options.CheckpointEvery" or "Local.Outputs.Dump").
+// field at fault (as "Options.CheckpointEvery" or "Config.JoinTimeout").
 type JobError struct {
 	Op    string // what refused it: "job"
 	Field string
@@ -80,42 +61,48 @@ func (j *Job) Validate() error {
 	if err := j.validateOptions(); err != nil {
 		return err
 	}
-	return j.validateLocal()
+	return j.validateConfig()
 }
 
 func (j *Job) validateOptions() error {
-	o := &j.Options
+	o, c := &j.Options, &j.Config
 	switch {
-	case o.CheckpointEvery < 0 || o.CheckpointEvery > 0 && o.CheckpointDir == "":
+	case o.CheckpointEvery < 0 || o.CheckpointEvery > 0 && c.CheckpointDir == "":
 		return jobErr("Options.CheckpointEvery", "needs a checkpoint directory and a positive count, got %d", o.CheckpointEvery)
 	case o.OnNonFinite != "" && o.OnNonFinite != NonFiniteStop && o.OnNonFinite != NonFiniteSkip:
 		return jobErr("Options.OnNonFinite", "must be %q or %q, got %q", NonFiniteStop, NonFiniteSkip, o.OnNonFinite)
-	case o.MaxSkips < 0:
-		return jobErr("Options.MaxSkips", "must be at least 0, got %d", o.MaxSkips)
-	case o.JoinTimeout < 0:
-		return jobErr("Options.JoinTimeout", "must be at least 0, got %v", o.JoinTimeout)
-	case o.Init && o.Resume == nil:
-		return jobErr("Options.Init", "set without the initial values (Options.Resume)")
+	case o.Init && c.Resume == nil:
+		return jobErr("Options.Init", "set without the initial values (Config.Resume)")
 	case o.Init && o.Emulate:
 		return jobErr("Options.Init", "an emulated run computes nothing to initialise")
-	case o.Resume != nil && o.Resume.Manifest.Step >= j.Steps:
-		return jobErr("Options.Resume", "the checkpoint is at step %d, past Steps %d", o.Resume.Manifest.Step, j.Steps)
 	}
 	return nil
 }
 
-func (j *Job) validateLocal() error {
-	l := &j.Local
+func (j *Job) validateConfig() error {
+	c := &j.Config
 	switch {
-	case l.Restarts < 0:
-		return jobErr("Local.Restarts", "must be at least 0, got %d", l.Restarts)
-	case j.Options.Emulate && l.Outputs.Dump != "":
-		return jobErr("Local.Outputs.Dump", "an emulated run computes nothing to dump")
-	case j.Options.Emulate && l.Outputs.Profile != "":
-		return jobErr("Local.Outputs.Profile", "an emulated run computes nothing to profile")
+	case c.MaxSkips < 0:
+		return jobErr("Config.MaxSkips", "must be at least 0, got %d", c.MaxSkips)
+	case c.JoinTimeout < 0:
+		return jobErr("Config.JoinTimeout", "must be at least 0, got %v", c.JoinTimeout)
+	case c.Resume != nil && c.Resume.Manifest.Step >= j.Steps:
+		return jobErr("Config.Resume", "the checkpoint is at step %d, past Steps %d", c.Resume.Manifest.Step, j.Steps)
 	}
-	return nil
+	return c.Timings.check("Config.Timings.")
 }
+
+// From is the first iteration the job runs: its checkpoint's step when it
+// resumes, else 0.
+func (j *Job) From() int {
+	if j.Config.Resume != nil {
+		return j.Config.Resume.Manifest.Step
+	}
+	return 0
+}
+
+// gen is the job's generation: Config.Gen, at least 1.
+func (j *Job) gen() uint32 { return max(j.Config.Gen, 1) }
 
 // Workers is how many workers a generation of plan takes: one per device (a
 // data-parallel stage runs as replicas).

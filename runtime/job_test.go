@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -30,15 +31,21 @@ func TestJobValidate(t *testing.T) {
 		{"Plan", func(j *Job) { j.Plan = other }},
 		{"Steps", func(j *Job) { j.Steps = 0 }},
 		{"Options.CheckpointEvery", func(j *Job) { j.Options.CheckpointEvery = 2 }},
-		{"Options.CheckpointEvery", func(j *Job) { j.Options.CheckpointEvery, j.Options.CheckpointDir = -1, "ck" }},
+		{"Options.CheckpointEvery", func(j *Job) { j.Options.CheckpointEvery, j.Config.CheckpointDir = -1, "ck" }},
 		{"Options.OnNonFinite", func(j *Job) { j.Options.OnNonFinite = "retry" }},
-		{"Options.MaxSkips", func(j *Job) { j.Options.MaxSkips = -1 }},
-		{"Options.JoinTimeout", func(j *Job) { j.Options.JoinTimeout = -1 }},
 		{"Options.Init", func(j *Job) { j.Options.Init = true }},
-		{"Options.Resume", func(j *Job) { j.Options.Resume = &Checkpoint{Manifest: Manifest{Step: 3}} }},
-		{"Local.Restarts", func(j *Job) { j.Local.Restarts = -1 }},
-		{"Local.Outputs.Dump", func(j *Job) { j.Options.Emulate, j.Local.Outputs.Dump = true, "d" }},
-		{"Local.Outputs.Profile", func(j *Job) { j.Options.Emulate, j.Local.Outputs.Profile = true, "p" }},
+		{"Options.Init", func(j *Job) {
+			j.Options.Init, j.Options.Emulate, j.Config.Resume = true, true, &Checkpoint{}
+		}},
+		{"Config.MaxSkips", func(j *Job) { j.Config.MaxSkips = -1 }},
+		{"Config.JoinTimeout", func(j *Job) { j.Config.JoinTimeout = -1 }},
+		{"Config.Resume", func(j *Job) { j.Config.Resume = &Checkpoint{Manifest: Manifest{Step: 3}} }},
+		{"Config.Timings.HeartbeatEvery", func(j *Job) { j.Config.Timings.HeartbeatEvery = -1 }},
+		{"Config.Timings.ConfirmTimeout", func(j *Job) { j.Config.Timings.ConfirmTimeout = -time.Second }},
+		{"Config.Timings.HeartbeatTimeout", func(j *Job) { j.Config.Timings.HeartbeatTimeout = 900 * time.Millisecond }},
+		{"Config.Timings.HeartbeatTimeout", func(j *Job) {
+			j.Config.Timings = Timings{HeartbeatEvery: time.Second, HeartbeatTimeout: 1500 * time.Millisecond}
+		}},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			j := good()
@@ -48,23 +55,5 @@ func TestJobValidate(t *testing.T) {
 				t.Fatalf("got %v, want a JobError on %s", err, tc.field)
 			}
 		})
-	}
-}
-
-// TestSlots: one slot per device of the plan, in worker id order, each on
-// its device's node.
-func TestSlots(t *testing.T) {
-	_, plan := smallPlan(t, "candle-uno", 6, 8)
-	plan.DevicesPerNode = 2
-	slots := Slots(plan)
-	if len(slots) != Workers(plan) || len(slots) != 6 {
-		t.Fatalf("%d slots for %d workers", len(slots), Workers(plan))
-	}
-	lay := layout(plan)
-	for i, s := range slots {
-		st, r := lay.where(i)
-		if s.Worker != i || s.Stage != st || s.Replica != r || s.Device != plan.Stages[st].Devices[r] || s.Node != s.Device/2 {
-			t.Errorf("slot %d: %+v", i, s)
-		}
 	}
 }

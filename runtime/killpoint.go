@@ -6,15 +6,19 @@ import (
 	"strings"
 )
 
-// KillEnv is a test hook: "gen:worker:iteration:point[,…]" makes that worker
-// of that generation exit with status 9 at that point of that iteration:
-// after-send (its first send), before-step (between its last gradient and its
-// optimizer step) or during-checkpoint (before it hands its state over); a
-// point prefixed "hang-" makes it hang there instead.
+// KillEnv is the environment variable a worker process's command reads its
+// Config.KillPoints from, a test hook: "gen:worker:iteration:point[,…]"
+// makes that worker of that generation exit with status 9 at that point of
+// that iteration: after-send (its first send), before-step (between its
+// last gradient and its optimizer step) or during-checkpoint (before it
+// hands its state over); a point prefixed "hang-" makes it hang there
+// instead.
 const KillEnv = "GRAPHPIPE_TEST_KILL"
 
-func killPoint(gen uint32, worker int32, iter int) string {
-	for _, spec := range strings.Split(os.Getenv(KillEnv), ",") {
+// killPoint is the point of points (KillEnv's format) at which worker of
+// generation gen dies in iteration iter, "" for none.
+func killPoint(points string, gen uint32, worker int32, iter int) string {
+	for _, spec := range strings.Split(points, ",") {
 		var g, w, n int
 		var point string
 		if c, _ := fmt.Sscanf(strings.ReplaceAll(spec, ":", " "), "%d %d %d %s", &g, &w, &n, &point); c == 4 &&

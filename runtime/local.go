@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
-	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -16,7 +16,7 @@ import (
 type Result struct {
 	Losses []float64                        // per iteration
 	Params map[string]*stage.Value[float32] // every stage's, by name
-	Stats  []Stats                          // per stage endpoint
+	Stats  []wire.Stats                     // per stage endpoint
 	Iters  []float64                        // measured seconds per iteration
 	Events [][]Event                        // per stage, the last iteration's timeline
 	Ops    []map[string][2]float64          // per stage: each op's forward and backward seconds
@@ -34,9 +34,6 @@ type Result struct {
 	// GradNorms, with clipping, is each iteration's global gradient norm
 	// before clipping (what clip_grad_norm_ returns; 0 where not finite).
 	GradNorms []float64
-	// Recoveries lists how the run went on after each generation that
-	// ended early (Supervisor only).
-	Recoveries []Recovery
 }
 
 // Joined is a worker that joined a run.
@@ -47,20 +44,23 @@ type Joined struct {
 	Agent  string `json:"agent,omitempty"` // its id in the pool it came from
 }
 
-// RunLocal trains g under plan for steps iterations with one goroutine per
-// stage over transport t. It refuses a plan made for another model.
-func RunLocal(ctx context.Context, g *dag.Graph, plan *plan.Plan, t Transport, run string, steps int, o Options) (*Result, error) {
+// RunLocal trains job in this process, one goroutine per worker, over
+// transport t, from step 0 (job's Config.Resume and Stop are the
+// coordinator's, and are not read): the in-process run the tests set
+// against a single process. It refuses a plan made for another model.
+func RunLocal(ctx context.Context, job *Job, t wire.Transport) (*Result, error) {
+	g, plan, o, steps := job.Graph, job.Plan, job.Options, job.Steps
 	if h := dag.ModelHash(g); h != plan.Model.SHA256 {
 		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
 	}
 	workers := make([]*Worker, layout(plan).total)
 	for id := range workers {
-		ep, err := NewEndpoint(t, run, max(o.Gen, 1), int32(id))
+		ep, err := wire.NewEndpoint(t, job.Run, job.gen(), int32(id))
 		if err != nil {
 			return nil, err
 		}
 		defer ep.Close()
-		if workers[id], err = NewWorker(g, plan, id, ep, o); err != nil {
+		if workers[id], err = NewWorker(job, id, ep); err != nil {
 			return nil, err
 		}
 		defer workers[id].Close()

@@ -11,6 +11,7 @@ import (
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -99,7 +100,7 @@ func TestPipelineEqualsSingleProcess(t *testing.T) {
 					}
 					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 					defer cancel()
-					res, err := RunLocal(ctx, c.g, plan, NewMemory(1, Faults{}, 1<<20), "eq", 5, o)
+					res, err := RunLocal(ctx, &Job{Run: "eq", Graph: c.g, Plan: plan, Steps: 5, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -149,12 +150,12 @@ func TestFaultyTransport(t *testing.T) {
 	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	clean, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "clean", 3, o)
+	clean, err := RunLocal(ctx, &Job{Run: "clean", Graph: g, Plan: plan, Steps: 3, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
-	faulty := NewMemory(7, Faults{Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Delay: 2 * time.Millisecond}, 700)
-	bad, err := RunLocal(ctx, g, plan, faulty, "faulty", 3, o)
+	faulty := wire.NewMemory(7, wire.Faults{Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Delay: 2 * time.Millisecond}, 700)
+	bad, err := RunLocal(ctx, &Job{Run: "faulty", Graph: g, Plan: plan, Steps: 3, Options: o}, faulty)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestPlanForAnotherModel(t *testing.T) {
 	plan, _ := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: 2})
 	other, _ := models.Lookup("candle-uno")
 	h, _ := other.Build(other.Small)
-	_, err := RunLocal(context.Background(), h, plan, NewMemory(1, Faults{}, 1<<20), "x", 1, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.1}})
+	_, err := RunLocal(context.Background(), &Job{Run: "x", Graph: h, Plan: plan, Steps: 1, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.1}}}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 	if err == nil {
 		t.Fatal("a plan for another model ran")
 	}
@@ -216,7 +217,7 @@ func TestDataParallelStages(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			res, err := RunLocal(ctx, g, plan, NewMemory(3, Faults{Drop: 0.03, Duplicate: 0.03, Reorder: 0.03}, 1<<20), "dp", 4, o)
+			res, err := RunLocal(ctx, &Job{Run: "dp", Graph: g, Plan: plan, Steps: 4, Options: o}, wire.NewMemory(3, wire.Faults{Drop: 0.03, Duplicate: 0.03, Reorder: 0.03}, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,7 @@ const (
 	NonFiniteStop = "stop"
 	// NonFiniteSkip skips that step's optimizer update on every stage and
 	// replica alike, as mixed-precision loss scaling does, and stops after
-	// Options.MaxSkips such steps in a row.
+	// Config.MaxSkips such steps in a row.
 	NonFiniteSkip = "skip"
 )
 
@@ -90,7 +90,7 @@ func (e *NonFiniteError) Error() string {
 	return msg
 }
 
-// StoppedError is a run that stopped when asked (Options.Stop) after its
+// StoppedError is a run that stopped when asked (Config.Stop) after its
 // iteration in flight: at Step (iterations done), with a checkpoint of that
 // step in Dir when Saved.
 type StoppedError struct {

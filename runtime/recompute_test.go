@@ -8,6 +8,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -60,11 +61,11 @@ func TestRecomputeRunIsBitIdentical(t *testing.T) {
 			}
 			o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-2}}
 			for id := range back.Stages { // the workers' executors are told
-				ep, err := NewEndpoint(NewMemory(1, Faults{}, 1<<20), "check", 1, int32(id))
+				ep, err := wire.NewEndpoint(wire.NewMemory(1, wire.Faults{}, 1<<20), "check", 1, int32(id))
 				if err != nil {
 					t.Fatal(err)
 				}
-				w, err := NewWorker(g, back, id, ep, o)
+				w, err := NewWorker(&Job{Graph: g, Plan: back, Options: o}, id, ep)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -76,11 +77,11 @@ func TestRecomputeRunIsBitIdentical(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			a, err := RunLocal(ctx, g, keep, NewMemory(1, Faults{}, 1<<20), "keep", 3, o)
+			a, err := RunLocal(ctx, &Job{Run: "keep", Graph: g, Plan: keep, Steps: 3, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := RunLocal(ctx, g, back, NewMemory(1, Faults{}, 1<<20), "recompute", 3, o)
+			b, err := RunLocal(ctx, &Job{Run: "recompute", Graph: g, Plan: back, Steps: 3, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
 // recorder keeps every frame published on the wrapped transport.
 type recorder struct {
-	Transport
+	wire.Transport
 	mu     sync.Mutex // guards frames
 	frames map[string][][]byte
 }
@@ -27,7 +28,7 @@ func (r *recorder) Publish(subject string, data []byte) error {
 // replayer publishes old frames into a new generation's inboxes while a run
 // goes on, as a confused router or a late duplicate would.
 type replayer struct {
-	Transport
+	wire.Transport
 	old     map[string][][]byte
 	oldGen  string
 	newGen  string
@@ -58,17 +59,16 @@ func TestReplayedFramesChangeNothing(t *testing.T) {
 	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rec := &recorder{Transport: NewMemory(1, Faults{}, 1<<20), frames: map[string][][]byte{}}
-	if _, err := RunLocal(ctx, g, plan, rec, "replay", 3, o); err != nil {
+	rec := &recorder{Transport: wire.NewMemory(1, wire.Faults{}, 1<<20), frames: map[string][][]byte{}}
+	if _, err := RunLocal(ctx, &Job{Run: "replay", Graph: g, Plan: plan, Steps: 3, Options: o}, rec); err != nil {
 		t.Fatal(err)
 	}
-	clean, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "replay", 3, Options{Train: o.Train, Gen: 2})
+	clean, err := RunLocal(ctx, &Job{Run: "replay", Graph: g, Plan: plan, Steps: 3, Options: o, Config: Config{Gen: 2}}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := &replayer{Transport: NewMemory(2, Faults{}, 1<<20), old: rec.frames, oldGen: ".g1.", newGen: ".g2.", started: map[string]bool{}}
-	o.Gen = 2
-	res, err := RunLocal(ctx, g, plan, rep, "replay", 3, o)
+	rep := &replayer{Transport: wire.NewMemory(2, wire.Faults{}, 1<<20), old: rec.frames, oldGen: ".g1.", newGen: ".g2.", started: map[string]bool{}}
+	res, err := RunLocal(ctx, &Job{Run: "replay", Graph: g, Plan: plan, Steps: 3, Options: o, Config: Config{Gen: 2}}, rep)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // A stage on k devices runs as k replicas; replica r of a stage takes rows
@@ -49,3 +50,9 @@ func (l replicas) where(id int) (int, int) {
 
 // edgeKey packs an edge and the sending replica into a wire edge field.
 func edgeKey(edge, replica int) int32 { return int32(edge*maxReplicas + replica) }
+
+// msgKey names a message on the wire: iteration, micro-batch, edge field
+// (edgeKey, or a control or ring edge) and direction.
+func msgKey(iter int64, mb, edge int32, dir uint8) wire.Key {
+	return wire.Key{Iter: iter, MB: mb, Edge: edge, Dir: dir}
+}

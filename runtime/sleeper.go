@@ -27,7 +27,7 @@ func (s sleeper) compute(ctx context.Context, _ *iteration, _ microbatch.Action,
 func (s sleeper) send(ctx context.Context, it *iteration, a microbatch.Action, land float64) error {
 	stamp := []byte(s.w.wallClock(land).Format(time.RFC3339Nano))
 	for _, p := range s.w.peers(a) {
-		if err := s.w.ep.Send(ctx, p.id, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, s.w.Replica), byte(a.Dir)}, stamp); err != nil {
+		if err := s.w.ep.Send(ctx, p.id, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, s.w.Replica), byte(a.Dir)), stamp); err != nil {
 			return err
 		}
 	}
@@ -37,7 +37,7 @@ func (s sleeper) send(ctx context.Context, it *iteration, a microbatch.Action, l
 func (s sleeper) recv(ctx context.Context, it *iteration, a microbatch.Action) (float64, error) {
 	land := 0.0
 	for _, p := range s.w.peers(a) {
-		msg, err := s.w.ep.Receive(ctx, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)})
+		msg, err := s.w.ep.Receive(ctx, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)))
 		if err != nil {
 			return 0, err
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/search"
 )
 
@@ -35,7 +36,7 @@ func TestEmulationTakesThePlansTime(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			res, err := RunLocal(ctx, g, pl, NewMemory(1, Faults{}, 1<<20), "emu", 3, Options{Emulate: true})
+			res, err := RunLocal(ctx, &Job{Run: "emu", Graph: g, Plan: pl, Steps: 3, Options: Options{Emulate: true}}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 			if err != nil {
 				t.Fatal(err)
 			}

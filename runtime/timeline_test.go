@@ -8,6 +8,7 @@ import (
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -28,7 +29,7 @@ func TestTimeline(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "tl", 2, Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}})
+	res, err := RunLocal(ctx, &Job{Run: "tl", Graph: g, Plan: plan, Steps: 2, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}}}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,5 +63,22 @@ func TestTimeline(t *testing.T) {
 	}
 	if tl.Bubble <= 0 || tl.Bubble >= 1 || len(tl.Busy) != len(plan.Stages) {
 		t.Errorf("bubble %v, busy %v", tl.Bubble, tl.Busy)
+	}
+}
+
+// TestStageTimes: the mean forward and backward (input plus weight
+// gradient) per micro-batch of a stage's timeline, beside the plan's; a
+// stage without a timeline is left out.
+func TestStageTimes(t *testing.T) {
+	pl := &plan.Plan{Stages: []plan.PlanStage{{ForwardS: 1, BackwardS: 2, WeightS: 0.5}, {ForwardS: 3}}}
+	res := &Result{Events: [][]Event{{
+		{Kind: 'F', MB: 0, Start: 0, End: 1}, {Kind: 'F', MB: 1, Start: 1, End: 3},
+		{Kind: 'B', MB: 0, Start: 3, End: 4}, {Kind: 'W', MB: 0, Start: 4, End: 5},
+		{Kind: 'B', MB: 1, Start: 5, End: 7},
+	}}}
+	got := StageTimes(pl, res)
+	want := []StageTime{{Stage: 0, PredictedForward: 1, MeasuredForward: 1.5, PredictedBackward: 2.5, MeasuredBackward: 2}}
+	if len(got) != len(want) || got[0] != want[0] {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
-	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // Worker runs one replica of one stage of a plan: its action list, once per
@@ -31,7 +31,7 @@ type Worker struct {
 	timing  microbatch.Timing // the plan's, each whole backward one action unless split
 	do      executor          // computer, or sleeper when emulating
 	ex      *stage.Executor
-	ep      *Endpoint
+	ep      *wire.Endpoint
 	opt     stage.Optimizer
 	train   stage.TrainOptions // the optimizer's, the schedule's and clipping's options
 	// gradNorm is the last iteration's global gradient norm before
@@ -60,7 +60,8 @@ type Worker struct {
 	busyMu    sync.Mutex // guards busySince, busyWhat
 	busySince time.Time  // when the computation under way began; zero while waiting on others
 	busyWhat  string
-	warm      bool // an iteration has finished (see WarmupHangTimeout)
+	warm      bool    // an iteration has finished (see Timings.WarmupHangTimeout)
+	timings   Timings // the run's: its hang timeouts
 }
 
 // busy marks the start (what != "") or end of a computation of the worker's own.
@@ -81,7 +82,7 @@ func (w *Worker) hang() string {
 	w.busyMu.Lock()
 	defer w.busyMu.Unlock()
 	st := w.plan.Stages[w.Stage]
-	floor, warmup := hangTimeouts()
+	floor, warmup := w.timings.HangTimeout, w.timings.WarmupHangTimeout
 	if !w.warm {
 		floor = max(floor, warmup)
 	}
@@ -104,48 +105,10 @@ type Event struct {
 	Dir   byte    `json:"dir,omitempty"`
 }
 
-// Options are how a run trains.
-type Options struct {
-	Train   stage.TrainOptions
-	Emulate bool // wait the plan's times instead of computing
-	// OnNonFinite is what a step whose loss or gradients are not finite
-	// does: NonFiniteStop ("" too) or NonFiniteSkip, up to MaxSkips steps in
-	// a row (0: 10).
-	OnNonFinite string `json:"on_nonfinite,omitempty"`
-	MaxSkips    int    `json:"-"`
-	// Skipped, if set, is told of each step whose update was skipped.
-	Skipped func(iter int64, why string) `json:"-"`
-	// Stop, once closed, ends the run after the iteration in flight, with
-	// a checkpoint there when CheckpointDir is set: a *StoppedError.
-	Stop <-chan struct{} `json:"-"`
-	// CheckpointEvery > 0 checkpoints after every that many iterations into
-	// CheckpointDir (the coordinator writes it).
-	CheckpointEvery int    `json:"checkpoint_every,omitempty"`
-	CheckpointDir   string `json:"-"`
-	// Resume starts from a checkpoint: its step, parameters and optimizer state.
-	Resume *Checkpoint `json:"-"`
-	Start  int         `json:"start,omitempty"` // the first iteration, set from Resume
-	// Init says Resume holds initial values (--init) at step 0: workers
-	// wait for their share before the first iteration as they do to resume.
-	Init bool   `json:"init,omitempty"`
-	Gen  uint32 `json:"-"` // the generation: 1, then one more per restart
-	// JoinTimeout > 0 bounds the coordinator's wait for its workers to join.
-	JoinTimeout time.Duration `json:"-"`
-	// Device runs the stage's ops on a GPU (package cuda); nil: the CPU.
-	// It belongs to the worker process, not to the run.
-	Device *cuda.Device `json:"-"`
-	// Precision is what the stage's matrix products compute in on Device:
-	// "" or "fp32", or "bf16" (stage.Executor.SetPrecision). The worker
-	// process's too.
-	Precision string `json:"-"`
-	// Data is the run's own data and evaluation set; nil: synthetic data.
-	Data *DataSpec `json:"data,omitempty"`
-	// OnEval, at the coordinator, hears each evaluation as it ends.
-	OnEval func(stage.EvalResult) `json:"-"`
-}
-
-// NewWorker prepares stage id of plan over an endpoint.
-func NewWorker(g *dag.Graph, plan *plan.Plan, id int, ep *Endpoint, o Options) (*Worker, error) {
+// NewWorker prepares worker id of job's plan over an endpoint, as job's
+// Options and this process's Config say.
+func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
+	g, plan, o := job.Graph, job.Plan, job.Options
 	sch, err := plan.ScheduleOf()
 	if err != nil {
 		return nil, err
@@ -156,7 +119,8 @@ func NewWorker(g *dag.Graph, plan *plan.Plan, id int, ep *Endpoint, o Options) (
 		return nil, fmt.Errorf("plan: worker %d is beyond its %d devices", id, lay.total)
 	}
 	w := &Worker{ID: int32(id), Stage: st, Replica: rep, lay: lay, g: g, plan: plan, sched: sch.Lists[st], split: sch.Split, sch: sch,
-		timing: plan.Timing(), ep: ep, ops: map[string]bool{}, reads: map[string]bool{}, spec: o.Data, evalRows: -1}
+		timing: plan.Timing(), ep: ep, ops: map[string]bool{}, reads: map[string]bool{}, spec: o.Data, evalRows: -1,
+		timings: job.Config.Timings.WithDefaults()}
 	w.do = computer{w}
 	if !sch.Split { // a whole backward is one action
 		for s := range w.timing.B {
@@ -191,12 +155,12 @@ func NewWorker(g *dag.Graph, plan *plan.Plan, id int, ep *Endpoint, o Options) (
 		return nil, err
 	}
 	w.ex.Recompute = plan.Stages[st].Recompute
-	if o.Device != nil {
-		if err := w.ex.UseDevice(o.Device); err != nil {
+	if dev := job.Config.Device; dev != nil {
+		if err := w.ex.UseDevice(dev); err != nil {
 			return nil, err
 		}
 	}
-	if err := w.ex.SetPrecision(o.Precision); err != nil {
+	if err := w.ex.SetPrecision(job.Config.Precision); err != nil {
 		return nil, err
 	}
 	if err := w.openData(g); err != nil {
@@ -492,7 +456,7 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 	e := w.plan.Edges[a.Edge]
 	lo, _ := w.rows()
 	for _, p := range w.peers(a) {
-		var ts []Tensor
+		var ts []wire.Tensor
 		for _, name := range e.Tensors {
 			var v *stage.Value[float32]
 			if a.Dir == microbatch.Act {
@@ -509,13 +473,13 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 				continue // no gradient flows to it (an int32 tensor)
 			}
 			part := stage.SliceRows(v, p.lo-lo, p.hi-lo)
-			ts = append(ts, Tensor{Name: name, Shape: part.Shape, F32: part.Data, I32: part.Ints})
+			ts = append(ts, wire.Tensor{Name: name, Shape: part.Shape, F32: part.Data, I32: part.Ints})
 		}
-		payload, err := EncodeTensors(ts)
+		payload, err := wire.EncodeTensors(ts)
 		if err != nil {
 			return err
 		}
-		if err := w.ep.Send(ctx, p.id, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir)}, payload); err != nil {
+		if err := w.ep.Send(ctx, p.id, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir)), payload); err != nil {
 			return err
 		}
 	}
@@ -529,11 +493,11 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 	lo, hi := w.rows()
 	parts := map[string]*stage.Value[float32]{}
 	for _, p := range w.peers(a) {
-		msg, err := w.ep.Receive(ctx, msgKey{it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)})
+		msg, err := w.ep.Receive(ctx, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)))
 		if err != nil {
 			return err
 		}
-		ts, err := DecodeTensors(msg)
+		ts, err := wire.DecodeTensors(msg)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/search"
 )
 
@@ -26,16 +27,17 @@ func (f *elasticFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.restarts, "restarts", 0, "when a worker dies, hangs or falls silent, restart the workers up to this many times, resuming from the last checkpoint (local workers: new processes; pool:NAME: the survivors and a spare agent)")
 	cmd.Flags().BoolVar(&f.elastic, "elastic", false, "with --workers pool:NAME and --restarts: when no spare agent comes within --replace-wait, re-plan for the agents left (same model, batch, data order; micro-batch when forced or given by a plan file) and resume under it; grow back at the next checkpoint when agents return")
 	cmd.Flags().DurationVar(&f.replaceWait, "replace-wait", 30*time.Second, "with --elastic: how long a lost agent's replacement is waited for before re-planning")
-	cmd.Flags().DurationVar(&f.heartbeat, "heartbeat-timeout", runtime.HeartbeatTimeout, "a worker or agent silent this long is lost (at least 1s)")
+	cmd.Flags().DurationVar(&f.heartbeat, "heartbeat-timeout", runtime.DefaultHeartbeatTimeout, "a worker or agent silent this long is lost (at least 1s)")
 }
 
 // check refuses what restarts cannot do: restart workers started elsewhere,
-// re-plan without a pool to count the agents of.
+// re-plan without a pool to count the agents of. How many restarts and the
+// heartbeat timeout are the job's settings, Job.Validate's to check; but a
+// --heartbeat-timeout of 0, which the runtime would read as its default
+// (runtime.Timings), is refused here.
 func (f *elasticFlags) check(cmd *cobra.Command, workers string) error {
 	pool := strings.HasPrefix(workers, "pool:")
 	switch {
-	case f.restarts < 0:
-		return usagef("--restarts: must be at least 0, got %d", f.restarts)
 	case f.restarts > 0 && workers == "external":
 		return usagef("--restarts: workers started elsewhere (--workers external) cannot be restarted: use local workers or --workers pool:NAME")
 	case f.elastic && !pool:
@@ -46,10 +48,9 @@ func (f *elasticFlags) check(cmd *cobra.Command, workers string) error {
 		return usagef("--replace-wait: must be at least 0, got %v", f.replaceWait)
 	case cmd.Flags().Changed("replace-wait") && !f.elastic:
 		return usagef("--replace-wait: only --elastic waits for a replacement before re-planning")
-	case f.heartbeat < time.Second:
-		return usagef("--heartbeat-timeout: must be at least 1s, got %v", f.heartbeat)
+	case f.heartbeat <= 0:
+		return usagef("--heartbeat-timeout: must be at least %v, got %v", 2*runtime.DefaultHeartbeatEvery, f.heartbeat)
 	}
-	runtime.SetHeartbeatTimeout(f.heartbeat)
 	return nil
 }
 
@@ -57,7 +58,7 @@ func (f *elasticFlags) check(cmd *cobra.Command, workers string) error {
 // p's profile, with p's batch, schedule, memory and node size, and the
 // micro-batch p has when the user forced it (--micro-batch, or a plan file,
 // whose choice is kept). sf holds the search flags of a run given a model.
-func (f *elasticFlags) replanner(g *dag.Graph, p *plan.Plan, sf *searchFlags, fromModel bool) (*runtime.Elastic, error) {
+func (f *elasticFlags) replanner(g *dag.Graph, p *plan.Plan, sf *searchFlags, fromModel bool) (*supervise.Elastic, error) {
 	if !f.elastic {
 		return nil, nil
 	}
@@ -84,13 +85,13 @@ func (f *elasticFlags) replanner(g *dag.Graph, p *plan.Plan, sf *searchFlags, fr
 		}
 		return np, nil
 	}
-	return &runtime.Elastic{Replan: replan, ReplaceWait: f.replaceWait}, nil
+	return &supervise.Elastic{Replan: replan, ReplaceWait: f.replaceWait}, nil
 }
 
 // recoveriesJSON are run --json's recoveries and replans (those that
 // changed plans), never null.
-func recoveriesJSON(rs []runtime.Recovery) (all, replans []runtime.Recovery) {
-	all, replans = []runtime.Recovery{}, []runtime.Recovery{}
+func recoveriesJSON(rs []supervise.Recovery) (all, replans []supervise.Recovery) {
+	all, replans = []supervise.Recovery{}, []supervise.Recovery{}
 	for _, r := range rs {
 		all = append(all, r)
 		if r.Replanned() {

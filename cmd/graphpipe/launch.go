@@ -7,20 +7,21 @@ import (
 	"os"
 	goruntime "runtime"
 	"strings"
-	"time"
 
 	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // connect dials the run's NATS server: --nats's, or an embedded one
 // started here (stop shuts it down).
-func connect(nf *natsFlags, runID string, log io.Writer) (*runtime.NATS, *runNATS, func(), error) {
+func connect(nf *natsFlags, runID string, log io.Writer) (*wire.NATS, *runNATS, func(), error) {
 	ns, err := startNATS(nf, runID, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	t, err := runtime.DialNATS(ns.opts)
+	t, err := wire.DialNATS(ns.opts)
 	if err != nil {
 		ns.close()
 		return nil, nil, nil, inputf("--nats: %v", err)
@@ -40,49 +41,82 @@ func checkWorkers(workers, natsURL string) error {
 	case natsURL == "":
 		return usagef("--workers %s: needs --nats, the server the pool's agents are on", workers)
 	}
-	if err := runtime.CheckPoolName(pool); err != nil {
+	if err := supervise.CheckPoolName(pool); err != nil {
 		return usagef("--workers %s: %v", workers, err)
 	}
 	return nil
 }
 
 // launcher is --workers's launcher: local worker processes (with wargs(i)
-// their extra arguments), workers started elsewhere, or a pool's agents.
-func launcher(workers string, t runtime.Transport, ns *runNATS, joinTimeout time.Duration, wargs func(int) []string, log io.Writer) (runtime.Launcher, error) {
+// their extra arguments), workers started elsewhere, or a pool's agents
+// (waited for up to the job's join timeout, live by its timings).
+func launcher(workers string, t wire.Transport, ns *runNATS, c runtime.Config, wargs func(int) []string, log io.Writer) (supervise.Launcher, error) {
 	if pool, ok := strings.CutPrefix(workers, "pool:"); ok {
-		return runtime.NewPoolLauncher(t, pool, joinTimeout, log)
+		return supervise.NewPoolLauncher(t, supervise.PoolConfig{Pool: pool, JoinTimeout: c.JoinTimeout, Log: log, Timings: c.Timings})
 	}
 	opts := ns.opts
 	if workers == "external" {
-		return &runtime.ExternalLauncher{Announce: func(n int, run string) { ns.announce(log, workers, n, run) }}, nil
+		return &supervise.ExternalLauncher{Announce: func(g *supervise.Generation) { ns.announce(log, workers, len(g.Slots), g.Run) }}, nil
 	}
-	return &runtime.LocalLauncher{URL: opts.URL, Env: func(n int) []string { return workerEnv(n, opts.Token) }, Args: wargs, Log: log}, nil
+	return &supervise.LocalLauncher{URL: opts.URL, Env: func(n int) []string { return workerEnv(n, opts.Token) }, Args: wargs, Log: log}, nil
 }
 
-// jobFlags names the flag behind each field of a runtime.Job.
-var jobFlags = map[string]string{
-	"Run": "--run", "Steps": "--steps", "Plan": "MODEL|PLAN", "Graph": "MODEL|PLAN",
-	"Options.CheckpointEvery": "--checkpoint-every", "Options.OnNonFinite": "--on-nonfinite", "Options.MaxSkips": "--max-skips",
-	"Options.JoinTimeout": "--join-timeout", "Options.Init": "--init", "Options.Resume": "--resume",
-	"Local.Restarts": "--restarts", "Local.Outputs.Dump": "--dump", "Local.Outputs.Profile": "--profile",
-	"Dump": "--dump", "Trace": "--trace", "Timeline": "--timeline", "Profile": "--profile",
+// jobFlag names the flag behind a field of a supervise.Job (a
+// *runtime.JobError's Field) or of its Outputs (an *OutputError's).
+func jobFlag(field string) string {
+	switch field {
+	case "Run":
+		return "--run"
+	case "Steps":
+		return "--steps"
+	case "Plan", "Graph":
+		return "MODEL|PLAN"
+	case "Options.CheckpointEvery":
+		return "--checkpoint-every"
+	case "Options.OnNonFinite":
+		return "--on-nonfinite"
+	case "Options.Init":
+		return "--init"
+	case "Config.MaxSkips":
+		return "--max-skips"
+	case "Config.JoinTimeout":
+		return "--join-timeout"
+	case "Config.Resume":
+		return "--resume"
+	case "Config.Timings.HeartbeatTimeout":
+		return "--heartbeat-timeout"
+	case "Local.Restarts":
+		return "--restarts"
+	case "Local.Outputs.Dump", "Dump":
+		return "--dump"
+	case "Local.Outputs.Profile", "Profile":
+		return "--profile"
+	case "Trace":
+		return "--trace"
+	case "Timeline":
+		return "--timeline"
+	}
+	return field // a setting no flag sets
 }
 
-// jobError says a runtime.Job's or a run's output's refusal in terms of the
-// flags: exit 2, naming the flag.
+// jobError says a supervise.Job's or a run's output's refusal in terms of
+// the flags: exit 2, naming the flag. A message that starts with the value
+// (quoted) follows the flag as a value does: --run "a..b": ...
 func jobError(err error) error {
 	var je *runtime.JobError
-	var oe *runtime.OutputError
-	var pe *runtime.PlacementError
+	var oe *supervise.OutputError
+	var pe *supervise.PlacementError
 	switch {
+	case errors.As(err, &je) && strings.HasPrefix(je.Msg, `"`):
+		return usagef("%s %s", jobFlag(je.Field), je.Msg)
 	case errors.As(err, &je):
-		return usagef("%s: %s", jobFlags[je.Field], je.Msg)
+		return usagef("%s: %s", jobFlag(je.Field), je.Msg)
 	case errors.As(err, &oe) && oe.Op == "write":
-		return inputf("%s %s: cannot write: %v", jobFlags[oe.Field], oe.Path, cause(oe.Err))
+		return inputf("%s %s: cannot write: %v", jobFlag(oe.Field), oe.Path, cause(oe.Err))
 	case errors.As(err, &oe) && oe.Op == "mkdir":
-		return inputf("%s %s: %v", jobFlags[oe.Field], oe.Path, oe.Err)
+		return inputf("%s %s: %v", jobFlag(oe.Field), oe.Path, oe.Err)
 	case errors.As(err, &oe):
-		return fmt.Errorf("%s %s: %w", jobFlags[oe.Field], oe.Path, oe.Err)
+		return fmt.Errorf("%s %s: %w", jobFlag(oe.Field), oe.Path, oe.Err)
 	case errors.As(err, &pe):
 		return inputf("--workers pool:%s: %s", pe.Pool, pe.Reason())
 	case runtime.IsDataError(err):

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/internal/natscluster"
-	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // accountsCluster starts a 3-node nats-server cluster whose nodes all carry
@@ -188,11 +188,11 @@ func coordinatorNode(t *testing.T, c *natscluster.Cluster, run string) (int, []i
 // herself reaches her own stage.
 func TestAccountsFenceRuns(t *testing.T) {
 	c := accountsCluster(t)
-	inbox := runtime.Inbox("alice.exp1", 1, 0)
-	dial := func(user, password string, node int) (*runtime.NATS, chan error) {
+	inbox := wire.Inbox("alice.exp1", 1, 0)
+	dial := func(user, password string, node int) (*wire.NATS, chan error) {
 		refused := make(chan error, 4)
 		u := strings.Replace(c.URL(node), "nats://", "nats://"+user+":"+password+"@", 1)
-		n, err := runtime.DialNATS(runtime.NATSOptions{URL: u, Name: user, OnError: func(err error) { refused <- err }})
+		n, err := wire.DialNATS(wire.NATSOptions{URL: u, Name: user, OnError: func(err error) { refused <- err }})
 		if err != nil {
 			t.Fatal(err)
 		}

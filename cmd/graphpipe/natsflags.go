@@ -13,10 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // tokenEnv carries a NATS token to workers without showing it in ps.
-const tokenEnv = runtime.TokenEnv
+const tokenEnv = supervise.TokenEnv
 
 type natsFlags struct {
 	url, token, creds, ca string
@@ -58,12 +60,12 @@ func (f *natsFlags) check() error {
 	return nil
 }
 
-func (f *natsFlags) options(name string) runtime.NATSOptions {
+func (f *natsFlags) options(name string) wire.NATSOptions {
 	tok := f.token
 	if tok == "" {
 		tok = os.Getenv(tokenEnv)
 	}
-	return runtime.NATSOptions{URL: f.url, InOrder: f.inOrder, Token: tok, CredsFile: f.creds, CAFile: f.ca, Name: name}
+	return wire.NATSOptions{URL: f.url, InOrder: f.inOrder, Token: tok, CredsFile: f.creds, CAFile: f.ca, Name: name}
 }
 
 // registerListen adds run's flags for its embedded NATS server: where it
@@ -98,7 +100,7 @@ func (f *natsFlags) checkListen(workers string) error {
 	if err != nil {
 		return err
 	}
-	if f.noToken() && !tls && !runtime.IsLoopback(host) {
+	if f.noToken() && !tls && !wire.IsLoopback(host) {
 		return usagef("--nats-listen %s: off loopback the NATS server needs a token or TLS: drop --nats-token \"\" (a token is generated) or give --nats-tls-cert and --nats-tls-key", net.JoinHostPort(host, strconv.Itoa(port)))
 	}
 	return nil
@@ -127,8 +129,8 @@ func (f *natsFlags) noToken() bool { return f.tokenGiven != nil && f.tokenGiven(
 // runNATS is the NATS a run uses: the user's server or cluster (--nats), or
 // an embedded one.
 type runNATS struct {
-	opts runtime.NATSOptions // how the coordinator dials it
-	srv  *runtime.Embedded   // nil with --nats
+	opts wire.NATSOptions // how the coordinator dials it
+	srv  *wire.Embedded   // nil with --nats
 	nf   *natsFlags
 }
 
@@ -142,16 +144,16 @@ func startNATS(nf *natsFlags, runID string, log io.Writer) (*runNATS, error) {
 	if r.opts.URL != "" {
 		return r, nil
 	}
-	eo := runtime.EmbeddedOptions{Host: "127.0.0.1"}
+	eo := wire.EmbeddedOptions{Host: "127.0.0.1"}
 	if nf.listen != "" {
 		host, port, err := nf.listenAddr()
 		if err != nil {
 			return nil, err
 		}
-		eo = runtime.EmbeddedOptions{Host: host, Port: port, Token: r.opts.Token, NoToken: nf.noToken(), TLSCert: nf.tlsCert, TLSKey: nf.tlsKey}
+		eo = wire.EmbeddedOptions{Host: host, Port: port, Token: r.opts.Token, NoToken: nf.noToken(), TLSCert: nf.tlsCert, TLSKey: nf.tlsKey}
 	}
-	srv, err := runtime.StartEmbeddedOn(eo)
-	var ee *runtime.EmbeddedError
+	srv, err := wire.StartEmbeddedOn(eo)
+	var ee *wire.EmbeddedError
 	if errors.As(err, &ee) && ee.Field == "TLS" {
 		return nil, inputf("--nats-tls-cert %s, --nats-tls-key %s: %s", nf.tlsCert, nf.tlsKey, ee.Reason)
 	} else if err != nil {
@@ -246,8 +248,8 @@ func hostAddress() string {
 
 // logConnection makes a connection say on log, after prefix, when it lost
 // its NATS node, which node it moved to, and what the server refused.
-func logConnection(o *runtime.NATSOptions, log io.Writer, prefix string) {
-	log = runtime.SyncWriter(log)
+func logConnection(o *wire.NATSOptions, log io.Writer, prefix string) {
+	log = supervise.SyncWriter(log)
 	o.OnDisconnect = func(err error) { fmt.Fprintf(log, "%s: lost the NATS server (%v): reconnecting\n", prefix, err) }
 	o.OnReconnect = func(url string) { fmt.Fprintf(log, "%s: reconnected to the NATS server at %s\n", prefix, url) }
 	o.OnError = func(err error) { fmt.Fprintf(log, "%s: the NATS server refused: %v\n", prefix, err) }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
 )
 
 // checkOutputs refuses, before any work starts, an output flag whose file
@@ -126,8 +127,8 @@ func writeFile(flag, path string, data []byte) error {
 }
 
 // writeFileAtomic writes through a temporary file, synced, renamed into place.
-func writeFileAtomic(path string, data []byte) error { return runtime.WriteFileAtomic(path, data) }
+func writeFileAtomic(path string, data []byte) error { return supervise.WriteFileAtomic(path, data) }
 
 // createTemp creates a new temporary file beside path, to be renamed onto
-// it, 0666 less the umask (runtime.CreateTemp).
-func createTemp(path string) (*os.File, error) { return runtime.CreateTemp(path) }
+// it, 0666 less the umask (supervise.CreateTemp).
+func createTemp(path string) (*os.File, error) { return supervise.CreateTemp(path) }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/internal/natscluster"
-	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // testPool is the NATS network the pool tests run on, and the agents
@@ -39,7 +39,7 @@ func newTestPool(t testing.TB) *testPool {
 		return &testPool{cluster: natscluster.Start(t, natscluster.Options{})}
 	}
 	t.Log("no nats-server installed: the pool runs on one embedded NATS server")
-	srv, err := runtime.StartEmbedded(0)
+	srv, err := wire.StartEmbedded(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -159,14 +158,6 @@ func (p *progress) abort() {
 	if p.bar && !p.quiet {
 		fmt.Fprintln(p.log)
 	}
-}
-
-// resumeStep is the step a generation starts from: its checkpoint's, or 0.
-func resumeStep(o runtime.Options) int {
-	if o.Resume == nil {
-		return 0
-	}
-	return o.Resume.Manifest.Step
 }
 
 // openMetrics opens --metrics: appended to when the run resumes (one file

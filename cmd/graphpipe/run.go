@@ -14,25 +14,12 @@ import (
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
 func newRunCmd(stdin io.Reader) *cobra.Command {
-	sf := searchFlags{stdin: stdin}
-	var nf natsFlags
-	var df deviceFlags
-	var nff nonFiniteFlags
-	var data dataFlags
-	var steps int
-	var of optimFlags
-	var workers, modelPath, dump, runID, emulate, trace, prof, ckptDir, resume, initPath, timeline string
-	var ckptEvery, logEveryN int
-	var ef elasticFlags
-	var metricsPath string
-	var initVals map[string]*stage.Value[float32]
-	var joinTimeout time.Duration
-	var seed int64
-	var asJSON bool
+	f := &runFlags{search: searchFlags{stdin: stdin}, stdin: stdin}
 	cmd := &cobra.Command{
 		Use:   "run MODEL|PLAN",
 		Short: "Train a model as a pipeline of stage workers exchanging tensors over NATS",
@@ -56,227 +43,386 @@ grows back at a checkpoint when agents return (each re-plan is logged, and
 listed in --json's replans).`,
 		Example: "  graphpipe run mmt-small.json --devices 3 --device cpu --steps 20\n  graphpipe run plan.json --model mmt.json --nats nats://10.0.0.5:4222 --workers external",
 		Args:    args("MODEL|PLAN"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			var reseed *int64
-			if cmd.Flags().Changed("seed") {
-				reseed = &seed
-			}
-			var why string // why --device is what it is, when the user gave none
-			if !cmd.Flags().Changed("device") {
-				var err error
-				if sf.device, why, err = df.defaultDevice(workers, emulate); err != nil {
-					return err
-				}
-			}
-			train, err := of.options(cmd, steps)
-			if err != nil {
-				return err
-			}
-			sf.planFor(train) // memory for this optimizer's state
-			g, plan, err := modelAndPlan(cmd, a[0], modelPath, &sf, reseed, stdin)
-			if err != nil {
-				return err
-			}
-			if steps < 1 {
-				return usagef("--steps: must be positive, got %d", steps)
-			}
-			if emulate != "" && (data.path != "" || data.evalPath != "") {
-				return usagef("--data, --eval-data: an emulated run reads no data")
-			}
-			d, err := data.open(cmd, g, int(plan.BatchSize), &steps, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer d.close()
-			if err := d.checkEvalKeys(plan); err != nil {
-				return err
-			}
-			if err := checkWorkers(workers, nf.url); err != nil {
-				return err
-			}
-			if err := nf.check(); err != nil {
-				return err
-			}
-			if err := nf.checkListen(workers); err != nil {
-				return err
-			}
-			train.Steps, train.MicroBatch = steps, int(plan.MicroBatch) // --epochs may have set the steps
-			o := runtime.Options{Train: train, Data: d.optionsSpec()}
-			if err := nff.check(); err != nil {
-				return err
-			}
-			o.OnNonFinite, o.MaxSkips = nff.policy, nff.maxSkips
-			if emulate != "" {
-				if plan.Device.Name != emulate {
-					return usagef("--emulate %s: the plan is for %s devices (search with --device %s)", emulate, plan.Device.Name, emulate)
-				}
-				o.Emulate = true
-			} else if err := computable(g, cmp.Or(modelPath, a[0])); err != nil {
-				return err
-			}
-			if ckptEvery < 0 || ckptEvery > 0 && ckptDir == "" {
-				return usagef("--checkpoint-every needs --checkpoint DIR and a positive count")
-			}
-			if ckptDir != "" && ckptEvery == 0 {
-				ckptEvery = max(1, steps/10)
-			}
-			if runID == "" {
-				runID = randomID()
-			} else if err := checkRunID(runID); err != nil {
-				return err
-			}
-			if ckptDir != "" {
-				if err := checkCheckpointOut(ckptDir); err != nil {
-					return err
-				}
-				lock, err := lockCheckpoints(ckptDir, runID)
-				if err != nil {
-					return err
-				}
-				defer lock.Unlock()
-			}
-			o.CheckpointDir, o.CheckpointEvery = ckptDir, ckptEvery
-			if joinTimeout < 0 {
-				return usagef("--join-timeout: must be at least 0, got %v", joinTimeout)
-			}
-			o.JoinTimeout = joinTimeout
-			if initPath != "" && resume != "" {
-				return usagef("--init and --resume: a resumed run takes its parameters from the checkpoint")
-			}
-			if resume != "" {
-				if err := checkCheckpointDir("--resume", resume); err != nil {
-					return err
-				}
-				c, err := runtime.LoadCheckpoint(resume, func(step int, why error) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d in %s is not whole (%v): falling back to the one before\n", step, resume, why)
-				})
-				if err != nil {
-					return err // exit 1: no whole checkpoint
-				}
-				if h := dag.ModelHash(g); c.Manifest.ModelHash != h {
-					return inputf("--resume %s: checkpoint step-%d was made for model %q (hash %.12s), not for this %q (hash %.12s)", resume, c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash, g.Name(), h)
-				}
-				if err := c.CheckOptimizer(resume, o.Train.Optimizer); err != nil {
-					return inputf("%v", err)
-				}
-				if c.Manifest.Step >= steps {
-					return usagef("--resume: the checkpoint is at step %d, past --steps %d", c.Manifest.Step, steps)
-				}
-				o.Resume = c
-				fmt.Fprintf(cmd.ErrOrStderr(), "resuming at step %d from %s\n", c.Manifest.Step, resume)
-			}
-			if capped, err := capSteps(cmd.ErrOrStderr(), steps, resumeStep(o)); err != nil {
-				return err
-			} else if capped < steps {
-				steps, o.CheckpointEvery = capped, capCheckpoints(o.CheckpointEvery, capped, resumeStep(o))
-			}
-			if initPath != "" {
-				if initVals, err = readInit(initPath, g, stdin); err != nil {
-					return err
-				}
-				o.Resume, o.Init = initCheckpoint(g, initVals), true
-			}
-			if err := checkOutputs("--trace", trace, "--profile", prof, "--metrics", metricsPath, "--timeline", timeline); err != nil {
-				return err
-			}
-			if timeline != "" {
-				if _, err := chart.FormatOf(timeline); err != nil {
-					return usagef("--timeline %v", err)
-				}
-			}
-			if err := ef.check(cmd, workers); err != nil {
-				return err
-			}
-			el, err := ef.replanner(g, plan, &sf, modelPath == "")
-			if err != nil {
-				return err
-			}
-			wargs, err := df.workerArgs(workers, o.Emulate, plan, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			if workers == "local" && !o.Emulate && df.backend != "cuda" {
-				what := fmt.Sprintf("the plan's local workers (%s devices, %d samples per iteration; the peak memory the plan predicts per device, summed)", plan.Device.Name, plan.BatchSize)
-				if err := checkHost("--batch", what, profile.EstimateSlack*profile.PlanNeed(plan)); err != nil {
-					return err
-				}
-			}
-			prog := &progress{log: cmd.ErrOrStderr(), bar: isTerminal(cmd.ErrOrStderr()) && !asJSON, quiet: asJSON, every: logEvery(logEveryN, steps),
-				steps: steps, batch: plan.BatchSize, emulated: o.Emulate, lr: o.Train.Rate}
-			if logEveryN < 0 {
-				return usagef("--log-every: must be at least 1 (0: about ten lines a run), got %d", logEveryN)
-			}
-			job := &runtime.Job{Run: runID, Graph: g, Plan: plan, Steps: steps, Options: o, Local: runtime.Local{Restarts: ef.restarts,
-				Outputs: runtime.Outputs{Dump: dump, Trace: trace, Timeline: timeline, Profile: prof, DumpData: d.source()}}}
-			if err := job.Validate(); err != nil {
-				return jobError(err)
-			}
-			source := "searched for this run"
-			if modelPath != "" {
-				source, why = "from "+a[0], ""
-			}
-			describePlan(cmd.ErrOrStderr(), plan, source, why)
-			if metricsPath != "" {
-				f, err := openMetrics(metricsPath, resume != "")
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				prog.metrics = f
-			}
-			return runPlan(cmd, job, &nf, workers, wargs, asJSON, prog, el)
-		},
+		RunE:    func(cmd *cobra.Command, a []string) error { return f.run(cmd, a[0]) },
 	}
-	sf.register(cmd)
-	nf.register(cmd)
-	nf.registerListen(cmd)
-	df.registerRun(cmd)
-	nff.register(cmd)
-	data.register(cmd)
-	cmd.Flags().IntVar(&steps, "steps", 10, "training iterations")
-	of.register(cmd)
-	cmd.Flags().StringVar(&workers, "workers", "local", "local: start one worker process per stage; external: wait for workers to join; pool:NAME: take agents of that pool (graphpipe worker --pool NAME)")
-	cmd.Flags().StringVar(&modelPath, "model", "", "with a PLAN: the model `FILE` it was made for")
-	cmd.Flags().StringVar(&dump, "dump", "", "write init, data, final parameters and losses to `DIR`, as graphpipe train --dump")
-	cmd.Flags().StringVar(&runID, "run", "", "run ID (default: random); scopes every subject of the run")
-	cmd.Flags().Int64Var(&seed, "seed", 0, "with a MODEL: override its seed (parameters and data) before planning")
-	cmd.Flags().StringVar(&emulate, "emulate", "", "emulate the plan's devices (v100, a100, h100: the --device it was searched for): each op waits its modelled time, each transfer its modelled time")
-	cmd.Flags().StringVar(&trace, "trace", "", "write the measured timeline of the last iteration as Chrome trace JSON to `FILE`")
-	cmd.Flags().StringVar(&timeline, "timeline", "", "draw the measured timeline of the last iteration in `FILE` (.svg or .png)")
-	cmd.Flags().StringVar(&ckptDir, "checkpoint", "", "write checkpoints (parameters and optimizer state by name) to `DIR`, keeping the last two")
-	cmd.Flags().IntVar(&ckptEvery, "checkpoint-every", 0, "checkpoint after every K iterations (default: a tenth of --steps)")
-	cmd.Flags().StringVar(&initPath, "init", "", "start from the parameters and buffers in safetensors `FILE` (by name, e.g. graphpipe import --weights)")
-	cmd.Flags().StringVar(&resume, "resume", "", "resume from the newest whole checkpoint in `DIR` (any plan: parameters are keyed by name)")
-	ef.register(cmd)
-	cmd.Flags().DurationVar(&joinTimeout, "join-timeout", 10*time.Minute, "give up when not every worker has joined within this long (0: wait for ever)")
-	cmd.Flags().StringVar(&prof, "profile", "", "write each op's time, per stage and pass, as a pprof profile to `FILE` (go tool pprof FILE)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
-	cmd.Flags().IntVar(&logEveryN, "log-every", 0, "without a terminal, print a progress line every N steps, besides the first and the last (default: about ten lines a run)")
-	cmd.Flags().StringVar(&metricsPath, "metrics", "", "append one JSON line per logged step to `FILE` (step, loss, samples/s, ETA; graphpipe/metrics@1), for plots and dashboards")
+	f.register(cmd)
 	return cmd
 }
 
-// runPlan runs job with --workers's launcher under a supervisor, and prints
-// its summary.
-func runPlan(cmd *cobra.Command, job *runtime.Job, nf *natsFlags, workers string, wargs func(int) []string, asJSON bool, prog *progress, el *runtime.Elastic) error {
+// runFlags are graphpipe run's flags. Each sets a part of the run's
+// supervise.Job (job), which Job.Validate checks once, or of how it runs:
+// the launcher, the progress lines, the NATS server.
+type runFlags struct {
+	search    searchFlags
+	nats      natsFlags
+	device    deviceFlags
+	nonFinite nonFiniteFlags
+	data      dataFlags
+	optim     optimFlags
+	elastic   elasticFlags
+	stdin     io.Reader
+
+	steps, checkpointEvery, logEvery int
+	seed                             int64
+	joinTimeout                      time.Duration
+	workers, model, runID, emulate   string
+	dump, trace, timeline, profile   string
+	checkpoint, resume, init         string
+	metrics                          string
+	json                             bool
+}
+
+func (f *runFlags) register(cmd *cobra.Command) {
+	f.search.register(cmd)
+	f.nats.register(cmd)
+	f.nats.registerListen(cmd)
+	f.device.registerRun(cmd)
+	f.nonFinite.register(cmd)
+	f.data.register(cmd)
+	fl := cmd.Flags()
+	fl.IntVar(&f.steps, "steps", 10, "training iterations")
+	f.optim.register(cmd)
+	fl.StringVar(&f.workers, "workers", "local", "local: start one worker process per stage; external: wait for workers to join; pool:NAME: take agents of that pool (graphpipe worker --pool NAME)")
+	fl.StringVar(&f.model, "model", "", "with a PLAN: the model `FILE` it was made for")
+	fl.StringVar(&f.dump, "dump", "", "write init, data, final parameters and losses to `DIR`, as graphpipe train --dump")
+	fl.StringVar(&f.runID, "run", "", "run ID (default: random); scopes every subject of the run")
+	fl.Int64Var(&f.seed, "seed", 0, "with a MODEL: override its seed (parameters and data) before planning")
+	fl.StringVar(&f.emulate, "emulate", "", "emulate the plan's devices (v100, a100, h100: the --device it was searched for): each op waits its modelled time, each transfer its modelled time")
+	fl.StringVar(&f.trace, "trace", "", "write the measured timeline of the last iteration as Chrome trace JSON to `FILE`")
+	fl.StringVar(&f.timeline, "timeline", "", "draw the measured timeline of the last iteration in `FILE` (.svg or .png)")
+	fl.StringVar(&f.checkpoint, "checkpoint", "", "write checkpoints (parameters and optimizer state by name) to `DIR`, keeping the last two")
+	fl.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "checkpoint after every K iterations (default: a tenth of --steps)")
+	fl.StringVar(&f.init, "init", "", "start from the parameters and buffers in safetensors `FILE` (by name, e.g. graphpipe import --weights)")
+	fl.StringVar(&f.resume, "resume", "", "resume from the newest whole checkpoint in `DIR` (any plan: parameters are keyed by name)")
+	f.elastic.register(cmd)
+	fl.DurationVar(&f.joinTimeout, "join-timeout", 10*time.Minute, "give up when not every worker has joined within this long (0: wait for ever)")
+	fl.StringVar(&f.profile, "profile", "", "write each op's time, per stage and pass, as a pprof profile to `FILE` (go tool pprof FILE)")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object")
+	fl.IntVar(&f.logEvery, "log-every", 0, "without a terminal, print a progress line every N steps, besides the first and the last (default: about ten lines a run)")
+	fl.StringVar(&f.metrics, "metrics", "", "append one JSON line per logged step to `FILE` (step, loss, samples/s, ETA; graphpipe/metrics@1), for plots and dashboards")
+}
+
+// runSetup is a run ready to start: its job, validated, and what runs it.
+type runSetup struct {
+	job    *supervise.Job
+	data   *runData
+	replan *supervise.Elastic
+	wargs  func(int) []string // the local workers' extra arguments
+	prog   *progress
+	// source and why say where the plan came from, for describePlan.
+	source, why string
+}
+
+// planned is what a run trains: the model and plan named on the command
+// line (arg), the training options the plan was made for, and why --device
+// is what it is when the user gave none.
+type planned struct {
+	arg   string
+	train stage.TrainOptions
+	g     *dag.Graph
+	p     *plan.Plan
+	why   string
+}
+
+// run builds the job, validates it once, and runs it under a supervisor.
+func (f *runFlags) run(cmd *cobra.Command, arg string) error {
+	s, err := f.setup(cmd, arg)
+	if err != nil {
+		return err
+	}
+	defer s.data.close()
+	return f.start(cmd, s)
+}
+
+// setup reads what the flags name (the model and plan, the data, a
+// checkpoint to resume, initial values) into the job, and checks what only
+// the flags can say is wrong; the job's own settings are Job.Validate's to
+// check, whose *runtime.JobError becomes the usage error naming the flag.
+// Nothing is written yet.
+func (f *runFlags) setup(cmd *cobra.Command, arg string) (*runSetup, error) {
+	pl, err := f.plan(cmd, arg)
+	if err != nil {
+		return nil, err
+	}
+	if f.emulate != "" && (f.data.path != "" || f.data.evalPath != "") {
+		return nil, usagef("--data, --eval-data: an emulated run reads no data")
+	}
+	d, err := f.data.open(cmd, pl.g, int(pl.p.BatchSize), &f.steps, cmd.ErrOrStderr())
+	if err != nil {
+		return nil, err
+	}
+	s, err := f.setupWith(cmd, pl, d)
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// setupWith is setup once the data is open.
+func (f *runFlags) setupWith(cmd *cobra.Command, pl *planned, d *runData) (*runSetup, error) {
+	if err := f.checkWiring(d, pl.p); err != nil {
+		return nil, err
+	}
+	job, err := f.job(cmd, pl, d)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkOutputs(); err != nil {
+		return nil, err
+	}
+	s := &runSetup{job: job, data: d, source: "searched for this run", why: pl.why}
+	if f.model != "" {
+		s.source, s.why = "from "+pl.arg, ""
+	}
+	if err := f.elastic.check(cmd, f.workers); err != nil {
+		return nil, err
+	}
+	if s.replan, err = f.elastic.replanner(pl.g, pl.p, &f.search, f.model == ""); err != nil {
+		return nil, err
+	}
+	if s.wargs, err = f.device.workerArgs(f.workers, job.Options.Emulate, pl.p, cmd.ErrOrStderr()); err != nil {
+		return nil, err
+	}
+	if err := f.checkHostMemory(job); err != nil {
+		return nil, err
+	}
+	if f.logEvery < 0 {
+		return nil, usagef("--log-every: must be at least 1 (0: about ten lines a run), got %d", f.logEvery)
+	}
+	if err := job.Validate(); err != nil {
+		return nil, jobError(err)
+	}
+	s.prog = f.progress(cmd, job)
+	return s, nil
+}
+
+// plan is the model and the plan the run trains.
+func (f *runFlags) plan(cmd *cobra.Command, arg string) (*planned, error) {
+	pl := &planned{arg: arg}
+	var reseed *int64
+	if cmd.Flags().Changed("seed") {
+		reseed = &f.seed
+	}
+	if !cmd.Flags().Changed("device") {
+		var err error
+		if f.search.device, pl.why, err = f.device.defaultDevice(f.workers, f.emulate); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if pl.train, err = f.optim.options(cmd, f.steps); err != nil {
+		return nil, err
+	}
+	f.search.planFor(pl.train) // memory for this optimizer's state
+	if pl.g, pl.p, err = modelAndPlan(cmd, arg, f.model, &f.search, reseed, f.stdin); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// checkWiring checks the flags of where the workers are and how they are
+// reached, and the evaluation set against the plan's micro-batches.
+func (f *runFlags) checkWiring(d *runData, p *plan.Plan) error {
+	if err := d.checkEvalKeys(p); err != nil {
+		return err
+	}
+	if err := checkWorkers(f.workers, f.nats.url); err != nil {
+		return err
+	}
+	if err := f.nats.check(); err != nil {
+		return err
+	}
+	return f.nats.checkListen(f.workers)
+}
+
+// job is the run the flags describe: the options every worker is sent,
+// this coordinator's config, the supervisor's restarts and outputs.
+func (f *runFlags) job(cmd *cobra.Command, pl *planned, d *runData) (*supervise.Job, error) {
+	train := pl.train
+	train.Steps, train.MicroBatch = f.steps, int(pl.p.MicroBatch) // --epochs may have set the steps
+	j := &supervise.Job{Job: runtime.Job{Run: f.runID, Graph: pl.g, Plan: pl.p, Steps: f.steps,
+		Options: runtime.Options{Train: train, Data: d.optionsSpec(), OnNonFinite: f.nonFinite.policy}}}
+	if j.Run == "" {
+		j.Run = randomID()
+	}
+	j.Local = supervise.Local{Restarts: f.elastic.restarts,
+		Outputs: supervise.Outputs{Dump: f.dump, Trace: f.trace, Timeline: f.timeline, Profile: f.profile, DumpData: d.source()}}
+	if err := f.nonFinite.checkMaxSkips(); err != nil {
+		return nil, err
+	}
+	if err := f.options(pl, &j.Job); err != nil {
+		return nil, err
+	}
+	if err := f.config(cmd, &j.Job); err != nil {
+		return nil, err
+	}
+	if err := f.capSteps(cmd, &j.Job); err != nil {
+		return nil, err
+	}
+	if f.init != "" {
+		vals, err := readInit(f.init, pl.g, f.stdin)
+		if err != nil {
+			return nil, err
+		}
+		j.Config.Resume, j.Options.Init = initCheckpoint(pl.g, vals), true
+	}
+	return j, nil
+}
+
+// options sets what --emulate and --checkpoint-every say every worker is
+// to do; a model that cannot be computed can only be emulated.
+func (f *runFlags) options(pl *planned, j *runtime.Job) error {
+	if f.emulate != "" {
+		if pl.p.Device.Name != f.emulate {
+			return usagef("--emulate %s: the plan is for %s devices (search with --device %s)", f.emulate, pl.p.Device.Name, f.emulate)
+		}
+		j.Options.Emulate = true
+	} else if err := computable(pl.g, cmp.Or(f.model, pl.arg)); err != nil {
+		return err
+	}
+	j.Options.CheckpointEvery = f.checkpointEvery
+	if f.checkpoint != "" && f.checkpointEvery == 0 {
+		j.Options.CheckpointEvery = max(1, f.steps/10)
+	}
+	return nil
+}
+
+// config is this coordinator's part of the job: checkpoints, the join
+// timeout, skips, the heartbeat timeout its workers are given, and the
+// checkpoint --resume names.
+func (f *runFlags) config(cmd *cobra.Command, j *runtime.Job) error {
+	j.Config = runtime.Config{CheckpointDir: f.checkpoint, JoinTimeout: f.joinTimeout, MaxSkips: f.nonFinite.maxSkips,
+		Timings: runtime.Timings{HeartbeatTimeout: f.elastic.heartbeat}}
+	if f.init != "" && f.resume != "" {
+		return usagef("--init and --resume: a resumed run takes its parameters from the checkpoint")
+	}
+	if f.resume == "" {
+		return nil
+	}
+	c, err := f.loadResume(cmd, j)
+	if err != nil {
+		return err
+	}
+	j.Config.Resume = c
+	return nil
+}
+
+// loadResume reads --resume's newest whole checkpoint, and refuses one made
+// for another model or another optimizer.
+func (f *runFlags) loadResume(cmd *cobra.Command, j *runtime.Job) (*runtime.Checkpoint, error) {
+	if err := checkCheckpointDir("--resume", f.resume); err != nil {
+		return nil, err
+	}
+	c, err := runtime.LoadCheckpoint(f.resume, func(step int, why error) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d in %s is not whole (%v): falling back to the one before\n", step, f.resume, why)
+	})
+	if err != nil {
+		return nil, err // exit 1: no whole checkpoint
+	}
+	if h := dag.ModelHash(j.Graph); c.Manifest.ModelHash != h {
+		return nil, inputf("--resume %s: checkpoint step-%d was made for model %q (hash %.12s), not for this %q (hash %.12s)", f.resume, c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash, j.Graph.Name(), h)
+	}
+	if err := c.CheckOptimizer(f.resume, j.Options.Train.Optimizer); err != nil {
+		return nil, inputf("%v", err)
+	}
+	return c, nil
+}
+
+// capSteps shortens the run as GRAPHPIPE_MAX_STEPS says (maxsteps.go).
+func (f *runFlags) capSteps(cmd *cobra.Command, j *runtime.Job) error {
+	capped, err := capSteps(cmd.ErrOrStderr(), j.Steps, j.From())
+	if err != nil {
+		return err
+	}
+	if capped < j.Steps {
+		j.Steps, j.Options.CheckpointEvery = capped, capCheckpoints(j.Options.CheckpointEvery, capped, j.From())
+	}
+	return nil
+}
+
+// checkOutputs refuses, before anything trains, an output file that cannot
+// be written or drawn.
+func (f *runFlags) checkOutputs() error {
+	if err := checkOutputs("--trace", f.trace, "--profile", f.profile, "--metrics", f.metrics, "--timeline", f.timeline); err != nil {
+		return err
+	}
+	if f.timeline != "" {
+		if _, err := chart.FormatOf(f.timeline); err != nil {
+			return usagef("--timeline %v", err)
+		}
+	}
+	return nil
+}
+
+// checkHostMemory refuses local CPU workers whose plan this host's memory
+// cannot hold.
+func (f *runFlags) checkHostMemory(j *supervise.Job) error {
+	if f.workers != "local" || j.Options.Emulate || f.device.backend == "cuda" {
+		return nil
+	}
+	p := j.Plan
+	what := fmt.Sprintf("the plan's local workers (%s devices, %d samples per iteration; the peak memory the plan predicts per device, summed)", p.Device.Name, p.BatchSize)
+	return checkHost("--batch", what, profile.EstimateSlack*profile.PlanNeed(p))
+}
+
+// progress is the run's progress lines (and --metrics's).
+func (f *runFlags) progress(cmd *cobra.Command, j *supervise.Job) *progress {
 	log := cmd.ErrOrStderr()
+	return &progress{log: log, bar: isTerminal(log) && !f.json, quiet: f.json, every: logEvery(f.logEvery, j.Steps),
+		steps: j.Steps, batch: j.Plan.BatchSize, emulated: j.Options.Emulate, lr: j.Options.Train.Rate}
+}
+
+// start takes the checkpoint directory, says what it trains, and runs the
+// job with --workers's launcher under a supervisor; it prints the summary.
+func (f *runFlags) start(cmd *cobra.Command, s *runSetup) error {
+	job, log := s.job, cmd.ErrOrStderr()
+	if dir := job.Config.CheckpointDir; dir != "" {
+		if err := checkCheckpointOut(dir); err != nil {
+			return err
+		}
+		lock, err := lockCheckpoints(dir, job.Run)
+		if err != nil {
+			return err
+		}
+		defer lock.Unlock()
+	}
+	if c := job.Config.Resume; c != nil && !job.Options.Init {
+		fmt.Fprintf(log, "resuming at step %d from %s\n", c.Manifest.Step, f.resume)
+	}
+	describePlan(log, job.Plan, s.source, s.why)
+	if f.metrics != "" {
+		m, err := openMetrics(f.metrics, f.resume != "")
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		s.prog.metrics = m
+	}
+	return f.supervise(cmd, s)
+}
+
+// supervise runs the job with --workers's launcher under a supervisor,
+// and prints its summary.
+func (f *runFlags) supervise(cmd *cobra.Command, s *runSetup) error {
+	job, log := s.job, cmd.ErrOrStderr()
 	ctx, sig := watchSignals(cmd.Context(), log)
 	defer sig.done()
-	job.Options.Stop, job.Options.Skipped, job.Options.OnEval = sig.stop, prog.skipped, prog.eval
-	t, ns, stop, err := connect(nf, job.Run, log)
+	job.Config.Stop, job.Config.Skipped, job.Config.OnEval = sig.stop, s.prog.skipped, s.prog.eval
+	t, ns, stop, err := connect(&f.nats, job.Run, log)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	if workers != "external" && !strings.HasPrefix(workers, "pool:") {
-		ns.announce(log, workers, runtime.Workers(job.Plan), job.Run)
+	if f.workers != "external" && !strings.HasPrefix(f.workers, "pool:") {
+		ns.announce(log, f.workers, runtime.Workers(job.Plan), job.Run)
 	}
-	l, err := launcher(workers, t, ns, job.Options.JoinTimeout, wargs, log)
+	l, err := launcher(f.workers, t, ns, job.Config, s.wargs, log)
 	if err != nil {
 		return err
 	}
-	sup := &runtime.Supervisor{Job: job, T: t, Launcher: l, Log: log,
-		Progress: prog.step, Starting: prog.start, Failed: prog.abort, Elastic: el,
+	sup := &supervise.Supervisor{Job: job, T: t, Launcher: l, Log: log,
+		Progress: s.prog.step, Starting: s.prog.start, Failed: s.prog.abort, Elastic: s.replan,
 		Replanned: func(_, p *plan.Plan) { describePlan(log, p, "re-planned", "") }}
 	res, secs, err := sup.Run(ctx)
 	if err != nil {
@@ -285,5 +431,5 @@ func runPlan(cmd *cobra.Command, job *runtime.Job, nf *natsFlags, workers string
 		}
 		return runExit(err, sig)
 	}
-	return printRun(cmd.OutOrStdout(), job.Graph, job.Plan, res, secs, job.Options, job.Steps, workers, asJSON)
+	return printRun(cmd.OutOrStdout(), job, res, secs, f.workers, f.json)
 }

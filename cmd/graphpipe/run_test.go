@@ -20,7 +20,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
-	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/tensor"
 )
 
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	if os.Getenv("GRAPHPIPE_TEST_NATS") == "1" {
-		srv, err := runtime.StartEmbedded(0)
+		srv, err := wire.StartEmbedded(0)
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)

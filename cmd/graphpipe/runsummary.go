@@ -7,9 +7,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
 )
 
 // runSummary is `graphpipe run --json`'s object.
@@ -46,15 +46,16 @@ type runSummary struct {
 	Assignment []assignedWorker `json:"assignment,omitempty"`
 	// Recoveries: how the run went on after each generation that ended
 	// early, per phase; Replans: those that changed plans (--elastic).
-	Recoveries   []runtime.Recovery `json:"recoveries"`
-	Replans      []runtime.Recovery `json:"replans"`
-	EvalLoss     *float64           `json:"eval_loss,omitempty"`
-	EvalAccuracy *float64           `json:"eval_accuracy,omitempty"`
-	Evals        []evalJSON         `json:"evals,omitempty"`
+	Recoveries   []supervise.Recovery `json:"recoveries"`
+	Replans      []supervise.Recovery `json:"replans"`
+	EvalLoss     *float64             `json:"eval_loss,omitempty"`
+	EvalAccuracy *float64             `json:"eval_accuracy,omitempty"`
+	Evals        []evalJSON           `json:"evals,omitempty"`
 }
 
 // printRun prints a finished run: its summary line, or --json's object.
-func printRun(w io.Writer, g *dag.Graph, plan *plan.Plan, res *runtime.Result, secs float64, o runtime.Options, steps int, workers string, asJSON bool) error {
+func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float64, workers string, asJSON bool) error {
+	g, plan, o, steps := job.Graph, job.Plan, job.Options, job.Steps
 	ran := len(res.Losses)
 	sum := runSummary{Format: runFormat, Model: g.Name(), Strategy: plan.Strategy, Device: plan.Device.Name, Stages: len(plan.Stages), Steps: ran,
 		Batch: plan.BatchSize, Losses: res.Losses, FinalLoss: ptr(jsonFloat(res.Losses[ran-1])), Skipped: []int{}, SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
@@ -66,10 +67,10 @@ func printRun(w io.Writer, g *dag.Graph, plan *plan.Plan, res *runtime.Result, s
 	for _, i := range res.Skipped {
 		sum.Skipped = append(sum.Skipped, i+1)
 	}
-	sum.StageTimes = runtime.StageTimes(plan, res)
+	sum.StageTimes = runtime.StageTimes(plan, res.Result)
 	sum.Recoveries, sum.Replans = recoveriesJSON(res.Recoveries)
 	if strings.HasPrefix(workers, "pool:") {
-		sum.Assignment = assignment(plan, res)
+		sum.Assignment = assignment(plan, res.Result)
 	}
 	for _, r := range res.Evals {
 		e := toEvalJSON(r)
@@ -120,7 +121,7 @@ type assignedWorker struct {
 
 func assignment(p *plan.Plan, res *runtime.Result) []assignedWorker {
 	var out []assignedWorker
-	for i, s := range runtime.Slots(p) {
+	for i, s := range supervise.Slots(p) {
 		a := assignedWorker{Worker: s.Worker, Stage: s.Stage, Replica: s.Replica, PlanDevice: s.Device, Node: s.Node}
 		if i < len(res.Joined) {
 			j := res.Joined[i]

@@ -32,10 +32,18 @@ func (f *nonFiniteFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.maxSkips, "max-skips", 10, "with --on-nonfinite skip: stop (exit 3) after this many skipped steps in a row")
 }
 
+// check checks both flags, for train, which builds no runtime.Job (run's
+// --on-nonfinite is Job.Validate's to check).
 func (f *nonFiniteFlags) check() error {
 	if f.policy != runtime.NonFiniteStop && f.policy != runtime.NonFiniteSkip {
 		return usagef(`--on-nonfinite: must be "stop" or "skip", got %q`, f.policy)
 	}
+	return f.checkMaxSkips()
+}
+
+// checkMaxSkips refuses --max-skips 0, which the runtime would read as its
+// default (runtime.Config.MaxSkips), and fewer.
+func (f *nonFiniteFlags) checkMaxSkips() error {
 	if f.maxSkips < 1 {
 		return usagef("--max-skips: must be at least 1, got %d", f.maxSkips)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/graphpipe/graphpipe/chart"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/plan"
-	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
 )
 
 func stageDevices(p *plan.Plan) []int {
@@ -20,7 +20,7 @@ func stageDevices(p *plan.Plan) []int {
 	return d
 }
 
-func planTitle(p *plan.Plan) string { return runtime.PlanTitle(p) }
+func planTitle(p *plan.Plan) string { return supervise.PlanTitle(p) }
 
 // readMeasured reads a run's trace (graphpipe run --trace) of plan p and
 // titles it.

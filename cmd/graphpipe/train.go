@@ -15,6 +15,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -51,14 +52,7 @@ func (s *trainSummary) addEval(r stage.EvalResult) {
 }
 
 func newTrainCmd(stdin io.Reader) *cobra.Command {
-	var steps, batch, micro int
-	var df deviceFlags
-	var nff nonFiniteFlags
-	var data dataFlags
-	var of optimFlags
-	var dump, initPath string
-	var seed int64
-	var asJSON bool
+	f := &trainFlags{stdin: stdin}
 	cmd := &cobra.Command{
 		Use:   "train MODEL",
 		Short: "Train a model in one process: the reference every pipeline run is checked against",
@@ -69,79 +63,111 @@ data.safetensors ("<step>/<input>": each step's batch), final.safetensors and
 losses.json (each step's loss before its update), enough to replay the run
 in PyTorch.`,
 		Args: args("MODEL"),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			g, err := loadModel(a[0], stdin)
-			if err != nil {
-				return err
-			}
-			if steps < 1 {
-				return usagef("--steps: must be positive, got %d", steps)
-			}
-			if steps, err = capSteps(cmd.ErrOrStderr(), steps, 0); err != nil {
-				return err
-			}
-			if err := nff.check(); err != nil {
-				return err
-			}
-			if cmd.Flags().Changed("seed") {
-				m := *g.Model()
-				m.Seed = seed
-				if g, err = rebuild(&m); err != nil {
-					return err
-				}
-			}
-			o, err := of.options(cmd, steps)
-			if err != nil {
-				return err
-			}
-			b, m := cmp.Or(batch, int(g.BatchSize())), cmp.Or(micro, batch, int(g.BatchSize()))
-			if b > 0 && m > 0 {
-				if err := checkHost("--batch", fmt.Sprintf("training %s at batch %d, micro-batch %d, in one process", g.Name(), b, m), profile.EstimateSlack*profile.TrainNeed(g, b, m, float64(stateBytes(o)))); err != nil {
-					return err
-				}
-			}
-			var initVals map[string]*stage.Value[float32]
-			if initPath != "" {
-				if initVals, err = readInit(initPath, g, stdin); err != nil {
-					return err
-				}
-			}
-			d, err := data.open(cmd, g, b, &steps, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer d.close()
-			o.Steps, o.Batch, o.MicroBatch = steps, batch, micro // --epochs may have set the steps
-			t, err := stage.NewTrainer(g, o)
-			if err != nil {
-				return inputf("%v", err)
-			}
-			if d.src != nil {
-				t.Source = d.src
-			}
-			if initVals != nil {
-				t.Ex.LoadState(initVals)
-			}
-			release, err := df.useDevice(t)
-			if err != nil {
-				return err
-			}
-			defer release()
-			return train(cmd, t, o, d, dump, asJSON, nff, trainSummary{Format: trainFormat, Model: g.Name(), Steps: steps, Optimizer: o.Optimizer, LR: o.LR, Skipped: []int{}})
-		},
+		RunE: func(cmd *cobra.Command, a []string) error { return f.run(cmd, a[0]) },
 	}
-	df.registerWorker(cmd)
-	nff.register(cmd)
-	data.register(cmd)
-	cmd.Flags().IntVar(&steps, "steps", 100, "training steps (one optimizer step each)")
-	of.register(cmd)
-	cmd.Flags().IntVar(&batch, "batch", 0, "global batch (default: the model's batch_size)")
-	cmd.Flags().IntVar(&micro, "micro-batch", 0, "micro-batch size; gradients of the micro-batches are accumulated (default: the whole batch)")
-	cmd.Flags().Int64Var(&seed, "seed", 0, "override the model's seed (parameters and data)")
-	cmd.Flags().StringVar(&initPath, "init", "", "start from the parameters and buffers in safetensors `FILE` (by name, e.g. graphpipe import --weights)")
-	cmd.Flags().StringVar(&dump, "dump", "", "write init, data, final parameters and losses to `DIR`")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.register(cmd)
 	return cmd
+}
+
+// trainFlags are graphpipe train's flags: a run in one process, which
+// builds no runtime.Job but a stage.Trainer.
+type trainFlags struct {
+	device         deviceFlags
+	nonFinite      nonFiniteFlags
+	data           dataFlags
+	optim          optimFlags
+	steps          int
+	batch, micro   int
+	dump, initPath string
+	seed           int64
+	json           bool
+	stdin          io.Reader
+}
+
+func (f *trainFlags) register(cmd *cobra.Command) {
+	f.device.registerWorker(cmd)
+	f.nonFinite.register(cmd)
+	f.data.register(cmd)
+	cmd.Flags().IntVar(&f.steps, "steps", 100, "training steps (one optimizer step each)")
+	f.optim.register(cmd)
+	cmd.Flags().IntVar(&f.batch, "batch", 0, "global batch (default: the model's batch_size)")
+	cmd.Flags().IntVar(&f.micro, "micro-batch", 0, "micro-batch size; gradients of the micro-batches are accumulated (default: the whole batch)")
+	cmd.Flags().Int64Var(&f.seed, "seed", 0, "override the model's seed (parameters and data)")
+	cmd.Flags().StringVar(&f.initPath, "init", "", "start from the parameters and buffers in safetensors `FILE` (by name, e.g. graphpipe import --weights)")
+	cmd.Flags().StringVar(&f.dump, "dump", "", "write init, data, final parameters and losses to `DIR`")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON object")
+}
+
+// run trains the model at path as the flags say.
+func (f *trainFlags) run(cmd *cobra.Command, path string) error {
+	g, err := f.model(cmd, path)
+	if err != nil {
+		return err
+	}
+	o, err := f.optim.options(cmd, f.steps)
+	if err != nil {
+		return err
+	}
+	b, m := cmp.Or(f.batch, int(g.BatchSize())), cmp.Or(f.micro, f.batch, int(g.BatchSize()))
+	if b > 0 && m > 0 {
+		if err := checkHost("--batch", fmt.Sprintf("training %s at batch %d, micro-batch %d, in one process", g.Name(), b, m), profile.EstimateSlack*profile.TrainNeed(g, b, m, float64(stateBytes(o)))); err != nil {
+			return err
+		}
+	}
+	var initVals map[string]*stage.Value[float32]
+	if f.initPath != "" {
+		if initVals, err = readInit(f.initPath, g, f.stdin); err != nil {
+			return err
+		}
+	}
+	d, err := f.data.open(cmd, g, b, &f.steps, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	o.Steps, o.Batch, o.MicroBatch = f.steps, f.batch, f.micro // --epochs may have set the steps
+	t, err := stage.NewTrainer(g, o)
+	if err != nil {
+		return inputf("%v", err)
+	}
+	if d.src != nil {
+		t.Source = d.src
+	}
+	if initVals != nil {
+		t.Ex.LoadState(initVals)
+	}
+	release, err := f.device.useDevice(t)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return train(cmd, t, o, d, f.dump, f.json, f.nonFinite, trainSummary{Format: trainFormat, Model: g.Name(), Steps: f.steps, Optimizer: o.Optimizer, LR: o.LR, Skipped: []int{}})
+}
+
+// model is the model at path, its seed replaced by --seed's, once the
+// steps, GRAPHPIPE_MAX_STEPS and --on-nonfinite are checked.
+func (f *trainFlags) model(cmd *cobra.Command, path string) (*dag.Graph, error) {
+	g, err := loadModel(path, f.stdin)
+	if err != nil {
+		return nil, err
+	}
+	if f.steps < 1 {
+		return nil, usagef("--steps: must be positive, got %d", f.steps)
+	}
+	if f.steps, err = capSteps(cmd.ErrOrStderr(), f.steps, 0); err != nil {
+		return nil, err
+	}
+	if err := f.nonFinite.check(); err != nil {
+		return nil, err
+	}
+	if cmd.Flags().Changed("seed") {
+		m := *g.Model()
+		m.Seed = f.seed
+		if g, err = rebuild(&m); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
 }
 
 func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runData, dump string, asJSON bool, nff nonFiniteFlags, sum trainSummary) error {
@@ -153,7 +179,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 		if err := os.MkdirAll(dump, 0o755); err != nil {
 			return inputf("--dump %s: %v", dump, err)
 		}
-		if err := runtime.WriteParams(filepath.Join(dump, "init.safetensors"), t.Ex); err != nil {
+		if err := supervise.WriteParams(filepath.Join(dump, "init.safetensors"), t.Ex); err != nil {
 			return err
 		}
 	}
@@ -216,7 +242,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 	sum.SamplesPerS = float64(samples) / time.Since(start).Seconds()
 	sum.FirstLoss, sum.FinalLoss = jsonFloat(sum.Losses[0]), jsonFloat(sum.Losses[len(sum.Losses)-1])
 	if dump != "" {
-		if err := runtime.WriteDump(dump, t.Ex, data, sum.Losses); err != nil {
+		if err := supervise.WriteDump(dump, t.Ex, data, sum.Losses); err != nil {
 			return err
 		}
 	}

@@ -11,18 +11,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 func newWorkerCmd() *cobra.Command {
-	var nf natsFlags
-	var df deviceFlags
-	var runID string
-	var gen uint32
-	var quiet bool
-	var connectWait time.Duration
-	var managed bool
-	var pool, host string
+	f := &workerFlags{}
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL (--run ID | --pool NAME)",
 		Short: "Join a run as a stage worker, or serve a pool of workers as an agent",
@@ -32,84 +27,123 @@ agent of that pool: advertise this device and --host, train whatever stage a
 coordinator ('graphpipe run --workers pool:NAME') assigns, and stay for the
 next run. The token comes from --nats-token or $` + tokenEnv + `.`,
 		Args: args(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if nf.url == "" || runID == "" && pool == "" {
-				return usagef("worker needs --nats and --run (or --pool)")
-			}
-			if runID != "" && pool != "" {
-				return usagef("--pool: an agent of a pool takes its runs from coordinators; leave out --run")
-			}
-			if pool != "" {
-				if err := runtime.CheckPoolName(pool); err != nil {
-					return usagef("--pool: %v", err)
-				}
-			} else if cmd.Flags().Changed("host") {
-				return usagef("--host: labels an agent of a pool (--pool)")
-			}
-			if err := nf.check(); err != nil {
-				return err
-			}
-			if runID != "" {
-				if err := checkRunID(runID); err != nil {
-					return err
-				}
-			}
-			ctx := cmd.Context()
-			if managed {
-				// SIGINT and SIGTERM are the coordinator's to act on
-				// (it stops the run after the step in flight); a
-				// terminal's Ctrl-C reaches its whole process group
-				signal.Ignore(os.Interrupt, syscall.SIGTERM)
-			} else {
-				var stop context.CancelFunc
-				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-				defer stop()
-			}
-			dev, err := df.open()
-			if err != nil {
-				return err // exit 1: no such device or no driver
-			}
-			if dev != nil {
-				defer dev.Close()
-			}
-			if connectWait < 0 {
-				return usagef("--connect-wait: must be at least 0, got %v", connectWait)
-			}
-			name := "graphpipe worker " + runID
-			if pool != "" {
-				name = "graphpipe agent of pool " + pool
-			}
-			no := nf.options(name)
-			logConnection(&no, cmd.ErrOrStderr(), "graphpipe worker")
-			t, err := runtime.DialNATSWaiting(ctx, no, connectWait, func(err error) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %v: waiting up to %v for the server\n", err, connectWait)
-			})
-			if err != nil {
-				return err
-			}
-			defer t.Close()
-			logf := workerLog(cmd.ErrOrStderr(), quiet)
-			if pool != "" {
-				logf("connected to %s", t.ConnectedURL())
-				a := &runtime.Agent{Pool: pool, Host: host, Device: dev, Profile: agentProfile(dev), Log: logf,
-					Options: []runtime.WorkerOption{runtime.WithPrecision(df.precision)}}
-				return a.Serve(ctx, t)
-			}
-			logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", t.ConnectedURL(), runID, gen, deviceName(dev))
-			return runtime.ServeLogged(ctx, t, runID, gen, dev, logf, runtime.WithPrecision(df.precision))
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.serve(cmd) },
 	}
-	nf.register(cmd)
-	df.registerWorker(cmd)
-	cmd.Flags().BoolVar(&quiet, "quiet", false, "print nothing but errors (run's local workers)")
-	cmd.Flags().StringVar(&runID, "run", "", "the run to join")
-	cmd.Flags().StringVar(&pool, "pool", "", "serve this pool as a long-lived agent instead of joining one run")
-	cmd.Flags().StringVar(&host, "host", "", "with --pool: the host `LABEL` it advertises, which placement groups agents by (default: the host name)")
-	cmd.Flags().Uint32Var(&gen, "gen", 1, "the generation to join (restarts start new ones)")
-	cmd.Flags().BoolVar(&managed, "managed", false, "started by graphpipe run: leave SIGINT and SIGTERM to it")
-	cmd.Flags().MarkHidden("managed")
-	cmd.Flags().DurationVar(&connectWait, "connect-wait", 30*time.Second, "while no NATS server answers at --nats, keep trying this long (a worker may start before the server)")
+	f.register(cmd)
 	return cmd
+}
+
+// workerFlags are graphpipe worker's flags: they make a runtime.Join (a
+// worker of one run) or a supervise.Agent (of a pool). The run's settings
+// come from its coordinator; these are the worker process's alone.
+type workerFlags struct {
+	nats        natsFlags
+	device      deviceFlags
+	runID       string
+	gen         uint32
+	quiet       bool
+	connectWait time.Duration
+	managed     bool
+	pool, host  string
+}
+
+func (f *workerFlags) register(cmd *cobra.Command) {
+	f.nats.register(cmd)
+	f.device.registerWorker(cmd)
+	fl := cmd.Flags()
+	fl.BoolVar(&f.quiet, "quiet", false, "print nothing but errors (run's local workers)")
+	fl.StringVar(&f.runID, "run", "", "the run to join")
+	fl.StringVar(&f.pool, "pool", "", "serve this pool as a long-lived agent instead of joining one run")
+	fl.StringVar(&f.host, "host", "", "with --pool: the host `LABEL` it advertises, which placement groups agents by (default: the host name)")
+	fl.Uint32Var(&f.gen, "gen", 1, "the generation to join (restarts start new ones)")
+	fl.BoolVar(&f.managed, "managed", false, "started by graphpipe run: leave SIGINT and SIGTERM to it")
+	fl.MarkHidden("managed")
+	fl.DurationVar(&f.connectWait, "connect-wait", 30*time.Second, "while no NATS server answers at --nats, keep trying this long (a worker may start before the server)")
+}
+
+// serve joins the run, or serves the pool, until it ends.
+func (f *workerFlags) serve(cmd *cobra.Command) error {
+	if err := f.check(cmd); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if f.managed {
+		// SIGINT and SIGTERM are the coordinator's to act on (it stops the
+		// run after the step in flight); a terminal's Ctrl-C reaches its
+		// whole process group
+		signal.Ignore(os.Interrupt, syscall.SIGTERM)
+	} else {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+	dev, err := f.device.open()
+	if err != nil {
+		return err // exit 1: no such device or no driver
+	}
+	if dev != nil {
+		defer dev.Close()
+	}
+	if f.connectWait < 0 {
+		return usagef("--connect-wait: must be at least 0, got %v", f.connectWait)
+	}
+	t, err := f.dial(cmd, ctx)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	return f.work(cmd, ctx, t, dev)
+}
+
+// check refuses flags that name no run and no pool, or both.
+func (f *workerFlags) check(cmd *cobra.Command) error {
+	if f.nats.url == "" || f.runID == "" && f.pool == "" {
+		return usagef("worker needs --nats and --run (or --pool)")
+	}
+	if f.runID != "" && f.pool != "" {
+		return usagef("--pool: an agent of a pool takes its runs from coordinators; leave out --run")
+	}
+	if f.pool != "" {
+		if err := supervise.CheckPoolName(f.pool); err != nil {
+			return usagef("--pool: %v", err)
+		}
+	} else if cmd.Flags().Changed("host") {
+		return usagef("--host: labels an agent of a pool (--pool)")
+	}
+	if err := f.nats.check(); err != nil {
+		return err
+	}
+	if f.runID != "" {
+		return checkRunID(f.runID)
+	}
+	return nil
+}
+
+// dial connects to --nats, waiting up to --connect-wait for the server.
+func (f *workerFlags) dial(cmd *cobra.Command, ctx context.Context) (*wire.NATS, error) {
+	name := "graphpipe worker " + f.runID
+	if f.pool != "" {
+		name = "graphpipe agent of pool " + f.pool
+	}
+	no := f.nats.options(name)
+	logConnection(&no, cmd.ErrOrStderr(), "graphpipe worker")
+	return wire.DialNATSWaiting(ctx, no, f.connectWait, func(err error) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %v: waiting up to %v for the server\n", err, f.connectWait)
+	})
+}
+
+// work serves the pool as an agent, or joins the run, over t.
+func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t *wire.NATS, dev *cuda.Device) error {
+	logf := workerLog(cmd.ErrOrStderr(), f.quiet)
+	// the process's own: its device, precision and test hooks
+	c := runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv)}
+	if f.pool != "" {
+		logf("connected to %s", t.ConnectedURL())
+		a := &supervise.Agent{Pool: f.pool, Host: f.host, Profile: agentProfile(dev), Log: logf, Config: c}
+		return a.Serve(ctx, t)
+	}
+	logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", t.ConnectedURL(), f.runID, f.gen, deviceName(dev))
+	return runtime.Serve(ctx, t, runtime.Join{Run: f.runID, Gen: f.gen, Config: c, Log: logf})
 }
 
 // agentProfile is the device profile an agent advertises: cpu, or its GPU's

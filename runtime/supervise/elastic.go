@@ -1,4 +1,4 @@
-package runtime
+package supervise
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime"
 )
 
 // Elastic lets a supervisor go on with the devices it has: when a lost
@@ -55,7 +56,7 @@ type PlanShape struct {
 }
 
 func shapeOf(p *plan.Plan) PlanShape {
-	return PlanShape{Devices: Workers(p), Stages: len(p.Stages), SamplesPerS: p.Predicted.SamplesPerS}
+	return PlanShape{Devices: runtime.Workers(p), Stages: len(p.Stages), SamplesPerS: p.Predicted.SamplesPerS}
 }
 
 func (s PlanShape) String() string {
@@ -96,11 +97,16 @@ type recovering struct {
 
 // detectSeconds is the silence a failure was declared after.
 func detectSeconds(err error) float64 {
-	var se *SilentError
+	var se *runtime.SilentError
 	if errors.As(err, &se) {
 		return se.Silent.Seconds()
 	}
 	return 0
+}
+
+// every is the run's heartbeat interval, which a pool's capacity changes at.
+func (s *Supervisor) every() time.Duration {
+	return s.Job.Config.Timings.WithDefaults().HeartbeatEvery
 }
 
 // capacity is the launcher's device count, or false when it has none.
@@ -121,18 +127,18 @@ func (s *Supervisor) nextPlan(ctx context.Context, cur *plan.Plan, grow bool, r 
 	if !ok {
 		return cur, nil
 	}
-	want := Workers(cur)
+	want := runtime.Workers(cur)
 	if grow {
-		want = Workers(s.first)
+		want = runtime.Workers(s.first)
 	}
 	began := time.Now()
-	have := waitCapacity(ctx, c, want, s.Elastic.ReplaceWait)
+	have := waitCapacity(ctx, c, want, s.Elastic.ReplaceWait, s.every())
 	r.Seconds.Wait = time.Since(began).Seconds()
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
 	}
 	switch {
-	case have >= Workers(s.first):
+	case have >= runtime.Workers(s.first):
 		r.why = fmt.Sprintf("%s there: back to the first plan", count(have, "device"))
 		return s.first, nil // the first plan: an uninterrupted run's
 	case have >= want && !grow:
@@ -150,8 +156,8 @@ func (s *Supervisor) nextPlan(ctx context.Context, cur *plan.Plan, grow bool, r 
 	if err != nil {
 		return nil, fmt.Errorf("elastic: re-planning for %s: %w", count(have, "device"), err)
 	}
-	if Workers(p) > have {
-		return nil, fmt.Errorf("elastic: the plan for %s takes %d workers", count(have, "device"), Workers(p))
+	if runtime.Workers(p) > have {
+		return nil, fmt.Errorf("elastic: the plan for %s takes %d workers", count(have, "device"), runtime.Workers(p))
 	}
 	return p, nil
 }
@@ -160,15 +166,15 @@ func (s *Supervisor) nextPlan(ctx context.Context, cur *plan.Plan, grow bool, r 
 // the count it had last. It counts nothing in the first heartbeat and a
 // quarter: a lost agent's adverts may have gone on for up to a heartbeat
 // after the beats its loss was detected by, and it must not be counted.
-func waitCapacity(ctx context.Context, c Capacity, want int, wait time.Duration) int {
-	settle := time.NewTimer(heartbeatEvery() * 5 / 4)
+func waitCapacity(ctx context.Context, c Capacity, want int, wait, every time.Duration) int {
+	settle := time.NewTimer(every * 5 / 4)
 	select {
 	case <-ctx.Done():
 	case <-settle.C:
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	tick := time.NewTicker(heartbeatEvery() / 4)
+	tick := time.NewTicker(every / 4)
 	defer tick.Stop()
 	for {
 		have := c.Capacity()
@@ -187,7 +193,7 @@ func waitCapacity(ctx context.Context, c Capacity, want int, wait time.Duration)
 
 // grower ends a generation that runs on fewer workers than the first plan
 // at its next checkpoint, once the launcher counts more: the stop it
-// closes is the generation's Options.Stop, the user's stop merged in.
+// closes is the generation's Config.Stop, the user's stop merged in.
 type grower struct {
 	mu      sync.Mutex // guards pending, asked and once
 	pending bool       // more workers are there
@@ -196,11 +202,12 @@ type grower struct {
 	once    sync.Once
 }
 
-// watchGrow makes o.Stop the generation's stop: the user's, or a grow.
-func (s *Supervisor) watchGrow(ctx context.Context, g *Generation, o *Options) *grower {
+// watchGrow makes run's Config.Stop the generation's stop: the user's, or
+// a grow.
+func (s *Supervisor) watchGrow(ctx context.Context, g *Generation, run *runtime.Job) *grower {
 	gr := &grower{stop: make(chan struct{})}
-	user := o.Stop
-	o.Stop = gr.stop
+	user := run.Config.Stop
+	run.Config.Stop = gr.stop
 	go func() {
 		select {
 		case <-user:
@@ -209,18 +216,18 @@ func (s *Supervisor) watchGrow(ctx context.Context, g *Generation, o *Options) *
 		}
 	}()
 	c, ok := s.capacity()
-	if !ok || o.CheckpointDir == "" || o.Emulate || Workers(g.Plan) >= Workers(s.first) {
+	if !ok || run.Config.CheckpointDir == "" || run.Options.Emulate || runtime.Workers(g.Plan) >= runtime.Workers(s.first) {
 		return gr
 	}
 	go func() {
-		tick := time.NewTicker(heartbeatEvery())
+		tick := time.NewTicker(s.every())
 		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				if c.Capacity() > Workers(g.Plan) {
+				if c.Capacity() > runtime.Workers(g.Plan) {
 					gr.mu.Lock()
 					gr.pending = true
 					gr.mu.Unlock()
@@ -247,7 +254,7 @@ func (gr *grower) checkpointed(n, every, steps int) {
 
 // grew says whether err is the stop a grow asked for.
 func (gr *grower) grew(err error) bool {
-	var se *StoppedError
+	var se *runtime.StoppedError
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
 	return gr.asked && errors.As(err, &se)
@@ -285,4 +292,12 @@ func (s *Supervisor) trainingAgain() {
 		fmt.Fprintf(s.Log, "graphpipe: training again at step %d, %.2f s after %s (%s)\n", r.Step, p.Total, what, p)
 	}
 	s.recoveries = append(s.recoveries, r.Recovery)
+}
+
+// count is n and word, plural when n is not 1.
+func count(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -1,4 +1,4 @@
-package runtime
+package wire
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func TestEmptyMessage(t *testing.T) {
 	a, b := endpointPair(t, NewMemory(1, Faults{}, 1<<20))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	k := msgKey{iter: 3, mb: 1, edge: 0, dir: 'a'}
+	k := Key{Iter: 3, MB: 1, Edge: 0, Dir: 'a'}
 	if err := a.Send(ctx, 1, k, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -47,14 +47,14 @@ func sendMany(t *testing.T, m Transport, n, size int) Stats {
 		for i := 0; i < n; i++ {
 			payload := make([]byte, size)
 			payload[0] = byte(i)
-			if err := a.Send(ctx, 1, msgKey{iter: int64(i), edge: 0, dir: 'a'}, payload); err != nil {
+			if err := a.Send(ctx, 1, Key{Iter: int64(i), Edge: 0, Dir: 'a'}, payload); err != nil {
 				t.Error(err)
 				return
 			}
 		}
 	}()
 	for i := 0; i < n; i++ {
-		msg, err := b.Receive(ctx, msgKey{iter: int64(i), edge: 0, dir: 'a'})
+		msg, err := b.Receive(ctx, Key{Iter: int64(i), Edge: 0, Dir: 'a'})
 		if err != nil || len(msg) != size || msg[0] != byte(i) {
 			t.Fatalf("message %d: %d bytes, %v", i, len(msg), err)
 		}

@@ -1,4 +1,4 @@
-package runtime
+package supervise
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -94,16 +96,14 @@ func feasible(need, free []int) bool {
 // the heartbeat timeout, the ghost is not even offered; the agents serve a
 // second run.
 func TestPoolSkipsSilentAgents(t *testing.T) {
-	shortHeartbeats(t)
-	defer func(d time.Duration) { ConfirmTimeout = d }(ConfirmTimeout)
-	ConfirmTimeout = 300 * time.Millisecond
-	srv, err := StartEmbedded(0)
+	tm := shortTimings()
+	srv, err := wire.StartEmbedded(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	dial := func() Transport {
-		nt, err := DialNATS(NATSOptions{URL: srv.URL(), Token: srv.Token})
+	dial := func() wire.Transport {
+		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,17 +113,17 @@ func TestPoolSkipsSilentAgents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for range 2 {
-		a := &Agent{Pool: "ghosts", Host: "h", Profile: "cpu"}
+		a := &Agent{Pool: "ghosts", Host: "h", Profile: "cpu", Config: runtime.Config{Timings: tm}}
 		go a.Serve(ctx, dial())
 	}
 	g, plan := smallPlan(t, "mlp", 2, 8)
-	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05}}
-	want, err := RunLocal(ctx, g, plan, NewMemory(1, Faults{}, 1<<20), "ref", 3, o)
+	o := runtime.Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05}}
+	want, err := runtime.RunLocal(ctx, &runtime.Job{Run: "ref", Graph: g, Plan: plan, Steps: 3, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := dial()
-	pl, err := NewPoolLauncher(t0, "ghosts", 10*time.Second, nil)
+	pl, err := NewPoolLauncher(t0, PoolConfig{Pool: "ghosts", JoinTimeout: 10 * time.Second, Timings: tm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestPoolSkipsSilentAgents(t *testing.T) {
 	for len(pl.live()) < 3 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	job := &Job{Run: "ghost1", Graph: g, Plan: plan, Steps: 3, Options: o}
+	job := &Job{Job: runtime.Job{Run: "ghost1", Graph: g, Plan: plan, Steps: 3, Options: o, Config: runtime.Config{Timings: tm}}}
 	res, _, err := (&Supervisor{Job: job, T: t0, Launcher: pl}).Run(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -152,14 +152,14 @@ func TestPoolSkipsSilentAgents(t *testing.T) {
 	if !offered {
 		t.Fatal("the ghost was never offered a slot: the test exercised nothing")
 	}
-	time.Sleep(heartbeatTimeout() + 200*time.Millisecond)
-	pl2, err := NewPoolLauncher(t0, "ghosts", 10*time.Second, nil)
+	time.Sleep(tm.HeartbeatTimeout + 200*time.Millisecond)
+	pl2, err := NewPoolLauncher(t0, PoolConfig{Pool: "ghosts", JoinTimeout: 10 * time.Second, Timings: tm})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pl2.heard(ghost) // heard, but too long ago
 	pl2.mu.Lock()
-	pl2.seen["000000000000"] = seenAgent{ad: pl2.seen["000000000000"].ad, last: time.Now().Add(-2 * heartbeatTimeout())}
+	pl2.seen["000000000000"] = seenAgent{ad: pl2.seen["000000000000"].ad, last: time.Now().Add(-2 * tm.HeartbeatTimeout)}
 	pl2.mu.Unlock()
 	for len(pl2.live()) < 2 {
 		time.Sleep(20 * time.Millisecond)
@@ -181,11 +181,11 @@ func TestPoolSkipsSilentAgents(t *testing.T) {
 // heard for two heartbeats is set aside until it is heard again (it is the
 // likely loss: a worker's silence can be noticed up to a beat before its
 // agent's adverts have been silent for the heartbeat timeout, and offering
-// it to the next generation would cost ConfirmTimeout); an agent heard
+// it to the next generation would cost the confirmation timeout); an agent heard
 // within the last beat stays on offer.
 func TestPoolStopSetsAsideTheQuiet(t *testing.T) {
-	shortHeartbeats(t) // a beat every 100 ms, silent after 1 s
-	pl, err := NewPoolLauncher(NewMemory(1, Faults{}, 1<<20), "quiet", time.Second, nil)
+	// a beat every 100 ms, silent after 1 s
+	pl, err := NewPoolLauncher(wire.NewMemory(1, wire.Faults{}, 1<<20), PoolConfig{Pool: "quiet", JoinTimeout: time.Second, Timings: shortTimings()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,8 +228,8 @@ func TestPoolStopSetsAsideTheQuiet(t *testing.T) {
 // those it set aside that still advertise its claim (an agent continued
 // after a SIGSTOP), not those of other coordinators.
 func TestPoolCloseReleasesTheSetAside(t *testing.T) {
-	tr := NewMemory(1, Faults{}, 1<<20)
-	pl, err := NewPoolLauncher(tr, "rel", time.Second, nil)
+	tr := wire.NewMemory(1, wire.Faults{}, 1<<20)
+	pl, err := NewPoolLauncher(tr, PoolConfig{Pool: "rel", JoinTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

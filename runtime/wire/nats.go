@@ -1,4 +1,4 @@
-package runtime
+package wire
 
 import (
 	"context"
@@ -174,7 +174,7 @@ type NATS struct {
 
 // DialNATS connects. With several URLs, the client reconnects to another
 // node when its own goes, for ever, every 100 ms: a run that loses every
-// node stops on its heartbeats' silence (HeartbeatTimeout), not on the
+// node stops on its heartbeats' silence (the runtime's heartbeat timeout), not on the
 // client giving up. The client restores its subscriptions on the new node.
 // Its reconnect buffer is off: it would queue publishes silently while
 // disconnected; a publish then is lost (Publish says nothing) and the links

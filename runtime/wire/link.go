@@ -1,4 +1,4 @@
-package runtime
+package wire
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 	"time"
 )
 
-// msgKey names one message: a micro-batch's tensors on an edge, one way.
-type msgKey struct {
-	iter int64
-	mb   int32
-	edge int32
-	dir  uint8
+// Key names one message: a micro-batch's tensors on an edge, one way. The
+// runtime also keys its control messages so (edge -1), with the fields
+// holding what it needs to name the sender.
+type Key struct {
+	Iter int64
+	MB   int32
+	Edge int32
+	Dir  uint8 // 'a' activations, 'g' gradients
 }
 
 // Endpoint is a stage's reliable messaging: it sends messages in chunks over
@@ -32,10 +34,10 @@ type Endpoint struct {
 	cond    *sync.Cond
 	nextSeq map[linkKey]uint64
 	unacked map[linkKey]map[uint64]*pending
-	chunks  map[msgKey][][]byte // arriving chunks
-	got     map[msgKey][]byte   // complete messages not yet taken
-	taken   map[msgKey]bool     // delivered: later duplicates are dropped
-	floor   int64               // frames of iterations before it are stale
+	chunks  map[Key][][]byte // arriving chunks
+	got     map[Key][]byte   // complete messages not yet taken
+	taken   map[Key]bool     // delivered: later duplicates are dropped
+	floor   int64            // frames of iterations before it are stale
 	failure error
 	stats   Stats
 	rtt     rttEstimate
@@ -107,7 +109,7 @@ func Inbox(run string, gen uint32, stage int32) string {
 func NewEndpoint(t Transport, run string, gen uint32, stage int32) (*Endpoint, error) {
 	e := &Endpoint{t: t, run: run, gen: gen, stage: stage, window: 32, resend: 100 * time.Millisecond,
 		nextSeq: map[linkKey]uint64{}, unacked: map[linkKey]map[uint64]*pending{},
-		chunks: map[msgKey][][]byte{}, got: map[msgKey][]byte{}, taken: map[msgKey]bool{}}
+		chunks: map[Key][][]byte{}, got: map[Key][]byte{}, taken: map[Key]bool{}}
 	e.cond = sync.NewCond(&e.mu)
 	unsub, err := t.Subscribe(Inbox(run, gen, stage), e.handle)
 	if err != nil {
@@ -141,10 +143,10 @@ func (e *Endpoint) Stats() Stats {
 }
 
 // Send delivers one message to peer, in chunks, each kept until acknowledged.
-func (e *Endpoint) Send(ctx context.Context, peer int32, k msgKey, payload []byte) error {
+func (e *Endpoint) Send(ctx context.Context, peer int32, k Key, payload []byte) error {
 	size := max(e.t.MaxPayload()-256, 64)
 	chunks := max(1, (len(payload)+size-1)/size)
-	lk := linkKey{peer, k.edge, k.dir}
+	lk := linkKey{peer, k.Edge, k.Dir}
 	defer e.wakeOn(ctx)()
 	for c := 0; c < chunks; c++ {
 		part := payload[min(c*size, len(payload)):min((c+1)*size, len(payload))]
@@ -158,8 +160,8 @@ func (e *Endpoint) Send(ctx context.Context, peer int32, k msgKey, payload []byt
 		}
 		seq := e.nextSeq[lk]
 		e.nextSeq[lk]++
-		f := &Frame{Version: FrameVersion, Kind: KindData, Run: e.run, Gen: e.gen, Iter: k.iter, MB: k.mb, Edge: k.edge,
-			Dir: k.dir, From: e.stage, Chunk: int32(c), Chunks: int32(chunks), Seq: seq, Payload: part}
+		f := &Frame{Version: FrameVersion, Kind: KindData, Run: e.run, Gen: e.gen, Iter: k.Iter, MB: k.MB, Edge: k.Edge,
+			Dir: k.Dir, From: e.stage, Chunk: int32(c), Chunks: int32(chunks), Seq: seq, Payload: part}
 		data, err := EncodeFrame(f)
 		if err != nil {
 			e.mu.Unlock()
@@ -251,7 +253,7 @@ func (e *Endpoint) handle(data []byte) {
 		e.stats.Stale++
 		return
 	}
-	k := msgKey{f.Iter, f.MB, f.Edge, f.Dir}
+	k := Key{f.Iter, f.MB, f.Edge, f.Dir}
 	parts := e.chunks[k]
 	if e.taken[k] || e.got[k] != nil || parts != nil && (len(parts) != int(f.Chunks) || parts[f.Chunk] != nil) {
 		e.stats.Duplicates++
@@ -296,13 +298,13 @@ func (e *Endpoint) ack(f *Frame) {
 }
 
 // Receive waits for a whole message and takes it.
-func (e *Endpoint) Receive(ctx context.Context, k msgKey) ([]byte, error) {
+func (e *Endpoint) Receive(ctx context.Context, k Key) ([]byte, error) {
 	defer e.wakeOn(ctx)()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for e.got[k] == nil {
 		if err := e.failed(ctx); err != nil {
-			return nil, fmt.Errorf("waiting for iteration %d micro-batch %d edge %d %c: %w", k.iter, k.mb, k.edge, k.dir, err)
+			return nil, fmt.Errorf("waiting for iteration %d micro-batch %d edge %d %c: %w", k.Iter, k.MB, k.Edge, k.Dir, err)
 		}
 		e.cond.Wait()
 	}
@@ -318,7 +320,7 @@ func (e *Endpoint) Forget(iter int64) {
 	defer e.mu.Unlock()
 	e.floor = max(e.floor, iter)
 	for k := range e.taken {
-		if k.iter < iter {
+		if k.Iter < iter {
 			delete(e.taken, k)
 		}
 	}
@@ -327,20 +329,20 @@ func (e *Endpoint) Forget(iter int64) {
 // ReceiveAny waits for any whole message of the given edge, direction and
 // micro-batch field (control traffic, whose senders are not known in
 // advance) and takes it.
-func (e *Endpoint) ReceiveAny(ctx context.Context, edge int32, dir uint8, mb int32) (msgKey, []byte, error) {
+func (e *Endpoint) ReceiveAny(ctx context.Context, edge int32, dir uint8, mb int32) (Key, []byte, error) {
 	defer e.wakeOn(ctx)()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
 		for k, msg := range e.got {
-			if k.edge == edge && k.dir == dir && k.mb == mb {
+			if k.Edge == edge && k.Dir == dir && k.MB == mb {
 				delete(e.got, k)
 				e.taken[k] = true
 				return k, msg, nil
 			}
 		}
 		if err := e.failed(ctx); err != nil {
-			return msgKey{}, nil, err
+			return Key{}, nil, err
 		}
 		e.cond.Wait()
 	}
@@ -370,11 +372,11 @@ func (e *Endpoint) Drain(ctx context.Context) error {
 // SendActivation and ReceiveActivation move one message of micro-batch mb of
 // iteration iter on edge 0, for benchmarks of the links themselves.
 func (e *Endpoint) SendActivation(ctx context.Context, peer int32, iter int64, mb int32, payload []byte) error {
-	return e.Send(ctx, peer, msgKey{iter, mb, 0, 'a'}, payload)
+	return e.Send(ctx, peer, Key{iter, mb, 0, 'a'}, payload)
 }
 
 func (e *Endpoint) ReceiveActivation(ctx context.Context, iter int64, mb int32) ([]byte, error) {
-	return e.Receive(ctx, msgKey{iter, mb, 0, 'a'})
+	return e.Receive(ctx, Key{iter, mb, 0, 'a'})
 }
 
 // wakeOn wakes everything waiting on the endpoint when ctx ends; the caller

@@ -1,4 +1,4 @@
-package runtime
+package supervise
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // PoolLauncher takes each generation's workers from a pool of agents: as
@@ -17,12 +20,8 @@ import (
 // slots on agents of one host, each confirmed before it counts. It holds
 // them until Close gives them back.
 type PoolLauncher struct {
-	Pool string
-	// JoinTimeout > 0 bounds the wait for enough agents; 0 waits for ever.
-	JoinTimeout time.Duration
-	Log         io.Writer // what it takes, and while it waits; nil: nothing said
-
-	t      Transport
+	cfg    PoolConfig
+	t      wire.Transport
 	claim  string
 	unsub  []func()
 	mu     sync.Mutex // guards seen, excl and held
@@ -40,12 +39,27 @@ type seenAgent struct {
 	last time.Time
 }
 
-// NewPoolLauncher starts listening to pool's adverts over t.
-func NewPoolLauncher(t Transport, pool string, joinTimeout time.Duration, log io.Writer) (*PoolLauncher, error) {
-	if err := CheckPoolName(pool); err != nil {
+// PoolConfig says which pool a PoolLauncher takes agents from, and how it
+// waits for them.
+type PoolConfig struct {
+	Pool string
+	// JoinTimeout > 0 bounds the wait for enough agents; 0 waits for ever.
+	JoinTimeout time.Duration
+	Log         io.Writer // what it takes, and while it waits; nil: nothing said
+	// Timings are the run's (zero fields: the defaults): an agent is live
+	// while heard within HeartbeatTimeout, and taken for dead when it does
+	// not confirm an offer within ConfirmTimeout.
+	Timings runtime.Timings
+}
+
+// NewPoolLauncher starts listening to the adverts of c's pool over t.
+func NewPoolLauncher(t wire.Transport, c PoolConfig) (*PoolLauncher, error) {
+	if err := CheckPoolName(c.Pool); err != nil {
 		return nil, err
 	}
-	p := &PoolLauncher{Pool: pool, JoinTimeout: joinTimeout, Log: log, t: t, claim: randomHex(6), seen: map[string]seenAgent{},
+	c.Timings = c.Timings.WithDefaults()
+	pool := c.Pool
+	p := &PoolLauncher{cfg: c, t: t, claim: randomHex(6), seen: map[string]seenAgent{},
 		excl: map[string]time.Time{}, change: make(chan struct{}, 1), answers: make(chan agentAnswer, 64),
 		held: map[string]Advert{}, placed: map[uint32]map[int]Advert{}}
 	unsub, err := t.Subscribe(poolAdverts(pool), p.heard)
@@ -91,7 +105,7 @@ func (p *PoolLauncher) live() []Advert {
 	defer p.mu.Unlock()
 	var out []Advert
 	for id, s := range p.seen {
-		if time.Since(s.last) > heartbeatTimeout() {
+		if time.Since(s.last) > p.cfg.Timings.HeartbeatTimeout {
 			continue
 		}
 		if at, bad := p.excl[id]; bad && !s.last.After(at) {
@@ -107,13 +121,14 @@ func (p *PoolLauncher) live() []Advert {
 
 // Start takes gen's agents: it waits (up to JoinTimeout) until the pool's
 // live agents can be placed, offers each its slot, and tries again without
-// those that refuse or do not confirm within ConfirmTimeout.
+// those that refuse or do not confirm within the confirmation timeout.
 func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 	// the coordinator's heartbeats start now: a taken agent leaves when
 	// they stop
-	go beat(ctx, p.t, coordBeats(gen.Run), []byte{})
+	tm := p.cfg.Timings
+	go tm.Beat(ctx, p.t, runtime.CoordinatorBeats(gen.Run), func() []byte { return []byte{} })
 	var deadline <-chan time.Time
-	wait := p.JoinTimeout
+	wait := p.cfg.JoinTimeout
 	if gen.Wait > 0 {
 		wait = gen.Wait
 	}
@@ -123,7 +138,7 @@ func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 		deadline = tm.C
 	}
 	said, began := false, time.Now()
-	tick := time.NewTicker(heartbeatEvery())
+	tick := time.NewTicker(tm.HeartbeatEvery)
 	defer tick.Stop()
 	// enough agents that cannot be placed: refused once they have stayed
 	// so for a heartbeat timeout (agents started together are all heard)
@@ -133,7 +148,7 @@ func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 		var err error
 		if len(agents) >= len(gen.Slots) {
 			var placed map[int]Advert
-			if placed, err = place(p.Pool, gen.Slots, agents); err == nil {
+			if placed, err = place(p.cfg.Pool, gen.Slots, agents); err == nil {
 				if p.offer(ctx, gen, placed) {
 					p.placed[gen.Gen] = placed
 					p.report(gen, placed)
@@ -144,14 +159,14 @@ func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 			}
 			if unplaceable.IsZero() {
 				unplaceable = time.Now()
-			} else if time.Since(unplaceable) > heartbeatTimeout() {
+			} else if time.Since(unplaceable) > tm.HeartbeatTimeout {
 				return err
 			}
 		} else {
 			unplaceable = time.Time{}
 		}
-		if !said && p.Log != nil && time.Since(began) > heartbeatEvery() {
-			fmt.Fprintf(p.Log, "waiting for %s of pool %s (%d free now)\n", count(len(gen.Slots), "agent"), p.Pool, len(agents))
+		if !said && p.cfg.Log != nil && time.Since(began) > tm.HeartbeatEvery {
+			fmt.Fprintf(p.cfg.Log, "waiting for %s of pool %s (%d free now)\n", count(len(gen.Slots), "agent"), p.cfg.Pool, len(agents))
 			said = true
 		}
 		select {
@@ -161,7 +176,7 @@ func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 			if err != nil {
 				return err
 			}
-			return fmt.Errorf("pool %s: %d of the %d agents the plan needs free within %v", p.Pool, len(agents), len(gen.Slots), wait)
+			return fmt.Errorf("pool %s: %d of the %d agents the plan needs free within %v", p.cfg.Pool, len(agents), len(gen.Slots), wait)
 		case <-p.change:
 		case <-tick.C:
 		}
@@ -180,7 +195,7 @@ func (p *PoolLauncher) offer(ctx context.Context, gen *Generation, placed map[in
 		waiting[ad.Agent] = true
 		p.send(ad.Agent, agentOrder{Kind: orderOffer, Claim: p.claim, Run: gen.Run, Gen: gen.Gen, Slot: s, Coordinator: who})
 	}
-	timeout := time.NewTimer(ConfirmTimeout)
+	timeout := time.NewTimer(p.cfg.Timings.ConfirmTimeout)
 	defer timeout.Stop()
 	ok := true
 	for len(waiting) > 0 {
@@ -198,8 +213,8 @@ func (p *PoolLauncher) offer(ctx context.Context, gen *Generation, placed map[in
 			p.setAside(a.Agent)
 		case <-timeout.C:
 			for id := range waiting {
-				if p.Log != nil {
-					fmt.Fprintf(p.Log, "graphpipe: agent %s did not confirm within %v: taken for dead\n", id, ConfirmTimeout)
+				if p.cfg.Log != nil {
+					fmt.Fprintf(p.cfg.Log, "graphpipe: agent %s did not confirm within %v: taken for dead\n", id, p.cfg.Timings.ConfirmTimeout)
 				}
 				p.setAside(id)
 			}
@@ -218,7 +233,7 @@ func (p *PoolLauncher) offer(ctx context.Context, gen *Generation, placed map[in
 // heard for the heartbeat timeout: one that died before it joined would
 // otherwise keep the coordinator waiting for the join timeout.
 func (p *PoolLauncher) watch(ctx context.Context, gen *Generation, placed map[int]Advert) {
-	tick := time.NewTicker(heartbeatEvery() / 2)
+	tick := time.NewTicker(p.cfg.Timings.HeartbeatEvery / 2)
 	defer tick.Stop()
 	for {
 		select {
@@ -231,10 +246,10 @@ func (p *PoolLauncher) watch(ctx context.Context, gen *Generation, placed map[in
 			p.mu.Lock()
 			quiet := time.Since(p.seen[ad.Agent].last)
 			p.mu.Unlock()
-			if quiet > heartbeatTimeout() && gen.Lost != nil {
+			if quiet > p.cfg.Timings.HeartbeatTimeout && gen.Lost != nil {
 				p.setAside(ad.Agent)
-				gen.Lost(&SilentError{Who: fmt.Sprintf("agent %s of pool %s (host %s, pid %d), worker %d (stage %d, replica %d),",
-					ad.Agent, p.Pool, ad.Host, ad.PID, s.Worker, s.Stage, s.Replica), Silent: quiet})
+				gen.Lost(&runtime.SilentError{Who: fmt.Sprintf("agent %s of pool %s (host %s, pid %d), worker %d (stage %d, replica %d),",
+					ad.Agent, p.cfg.Pool, ad.Host, ad.PID, s.Worker, s.Stage, s.Replica), Silent: quiet})
 				return
 			}
 		}
@@ -269,12 +284,12 @@ func (p *PoolLauncher) setAside(id string) {
 
 func (p *PoolLauncher) send(agent string, o agentOrder) {
 	b, _ := json.Marshal(o)
-	p.t.Publish(poolAgent(p.Pool, agent), b)
+	p.t.Publish(poolAgent(p.cfg.Pool, agent), b)
 }
 
 // report says which agent runs which worker, a line per plan node.
 func (p *PoolLauncher) report(gen *Generation, placed map[int]Advert) {
-	if p.Log == nil {
+	if p.cfg.Log == nil {
 		return
 	}
 	byNode := map[int][]string{}
@@ -290,7 +305,7 @@ func (p *PoolLauncher) report(gen *Generation, placed map[int]Advert) {
 	}
 	sort.Ints(nodes)
 	for _, n := range nodes {
-		fmt.Fprintf(p.Log, "pool %s: node %d on host %s: %s\n", p.Pool, n, host[n], strings.Join(byNode[n], ", "))
+		fmt.Fprintf(p.cfg.Log, "pool %s: node %d on host %s: %s\n", p.cfg.Pool, n, host[n], strings.Join(byNode[n], ", "))
 	}
 }
 
@@ -307,7 +322,8 @@ func (p *PoolLauncher) Placed(gen uint32) map[int]Advert { return p.placed[gen] 
 // likely the one lost, whose worker's silence can be noticed (by the
 // coordinator's watch of the workers' heartbeats) up to a beat before its
 // adverts have been silent for the heartbeat timeout; offered to the next
-// generation, it would hold the restart up for ConfirmTimeout. A live one
+// generation, it would hold the restart up for the confirmation timeout.
+// A live one
 // is heard again within a beat.
 func (p *PoolLauncher) Stop(gen *Generation, failed bool) {
 	if !failed {
@@ -316,7 +332,7 @@ func (p *PoolLauncher) Stop(gen *Generation, failed bool) {
 	for _, id := range p.holding() {
 		p.send(id, agentOrder{Kind: orderStop, Claim: p.claim, Run: gen.Run, Gen: gen.Gen})
 		p.mu.Lock()
-		quiet := time.Since(p.seen[id].last) > 2*heartbeatEvery()
+		quiet := time.Since(p.seen[id].last) > 2*p.cfg.Timings.HeartbeatEvery
 		p.mu.Unlock()
 		if quiet {
 			p.setAside(id)

@@ -1,19 +1,35 @@
-package runtime
+package wire
 
 import (
+	"fmt"
 	"math/rand"
 	"sync"
 	"time"
 )
 
 // Transport moves byte messages between subjects. Delivery may lose,
-// duplicate, reorder and delay messages: the links above it make up for that.
+// duplicate, reorder and delay messages: the links above it make up for
+// that. Every implementation runs wiretest.TestTransport, the contract in
+// full.
 type Transport interface {
+	// Publish sends data, which the caller may reuse once it returns; a
+	// message over MaxPayload bytes is refused.
 	Publish(subject string, data []byte) error
 	// Subscribe calls fn for each message on subject, one at a time.
 	Subscribe(subject string, fn func(data []byte)) (unsubscribe func(), err error)
 	MaxPayload() int
+	// Close ends every subscription; Publish and Subscribe fail after it.
 	Close() error
+}
+
+// PayloadError is a message over a transport's payload limit.
+type PayloadError struct {
+	Subject     string
+	Size, Limit int
+}
+
+func (e *PayloadError) Error() string {
+	return fmt.Sprintf("publish %s: %d bytes, over the payload limit of %d", e.Subject, e.Size, e.Limit)
 }
 
 // Faults are what the in-memory transport does wrong, each a probability.
@@ -41,7 +57,8 @@ type memSub struct {
 
 func (s *memSub) stop() { s.once.Do(func() { close(s.done) }) }
 
-// NewMemory makes an in-memory transport with a payload limit in bytes.
+// NewMemory makes an in-memory transport with a payload limit in bytes: a
+// larger message is refused, as a NATS server refuses it.
 func NewMemory(seed int64, faults Faults, maxPayload int) *Memory {
 	return &Memory{subs: map[string][]*memSub{}, rng: rand.New(rand.NewSource(seed)), faults: faults,
 		held: map[string][]byte{}, payload: maxPayload}
@@ -54,6 +71,9 @@ func (m *Memory) Publish(subject string, data []byte) error {
 	defer m.mu.Unlock()
 	if m.closed {
 		return errClosed
+	}
+	if len(data) > m.payload {
+		return &PayloadError{Subject: subject, Size: len(data), Limit: m.payload}
 	}
 	msg := append([]byte(nil), data...)
 	f := m.faults

@@ -1,4 +1,4 @@
-package runtime
+package supervise
 
 import (
 	"context"
@@ -8,7 +8,8 @@ import (
 	"os"
 	"sync"
 
-	"github.com/graphpipe/graphpipe/tensor/cuda"
+	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/wire"
 )
 
 // Agent is a long-lived worker of a pool: it advertises itself on the
@@ -18,15 +19,17 @@ import (
 // for the heartbeat timeout.
 type Agent struct {
 	Pool    string
-	Host    string       // its host's label; "": os.Hostname
-	Device  *cuda.Device // nil: the CPU
-	Profile string       // the device profile it plans as: "cpu", "h100", ...
+	Host    string // its host's label; "": os.Hostname
+	Profile string // the device profile it plans as: "cpu", "h100", ...
 	// Log hears what it joins and runs; nil: nothing said.
-	Log     func(format string, args ...any)
-	Options []WorkerOption
+	Log func(format string, args ...any)
+	// Config is its worker process's (runtime.Join.Config): Device (nil:
+	// the CPU), Precision, KillPoints; and Timings, its adverts' heartbeat
+	// and how long a silent coordinator holds it.
+	Config runtime.Config
 
 	id string
-	mu sync.Mutex // guards ad
+	mu sync.Mutex // guards id (for ID) and ad
 	ad Advert
 }
 
@@ -59,10 +62,14 @@ type agentState struct {
 }
 
 // ID is the agent's id in its pool (set once Serve has started).
-func (a *Agent) ID() string { return a.id }
+func (a *Agent) ID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.id
+}
 
 // Serve runs the agent until ctx ends.
-func (a *Agent) Serve(ctx context.Context, t Transport) error {
+func (a *Agent) Serve(ctx context.Context, t wire.Transport) error {
 	if err := CheckPoolName(a.Pool); err != nil {
 		return err
 	}
@@ -72,8 +79,10 @@ func (a *Agent) Serve(ctx context.Context, t Transport) error {
 	if a.Host == "" {
 		a.Host, _ = os.Hostname()
 	}
+	a.mu.Lock()
 	a.id = randomHex(6)
-	a.ad = Advert{Agent: a.id, Host: a.Host, PID: os.Getpid(), Device: deviceWhere(a.Device), Profile: a.Profile}
+	a.ad = Advert{Agent: a.id, Host: a.Host, PID: os.Getpid(), Device: runtime.DeviceLabel(a.Config.Device), Profile: a.Profile}
+	a.mu.Unlock()
 	events := make(chan agentEvent, 16)
 	unsub, err := t.Subscribe(poolAgent(a.Pool, a.id), func(b []byte) {
 		var o agentOrder
@@ -85,7 +94,7 @@ func (a *Agent) Serve(ctx context.Context, t Transport) error {
 		return err
 	}
 	defer unsub()
-	go beatWith(ctx, t, poolAdverts(a.Pool), a.advert)
+	go a.Config.Timings.Beat(ctx, t, poolAdverts(a.Pool), a.advert)
 	a.Log("agent %s of pool %s on host %s (pid %d), computing on %s: waiting for a coordinator", a.id, a.Pool, a.Host, os.Getpid(), a.ad.Device)
 	var st agentState
 	for {
@@ -106,14 +115,14 @@ func (a *Agent) advert() []byte {
 	return b
 }
 
-func (a *Agent) setAdvert(f func(ad *Advert), t Transport) {
+func (a *Agent) setAdvert(f func(ad *Advert), t wire.Transport) {
 	a.mu.Lock()
 	f(&a.ad)
 	a.mu.Unlock()
 	t.Publish(poolAdverts(a.Pool), a.advert()) // at once, not at the next beat
 }
 
-func (a *Agent) handle(ctx context.Context, t Transport, st *agentState, e agentEvent, events chan agentEvent) {
+func (a *Agent) handle(ctx context.Context, t wire.Transport, st *agentState, e agentEvent, events chan agentEvent) {
 	a.mu.Lock()
 	claim := a.ad.Claim
 	a.mu.Unlock()
@@ -147,7 +156,7 @@ func (a *Agent) handle(ctx context.Context, t Transport, st *agentState, e agent
 
 // offered answers an offer: yes when free or held by the same coordinator
 // (a new generation of its run), no when another holds it.
-func (a *Agent) offered(ctx context.Context, t Transport, st *agentState, o *agentOrder, claim string, events chan agentEvent) {
+func (a *Agent) offered(ctx context.Context, t wire.Transport, st *agentState, o *agentOrder, claim string, events chan agentEvent) {
 	answer := agentAnswer{Agent: a.id, Gen: o.Gen, OK: true}
 	if claim != "" && claim != o.Claim {
 		answer = agentAnswer{Agent: a.id, Gen: o.Gen, Why: "held by run " + a.ad.Run}
@@ -191,12 +200,12 @@ func awaitServe(ctx context.Context, events <-chan agentEvent, seq int) {
 
 // hold starts being held by o's coordinator: while it is silent for the
 // heartbeat timeout the agent goes back to the pool.
-func (a *Agent) hold(ctx context.Context, t Transport, st *agentState, o *agentOrder, events chan<- agentEvent) {
+func (a *Agent) hold(ctx context.Context, t wire.Transport, st *agentState, o *agentOrder, events chan<- agentEvent) {
 	st.holdSeq++
 	seq := st.holdSeq
 	st.holdCtx, st.endHold = context.WithCancelCause(ctx)
 	hctx := st.holdCtx
-	if err := watchCoordinator(hctx, t, o.Run, st.endHold); err != nil {
+	if err := a.Config.Timings.WatchCoordinator(hctx, t, o.Run, st.endHold); err != nil {
 		st.endHold(err)
 	}
 	go func() {
@@ -210,21 +219,21 @@ func (a *Agent) hold(ctx context.Context, t Transport, st *agentState, o *agentO
 var errReleased = errors.New("released")
 
 // serve trains o's slot in a goroutine of its own.
-func (a *Agent) serve(st *agentState, t Transport, o *agentOrder, events chan<- agentEvent) {
+func (a *Agent) serve(st *agentState, t wire.Transport, o *agentOrder, events chan<- agentEvent) {
 	st.serveSeq++
 	seq := st.serveSeq
 	sctx, end := context.WithCancelCause(st.holdCtx)
 	st.endServe, st.gen = end, o.Gen
 	slot := o.Slot.Worker
 	go func() {
-		err := serveAs(sctx, t, o.Run, o.Gen, a.Device, a.Log, joinAs{Host: a.Host, Slot: &slot, Agent: a.id}, a.Options...)
+		err := runtime.Serve(sctx, t, runtime.Join{Run: o.Run, Gen: o.Gen, Config: a.Config, Log: a.Log, Host: a.Host, Slot: &slot, Agent: a.id})
 		end(nil)
 		events <- agentEvent{done: &serveDone{seq: seq, err: err}}
 	}()
 }
 
 // free ends the hold: the agent is the pool's again.
-func (a *Agent) free(t Transport, st *agentState, why string) {
+func (a *Agent) free(t wire.Transport, st *agentState, why string) {
 	if st.endServe != nil {
 		st.endServe(errors.New(why))
 		st.endServe = nil

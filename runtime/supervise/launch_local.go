@@ -1,4 +1,4 @@
-package runtime
+package supervise
 
 import (
 	"context"
@@ -131,30 +131,4 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// ExternalLauncher starts nothing: it says how to start the workers that
-// join a generation from elsewhere ('graphpipe worker --nats URL --run ID').
-type ExternalLauncher struct {
-	// Announce, when set, tells the user how to start n workers of run
-	// (the command line, with how to pass the token).
-	Announce func(n int, run string)
-}
-
-func (e *ExternalLauncher) Start(_ context.Context, gen *Generation) error {
-	if e.Announce != nil {
-		e.Announce(len(gen.Slots), gen.Run)
-	}
-	return nil
-}
-
-func (e *ExternalLauncher) Stop(*Generation, bool) {}
-func (e *ExternalLauncher) Close() error           { return nil }
-
-// count is n and word, plural when n is not 1.
-func count(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -1,4 +1,4 @@
-package runtime
+package supervise
 
 import (
 	"crypto/rand"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 )
 
 // A pool is a set of long-lived agents (Agent) that coordinators take
@@ -22,10 +21,6 @@ import (
 func poolAdverts(pool string) string       { return "graphpipe.pool." + pool + ".adverts" }
 func poolAgent(pool, agent string) string  { return "graphpipe.pool." + pool + ".agent." + agent }
 func poolClaims(pool, claim string) string { return "graphpipe.pool." + pool + ".claims." + claim }
-
-// ConfirmTimeout is how long a coordinator waits for an agent to confirm an
-// offer before it takes the agent for dead.
-var ConfirmTimeout = 2 * time.Second
 
 // Advert is what an agent says of itself on its pool's subject.
 type Advert struct {

@@ -1,0 +1,47 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
+
+// Config is what of a run stays in one process: the coordinator's settings
+// and hooks, and a worker process's device. Nothing of it is sent, but the
+// coordinator's Timings, which its workers are given with their stages.
+// The runtime keeps no configuration in package variables: tests set
+// timings and hooks here.
+type Config struct {
+	// Stop, once closed, ends the run after the iteration in flight, with
+	// a checkpoint there when CheckpointDir is set: a *StoppedError.
+	Stop <-chan struct{}
+	// Skipped, if set, is told of each step whose update was skipped.
+	Skipped func(iter int64, why string)
+	// OnEval hears each evaluation as it ends.
+	OnEval func(stage.EvalResult)
+	// CheckpointDir is where the coordinator writes the checkpoints
+	// (Options.CheckpointEvery).
+	CheckpointDir string
+	// Resume starts from a checkpoint: its step, parameters and optimizer
+	// state (or, with Options.Init, initial values at step 0).
+	Resume *Checkpoint
+	// MaxSkips bounds the steps skipped in a row (Options.OnNonFinite
+	// skip); 0: 10.
+	MaxSkips int
+	Gen      uint32 // the generation: 1 (0 too), then one more per restart
+	// JoinTimeout > 0 bounds the coordinator's wait for its workers to join.
+	JoinTimeout time.Duration
+	// Timings are the heartbeat, hang and confirmation timings (zero
+	// fields: the defaults). The coordinator sends its own to its workers.
+	Timings Timings
+
+	// Device runs a worker's ops on a GPU (package cuda); nil: the CPU.
+	Device *cuda.Device
+	// Precision is what a worker's matrix products compute in on Device:
+	// "" or "fp32", or "bf16" (stage.Executor.SetPrecision).
+	Precision string
+	// KillPoints is a test hook of a worker process (KillEnv's format):
+	// the points at which it exits or hangs.
+	KillPoints string
+}

@@ -1,0 +1,56 @@
+// Package supervise runs a training run to its end: a Supervisor drives the
+// run's generations through a Launcher (worker processes of this host,
+// workers started elsewhere, agents taken from a pool), restarts a failed
+// generation from the last checkpoint, re-plans onto the devices left when
+// elastic, and writes the run's outputs (trace, timeline, profile, dump)
+// once it is over. It plans nothing: an elastic run's caller supplies the
+// planner (Elastic.Replan).
+//
+// A Job is a runtime.Job (what the coordinator and every worker share, and
+// the coordinator's Config) and Local: the restarts and the output files,
+// which only the supervisor uses.
+//
+// The caller's duties:
+//
+//  1. Build the Job and its Launcher; Supervisor.Run checks the Job once
+//     (Job.Validate: a *runtime.JobError naming the field, runtime.Job's
+//     promoted, "Local.Restarts" for Local's).
+//  2. Give the Supervisor the coordinator's transport, over which every
+//     worker, or every agent of the pool, reaches it; give a PoolLauncher the
+//     run's Timings (PoolConfig), which its agents are judged live by.
+//  3. Read the Result (the last generation's, with the Recoveries), or the
+//     typed error: runtime's, PlacementError (a pool that cannot honour the
+//     plan's nodes), OutputError (an output that could not be written).
+//
+// What the supervisor and its launchers do:
+//
+//  1. A Launcher starts each generation's workers, one per Slot of the
+//     generation's plan, each joining generation Gen of the run; it reports
+//     a worker lost mid-generation through Generation.Lost when it can see
+//     one (a process that exits, an agent that falls silent), ends them on
+//     Stop, and gives back what it holds on Close. Every implementation runs
+//     one contract suite (launcher_contract_test.go).
+//  2. A generation that fails is followed by another, from the newest whole
+//     checkpoint (or the start, or --init's values), up to Local.Restarts of
+//     them; a failure no restart can mend (the data refused, a divergence, a
+//     stop asked for, a placement the pool cannot honour) ends the run at
+//     once (Final).
+//  3. A pool's agents (Agent) advertise themselves (host, device, pid, who
+//     holds them) every heartbeat; a PoolLauncher offers slots only to
+//     agents heard within the heartbeat timeout, counts an agent only once
+//     it confirms within the confirmation timeout, puts each plan node's
+//     workers on agents of one host (or refuses: PlacementError), fails the
+//     generation when a taken agent falls silent, and releases its agents at
+//     the end. An agent held by a coordinator that falls silent goes back
+//     to the pool by itself.
+//  4. With Supervisor.Elastic and a launcher that counts its devices
+//     (Capacity: a pool), a restart whose spare does not come within
+//     ReplaceWait runs a plan for the devices left (Elastic.Replan),
+//     resumed from the last checkpoint; a generation on fewer devices than
+//     the first plan stops at its next checkpoint once more are there, and
+//     grows back. Every recovery is timed per phase (Recovery, in
+//     Result.Recoveries) from the lost worker's last sign of life
+//     (runtime.SilentError) to training again.
+//  5. Once the run is over, the outputs Local.Outputs names are written,
+//     each atomically; one that cannot be is an *OutputError naming it.
+package supervise

@@ -1,0 +1,64 @@
+package supervise
+
+import (
+	"context"
+	"time"
+
+	"github.com/graphpipe/graphpipe/plan"
+)
+
+// Launcher starts and ends the workers of a run's generations. The
+// supervisor drives three: local worker processes (LocalLauncher), workers
+// started elsewhere (ExternalLauncher) and agents taken from a pool
+// (PoolLauncher). A launcher may be asked for any number of generations,
+// each with its own plan and slots.
+type Launcher interface {
+	// Start brings up gen's workers, one per slot, each joining generation
+	// gen.Gen of gen.Run. It calls gen.Lost when a worker is lost before
+	// the generation ends; ctx ends with the generation.
+	Start(ctx context.Context, gen *Generation) error
+	// Stop ends gen's workers: at once when the generation failed,
+	// otherwise once they have left (briefly waited for).
+	Stop(gen *Generation, failed bool)
+	// Close gives back what the launcher still holds once the run is over.
+	Close() error
+}
+
+// Generation is one attempt at a job: a plan, the workers it takes (Slots)
+// and the step it starts from. A restart is a new generation, whose plan
+// and workers may differ from the last one's.
+type Generation struct {
+	Run   string
+	Gen   uint32
+	Plan  *plan.Plan
+	Slots []Slot
+	From  int // the step it starts at
+	// Wait, when positive, bounds how long Start waits for its workers
+	// (a restart's, when elastic); 0: the launcher's own limit.
+	Wait time.Duration
+	// Lost is how a launcher reports a worker lost mid-generation: the
+	// generation fails with err.
+	Lost func(err error)
+}
+
+// Slot is one worker of a generation: a replica of a stage, on one of the
+// plan's devices, on one of its nodes (Device / DevicesPerNode).
+type Slot struct {
+	Worker  int `json:"worker"` // the worker id, the coordinator's numbering
+	Stage   int `json:"stage"`
+	Replica int `json:"replica"`
+	Device  int `json:"device"`
+	Node    int `json:"node"`
+}
+
+// Slots are plan's workers in worker id order.
+func Slots(plan *plan.Plan) []Slot {
+	var out []Slot
+	per := max(plan.DevicesPerNode, 1)
+	for s, st := range plan.Stages {
+		for r, d := range st.Devices {
+			out = append(out, Slot{Worker: len(out), Stage: s, Replica: r, Device: d, Node: d / per})
+		}
+	}
+	return out
+}
