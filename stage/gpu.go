@@ -34,7 +34,7 @@ func gpuLinear(k *linear[float32]) (fwdFn, bwdFn) {
 		in, out := dims(p[0])
 		r := rows(x[0].Shape)
 		y := s.newValue(append(append([]int(nil), x[0].Shape[:len(x[0].Shape)-1]...), out)...)
-		xb, w, yb := s.in(x[0]), s.param(p[0]), s.zeros(tensor.Size(y.Shape))
+		xb, w, yb := s.in(x[0]), s.param(p[0]), s.scratch(tensor.Size(y.Shape))
 		s.gemm(cuda.GemmArgs{TransB: !inOut, M: r, N: out, K: in, Alpha: 1, A: xb, B: w, C: yb}) // y[R,out] = x·Wᵀ (x·W)
 		if bias {
 			s.launch("gp_bias", r*out, yb, s.param(p[1]), r, out)
@@ -84,7 +84,7 @@ func gpuPointwise(name string, kind int32, extra ...any) (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
 		n := tensor.Size(y.Shape)
-		yb := s.zeros(n)
+		yb := s.scratch(n)
 		s.launch(name, n, append(append([]any{kind, s.in(x[0]), yb}, extra...), n)...)
 		s.out(y, yb)
 		return y, nil, nil
@@ -112,7 +112,7 @@ func gpuLayerNorm(k *layerNorm[float32]) (fwdFn, bwdFn) {
 		d := p[0].Shape[0]
 		r := rows(x[0].Shape)
 		y := s.newValue(x[0].Shape...)
-		yb, mb, rb := s.zeros(tensor.Size(y.Shape)), s.zeros(r), s.zeros(r)
+		yb, mb, rb := s.scratch(tensor.Size(y.Shape)), s.scratch(r), s.scratch(r)
 		xb, part := s.in(x[0]), s.scratch(r*lnLanes)
 		s.launch("gp_layernorm_part", r*lnLanes, xb, cuda.Buffer{}, part, r, d)
 		s.launch("gp_layernorm_fold", r, part, mb, r, d, float32(0), int32(0))
@@ -164,8 +164,13 @@ func gpuAdd() (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
 		n := tensor.Size(y.Shape)
-		yb := s.zeros(n)
-		for _, xi := range x {
+		if len(x) == 1 {
+			s.out(y, s.copyOf(s.in(x[0]), n))
+			return y, nil, nil
+		}
+		yb := s.scratch(n)
+		s.launch("gp_add", n, s.in(x[0]), s.in(x[1]), yb, n) // y = x0 + x1, then += each other input in turn
+		for _, xi := range x[2:] {
 			s.launch("gp_add_into", n, yb, s.in(xi), n)
 		}
 		s.out(y, yb)
@@ -198,14 +203,14 @@ func gpuMul() (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
 		n := tensor.Size(y.Shape)
-		yb := s.zeros(n)
+		yb := s.scratch(n)
 		s.launch("gp_mul", n, s.in(x[0]), s.in(x[1]), yb, n)
 		s.out(y, yb)
 		return y, nil, nil
 	}
 	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], _ *Value[float32], _ any, gx, _ []*Value[float32]) {
 		n := tensor.Size(gy.Shape)
-		ga, gb := s.grad(gx[0], n), s.grad(gx[1], n)
+		ga, gb := s.gradOrNone(gx[0]), s.gradOrNone(gx[1]) // gp_mul_bwd skips a null gradient
 		s.launch("gp_mul_bwd", n, s.in(gy), s.in(x[0]), s.in(x[1]), ga, gb, n)
 		s.back(gx[0], ga)
 		s.back(gx[1], gb)
@@ -223,7 +228,7 @@ func gpuConcat(k *concat[float32]) (fwdFn, bwdFn) {
 		y := s.newValue(shape...)
 		outer, inner := k.split(shape)
 		width := shape[k.axis] * inner
-		yb := s.zeros(tensor.Size(y.Shape))
+		yb := s.scratch(tensor.Size(y.Shape)) // the inputs' slices cover it
 		off := 0
 		for _, xi := range x {
 			w := xi.Shape[k.axis] * inner
@@ -256,7 +261,7 @@ func gpuMean(k *mean[float32]) (fwdFn, bwdFn) {
 		shape := append(append([]int(nil), x[0].Shape[:k.axis]...), x[0].Shape[k.axis+1:]...)
 		y := s.newValue(shape...)
 		outer, l, inner := k.dims(x[0].Shape)
-		yb := s.zeros(tensor.Size(y.Shape))
+		yb := s.scratch(tensor.Size(y.Shape))
 		s.launch("gp_mean", outer*inner, s.in(x[0]), yb, outer, l, inner)
 		s.out(y, yb)
 		return y, nil, nil
@@ -277,9 +282,7 @@ func gpuFlatten() (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		n := x[0].Shape[0]
 		y := s.newValue(n, tensor.Size(x[0].Shape)/max(n, 1))
-		yb := s.zeros(tensor.Size(y.Shape))
-		s.launch("gp_add_into", tensor.Size(y.Shape), yb, s.in(x[0]), tensor.Size(y.Shape))
-		s.out(y, yb)
+		s.out(y, s.copyOf(s.in(x[0]), tensor.Size(y.Shape)))
 		return y, nil, nil
 	}
 	bwd := func(s *gpuScope, gy *Value[float32], _, _ []*Value[float32], _ *Value[float32], _ any, gx, _ []*Value[float32]) {
@@ -311,7 +314,7 @@ func gpuEmbedding(k *embedding[float32]) (fwdFn, bwdFn) {
 		}
 		y := s.newValue(append(append([]int(nil), x[0].Shape...), dim)...)
 		n := len(x[0].Ints)
-		yb := s.zeros(tensor.Size(y.Shape))
+		yb := s.scratch(tensor.Size(y.Shape)) // the indices were checked: every row is written
 		s.launch("gp_embedding", n*dim, s.upInts(x[0].Ints), s.param(p[0]), yb, n, dim, num, s.d.BadFlag())
 		s.out(y, yb)
 		return y, nil, nil
@@ -340,7 +343,7 @@ func gpuEmbeddingBag(k *embeddingBag[float32]) (fwdFn, bwdFn) {
 		}
 		n, bag := x[0].Shape[0], x[0].Shape[1]
 		y := s.newValue(n, dim)
-		yb := s.zeros(tensor.Size(y.Shape))
+		yb := s.scratch(tensor.Size(y.Shape))
 		s.launch("gp_embedding_bag", n*dim, s.upInts(x[0].Ints), s.param(p[0]), yb, n, bag, dim, num, m, s.d.BadFlag())
 		s.out(y, yb)
 		return y, nil, nil
@@ -366,7 +369,7 @@ func gpuDot() (fwdFn, bwdFn) {
 		for i := range x {
 			xs[i] = s.in(x[i])
 		}
-		yb := s.zeros(tensor.Size(y.Shape))
+		yb := s.scratch(tensor.Size(y.Shape)) // the pairs cover it
 		p := 0
 		for i := 0; i < m; i++ {
 			for j := i + 1; j < m; j++ {
@@ -418,7 +421,7 @@ func gpuCrossEntropy(k *crossEntropy[float32]) (fwdFn, bwdFn) {
 		if err := checkIndices(op, x[1].Ints, c); err != nil {
 			return nil, nil, err
 		}
-		pb, tb := s.zeros(n*c), s.zeros(n)
+		pb, tb := s.scratch(n*c), s.scratch(n) // the labels were checked: every row is written
 		s.launch("gp_ce", n, s.in(x[0]), s.upInts(x[1].Ints), pb, tb, n, c, s.d.BadFlag())
 		y := NewValue[float32](1)
 		y.Data[0] = float32(sumTerms(s, tb, n) / float64(n))
@@ -442,7 +445,7 @@ func gpuCrossEntropy(k *crossEntropy[float32]) (fwdFn, bwdFn) {
 func gpuElementLoss(term, grad string, targetGrad func(s *gpuScope, gt, xb, tb cuda.Buffer, g float32, n int)) (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		n := tensor.Size(x[0].Shape)
-		tb := s.zeros(n)
+		tb := s.scratch(n)
 		s.launch(term, n, s.in(x[0]), s.in(x[1]), tb, n)
 		y := NewValue[float32](1)
 		y.Data[0] = float32(sumTerms(s, tb, n) / float64(n))
