@@ -48,7 +48,7 @@ func (s *gpuScope) own(b cuda.Buffer) {
 }
 
 // scratch is n elements of uninitialised device memory (NaN on the
-// emulator), freed with the scope unless out, stash or acc takes it: a
+// emulator), freed with the scope unless out or stash takes it: a
 // temporary, or an output that a kernel or a GEMM with beta 0 writes in
 // full. What is added into takes zeros, which costs a memset.
 func (s *gpuScope) scratch(n int) cuda.Buffer {
