@@ -34,7 +34,7 @@ func gpuLinear(k *linear[float32]) (fwdFn, bwdFn) {
 		in, out := dims(p[0])
 		r := rows(x[0].Shape)
 		y := s.newValue(append(append([]int(nil), x[0].Shape[:len(x[0].Shape)-1]...), out)...)
-		xb, w, yb := s.in(x[0]), s.param(p[0]), s.zeros(tensor.Size(y.Shape))
+		xb, w, yb := s.in(x[0]), s.param(p[0]), s.scratch(tensor.Size(y.Shape))
 		s.gemm(cuda.GemmArgs{TransB: !inOut, M: r, N: out, K: in, Alpha: 1, A: xb, B: w, C: yb}) // y[R,out] = x·Wᵀ (x·W)
 		if bias {
 			s.launch("gp_bias", r*out, yb, s.param(p[1]), r, out)
@@ -84,7 +84,7 @@ func gpuPointwise(name string, kind int32, extra ...any) (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
 		n := tensor.Size(y.Shape)
-		yb := s.zeros(n)
+		yb := s.scratch(n)
 		s.launch(name, n, append(append([]any{kind, s.in(x[0]), yb}, extra...), n)...)
 		s.out(y, yb)
 		return y, nil, nil
@@ -112,7 +112,7 @@ func gpuLayerNorm(k *layerNorm[float32]) (fwdFn, bwdFn) {
 		d := p[0].Shape[0]
 		r := rows(x[0].Shape)
 		y := s.newValue(x[0].Shape...)
-		yb, mb, rb := s.zeros(tensor.Size(y.Shape)), s.zeros(r), s.zeros(r)
+		yb, mb, rb := s.scratch(tensor.Size(y.Shape)), s.scratch(r), s.scratch(r)
 		xb, part := s.in(x[0]), s.scratch(r*lnLanes)
 		s.launch("gp_layernorm_part", r*lnLanes, xb, cuda.Buffer{}, part, r, d)
 		s.launch("gp_layernorm_fold", r, part, mb, r, d, float32(0), int32(0))
@@ -164,8 +164,13 @@ func gpuAdd() (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
 		n := tensor.Size(y.Shape)
-		yb := s.zeros(n)
-		for _, xi := range x {
+		if len(x) == 1 {
+			s.out(y, s.copyOf(s.in(x[0]), n))
+			return y, nil, nil
+		}
+		yb := s.scratch(n)
+		s.launch("gp_add", n, s.in(x[0]), s.in(x[1]), yb, n) // y = x0 + x1, then += each other input in turn
+		for _, xi := range x[2:] {
 			s.launch("gp_add_into", n, yb, s.in(xi), n)
 		}
 		s.out(y, yb)
@@ -198,14 +203,14 @@ func gpuMul() (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
 		n := tensor.Size(y.Shape)
-		yb := s.zeros(n)
+		yb := s.scratch(n)
 		s.launch("gp_mul", n, s.in(x[0]), s.in(x[1]), yb, n)
 		s.out(y, yb)
 		return y, nil, nil
 	}
 	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], _ *Value[float32], _ any, gx, _ []*Value[float32]) {
 		n := tensor.Size(gy.Shape)
-		ga, gb := s.grad(gx[0], n), s.grad(gx[1], n)
+		ga, gb := s.gradOrNone(gx[0]), s.gradOrNone(gx[1]) // gp_mul_bwd skips a null gradient
 		s.launch("gp_mul_bwd", n, s.in(gy), s.in(x[0]), s.in(x[1]), ga, gb, n)
 		s.back(gx[0], ga)
 		s.back(gx[1], gb)
@@ -223,7 +228,7 @@ func gpuConcat(k *concat[float32]) (fwdFn, bwdFn) {
 		y := s.newValue(shape...)
 		outer, inner := k.split(shape)
 		width := shape[k.axis] * inner
-		yb := s.zeros(tensor.Size(y.Shape))
+		yb := s.scratch(tensor.Size(y.Shape)) // the inputs' slices cover it
 		off := 0
 		for _, xi := range x {
 			w := xi.Shape[k.axis] * inner
@@ -256,7 +261,7 @@ func gpuMean(k *mean[float32]) (fwdFn, bwdFn) {
 		shape := append(append([]int(nil), x[0].Shape[:k.axis]...), x[0].Shape[k.axis+1:]...)
 		y := s.newValue(shape...)
 		outer, l, inner := k.dims(x[0].Shape)
-		yb := s.zeros(tensor.Size(y.Shape))
+		yb := s.scratch(tensor.Size(y.Shape))
 		s.launch("gp_mean", outer*inner, s.in(x[0]), yb, outer, l, inner)
 		s.out(y, yb)
 		return y, nil, nil
@@ -277,9 +282,7 @@ func gpuFlatten() (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		n := x[0].Shape[0]
 		y := s.newValue(n, tensor.Size(x[0].Shape)/max(n, 1))
-		yb := s.zeros(tensor.Size(y.Shape))
-		s.launch("gp_add_into", tensor.Size(y.Shape), yb, s.in(x[0]), tensor.Size(y.Shape))
-		s.out(y, yb)
+		s.out(y, s.copyOf(s.in(x[0]), tensor.Size(y.Shape)))
 		return y, nil, nil
 	}
 	bwd := func(s *gpuScope, gy *Value[float32], _, _ []*Value[float32], _ *Value[float32], _ any, gx, _ []*Value[float32]) {
@@ -311,7 +314,7 @@ func gpuEmbedding(k *embedding[float32]) (fwdFn, bwdFn) {
 		}
 		y := s.newValue(append(append([]int(nil), x[0].Shape...), dim)...)
 		n := len(x[0].Ints)
-		yb := s.zeros(tensor.Size(y.Shape))
+		yb := s.scratch(tensor.Size(y.Shape)) // the indices were checked: every row is written
 		s.launch("gp_embedding", n*dim, s.upInts(x[0].Ints), s.param(p[0]), yb, n, dim, num, s.d.BadFlag())
 		s.out(y, yb)
 		return y, nil, nil
@@ -340,7 +343,7 @@ func gpuEmbeddingBag(k *embeddingBag[float32]) (fwdFn, bwdFn) {
 		}
 		n, bag := x[0].Shape[0], x[0].Shape[1]
 		y := s.newValue(n, dim)
-		yb := s.zeros(tensor.Size(y.Shape))
+		yb := s.scratch(tensor.Size(y.Shape))
 		s.launch("gp_embedding_bag", n*dim, s.upInts(x[0].Ints), s.param(p[0]), yb, n, bag, dim, num, m, s.d.BadFlag())
 		s.out(y, yb)
 		return y, nil, nil
@@ -366,7 +369,7 @@ func gpuDot() (fwdFn, bwdFn) {
 		for i := range x {
 			xs[i] = s.in(x[i])
 		}
-		yb := s.zeros(tensor.Size(y.Shape))
+		yb := s.scratch(tensor.Size(y.Shape)) // the pairs cover it
 		p := 0
 		for i := 0; i < m; i++ {
 			for j := i + 1; j < m; j++ {
@@ -418,7 +421,7 @@ func gpuCrossEntropy(k *crossEntropy[float32]) (fwdFn, bwdFn) {
 		if err := checkIndices(op, x[1].Ints, c); err != nil {
 			return nil, nil, err
 		}
-		pb, tb := s.zeros(n*c), s.zeros(n)
+		pb, tb := s.scratch(n*c), s.scratch(n) // the labels were checked: every row is written
 		s.launch("gp_ce", n, s.in(x[0]), s.upInts(x[1].Ints), pb, tb, n, c, s.d.BadFlag())
 		y := NewValue[float32](1)
 		y.Data[0] = float32(sumTerms(s, tb, n) / float64(n))
@@ -442,7 +445,7 @@ func gpuCrossEntropy(k *crossEntropy[float32]) (fwdFn, bwdFn) {
 func gpuElementLoss(term, grad string, targetGrad func(s *gpuScope, gt, xb, tb cuda.Buffer, g float32, n int)) (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		n := tensor.Size(x[0].Shape)
-		tb := s.zeros(n)
+		tb := s.scratch(n)
 		s.launch(term, n, s.in(x[0]), s.in(x[1]), tb, n)
 		y := NewValue[float32](1)
 		y.Data[0] = float32(sumTerms(s, tb, n) / float64(n))
@@ -481,47 +484,22 @@ func gpuBCE() (fwdFn, bwdFn) {
 }
 
 type gpuAttnStash struct {
-	qkv, probs, ctx stashBuf
-	gqkv            *stashBuf // kept by an inputs-only backward for the weights' pass
+	heads, probs, ctx stashBuf  // q, k, v [3, n, h, s, dh]; probs [n, h, s, s]; ctx [n·s, d]
+	gqkv              *stashBuf // kept by an inputs-only backward for the weights' pass
 }
 
-// gpuAttention follows the CPU kernel's layout: qkv [n·s, 3d], head h of
-// q, k, v at columns h·dh, d + h·dh, 2d + h·dh; probs [n, h, s, s]; the
-// heads of one sample run as one strided batch of GEMMs.
-// attnSplit is how attention's per-(sample, head) products are batched:
-// cuBLAS's strided batches need one stride, and a tensor's (sample, head)
-// blocks have two (per sample, per head), so one index is looped over and
-// the other batched. The loop runs over the smaller of the two: fewer
-// launches, each with more work.
-type attnSplit struct {
-	outer, count int
-	bySample     bool // loop over samples, batch the heads
-}
-
-func newAttnSplit(n, heads int) attnSplit {
-	if n <= heads {
-		return attnSplit{outer: n, count: heads, bySample: true}
-	}
-	return attnSplit{outer: heads, count: n}
-}
-
-// at is the block of b that loop step o starts at, for a tensor whose
-// (sample, head) blocks lie perSample and perHead elements apart.
-func (sp attnSplit) at(b cuda.Buffer, o, perSample, perHead int) cuda.Buffer {
-	if sp.bySample {
-		return b.Offset(o * perSample)
-	}
-	return b.Offset(o * perHead)
-}
-
-// stride is the batch stride of such a tensor.
-func (sp attnSplit) stride(perSample, perHead int) int {
-	if sp.bySample {
-		return perHead
-	}
-	return perSample
-}
-
+// gpuAttention computes what the CPU kernel does: qkv = x·W_inᵀ + b_in
+// [n·s, 3d], head j of q, k, v at columns j·dh, d + j·dh, 2d + j·dh; probs
+// [n, h, s, s]; ctx [n·s, d]; y = ctx·W_outᵀ + b_out. cuBLAS's strided
+// batches take one stride per operand, and the (sample, head) blocks of qkv
+// lie at two (a sample's rows, a head's columns), so the projections are
+// first split into heads, [3, n, h, s, dh] (gp_heads_split, adding the bias
+// on the way): every per-(sample, head) product is then one strided batch
+// of n·h GEMMs, forward and backward, and the context is merged back
+// (gp_heads_merge) for the output projection. A layer runs 4 cuBLAS calls
+// forward and 8 backward, whatever its samples and heads. Every buffer
+// below is written in full by a GEMM with beta 0 or a kernel: none is
+// zeroed first.
 func gpuAttention(k *attention[float32]) (fwdFn, bwdFn) {
 	heads := k.heads
 	c := int32(0)
@@ -535,59 +513,50 @@ func gpuAttention(k *attention[float32]) (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error) {
 		z := dimsOf(x[0])
 		n, sq, d, dh := z.n, z.sq, z.d, z.dh
+		nb, blk := n*heads, sq*dh // batches; elements of one (sample, head) block of q, k, v or ctx
 		scale := float32(1 / math.Sqrt(float64(dh)))
-		nqkv, npr, nctx := n*sq*3*d, n*heads*sq*sq, n*sq*d
-		qkv, pr, ctx := s.zeros(nqkv), s.zeros(npr), s.zeros(nctx)
+		nctx, npr := n*sq*d, n*heads*sq*sq
+		qkv, hd, pr := s.scratch(3*nctx), s.scratch(3*nctx), s.scratch(npr)
 		s.gemm(cuda.GemmArgs{TransB: true, M: n * sq, N: 3 * d, K: d, Alpha: 1, A: s.in(x[0]), B: s.param(p[0]), C: qkv}) // qkv = x·W_inᵀ
-		s.launch("gp_bias", n*sq*3*d, qkv, s.param(p[1]), n*sq, 3*d)
-		sp := newAttnSplit(n, heads)
-		q, k, v := qkv, qkv.Offset(d), qkv.Offset(2*d)
-		for o := 0; o < sp.outer; o++ {
-			// scores[s,s] = q[s,dh]·kᵀ per (sample, head)
-			s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: sp.at(q, o, sq*3*d, dh), B: sp.at(k, o, sq*3*d, dh),
-				C: sp.at(pr, o, heads*sq*sq, sq*sq), LDA: 3 * d, LDB: 3 * d, LDC: sq}, sp.stride(sq*3*d, dh), sp.stride(sq*3*d, dh), sp.stride(heads*sq*sq, sq*sq), sp.count)
-		}
+		s.launch("gp_heads_split", 3*nctx, qkv, s.param(p[1]), hd, n, sq, heads, dh, 3)                                   // heads = qkv + b_in
+		q, kh, v := hd, hd.Offset(nctx), hd.Offset(2*nctx)
+		// scores[s,s] = q[s,dh]·kᵀ per (sample, head)
+		s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: q, B: kh, C: pr}, blk, blk, sq*sq, nb)
 		s.launch("gp_softmax", n*heads*sq, pr, pr, n*heads*sq, sq, scale, c) // every (sample, head, query) row at once
-		for o := 0; o < sp.outer; o++ {
-			// ctx[s,dh] = P[s,s]·v[s,dh] per (sample, head)
-			s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, A: sp.at(pr, o, heads*sq*sq, sq*sq), B: sp.at(v, o, sq*3*d, dh),
-				C: sp.at(ctx, o, sq*d, dh), LDA: sq, LDB: 3 * d, LDC: d}, sp.stride(heads*sq*sq, sq*sq), sp.stride(sq*3*d, dh), sp.stride(sq*d, dh), sp.count)
-		}
+		ctxh, ctx := s.scratch(nctx), s.scratch(nctx)
+		// ctx[s,dh] = P[s,s]·v[s,dh] per (sample, head)
+		s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, A: pr, B: v, C: ctxh}, sq*sq, blk, blk, nb)
+		s.launch("gp_heads_merge", nctx, ctxh, ctx, n, sq, heads, dh, 1)
 		y := s.newValue(n, sq, d)
-		yb := s.zeros(tensor.Size(y.Shape))
+		yb := s.scratch(nctx)
 		s.gemm(cuda.GemmArgs{TransB: true, M: n * sq, N: d, K: d, Alpha: 1, A: ctx, B: s.param(p[2]), C: yb}) // y = ctx·W_outᵀ
-		s.launch("gp_bias", n*sq*d, yb, s.param(p[3]), n*sq, d)
+		s.launch("gp_bias", nctx, yb, s.param(p[3]), n*sq, d)
 		s.out(y, yb)
-		return y, &gpuAttnStash{qkv: s.stash(qkv, nqkv), probs: s.stash(pr, npr), ctx: s.stash(ctx, nctx)}, nil
+		return y, &gpuAttnStash{heads: s.stash(hd, 3*nctx), probs: s.stash(pr, npr), ctx: s.stash(ctx, nctx)}, nil
 	}
 	// qkvGrad is the gradient of the stacked q, k, v projections, [n·s, 3d],
 	// from gy through the output projection and the softmax.
 	qkvGrad := func(s *gpuScope, g cuda.Buffer, p []*Value[float32], st *gpuAttnStash, z dims, scale float32) cuda.Buffer {
 		n, sq, d, dh := z.n, z.sq, z.d, z.dh
-		gctx := s.zeros(n * sq * d)
+		nb, blk := n*heads, sq*dh
+		nctx, npr := n*sq*d, n*heads*sq*sq
+		hd, pr := s.unstash(st.heads), s.unstash(st.probs)
+		q, kh, v := hd, hd.Offset(nctx), hd.Offset(2*nctx)
+		gctx, gch := s.scratch(nctx), s.scratch(nctx)
 		s.gemm(cuda.GemmArgs{M: n * sq, N: d, K: d, Alpha: 1, A: g, B: s.param(p[2]), C: gctx}) // gctx = gy·W_out
-		qkv, pr := s.unstash(st.qkv), s.unstash(st.probs)
-		gqkv, gP, gS := s.zeros(n*sq*3*d), s.zeros(n*heads*sq*sq), s.zeros(n*heads*sq*sq)
-		sp := newAttnSplit(n, heads)
-		q, k, v := qkv, qkv.Offset(d), qkv.Offset(2*d)
-		gq, gk, gv := gqkv, gqkv.Offset(d), gqkv.Offset(2*d)
-		qs, ps, cs := sp.stride(sq*3*d, dh), sp.stride(heads*sq*sq, sq*sq), sp.stride(sq*d, dh) // batch strides
-		for o := 0; o < sp.outer; o++ {
-			pb, gpb := sp.at(pr, o, heads*sq*sq, sq*sq), sp.at(gP, o, heads*sq*sq, sq*sq)
-			gc := sp.at(gctx, o, sq*d, dh)
-			// gP[s,s] = gctx[s,dh]·vᵀ
-			s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: gc, B: sp.at(v, o, sq*3*d, dh), C: gpb, LDA: d, LDB: 3 * d, LDC: sq}, cs, qs, ps, sp.count)
-			// gv[s,dh] += Pᵀ·gctx
-			s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: pb, B: gc, C: sp.at(gv, o, sq*3*d, dh), LDA: sq, LDB: d, LDC: 3 * d}, ps, cs, qs, sp.count)
-		}
-		// gS = scale · P ⊙ (gP − Σ gP·P), every row at once
-		s.launch("gp_softmax_bwd", n*heads*sq, pr, gP, gS, n*heads*sq, sq, scale)
-		for o := 0; o < sp.outer; o++ {
-			gsb := sp.at(gS, o, heads*sq*sq, sq*sq)
-			// gq[s,dh] += gS·k; gk[s,dh] += gSᵀ·q
-			s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: gsb, B: sp.at(k, o, sq*3*d, dh), C: sp.at(gq, o, sq*3*d, dh), LDA: sq, LDB: 3 * d, LDC: 3 * d}, ps, qs, qs, sp.count)
-			s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, Beta: 1, A: gsb, B: sp.at(q, o, sq*3*d, dh), C: sp.at(gk, o, sq*3*d, dh), LDA: sq, LDB: 3 * d, LDC: 3 * d}, ps, qs, qs, sp.count)
-		}
+		s.launch("gp_heads_split", nctx, gctx, cuda.Buffer{}, gch, n, sq, heads, dh, 1)
+		ghd, gP := s.scratch(3*nctx), s.scratch(npr)
+		gq, gk, gv := ghd, ghd.Offset(nctx), ghd.Offset(2*nctx)
+		// gP[s,s] = gctx[s,dh]·vᵀ; gv[s,dh] = Pᵀ·gctx
+		s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: gch, B: v, C: gP}, blk, blk, sq*sq, nb)
+		s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, A: pr, B: gch, C: gv}, sq*sq, blk, blk, nb)
+		// gS = scale · P ⊙ (gP − Σ gP·P), every row at once, in gP's place
+		s.launch("gp_softmax_bwd", n*heads*sq, pr, gP, gP, n*heads*sq, sq, scale, int32(0))
+		// gq[s,dh] = gS·k; gk[s,dh] = gSᵀ·q
+		s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, A: gP, B: kh, C: gq}, sq*sq, blk, blk, nb)
+		s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, A: gP, B: q, C: gk}, sq*sq, blk, blk, nb)
+		gqkv := s.scratch(3 * nctx)
+		s.launch("gp_heads_merge", 3*nctx, ghd, gqkv, n, sq, heads, dh, 3)
 		return gqkv
 	}
 	bwd := func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], _ *Value[float32], st0 any, gx, gp []*Value[float32]) {

@@ -41,6 +41,7 @@ type devState struct {
 	external map[string]bool // op outputs read outside the stage, and the loss
 	stale    bool            // the host's parameters changed since their upload
 	bf16     bool            // matrix products round their operands to bf16 (SetPrecision)
+	tf32     bool            // matrix products run in TF32 on the tensor cores (SetPrecision)
 }
 
 // residency is one micro-batch's device copies.

@@ -47,7 +47,10 @@ func (s *gpuScope) own(b cuda.Buffer) {
 	}
 }
 
-// scratch is n elements of uninitialised device memory, freed with the scope.
+// scratch is n elements of uninitialised device memory (NaN on the
+// emulator), freed with the scope unless out or stash takes it: a
+// temporary, or an output that a kernel or a GEMM with beta 0 writes in
+// full. What is added into takes zeros, which costs a memset.
 func (s *gpuScope) scratch(n int) cuda.Buffer {
 	if s.err != nil {
 		return cuda.Buffer{}
@@ -196,6 +199,15 @@ func (s *gpuScope) acc(v *Value[float32]) cuda.Buffer {
 func (s *gpuScope) grad(v *Value[float32], n int) cuda.Buffer {
 	if v == nil {
 		return s.zeros(n)
+	}
+	return s.acc(v)
+}
+
+// gradOrNone is acc, or a null buffer when the caller does not want the
+// gradient (v nil), for kernels that skip a null gradient.
+func (s *gpuScope) gradOrNone(v *Value[float32]) cuda.Buffer {
+	if v == nil {
+		return cuda.Buffer{}
 	}
 	return s.acc(v)
 }

@@ -69,7 +69,8 @@ var gpuExtraCases = append([]opCase(nil),
 	opCase{"attention-wide-causal", `{"name":"x","shape":[6,12],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":3,"causal":true}`},
 	opCase{"linear-wide", `{"name":"x","shape":[5,33],"dtype":"float32"}`, `"op":"linear","inputs":["x"],"attrs":{"out":17}`},
 	opCase{"linear-wide-in_out", `{"name":"x","shape":[5,33],"dtype":"float32"}`, `"op":"linear","inputs":["x"],"attrs":{"out":17,"weight_layout":"in_out"}`},
-	// fewer heads than samples (3): attention loops over heads (newAttnSplit)
+	// fewer heads than samples (3), and one head: the strided batches over
+	// every (sample, head) at other strides
 	opCase{"attention-few-heads", `{"name":"x","shape":[5,8],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":2}`},
 	opCase{"attention-one-head-causal", `{"name":"x","shape":[6,4],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":1,"causal":true}`},
 	// more rows than one pass of the column sums takes (colParts: chunks of 3)

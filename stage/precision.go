@@ -6,43 +6,51 @@ import (
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
-// Mixed precision (Executor.SetPrecision): with "bf16" every matrix product
-// of the stage's kernels on the device (linear, matmul, attention's
-// per-head products, convolutions' GEMMs, forward and backward) rounds its
-// two operands to bfloat16 and accumulates in float32 into a float32
-// result (cuda.Device.GemmRounded), the way PyTorch's autocast runs
-// matmuls on bf16; every other kernel (elementwise ops, normalisations,
-// softmax, losses, reductions) runs in float32, and the parameters, their
-// gradients and the optimizer state stay float32 (the master weights).
-// The CPU backend computes in float32 only.
+// Precision (Executor.SetPrecision) is what the stage's matrix products on
+// the device (linear, matmul, attention's per-head products, convolutions'
+// GEMMs, forward and backward) compute in:
+//
+//   - "fp32" (the default): FP32 operands, FP32 math (cuBLAS SGEMM);
+//   - "tf32": FP32 operands read as TF32 (FP32's range, 10 mantissa bits)
+//     by the tensor cores, FP32 accumulation (cuda.Device.GemmTF32), as
+//     PyTorch computes with torch.backends.cuda.matmul.allow_tf32;
+//   - "bf16": both operands rounded to bfloat16, FP32 accumulation into an
+//     FP32 result (cuda.Device.GemmRounded), as PyTorch's autocast runs
+//     matmuls on bf16.
+//
+// Every other kernel (elementwise ops, normalisations, softmax, losses,
+// reductions) runs in float32 in every precision, and the parameters, their
+// gradients and the optimizer state stay float32 (the master weights). The
+// CPU backend computes in float32 only: it takes "fp32" alone.
 
 // Precisions are the precisions SetPrecision knows.
-var Precisions = []string{"fp32", "bf16"}
+var Precisions = []string{"fp32", "tf32", "bf16"}
 
 // SetPrecision sets what the stage's matrix products compute in: "fp32"
-// (the default) or "bf16", which needs a device (UseDevice first).
+// (the default), "tf32" or "bf16", the last two on a device only
+// (UseDevice first).
 func (e *Executor) SetPrecision(p string) error {
 	switch p {
 	case "", "fp32":
 		if e.dev != nil {
-			e.dev.bf16 = false
+			e.dev.bf16, e.dev.tf32 = false, false
 		}
 		return nil
-	case "bf16":
+	case "tf32", "bf16":
 		if e.dev == nil {
-			return fmt.Errorf("precision bf16: the CPU backend computes in float32 only; bf16 runs on the CUDA backend")
+			return fmt.Errorf("precision %s: the CPU backend computes in float32 only; %s runs on the CUDA backend", p, p)
 		}
-		e.dev.bf16 = true
+		e.dev.bf16, e.dev.tf32 = p == "bf16", p == "tf32"
 		return nil
 	}
-	return fmt.Errorf("precision %q: unknown (known: fp32, bf16)", p)
+	return fmt.Errorf("precision %q: unknown (known: fp32, tf32, bf16)", p)
 }
 
 // testHookGemm, when set (tests), is called before every matrix product a
 // kernel runs on the device, with its arguments, the batch strides and
-// count (count 0: one product, not batched) and the precision; the
-// function it returns is called after.
-var testHookGemm func(d *cuda.Device, g cuda.GemmArgs, sa, sb, sc, count int, bf16 bool) func()
+// count (count 0: one product, not batched) and the precision ("fp32",
+// "tf32" or "bf16"); the function it returns is called after.
+var testHookGemm func(d *cuda.Device, g cuda.GemmArgs, sa, sb, sc, count int, precision string) func()
 
 // product runs a matrix product (count 0), or count of them at strides sa,
 // sb and sc, in the device state's precision.
@@ -51,12 +59,23 @@ func (s *gpuScope) product(g cuda.GemmArgs, sa, sb, sc, count int) {
 		return
 	}
 	bf16 := s.dev != nil && s.dev.bf16
+	tf32 := s.dev != nil && s.dev.tf32
 	if testHookGemm != nil {
-		defer testHookGemm(s.d, g, sa, sb, sc, count, bf16)()
+		p := "fp32"
+		if bf16 {
+			p = "bf16"
+		} else if tf32 {
+			p = "tf32"
+		}
+		defer testHookGemm(s.d, g, sa, sb, sc, count, p)()
 	}
 	switch {
 	case bf16:
 		s.fail(s.d.GemmRoundedBatched(g, cuda.BF16, sa, sb, sc, max(count, 1)))
+	case tf32 && count == 0:
+		s.fail(s.d.GemmTF32(g))
+	case tf32:
+		s.fail(s.d.GemmTF32Batched(g, sa, sb, sc, count))
 	case count == 0:
 		s.fail(s.d.Sgemm(g))
 	default:

@@ -20,6 +20,23 @@ func bf16Round(x []float32) []float32 {
 	return out
 }
 
+// tf32Round rounds x to TF32 (10 mantissa bits; nearest even) and back.
+func tf32Round(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		u := math.Float32bits(v)
+		if u&0x7f800000 != 0x7f800000 {
+			u += 0xfff + (u>>13)&1
+			u &^= 0x1fff
+		}
+		out[i] = math.Float32frombits(u)
+	}
+	return out
+}
+
+// rounders are what each precision does to a product's operands.
+var rounders = map[string]func([]float32) []float32{"bf16": bf16Round, "tf32": tf32Round}
+
 // gemmSpan is how many elements a stored rows × cols matrix at stride ld
 // reads, over count batches stride apart.
 func gemmSpan(rows, cols, ld, count, stride int) int {
@@ -37,17 +54,19 @@ func pickT(trans bool, rows, cols int) int {
 }
 
 // gemmChecker checks every matrix product a kernel runs on the device
-// against float32 math on its operands rounded to bf16 (testHookGemm).
+// against float32 math on its operands rounded as the executor's precision
+// rounds them (testHookGemm).
 type gemmChecker struct {
 	t              *testing.T
+	precision      string
 	plain, batched int
 	worst          float64
 }
 
-func (c *gemmChecker) hook(d *cuda.Device, g cuda.GemmArgs, sa, sb, sc, count int, bf16 bool) func() {
+func (c *gemmChecker) hook(d *cuda.Device, g cuda.GemmArgs, sa, sb, sc, count int, precision string) func() {
 	t := c.t
-	if !bf16 {
-		t.Fatal("a matrix product ran in float32 on a bf16 executor")
+	if precision != c.precision {
+		t.Fatalf("a matrix product ran in %s on a %s executor", precision, c.precision)
 	}
 	lda, ldb, ldc := g.LDA, g.LDB, g.LDC
 	if lda == 0 {
@@ -70,7 +89,14 @@ func (c *gemmChecker) hook(d *cuda.Device, g cuda.GemmArgs, sa, sb, sc, count in
 	b := read(g.B, gemmSpan(pickT(g.TransB, g.N, g.K), pickT(g.TransB, g.K, g.N), ldb, count, sb))
 	nc := gemmSpan(g.M, g.N, ldc, count, sc)
 	want := read(g.C, nc)
-	ar, br := bf16Round(a), bf16Round(b)
+	ar, br := rounders[precision](a), rounders[precision](b)
+	// the emulator rounds TF32 operands to nearest even, as tf32Round; a
+	// GPU's cuBLAS may break ties otherwise (or truncate): a TF32 ulp, 2⁻¹⁰,
+	// in one operand moves a product by up to about 1e-3 of its terms
+	tol := 1e-5
+	if precision == "tf32" && !d.Emulated {
+		tol = 2e-3
+	}
 	for q := 0; q < max(count, 1); q++ {
 		for i := 0; g.Beta == 0 && i < g.M; i++ { // C's old contents are not read
 			clear(want[q*sc+i*ldc : q*sc+i*ldc+g.N])
@@ -81,8 +107,8 @@ func (c *gemmChecker) hook(d *cuda.Device, g cuda.GemmArgs, sa, sb, sc, count in
 		got := read(g.C, nc)
 		for i := range want {
 			e := math.Abs(float64(got[i])-float64(want[i])) / (1 + math.Abs(float64(want[i])))
-			if !(e <= 1e-5) {
-				t.Fatalf("%dx%dx%d product (ta %v, tb %v, %d batches): element %d is %v, float32 math on bf16 inputs %v", g.M, g.N, g.K, g.TransA, g.TransB, count, i, got[i], want[i])
+			if !(e <= tol) {
+				t.Fatalf("%s: %dx%dx%d product (ta %v, tb %v, %d batches): element %d is %v, float32 math on rounded inputs %v", precision, g.M, g.N, g.K, g.TransA, g.TransB, count, i, got[i], want[i])
 			}
 			c.worst = max(c.worst, e)
 		}
@@ -94,17 +120,18 @@ func (c *gemmChecker) hook(d *cuda.Device, g cuda.GemmArgs, sa, sb, sc, count in
 	}
 }
 
-// TestBF16GemmsOnEmulator: a bf16 executor on the kernels' emulator runs
-// every matrix product of a training step (linear, matmul, attention's
-// batched per-head products, convolutions; forward, input and weight
-// gradients) as float32 math on bf16-rounded operands, each product checked
-// as it runs; the loss tracks float32's within 1%, not equal to it.
-func TestBF16GemmsOnEmulator(t *testing.T) { checkBF16Gemms(t, emulatedDevice(t)) }
+// TestPrecisionGemmsOnEmulator: a tf32 or bf16 executor on the kernels'
+// emulator runs every matrix product of a training step (linear, matmul,
+// attention's batched per-head products, convolutions; forward, input and
+// weight gradients) as float32 math on operands rounded to TF32 or bf16,
+// each product checked as it runs; the loss tracks float32's within 1%, not
+// equal to it.
+func TestPrecisionGemmsOnEmulator(t *testing.T) { checkPrecisionGemms(t, emulatedDevice(t)) }
 
-// TestBF16GemmsOnGPU is TestBF16GemmsOnEmulator on a real GPU (skipped without one).
-func TestBF16GemmsOnGPU(t *testing.T) { checkBF16Gemms(t, gpuDevice(t)) }
+// TestPrecisionGemmsOnGPU is TestPrecisionGemmsOnEmulator on a real GPU (skipped without one).
+func TestPrecisionGemmsOnGPU(t *testing.T) { checkPrecisionGemms(t, gpuDevice(t)) }
 
-func checkBF16Gemms(t *testing.T, d *cuda.Device) {
+func checkPrecisionGemms(t *testing.T, d *cuda.Device) {
 	v2, err := dag.Load([]byte(v2Net))
 	if err != nil {
 		t.Fatal(err)
@@ -123,8 +150,8 @@ func checkBF16Gemms(t *testing.T, d *cuda.Device) {
 				if err := tr.Ex.SetPrecision(p); err != nil {
 					t.Fatal(err)
 				}
-				c := &gemmChecker{t: t}
-				if p == "bf16" {
+				c := &gemmChecker{t: t, precision: p}
+				if p != "fp32" {
 					testHookGemm = c.hook
 				}
 				l, _, err := tr.Step(0)
@@ -134,30 +161,35 @@ func checkBF16Gemms(t *testing.T, d *cuda.Device) {
 					t.Fatal(err)
 				}
 				loss[p] = l
-				if p == "bf16" {
-					t.Logf("%d products and %d batched ones checked, largest difference %.3g", c.plain, c.batched, c.worst)
+				if p != "fp32" {
+					t.Logf("%s: %d products and %d batched ones checked, largest difference %.3g", p, c.plain, c.batched, c.worst)
 					if c.plain == 0 || g.Name() == "mmt" && c.batched == 0 {
-						t.Fatalf("%d products, %d batched: the step's products were not all seen", c.plain, c.batched)
+						t.Fatalf("%s: %d products, %d batched: the step's products were not all seen", p, c.plain, c.batched)
 					}
 				}
 			}
-			rel := math.Abs(loss["bf16"]-loss["fp32"]) / math.Abs(loss["fp32"])
-			t.Logf("loss %.7g in bf16, %.7g in fp32 (%.3g relative)", loss["bf16"], loss["fp32"], rel)
-			if rel > 0.01 || loss["bf16"] == loss["fp32"] {
-				t.Fatalf("bf16 loss %v against fp32 %v", loss["bf16"], loss["fp32"])
+			for _, p := range []string{"tf32", "bf16"} {
+				rel := math.Abs(loss[p]-loss["fp32"]) / math.Abs(loss["fp32"])
+				t.Logf("loss %.7g in %s, %.7g in fp32 (%.3g relative)", loss[p], p, loss["fp32"], rel)
+				if rel > 0.01 || loss[p] == loss["fp32"] {
+					t.Fatalf("%s loss %v against fp32 %v", p, loss[p], loss["fp32"])
+				}
 			}
 		})
 	}
 }
 
-// TestPrecisionRefusals: bf16 needs a device; unknown precisions are refused.
+// TestPrecisionRefusals: tf32 and bf16 need a device; unknown precisions
+// are refused.
 func TestPrecisionRefusals(t *testing.T) {
 	ex, err := NewExecutor(small(t, "mlp"), []int{0}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ex.SetPrecision("bf16"); err == nil {
-		t.Error("bf16 accepted on the CPU backend")
+	for _, p := range []string{"tf32", "bf16"} {
+		if err := ex.SetPrecision(p); err == nil {
+			t.Errorf("%s accepted on the CPU backend", p)
+		}
 	}
 	if err := ex.SetPrecision("fp8"); err == nil {
 		t.Error("fp8 accepted")

@@ -21,8 +21,10 @@ type backend interface {
 	launch(name string, grid, block int, params []unsafe.Pointer) error
 	sgemm(ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error
 	sgemmBatched(ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error
-	gemm16(half int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error
-	gemm16Batched(half int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error
+	// gemmEx's A and B hold elements of type in (CUDA_R_32F, _16F, _16BF),
+	// C FP32; compute is the cuBLAS compute type (32F, 32F_FAST_TF32).
+	gemmEx(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error
+	gemmExBatched(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error
 	sync() error
 	close() error
 }
@@ -97,14 +99,14 @@ func (g *gpu) sgemmBatched(ta, tb int32, m, n, k int32, alpha float32, a uint64,
 	return checkBLAS("cublasSgemmStridedBatched", cublasSgemmStridedBatched(g.blas, ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c, ldc, sc, count))
 }
 
-func (g *gpu) gemm16(half int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error {
-	return checkBLAS("cublasGemmEx", cublasGemmEx(g.blas, ta, tb, m, n, k, unsafe.Pointer(&alpha), a, half, lda, b, half, ldb,
-		unsafe.Pointer(&beta), c, dataR32F, ldc, compute32F, gemmDefault))
+func (g *gpu) gemmEx(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error {
+	return checkBLAS("cublasGemmEx", cublasGemmEx(g.blas, ta, tb, m, n, k, unsafe.Pointer(&alpha), a, in, lda, b, in, ldb,
+		unsafe.Pointer(&beta), c, dataR32F, ldc, compute, gemmDefault))
 }
 
-func (g *gpu) gemm16Batched(half int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error {
-	return checkBLAS("cublasGemmStridedBatchedEx", cublasGemmStridedBatchedEx(g.blas, ta, tb, m, n, k, unsafe.Pointer(&alpha), a, half, lda, sa, b, half, ldb, sb,
-		unsafe.Pointer(&beta), c, dataR32F, ldc, sc, count, compute32F, gemmDefault))
+func (g *gpu) gemmExBatched(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error {
+	return checkBLAS("cublasGemmStridedBatchedEx", cublasGemmStridedBatchedEx(g.blas, ta, tb, m, n, k, unsafe.Pointer(&alpha), a, in, lda, sa, b, in, ldb, sb,
+		unsafe.Pointer(&beta), c, dataR32F, ldc, sc, count, compute, gemmDefault))
 }
 
 func (g *gpu) sync() error { return check("cuStreamSynchronize", cuStreamSynchronize(g.stream)) }
@@ -143,13 +145,19 @@ func (g *gpu) loadKernels() error {
 	return err
 }
 
-// allocators adapt a backend to the pools.
-type devAlloc struct{ b backend }
+// allocators adapt a backend to the pools, counting the driver's calls.
+type devAlloc struct {
+	b backend
+	c *Counts
+}
 
-func (a devAlloc) alloc(n uint64) (uint64, error) { return a.b.alloc(n) }
-func (a devAlloc) free(p uint64) error            { return a.b.free(p) }
+func (a devAlloc) alloc(n uint64) (uint64, error) { a.c.Allocs++; return a.b.alloc(n) }
+func (a devAlloc) free(p uint64) error            { a.c.Frees++; return a.b.free(p) }
 
-type pinAlloc struct{ b backend }
+type pinAlloc struct {
+	b backend
+	c *Counts
+}
 
-func (a pinAlloc) alloc(n uint64) (unsafe.Pointer, error) { return a.b.hostAlloc(n) }
+func (a pinAlloc) alloc(n uint64) (unsafe.Pointer, error) { a.c.HostAllocs++; return a.b.hostAlloc(n) }
 func (a pinAlloc) free(p unsafe.Pointer) error            { return a.b.hostFree(p) }

@@ -23,8 +23,9 @@ const (
 	dataR16F  = 2  // CUDA_R_16F
 	dataR16BF = 14 // CUDA_R_16BF
 
-	compute32F  = 68 // CUBLAS_COMPUTE_32F
-	gemmDefault = -1 // CUBLAS_GEMM_DEFAULT
+	compute32F         = 68 // CUBLAS_COMPUTE_32F
+	compute32FFastTF32 = 77 // CUBLAS_COMPUTE_32F_FAST_TF32: FP32 operands read as TF32 on the tensor cores
+	gemmDefault        = -1 // CUBLAS_GEMM_DEFAULT
 )
 
 func cublasBindings() []binding {

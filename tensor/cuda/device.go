@@ -29,6 +29,7 @@ type Device struct {
 	mem      *Pool[uint64]
 	pinned   *Pool[unsafe.Pointer]
 	bad      Buffer // an int the index kernels set on an out-of-range index
+	counts   Counts // what the device was asked (counts.go)
 	mu       sync.Mutex
 }
 
@@ -112,8 +113,8 @@ func (d *Device) initGPU(g *gpu) error {
 
 // start sets up what every backend shares: the pools and the bad-index flag.
 func (d *Device) start() error {
-	d.mem = newPool[uint64](devAlloc{d.b})
-	d.pinned = newPool[unsafe.Pointer](pinAlloc{d.b})
+	d.mem = newPool[uint64](devAlloc{d.b, &d.counts})
+	d.pinned = newPool[unsafe.Pointer](pinAlloc{d.b, &d.counts})
 	var err error
 	if d.bad, err = d.Zeros(1); err != nil {
 		d.Close()
@@ -157,9 +158,13 @@ func (d *Device) Close() error {
 }
 
 // Alloc takes room for n 4-byte elements from the pool; its contents are
-// undefined.
+// undefined (on the emulator, NaN until written: see gp_emu_alloc). Use it
+// for what a kernel or a GEMM with beta 0 writes in full; Zeros for what is
+// added into.
 func (d *Device) Alloc(n int) (Buffer, error) {
+	reused := d.mem.Stats.Reuses
 	p, err := d.mem.Get(uint64(4 * max(n, 1)))
+	d.counts.PoolHits += int64(d.mem.Stats.Reuses - reused)
 	return Buffer{p, n}, err
 }
 
@@ -167,9 +172,16 @@ func (d *Device) Alloc(n int) (Buffer, error) {
 func (d *Device) Zeros(n int) (Buffer, error) {
 	b, err := d.Alloc(n)
 	if err == nil {
-		err = d.b.zero(b.Ptr, uint64(max(n, 1)))
+		err = d.memset(b.Ptr, uint64(max(n, 1)))
 	}
 	return b, err
+}
+
+// memset zeroes words 4-byte words at p.
+func (d *Device) memset(p uint64, words uint64) error {
+	d.counts.Memsets++
+	d.counts.MemsetBytes += int64(4 * words)
+	return d.b.zero(p, words)
 }
 
 // Free returns b to the pool.
@@ -196,7 +208,9 @@ func upload[T float32 | int32](d *Device, src []T) (Buffer, error) {
 	if err != nil || len(src) == 0 {
 		return b, err
 	}
-	err = d.b.htod(b.Ptr, unsafe.Pointer(&src[0]), uint64(4*len(src)))
+	n := uint64(4 * len(src))
+	d.counts.hostCopy(true, false, n)
+	err = d.b.htod(b.Ptr, unsafe.Pointer(&src[0]), n)
 	if err == nil {
 		err = d.Sync() // src is Go memory: the copy must finish before we return
 	}
@@ -215,7 +229,9 @@ func (d *Device) Download(dst []float32, b Buffer) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	err := d.b.dtoh(unsafe.Pointer(&dst[0]), b.Ptr, uint64(4*len(dst)))
+	n := uint64(4 * len(dst))
+	d.counts.hostCopy(false, false, n)
+	err := d.b.dtoh(unsafe.Pointer(&dst[0]), b.Ptr, n)
 	if err == nil {
 		err = d.Sync()
 	}
@@ -228,11 +244,16 @@ func (d *Device) Copy(dst, src Buffer, n int) error {
 	if n > dst.N || n > src.N {
 		return fmt.Errorf("cuda: copy of %d elements between buffers of %d and %d", n, src.N, dst.N)
 	}
+	d.counts.D2DCalls++
+	d.counts.D2DBytes += int64(4 * n)
 	return d.b.dtod(dst.Ptr, src.Ptr, uint64(4*n))
 }
 
 // Sync waits for everything queued on the device.
-func (d *Device) Sync() error { return d.b.sync() }
+func (d *Device) Sync() error {
+	d.counts.Syncs++
+	return d.b.sync()
+}
 
 // BadFlag is the int the index kernels set on an out-of-range index; pass
 // it as their bad argument.
@@ -248,7 +269,7 @@ func (d *Device) BadIndex() (bool, error) {
 	if v[0] == 0 {
 		return false, nil
 	}
-	return true, d.b.zero(d.bad.Ptr, 1)
+	return true, d.memset(d.bad.Ptr, 1)
 }
 
 // Staging is a pinned host buffer for moving a frame's tensor bytes
@@ -279,6 +300,7 @@ func (d *Device) UploadStaged(b Buffer, s Staging) error {
 	if uint64(s.n) > uint64(4*b.N) {
 		return fmt.Errorf("cuda: %d staged bytes do not fit a buffer of %d elements", s.n, b.N)
 	}
+	d.counts.hostCopy(true, true, uint64(s.n))
 	return d.b.htod(b.Ptr, s.ptr, uint64(s.n))
 }
 
@@ -288,6 +310,7 @@ func (d *Device) DownloadStaged(s Staging, b Buffer) error {
 	if uint64(s.n) > uint64(4*b.N) {
 		return fmt.Errorf("cuda: %d staged bytes exceed a buffer of %d elements", s.n, b.N)
 	}
+	d.counts.hostCopy(false, true, uint64(s.n))
 	return d.b.dtoh(s.ptr, b.Ptr, uint64(s.n))
 }
 
@@ -347,5 +370,6 @@ func (d *Device) Launch(name string, n int, args ...any) error {
 	}
 	const block = 256
 	grid := min(max((n+block-1)/block, 1), 65535)
+	d.counts.Launches++
 	return d.b.launch(name, grid, block, params)
 }

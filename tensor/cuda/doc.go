@@ -26,13 +26,21 @@
 //     GemmRounded and GemmRoundedBatched take FP32 operands, round what
 //     the products read to BF16 or FP16 and run those: mixed precision's
 //     matrix product, checked on the emulator against FP32 math on rounded
-//     inputs.
+//     inputs. GemmTF32 and GemmTF32Batched run FP32 operands on the tensor
+//     cores in TF32 (GemmEx, compute type 32F_FAST_TF32: PyTorch's
+//     allow_tf32); the emulator rounds their operands to TF32.
 //  5. The other kernels are CUDA C in kernels.cu, compiled by NVRTC for the
 //     device's architecture at first use and cached: in memory per process
 //     and as a CUBIN under the user cache directory, keyed by the source,
 //     the architecture and the NVRTC version.
 //  6. Backward kernels accumulate (+=) into their gradients, as the CPU
 //     kernels do.
+//  7. The Device counts what it asks of the driver (Counts: waits, copies
+//     by direction and by pageable or pinned memory, launches, cuBLAS
+//     calls, memsets, allocations, frees), above the backend, so the
+//     emulator counts what a GPU would be asked and tests hold budgets on
+//     it. Alloc's memory is undefined (NaN on the emulator); Zeros pays a
+//     memset, for what is added into.
 //
 // What is verified where: the loading, the error paths, the pool and the
 // staging buffers are tested on every machine; everything that needs a GPU

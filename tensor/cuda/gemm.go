@@ -44,6 +44,23 @@ func (g *GemmArgs) defaults() error {
 	return need(g.C, g.M, g.N, g.LDC, "C")
 }
 
+// batch checks g as the first of count products whose operands sit at
+// fixed strides (elements) from A, B and C: the last one must fit too.
+func (g *GemmArgs) batch(strideA, strideB, strideC, count int) error {
+	if err := g.defaults(); err != nil {
+		return err
+	}
+	if count < 1 || strideA < 0 || strideB < 0 || strideC < 0 {
+		return fmt.Errorf("cuda: batched gemm: %d batches at strides %d, %d, %d", count, strideA, strideB, strideC)
+	}
+	last := *g // Offset's pointers count FP32s: for 16-bit operands only its N is used here
+	last.A, last.B, last.C = g.A.Offset((count-1)*strideA), g.B.Offset((count-1)*strideB), g.C.Offset((count-1)*strideC)
+	if err := last.defaults(); err != nil {
+		return fmt.Errorf("%w (batch %d of %d)", err, count, count)
+	}
+	return nil
+}
+
 // pick is the row length of a stored matrix: cols when not transposed.
 func pick(trans bool, rows, cols int) int {
 	if trans {
@@ -65,6 +82,7 @@ func (d *Device) Sgemm(g GemmArgs) error {
 	if err := g.defaults(); err != nil {
 		return err
 	}
+	d.counts.GEMMs++
 	return d.b.sgemm(op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 		g.Alpha, g.B.Ptr, int32(g.LDB), g.A.Ptr, int32(g.LDA), g.Beta, g.C.Ptr, int32(g.LDC))
 }
@@ -103,28 +121,18 @@ func (d *Device) Gemm16(g GemmArgs, h Half) error {
 	if err := g.defaults(); err != nil {
 		return err
 	}
-	t := int32(dataR16BF)
-	if h == FP16 {
-		t = dataR16F
-	}
-	return d.b.gemm16(t, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+	d.counts.GEMMs++
+	return d.b.gemmEx(halfType(h), compute32F, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 		g.Alpha, b.Ptr, int32(g.LDB), a.Ptr, int32(g.LDA), g.Beta, g.C.Ptr, int32(g.LDC))
 }
 
 // SgemmBatched runs count GEMMs whose operands sit at fixed strides
 // (elements) from A, B and C: attention's per-head products.
 func (d *Device) SgemmBatched(g GemmArgs, strideA, strideB, strideC, count int) error {
-	if err := g.defaults(); err != nil {
+	if err := g.batch(strideA, strideB, strideC, count); err != nil {
 		return err
 	}
-	if count < 1 || strideA < 0 || strideB < 0 || strideC < 0 {
-		return fmt.Errorf("cuda: batched gemm: %d batches at strides %d, %d, %d", count, strideA, strideB, strideC)
-	}
-	last := g // the last batch's operands must fit too
-	last.A, last.B, last.C = g.A.Offset((count-1)*strideA), g.B.Offset((count-1)*strideB), g.C.Offset((count-1)*strideC)
-	if err := last.defaults(); err != nil {
-		return fmt.Errorf("%w (batch %d of %d)", err, count, count)
-	}
+	d.counts.GEMMs++
 	return d.b.sgemmBatched(op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 		g.Alpha, g.B.Ptr, int32(g.LDB), int64(strideB), g.A.Ptr, int32(g.LDA), int64(strideA), g.Beta, g.C.Ptr, int32(g.LDC), int64(strideC), int32(count))
 }
@@ -132,18 +140,11 @@ func (d *Device) SgemmBatched(g GemmArgs, strideA, strideB, strideC, count int) 
 // Gemm16Batched is Gemm16 over count products whose operands sit at fixed
 // strides from A, B (in 16-bit elements) and C (in FP32 elements).
 func (d *Device) Gemm16Batched(g GemmArgs, h Half, strideA, strideB, strideC, count int) error {
-	if err := g.defaults(); err != nil {
+	if err := g.batch(strideA, strideB, strideC, count); err != nil {
 		return err
 	}
-	if count < 1 || strideA < 0 || strideB < 0 || strideC < 0 {
-		return fmt.Errorf("cuda: batched gemm: %d batches at strides %d, %d, %d", count, strideA, strideB, strideC)
-	}
-	last := g // the last batch's operands must fit too (Offset's pointers count FP32s: only its N is used here)
-	last.A, last.B, last.C = g.A.Offset((count-1)*strideA), g.B.Offset((count-1)*strideB), g.C.Offset((count-1)*strideC)
-	if err := last.defaults(); err != nil {
-		return fmt.Errorf("%w (batch %d of %d)", err, count, count)
-	}
-	return d.b.gemm16Batched(halfType(h), op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+	d.counts.GEMMs++
+	return d.b.gemmExBatched(halfType(h), compute32F, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 		g.Alpha, g.B.Ptr, int32(g.LDB), int64(strideB), g.A.Ptr, int32(g.LDA), int64(strideA), g.Beta, g.C.Ptr, int32(g.LDC), int64(strideC), int32(count))
 }
 
@@ -152,6 +153,33 @@ func halfType(h Half) int32 {
 		return dataR16F
 	}
 	return dataR16BF
+}
+
+// GemmTF32 runs g on the tensor cores in TF32, as PyTorch does with
+// torch.backends.cuda.matmul.allow_tf32: FP32 operands, which the product
+// reads rounded to TF32 (FP32's range, 10 mantissa bits), FP32
+// accumulation into the FP32 C. cuBLAS GemmEx with FP32 matrices and the
+// compute type CUBLAS_COMPUTE_32F_FAST_TF32; the emulator rounds each
+// operand to TF32 to nearest, ties to even, and accumulates their
+// products, so a test checks it against FP32 math on rounded inputs.
+func (d *Device) GemmTF32(g GemmArgs) error {
+	if err := g.defaults(); err != nil {
+		return err
+	}
+	d.counts.GEMMs++
+	return d.b.gemmEx(dataR32F, compute32FFastTF32, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+		g.Alpha, g.B.Ptr, int32(g.LDB), g.A.Ptr, int32(g.LDA), g.Beta, g.C.Ptr, int32(g.LDC))
+}
+
+// GemmTF32Batched is GemmTF32 over count products at fixed strides
+// (elements) from A, B and C, as SgemmBatched (GemmStridedBatchedEx).
+func (d *Device) GemmTF32Batched(g GemmArgs, strideA, strideB, strideC, count int) error {
+	if err := g.batch(strideA, strideB, strideC, count); err != nil {
+		return err
+	}
+	d.counts.GEMMs++
+	return d.b.gemmExBatched(dataR32F, compute32FFastTF32, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+		g.Alpha, g.B.Ptr, int32(g.LDB), int64(strideB), g.A.Ptr, int32(g.LDA), int64(strideA), g.Beta, g.C.Ptr, int32(g.LDC), int64(strideC), int32(count))
 }
 
 // GemmRounded runs g on FP32 operands the way mixed precision (PyTorch's
@@ -166,11 +194,8 @@ func (d *Device) GemmRounded(g GemmArgs, h Half) error {
 // GemmRoundedBatched is GemmRounded over count products at fixed strides
 // (elements) from A, B and C, as SgemmBatched.
 func (d *Device) GemmRoundedBatched(g GemmArgs, h Half, strideA, strideB, strideC, count int) error {
-	if err := g.defaults(); err != nil {
+	if err := g.batch(strideA, strideB, strideC, count); err != nil {
 		return err
-	}
-	if count < 1 || strideA < 0 || strideB < 0 || strideC < 0 {
-		return fmt.Errorf("cuda: batched gemm: %d batches at strides %d, %d, %d", count, strideA, strideB, strideC)
 	}
 	na := (count-1)*strideA + extent(pick(g.TransA, g.K, g.M), pick(g.TransA, g.M, g.K), g.LDA)
 	nb := (count-1)*strideB + extent(pick(g.TransB, g.N, g.K), pick(g.TransB, g.K, g.N), g.LDB)

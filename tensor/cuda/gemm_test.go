@@ -45,7 +45,7 @@ func maxRel(got, want []float32, floor float64) float64 {
 	return worst
 }
 
-// checkGemms runs Sgemm, SgemmBatched and Gemm16 on d against
+// checkGemms runs Sgemm, SgemmBatched, Gemm16, GemmRounded and GemmTF32 on d against
 // tensor.SgemmNaive over transposes, odd sizes, strides, alpha and beta.
 func checkGemms(t *testing.T, d *Device) {
 	r := rand.New(rand.NewPCG(7, 8))
@@ -72,6 +72,7 @@ func checkGemms(t *testing.T, d *Device) {
 					}
 					checkGemm16(t, d, g, a, b, c)
 					checkRounded(t, d, g, a, b, c)
+					checkTF32(t, d, g, a, b, c)
 				})
 			}
 		}
@@ -116,6 +117,26 @@ func checkGemms(t *testing.T, d *Device) {
 		}
 		if e := maxRel(got, exact, 1); e < 1e-4 {
 			t.Errorf("batched bf16 is within %.3g of FP32 math on unrounded inputs: were the inputs rounded?", e)
+		}
+	})
+	t.Run("batched tf32", func(t *testing.T) {
+		bindHere(t, d)
+		const m, n, k, count, sa, sb, sc = 5, 6, 7, 3, 5*7 + 3, 7*6 + 1, 5*6 + 2
+		a, b, c := randSlice(r, count*sa), randSlice(r, count*sb), randSlice(r, count*sc)
+		ar, br := roundTF32(a), roundTF32(b)
+		want := append([]float32(nil), c...)
+		for q := 0; q < count; q++ {
+			tensor.SgemmNaive(false, true, m, n, k, 0.5, ar[q*sa:], k, br[q*sb:], k, 0.25, want[q*sc:], n)
+		}
+		g := GemmArgs{TransB: true, M: m, N: n, K: k, Alpha: 0.5, Beta: 0.25, A: put(t, d, a), B: put(t, d, b), C: put(t, d, c)}
+		if err := d.GemmTF32Batched(g, sa, sb, sc, count); err != nil {
+			t.Fatal(err)
+		}
+		if e := maxRel(download(t, d, g.C, len(c)), want, 1); e > tf32Tol(d) {
+			t.Errorf("batched tf32: largest relative difference %.3g from FP32 math on TF32-rounded inputs", e)
+		}
+		if err := d.GemmTF32Batched(g, sa, sb, sc, count+1); err == nil {
+			t.Error("a batch past the end of the operands was accepted")
 		}
 	})
 	t.Run("too small", func(t *testing.T) {
@@ -176,6 +197,83 @@ func checkRounded(t *testing.T, d *Device, g GemmArgs, a, b, c []float32) {
 	}
 	if e := maxRel(got, exact, 1); g.K > 1 && e < 1e-4 {
 		t.Errorf("bf16 gemm is within %.3g of FP32 math on unrounded inputs: were the inputs rounded?", e)
+	}
+}
+
+// checkTF32 runs g's product through GemmTF32: FP32 math on TF32-rounded
+// inputs, and not FP32 math on the inputs themselves.
+func checkTF32(t *testing.T, d *Device, g GemmArgs, a, b, c []float32) {
+	ar, br := roundTF32(a), roundTF32(b)
+	want := append([]float32(nil), c...)
+	tensor.SgemmNaive(g.TransA, g.TransB, g.M, g.N, g.K, 0.5, ar, g.LDA, br, g.LDB, 0.25, want, g.LDC)
+	exact := append([]float32(nil), c...)
+	tensor.SgemmNaive(g.TransA, g.TransB, g.M, g.N, g.K, 0.5, a, g.LDA, b, g.LDB, 0.25, exact, g.LDC)
+	r := g
+	r.C = put(t, d, c)
+	if err := d.GemmTF32(r); err != nil {
+		t.Fatal(err)
+	}
+	got := download(t, d, r.C, len(c))
+	if e := maxRel(got, want, 1); e > tf32Tol(d) {
+		t.Errorf("tf32 gemm: largest relative difference %.3g from FP32 math on TF32-rounded inputs", e)
+	}
+	if e := maxRel(got, exact, 1); g.K > 1 && e < 2e-5 {
+		t.Errorf("tf32 gemm is within %.3g of FP32 math on unrounded inputs: were the inputs rounded?", e)
+	}
+}
+
+// tf32Tol is how far a TF32 product may be from FP32 math on operands
+// rounded to nearest even: the emulator's rounding is that, so only the
+// order of the additions differs; a GPU's tensor cores are fed by cuBLAS,
+// which does not document how it breaks ties (or whether it truncates), and
+// one operand a TF32 ulp (2⁻¹⁰) off moves a product by up to about 1e-3 of
+// its terms.
+func tf32Tol(d *Device) float64 {
+	if d.Emulated {
+		return 1e-5
+	}
+	return 2e-3
+}
+
+// roundTF32 rounds to TF32 (10 mantissa bits) and back, to nearest even.
+func roundTF32(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		u := math.Float32bits(v)
+		if u&0x7f800000 != 0x7f800000 {
+			u += 0xfff + (u>>13)&1
+			u &^= 0x1fff
+		}
+		out[i] = math.Float32frombits(u)
+	}
+	return out
+}
+
+// TestTF32RoundingEmulated: the emulator's TF32 product reads each operand
+// rounded to 10 mantissa bits, to nearest with ties to even; infinities
+// pass. (A GPU's cuBLAS may break ties otherwise, or keep subnormals
+// differently: exact ties are checked here only, the GPU's products within
+// checkGemms' tolerance.)
+func TestTF32RoundingEmulated(t *testing.T) {
+	d := emulator(t)
+	bindHere(t, d)
+	one := put(t, d, []float32{1})
+	for _, c := range []struct{ in, want float32 }{
+		{1 + 0x1p-11, 1},                     // a tie: to the even neighbour, 1
+		{1 + 3*0x1p-11, 1 + 0x1p-9},          // a tie: to the even neighbour above
+		{1 + 0x1p-11 + 0x1p-20, 1 + 0x1p-10}, // past the tie: up
+		{1 + 0x1p-11 - 0x1p-20, 1},           // short of it: down
+		{-(1 + 3*0x1p-11), -(1 + 0x1p-9)},    // the sign kept
+		{0x1p-130 * (1 + 0x1p-11), 0x1p-130}, // a subnormal
+		{float32(math.Inf(1)), float32(math.Inf(1))},
+	} {
+		out := put(t, d, []float32{0})
+		if err := d.GemmTF32(GemmArgs{M: 1, N: 1, K: 1, Alpha: 1, A: put(t, d, []float32{c.in}), B: one, C: out}); err != nil {
+			t.Fatal(err)
+		}
+		if got := download(t, d, out, 1)[0]; got != c.want || roundTF32([]float32{c.in})[0] != c.want {
+			t.Errorf("tf32(%x) = %x on the emulator, %x in the test's rounding; want %x", c.in, got, roundTF32([]float32{c.in})[0], c.want)
+		}
 	}
 }
 

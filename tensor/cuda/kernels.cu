@@ -184,13 +184,45 @@ __global__ void gp_softmax(const float* x, float* y, long rows, long cols, float
   }
 }
 
-// gx += scale · y · (gy − Σ gy·y)
-__global__ void gp_softmax_bwd(const float* y, const float* gy, float* gx, long rows, long cols, float scale) {
+// gx += scale · y · (gy − Σ gy·y); with acc 0, gx = that (gx may be gy:
+// a row's sum is taken before the row is written)
+__global__ void gp_softmax_bwd(const float* y, const float* gy, float* gx, long rows, long cols, float scale, int acc) {
   LOOP(r, rows) {
     const float* yr = y + r * cols; const float* gr = gy + r * cols;
     float d = 0.f;
     for (long c = 0; c < cols; c++) d += gr[c] * yr[c];
-    for (long c = 0; c < cols; c++) gx[r * cols + c] += scale * yr[c] * (gr[c] - d);
+    for (long c = 0; c < cols; c++) {
+      float v = scale * yr[c] * (gr[c] - d);
+      gx[r * cols + c] = acc ? gx[r * cols + c] + v : v;
+    }
+  }
+}
+
+// Attention's heads apart and together. rows [n·s, parts·d], d = h·dh,
+// holds part t (q, k, v: parts 3; a context: parts 1) of head j at columns
+// t·d + j·dh; heads [parts, n, h, s, dh] holds each (part, sample, head)
+// block contiguous, so that one strided batch of GEMMs runs over every
+// sample and head.
+// heads[t, b, j, i, e] = rows[b·s + i, t·d + j·dh + e] + bias[t·d + j·dh + e]   (bias may be null)
+__global__ void gp_heads_split(const float* rows, const float* bias, float* heads, long n, long s, long h, long dh, long parts) {
+  LOOP(i, parts * n * s * h * dh) {
+    long e = i % dh, r = i / dh;
+    long q = r % s; r /= s;
+    long j = r % h; r /= h;
+    long b = r % n, t = r / n;
+    long col = t * h * dh + j * dh + e;
+    float v = rows[(b * s + q) * parts * h * dh + col];
+    heads[i] = bias ? v + bias[col] : v;
+  }
+}
+
+// rows[b·s + i, t·d + j·dh + e] = heads[t, b, j, i, e]   one thread per element of rows
+__global__ void gp_heads_merge(const float* heads, float* rows, long n, long s, long h, long dh, long parts) {
+  LOOP(i, n * s * parts * h * dh) {
+    long w = parts * h * dh, row = i / w, col = i % w;
+    long b = row / s, q = row % s;
+    long t = col / (h * dh), j = (col % (h * dh)) / dh, e = col % dh;
+    rows[i] = heads[(((t * n + b) * h + j) * s + q) * dh + e];
   }
 }
 
