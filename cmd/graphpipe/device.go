@@ -19,12 +19,12 @@ type deviceFlags struct {
 	backend   string
 	gpus      string
 	gpu       int
-	precision string // what matrix products compute in: fp32 or bf16 (CUDA backends)
+	precision string // what matrix products compute in: fp32, tf32 or bf16 (tf32 and bf16 on CUDA backends)
 }
 
 const backendHelp = "where ops run: cpu, cuda (NVIDIA GPUs through the driver, cuBLAS and NVRTC), or cuda-emulator (the CUDA code path with its kernels compiled for the CPU by g++: for testing)"
 
-const precisionHelp = "fp32, or bf16 with a CUDA backend: matrix products on bf16 operands with float32 accumulation, everything else and the weights in float32 (PyTorch's autocast)"
+const precisionHelp = "fp32; or, with a CUDA backend, tf32 (float32 storage, matrix products on TF32 tensor cores: PyTorch's allow_tf32) or bf16 (matrix products on bf16 operands with float32 accumulation, everything else and the weights in float32: PyTorch's autocast)"
 
 func (f *deviceFlags) registerRun(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.backend, "backend", "cpu", backendHelp)
@@ -45,10 +45,10 @@ func (f *deviceFlags) checkBackend() error {
 		return usagef("--backend: unknown backend %q (known: cpu, cuda, cuda-emulator)", f.backend)
 	}
 	switch {
-	case f.precision != "" && f.precision != "fp32" && f.precision != "bf16":
-		return usagef("--precision: unknown precision %q (known: fp32, bf16)", f.precision)
-	case f.precision == "bf16" && f.backend == "cpu":
-		return usagef("--precision bf16: the cpu backend computes in float32 only; bf16 needs --backend cuda (or cuda-emulator)")
+	case f.precision != "" && f.precision != "fp32" && f.precision != "tf32" && f.precision != "bf16":
+		return usagef("--precision: unknown precision %q (known: fp32, tf32, bf16)", f.precision)
+	case f.precision != "" && f.precision != "fp32" && f.backend == "cpu":
+		return usagef("--precision %s: the cpu backend computes in float32 only; %s needs --backend cuda (or cuda-emulator)", f.precision, f.precision)
 	}
 	return nil
 }
@@ -111,8 +111,8 @@ func (f *deviceFlags) workerArgs(workers string, emulate bool, plan *plan.Plan, 
 		return nil, err
 	}
 	for _, e := range entries {
-		if e < 0 && f.precision == "bf16" {
-			return nil, usagef("--precision bf16: --gpus keeps a worker on the cpu backend, which computes in float32 only")
+		if e < 0 && f.precision != "" && f.precision != "fp32" {
+			return nil, usagef("--precision %s: --gpus keeps a worker on the cpu backend, which computes in float32 only", f.precision)
 		}
 	}
 	need := 0 // one worker per device of the plan
