@@ -20,20 +20,13 @@ import (
 var Precisions = []string{"fp32", "bf16"}
 
 // SetPrecision sets what the stage's matrix products compute in: "fp32"
-// (the default) or "bf16", which needs a device (UseDevice first).
+// (the default) or "bf16", which needs the CUDA backend.
 func (e *Executor) SetPrecision(p string) error {
 	switch p {
 	case "", "fp32":
-		if e.dev != nil {
-			e.dev.bf16 = false
-		}
-		return nil
+		return e.be.bf16(false)
 	case "bf16":
-		if e.dev == nil {
-			return fmt.Errorf("precision bf16: the CPU backend computes in float32 only; bf16 runs on the CUDA backend")
-		}
-		e.dev.bf16 = true
-		return nil
+		return e.be.bf16(true)
 	}
 	return fmt.Errorf("precision %q: unknown (known: fp32, bf16)", p)
 }
