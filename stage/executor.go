@@ -228,7 +228,7 @@ func (e *Executor) paramGrads(i int) []*Value[float32] {
 // Forward runs the stage on micro-batch mb, whose samples are at pos in
 // training. feeds holds every tensor the stage reads from outside (model
 // inputs and other stages' outputs), batch-major. It returns every op output of the stage; the stash is kept until
-// the micro-batch's backward passes are done. On a device (UseDevice) only
+// the micro-batch's backward passes are done. On CUDA only
 // the outputs read outside the stage and the loss carry host data, valid
 // until the micro-batch's backward passes are done; the others carry their
 // shape only.
