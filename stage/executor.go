@@ -132,8 +132,11 @@ func (e *Executor) UseDevice(d *cuda.Device) error { return e.use(CUDA(d)) }
 
 // use moves the executor onto backend b.
 func (e *Executor) use(b Backend) error {
-	if len(e.mbs) > 0 || e.stepping {
+	switch {
+	case len(e.mbs) > 0:
 		return fmt.Errorf("stage: UseDevice with %d micro-batches in flight", len(e.mbs))
+	case e.stepping:
+		return fmt.Errorf("stage: UseDevice in the middle of a step (between its first Forward and ApplyStep)")
 	}
 	kernels, err := b.bind(e)
 	if err != nil {

@@ -41,7 +41,6 @@ type Trainer struct {
 	Data *Dataset // the model's synthetic data
 	// Source gives each step's batch: Data unless set (a user's dataset).
 	Source     Source
-	o          TrainOptions
 	batch, mbs int
 	gradNorm   float64    // the last step's global gradient norm (with clipping)
 	report     StepReport // the step Compute ended
@@ -71,7 +70,7 @@ func NewTrainer(g *dag.Graph, o TrainOptions, on ...Backend) (*Trainer, error) {
 	if err := ex.SetOptimizer(o); err != nil {
 		return nil, err
 	}
-	return &Trainer{G: g, Ex: ex, Data: data, Source: data, o: o, batch: o.Batch, mbs: o.Batch / o.MicroBatch}, nil
+	return &Trainer{G: g, Ex: ex, Data: data, Source: data, batch: o.Batch, mbs: o.Batch / o.MicroBatch}, nil
 }
 
 // Step trains on step's batch: every micro-batch forward and backward, their
