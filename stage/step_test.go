@@ -27,6 +27,7 @@ func backendCases() []backendCase {
 	return []backendCase{
 		{"cpu", func(*testing.T) Backend { return CPU() }, 0},
 		{"cuda-emulator", func(t *testing.T) Backend { return CUDA(emulatedDevice(t)) }, 1e-6},
+		{"cuda", func(t *testing.T) Backend { return CUDA(gpuDevice(t)) }, 1e-6},
 	}
 }
 
