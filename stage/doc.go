@@ -54,7 +54,8 @@
 //     transfers); the first training Forward keeps the buffers. Then
 //     EndStep gathers the gradients, all-reduces them over the stage's
 //     replicas (StepComm), checks them and the loss for values that are
-//     not finite, pools the global norm (StepComm) and clips, and returns
+//     not finite, pools the global norm (StepComm) and clips (reading the
+//     gradients once for the check and the norms), and returns
 //     the StepReport (the stage's loss share, the norm, where a value is
 //     not finite); ApplyStep(skip) updates (or, skipping, restores the
 //     buffers and leaves the optimizer alone) and clears the gradients.

@@ -17,7 +17,8 @@ import (
 //     over the stage's replicas (StepComm.AllReduce), checked for values
 //     that are not finite (with the loss), and, with clipping, the global
 //     norm pooled over every stage (StepComm.PoolNorms) and the gradients
-//     scaled by clip_grad_norm_'s coefficient. It returns the StepReport.
+//     scaled by clip_grad_norm_'s coefficient. The gradients are read once
+//     for the check and the norms (readGrads). It returns the StepReport.
 //  2. The caller decides whether to update: at once, or after sending the
 //     report and hearing a verdict (the runtime's OnNonFinite skip), or on
 //     the report alone (graphpipe train).
@@ -117,10 +118,12 @@ func (e *Executor) EndStep(ctx context.Context, step int, comm StepComm) (StepRe
 	if err := e.be.allReduce(ctx, comm); err != nil {
 		return rep, &StepError{step, "all-reduce", err}
 	}
-	check := e.check(step, rep.Loss)
+	clip := e.train.ClipGradNorm
+	squares, finite := e.readGrads(clip > 0)
+	check := e.check(step, rep.Loss, finite)
 	rep.NonFinite = check.describe(e.lossOp, rep.Loss)
-	if clip := e.train.ClipGradNorm; clip > 0 {
-		norm, err := comm.PoolNorms(ctx, e.be.squaredNorms())
+	if clip > 0 {
+		norm, err := comm.PoolNorms(ctx, squares)
 		if err != nil {
 			return rep, &StepError{step, "gradient norm", err}
 		}
@@ -129,6 +132,23 @@ func (e *Executor) EndStep(ctx context.Context, step int, comm StepComm) (StepRe
 	}
 	e.pending = check
 	return rep, nil
+}
+
+// readGrads reads the gradients once: for their squared norms when the
+// step clips (a sum of squares in float64 is finite exactly when every
+// float32 squared is, so the norms say whether the gradients are), else
+// for the finite check alone.
+func (e *Executor) readGrads(norms bool) (squares map[string]float64, finite bool) {
+	if !norms {
+		return nil, e.be.gradsFinite()
+	}
+	squares = e.be.squaredNorms()
+	for _, sq := range squares {
+		if !isFinite(sq) {
+			return squares, false
+		}
+	}
+	return squares, true
 }
 
 // ApplyStep ends the step EndStep judged: the optimizer steps at the
@@ -192,11 +212,12 @@ func (e *Executor) stepLoss() float64 {
 	return loss
 }
 
-// check reads the gradients once for values that are not finite and,
-// only when it finds one or the loss is one, scans for the first.
-func (e *Executor) check(step int, loss float64) *stepCheck {
-	c := &stepCheck{step: step, finite: e.be.gradsFinite()}
-	if !c.finite || e.lossOp != "" && !finiteLoss(loss) {
+// check is the step's finite check, given whether the gradients are
+// (readGrads): only when one is not, or the loss is not, it scans for the
+// first value that is not.
+func (e *Executor) check(step int, loss float64, finite bool) *stepCheck {
+	c := &stepCheck{step: step, finite: finite}
+	if !c.finite || e.lossOp != "" && !isFinite(loss) {
 		c.op, c.what = e.be.firstNonFinite()
 		c.scanned = true
 	}
@@ -214,7 +235,7 @@ func (c *stepCheck) describe(lossOp string, loss float64) string {
 	return fmt.Sprintf("op %q: the loss is %v", lossOp, float32(loss))
 }
 
-func finiteLoss(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // OptimizerState is the optimizer's state, every tensor as
 // "<param>.<slot>", and its step count (Stateful): what a checkpoint

@@ -196,29 +196,32 @@ func closeTo(t *testing.T, name string, got, want []float32, tol float64) {
 }
 
 // stepReportsBeforeClipping: a -Inf a replica's sum brings is found by the
-// check, named as it was (clipping by a NaN norm would make it NaN), and
+// check, with clipping (from the squared norms) and without, named as it
+// was (clipping by a norm that is not finite would make it NaN), and
 // GradsFinite and FirstNonFinite answer from the check until ApplyStep.
 func stepReportsBeforeClipping(t *testing.T, c backendCase) {
-	tr := stepTrainer(t, c, TrainOptions{Optimizer: "adam", LR: 1e-3, ClipGradNorm: 0.1})
-	runPasses(t, tr, 0)
-	last := tr.Ex.ParamNames()[len(tr.Ex.ParamNames())-1]
-	comm := &recorder{names: tr.Ex.ParamNames(), plant: func(g []*Value[float32]) { g[len(g)-1].Data[0] = float32(math.Inf(-1)) }}
-	rep, err := tr.Ex.EndStep(context.Background(), 0, comm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `the gradient of "` + last + `" holds -Inf`
-	if !strings.Contains(rep.NonFinite, want) || !math.IsNaN(rep.GradNorm) && !math.IsInf(rep.GradNorm, 0) {
-		t.Fatalf("report %+v: want %q and a norm that is not finite", rep, want)
-	}
-	if op, what := tr.Ex.FirstNonFinite(); tr.Ex.GradsFinite() || what != want || rep.NonFinite != fmt.Sprintf("op %q: %s", op, what) {
-		t.Fatalf("between EndStep and ApplyStep: finite %v, first %q %q; want the check's, %q", tr.Ex.GradsFinite(), op, what, rep.NonFinite)
-	}
-	if err := tr.Ex.ApplyStep(true); err != nil {
-		t.Fatal(err)
-	}
-	if !tr.Ex.GradsFinite() {
-		t.Fatal("the gradients are not finite after ApplyStep cleared them")
+	for _, clip := range []float64{0.1, 0} {
+		tr := stepTrainer(t, c, TrainOptions{Optimizer: "adam", LR: 1e-3, ClipGradNorm: clip})
+		runPasses(t, tr, 0)
+		last := tr.Ex.ParamNames()[len(tr.Ex.ParamNames())-1]
+		comm := &recorder{names: tr.Ex.ParamNames(), plant: func(g []*Value[float32]) { g[len(g)-1].Data[0] = float32(math.Inf(-1)) }}
+		rep, err := tr.Ex.EndStep(context.Background(), 0, comm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `the gradient of "` + last + `" holds -Inf`
+		if !strings.Contains(rep.NonFinite, want) || clip > 0 && !math.IsNaN(rep.GradNorm) && !math.IsInf(rep.GradNorm, 0) {
+			t.Fatalf("clip %v: report %+v: want %q and a norm that is not finite", clip, rep, want)
+		}
+		if op, what := tr.Ex.FirstNonFinite(); tr.Ex.GradsFinite() || what != want || rep.NonFinite != fmt.Sprintf("op %q: %s", op, what) {
+			t.Fatalf("clip %v, between EndStep and ApplyStep: finite %v, first %q %q; want the check's, %q", clip, tr.Ex.GradsFinite(), op, what, rep.NonFinite)
+		}
+		if err := tr.Ex.ApplyStep(true); err != nil {
+			t.Fatal(err)
+		}
+		if !tr.Ex.GradsFinite() {
+			t.Fatal("the gradients are not finite after ApplyStep cleared them")
+		}
 	}
 }
 
