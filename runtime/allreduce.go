@@ -9,7 +9,8 @@ import (
 )
 
 // allReduce sums the gradients of a stage's k replicas with a ring. The
-// gradients, laid end to end in parameter-name order, are cut in k chunks.
+// gradients (grads, in parameter-name order: stage.StepComm), laid end to
+// end, are cut in k chunks.
 // In k−1 steps each replica passes a chunk to the next, which adds its own
 // (reduce-scatter): replica r ends with the whole sum of chunk r+1. In k−1
 // more the sums go round and are copied (all-gather). Each replica sends
@@ -17,12 +18,12 @@ import (
 // (k−1) whole copies a gather to one replica and a broadcast back put on
 // that replica's link; and every replica steps its optimizer on the same
 // numbers, since each chunk is summed once, in one order, and copied.
-func (w *Worker) allReduce(ctx context.Context, n int64) error {
+func (w *Worker) allReduce(ctx context.Context, n int64, grads []*stage.Value[float32]) error {
 	k := w.lay.count[w.Stage]
 	if k == 1 {
 		return nil
 	}
-	return ringAllReduce(ctx, w.ep, w.lay.id(w.Stage, (w.Replica+1)%k), w.Replica, n, newGradRing(w.gradients(), k))
+	return ringAllReduce(ctx, w.ep, w.lay.id(w.Stage, (w.Replica+1)%k), w.Replica, n, newGradRing(grads, k))
 }
 
 // ringAllReduce is replica r's part of the ring over endpoint ep, next the
@@ -56,16 +57,6 @@ func ringAllReduce(ctx context.Context, ep *wire.Endpoint, next int32, r int, n 
 		g.write(recv, ts[0].F32, add)
 	}
 	return nil
-}
-
-// gradients is the stage's gradients in parameter-name order.
-func (w *Worker) gradients() []*stage.Value[float32] {
-	names := w.ex.ParamNames()
-	out := make([]*stage.Value[float32], len(names))
-	for i, name := range names {
-		out[i] = w.ex.Grads[name]
-	}
-	return out
 }
 
 // gradRing is gradients laid end to end and cut in k chunks.

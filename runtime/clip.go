@@ -16,14 +16,13 @@ const normEdge = ringEdge + 1
 
 // globalNorm is the gradients' norm over the whole model, for clipping
 // (stage/clip.go), once the stage's replicas hold the same gradients: each
-// stage's replica 0 sends its parameters' squared norms to every other
-// worker, and every worker pools them with its own and those of every
-// other stage and sums them in the order of the parameters' names
+// stage's replica 0 sends its parameters' squared norms (own, by name) to
+// every other worker, and every worker pools them with its own and those
+// of every other stage and sums them in the order of the parameters' names
 // (stage.GlobalNorm). Each parameter is counted once, however many
 // replicas hold it, and every worker, in every plan, gets the number one
 // process gets.
-func (w *Worker) globalNorm(ctx context.Context, n int64) (float64, error) {
-	own := stage.SquaredNorms(w.ex.Grads)
+func (w *Worker) globalNorm(ctx context.Context, n int64, own map[string]float64) (float64, error) {
 	if w.Replica == 0 {
 		msg, err := msgpack.Marshal(own)
 		if err != nil {

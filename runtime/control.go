@@ -281,7 +281,7 @@ func iterate(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, 
 	if err != nil {
 		return false, err
 	}
-	r := Report{Stage: a.Stage, Iter: int64(n), Loss: Float(loss), NonFinite: w.describe(loss)}
+	r := Report{Stage: a.Stage, Iter: int64(n), Loss: Float(loss), NonFinite: w.describe()}
 	if g := w.GradNorm(); !math.IsNaN(g) && !math.IsInf(g, 0) {
 		r.GradNorm = g
 	}

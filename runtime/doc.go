@@ -48,7 +48,9 @@
 //     order, so results do not depend on what the network did. A schedule
 //     that splits the backward (zb) runs B as the inputs' gradients only and
 //     W, later, as the parameters' (stage.Executor.Backward without weights,
-//     then Weights).
+//     then Weights). After its list the worker has the executor end the
+//     step (stage.Executor.EndStep, then ApplyStep), lending it the
+//     all-reduce (2) and the norm exchange (3) as a stage.StepComm.
 //  2. A data-parallel stage's replicas all-reduce their gradients with a
 //     ring (allreduce.go): each sends 2(k−1)/k of them, as the cost model
 //     prices, and each chunk is summed once, in one order, and copied, so
@@ -59,10 +61,11 @@
 //     in parameter-name order (stage.GlobalNorm), so every worker clips by
 //     the same number, the one a single process computes. The learning rate
 //     is a function of the iteration alone (stage.TrainOptions.Rate).
-//  4. Each stage reads its gradients once per iteration, after the
-//     all-reduce, and reports with the iteration whether they or its share
-//     of the loss hold a NaN or an infinity (naming the first op only when
-//     they do). On one, the coordinator ends the run (NonFiniteError) and
+//  4. Each stage's executor reads its gradients once per iteration, after
+//     the all-reduce and before clipping, and the stage reports with the
+//     iteration whether they or its share of the loss hold a NaN or an
+//     infinity (naming the first op only when they do). On one, the
+//     coordinator ends the run (NonFiniteError) and
 //     writes no checkpoint from that iteration; a checkpoint holding such a
 //     value is refused whole. With OnNonFinite skip every stage waits for a
 //     verdict before its optimizer step and skips the update, all stages and

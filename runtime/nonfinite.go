@@ -107,15 +107,12 @@ func (e *StoppedError) Error() string {
 }
 
 // describe says what a stage found not finite in an iteration, "" if
-// nothing: the loss it holds, then its gradients (read once), and, only
-// when something is, the first op with such a value.
-func (w *Worker) describe(loss float64) string {
-	lossBad := w.loss != "" && !finite(loss)
-	if w.Emulate || !lossBad && w.ex.GradsFinite() {
+// nothing: the executor's check as the step ended (stage.StepReport: the
+// loss it holds, then its gradients, read once, and, only when something
+// is, the first op with such a value).
+func (w *Worker) describe() string {
+	if w.Emulate {
 		return ""
 	}
-	if op, what := w.ex.FirstNonFinite(); op != "" {
-		return fmt.Sprintf("op %q: %s", op, what)
-	}
-	return fmt.Sprintf("op %q: the loss is %v", w.loss, float32(loss))
+	return w.lastStep.NonFinite
 }

@@ -32,11 +32,9 @@ type Worker struct {
 	do      executor          // computer, or sleeper when emulating
 	ex      *stage.Executor
 	ep      *wire.Endpoint
-	opt     stage.Optimizer
-	train   stage.TrainOptions // the optimizer's, the schedule's and clipping's options
-	// gradNorm is the last iteration's global gradient norm before
-	// clipping (0 without clipping).
-	gradNorm float64
+	// lastStep is the executor's report of the last iteration's step
+	// (stage.Executor.EndStep; zero when emulating).
+	lastStep stage.StepReport
 	data     stage.Source     // the training batches
 	eval     stage.EvalSource // the evaluation set, when the stage reads model inputs
 	sets     []interface{ Close() error }
@@ -50,9 +48,8 @@ type Worker struct {
 	Emulate  bool
 	events   []Event // this iteration's timeline
 	iterZero time.Time
-	kill     string               // a test hook's point to die at in this iteration, "" for none
-	sends    int                  // sends so far this iteration
-	buffers  map[string][]float32 // the buffers before this iteration (stage.Executor.SnapshotBuffers)
+	kill     string // a test hook's point to die at in this iteration, "" for none
+	sends    int    // sends so far this iteration
 	// evalRows is, while evaluating, the rows of the micro-batch at hand
 	// (an evaluation's last batch may be partial); -1 while training.
 	evalRows int
@@ -151,15 +148,10 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 		w.do = sleeper{w}
 		return w, nil // nothing is computed: no parameters, data or optimizer
 	}
-	if w.ex, err = stage.NewExecutor(g, ops, g.Seed()); err != nil {
+	if w.ex, err = stage.NewExecutor(g, ops, g.Seed(), stage.DeviceBackend(job.Config.Device)); err != nil {
 		return nil, err
 	}
 	w.ex.Recompute = plan.Stages[st].Recompute
-	if dev := job.Config.Device; dev != nil {
-		if err := w.ex.UseDevice(dev); err != nil {
-			return nil, err
-		}
-	}
 	if err := w.ex.SetPrecision(job.Config.Precision); err != nil {
 		return nil, err
 	}
@@ -167,10 +159,9 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 		w.Close()
 		return nil, err
 	}
-	if w.opt, err = stage.NewOptimizer(o.Train); err != nil {
+	if err := w.ex.SetOptimizer(o.Train); err != nil {
 		return nil, err
 	}
-	w.train = o.Train
 	return w, nil
 }
 
@@ -196,7 +187,7 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 }
 
 // compute is iteration n up to the optimizer step: the stage's action list,
-// its gradients brought to the host and all-reduced among its replicas.
+// then the executor's end of the step (flush).
 func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 	it := &iteration{n: n, feeds: map[int]map[string]*stage.Value[float32]{}, outs: map[int]map[string]*stage.Value[float32]{},
 		grads: map[int]map[string]*stage.Value[float32]{}, ingrads: map[int]map[string]*stage.Value[float32]{}}
@@ -233,39 +224,47 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 	return it.loss, nil
 }
 
-// flush brings the gradients to the host, all-reduces them among the
-// stage's replicas and clips them.
+// flush has the executor end iteration n's step (stage.Executor.EndStep):
+// the gradients brought together, all-reduced among the stage's replicas,
+// checked and clipped by the global norm, talking to the other workers
+// through stepComm. The report waits in w.lastStep for update.
 func (w *Worker) flush(ctx context.Context, n int64) error {
 	w.die("before-step")
-	if err := w.ex.SyncGrads(); err != nil {
-		return fmt.Errorf("stage %d replica %d, iteration %d, gradients from the device: %w", w.Stage, w.Replica, n, err)
+	rep, err := w.ex.EndStep(ctx, int(n), stepComm{w, n})
+	if err != nil {
+		return fmt.Errorf("stage %d replica %d, iteration %d, %w", w.Stage, w.Replica, n, err)
 	}
-	if err := w.allReduce(ctx, n); err != nil {
-		return fmt.Errorf("stage %d replica %d, iteration %d, all-reduce: %w", w.Stage, w.Replica, n, err)
-	}
-	if err := w.clipGrads(ctx, n); err != nil {
-		return fmt.Errorf("stage %d replica %d, iteration %d, gradient norm: %w", w.Stage, w.Replica, n, err)
-	}
+	w.lastStep = rep
 	return nil
 }
 
-// update ends iteration n: the optimizer steps on the gradients, or, with
-// skip, the iteration is undone (its buffer updates restored, the optimizer
-// untouched); the gradients are cleared either way.
+// stepComm is what the executor's step needs of the other workers in
+// iteration n: the ring all-reduce among the stage's replicas
+// (allreduce.go) and the pooled gradient norm (clip.go).
+type stepComm struct {
+	w *Worker
+	n int64
+}
+
+func (c stepComm) AllReduce(ctx context.Context, grads []*stage.Value[float32]) error {
+	return c.w.allReduce(ctx, c.n, grads)
+}
+
+func (c stepComm) PoolNorms(ctx context.Context, squares map[string]float64) (float64, error) {
+	return c.w.globalNorm(ctx, c.n, squares)
+}
+
+// update ends iteration n (stage.Executor.ApplyStep): the optimizer steps
+// on the gradients, or, with skip, the iteration is undone (its buffer
+// updates restored, the optimizer untouched); the gradients are cleared
+// either way.
 func (w *Worker) update(n int64, skip bool) error {
 	if !w.Emulate {
 		w.busy(fmt.Sprintf("iteration %d optimizer step", n))
-		if skip {
-			w.ex.RestoreBuffers(w.buffers)
-		} else {
-			w.opt.Step(w.ex.Params, w.ex.Grads, w.train.Rate(int(n)))
-			w.ex.ParamsChanged()
-		}
-		w.buffers = nil
-		err := w.ex.ZeroGrads()
+		err := w.ex.ApplyStep(skip)
 		w.busy("")
 		if err != nil {
-			return fmt.Errorf("stage %d replica %d, iteration %d, optimizer step: %w", w.Stage, w.Replica, n, err)
+			return fmt.Errorf("stage %d replica %d, iteration %d, %w", w.Stage, w.Replica, n, err)
 		}
 	}
 	w.ep.Forget(n)
@@ -275,24 +274,9 @@ func (w *Worker) update(n int64, skip bool) error {
 	return nil
 }
 
-// clipGrads scales the gradients by clip_grad_norm_'s coefficient for the
-// global norm over every stage (with ClipGradNorm).
-func (w *Worker) clipGrads(ctx context.Context, n int64) error {
-	if w.train.ClipGradNorm <= 0 {
-		return nil
-	}
-	norm, err := w.globalNorm(ctx, n)
-	if err != nil {
-		return err
-	}
-	w.gradNorm = norm
-	stage.ScaleGrads(w.ex.Grads, stage.ClipCoef(w.train.ClipGradNorm, norm))
-	return nil
-}
-
 // GradNorm is the last iteration's global gradient norm before clipping
 // (0 without clipping or when emulating).
-func (w *Worker) GradNorm() float64 { return w.gradNorm }
+func (w *Worker) GradNorm() float64 { return w.lastStep.GradNorm }
 
 // Events is the timeline of the last iteration Run finished.
 func (w *Worker) Events() []Event { return append([]Event(nil), w.events...) }
@@ -343,7 +327,6 @@ func (c computer) begin(it *iteration) error {
 			return dataErr(err)
 		}
 	}
-	w.buffers = w.ex.SnapshotBuffers()
 	return nil
 }
 
@@ -361,7 +344,11 @@ func (c computer) recv(ctx context.Context, it *iteration, a microbatch.Action) 
 }
 
 func (c computer) flush(ctx context.Context, it *iteration, _ float64) error {
-	return c.w.flush(ctx, it.n)
+	if err := c.w.flush(ctx, it.n); err != nil {
+		return err
+	}
+	it.loss = c.w.lastStep.Loss
+	return nil
 }
 
 // act computes a forward, backward or weight gradient.
@@ -380,9 +367,6 @@ func (w *Worker) act(it *iteration, a microbatch.Action) error {
 			return err
 		}
 		it.outs[a.MB] = out
-		if w.loss != "" {
-			it.loss += float64(weight) * float64(out[w.loss].Data[0])
-		}
 		return nil
 	case microbatch.Backward:
 		g := it.grads[a.MB]
@@ -576,14 +560,21 @@ func (w *Worker) OpSeconds() map[string][2]float64 {
 // safetensors message: "param:<name>", "buffer:<name>" and
 // "optim:<name>.<slot>", the optimizer's step in the metadata.
 func (w *Worker) state() ([]byte, error) {
+	vals, err := w.ex.HostState()
+	if err != nil {
+		return nil, err
+	}
+	st, step, err := w.ex.OptimizerState()
+	if err != nil {
+		return nil, err
+	}
 	var entries []tensor.Named
-	for name, v := range w.ex.Params {
-		entries = append(entries, tensor.Named{Name: "param:" + name, Shape: v.Shape, F32: v.Data})
+	for _, name := range w.ex.ParamNames() {
+		entries = append(entries, tensor.Named{Name: "param:" + name, Shape: vals[name].Shape, F32: vals[name].Data})
 	}
-	for name, v := range w.ex.Buffers {
-		entries = append(entries, tensor.Named{Name: "buffer:" + name, Shape: v.Shape, F32: v.Data})
+	for _, name := range w.ex.BufferNames() {
+		entries = append(entries, tensor.Named{Name: "buffer:" + name, Shape: vals[name].Shape, F32: vals[name].Data})
 	}
-	st, step := w.opt.(stage.Stateful).State()
 	for slot, v := range st {
 		entries = append(entries, tensor.Named{Name: "optim:" + slot, Shape: []int{len(v)}, F32: v})
 	}
@@ -596,39 +587,43 @@ func (w *Worker) loadState(b []byte) error {
 	if err != nil {
 		return err
 	}
-	optim := map[string][]float32{}
+	kinds := map[string]string{} // the stage's values: "param" or "buffer" by name
+	for _, name := range w.ex.ParamNames() {
+		kinds[name] = "param"
+	}
+	for _, name := range w.ex.BufferNames() {
+		kinds[name] = "buffer"
+	}
+	have := w.ex.State()
+	vals, optim := map[string]*stage.Value[float32]{}, map[string][]float32{}
 	for _, e := range entries {
-		switch {
-		case strings.HasPrefix(e.Name, "param:"):
-			p, ok := w.ex.Params[e.Name[6:]]
-			if !ok || len(p.Data) != len(e.F32) {
-				return fmt.Errorf("checkpoint: parameter %q does not fit stage %d", e.Name[6:], w.Stage)
+		kind, name, _ := strings.Cut(e.Name, ":")
+		switch kind {
+		case "param", "buffer":
+			if kinds[name] != kind || len(have[name].Data) != len(e.F32) {
+				return fmt.Errorf("checkpoint: %s %q does not fit stage %d", valueKind(kind), name, w.Stage)
 			}
-			copy(p.Data, e.F32)
-			w.ex.ParamsChanged()
-		case strings.HasPrefix(e.Name, "buffer:"):
-			b, ok := w.ex.Buffers[e.Name[7:]]
-			if !ok || len(b.Data) != len(e.F32) {
-				return fmt.Errorf("checkpoint: buffer %q does not fit stage %d", e.Name[7:], w.Stage)
-			}
-			copy(b.Data, e.F32)
-			w.ex.ParamsChanged()
-		case strings.HasPrefix(e.Name, "optim:"):
-			optim[e.Name[6:]] = e.F32
+			vals[name] = &stage.Value[float32]{Shape: have[name].Shape, Data: e.F32}
+		case "optim":
+			optim[name] = e.F32
 		}
 	}
-	for name := range w.ex.Params {
-		if !hasEntry(entries, "param:"+name) {
-			return fmt.Errorf("checkpoint: lacks parameter %q", name)
+	for _, name := range append(w.ex.ParamNames(), w.ex.BufferNames()...) {
+		if !hasEntry(entries, kinds[name]+":"+name) {
+			return fmt.Errorf("checkpoint: lacks %s %q", valueKind(kinds[name]), name)
 		}
 	}
-	for name := range w.ex.Buffers {
-		if !hasEntry(entries, "buffer:"+name) {
-			return fmt.Errorf("checkpoint: lacks buffer %q", name)
-		}
-	}
+	w.ex.LoadState(vals)
 	step, _ := strconv.Atoi(meta["optimizer_step"])
-	return w.opt.(stage.Stateful).LoadState(optim, step, w.ex.Params)
+	return w.ex.LoadOptimizerState(optim, step)
+}
+
+// valueKind words a checkpoint entry's kind ("param", "buffer") for a message.
+func valueKind(kind string) string {
+	if kind == "param" {
+		return "parameter"
+	}
+	return kind
 }
 
 func hasEntry(entries []tensor.Named, name string) bool {

@@ -1,8 +1,9 @@
 // Package stage computes a pipeline stage: forward and backward of every op
-// kind of graphpipe/model@1 and @2 over the CPU backend (or, after
-// Executor.UseDevice, the CUDA backend of package tensor/cuda), parameter initialisation,
-// the activation stash per micro-batch, gradient accumulation, the optimizers
-// and the Executor that runs one stage's ops for one micro-batch.
+// kind of graphpipe/model@1 and @2 on a backend (the CPU, or the CUDA
+// backend of package tensor/cuda), parameter initialisation, the activation
+// stash per micro-batch, gradient accumulation, the optimizers, and the
+// Executor that runs one stage's ops for one micro-batch and ends each
+// step: the finite check, clipping and the optimizer's update.
 //
 // Each op kind is one row of the kernel table (kinds.go): its CPU kernel,
 // its GPU kernel, how its parameters start and, for a loss, how the
@@ -35,31 +36,53 @@
 //  5. opaque ops cannot be computed: anything that must compute one fails
 //     with an error naming it. Indices out of their table's range fail too:
 //     nothing trains on wrong data.
-//  6. The GPU kernels (gpu.go) keep the CPU kernels' interface and results
-//     (within 1e-3 relative, checked on the CPU emulator of the CUDA kernels
-//     and on a GPU where there is one). On a device, values stay there while
-//     a micro-batch is in flight and only what crosses the stage's boundary
-//     is copied; parameters stay there until Executor.ParamsChanged, and
-//     parameter gradients accumulate there until Executor.SyncGrads adds
-//     them into the host's, which whoever reads Grads (optimizer step,
-//     all-reduce) calls first (gpu_exec.go). Optimizer state stays on the
-//     host.
+//  6. Every value lives where the executor's Backend keeps it: CPU() or
+//     CUDA(d), chosen when the executor is made (NewExecutor; UseDevice
+//     moves one made on the CPU). The backend owns the parameters, their
+//     gradients, the buffers, the optimizer's state and the values in
+//     flight, and runs the step's pieces on them (backend.go). On the CPU,
+//     Params, Grads and Buffers are the state. On CUDA (backend_cuda.go)
+//     the GPU kernels (gpu.go) keep the CPU kernels' interface and results
+//     (within 1e-3 relative, checked on the CPU emulator of the CUDA
+//     kernels and on a GPU where there is one); values stay on the device
+//     while a micro-batch is in flight and only what crosses the stage's
+//     boundary is copied; parameters stay there until a step, a restore or
+//     a load changes them, and parameter gradients accumulate there until
+//     the step gathers them; for now the rest of the step and the
+//     optimizer's state run on the host. Callers never touch the state in
+//     a step: they read it between steps with State or HostState (for a
+//     checkpoint or an export) and OptimizerState, and write it with
+//     LoadState and LoadOptimizerState.
+//     6a. A step (step.go): the caller runs the micro-batches' Forward,
+//     Backward and Weights (a pipeline's worker interleaves them with its
+//     transfers); the first training Forward keeps the buffers. Then
+//     EndStep gathers the gradients, all-reduces them over the stage's
+//     replicas (StepComm), checks them and the loss for values that are
+//     not finite, pools the global norm (StepComm) and clips (reading the
+//     gradients once for the check and the norms), and returns
+//     the StepReport (the stage's loss share, the norm, where a value is
+//     not finite); ApplyStep(skip) updates (or, skipping, restores the
+//     buffers and leaves the optimizer alone) and clears the gradients.
+//     One process (Trainer, no StepComm) and a pipeline run the same
+//     pieces in the same order.
 //  7. Executor.Recompute (recompute.go) keeps only a micro-batch's feeds
 //     between its forward and its backward, which reruns the forward
 //     first (batch_norm then leaves its running statistics alone): the
 //     same computation bit for bit, one micro-batch's activations live
 //     instead of one per micro-batch in flight.
-//  8. Executor.SetPrecision("bf16") (precision.go), on a device only: every
-//     matrix product rounds its operands to bfloat16 and accumulates in
-//     float32; everything else, the parameters, gradients and optimizer
-//     state stay float32, as PyTorch's autocast.
+//  8. Executor.SetPrecision (precision.go), on the CUDA backend only: "bf16"
+//     rounds every matrix product's operands to bfloat16 and accumulates in
+//     float32 (PyTorch's autocast); "tf32" runs them on TF32 tensor cores
+//     (operands rounded to a 10-bit mantissa, float32 accumulation:
+//     PyTorch's allow_tf32). Everything else, the parameters, gradients and
+//     optimizer state stay float32.
 //  9. The synthetic data (Dataset, data.go): each value is a function of
 //     (seed, step, input name, index) alone, so every process makes the same
 //     batch and a stage makes only the inputs it reads; the stage that reads
 //     the loss's target labels it with a fixed random-feature teacher that
 //     reads at most 64 positions of each other input, far cheaper than the
 //     model.
-//  8. The optimizers (the catalogue in optimizers.go: SGD, Adam, AdamW),
+//  10. The optimizers (the catalogue in optimizers.go: SGD, Adam, AdamW),
 //     the learning-rate schedules (schedule.go) and clipping by the global
 //     norm (clip.go) follow torch.optim, LambdaLR and clip_grad_norm_ step
 //     for step. A step's rate is a function of the step alone; a global

@@ -9,18 +9,25 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
-// Executor runs one stage's ops for a micro-batch at a time: Forward, then
-// Backward for the gradients of the stage's inputs, then (now or deferred by
-// the schedule) Weights for its parameters' gradients, which accumulate in
-// Grads across the micro-batches of an iteration.
+// Executor runs one stage's ops for a micro-batch at a time on its backend:
+// Forward, then Backward for the gradients of the stage's inputs, then (now
+// or deferred by the schedule) Weights for its parameters' gradients, which
+// accumulate across the micro-batches of an iteration; then it ends the step
+// (EndStep, ApplyStep: step.go).
 type Executor struct {
 	g       *dag.Graph
 	ops     []int // the stage's ops, in topological order
 	kernels map[int]kernel[float32]
-	Params  map[string]*Value[float32] // by name (dag.Param.Key)
-	Grads   map[string]*Value[float32]
+	be      Backend // where it computes and the state lives
+	// Params and Grads are the stage's parameters and their gradients by
+	// name (dag.Param.Key): the state on the CPU backend, the host's copies
+	// on another (Backend says when they are current). Nothing but the
+	// executor and its backend writes them during training.
+	Params map[string]*Value[float32]
+	Grads  map[string]*Value[float32]
 	// Buffers is the stage's buffers by name (batch_norm's running
 	// statistics): state that forward passes update and no optimizer steps.
 	Buffers map[string]*Value[float32]
@@ -32,9 +39,14 @@ type Executor struct {
 	// its launch: the device is synchronised after every op (for timing
 	// ops, at the cost of overlap; graphpipe profile --model).
 	SyncOps bool
-	devErr  error     // the first device error of a backward pass (GPU kernels)
-	dev     *devState // the device the ops run on (UseDevice), or nil
-	ctx     runCtx    // what the running pass tells its kernels
+	devErr  error  // the first device error of a backward pass (GPU kernels)
+	ctx     runCtx // what the running pass tells its kernels
+
+	train    *TrainOptions // the optimizer's, the schedule's and clipping's (SetOptimizer)
+	lossOp   string        // the loss op's name when the stage holds it
+	stepping bool          // a step's first training Forward has run
+	losses   []lossPart    // the step's losses, in Forward's order
+	pending  *stepCheck    // EndStep's check, until ApplyStep
 
 	// Recompute makes Forward keep, until the micro-batch's Backward, only
 	// what it was fed, and Backward rerun the forward first (recompute.go):
@@ -61,14 +73,19 @@ type microBatch struct {
 	pos    Position                   // where its samples are in training
 	feeds  map[string]*Value[float32] // what Forward was fed
 	shed   bool                       // only the feeds are kept: Backward recomputes the rest
+	lossAt int                        // its entry in the step's losses, -1 for none
 }
 
-// NewExecutor prepares the ops (indices into g) of a stage, initialising
-// their parameters from seed. It fails on an op no backend can compute.
-func NewExecutor(g *dag.Graph, ops []int, seed int64) (*Executor, error) {
-	e := &Executor{g: g, kernels: map[int]kernel[float32]{}, Params: map[string]*Value[float32]{},
-		Grads: map[string]*Value[float32]{}, Buffers: map[string]*Value[float32]{}, mbs: map[int]*microBatch{},
-		OpSeconds: map[string]*[2]float64{}, ctx: runCtx{seed: seed}}
+// NewExecutor prepares the ops (indices into g) of a stage on a backend
+// (on: at most one; none is CPU()), initialising their parameters from
+// seed. It fails on an op the backend cannot compute.
+func NewExecutor(g *dag.Graph, ops []int, seed int64, on ...Backend) (*Executor, error) {
+	be, err := oneBackend(on)
+	if err != nil {
+		return nil, err
+	}
+	e := &Executor{g: g, Params: map[string]*Value[float32]{}, Grads: map[string]*Value[float32]{},
+		Buffers: map[string]*Value[float32]{}, mbs: map[int]*microBatch{}, OpSeconds: map[string]*[2]float64{}, ctx: runCtx{seed: seed}}
 	pos := map[int]int{}
 	for k, i := range g.Order() {
 		pos[i] = k
@@ -76,13 +93,23 @@ func NewExecutor(g *dag.Graph, ops []int, seed int64) (*Executor, error) {
 	e.ops = append([]int(nil), ops...)
 	sort.Slice(e.ops, func(a, b int) bool { return pos[e.ops[a]] < pos[e.ops[b]] })
 	for _, i := range e.ops {
-		k, err := newKernel[float32](g, i, &e.ctx)
-		if err != nil {
-			return nil, err
-		}
-		e.kernels[i] = k
 		e.OpSeconds[g.Op(i).Name] = &[2]float64{}
+		if i == g.Loss() {
+			e.lossOp = g.Op(i).Name
+		}
 	}
+	e.initState(seed)
+	if e.kernels, err = be.bind(e); err != nil {
+		return nil, err
+	}
+	e.be = be
+	return e, nil
+}
+
+// initState initialises the parameters and buffers, and makes the
+// gradients (zeros).
+func (e *Executor) initState(seed int64) {
+	g := e.g
 	for k, vals := range initAll(g, e.ops, seed) {
 		i := e.ops[k]
 		for _, p := range g.Params(i) {
@@ -93,7 +120,40 @@ func NewExecutor(g *dag.Graph, ops []int, seed int64) (*Executor, error) {
 			e.Buffers[b.Key] = vals[b.Name]
 		}
 	}
-	return e, nil
+}
+
+// Backend is the backend the executor runs on.
+func (e *Executor) Backend() Backend { return e.be }
+
+// UseDevice moves the executor onto CUDA(d): the same as making it on that
+// backend, its optimizer and the optimizer's state carried over. Call it
+// between steps, with nothing in flight.
+func (e *Executor) UseDevice(d *cuda.Device) error { return e.use(CUDA(d)) }
+
+// use moves the executor onto backend b.
+func (e *Executor) use(b Backend) error {
+	switch {
+	case len(e.mbs) > 0:
+		return fmt.Errorf("stage: UseDevice with %d micro-batches in flight", len(e.mbs))
+	case e.stepping:
+		return fmt.Errorf("stage: UseDevice in the middle of a step (between its first Forward and ApplyStep)")
+	}
+	kernels, err := b.bind(e)
+	if err != nil {
+		return err
+	}
+	if e.train != nil {
+		st, n := e.be.optimizerState()
+		if err := b.setOptimizer(*e.train); err != nil {
+			return err
+		}
+		if err := b.loadOptimizerState(st, n); err != nil {
+			return err
+		}
+	}
+	old := e.be
+	e.kernels, e.be = kernels, b
+	return old.close()
 }
 
 // initAll is InitParams of every op in ops, over the cores: each op's
@@ -171,7 +231,7 @@ func (e *Executor) paramGrads(i int) []*Value[float32] {
 // Forward runs the stage on micro-batch mb, whose samples are at pos in
 // training. feeds holds every tensor the stage reads from outside (model
 // inputs and other stages' outputs), batch-major. It returns every op output of the stage; the stash is kept until
-// the micro-batch's backward passes are done. On a device (UseDevice) only
+// the micro-batch's backward passes are done. On CUDA only
 // the outputs read outside the stage and the loss carry host data, valid
 // until the micro-batch's backward passes are done; the others carry their
 // shape only.
@@ -186,22 +246,15 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 			break
 		}
 	}
-	if e.dev == nil {
-		out, err := e.forward(mb, feeds)
-		if err == nil && e.Recompute && !pos.Eval {
-			err = e.shed(mb)
-		}
-		return out, err
+	if !pos.Eval {
+		e.openStep()
 	}
-	if len(e.mbs) == 0 && e.dev.stale { // the host's parameters changed
-		if err := e.dev.dropParams(); err != nil {
-			return nil, err
-		}
+	if err := e.be.begin(mb); err != nil {
+		return nil, err
 	}
-	e.dev.begin(mb)
 	out, err := e.forward(mb, feeds)
-	if err == nil { // what leaves the stage comes back to the host
-		err = e.dev.fetch(out, func(name string) bool { return e.dev.external[name] || pos.Eval && e.lossReads(name) }, true)
+	if err == nil { // what leaves the stage comes to the host
+		err = e.be.outputs(out, pos.Eval)
 	}
 	if err == nil && e.Recompute && !pos.Eval {
 		err = e.shed(mb)
@@ -210,9 +263,12 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 		if _, ok := e.mbs[mb]; ok {
 			e.release(mb)
 		} else {
-			e.dev.release(mb)
+			e.be.release(mb)
 		}
 		return nil, err
+	}
+	if !pos.Eval {
+		e.recordLoss(e.mbs[mb], out)
 	}
 	return out, nil
 }
@@ -231,7 +287,7 @@ func (e *Executor) lossReads(name string) bool {
 }
 
 func (e *Executor) forward(mb int, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
-	m := &microBatch{grads: map[string]*Value[float32]{}, pos: e.ctx.pos, feeds: feeds}
+	m := &microBatch{grads: map[string]*Value[float32]{}, pos: e.ctx.pos, feeds: feeds, lossAt: -1}
 	out, err := e.run(m)
 	if err != nil {
 		return nil, err
@@ -285,10 +341,9 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 	for k, v := range grads {
 		m.grads[k] = v
 	}
+	e.seedLoss(m, grads)
 	e.ctx.pos = m.pos
-	if e.dev != nil {
-		e.dev.use(mb)
-	}
+	e.be.resume(mb)
 	if m.shed {
 		if err := e.recompute(m); err != nil {
 			return nil, err
@@ -320,10 +375,8 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 			out[name] = v
 		}
 	}
-	if e.dev != nil { // the gradients of what was fed go back to the host
-		if err := e.dev.fetch(out, func(string) bool { return true }, false); err != nil {
-			return nil, err
-		}
+	if err := e.be.inputGrads(out); err != nil { // the gradients of what was fed go to the host
+		return nil, err
 	}
 	if weights {
 		if err := e.release(mb); err != nil {
@@ -335,8 +388,8 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 
 // opDone waits for the op just launched on the device, when SyncOps asks.
 func (e *Executor) opDone() {
-	if e.SyncOps && e.dev != nil && e.devErr == nil {
-		if err := e.dev.d.Sync(); err != nil {
+	if e.SyncOps && e.devErr == nil {
+		if err := e.be.waitOp(); err != nil {
 			e.devErr = err
 		}
 	}
@@ -345,10 +398,7 @@ func (e *Executor) opDone() {
 // release forgets micro-batch mb's stash (and its device memory).
 func (e *Executor) release(mb int) error {
 	delete(e.mbs, mb)
-	if e.dev != nil {
-		return e.dev.release(mb)
-	}
-	return nil
+	return e.be.release(mb)
 }
 
 func (e *Executor) isFed(name string) bool {
@@ -400,9 +450,7 @@ func (e *Executor) Weights(mb int) error {
 		if !ok {
 			continue
 		}
-		if e.dev != nil {
-			e.dev.use(mb)
-		}
+		e.be.resume(mb)
 		x, _ := e.inputsAndGrads(m, i)
 		gx := make([]*Value[float32], len(x)) // inputs' gradients are done
 		start := time.Now()
@@ -416,26 +464,32 @@ func (e *Executor) Weights(mb int) error {
 	return e.release(mb)
 }
 
-// newGrad is a gradient buffer: on the host, or shape only when it will
-// live on the device.
-func (e *Executor) newGrad(shape []int) *Value[float32] {
-	if e.dev != nil {
-		return &Value[float32]{Shape: append([]int(nil), shape...)}
-	}
-	return NewValue[float32](shape...)
-}
+// newGrad is a gradient buffer, where the backend keeps it.
+func (e *Executor) newGrad(shape []int) *Value[float32] { return e.be.newGrad(shape) }
 
 // InFlight is the number of micro-batches stashed.
 func (e *Executor) InFlight() int { return len(e.mbs) }
 
-// ZeroGrads clears the accumulated gradients after an optimizer step, on
-// the host and on the device. It reports a device failure.
+// ZeroGrads drops the step in flight without an update: the accumulated
+// gradients cleared, wherever the backend keeps them (for timing passes
+// outside training). It reports a device failure.
 func (e *Executor) ZeroGrads() error {
-	for _, g := range e.Grads {
-		clear(g.Data)
+	e.closeStep()
+	return e.be.clearGrads()
+}
+
+// Close gives back what the backend holds (on a device, its parameters'
+// copies and any micro-batch still in flight); the executor must not run
+// again.
+func (e *Executor) Close() error {
+	var first error
+	for mb := range e.mbs {
+		if err := e.release(mb); err != nil && first == nil {
+			first = err
+		}
 	}
-	if e.dev != nil {
-		return e.dev.syncGrads(false)
+	if err := e.be.close(); err != nil && first == nil {
+		first = err
 	}
-	return nil
+	return first
 }

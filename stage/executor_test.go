@@ -84,16 +84,16 @@ func gradsOn(t *testing.T, g *dag.Graph, mbs int, split bool, d *cuda.Device) ma
 	if tr.Ex.InFlight() != 0 {
 		t.Fatalf("%d micro-batches still stashed", tr.Ex.InFlight())
 	}
-	if d != nil { // the device's gradients reach the host at SyncGrads alone
+	if d != nil { // the device's gradients reach the host when the step gathers them alone
 		for k, v := range tr.Ex.Grads {
 			for _, x := range v.Data {
 				if x != 0 {
-					t.Fatalf("gradient %s reached the host before SyncGrads", k)
+					t.Fatalf("gradient %s reached the host before the step gathered it", k)
 				}
 			}
 		}
 	}
-	if err := tr.Ex.SyncGrads(); err != nil {
+	if err := tr.Ex.be.gather(); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string][]float32{}
@@ -210,12 +210,17 @@ func TestOptimizerStateRoundTrip(t *testing.T) {
 		for s := 0; s < 3; s++ {
 			first.Step(s)
 		}
-		state, step := first.Optimizer().(Stateful).State()
-		second, _ := NewTrainer(g, o)
-		for name, v := range first.Ex.Params {
-			copy(second.Ex.Params[name].Data, v.Data)
+		state, step, err := first.Ex.OptimizerState()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := second.Optimizer().(Stateful).LoadState(state, step, second.Ex.Params); err != nil {
+		second, _ := NewTrainer(g, o)
+		saved, err := first.Ex.HostState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		second.Ex.LoadState(saved)
+		if err := second.Ex.LoadOptimizerState(state, step); err != nil {
 			t.Fatal(err)
 		}
 		for s := 3; s < 6; s++ {

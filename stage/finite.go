@@ -30,23 +30,31 @@ func Finite(x []float32) bool {
 	return !bad.Load()
 }
 
-// GradsFinite says whether every accumulated gradient is finite: one read
-// of them, to be made after SyncGrads and before the optimizer step.
+// GradsFinite says whether every accumulated gradient is finite. Between
+// EndStep and ApplyStep it is EndStep's check, made before clipping;
+// otherwise one read of them on the backend.
 func (e *Executor) GradsFinite() bool {
-	for _, g := range e.Grads {
-		if !Finite(g.Data) {
-			return false
-		}
+	if e.pending != nil {
+		return e.pending.finite
 	}
-	return true
+	return e.be.gradsFinite()
 }
 
 // FirstNonFinite names the first of the stage's ops, in topological order,
 // with a value that is not finite among its parameters, buffers and
 // accumulated gradients, and says which value and what it holds: ("", "")
 // when every one is finite. It is the slow path behind GradsFinite, for a
-// message.
+// message; between EndStep and ApplyStep it answers, like GradsFinite, as
+// things were before clipping.
 func (e *Executor) FirstNonFinite() (op, what string) {
+	if e.pending != nil && e.pending.scanned {
+		return e.pending.op, e.pending.what
+	}
+	return e.be.firstNonFinite()
+}
+
+// scanNonFinite is FirstNonFinite over the host's values.
+func (e *Executor) scanNonFinite() (op, what string) {
 	for _, i := range e.ops {
 		for _, p := range e.g.Params(i) {
 			if v := firstBad(e.Params[p.Key].Data); v != "" {
@@ -74,29 +82,4 @@ func firstBad(x []float32) string {
 		}
 	}
 	return ""
-}
-
-// SnapshotBuffers copies the buffers' values (batch_norm's running
-// statistics, which forward passes update), so that a step whose update is
-// skipped can be undone whole with RestoreBuffers. nil when the stage has
-// no buffers.
-func (e *Executor) SnapshotBuffers() map[string][]float32 {
-	if len(e.Buffers) == 0 {
-		return nil
-	}
-	out := make(map[string][]float32, len(e.Buffers))
-	for name, b := range e.Buffers {
-		out[name] = append([]float32(nil), b.Data...)
-	}
-	return out
-}
-
-// RestoreBuffers puts back what SnapshotBuffers copied.
-func (e *Executor) RestoreBuffers(snap map[string][]float32) {
-	for name, v := range snap {
-		copy(e.Buffers[name].Data, v)
-	}
-	if snap != nil {
-		e.ParamsChanged()
-	}
 }

@@ -1,15 +1,13 @@
 package stage
 
 import (
-	"fmt"
-
 	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
-// devState is an Executor's device (UseDevice). Values stay on the device
-// while a micro-batch is in flight; the host sees only what crosses the
-// stage's boundary:
+// devState is the CUDA backend's device residency (backend_cuda.go).
+// Values stay on the device while a micro-batch is in flight; the host sees
+// only what crosses the stage's boundary:
 //
 //   - Forward uploads the values it is fed (once per micro-batch) and
 //     downloads the outputs read outside the stage and the loss, into
@@ -18,14 +16,13 @@ import (
 //     only.
 //   - Backward uploads the gradients it is given and downloads the gradients
 //     of the values it was fed.
-//   - Parameters are uploaded at their first use and kept there until
-//     Executor.ParamsChanged says the host's copies changed (an optimizer
-//     step, a checkpoint load); the next Forward with nothing in flight
-//     drops the device copies.
+//   - Parameters are uploaded at their first use and kept there until the
+//     backend marks them stale (an optimizer step, a restore, a load); the
+//     next Forward with nothing in flight drops the device copies.
 //   - Parameter gradients accumulate on the device over every micro-batch
 //     of an iteration and are added into the host gradients
-//     (Executor.Grads) by Executor.SyncGrads, which whoever reads the host
-//     gradients (the optimizer, a data-parallel all-reduce) calls first.
+//     (Executor.Grads) when the step gathers them (syncGrads), before
+//     anything reads the host gradients (the all-reduce, the optimizer).
 //     Moving a stage's weights both ways per micro-batch would cost more
 //     than the micro-batch's compute on a large model.
 //   - A micro-batch's device memory (activations, gradients, stash) goes
@@ -66,12 +63,9 @@ func (r *residency) hold(v *Value[float32], b cuda.Buffer) {
 	r.owned = append(r.owned, b)
 }
 
-// UseDevice moves every op of the stage onto d (see devState for what stays
-// where). Call it before the first Forward.
-func (e *Executor) UseDevice(d *cuda.Device) error {
-	if len(e.mbs) > 0 {
-		return fmt.Errorf("stage: UseDevice with %d micro-batches in flight", len(e.mbs))
-	}
+// newDevState is the device state of e's stage on d: which outputs leave
+// the stage, which values are parameter gradients.
+func newDevState(d *cuda.Device, e *Executor) *devState {
 	dev := &devState{d: d, params: map[*Value[float32]]cuda.Buffer{}, pgrads: map[*Value[float32]]cuda.Buffer{},
 		isGrad: map[*Value[float32]]struct{}{}, mbs: map[int]*residency{}, external: map[string]bool{}}
 	for _, g := range e.Grads {
@@ -91,16 +85,7 @@ func (e *Executor) UseDevice(d *cuda.Device) error {
 			}
 		}
 	}
-	kernels := map[int]kernel[float32]{}
-	for _, i := range e.ops {
-		k, err := newGPUKernel(e.g, i, d, dev, &e.devErr, &e.ctx)
-		if err != nil {
-			return err
-		}
-		kernels[i] = k
-	}
-	e.kernels, e.dev = kernels, dev
-	return nil
+	return dev
 }
 
 // begin starts micro-batch mb's residency; use resumes it.
@@ -193,45 +178,4 @@ func (dev *devState) syncGrads(add bool) error {
 			delete(dev.pgrads, v)
 		}
 	})
-}
-
-// SyncGrads adds the parameter gradients accumulated on the device into
-// Grads (nothing on the CPU). Call it before reading Grads: before an
-// optimizer step or an all-reduce.
-func (e *Executor) SyncGrads() error {
-	if e.dev == nil {
-		return nil
-	}
-	return e.dev.syncGrads(true)
-}
-
-// ParamsChanged says the host's Params changed (an optimizer step, a
-// checkpoint load): the device's copies are dropped at the next Forward
-// with nothing in flight. Nothing on the CPU.
-func (e *Executor) ParamsChanged() {
-	if e.dev != nil {
-		e.dev.stale = true
-	}
-}
-
-// Close gives back the device memory the executor holds (its parameters'
-// copies and any micro-batch still in flight); the executor must not run
-// again. It does nothing for an executor on the CPU.
-func (e *Executor) Close() error {
-	if e.dev == nil {
-		return nil
-	}
-	var first error
-	for mb := range e.mbs {
-		if err := e.release(mb); err != nil && first == nil {
-			first = err
-		}
-	}
-	if err := e.dev.syncGrads(false); err != nil && first == nil {
-		first = err
-	}
-	if err := e.dev.dropParams(); err != nil && first == nil {
-		first = err
-	}
-	return first
 }

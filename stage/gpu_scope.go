@@ -10,7 +10,7 @@ import (
 
 // gpuScope runs one GPU kernel call. Its temporaries are freed by done; the
 // first error sticks (later steps do nothing). With a device state (an
-// Executor after UseDevice) values stay on the device: inputs are read from
+// Executor on the CUDA backend) values stay on the device: inputs are read from
 // their device copies, outputs and gradients are kept there, and only what
 // crosses the stage's boundary is copied (gpu_exec.go). Without one (dev
 // nil: the op tests) every call uploads what it reads and downloads what it
@@ -162,8 +162,8 @@ func (s *gpuScope) out(y *Value[float32], b cuda.Buffer) {
 
 // acc is a gradient to add into: its device accumulator (made on first
 // use: a parameter's starts at zero and is added into the host gradient
-// by Executor.SyncGrads; another starts from the value's
-// host data, if any), or, without a device state, an upload of it.
+// when the step gathers it, devState.syncGrads; another starts from the
+// value's host data, if any), or, without a device state, an upload of it.
 func (s *gpuScope) acc(v *Value[float32]) cuda.Buffer {
 	r := s.resident()
 	if r == nil {

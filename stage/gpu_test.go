@@ -294,7 +294,7 @@ func TestParamCacheKeepsParametersFresh(t *testing.T) {
 	}
 	// the optimizer's step changes the parameters once a step: one upload
 	// per parameter per step, whatever the micro-batches
-	if got, want := dev.Ex.dev.uploads, steps*len(dev.Ex.Params); got != want {
+	if got, want := dev.Ex.be.(*cudaBackend).dev.uploads, steps*len(dev.Ex.Params); got != want {
 		t.Errorf("%d parameter uploads, want %d (%d parameters, %d steps of 4 micro-batches)", got, want, len(dev.Ex.Params), steps)
 	}
 }

@@ -35,17 +35,12 @@ func TimeOps(g *dag.Graph, sizes []int, minTime time.Duration, dev *cuda.Device,
 		return nil, fmt.Errorf("stage: micro-batch sizes must be positive and ascending, got %v", sizes)
 	}
 	all := allOps(g)
-	ex, err := NewExecutor(g, all, g.Seed())
+	ex, err := NewExecutor(g, all, g.Seed(), DeviceBackend(dev))
 	if err != nil {
 		return nil, err
 	}
-	if dev != nil {
-		if err := ex.UseDevice(dev); err != nil {
-			return nil, err
-		}
-		defer ex.Close()
-		ex.SyncOps = true
-	}
+	defer ex.Close()
+	ex.SyncOps = dev != nil
 	data, err := NewDataset(g)
 	if err != nil {
 		return nil, err

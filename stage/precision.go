@@ -27,21 +27,13 @@ import (
 var Precisions = []string{"fp32", "tf32", "bf16"}
 
 // SetPrecision sets what the stage's matrix products compute in: "fp32"
-// (the default), "tf32" or "bf16", the last two on a device only
-// (UseDevice first).
+// (the default), "tf32" or "bf16", the last two on the CUDA backend only.
 func (e *Executor) SetPrecision(p string) error {
 	switch p {
 	case "", "fp32":
-		if e.dev != nil {
-			e.dev.bf16, e.dev.tf32 = false, false
-		}
-		return nil
+		return e.be.precision("fp32")
 	case "tf32", "bf16":
-		if e.dev == nil {
-			return fmt.Errorf("precision %s: the CPU backend computes in float32 only; %s runs on the CUDA backend", p, p)
-		}
-		e.dev.bf16, e.dev.tf32 = p == "bf16", p == "tf32"
-		return nil
+		return e.be.precision(p)
 	}
 	return fmt.Errorf("precision %q: unknown (known: fp32, tf32, bf16)", p)
 }

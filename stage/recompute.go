@@ -18,14 +18,7 @@ import "github.com/graphpipe/graphpipe/tensor/cuda"
 func (e *Executor) shed(mb int) error {
 	m := e.mbs[mb]
 	m.vals, m.stash, m.shed = nil, nil, true
-	if e.dev == nil {
-		return nil
-	}
-	keep := make(map[*Value[float32]]bool, len(m.feeds))
-	for _, v := range m.feeds {
-		keep[v] = true
-	}
-	return e.dev.shed(mb, keep)
+	return e.be.shed(mb, m.feeds)
 }
 
 // recompute reruns micro-batch m's forward from its feeds, leaving buffers

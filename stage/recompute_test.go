@@ -54,7 +54,7 @@ func stateAfter(t *testing.T, g *dag.Graph, mbs int, recompute bool, d *cuda.Dev
 				t.Fatal(err)
 			}
 		}
-		if err := tr.Ex.SyncGrads(); err != nil {
+		if err := tr.Ex.be.gather(); err != nil {
 			t.Fatal(err)
 		}
 		if step == 0 {
@@ -63,7 +63,7 @@ func stateAfter(t *testing.T, g *dag.Graph, mbs int, recompute bool, d *cuda.Dev
 					p.Data[i] -= 0.1 * gv
 				}
 			}
-			tr.Ex.ParamsChanged()
+			tr.Ex.be.changed()
 		}
 	}
 	out := map[string][]float32{}

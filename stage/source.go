@@ -72,11 +72,7 @@ func (e *Executor) Evaluate(mb int, pos Position, feeds map[string]*Value[float3
 	if err != nil {
 		return nil, err
 	}
-	if e.dev != nil { // host copies outlive the micro-batch's device memory
-		for name, v := range out {
-			out[name] = v.Clone()
-		}
-	}
+	e.be.detach(out) // host copies outlive the micro-batch's device memory
 	return out, e.release(mb)
 }
 

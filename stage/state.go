@@ -69,12 +69,13 @@ func hasName(entries []tensor.Named, name string) bool {
 }
 
 // LoadState copies values by name into the executor's parameters and
-// buffers (those it has; StateOf has checked the names and shapes).
+// buffers (those it has; StateOf has checked the names and shapes), and
+// tells the backend they changed.
 func (e *Executor) LoadState(vals map[string]*Value[float32]) {
 	for name, dst := range e.State() {
 		if v, ok := vals[name]; ok {
 			copy(dst.Data, v.Data)
 		}
 	}
-	e.ParamsChanged()
+	e.be.changed()
 }

@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -32,23 +33,22 @@ type TrainOptions struct {
 }
 
 // Trainer trains a whole model in one process: the reference every pipeline
-// run is checked against.
+// run is checked against. Its executor runs the step as a pipeline's
+// workers do (step.go), with no other worker to talk to.
 type Trainer struct {
 	G    *dag.Graph
 	Ex   *Executor
 	Data *Dataset // the model's synthetic data
 	// Source gives each step's batch: Data unless set (a user's dataset).
 	Source     Source
-	opt        Optimizer
-	o          TrainOptions
 	batch, mbs int
-	gradNorm   float64              // the last step's global gradient norm (with clipping)
-	buffers    map[string][]float32 // the buffers before the step Compute began
-	step       int                  // the step Compute began
+	gradNorm   float64    // the last step's global gradient norm (with clipping)
+	report     StepReport // the step Compute ended
 }
 
-// NewTrainer prepares the model, its data and optimizer.
-func NewTrainer(g *dag.Graph, o TrainOptions) (*Trainer, error) {
+// NewTrainer prepares the model, its data and optimizer, on a backend (on:
+// at most one; none is CPU()).
+func NewTrainer(g *dag.Graph, o TrainOptions, on ...Backend) (*Trainer, error) {
 	if o.Batch == 0 {
 		o.Batch = int(g.BatchSize())
 	}
@@ -59,7 +59,7 @@ func NewTrainer(g *dag.Graph, o TrainOptions) (*Trainer, error) {
 		return nil, fmt.Errorf("--micro-batch: %d does not divide the batch of %d", o.MicroBatch, o.Batch)
 	}
 	all := allOps(g)
-	ex, err := NewExecutor(g, all, g.Seed())
+	ex, err := NewExecutor(g, all, g.Seed(), on...)
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +67,10 @@ func NewTrainer(g *dag.Graph, o TrainOptions) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt, err := NewOptimizer(o)
-	if err != nil {
+	if err := ex.SetOptimizer(o); err != nil {
 		return nil, err
 	}
-	return &Trainer{G: g, Ex: ex, Data: data, Source: data, opt: opt, o: o, batch: o.Batch, mbs: o.Batch / o.MicroBatch}, nil
+	return &Trainer{G: g, Ex: ex, Data: data, Source: data, batch: o.Batch, mbs: o.Batch / o.MicroBatch}, nil
 }
 
 // Step trains on step's batch: every micro-batch forward and backward, their
@@ -86,55 +85,51 @@ func (t *Trainer) Step(step int) (float64, map[string]*Value[float32], error) {
 	return loss, batch, t.Apply(false)
 }
 
-// Compute is Step up to the optimizer step: every micro-batch forward and
-// backward, their gradients accumulated (and on the host). Apply follows.
+// Compute is Step up to the optimizer's update: every micro-batch forward
+// and backward, their gradients accumulated, then the step ended (EndStep:
+// checked for values that are not finite, clipped). It returns the batch's
+// mean loss and the batch. Apply follows; Report says what EndStep found.
 func (t *Trainer) Compute(step int) (float64, map[string]*Value[float32], error) {
 	batch, err := t.Source.Inputs(step, t.batch, nil)
 	if err != nil {
 		return 0, nil, err
 	}
-	t.buffers = t.Ex.SnapshotBuffers()
-	t.step = step
 	b := t.batch / t.mbs
 	lossName := t.G.Op(t.G.Loss()).Name
 	weight := float32(b) / float32(t.batch)
-	var loss float64
 	for j := 0; j < t.mbs; j++ {
 		feeds := map[string]*Value[float32]{}
 		for name, v := range batch {
 			feeds[name] = SliceRows(v, j*b, (j+1)*b)
 		}
-		outs, err := t.Ex.Forward(j, Position{Step: step, Sample: j * b}, feeds)
-		if err != nil {
+		if _, err := t.Ex.Forward(j, Position{Step: step, Sample: j * b}, feeds); err != nil {
 			return 0, nil, err
 		}
-		loss += float64(weight) * float64(outs[lossName].Data[0])
 		seed := &Value[float32]{Shape: []int{1}, Data: []float32{weight}}
 		if _, err := t.Ex.Backward(j, map[string]*Value[float32]{lossName: seed}, true); err != nil {
 			return 0, nil, err
 		}
 	}
-	return loss, batch, t.Ex.SyncGrads()
+	if t.report, err = t.Ex.EndStep(context.Background(), step, nil); err != nil {
+		return 0, nil, err
+	}
+	return t.report.Loss, batch, nil
 }
 
-// Apply ends the step Compute began: the optimizer steps on the accumulated
-// gradients or, with skip, the step is undone (the buffers its forward
-// passes updated restored, the optimizer untouched, as mixed-precision loss
-// scaling skips a step); the gradients are cleared either way.
+// Apply ends the step Compute began (Executor.ApplyStep): the optimizer
+// steps on the accumulated gradients or, with skip, the step is undone (the
+// buffers its forward passes updated restored, the optimizer untouched, as
+// mixed-precision loss scaling skips a step); the gradients are cleared
+// either way.
 func (t *Trainer) Apply(skip bool) error {
-	if skip {
-		t.Ex.RestoreBuffers(t.buffers)
-	} else {
-		if t.o.ClipGradNorm > 0 {
-			t.gradNorm = GlobalNorm(SquaredNorms(t.Ex.Grads))
-			ScaleGrads(t.Ex.Grads, ClipCoef(t.o.ClipGradNorm, t.gradNorm))
-		}
-		t.opt.Step(t.Ex.Params, t.Ex.Grads, t.o.Rate(t.step))
-		t.Ex.ParamsChanged()
+	if !skip {
+		t.gradNorm = t.report.GradNorm
 	}
-	t.buffers = nil
-	return t.Ex.ZeroGrads()
+	return t.Ex.ApplyStep(skip)
 }
+
+// Report is what ending the last step Compute ran found (EndStep).
+func (t *Trainer) Report() StepReport { return t.report }
 
 // SliceRows is rows [lo, hi) of a batch-major value, sharing its storage.
 func SliceRows[T Num](v *Value[T], lo, hi int) *Value[T] {
@@ -152,11 +147,9 @@ func SliceRows[T Num](v *Value[T], lo, hi int) *Value[T] {
 	return out
 }
 
-// Optimizer is the trainer's optimizer.
-func (t *Trainer) Optimizer() Optimizer { return t.opt }
-
 // GradNorm is the last step's global gradient norm before clipping (0
-// without ClipGradNorm): what clip_grad_norm_ returns.
+// without ClipGradNorm): what clip_grad_norm_ returns. A skipped step
+// leaves it as the step before left it.
 func (t *Trainer) GradNorm() float64 { return t.gradNorm }
 
 // Evaluate runs src through the model forward in evaluation mode, in

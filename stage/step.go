@@ -1,0 +1,267 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"math"
+)
+
+// A step, as the executor runs it. Whoever drives the stage (the runtime's
+// worker, whose action list interleaves transfers with the passes; the
+// Trainer, in one process) runs the micro-batches' Forward, Backward and
+// Weights; the first training Forward of a step keeps the buffers and
+// starts the step's loss. Then:
+//
+//  1. EndStep makes the gradients final and judges them, in this order: the
+//     gradients gathered (on the host, for today's backends), all-reduced
+//     over the stage's replicas (StepComm.AllReduce), checked for values
+//     that are not finite (with the loss), and, with clipping, the global
+//     norm pooled over every stage (StepComm.PoolNorms) and the gradients
+//     scaled by clip_grad_norm_'s coefficient. The gradients are read once
+//     for the check and the norms (readGrads). It returns the StepReport.
+//  2. The caller decides whether to update: at once, or after sending the
+//     report and hearing a verdict (the runtime's OnNonFinite skip), or on
+//     the report alone (graphpipe train).
+//  3. ApplyStep(skip) steps the optimizer at the schedule's rate or, with
+//     skip, undoes the step (the buffers restored, the optimizer
+//     untouched), and clears the gradients either way.
+//
+// Every piece runs on the backend (Backend), which owns where the state is.
+
+// StepComm is what a step needs of the other workers of a pipeline run. The
+// runtime's workers implement it over the wire; nil is one process.
+type StepComm interface {
+	// AllReduce sums grads over the stage's replicas, in place, every
+	// replica ending with the same numbers. grads are the stage's
+	// gradients in parameter-name order (Executor.ParamNames), to be laid
+	// end to end.
+	AllReduce(ctx context.Context, grads []*Value[float32]) error
+	// PoolNorms is the global gradient norm over the whole model: this
+	// stage's squared norms by parameter name (SquaredNorms) pooled with
+	// every other stage's and summed by GlobalNorm.
+	PoolNorms(ctx context.Context, squares map[string]float64) (float64, error)
+}
+
+// solo is one process's StepComm: no replicas, no other stages.
+type solo struct{}
+
+func (solo) AllReduce(context.Context, []*Value[float32]) error { return nil }
+
+func (solo) PoolNorms(_ context.Context, squares map[string]float64) (float64, error) {
+	return GlobalNorm(squares), nil
+}
+
+// StepReport is a stage's account of a step, as EndStep ends it.
+type StepReport struct {
+	Step int
+	// Loss is the stage's share of the step's mean loss: over its
+	// micro-batches in Forward's order, the loss Forward computed times the
+	// weight Backward was seeded with (b/B). 0 unless it holds the loss.
+	Loss float64
+	// GradNorm is the global gradient norm before clipping, what
+	// clip_grad_norm_ returns (0 without clipping).
+	GradNorm float64
+	// NonFinite says where the stage found a value that is not finite,
+	// read before clipping: its loss, a gradient, a parameter or a buffer,
+	// as `op "name": what`; "" if none.
+	NonFinite string
+}
+
+// StepError is a piece of a step that failed.
+type StepError struct {
+	Step  int
+	Piece string // "gradients from the device", "all-reduce", "gradient norm", "optimizer step"
+	Err   error
+}
+
+func (e *StepError) Error() string { return e.Piece + ": " + e.Err.Error() }
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// stepCheck is EndStep's finite check, kept until ApplyStep: GradsFinite
+// and FirstNonFinite answer from it meanwhile, as it was before clipping.
+type stepCheck struct {
+	step     int
+	finite   bool // every gradient
+	scanned  bool // op and what come from a scan (FirstNonFinite)
+	op, what string
+}
+
+// lossPart is one micro-batch's loss and the weight its backward was
+// seeded with.
+type lossPart struct{ value, weight float32 }
+
+// SetOptimizer makes o's optimizer (the catalogue's, after o.Check) on the
+// backend; o's schedule and clipping drive EndStep and ApplyStep.
+func (e *Executor) SetOptimizer(o TrainOptions) error {
+	if err := e.be.setOptimizer(o); err != nil {
+		return err
+	}
+	e.train = &o
+	return nil
+}
+
+// EndStep ends step's computation (see the list above): the gradients
+// gathered, all-reduced through comm (nil: one process), checked and
+// clipped. ApplyStep must follow.
+func (e *Executor) EndStep(ctx context.Context, step int, comm StepComm) (StepReport, error) {
+	if e.train == nil {
+		return StepReport{}, fmt.Errorf("stage: EndStep before SetOptimizer")
+	}
+	if comm == nil {
+		comm = solo{}
+	}
+	rep := StepReport{Step: step, Loss: e.stepLoss()}
+	if err := e.be.gather(); err != nil {
+		return rep, &StepError{step, "gradients from the device", err}
+	}
+	if err := e.be.allReduce(ctx, comm); err != nil {
+		return rep, &StepError{step, "all-reduce", err}
+	}
+	clip := e.train.ClipGradNorm
+	squares, finite := e.readGrads(clip > 0)
+	check := e.check(step, rep.Loss, finite)
+	rep.NonFinite = check.describe(e.lossOp, rep.Loss)
+	if clip > 0 {
+		norm, err := comm.PoolNorms(ctx, squares)
+		if err != nil {
+			return rep, &StepError{step, "gradient norm", err}
+		}
+		rep.GradNorm = norm
+		e.be.scaleGrads(ClipCoef(clip, norm))
+	}
+	e.pending = check
+	return rep, nil
+}
+
+// readGrads reads the gradients once: for their squared norms when the
+// step clips (a sum of squares in float64 is finite exactly when every
+// float32 squared is, so the norms say whether the gradients are), else
+// for the finite check alone.
+func (e *Executor) readGrads(norms bool) (squares map[string]float64, finite bool) {
+	if !norms {
+		return nil, e.be.gradsFinite()
+	}
+	squares = e.be.squaredNorms()
+	for _, sq := range squares {
+		if !isFinite(sq) {
+			return squares, false
+		}
+	}
+	return squares, true
+}
+
+// ApplyStep ends the step EndStep judged: the optimizer steps at the
+// schedule's rate for it or, with skip, the step is undone (the buffers
+// its forward passes moved restored, the optimizer untouched, as
+// mixed-precision loss scaling skips a step); the gradients are cleared
+// either way.
+func (e *Executor) ApplyStep(skip bool) error {
+	p := e.pending
+	if p == nil {
+		return fmt.Errorf("stage: ApplyStep without EndStep")
+	}
+	if skip && e.stepping {
+		e.be.restoreBuffers()
+	}
+	if !skip {
+		if err := e.be.update(e.train.Rate(p.step)); err != nil {
+			return &StepError{p.step, "optimizer step", err}
+		}
+	}
+	e.closeStep()
+	if err := e.be.clearGrads(); err != nil {
+		return &StepError{p.step, "optimizer step", err}
+	}
+	return nil
+}
+
+// openStep starts a step at its first training Forward: the buffers kept
+// for a skip, the loss started.
+func (e *Executor) openStep() {
+	if e.stepping {
+		return
+	}
+	e.stepping, e.losses = true, e.losses[:0]
+	e.be.keepBuffers()
+}
+
+func (e *Executor) closeStep() { e.stepping, e.pending, e.losses = false, nil, e.losses[:0] }
+
+// recordLoss notes a training Forward's loss, in Forward's order.
+func (e *Executor) recordLoss(m *microBatch, out map[string]*Value[float32]) {
+	if v := out[e.lossOp]; e.lossOp != "" && v != nil && len(v.Data) > 0 {
+		m.lossAt = len(e.losses)
+		e.losses = append(e.losses, lossPart{value: v.Data[0]})
+	}
+}
+
+// seedLoss notes the weight a Backward gives micro-batch m's loss.
+func (e *Executor) seedLoss(m *microBatch, grads map[string]*Value[float32]) {
+	if s := grads[e.lossOp]; m.lossAt >= 0 && s != nil && len(s.Data) > 0 {
+		e.losses[m.lossAt].weight = s.Data[0]
+	}
+}
+
+// stepLoss is the step's loss share: Σ weight·loss in Forward's order.
+func (e *Executor) stepLoss() float64 {
+	var loss float64
+	for _, p := range e.losses {
+		loss += float64(p.weight) * float64(p.value)
+	}
+	return loss
+}
+
+// check is the step's finite check, given whether the gradients are
+// (readGrads): only when one is not, or the loss is not, it scans for the
+// first value that is not.
+func (e *Executor) check(step int, loss float64, finite bool) *stepCheck {
+	c := &stepCheck{step: step, finite: finite}
+	if !c.finite || e.lossOp != "" && !isFinite(loss) {
+		c.op, c.what = e.be.firstNonFinite()
+		c.scanned = true
+	}
+	return c
+}
+
+// describe is the check's verdict as StepReport.NonFinite words it.
+func (c *stepCheck) describe(lossOp string, loss float64) string {
+	switch {
+	case !c.scanned:
+		return ""
+	case c.op != "":
+		return fmt.Sprintf("op %q: %s", c.op, c.what)
+	}
+	return fmt.Sprintf("op %q: the loss is %v", lossOp, float32(loss))
+}
+
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// OptimizerState is the optimizer's state, every tensor as
+// "<param>.<slot>", and its step count (Stateful): what a checkpoint
+// holds, brought to the host.
+func (e *Executor) OptimizerState() (map[string][]float32, int, error) {
+	if e.train == nil {
+		return nil, 0, fmt.Errorf("stage: no optimizer (SetOptimizer)")
+	}
+	st, n := e.be.optimizerState()
+	return st, n, nil
+}
+
+// LoadOptimizerState restores what OptimizerState returned (a checkpoint's
+// share of it) for the stage's parameters.
+func (e *Executor) LoadOptimizerState(st map[string][]float32, step int) error {
+	if e.train == nil {
+		return fmt.Errorf("stage: no optimizer (SetOptimizer)")
+	}
+	return e.be.loadOptimizerState(st, step)
+}
+
+// HostState is State brought to the host first: what a checkpoint, a dump
+// or an export reads.
+func (e *Executor) HostState() (map[string]*Value[float32], error) {
+	if err := e.be.fetch(); err != nil {
+		return nil, err
+	}
+	return e.State(), nil
+}
