@@ -39,14 +39,14 @@ type dp struct {
 	costs   [][]stageCost // [block][k], k ≤ min(D, b)
 	fit     []fitEntry    // [block·(kmax+1)+k]: what fits needs, packed
 	kmax    int
-	solveM  []table   // [node], index k·(D+1)+δ
-	suffixM []table   // [node], index at(sub)
-	groupM  []table   // [node], as suffixM
-	hostG   [][]table // [tail][node]: groupHost, index as suffixM, ×2 for need
-	hostS   [][]table // [tail][node]: suffixHost, index as suffixM
-	tables  []*table  // every table allocated, refilled at each reset
-	ts      []float64 // candidates(), once computed
-	capped  bool      // minTBelow may make only budget more solves
+	solveM  []*table   // [node], index k·(D+1)+δ
+	suffixM []*table   // [node], index at(sub)
+	groupM  []*table   // [node], as suffixM
+	hostG   [][]*table // [tail][node]: groupHost, index as suffixM, ×2 for need
+	hostS   [][]*table // [tail][node]: suffixHost, index as suffixM
+	memo               // what the tables hold at T, and what the bisection knows (dpmemo.go)
+	ts      []float64  // candidates(), once computed
+	capped  bool       // minTBelow may make only budget more solves
 	budget  int
 	// tailFloor is, per tail, the least per-micro-batch time of any stage that
 	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
@@ -102,6 +102,7 @@ const (
 	roleTailKid             // kid i planned with the tail in its sink stage
 	roleHead                // the head and units i..p as one stage
 	roleHeadKid             // kid i planned with the head in its source stage
+	noRole                  // none: a value known from the bisection's bounds (dpmemo.go)
 )
 
 // choice is the answer a recurrence memoised: its first part's last unit p,
@@ -111,22 +112,6 @@ type choice struct {
 	p, k1 int16
 	role  role
 	c     int16
-}
-
-// table memoises one recurrence at one node: values (-1: unknown) and the
-// choice that reached each.
-type table struct {
-	v  []int16
-	ch []choice
-}
-
-func (d *dp) newTable(n int) table {
-	t := table{v: make([]int16, n), ch: make([]choice, n)}
-	for i := range t.v {
-		t.v[i] = -1
-	}
-	d.tables = append(d.tables, &t)
-	return t
 }
 
 // fitEntry is a stage's binding time and memory terms, for the hot check.
@@ -208,31 +193,27 @@ func (d *dp) reset(T float64) {
 	d.forkM = map[forkKey]forkChoice{}
 	if d.solveM == nil {
 		n, w := len(d.sp.nodes), d.D+1
-		d.solveM, d.suffixM, d.groupM = make([]table, n), make([]table, n), make([]table, n)
+		d.solveM, d.suffixM, d.groupM = make([]*table, n), make([]*table, n), make([]*table, n)
 		for _, nd := range d.sp.nodes {
-			d.solveM[nd.id] = d.newTable(w * w)
+			d.solveM[nd.id] = newTable(w, w)
 			if len(nd.kids) > 0 {
-				d.suffixM[nd.id] = d.newTable(len(nd.kids) * w * w)
-				d.groupM[nd.id] = d.newTable(len(nd.kids) * w * w)
+				d.suffixM[nd.id] = newTable(len(nd.kids)*w, w)
+				d.groupM[nd.id] = newTable(len(nd.kids)*w, w)
 			}
 		}
-		d.hostG, d.hostS = make([][]table, len(d.sp.tails)), make([][]table, len(d.sp.tails))
+		d.hostG, d.hostS = make([][]*table, len(d.sp.tails)), make([][]*table, len(d.sp.tails))
 		for t := range d.sp.tails {
-			d.hostG[t], d.hostS[t] = make([]table, n), make([]table, n)
+			d.hostG[t], d.hostS[t] = make([]*table, n), make([]*table, n)
 		}
 		return
 	}
-	for _, t := range d.tables {
-		for i := range t.v {
-			t.v[i] = -1
-		}
-	}
+	d.forget()
 }
 
-// at is the index of subproblem s in its node's suffix, group and host
+// at is the slot of subproblem s in its node's suffix, group and host
 // tables: unit innermost, because a split's loops walk the units after it at
 // one device count.
-func (d *dp) at(s sub) int { return (s.δ*(d.D+1)+s.k)*len(s.n.kids) + s.i }
+func (d *dp) at(s sub) slot { return slot{s.δ, s.k*len(s.n.kids) + s.i} }
 
 func (d *dp) inflight(depth int) int {
 	if d.gpipe {
@@ -248,7 +229,12 @@ func (d *dp) fits(id, k, depth int) bool {
 	if k < 1 || k > d.kmax {
 		return false
 	}
-	at, in := id*(d.kmax+1)+k, d.inflight(depth)
+	return d.fitsAt(id*(d.kmax+1)+k, depth)
+}
+
+// fitsAt is fits of the block and device count packed at index at of fit.
+func (d *dp) fitsAt(at, depth int) bool {
+	in := d.inflight(depth)
 	if e := &d.fit[at]; e.t <= d.T && in <= e.maxIn {
 		return true
 	}

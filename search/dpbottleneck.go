@@ -61,12 +61,19 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	if from >= top {
 		return 0, 0, false
 	}
+	// the bisection's solves ask for the root's value only, each bounded by
+	// the ones before it (dpmemo.go); the last solve, whose choices are
+	// extracted, runs without bounds
 	feasible := func(i int) bool {
 		d.budget--
 		d.reset(ts[i])
-		return d.solve(d.sp.root, k, 0) < depth
+		ok := d.solve(d.sp.root, k, 0) < depth
+		d.keepBounds(ok)
+		return ok
 	}
 	spent := func() bool { return d.capped && d.budget <= 0 }
+	d.beginBounds()
+	defer d.endBounds()
 	// check the top, then bisect
 	if spent() || !feasible(top-1) {
 		return 0, 0, false
@@ -80,6 +87,7 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 			lo = mid + 1
 		}
 	}
+	d.endBounds()
 	d.reset(ts[hi])
 	d.solve(d.sp.root, k, 0)
 	return ts[hi], hi, true

@@ -9,17 +9,18 @@ import "github.com/graphpipe/graphpipe/partition"
 // joinSuffix is suffix's join absorption at units i.. of series node s.n,
 // where kid i is parallel: its branches with units i+1..p in one branch's
 // sink stage (roleJoin). It returns the fewest in flight it finds below
-// best, and the choice that reached it.
-func (d *dp) joinSuffix(s sub, best int) (int, choice) {
+// best, and the choice that reached it; it stops at floor, below which
+// nothing is (at least δ+1).
+func (d *dp) joinSuffix(s sub, best, floor int) (int, choice) {
 	var ch choice
-	last, δ := s.last(), s.δ
-	for p := s.i + 1; p <= last && best > δ+1; p++ {
+	last := s.last()
+	for p := s.i + 1; p <= last && best > floor; p++ {
 		t := d.sp.tailAt[[3]int{s.n.id, s.i + 1, p}]
 		if d.tailFloor[t.id] > d.T {
 			break
 		}
 		lo, hi := kRange(p == last, s.k)
-		for k1 := lo; k1 <= hi && best > δ+1; k1++ {
+		for k1 := lo; k1 <= hi && best > floor; k1++ {
 			after := d.rest(s, p, k1)
 			if after >= inf {
 				continue
@@ -42,11 +43,12 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 		return inf
 	}
 	tab, idx := d.hostGroupIdx(s, t, need)
-	if v := tab.v[idx]; v >= 0 {
-		return int(v)
+	if v, ok := d.lookup(tab, idx, s.δ+1); ok {
+		return v
 	}
 	last, δ := s.last(), s.δ
 	best, ch := inf, choice{}
+	floor := d.floor(tab, idx, δ+1) // no option does better
 	consider := func(p, k1 int, first int, r role) {
 		if first >= best {
 			return
@@ -67,7 +69,7 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 	// feeds the host from δ+2: only the whole group as the host's stage holds
 	// δ+1, so past δ+2 only p = last can improve, and past δ+1 nothing
 	for p := s.i; p <= last; p++ {
-		if best <= δ+1 || p < last && best <= δ+2 {
+		if best <= floor || p < last && best <= δ+2 {
 			continue
 		}
 		blk, union := -1, -1 // units i..p as one stage, alone and with the tail
@@ -78,7 +80,7 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 			}
 		}
 		lo, hi := kRange(p == last, s.k) // the last part takes every device left
-		for k1 := lo; k1 <= hi && !(p < last && best <= δ+2); k1++ {
+		for k1 := lo; k1 <= hi && best > floor && !(p < last && best <= δ+2); k1++ {
 			if p == s.i {
 				consider(p, k1, d.solve(s.kid(), k1, δ+1), rolePlain)
 				if need {
@@ -94,30 +96,29 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 			}
 		}
 	}
-	tab.v[idx], tab.ch[idx] = int16(best), ch
+	d.store(tab, idx, best, ch)
 	return best
 }
 
 // hostTable returns the lazily allocated absorption table of (tail, node).
-func (d *dp) hostTable(tabs [][]table, t *tailSpec, n *snode, size int) table {
-	if tabs[t.id][n.id].v == nil {
-		tabs[t.id][n.id] = d.newTable(size)
+func (d *dp) hostTable(tabs [][]*table, t *tailSpec, n *snode, size int) *table {
+	if tabs[t.id][n.id] == nil {
+		tabs[t.id][n.id] = newTable(size, d.D+1)
 	}
 	return tabs[t.id][n.id]
 }
 
-func (d *dp) hostGroupIdx(s sub, t *tailSpec, need bool) (table, int) {
-	w := d.D + 1
-	idx := d.at(s) * 2
+func (d *dp) hostGroupIdx(s sub, t *tailSpec, need bool) (*table, slot) {
+	at := d.at(s)
+	at.j *= 2
 	if need {
-		idx++
+		at.j++
 	}
-	return d.hostTable(d.hostG, t, s.n, len(s.n.kids)*w*w*2), idx
+	return d.hostTable(d.hostG, t, s.n, len(s.n.kids)*(d.D+1)*2), at
 }
 
-func (d *dp) hostSuffixIdx(s sub, t *tailSpec) (table, int) {
-	w := d.D + 1
-	return d.hostTable(d.hostS, t, s.n, len(s.n.kids)*w*w), d.at(s)
+func (d *dp) hostSuffixIdx(s sub, t *tailSpec) (*table, slot) {
+	return d.hostTable(d.hostS, t, s.n, len(s.n.kids)*(d.D+1)), d.at(s)
 }
 
 // hostSolve is n planned with tail t in its sink stage, δ after the tail.
@@ -146,11 +147,12 @@ func (d *dp) suffixHost(s sub, t *tailSpec) int {
 		return inf
 	}
 	tab, idx := d.hostSuffixIdx(s, t)
-	if v := tab.v[idx]; v >= 0 {
-		return int(v)
+	if v, ok := d.lookup(tab, idx, s.δ+1); ok {
+		return v
 	}
 	last, δ := s.last(), s.δ
 	best, ch := inf, choice{}
+	split := max(d.floor(tab, idx, δ+1), δ+2) // as in suffix
 	if d.fits(t.unions[s.blk(last)], s.k, δ+1) {
 		best, ch = δ+1, choice{p: int16(last), k1: int16(s.k), role: roleTail}
 	} else if s.kidPlanned(last) {
@@ -158,8 +160,8 @@ func (d *dp) suffixHost(s sub, t *tailSpec) int {
 			best, ch = r, choice{p: int16(last), k1: int16(s.k), role: roleTailKid}
 		}
 	}
-	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > δ+2; k1++ { // δ+2 at best, as in suffix
-		for p := s.i; p < last && best > δ+2; p++ {
+	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > split; k1++ { // δ+2 at best, as in suffix
+		for p := s.i; p < last && best > split; p++ {
 			kid := s.kidPlanned(p)
 			if !kid && !d.fitsTime(s.blk(p), k1) {
 				break // before the rest is solved, as in suffix
@@ -179,13 +181,13 @@ func (d *dp) suffixHost(s sub, t *tailSpec) int {
 			}
 		}
 	}
-	tab.v[idx], tab.ch[idx] = int16(best), ch
+	d.store(tab, idx, best, ch)
 	return best
 }
 
 func (d *dp) extractGroupHost(s sub, t *tailSpec, need bool, out *[]assignment) {
 	tab, idx := d.hostGroupIdx(s, t, need)
-	ch := tab.ch[idx]
+	ch := tab.choice(idx)
 	p, k1 := int(ch.p), int(ch.k1)
 	switch {
 	case ch.role == roleTailKid:
@@ -215,7 +217,7 @@ func (d *dp) extractHost(n *snode, k, δ int, t *tailSpec, out *[]assignment) {
 
 func (d *dp) extractSuffixHost(s sub, t *tailSpec, out *[]assignment) {
 	tab, idx := d.hostSuffixIdx(s, t)
-	ch := tab.ch[idx]
+	ch := tab.choice(idx)
 	p, k1 := int(ch.p), int(ch.k1)
 	switch ch.role {
 	case roleTailKid:

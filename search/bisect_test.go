@@ -1,0 +1,104 @@
+package search
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
+)
+
+// encodeNoTime is a plan's file with the one field that measures the
+// machine (the search's wall time) zeroed.
+func encodeNoTime(p *plan.Plan) []byte {
+	q := *p
+	q.Search.Seconds = 0
+	return q.Encode()
+}
+
+// searchBounded is Search with the bisection's bounds on and off (dpmemo.go).
+func searchBounded(t *testing.T, g *dag.Graph, o Options) (bounded, plain []byte) {
+	t.Helper()
+	run := func(on bool) []byte {
+		saved := boundedBisection
+		boundedBisection = on
+		defer func() { boundedBisection = saved }()
+		p, err := Search(g, o)
+		if err != nil {
+			return []byte("error: " + err.Error())
+		}
+		return encodeNoTime(p)
+	}
+	return run(true), run(false)
+}
+
+// TestBoundedBisectionSamePlans: the bisection over T with the bounds that
+// earlier solves give (dpmemo.go) finds the same plans as the plain
+// bisection, byte for byte: on random DAGs, fork-join chains and the zoo's
+// branchy models, every strategy and schedule, with memory squeezed so that
+// recomputation and the depth rule bind, and with devices in groups.
+func TestBoundedBisectionSamePlans(t *testing.T) {
+	type tc struct {
+		name string
+		g    *dag.Graph
+		o    Options
+	}
+	var cases []tc
+	v100 := plan.Profiles["v100"]
+	for seed := int64(0); seed < 24; seed++ {
+		g, err := models.RandomDAG(seed, 6+int(seed%5)*6, 256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sched := []string{"1f1b", "gpipe", "zb", "1f1b-depth"}[seed%4]
+		strat := []string{"gpp", "spp", "gpp"}[seed%3]
+		o := Options{Device: v100, Devices: 2 + int(seed%7), Batch: 64, Schedule: sched, Strategy: strat}
+		if seed%2 == 1 { // tight: the depth rule and recomputation bind
+			var static int64
+			for i := 0; i < g.NumOps(); i++ {
+				static += g.Cost(i).Params*16 + 2*g.Cost(i).OutBytes*64
+			}
+			o.MemoryLimit = static/int64(o.Devices) + 1<<20
+		}
+		cases = append(cases, tc{fmt.Sprintf("random-%d", seed), g, o})
+	}
+	fj, err := models.ForkJoin(6, 3, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, tc{"forkjoin-8", fj, Options{Device: v100, Devices: 8, Batch: 256}},
+		tc{"forkjoin-8-tight", fj, Options{Device: v100, Devices: 8, Batch: 256, MemoryLimit: 9 << 20}})
+	for _, m := range []struct {
+		name    string
+		devices int
+	}{{"case-study", 8}, {"dlrm", 16}, {"candle-uno", 8}, {"mmt", 96}} {
+		e, err := models.Lookup(m.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := e.Build(e.Small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, tc{m.name, g, Options{Device: plan.Profiles["cpu"], Devices: m.devices}})
+	}
+	plans := 0
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bounded, plain := searchBounded(t, c.g, c.o)
+			if !bytes.HasPrefix(plain, []byte("error")) {
+				plans++
+			} else {
+				t.Log(string(plain))
+			}
+			if !bytes.Equal(bounded, plain) {
+				t.Errorf("the bounded bisection's plan differs from the plain one's:\n%s\n---\n%s", bounded, plain)
+			}
+		})
+	}
+	if plans < len(cases)*3/4 {
+		t.Errorf("only %d of %d cases have a plan: the test barely ran", plans, len(cases))
+	}
+}
