@@ -3,6 +3,9 @@ package search
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
 	"testing"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -100,5 +103,31 @@ func TestBoundedBisectionSamePlans(t *testing.T) {
 	}
 	if plans < len(cases)*3/4 {
 		t.Errorf("only %d of %d cases have a plan: the test barely ran", plans, len(cases))
+	}
+}
+
+// TestSortTimes: the radix sort orders times as sort.Float64s does.
+func TestSortTimes(t *testing.T) {
+	for _, n := range []int{0, 1, 255, 256, 1000, 5000} {
+		r := rand.New(rand.NewPCG(uint64(n), 1))
+		ts := make([]float64, n)
+		for i := range ts {
+			switch i % 4 {
+			case 0:
+				ts[i] = r.Float64() * 1e-3
+			case 1:
+				ts[i] = float64(r.IntN(10)) // ties, and zeros
+			case 2:
+				ts[i] = r.ExpFloat64() * 1e6
+			default:
+				ts[i] = ts[r.IntN(i)]
+			}
+		}
+		want := append([]float64(nil), ts...)
+		sort.Float64s(want)
+		sortTimes(ts)
+		if !slices.Equal(ts, want) {
+			t.Fatalf("%d times: radix sort differs from sort.Float64s", n)
+		}
 	}
 }

@@ -36,8 +36,7 @@ type dp struct {
 	mbs     int   // micro-batches per iteration
 	gpipe   bool
 	T       float64
-	costs   [][]stageCost // [block][k], k ≤ min(D, b)
-	fit     []fitEntry    // [block·(kmax+1)+k]: what fits needs, packed
+	fit     []fitEntry // [block·(kmax+1)+k]: what fits needs, packed, k ≤ min(D, b)
 	kmax    int
 	solveM  []*table   // [node], index k·(D+1)+δ
 	suffixM []*table   // [node], index at(sub)
@@ -55,11 +54,11 @@ type dp struct {
 	headFloor []float64              // the same for heads (fork absorption)
 	forkM     map[forkKey]forkChoice // fork absorption's answers at T (dpfork.go)
 
-	// rcosts and rfit are costs and fit for the stages recomputing their
-	// forward during backward, when the DP may choose that (recompute.go);
-	// nil otherwise
-	rcosts [][]stageCost
-	rfit   []fitEntry
+	// rfit is fit for the stages recomputing their forward during backward,
+	// when the DP may choose that (recompute.go); nil otherwise. recFit is
+	// it whether or not the DP may choose it, where the planner may let it
+	// (the cost model's recompute is "auto").
+	rfit, recFit []fitEntry
 }
 
 // sub names a subproblem of the recurrences over a node's parts: the units
@@ -146,29 +145,37 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 	g := dpGroup(devices)
 	d := &dp{sp: sp, D: devices / g, g: g, b: b, mbs: mbs, gpipe: gpipe}
 	d.kmax = int(min(int64(d.D), b/int64(g))) // a micro-batch split over no more devices than samples
-	d.costs = make([][]stageCost, len(sp.blocks))
-	for id := range sp.blocks {
-		d.costs[id] = make([]stageCost, d.kmax+1)
-		for k := 1; k <= d.kmax; k++ {
-			d.costs[id][k] = sp.price(id, k*g, b, mbs)
+	stride := d.kmax + 1
+	d.fit = make([]fitEntry, len(sp.blocks)*stride)
+	if sp.cm.recompute == "auto" {
+		d.recFit = make([]fitEntry, len(d.fit))
+	}
+	var times [][3]float64 // every block's at m, which only shrinks as k grows
+	for k, m := 1, int64(0); k <= d.kmax; k++ {
+		if mk := ceilDiv(b, int64(k*g)); mk != m {
+			m, times = mk, sp.blockTimes(mk)
+		}
+		for id, blk := range sp.blocks {
+			c := sp.priceAt(id, k*g, b, mbs, times[id])
+			d.fit[id*stride+k] = d.fitEntry(&c)
+			if d.recFit != nil {
+				r := recomputed(c, blk)
+				d.recFit[id*stride+k] = d.fitEntry(&r)
+			}
 		}
 	}
-	d.fit = d.fitEntries(d.costs)
 	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
 	return d
 }
 
-// fitEntries packs what fits needs of every block on every device count.
-func (d *dp) fitEntries(costs [][]stageCost) []fitEntry {
-	fit := make([]fitEntry, len(costs)*(d.kmax+1))
-	for id := range costs {
-		for k := 1; k <= d.kmax; k++ {
-			c := &costs[id][k]
-			fit[id*(d.kmax+1)+k] = fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, d.sp.cm.limit)}
-		}
-	}
-	return fit
+// fitEntry packs what fits needs of a priced stage.
+func (d *dp) fitEntry(c *stageCost) fitEntry {
+	return fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, d.sp.cm.limit)}
 }
+
+// keepCost is block id's price on k devices (in groups) keeping its
+// activations (or recomputing, where the cost model makes every stage do so).
+func (d *dp) keepCost(id, k int) stageCost { return d.sp.price(id, k*d.g, d.b, d.mbs) }
 
 // floors is, per run of units, the least per-micro-batch time of any stage
 // that absorbs it.
@@ -178,8 +185,8 @@ func (d *dp) floors(runs []*tailSpec) []float64 {
 		out[t.id] = math.Inf(1)
 		for _, u := range t.unions {
 			for k := 1; k <= d.kmax; k++ {
-				if c := &d.costs[u][k]; c.memory(1) <= d.sp.cm.limit {
-					out[t.id] = math.Min(out[t.id], math.Max(c.period, c.link))
+				if e := &d.fit[u*(d.kmax+1)+k]; e.maxIn >= 1 { // fits with one micro-batch in flight
+					out[t.id] = math.Min(out[t.id], e.t)
 				}
 			}
 		}

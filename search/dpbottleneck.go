@@ -15,17 +15,14 @@ import (
 // the binding T of any plan is one of them.
 func (d *dp) candidates() []float64 {
 	var ts []float64
-	for _, costs := range [][][]stageCost{d.costs, d.rcosts} {
-		for id := range costs {
-			for k := 1; k <= d.kmax; k++ {
-				c := &costs[id][k]
-				if c.memory(1) <= d.sp.cm.limit {
-					ts = append(ts, math.Max(c.period, c.link))
-				}
+	for _, fit := range [][]fitEntry{d.fit, d.rfit} {
+		for _, e := range fit {
+			if e.maxIn >= 1 { // fits with one micro-batch in flight (k = 0 never does)
+				ts = append(ts, e.t)
 			}
 		}
 	}
-	sort.Float64s(ts)
+	sortTimes(ts)
 	out := ts[:0]
 	for i, t := range ts {
 		if i == 0 || t != ts[i-1] {
@@ -33,6 +30,43 @@ func (d *dp) candidates() []float64 {
 		}
 	}
 	return out
+}
+
+// sortTimes sorts times (non-negative, not NaN) in ascending order: by their
+// bits, which order such floats as they order the numbers, a byte at a time
+// (a radix sort: the candidates number up to a million, and each DP sorts
+// them).
+func sortTimes(ts []float64) {
+	if len(ts) < 256 {
+		sort.Float64s(ts)
+		return
+	}
+	keys := make([]uint64, len(ts))
+	for i, t := range ts {
+		keys[i] = math.Float64bits(t)
+	}
+	tmp := make([]uint64, len(keys))
+	for shift := 0; shift < 64; shift += 8 {
+		var count [257]int
+		for _, k := range keys {
+			count[(k>>shift)&0xff+1]++
+		}
+		if count[(keys[0]>>shift)&0xff+1] == len(keys) {
+			continue // every key has this byte
+		}
+		for b := 1; b < 257; b++ {
+			count[b] += count[b-1]
+		}
+		for _, k := range keys {
+			b := (k >> shift) & 0xff
+			tmp[count[b]] = k
+			count[b]++
+		}
+		keys, tmp = tmp, keys
+	}
+	for i, k := range keys {
+		ts[i] = math.Float64frombits(k)
+	}
 }
 
 // minT finds the smallest candidate T at which the root fits on k devices,

@@ -152,14 +152,12 @@ func (pl *planner) planAt(b int64) (sized, error) {
 	if len(out.plans) > 0 && out.at > 1 {
 		out.gain = d.gain(out.at)
 	}
-	id, k := pl.sp.root.whole(), d.kmax
-	if c := &d.costs[id][k]; k >= 1 && c.memory(d.inflight(1)) <= pl.cm.limit && (len(out.plans) == 0 || len(out.plans[0].Stages) > 1) {
-		blk := pl.sp.blocks[id]
-		p, err := assemble(pl.g, pl.o, pl.cm, b, []stageIn{{ops: blk.ops, k: k * d.g, cost: *c, blk: blk}}, pl.chain)
+	if len(out.plans) == 0 || len(out.plans[0].Stages) > 1 {
+		p, err := pl.dataParallel(d)
 		if err != nil {
 			return out, err
 		}
-		if p.Predicted.Feasible {
+		if p != nil && p.Predicted.Feasible {
 			out.plans = append(out.plans, p)
 		}
 	}
@@ -168,6 +166,21 @@ func (pl *planner) planAt(b int64) (sized, error) {
 	}
 	d.noteGroups(out.plans)
 	return out, nil
+}
+
+// dataParallel is the whole model as one stage on every device d may use,
+// or nil where that does not fit with one micro-batch in flight.
+func (pl *planner) dataParallel(d *dp) (*plan.Plan, error) {
+	id, k := pl.sp.root.whole(), d.kmax
+	if k < 1 {
+		return nil, nil
+	}
+	c := d.keepCost(id, k)
+	if c.memory(d.inflight(1)) > pl.cm.limit {
+		return nil, nil
+	}
+	blk := pl.sp.blocks[id]
+	return assemble(pl.g, pl.o, pl.cm, d.b, []stageIn{{ops: blk.ops, k: k * d.g, cost: c, blk: blk}}, pl.chain)
 }
 
 // frontier samples the DP's frontier at micro-batch b past its least

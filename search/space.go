@@ -242,9 +242,13 @@ func (sp *space) unitSums(n *snode, m int64) [][3]float64 {
 
 // price computes a block's stage cost on k devices at micro-batch b.
 func (sp *space) price(id, k int, b int64, mbs int) stageCost {
+	return sp.priceAt(id, k, b, mbs, sp.times(id, ceilDiv(b, int64(k))))
+}
+
+// priceAt is price given the block's times t at its per-device micro-batch.
+func (sp *space) priceAt(id, k int, b int64, mbs int, t [3]float64) stageCost {
 	blk := sp.blocks[id]
 	m := ceilDiv(b, int64(k))
-	t := sp.times(id, m)
 	c := stageCost{m: m, f: t[0], bi: t[1], bw: t[2]}
 	c.flush = sp.cm.flush(blk.params, k)
 	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
@@ -253,6 +257,35 @@ func (sp *space) price(id, k int, b int64, mbs int) stageCost {
 	sp.cm.setMemory(&c, blk, m)
 	unsplittable(&c, blk, k)
 	return sp.cm.variant(c, blk)
+}
+
+// blockTimes is every block's (f, bi, bw) at micro-batch m: times of each
+// block, a node's prefix sums taken once.
+func (sp *space) blockTimes(m int64) [][3]float64 {
+	out := make([][3]float64, len(sp.blocks))
+	for _, n := range sp.nodes {
+		s := sp.unitSums(n, m)
+		for i, row := range n.blk {
+			for q, id := range row {
+				for j := range out[id] {
+					out[id][j] = s[i+q+1][j] - s[i][j]
+				}
+			}
+		}
+	}
+	for _, runs := range [][]*tailSpec{sp.tails, sp.heads} { // union blocks: a host's times and the run's
+		for _, t := range runs {
+			s := sp.unitSums(t.n, m)
+			for host, u := range t.unions {
+				h := out[host]
+				for j := range h {
+					h[j] += s[t.p+1][j] - s[t.i][j]
+				}
+				out[u] = h
+			}
+		}
+	}
+	return out
 }
 
 // times sums a block's (f, bi, bw) at micro-batch m from prefix sums.
