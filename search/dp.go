@@ -30,6 +30,7 @@ const inf = math.MaxInt16
 // depth after it), or inf when nothing fits.
 type dp struct {
 	sp      *space
+	cm      *costModel // prices the stages
 	D       int   // devices, in groups of g: every k below counts groups
 	g       int   // devices per group (dpGroup)
 	b       int64 // micro-batch
@@ -142,12 +143,17 @@ func dpGroup(devices int) int {
 }
 
 func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
+	return newDPWith(sp.cm, sp, devices, b, mbs, gpipe)
+}
+
+// newDPWith is newDP pricing the stages with cm.
+func newDPWith(cm *costModel, sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 	g := dpGroup(devices)
-	d := &dp{sp: sp, D: devices / g, g: g, b: b, mbs: mbs, gpipe: gpipe}
+	d := &dp{sp: sp, cm: cm, D: devices / g, g: g, b: b, mbs: mbs, gpipe: gpipe}
 	d.kmax = int(min(int64(d.D), b/int64(g))) // a micro-batch split over no more devices than samples
 	stride := d.kmax + 1
 	d.fit = make([]fitEntry, len(sp.blocks)*stride)
-	if sp.cm.recompute == "auto" {
+	if cm.recompute == "auto" {
 		d.recFit = make([]fitEntry, len(d.fit))
 	}
 	var times [][3]float64 // every block's at m, which only shrinks as k grows
@@ -156,7 +162,7 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 			m, times = mk, sp.blockTimes(mk)
 		}
 		for id, blk := range sp.blocks {
-			c := sp.priceAt(id, k*g, b, mbs, times[id])
+			c := sp.priceAt(cm, id, k*g, b, mbs, times[id])
 			d.fit[id*stride+k] = d.fitEntry(&c)
 			if d.recFit != nil {
 				r := recomputed(c, blk)
@@ -170,12 +176,12 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 
 // fitEntry packs what fits needs of a priced stage.
 func (d *dp) fitEntry(c *stageCost) fitEntry {
-	return fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, d.sp.cm.limit)}
+	return fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, d.cm.limit)}
 }
 
 // keepCost is block id's price on k devices (in groups) keeping its
 // activations (or recomputing, where the cost model makes every stage do so).
-func (d *dp) keepCost(id, k int) stageCost { return d.sp.price(id, k*d.g, d.b, d.mbs) }
+func (d *dp) keepCost(id, k int) stageCost { return d.sp.price(d.cm, id, k*d.g, d.b, d.mbs) }
 
 // floors is, per run of units, the least per-micro-batch time of any stage
 // that absorbs it.

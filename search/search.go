@@ -27,10 +27,11 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
-	best, err := searchOn(g, o)
+	sp := &spaces{}
+	best, err := sp.searchOn(g, o)
 	var np *NoPlanError
 	if errors.As(err, &np) {
-		best, o, err = smallerMicroBatch(g, o, err)
+		best, o, err = sp.smallerMicroBatch(g, o, err)
 	}
 	if err != nil {
 		return nil, err
@@ -50,7 +51,7 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 		if o.OpTimes == nil && perSample > 0 && best.Predicted.SamplesPerS >= ideal {
 			break
 		}
-		q, err := searchOn(g, sub)
+		q, err := sp.searchOn(g, sub)
 		if err != nil {
 			break // nothing fits on fewer
 		}
@@ -80,13 +81,13 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 // its activations at a smaller size: while the recompute choice is the
 // planner's, smaller sizes are searched on until a plan recomputes nothing,
 // and the fastest is kept.
-func smallerMicroBatch(g *dag.Graph, o Options, failed error) (*plan.Plan, Options, error) {
+func (sp *spaces) smallerMicroBatch(g *dag.Graph, o Options, failed error) (*plan.Plan, Options, error) {
 	var best *plan.Plan
 	bestO, first := o, true
 	for _, b := range o.smallerMicroBatches() {
 		forced := o
 		forced.MicroBatch = b
-		p, err := searchOn(g, forced)
+		p, err := sp.searchOn(g, forced)
 		var np *NoPlanError
 		if errors.As(err, &np) {
 			continue
@@ -125,8 +126,33 @@ func betterBaseline(a, b *plan.Baseline) *plan.Baseline {
 	return a
 }
 
+// spaces are a Search's search spaces, built by its first search and shared
+// by the others (on fewer devices, at smaller micro-batches): they depend on
+// the graph and the options that do not change between them.
+type spaces struct {
+	tree       *partition.Tree
+	gpp, chain *space
+}
+
+// graph is gpp's space (and the tree it is built on).
+func (sp *spaces) graph(g *dag.Graph, o *Options, cm *costModel) *space {
+	if sp.gpp == nil {
+		sp.tree = partition.Decompose(g, o.MaxSeries)
+		sp.gpp = newSpace(cm, sp.tree.Root, cm.boundary)
+	}
+	return sp.gpp
+}
+
+// sequential is spp's space.
+func (sp *spaces) sequential(g *dag.Graph, o *Options, cm *costModel) *space {
+	if sp.chain == nil {
+		sp.chain = chainSpace(g, o, cm)
+	}
+	return sp.chain
+}
+
 // searchOn is Search on exactly o's devices at most.
-func searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
+func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	start := time.Now()
 	cm := newCostModel(g, &o)
 	// the fastest few of each planner's candidates, whose schedules are tuned
@@ -145,24 +171,24 @@ func searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 		}
 		tops[who] = keepFastest(tops[who], p, tuneTop)
 	}
-	run := func(sp *space, chain bool, who string) error {
-		return (&planner{g: g, o: &o, cm: cm, sp: sp, chain: chain, who: who}).plans(consider)
+	run := func(s *space, chain bool, who string) error {
+		return (&planner{g: g, o: &o, cm: cm, sp: s, chain: chain, who: who}).plans(consider)
 	}
 	var notes []string
 	switch o.Strategy {
 	case "gpp":
-		tree := partition.Decompose(g, o.MaxSeries)
-		if tree.Cuts > 0 {
-			notes = append(notes, fmt.Sprintf("the graph is not series-parallel: %d cut(s) made it so", tree.Cuts))
+		gs := sp.graph(g, &o, cm)
+		if sp.tree.Cuts > 0 {
+			notes = append(notes, fmt.Sprintf("the graph is not series-parallel: %d cut(s) made it so", sp.tree.Cuts))
 		}
-		if err := run(newSpace(cm, tree.Root, cm.boundary), false, "gpp"); err != nil {
+		if err := run(gs, false, "gpp"); err != nil {
 			return nil, err
 		}
-		if err := run(chainSpace(g, &o, cm), true, "spp"); err != nil {
+		if err := run(sp.sequential(g, &o, cm), true, "spp"); err != nil {
 			return nil, err
 		}
 	case "spp":
-		if err := run(chainSpace(g, &o, cm), true, "spp"); err != nil {
+		if err := run(sp.sequential(g, &o, cm), true, "spp"); err != nil {
 			return nil, err
 		}
 	case "spp-exact":
@@ -170,7 +196,7 @@ func searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 			return nil, err
 		}
 		// spp's plans lie in spp-exact's space; the simulator may prefer one
-		if err := run(chainSpace(g, &o, cm), true, "spp"); err != nil {
+		if err := run(sp.sequential(g, &o, cm), true, "spp"); err != nil {
 			return nil, err
 		}
 	}

@@ -23,7 +23,7 @@ type planner struct {
 
 // dp is the planner's DP at micro-batch b.
 func (pl *planner) dp(b int64) *dp {
-	return newDP(pl.sp, pl.o.Devices, b, int(pl.o.Batch/b), pl.o.Schedule == "gpipe")
+	return newDPWith(pl.cm, pl.sp, pl.o.Devices, b, int(pl.o.Batch/b), pl.o.Schedule == "gpipe")
 }
 
 // assemble builds the plan of d's current solution on k devices.

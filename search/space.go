@@ -19,9 +19,14 @@ type snode struct {
 	sums  map[int64][][3]float64
 }
 
-// space is every candidate stage of a planner and the tree that combines them.
+// space is every candidate stage of a planner and the tree that combines
+// them. It depends on the graph and on how its ops are priced (cm's device
+// and op times: the prefix sums of op times it caches), not on the devices
+// or the memory: a Search's searches on fewer devices and at smaller
+// micro-batches share it, each pricing its stages with a cost model of its
+// own (price).
 type space struct {
-	cm     *costModel
+	cm     *costModel // prices the ops (unitSums)
 	root   *snode
 	nodes  []*snode
 	blocks []*block
@@ -240,23 +245,24 @@ func (sp *space) unitSums(n *snode, m int64) [][3]float64 {
 	return s
 }
 
-// price computes a block's stage cost on k devices at micro-batch b.
-func (sp *space) price(id, k int, b int64, mbs int) stageCost {
-	return sp.priceAt(id, k, b, mbs, sp.times(id, ceilDiv(b, int64(k))))
+// price computes a block's stage cost under cm on k devices at
+// micro-batch b.
+func (sp *space) price(cm *costModel, id, k int, b int64, mbs int) stageCost {
+	return sp.priceAt(cm, id, k, b, mbs, sp.times(id, ceilDiv(b, int64(k))))
 }
 
 // priceAt is price given the block's times t at its per-device micro-batch.
-func (sp *space) priceAt(id, k int, b int64, mbs int, t [3]float64) stageCost {
+func (sp *space) priceAt(cm *costModel, id, k int, b int64, mbs int, t [3]float64) stageCost {
 	blk := sp.blocks[id]
 	m := ceilDiv(b, int64(k))
 	c := stageCost{m: m, f: t[0], bi: t[1], bw: t[2]}
-	c.flush = sp.cm.flush(blk.params, k)
+	c.flush = cm.flush(blk.params, k)
 	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
 	bytes := float64(max(blk.inB, blk.outB)) * float64(m)
-	c.link = 2 * transfer(sp.cm.dev, bytes, sp.cm.interDP())
-	sp.cm.setMemory(&c, blk, m)
+	c.link = 2 * transfer(cm.dev, bytes, cm.interDP())
+	cm.setMemory(&c, blk, m)
 	unsplittable(&c, blk, k)
-	return sp.cm.variant(c, blk)
+	return cm.variant(c, blk)
 }
 
 // blockTimes is every block's (f, bi, bw) at micro-batch m: times of each
