@@ -42,7 +42,7 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 		}
 	}
 	mbs := int(o.Batch / b)
-	p := &plan.Plan{Format: plan.PlanFormat, Model: plan.ModelRef{Name: g.Name(), SHA256: dag.ModelHash(g), Ops: g.NumOps()}, Strategy: o.Strategy,
+	p := &plan.Plan{Format: plan.PlanFormat, Model: plan.ModelRef{Name: g.Name(), SHA256: cm.modelHash(), Ops: g.NumOps()}, Strategy: o.Strategy,
 		Schedule: o.Schedule, Device: o.Device, Devices: o.Devices, DevicesPerNode: o.DevicesPerNode,
 		MemoryLimit: o.MemoryLimit, BatchSize: o.Batch, MicroBatch: b, MicroBatches: mbs}
 	for i, s := range in {

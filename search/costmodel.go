@@ -23,6 +23,9 @@ type costModel struct {
 
 	sets opSets // scratch for newBlock
 
+	hashOnce sync.Once
+	hash     string // dag.ModelHash(g), for every plan assembled
+
 	// recompute: "auto" (the planner may make a stage recompute its forward
 	// during backward), "off" or "all" (every stage does: price and
 	// priceOps return the recomputing variant)
@@ -39,6 +42,12 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 		cm.measured, _ = resolveOpTimes(o.OpTimes, g) // checked by withDefaults
 	}
 	return cm
+}
+
+// modelHash is the graph's dag.ModelHash, computed once.
+func (cm *costModel) modelHash() string {
+	cm.hashOnce.Do(func() { cm.hash = dag.ModelHash(cm.g) })
+	return cm.hash
 }
 
 // times returns every op's time at per-device micro-batch m (cached).

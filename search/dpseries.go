@@ -99,7 +99,10 @@ func (d *dp) splits(s sub, best int, ch choice, floor int) (int, choice) {
 	tab := d.suffixM[n.id]
 	stride := d.kmax + 1
 	kid := s.kid().kind != partition.Leaf // unit i is kid i, planned on its own
-	var vals []int16                      // the suffixes at δ, where memoised
+	var vals, his []int16                 // the suffixes at δ, where memoised, and their bounds from below
+	if sl := tab.slabs[δ]; sl != nil {
+		vals, his = sl.v, sl.hi
+	}
 	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > floor; k1++ {
 		rest := sub{n, 0, s.k - k1, δ}
 		base := d.at(rest).j // the rest from unit j is at base+j
@@ -121,11 +124,15 @@ func (d *dp) splits(s sub, best int, ch choice, floor int) (int, choice) {
 			after := -1
 			if vals != nil {
 				after = int(vals[base+p+1])
+				if after < 0 && d.bounds && int(his[base+p+1])+1 >= best {
+					continue // the rest alone holds too many: no need to solve it
+				}
 			}
 			if after < 0 {
 				rest.i = p + 1
 				after = d.suffix(rest)
-				vals = tab.slab(δ).v
+				sl := tab.slabs[δ]
+				vals, his = sl.v, sl.hi
 			}
 			if after+1 < best && d.fitsAt(at, after+1) {
 				best, ch = after+1, choice{p: int16(p), k1: int16(k1)}

@@ -70,8 +70,7 @@ func (pl *planner) recomputeAt(d *dp, keep least, out *sized) error {
 	if !d.recomputeMayHelp(T) {
 		return nil
 	}
-	r := &dp{sp: d.sp, cm: d.cm, D: d.D, g: d.g, b: d.b, mbs: d.mbs, gpipe: d.gpipe, kmax: d.kmax,
-		fit: d.fit, recFit: d.recFit, tailFloor: d.tailFloor, headFloor: d.headFloor}
+	r := &dp{prices: d.prices}
 	r.allowRecompute()
 	k2, i2, ok2 := r.minTOnMost(r.D)
 	if !ok2 || keep.ok && k2 == keep.k && r.ts[i2] >= d.ts[keep.i] {

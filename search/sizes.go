@@ -3,6 +3,7 @@ package search
 import (
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 
@@ -23,7 +24,7 @@ type planner struct {
 
 // dp is the planner's DP at micro-batch b.
 func (pl *planner) dp(b int64) *dp {
-	return newDPWith(pl.cm, pl.sp, pl.o.Devices, b, int(pl.o.Batch/b), pl.o.Schedule == "gpipe")
+	return &dp{prices: newPrices(pl.cm, pl.sp, pl.o.Devices, b, int(pl.o.Batch/b), pl.o.Schedule == "gpipe")}
 }
 
 // assemble builds the plan of d's current solution on k devices.
@@ -42,8 +43,10 @@ func (pl *planner) assemble(d *dp, k int) (*plan.Plan, error) {
 func (pl *planner) plans(consider func(*plan.Plan, string)) error {
 	sizes := pl.o.microBatches()
 	first := make([]sized, len(sizes))
+	var keep keeper
 	if err := each(len(sizes), func(i int) (err error) {
 		first[i], err = pl.planAt(sizes[i])
+		keep.offer(first, i)
 		return err
 	}); err != nil {
 		return err
@@ -83,6 +86,41 @@ func (pl *planner) plans(consider func(*plan.Plan, string)) error {
 	return nil
 }
 
+// keeper keeps the prices of the sizes the frontier may follow, the
+// frontierSizes whose first plans are fastest among those with a gain
+// (what plans' order ranks first, but for its filter on the best plan of
+// all, known only at the end): the DP at those sizes is not priced again.
+// Only the kept sizes' prices stay in memory; a size whose prices were
+// dropped is priced again if the frontier follows it after all.
+type keeper struct {
+	mu   sync.Mutex // guards kept
+	kept []int      // indices into the sizes, fastest first
+}
+
+// offer ranks size i of first, which planAt has just filled.
+func (k *keeper) offer(first []sized, i int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	f := &first[i]
+	if f.gain <= 0 || f.pr == nil {
+		f.pr = nil
+		return
+	}
+	ahead := func(a, b int) bool { // a before b, as plans orders them
+		ta, tb := first[a].plans[0].Predicted.IterationS, first[b].plans[0].Predicted.IterationS
+		return ta < tb || ta == tb && a < b
+	}
+	j := len(k.kept)
+	for j > 0 && ahead(i, k.kept[j-1]) {
+		j--
+	}
+	k.kept = slices.Insert(k.kept, j, i)
+	if len(k.kept) > frontierSizes {
+		first[k.kept[frontierSizes]].pr = nil
+		k.kept = k.kept[:frontierSizes]
+	}
+}
+
 // each runs f(0..n-1) on every core and returns the first error by index.
 func each(n int, f func(i int) error) error {
 	errs := make([]error, n)
@@ -118,8 +156,9 @@ type least struct {
 type sized struct {
 	plans    []*plan.Plan
 	gain     float64
-	k, i, at int  // the DP's devices, candidate index and depth
-	rec      bool // the DP's plan is the one with recomputation allowed (recomputeAt)
+	k, i, at int     // the DP's devices, candidate index and depth
+	rec      bool    // the DP's plan is the one with recomputation allowed (recomputeAt)
+	pr       *prices // the DP's prices, while the frontier may want them (keeper)
 }
 
 // planAt returns, at micro-batch b, the DP's plan (the least bottleneck time
@@ -165,6 +204,7 @@ func (pl *planner) planAt(b int64) (sized, error) {
 		out.gain = 0
 	}
 	d.noteGroups(out.plans)
+	out.pr = d.prices
 	return out, nil
 }
 
@@ -192,7 +232,10 @@ func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error
 	if shallowerPlans == 0 {
 		return nil, nil
 	}
-	d := pl.dp(b)
+	d := &dp{prices: f.pr} // planAt's, where kept
+	if f.pr == nil {
+		d = pl.dp(b)
+	}
 	if f.rec {
 		d.allowRecompute()
 	}

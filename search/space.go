@@ -265,31 +265,31 @@ func (sp *space) priceAt(cm *costModel, id, k int, b int64, mbs int, t [3]float6
 	return cm.variant(c, blk)
 }
 
-// blockTimes is every block's (f, bi, bw) at micro-batch m: times of each
-// block, a node's prefix sums taken once.
-func (sp *space) blockTimes(m int64) [][3]float64 {
-	out := make([][3]float64, len(sp.blocks))
+// nodeSums is every node's prefix sums of its units' (f, bi, bw) at
+// micro-batch m (unitSums), by node id.
+func (sp *space) nodeSums(m int64) [][][3]float64 {
+	out := make([][][3]float64, len(sp.nodes))
 	for _, n := range sp.nodes {
-		s := sp.unitSums(n, m)
-		for i, row := range n.blk {
-			for q, id := range row {
-				for j := range out[id] {
-					out[id][j] = s[i+q+1][j] - s[i][j]
-				}
-			}
-		}
+		out[n.id] = sp.unitSums(n, m)
 	}
-	for _, runs := range [][]*tailSpec{sp.tails, sp.heads} { // union blocks: a host's times and the run's
-		for _, t := range runs {
-			s := sp.unitSums(t.n, m)
-			for host, u := range t.unions {
-				h := out[host]
-				for j := range h {
-					h[j] += s[t.p+1][j] - s[t.i][j]
-				}
-				out[u] = h
-			}
+	return out
+}
+
+// timesIn is times from the nodes' prefix sums at the micro-batch (nodeSums).
+func (sp *space) timesIn(id int, sums [][][3]float64) [3]float64 {
+	ref := sp.owner[id]
+	if ref.tail != nil {
+		h := sp.timesIn(ref.host, sums)
+		s := sums[ref.tail.n.id]
+		for j := range h {
+			h[j] += s[ref.tail.p+1][j] - s[ref.tail.i][j]
 		}
+		return h
+	}
+	s := sums[ref.n.id]
+	var out [3]float64
+	for j := range out {
+		out[j] = s[ref.p+1][j] - s[ref.i][j]
 	}
 	return out
 }
