@@ -10,6 +10,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/partition"
 	"github.com/graphpipe/graphpipe/plan"
 )
 
@@ -130,4 +131,67 @@ func TestSortTimes(t *testing.T) {
 			t.Fatalf("%d times: radix sort differs from sort.Float64s", n)
 		}
 	}
+}
+
+// TestPriceAllIsPriceAt: the written-out pricing of every block on every
+// device count (priceAll) gives what fits needs exactly as pricing each
+// stage does (space.priceAt, fitEntry, recomputed): on the zoo's models
+// and random DAGs, grouped devices, every recompute setting, within a node
+// and across nodes, with and without optimizer state.
+func TestPriceAllIsPriceAt(t *testing.T) {
+	var graphs []*dag.Graph
+	for _, name := range []string{"mmt", "dlrm", "candle-uno", "case-study"} {
+		e, err := models.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := e.Build(e.Small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		graphs = append(graphs, g)
+	}
+	for seed := int64(0); seed < 4; seed++ {
+		g, err := models.RandomDAG(seed, 12, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		graphs = append(graphs, g)
+	}
+	checked := 0
+	for gi, g := range graphs {
+		for _, c := range []struct {
+			devices   int
+			b         int64
+			recompute string
+			opt       int64
+			memory    int64
+		}{{3, 16, "auto", 0, 0}, {4, 4, "all", NoOptimizerState, 1 << 22}, {100, 256, "auto", 4, 0}, {8, 64, "off", 0, 1 << 20}} {
+			o, err := Options{Device: plan.Profiles["v100"], Devices: c.devices, Batch: 1024, Recompute: c.recompute, OptimizerBytes: c.opt, MemoryLimit: c.memory}.withDefaults(g.BatchSize())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm := newCostModel(g, &o)
+			for _, sp := range []*space{newSpace(cm, partition.Decompose(g, 0).Root, cm.boundary), chainSpace(g, &o, cm)} {
+				d := newPrices(cm, sp, c.devices, c.b, int(o.Batch/c.b), false)
+				for id, blk := range sp.blocks {
+					for k := 1; k <= d.kmax; k++ {
+						s := sp.price(cm, id, k*d.g, d.b, d.mbs)
+						at := id*(d.kmax+1) + k
+						if want := d.fitEntry(&s); d.fit[at] != want {
+							t.Fatalf("graph %d %+v block %d on %d: fit %+v, priceAt %+v", gi, c, id, k, d.fit[at], want)
+						}
+						if d.recFit != nil {
+							r := recomputed(s, blk)
+							if want := d.fitEntry(&r); d.recFit[at] != want {
+								t.Fatalf("graph %d %+v block %d on %d: recomputing %+v, priceAt %+v", gi, c, id, k, d.recFit[at], want)
+							}
+						}
+						checked++
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d prices checked", checked)
 }

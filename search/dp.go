@@ -25,31 +25,6 @@ import (
 
 const inf = math.MaxInt16
 
-// prices are what the DP at one micro-batch knows of every candidate stage
-// on every device count: what fits needs. They do not depend on T, and the
-// DPs at one micro-batch share them (the search's, recomputation's and the
-// frontier's).
-type prices struct {
-	sp    *space
-	cm    *costModel // prices the stages
-	D     int        // devices, in groups of g: every k below counts groups
-	g     int        // devices per group (dpGroup)
-	b     int64      // micro-batch
-	mbs   int        // micro-batches per iteration
-	gpipe bool
-	fit   []fitEntry // [block·(kmax+1)+k]: what fits needs, packed, k ≤ min(D, b)
-	kmax  int
-	// recFit is fit for the stages recomputing their forward during
-	// backward, where the planner may let them (the cost model's recompute
-	// is "auto"); nil otherwise.
-	recFit []fitEntry
-	// tailFloor is, per tail, the least per-micro-batch time of any stage that
-	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
-	// longer one.
-	tailFloor []float64
-	headFloor []float64 // the same for heads (fork absorption)
-}
-
 // dp answers, for a target time T per micro-batch, the fewest micro-batches
 // in flight at the entry of each subproblem (its depth in stages, plus the
 // depth after it), or inf when nothing fits.
@@ -154,66 +129,6 @@ func dpGroup(devices int) int {
 
 func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 	return &dp{prices: newPrices(sp.cm, sp, devices, b, mbs, gpipe)}
-}
-
-// newPrices prices every block of sp under cm on every device count.
-func newPrices(cm *costModel, sp *space, devices int, b int64, mbs int, gpipe bool) *prices {
-	g := dpGroup(devices)
-	d := &prices{sp: sp, cm: cm, D: devices / g, g: g, b: b, mbs: mbs, gpipe: gpipe}
-	d.kmax = int(min(int64(d.D), b/int64(g))) // a micro-batch split over no more devices than samples
-	stride := d.kmax + 1
-	d.fit = make([]fitEntry, len(sp.blocks)*stride)
-	if cm.recompute == "auto" {
-		d.recFit = make([]fitEntry, len(d.fit))
-	}
-	// every node's prefix sums at each k's micro-batch (which only shrinks
-	// as k grows), then block by block, in the order fit is laid out
-	sums := make([][][][3]float64, stride)
-	for k, m := 1, int64(0); k <= d.kmax; k++ {
-		if mk := ceilDiv(b, int64(k*g)); mk != m {
-			m, sums[k] = mk, sp.nodeSums(mk)
-		} else {
-			sums[k] = sums[k-1]
-		}
-	}
-	for id, blk := range sp.blocks {
-		for k := 1; k <= d.kmax; k++ {
-			c := sp.priceAt(cm, id, k*g, b, mbs, sp.timesIn(id, sums[k]))
-			d.fit[id*stride+k] = d.fitEntry(&c)
-			if d.recFit != nil {
-				r := recomputed(c, blk)
-				d.recFit[id*stride+k] = d.fitEntry(&r)
-			}
-		}
-	}
-	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
-	return d
-}
-
-// fitEntry packs what fits needs of a priced stage.
-func (d *prices) fitEntry(c *stageCost) fitEntry {
-	return fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, d.cm.limit)}
-}
-
-// keepCost is block id's price on k devices (in groups) keeping its
-// activations (or recomputing, where the cost model makes every stage do so).
-func (d *prices) keepCost(id, k int) stageCost { return d.sp.price(d.cm, id, k*d.g, d.b, d.mbs) }
-
-// floors is, per run of units, the least per-micro-batch time of any stage
-// that absorbs it.
-func (d *prices) floors(runs []*tailSpec) []float64 {
-	out := make([]float64, len(runs))
-	for _, t := range runs {
-		out[t.id] = math.Inf(1)
-		for _, u := range t.unions {
-			for k := 1; k <= d.kmax; k++ {
-				if e := &d.fit[u*(d.kmax+1)+k]; e.maxIn >= 1 { // fits with one micro-batch in flight
-					out[t.id] = math.Min(out[t.id], e.t)
-				}
-			}
-		}
-	}
-	return out
 }
 
 // reset sets the target time and forgets every memoised value.

@@ -1,0 +1,159 @@
+package search
+
+import "math"
+
+// prices are what the DP at one micro-batch knows of every candidate stage
+// on every device count: what fits needs. They do not depend on T, and the
+// DPs at one micro-batch share them (the search's, recomputation's and the
+// frontier's).
+type prices struct {
+	sp    *space
+	cm    *costModel // prices the stages
+	D     int        // devices, in groups of g: every k below counts groups
+	g     int        // devices per group (dpGroup)
+	b     int64      // micro-batch
+	mbs   int        // micro-batches per iteration
+	gpipe bool
+	fit   []fitEntry // [block·(kmax+1)+k]: what fits needs, packed, k ≤ min(D, b)
+	kmax  int
+	// recFit is fit for the stages recomputing their forward during
+	// backward, where the planner may let them (the cost model's recompute
+	// is "auto"); nil otherwise.
+	recFit []fitEntry
+	// tailFloor is, per tail, the least per-micro-batch time of any stage that
+	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
+	// longer one.
+	tailFloor []float64
+	headFloor []float64 // the same for heads (fork absorption)
+}
+
+// newPrices prices every block of sp under cm on every device count.
+func newPrices(cm *costModel, sp *space, devices int, b int64, mbs int, gpipe bool) *prices {
+	g := dpGroup(devices)
+	d := &prices{sp: sp, cm: cm, D: devices / g, g: g, b: b, mbs: mbs, gpipe: gpipe}
+	d.kmax = int(min(int64(d.D), b/int64(g))) // a micro-batch split over no more devices than samples
+	d.fit = make([]fitEntry, len(sp.blocks)*(d.kmax+1))
+	if cm.recompute == "auto" {
+		d.recFit = make([]fitEntry, len(d.fit))
+	}
+	d.priceAll()
+	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
+	return d
+}
+
+// onK is what pricing a block on k devices (groups) shares with every
+// block: the per-device micro-batch and its nodes' prefix sums, and the
+// terms of the all-reduce (allReduce's, taken apart).
+type onK struct {
+	m          int64
+	sums       [][][3]float64 // per node, its unitSums at m
+	arLat, arF float64        // 2(k−1)·latency and 2(k−1)/k, when k·g > 1
+	arBW       float64
+	split      bool // k·g > 1: replicas all-reduce, a whole block does not fit
+}
+
+// priceAll fills fit (and recFit) block by block, in their order, with
+// exactly the arithmetic of space.priceAt, fitEntry and recomputed
+// (TestPriceAllIsPriceAt): the planner's innermost pricing, written out
+// with what does not depend on the block hoisted out of its loop.
+func (d *prices) priceAll() {
+	cm, sp, g, stride := d.cm, d.sp, d.g, d.kmax+1
+	ks := make([]onK, stride)
+	for k := 1; k <= d.kmax; k++ {
+		kg := k * g
+		e := &ks[k]
+		e.m = ceilDiv(d.b, int64(kg))
+		if k > 1 && ks[k-1].m == e.m {
+			e.sums = ks[k-1].sums // the micro-batch only shrinks as k grows
+		} else {
+			e.sums = sp.nodeSums(e.m)
+		}
+		if e.split = kg > 1; e.split {
+			lat, bw := cm.dev.IntraLat, cm.dev.IntraBW
+			if kg > cm.perNode {
+				lat, bw = cm.dev.InterLat, cm.dev.InterBW
+			}
+			e.arLat, e.arF, e.arBW = 2*float64(kg-1)*lat, 2*float64(kg-1)/float64(kg), bw
+		}
+	}
+	linkLat, linkBW := cm.dev.IntraLat, cm.dev.IntraBW
+	if cm.interDP() {
+		linkLat, linkBW = cm.dev.InterLat, cm.dev.InterBW
+	}
+	all := cm.recompute == "all"
+	mbs, limit := float64(d.mbs), cm.limit
+	for id, blk := range sp.blocks {
+		ref := sp.owner[id]
+		host, n := ref, ref.n // the interval whose sums give the times, and a tail's node
+		if ref.tail != nil {
+			host, n = sp.owner[ref.host], ref.tail.n
+		}
+		p := float64(blk.params)
+		arBytes, opt := 4*p, 0.0
+		if blk.params > 0 {
+			opt = p * float64(8+2*cm.optBytes) / cm.dev.MemBW
+		}
+		static, linkBytes := cm.static(blk.params), float64(max(blk.inB, blk.outB))
+		for k := 1; k <= d.kmax; k++ {
+			e := &ks[k]
+			s := e.sums[host.n.id]
+			f, bi, bw := s[host.p+1][0]-s[host.i][0], s[host.p+1][1]-s[host.i][1], s[host.p+1][2]-s[host.i][2]
+			if ref.tail != nil {
+				t := e.sums[n.id]
+				f += t[ref.tail.p+1][0] - t[ref.tail.i][0]
+				bi += t[ref.tail.p+1][1] - t[ref.tail.i][1]
+				bw += t[ref.tail.p+1][2] - t[ref.tail.i][2]
+			}
+			flush := 0.0
+			if e.split && arBytes > 0 {
+				flush = e.arLat + e.arF*arBytes/e.arBW
+			}
+			flush += opt
+			period := f + bi + bw + flush/mbs
+			link := 0.0
+			if lb := linkBytes * float64(e.m); lb > 0 {
+				link = 2 * (linkLat + lb/linkBW)
+			}
+			st, stash, work := static, satMul(blk.stash, e.m), satMul(blk.work, e.m)
+			if blk.whole && e.split {
+				st = math.MaxInt64
+			}
+			if all { // recomputed's
+				period += f
+				stash, work = satMul(blk.inputs, e.m), satAdd(work, stash)
+			}
+			at := id*stride + k
+			d.fit[at] = fitEntry{max(period, link), maxInFlight(satAdd(st, work), stash, limit)}
+			if d.recFit != nil {
+				rs := satMul(blk.inputs, e.m)
+				d.recFit[at] = fitEntry{max(period+f, link), maxInFlight(satAdd(st, satAdd(work, stash)), rs, limit)}
+			}
+		}
+	}
+}
+
+// fitEntry packs what fits needs of a priced stage.
+func (d *prices) fitEntry(c *stageCost) fitEntry {
+	return fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, d.cm.limit)}
+}
+
+// keepCost is block id's price on k devices (in groups) keeping its
+// activations (or recomputing, where the cost model makes every stage do so).
+func (d *prices) keepCost(id, k int) stageCost { return d.sp.price(d.cm, id, k*d.g, d.b, d.mbs) }
+
+// floors is, per run of units, the least per-micro-batch time of any stage
+// that absorbs it.
+func (d *prices) floors(runs []*tailSpec) []float64 {
+	out := make([]float64, len(runs))
+	for _, t := range runs {
+		out[t.id] = math.Inf(1)
+		for _, u := range t.unions {
+			for k := 1; k <= d.kmax; k++ {
+				if e := &d.fit[u*(d.kmax+1)+k]; e.maxIn >= 1 { // fits with one micro-batch in flight
+					out[t.id] = math.Min(out[t.id], e.t)
+				}
+			}
+		}
+	}
+	return out
+}
