@@ -41,6 +41,9 @@ type dp struct {
 	capped  bool       // minTBelow may make only budget more solves
 	budget  int
 	forkM   map[forkKey]forkChoice // fork absorption's answers at T (dpfork.go)
+	// stages is, per series node of leaves, the fewest stages its units
+	// from each on need at T (stagesAt); nil until asked at T
+	stages [][]int16
 
 	// rfit is recFit when the DP may choose to recompute (recompute.go);
 	// nil otherwise
@@ -135,6 +138,7 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 func (d *dp) reset(T float64) {
 	d.T = T
 	d.forkM = map[forkKey]forkChoice{}
+	clear(d.stages)
 	if d.solveM == nil {
 		n, w := len(d.sp.nodes), d.D+1
 		d.solveM, d.suffixM, d.groupM = make([]*table, n), make([]*table, n), make([]*table, n)

@@ -43,6 +43,14 @@ func (d *dp) suffix(s sub) int {
 	last, δ := s.last(), s.δ
 	best, ch := inf, choice{}
 	floor := d.floor(tab, idx, δ+1) // no option does better
+	stages := d.stagesAt(s.n)        // nil unless n is a series of leaves
+	if stages != nil {
+		if stages[s.i] >= inf {
+			d.store(tab, idx, inf, ch) // no run of stages covers the units
+			return inf
+		}
+		floor = max(floor, δ+int(stages[s.i]))
+	}
 	// try prices units i..p on k1 devices; stop reports that longer intervals
 	// cannot meet T either.
 	try := func(p, k1 int) (stop bool) {
@@ -71,7 +79,7 @@ func (d *dp) suffix(s sub) int {
 	// holds at least δ+2: once best is δ+2 no split can improve it
 	split := max(floor, δ+2)
 	if best > split {
-		best, ch = d.splits(s, best, ch, split)
+		best, ch = d.splits(s, best, ch, split, stages)
 	}
 	if s.kid().kind == partition.Parallel && best > floor {
 		if r, jch := d.joinSuffix(s, best, floor); r < best {
@@ -92,8 +100,11 @@ func (d *dp) suffix(s sub) int {
 // from k1 = 1 and p = i up, until best is floor. It returns the least value
 // below best and the first choice (in that order) that reaches it. It is
 // the planner's innermost loop, written out: the rest's value is read from
-// its table where it is memoised (unit p+1 of the rest sits next to unit p).
-func (d *dp) splits(s sub, best int, ch choice, floor int) (int, choice) {
+// its table where it is memoised (unit p+1 of the rest sits next to unit p),
+// and not solved where the stages it needs (stages, when n is a series of
+// leaves) or its value at a larger T (in a bisection) leave it no room
+// below best.
+func (d *dp) splits(s sub, best int, ch choice, floor int, stages []int16) (int, choice) {
 	n, last, δ := s.n, s.last(), s.δ
 	row := n.blk[s.i] // row[p-i]: the block of units i..p
 	tab := d.suffixM[n.id]
@@ -121,6 +132,9 @@ func (d *dp) splits(s sub, best int, ch choice, floor int) (int, choice) {
 			if e := &d.fit[at]; e.t > d.T || e.maxIn < 1 {
 				break // longer intervals cannot meet T either
 			}
+			if stages != nil && δ+1+int(stages[p+1]) >= best {
+				continue // the rest needs too many stages
+			}
 			after := -1
 			if vals != nil {
 				after = int(vals[base+p+1])
@@ -140,6 +154,43 @@ func (d *dp) splits(s sub, best int, ch choice, floor int) (int, choice) {
 		}
 	}
 	return best, ch
+}
+
+// stagesAt is, for a series node of leaves, the fewest stages that cover
+// its units from each one on at T, as suffix may cut them (runTimes),
+// whatever their devices and memory: a bound from below on suffix's value
+// less δ (inf where none does); nil for other nodes.
+func (d *dp) stagesAt(n *snode) []int16 {
+	r := d.runs[n.id]
+	if r == nil {
+		return nil
+	}
+	if d.stages == nil {
+		d.stages = make([][]int16, len(d.sp.nodes))
+	}
+	if st := d.stages[n.id]; st != nil {
+		return st
+	}
+	u := len(n.units)
+	st := make([]int16, u+1) // st[u]: nothing left
+	for a := u - 1; a >= 0; a-- {
+		if r.last[a] <= d.T {
+			st[a] = 1
+			continue
+		}
+		fewest := int16(inf)
+		for q, t := range r.reach[a][:u-1-a] { // a first interval short of the last unit
+			if t > d.T {
+				break
+			}
+			fewest = min(fewest, st[a+q+1])
+		}
+		if st[a] = inf; fewest < inf {
+			st[a] = fewest + 1
+		}
+	}
+	d.stages[n.id] = st
+	return st
 }
 
 // rest is the depth of series node s.n's units after p when a first part of

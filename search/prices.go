@@ -25,6 +25,20 @@ type prices struct {
 	// longer one.
 	tailFloor []float64
 	headFloor []float64 // the same for heads (fork absorption)
+	// runs are, per series node of leaves (a chain: spp's space, or a
+	// branch), when its split loop reaches each unit (runTimes); nil for
+	// other nodes
+	runs []*runTimes
+}
+
+// runTimes bound how many stages the units of a series node of leaves
+// need at T (dp.stagesAt): from unit a, suffix's split loop on k devices
+// reaches p when every interval a..p' (p' ≤ p) meets T and fits one
+// micro-batch in flight on k devices, and the last interval a..last is a
+// stage of its own when it does.
+type runTimes struct {
+	reach [][]float64 // [a][p-a]: the least T at which the loop reaches p from a, on some device count
+	last  []float64   // [a]: the least T at which units a..last meet T as one stage, on some device count
 }
 
 // newPrices prices every block of sp under cm on every device count.
@@ -38,7 +52,42 @@ func newPrices(cm *costModel, sp *space, devices int, b int64, mbs int, gpipe bo
 	}
 	d.priceAll()
 	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
+	d.runs = make([]*runTimes, len(sp.nodes))
+	for _, n := range sp.nodes {
+		if n.chain() {
+			d.runs[n.id] = d.runTimes(n)
+		}
+	}
 	return d
+}
+
+// runTimes computes n's runTimes from fit.
+func (d *prices) runTimes(n *snode) *runTimes {
+	u, stride := len(n.units), d.kmax+1
+	r := &runTimes{reach: make([][]float64, u), last: make([]float64, u)}
+	inf := math.Inf(1)
+	for a := 0; a < u; a++ {
+		r.reach[a] = make([]float64, u-a)
+		for q := range r.reach[a] {
+			r.reach[a][q] = inf
+		}
+		r.last[a] = inf
+		for k := 1; k <= d.kmax; k++ {
+			worst := 0.0 // the slowest interval a..p' so far at k
+			for q, id := range n.blk[a] {
+				e := &d.fit[id*stride+k]
+				if e.maxIn < 1 {
+					worst = inf
+				}
+				worst = max(worst, e.t)
+				r.reach[a][q] = min(r.reach[a][q], worst)
+				if e.maxIn >= 1 && a+q == u-1 {
+					r.last[a] = min(r.last[a], e.t)
+				}
+			}
+		}
+	}
+	return r
 }
 
 // onK is what pricing a block on k devices (groups) shares with every

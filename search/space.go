@@ -221,6 +221,20 @@ func (sp *space) makeBlocks(n *snode, cross func([]int) (int64, int64)) {
 	}
 }
 
+// chain says whether n is a series node of leaves: spp's chain, or a
+// branch of single ops.
+func (n *snode) chain() bool {
+	if n.kind != partition.Series {
+		return false
+	}
+	for _, k := range n.kids {
+		if k.kind != partition.Leaf {
+			return false
+		}
+	}
+	return true
+}
+
 // whole is the block of all of n's ops.
 func (n *snode) whole() int { return n.blk[0][len(n.units)-1] }
 
