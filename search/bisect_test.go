@@ -195,3 +195,25 @@ func TestPriceAllIsPriceAt(t *testing.T) {
 	}
 	t.Logf("%d prices checked", checked)
 }
+
+// TestMergeTimes: the candidates with recomputation allowed, merged from
+// the keeping ones and the recomputing ones, are the distinct times of all.
+func TestMergeTimes(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for n := 0; n < 50; n++ {
+		var a, b []fitEntry
+		var all []fitEntry
+		for i := 0; i < r.IntN(600); i++ {
+			e := fitEntry{float64(r.IntN(300)), r.IntN(3) - 1}
+			if i%2 == 0 {
+				a = append(a, e)
+			} else {
+				b = append(b, e)
+			}
+			all = append(all, e)
+		}
+		if got, want := mergeTimes(distinctTimes(a), distinctTimes(b)), distinctTimes(all); !slices.Equal(got, want) {
+			t.Fatalf("merged %v, want %v", got, want)
+		}
+	}
+}

@@ -12,14 +12,30 @@ import (
 
 // candidates are the distinct per-micro-batch times of every block on every
 // device count that fits in memory with one micro-batch in flight, ascending:
-// the binding T of any plan is one of them.
+// the binding T of any plan is one of them. With recomputation allowed, the
+// recomputing stages' times are candidates too. The DPs that share prices
+// share them.
 func (d *dp) candidates() []float64 {
+	p := d.prices
+	if p.keepTs == nil {
+		p.keepTs = distinctTimes(p.fit)
+	}
+	if d.rfit == nil {
+		return p.keepTs
+	}
+	if p.recTs == nil {
+		p.recTs = mergeTimes(p.keepTs, distinctTimes(d.rfit))
+	}
+	return p.recTs
+}
+
+// distinctTimes are the distinct times of the entries that fit one
+// micro-batch in flight, ascending.
+func distinctTimes(fit []fitEntry) []float64 {
 	var ts []float64
-	for _, fit := range [][]fitEntry{d.fit, d.rfit} {
-		for _, e := range fit {
-			if e.maxIn >= 1 { // fits with one micro-batch in flight (k = 0 never does)
-				ts = append(ts, e.t)
-			}
+	for _, e := range fit {
+		if e.maxIn >= 1 { // fits with one micro-batch in flight (k = 0 never does)
+			ts = append(ts, e.t)
 		}
 	}
 	sortTimes(ts)
@@ -28,6 +44,24 @@ func (d *dp) candidates() []float64 {
 		if i == 0 || t != ts[i-1] {
 			out = append(out, t)
 		}
+	}
+	return out
+}
+
+// mergeTimes is the distinct times of two ascending lists of distinct times.
+func mergeTimes(a, b []float64) []float64 {
+	out := make([]float64, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		var t float64
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
+			t, a = a[0], a[1:]
+		case len(a) == 0 || b[0] < a[0]:
+			t, b = b[0], b[1:]
+		default: // equal
+			t, a, b = a[0], a[1:], b[1:]
+		}
+		out = append(out, t)
 	}
 	return out
 }

@@ -119,7 +119,7 @@ func (d *dp) forkGroup(f forkSub) bool {
 			if t != nil && f.needTail {
 				union, r := -1, roleTailKid
 				if blk >= 0 {
-					union, r = t.unions[blk], roleTail
+					union, r = t.union(blk), roleTail
 				}
 				e = d.part(p == i, union, k1, δ, func() int { return d.hostSolve(f.kid(), k1, δ, t) })
 				if e <= c && rest(p, k1, f.needHead, false) {
@@ -132,7 +132,7 @@ func (d *dp) forkGroup(f forkSub) bool {
 			if p == i {
 				ok = d.forkSolve(f.kidHead(k1, base))
 			} else {
-				ok, r = base <= c && d.fits(f.head.unions[blk], k1, c+1), roleHead
+				ok, r = base <= c && d.fits(f.head.union(blk), k1, c+1), roleHead
 			}
 			if ok && rest(p, k1, false, f.needTail) {
 				ans = forkChoice{true, p, k1, r}
@@ -171,7 +171,7 @@ func (d *dp) forkSolve(f forkSub) bool {
 	ans := forkChoice{}
 	switch f.n.kind {
 	case partition.Leaf:
-		if d.fits(f.head.unions[f.n.whole()], f.k, f.c+1) {
+		if d.fits(f.head.union(f.n.whole()), f.k, f.c+1) {
 			ans = forkChoice{ok: true, role: roleWhole}
 		}
 	case partition.Parallel:
@@ -193,7 +193,7 @@ func (d *dp) forkSolve(f forkSub) bool {
 func (d *dp) forkSeries(f forkSub) forkChoice {
 	n, k, c, h := f.n, f.k, f.c, f.head
 	last := f.last()
-	if d.fits(h.unions[n.whole()], k, c+1) {
+	if d.fits(h.union(n.whole()), k, c+1) {
 		return forkChoice{true, last, k, roleWhole}
 	}
 	for p := 0; p < last; p++ {
@@ -202,7 +202,7 @@ func (d *dp) forkSeries(f forkSub) forkChoice {
 			if after > c {
 				continue
 			}
-			if d.fits(h.unions[n.blk[0][p]], k1, c+1) {
+			if d.fits(h.union(n.blk[0][p]), k1, c+1) {
 				return forkChoice{true, p, k1, roleHead}
 			}
 			if f.kidPlanned(p) && d.forkSolve(f.kidHead(k1, after)) {
@@ -314,13 +314,13 @@ func (d *dp) extractForkGroup(f forkSub, out *[]assignment) {
 		d.extractHost(f.kid(), k1, f.δ, f.tail, out)
 		needTail = false
 	case roleTail:
-		*out = append(*out, assignment{f.tail.unions[f.blk(p)], k1, f.δ + 1})
+		*out = append(*out, assignment{f.tail.union(f.blk(p)), k1, f.δ + 1})
 		needTail = false
 	case roleHeadKid:
 		d.extractForkSolve(f.kidHead(k1, base), out)
 		needHead = false
 	default: // roleHead
-		*out = append(*out, assignment{f.head.unions[f.blk(p)], k1, f.c + 1})
+		*out = append(*out, assignment{f.head.union(f.blk(p)), k1, f.c + 1})
 		needHead = false
 	}
 	if p < f.last() {
@@ -333,12 +333,12 @@ func (d *dp) extractForkSolve(f forkSub, out *[]assignment) {
 	n, k, c, h := f.n, f.k, f.c, f.head
 	switch ch.role {
 	case roleWhole:
-		*out = append(*out, assignment{h.unions[n.whole()], k, c + 1})
+		*out = append(*out, assignment{h.union(n.whole()), k, c + 1})
 	case roleGroup:
 		d.extractForkGroup(f, out)
 	case roleHead, roleHeadKid:
 		if ch.role == roleHead {
-			*out = append(*out, assignment{h.unions[n.blk[0][ch.p]], ch.k1, c + 1})
+			*out = append(*out, assignment{h.union(n.blk[0][ch.p]), ch.k1, c + 1})
 		} else {
 			after := d.suffix(f.after(ch.p, ch.k1))
 			d.extractForkSolve(f.kidHead(ch.k1, after), out)

@@ -68,30 +68,32 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 	// a part short of the last kid leaves a part after it, and one of the two
 	// feeds the host from δ+2: only the whole group as the host's stage holds
 	// δ+1, so past δ+2 only p = last can improve, and past δ+1 nothing
+	stride := d.kmax + 1
 	for p := s.i; p <= last; p++ {
 		if best <= floor || p < last && best <= δ+2 {
 			continue
 		}
-		blk, union := -1, -1 // units i..p as one stage, alone and with the tail
-		if p > s.i {
-			blk = s.blk(p)
-			if need {
-				union = t.unions[blk]
-			}
-		}
 		lo, hi := kRange(p == last, s.k) // the last part takes every device left
-		for k1 := lo; k1 <= hi && best > floor && !(p < last && best <= δ+2); k1++ {
-			if p == s.i {
+		if p == s.i {
+			for k1 := lo; k1 <= hi && best > floor && !(p < last && best <= δ+2); k1++ {
 				consider(p, k1, d.solve(s.kid(), k1, δ+1), rolePlain)
 				if need {
 					consider(p, k1, d.hostSolve(s.kid(), k1, δ, t), roleTailKid)
 				}
-				continue
 			}
-			if d.fits(blk, k1, δ+2) {
+			continue
+		}
+		// units i..p as one stage, alone and with the tail; an option
+		// whose own stage holds best or more cannot improve (consider)
+		blk, union := s.blk(p)*stride, -1
+		if need {
+			union = t.union(s.blk(p)) * stride
+		}
+		for k1 := lo; k1 <= min(hi, d.kmax) && best > floor && !(p < last && best <= δ+2); k1++ {
+			if δ+2 < best && d.fitsAt(blk+k1, δ+2) {
 				consider(p, k1, δ+2, rolePlain)
 			}
-			if need && d.fits(union, k1, δ+1) {
+			if need && δ+1 < best && d.fitsAt(union+k1, δ+1) {
 				consider(p, k1, δ+1, roleTail)
 			}
 		}
@@ -125,7 +127,7 @@ func (d *dp) hostSuffixIdx(s sub, t *tailSpec) (*table, slot) {
 func (d *dp) hostSolve(n *snode, k, δ int, t *tailSpec) int {
 	switch n.kind {
 	case partition.Leaf:
-		if d.fits(t.unions[n.whole()], k, δ+1) {
+		if d.fits(t.union(n.whole()), k, δ+1) {
 			return δ + 1
 		}
 		return inf
@@ -153,7 +155,7 @@ func (d *dp) suffixHost(s sub, t *tailSpec) int {
 	last, δ := s.last(), s.δ
 	best, ch := inf, choice{}
 	split := max(d.floor(tab, idx, δ+1), δ+2) // as in suffix
-	if d.fits(t.unions[s.blk(last)], s.k, δ+1) {
+	if d.fits(t.union(s.blk(last)), s.k, δ+1) {
 		best, ch = δ+1, choice{p: int16(last), k1: int16(s.k), role: roleTail}
 	} else if s.kidPlanned(last) {
 		if r := d.hostSolve(s.kid(), s.k, δ, t); r < best {
@@ -195,7 +197,7 @@ func (d *dp) extractGroupHost(s sub, t *tailSpec, need bool, out *[]assignment) 
 	case p == s.i:
 		d.extractSolve(s.kid(), k1, s.δ+1, out)
 	case ch.role == roleTail:
-		*out = append(*out, assignment{t.unions[s.blk(p)], k1, s.δ + 1})
+		*out = append(*out, assignment{t.union(s.blk(p)), k1, s.δ + 1})
 	default:
 		*out = append(*out, assignment{s.blk(p), k1, s.δ + 2})
 	}
@@ -207,7 +209,7 @@ func (d *dp) extractGroupHost(s sub, t *tailSpec, need bool, out *[]assignment) 
 func (d *dp) extractHost(n *snode, k, δ int, t *tailSpec, out *[]assignment) {
 	switch n.kind {
 	case partition.Leaf:
-		*out = append(*out, assignment{t.unions[n.whole()], k, δ + 1})
+		*out = append(*out, assignment{t.union(n.whole()), k, δ + 1})
 	case partition.Series:
 		d.extractSuffixHost(sub{n, 0, k, δ}, t, out)
 	default:
@@ -224,7 +226,7 @@ func (d *dp) extractSuffixHost(s sub, t *tailSpec, out *[]assignment) {
 		d.extractHost(s.kid(), s.k, s.δ, t, out)
 		return
 	case roleTail:
-		*out = append(*out, assignment{t.unions[s.blk(s.last())], s.k, s.δ + 1})
+		*out = append(*out, assignment{t.union(s.blk(s.last())), s.k, s.δ + 1})
 		return
 	}
 	after := d.suffixHost(s.after(p, k1), t)

@@ -25,6 +25,9 @@ type prices struct {
 	// longer one.
 	tailFloor []float64
 	headFloor []float64 // the same for heads (fork absorption)
+	// keepTs and recTs are the candidate times (dp.candidates), keeping
+	// and with recomputation allowed, once asked for
+	keepTs, recTs []float64
 	// runs are, per series node of leaves (a chain: spp's space, or a
 	// branch), when its split loop reaches each unit (runTimes); nil for
 	// other nodes

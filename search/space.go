@@ -50,12 +50,16 @@ type blockRef struct {
 // absorption), or before it, into a branch's source stage (a head: fork
 // absorption); see doc.go.
 type tailSpec struct {
-	id     int
-	n      *snode // the series node
-	i, p   int    // its units i..p
-	ops    []int
-	unions map[int]int // host block → union block
+	id      int
+	n       *snode // the series node
+	i, p    int    // its units i..p
+	ops     []int
+	unions  map[int]int // host block → union block
+	unionOf []int32     // unions as a slice over every block (0 where it has none, as the map reads)
 }
+
+// union is the union block of host block h and the run.
+func (t *tailSpec) union(h int) int { return int(t.unionOf[h]) }
 
 // newSpace builds the search space over an SP tree. Parallel children are
 // ordered by descending cost so that similar branches sit side by side.
@@ -68,6 +72,14 @@ func newSpace(cm *costModel, root *partition.Node, cross func([]int) (int64, int
 	for _, n := range sp.nodes {
 		sp.makeTails(n, cross)
 		sp.makeHeads(n, cross)
+	}
+	for _, runs := range [][]*tailSpec{sp.tails, sp.heads} {
+		for _, t := range runs {
+			t.unionOf = make([]int32, len(sp.blocks))
+			for h, u := range t.unions {
+				t.unionOf[h] = int32(u)
+			}
+		}
 	}
 	return sp
 }
