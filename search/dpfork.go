@@ -229,8 +229,8 @@ func (d *dp) forkSeries(f forkSub) forkChoice {
 // unit i, before a parallel kid q = i+1, in the source stage of one of its
 // branches, perhaps with units after it in another branch's sink (roleFork).
 // It returns the fewest in flight it finds below best, and the choice that
-// reached it.
-func (d *dp) forkSuffix(s sub, best int) (int, choice) {
+// reached it; it stops at floor, below which nothing is.
+func (d *dp) forkSuffix(s sub, best, floor int) (int, choice) {
 	n, i, δ := s.n, s.i, s.δ
 	last := s.last()
 	var ch choice
@@ -239,7 +239,7 @@ func (d *dp) forkSuffix(s sub, best int) (int, choice) {
 		if d.headFloor[h.id] > d.T {
 			return best, ch // no stage that absorbs the head meets T
 		}
-		for p := q; p <= last; p++ { // p > q: units q+1..p join a branch's sink
+		for p := q; p <= last && best > floor; p++ { // p > q: units q+1..p join a branch's sink
 			var t *tailSpec
 			if p > q {
 				if t = d.sp.tailAt[[3]int{n.id, q + 1, p}]; d.tailFloor[t.id] > d.T {
@@ -247,10 +247,10 @@ func (d *dp) forkSuffix(s sub, best int) (int, choice) {
 				}
 			}
 			lo, hi := kRange(p == last, s.k)
-			for k1 := lo; k1 <= hi; k1++ {
+			for k1 := lo; k1 <= hi && best > floor; k1++ {
 				after := d.rest(s, p, k1)
-				if after >= inf {
-					continue
+				if after+2 >= best {
+					continue // the head's stage holds at least after+2 (c > after), or nothing fits
 				}
 				// without the head, a plan of the branches holds at most
 				// one more than c at its entry: the plain DP's value
@@ -262,7 +262,7 @@ func (d *dp) forkSuffix(s sub, best int) (int, choice) {
 				} else {
 					plain = d.groupHost(branches, t, true)
 				}
-				if plain >= inf {
+				if plain >= inf || max(after+1, plain-1)+1 >= best {
 					continue
 				}
 				for c := max(after+1, plain-1); c+1 < best && c < d.D; c++ {

@@ -22,8 +22,8 @@ func (d *dp) joinSuffix(s sub, best, floor int) (int, choice) {
 		lo, hi := kRange(p == last, s.k)
 		for k1 := lo; k1 <= hi && best > floor; k1++ {
 			after := d.rest(s, p, k1)
-			if after >= inf {
-				continue
+			if after+1 >= best {
+				continue // the branches hold more than after, or nothing fits
 			}
 			if r := d.groupHost(sub{s.kid(), 0, k1, after}, t, true); r < best {
 				best, ch = r, choice{p: int16(p), k1: int16(k1), role: roleJoin}
@@ -76,7 +76,9 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 		lo, hi := kRange(p == last, s.k) // the last part takes every device left
 		if p == s.i {
 			for k1 := lo; k1 <= hi && best > floor && !(p < last && best <= δ+2); k1++ {
-				consider(p, k1, d.solve(s.kid(), k1, δ+1), rolePlain)
+				if δ+2 < best { // the kid holds more than δ+1
+					consider(p, k1, d.solve(s.kid(), k1, δ+1), rolePlain)
+				}
 				if need {
 					consider(p, k1, d.hostSolve(s.kid(), k1, δ, t), roleTailKid)
 				}
@@ -169,8 +171,8 @@ func (d *dp) suffixHost(s sub, t *tailSpec) int {
 				break // before the rest is solved, as in suffix
 			}
 			after := d.suffixHost(s.after(p, k1), t)
-			if after >= inf {
-				continue
+			if after+1 >= best {
+				continue // the first part holds more than after, or nothing fits
 			}
 			r := inf
 			if kid {

@@ -87,7 +87,7 @@ func (d *dp) suffix(s sub) int {
 		}
 	}
 	if best > split {
-		if r, fch := d.forkSuffix(s, best); r < best {
+		if r, fch := d.forkSuffix(s, best, floor); r < best {
 			best, ch = r, fch
 		}
 	}
@@ -120,7 +120,7 @@ func (d *dp) splits(s sub, best int, ch choice, floor int, stages []int16) (int,
 		p := s.i
 		if kid && p < last {
 			rest.i = p + 1
-			if after := d.suffix(rest); after < inf {
+			if after := d.suffix(rest); after+1 < best { // the kid holds more than after
 				if r := d.solve(s.kid(), k1, after); r < best {
 					best, ch = r, choice{p: int16(p), k1: int16(k1)}
 				}
