@@ -46,6 +46,10 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 	if v, ok := d.lookup(tab, idx, s.δ+1); ok {
 		return v
 	}
+	if need && d.noHost(t, s.n) {
+		d.store(tab, idx, inf, choice{})
+		return inf
+	}
 	last, δ := s.last(), s.δ
 	best, ch := inf, choice{}
 	floor := d.floor(tab, idx, δ+1) // no option does better
@@ -125,6 +129,17 @@ func (d *dp) hostSuffixIdx(s sub, t *tailSpec) (*table, slot) {
 	return d.hostTable(d.hostS, t, s.n, len(s.n.kids)*(d.D+1)), d.at(s)
 }
 
+// noHost says whether no sink stage of node n (hostBlocks) can absorb
+// tail t at T: no union of the two meets T with one micro-batch in flight
+// (prices.hostFloor), so that every plan that places the tail there fails.
+func (d *dp) noHost(t *tailSpec, n *snode) bool {
+	v := 0
+	if d.rfit != nil {
+		v = 1
+	}
+	return d.hostFloor[t.id][v][n.id] > d.T
+}
+
 // hostSolve is n planned with tail t in its sink stage, δ after the tail.
 func (d *dp) hostSolve(n *snode, k, δ int, t *tailSpec) int {
 	switch n.kind {
@@ -153,6 +168,10 @@ func (d *dp) suffixHost(s sub, t *tailSpec) int {
 	tab, idx := d.hostSuffixIdx(s, t)
 	if v, ok := d.lookup(tab, idx, s.δ+1); ok {
 		return v
+	}
+	if d.noHost(t, s.n) {
+		d.store(tab, idx, inf, choice{})
+		return inf
 	}
 	last, δ := s.last(), s.δ
 	best, ch := inf, choice{}

@@ -25,6 +25,12 @@ type prices struct {
 	// longer one.
 	tailFloor []float64
 	headFloor []float64 // the same for heads (fork absorption)
+	// hostFloor is, per tail, per node of the parallel kid before it, the
+	// least T at which a stage of the tail and one of the node's sink
+	// stages (hostBlocks) meets T and fits one micro-batch in flight,
+	// keeping [0] or either way [1] (index by tail id, then node id;
+	// +Inf where no union fits)
+	hostFloor [][2][]float64
 	// keepTs and recTs are the candidate times (dp.candidates), keeping
 	// and with recomputation allowed, once asked for
 	keepTs, recTs []float64
@@ -55,6 +61,7 @@ func newPrices(cm *costModel, sp *space, devices int, b int64, mbs int, gpipe bo
 	}
 	d.priceAll()
 	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
+	d.hostFloor = d.hostFloors()
 	d.runs = make([]*runTimes, len(sp.nodes))
 	for _, n := range sp.nodes {
 		if n.chain() {
@@ -62,6 +69,44 @@ func newPrices(cm *costModel, sp *space, devices int, b int64, mbs int, gpipe bo
 		}
 	}
 	return d
+}
+
+// hostFloors computes hostFloor from fit and recFit.
+func (d *prices) hostFloors() [][2][]float64 {
+	sp, stride := d.sp, d.kmax+1
+	least := func(fit []fitEntry, u int) float64 { // the least time at which u fits one in flight
+		t := math.Inf(1)
+		for k := 1; k <= d.kmax; k++ {
+			if e := &fit[u*stride+k]; e.maxIn >= 1 {
+				t = min(t, e.t)
+			}
+		}
+		return t
+	}
+	out := make([][2][]float64, len(sp.tails))
+	for _, t := range sp.tails {
+		for v := range out[t.id] {
+			out[t.id][v] = make([]float64, len(sp.nodes))
+		}
+		var walk func(n *snode)
+		walk = func(n *snode) {
+			keep, either := math.Inf(1), math.Inf(1)
+			for _, h := range sp.hosts[n.id] {
+				u := t.union(h)
+				lk := least(d.fit, u)
+				keep, either = min(keep, lk), min(either, lk)
+				if d.recFit != nil {
+					either = min(either, least(d.recFit, u))
+				}
+			}
+			out[t.id][0][n.id], out[t.id][1][n.id] = keep, either
+			for _, k := range n.kids {
+				walk(k)
+			}
+		}
+		walk(t.kid)
+	}
+	return out
 }
 
 // runTimes computes n's runTimes from fit.

@@ -35,6 +35,7 @@ type space struct {
 	tailAt map[[3]int]*tailSpec // (series node, i, p) → tail
 	heads  []*tailSpec
 	headAt map[[2]int]*tailSpec // (series node, i) → unit i as a head
+	hosts  [][]int              // per node, hostBlocks
 	mu     sync.Mutex           // guards every node's sums
 }
 
@@ -54,6 +55,7 @@ type tailSpec struct {
 	n       *snode // the series node
 	i, p    int    // its units i..p
 	ops     []int
+	kid     *snode      // a tail's: the parallel kid whose sink stages absorb it
 	unions  map[int]int // host block → union block
 	unionOf []int32     // unions as a slice over every block (0 where it has none, as the map reads)
 }
@@ -72,6 +74,10 @@ func newSpace(cm *costModel, root *partition.Node, cross func([]int) (int64, int
 	for _, n := range sp.nodes {
 		sp.makeTails(n, cross)
 		sp.makeHeads(n, cross)
+	}
+	sp.hosts = make([][]int, len(sp.nodes))
+	for _, n := range sp.nodes {
+		sp.hosts[n.id] = sp.hostBlocks(n)
 	}
 	for _, runs := range [][]*tailSpec{sp.tails, sp.heads} {
 		for _, t := range runs {
@@ -141,7 +147,7 @@ func (sp *space) makeTails(n *snode, cross func([]int) (int64, int64)) {
 		var ops []int
 		for p := i + 1; p < len(n.units); p++ {
 			ops = append(ops, n.units[p]...)
-			t := &tailSpec{id: len(sp.tails), n: n, i: i + 1, p: p, ops: append([]int(nil), ops...), unions: map[int]int{}}
+			t := &tailSpec{id: len(sp.tails), n: n, i: i + 1, p: p, ops: append([]int(nil), ops...), kid: kid, unions: map[int]int{}}
 			for _, h := range hosts {
 				u := sp.cm.newBlock(append(append([]int(nil), sp.blocks[h].ops...), t.ops...), cross)
 				t.unions[h] = len(sp.blocks)
