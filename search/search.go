@@ -200,21 +200,35 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
-	var best, seq *plan.Plan
-	for _, who := range families {
-		for _, p := range tops[who] {
-			if p.Predicted.IterationS > tuneWithin*tops[who][0].Predicted.IterationS {
+	// tune each planner's fastest plan, then the others within tuneWithin
+	// of it as tuned, each plan on its own (in parallel), and weigh them in
+	// order
+	if err := each(len(families), func(i int) error { return tune(tops[families[i]][0]) }); err != nil {
+		return nil, err
+	}
+	var tuned, rest []*plan.Plan
+	var who []string
+	for _, w := range families {
+		for j, p := range tops[w] {
+			if p.Predicted.IterationS > tuneWithin*tops[w][0].Predicted.IterationS {
 				break
 			}
-			if err := tune(p); err != nil {
-				return nil, err
+			if j > 0 {
+				rest = append(rest, p)
 			}
-			if best == nil || better(p, best) {
-				best = p
-			}
-			if who == "spp" && (seq == nil || better(p, seq)) {
-				seq = p
-			}
+			tuned, who = append(tuned, p), append(who, w)
+		}
+	}
+	if err := each(len(rest), func(i int) error { return tune(rest[i]) }); err != nil {
+		return nil, err
+	}
+	var best, seq *plan.Plan
+	for i, p := range tuned {
+		if best == nil || better(p, best) {
+			best = p
+		}
+		if who[i] == "spp" && (seq == nil || better(p, seq)) {
+			seq = p
 		}
 	}
 	if best == nil {
