@@ -6,7 +6,11 @@
 //  1. Search(g, Options) returns the fastest plan it finds, predicted by the
 //     simulator (package microbatch) running the plan's own action lists, or
 //     a NoPlanError saying which limit failed, an OptionError naming the flag
-//     at fault, or a LimitError when spp-exact stops at its size limit. A
+//     at fault, or a LimitError when spp-exact stops at its size limit.
+//     Before any search it checks the bounds that need no plan (an op's
+//     state and fewest activations against a device's memory, the model's
+//     state against all of them: refuse.go) and refuses at once, with a
+//     NoPlanError that has Bound set and names the op. A
 //     gpp plan's SearchReport.Sequential sums up the best sequential plan
 //     the search found, exactly what strategy spp returns, so that every
 //     search says what the graph pipeline gains.

@@ -46,9 +46,16 @@ type OptionError struct {
 
 func (e *OptionError) Error() string { return fmt.Sprintf("--%s: %s", e.Flag, e.Msg) }
 
-// NoPlanError says that no plan fits, and which limit failed.
+// NoPlanError says that no plan fits, and which limit failed. Bound marks
+// a refusal before any search (refuse.go): a bound that needs no plan rules
+// every plan out, and Op (the op at fault), Need and Limit (bytes) say which;
+// the model cannot fit these devices as given. Without Bound, the search
+// found nothing, and Op, Need and Limit may be empty.
 type NoPlanError struct {
-	Reason string
+	Reason      string
+	Op          string
+	Need, Limit int64
+	Bound       bool
 }
 
 func (e *NoPlanError) Error() string { return "no plan fits: " + e.Reason }

@@ -27,6 +27,9 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
+	if err := refuse(g, &o); err != nil && refuseFirst {
+		return nil, err
+	}
 	sp := &spaces{}
 	best, err := sp.searchOn(g, o)
 	var np *NoPlanError
@@ -293,10 +296,9 @@ func noPlan(g *dag.Graph, o *Options, cm *costModel) error {
 			biggest, name = need, g.Op(i).Name
 		}
 	}
-	gb := func(b int64) string { return fmt.Sprintf("%.3g GB", float64(b)/1e9) }
 	if biggest > o.MemoryLimit {
-		return &NoPlanError{fmt.Sprintf("memory: op %q alone needs %s for its weights, gradients and optimizer state, over the %s a device has",
-			name, gb(biggest), gb(o.MemoryLimit))}
+		return &NoPlanError{Reason: fmt.Sprintf("memory: op %q alone needs %s for its weights, gradients and optimizer state, over the %s a device has",
+			name, gb(biggest), gb(o.MemoryLimit)), Op: name, Need: biggest, Limit: o.MemoryLimit}
 	}
 	at := "at any micro-batch size"
 	if o.MicroBatch > 0 {
@@ -304,6 +306,6 @@ func noPlan(g *dag.Graph, o *Options, cm *costModel) error {
 	} else if o.Batch > plan.MicroBatchLimit {
 		at = fmt.Sprintf("at any micro-batch size that makes at most %d micro-batches per iteration (the most a plan may have)", plan.MicroBatchLimit)
 	}
-	return &NoPlanError{fmt.Sprintf("memory: no %s plan of %q on %d devices fits in %s per device %s (weights, gradients and optimizer state take %s in all, %s per device if split evenly)",
+	return &NoPlanError{Reason: fmt.Sprintf("memory: no %s plan of %q on %d devices fits in %s per device %s (weights, gradients and optimizer state take %s in all, %s per device if split evenly)",
 		o.Strategy, g.Name(), o.Devices, gb(o.MemoryLimit), at, gb(total), gb(total/int64(o.Devices)))}
 }

@@ -99,11 +99,18 @@ func looksLikePath(s string) bool {
 	return err == nil || strings.ContainsAny(s, `/\`) || strings.HasSuffix(strings.ToLower(s), ".json")
 }
 
-// searchError maps the planner's errors onto exit codes.
+// searchError maps the planner's errors onto exit codes: a flag it cannot
+// use is a usage error and a refusal before any search (the model cannot
+// fit the devices as given, which a bound says without a plan) bad input,
+// both exit 2; when the search found nothing, exit 1.
 func searchError(err error) error {
 	var oe *search.OptionError
 	if errors.As(err, &oe) {
 		return usagef("%v", oe)
+	}
+	var np *search.NoPlanError
+	if errors.As(err, &np) && np.Bound {
+		return inputf("%v", np)
 	}
 	return err // NoPlanError and the rest: exit 1
 }
@@ -187,7 +194,10 @@ func newSearchCmd(stdin io.Reader) *cobra.Command {
 micro-batch size, order its passes, and predict the iteration time with the
 simulator. gpp also runs spp's search and keeps the faster plan, so it is
 never worse than spp, and prints the best sequential plan beside its own.
-Exit 1 when no plan fits, saying which limit failed.`,
+Exit 2 when the model cannot fit the devices whatever the plan (an op's
+weights, gradients, optimizer state and fewest activations over a device's
+memory, or the model's over all of them: checked before any search), exit 1
+when the search finds no plan that fits; each says which limit failed.`,
 		Example: "  graphpipe search mmt.json --devices 32 --device v100 -o plan.json\n  graphpipe search dlrm.json --devices 16 --strategy spp --json",
 		Args:    args("MODEL"),
 		RunE: func(cmd *cobra.Command, a []string) error {
