@@ -43,7 +43,7 @@ func (d *dp) suffix(s sub) int {
 	last, δ := s.last(), s.δ
 	best, ch := inf, choice{}
 	floor := d.floor(tab, idx, δ+1) // no option does better
-	stages := d.stagesAt(s.n)        // nil unless n is a series of leaves
+	stages := d.stagesAt(s.n)       // nil unless n is a series of leaves
 	if stages != nil {
 		if stages[s.i] >= inf {
 			d.store(tab, idx, inf, ch) // no run of stages covers the units
