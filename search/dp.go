@@ -137,7 +137,10 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 // reset sets the target time and forgets every memoised value.
 func (d *dp) reset(T float64) {
 	d.T = T
-	d.forkM = map[forkKey]forkChoice{}
+	if d.forkM == nil {
+		d.forkM = map[forkKey]forkChoice{}
+	}
+	clear(d.forkM)
 	clear(d.stages)
 	if d.solveM == nil {
 		n, w := len(d.sp.nodes), d.D+1

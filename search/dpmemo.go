@@ -28,6 +28,7 @@ type table struct {
 type slab struct {
 	v, hi, lo []int16
 	ch        []choice
+	id        int32 // its index in memo.slabs
 }
 
 // slot names an entry of a table: its δ and its index in that δ's slab.
@@ -36,32 +37,34 @@ type slot struct{ δ, j int }
 // newTable makes a table of w entries for each δ of 0..depths-1.
 func newTable(w, depths int) *table { return &table{w: w, slabs: make([]*slab, depths)} }
 
-// slab returns the slab of δ, allocating it if need be.
-func (t *table) slab(δ int) *slab {
+// slab returns t's slab of δ, allocating it if need be.
+func (m *memo) slab(t *table, δ int) *slab {
 	s := t.slabs[δ]
 	if s == nil {
-		s = &slab{v: make([]int16, t.w), hi: make([]int16, t.w), lo: make([]int16, t.w), ch: make([]choice, t.w)}
+		s = &slab{v: make([]int16, t.w), hi: make([]int16, t.w), lo: make([]int16, t.w), ch: make([]choice, t.w), id: int32(len(m.slabs))}
 		for i := range s.v {
 			s.v[i], s.hi[i], s.lo[i] = -1, -1, -1
 		}
 		t.slabs[δ] = s
+		m.slabs = append(m.slabs, s)
 	}
 	return s
 }
 
-// choice is the choice memoised at a slot.
-func (t *table) choice(at slot) choice { return t.slab(at.δ).ch[at.j] }
+// choice is the choice memoised at a slot, which a solve has filled.
+func (t *table) choice(at slot) choice { return t.slabs[at.δ].ch[at.j] }
 
-// memoRef names one entry of one slab.
+// memoRef names one entry of one slab, by index: the logs that hold them
+// are long and hold no pointers for the garbage collector to scan.
 type memoRef struct {
-	s *slab
-	j int32
+	s, j int32
 }
 
 // memo is what the tables of one DP hold: the entries memoised at the
 // current T (to forget them at the next reset without clearing every
 // table), and the bisection's bounds.
 type memo struct {
+	slabs   []*slab   // every slab allocated, by id
 	touched []memoRef // memoised at T
 	bounded []memoRef // with a bound set in this bisection
 	bounds  bool      // a bisection's solve: values only, bounds in use
@@ -109,17 +112,17 @@ func (m *memo) floor(t *table, at slot, least int) int {
 var noChoice = choice{role: noRole}
 
 // store memoises the entry's value at T and the choice that reached it.
-func (m *memo) store(t *table, at slot, v int, ch choice) { m.put(t.slab(at.δ), at.j, v, ch) }
+func (m *memo) store(t *table, at slot, v int, ch choice) { m.put(m.slab(t, at.δ), at.j, v, ch) }
 
 func (m *memo) put(s *slab, j, v int, ch choice) {
 	s.v[j], s.ch[j] = int16(v), ch
-	m.touched = append(m.touched, memoRef{s, int32(j)})
+	m.touched = append(m.touched, memoRef{s.id, int32(j)})
 }
 
 // forget drops every value memoised at T.
 func (m *memo) forget() {
 	for _, e := range m.touched {
-		e.s.v[e.j] = -1
+		m.slabs[e.s].v[e.j] = -1
 	}
 	m.touched = m.touched[:0]
 }
@@ -131,7 +134,8 @@ var boundedBisection = true
 // beginBounds starts a bisection: bounds in use, none known yet.
 func (m *memo) beginBounds() {
 	for _, e := range m.bounded {
-		e.s.hi[e.j], e.s.lo[e.j] = -1, -1
+		s := m.slabs[e.s]
+		s.hi[e.j], s.lo[e.j] = -1, -1
 	}
 	m.bounded = m.bounded[:0]
 	m.bounds = boundedBisection
@@ -142,10 +146,11 @@ func (m *memo) beginBounds() {
 // fit at T), from above otherwise.
 func (m *memo) keepBounds(above bool) {
 	for _, e := range m.touched {
+		s := m.slabs[e.s]
 		if above {
-			e.s.hi[e.j] = e.s.v[e.j]
+			s.hi[e.j] = s.v[e.j]
 		} else {
-			e.s.lo[e.j] = e.s.v[e.j]
+			s.lo[e.j] = s.v[e.j]
 		}
 	}
 	m.bounded = append(m.bounded, m.touched...)

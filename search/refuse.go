@@ -30,6 +30,7 @@ func refuse(g *dag.Graph, o *Options) error {
 	devices := int64(o.Devices)
 	var total, biggest int64
 	biggestOp := ""
+	worst, worstNeed, worstStatic, worstAct, worstM := -1, int64(0), int64(0), int64(0), int64(0)
 	for i := 0; i < g.NumOps(); i++ {
 		c := g.Cost(i)
 		static := satMul(c.Params, 8+o.OptimizerBytes)
@@ -42,9 +43,13 @@ func refuse(g *dag.Graph, o *Options) error {
 			m = bmin // a whole micro-batch on one device
 		}
 		act := satMul(satAdd(c.StashBytes, satMul(2, c.OutBytes)), m)
-		if need := satAdd(static, act); need > o.MemoryLimit {
-			return &NoPlanError{Reason: opTooBig(o, g.Op(i).Name, static, act, m, bmin), Op: g.Op(i).Name, Need: need, Limit: o.MemoryLimit, Bound: true}
+		if need := satAdd(static, act); worst < 0 || need > worstNeed {
+			worst, worstNeed, worstStatic, worstAct, worstM = i, need, static, act, m
 		}
+	}
+	if worstNeed > o.MemoryLimit { // the op that needs the most
+		name := g.Op(worst).Name
+		return &NoPlanError{Reason: opTooBig(o, name, worstStatic, worstAct, worstM, bmin), Op: name, Need: worstNeed, Limit: o.MemoryLimit, Bound: true}
 	}
 	if cluster := satMul(devices, o.MemoryLimit); total > cluster {
 		return &NoPlanError{Reason: fmt.Sprintf("memory: the model's weights, gradients and optimizer state take %s in all, over the %s that %s of %s hold (its largest op, %q, holds %s)",

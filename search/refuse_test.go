@@ -49,9 +49,9 @@ func TestRefusals(t *testing.T) {
 		{"candle-uno-64-branches", zoo(t, "candle-uno", map[string]int64{"branches": 64}), Options{Device: v100, Devices: 32},
 			"top.fc0", `op "top.fc0" alone needs`},
 		{"activations", zoo(t, "mmt", nil), Options{Device: v100, Devices: 8, Batch: 1 << 36},
-			"b0.emb", "for the activations of 131072 samples (micro-batches of at least 1048576 (the batch of 68719476736 in at most 65536 micro-batches per iteration) over 8 devices)"},
+			"b0.l0.gelu", "for the activations of 131072 samples (micro-batches of at least 1048576 (the batch of 68719476736 in at most 65536 micro-batches per iteration) over 8 devices)"},
 		{"forced-micro-batch", zoo(t, "mmt", nil), Options{Device: v100, Devices: 2, Batch: 1 << 16, MicroBatch: 1 << 16},
-			"b0.emb", "(micro-batch 65536 over 2 devices)"},
+			"b0.l0.gelu", "(micro-batch 65536 over 2 devices)"},
 		{"total", zoo(t, "dlrm", nil), Options{Device: v100, Devices: 1},
 			"top.fc0", "the model's weights, gradients and optimizer state take 17.4 GB in all, over the 16 GB that 1 device of 16 GB hold"},
 	}
