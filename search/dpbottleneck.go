@@ -131,7 +131,7 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	}
 	// the bisection's solves ask for the root's value only, each bounded by
 	// the ones before it (dpmemo.go); the last solve, whose choices are
-	// extracted, runs without bounds
+	// extracted, pins nothing
 	feasible := func(i int) bool {
 		d.budget--
 		d.reset(ts[i])
@@ -155,7 +155,7 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 			lo = mid + 1
 		}
 	}
-	d.endBounds()
+	d.choicesBounds()
 	d.reset(ts[hi])
 	d.solve(d.sp.root, k, 0)
 	return ts[hi], hi, true

@@ -12,7 +12,10 @@ package search
 // subproblem can be, or the lower one is inf) the value is known without a
 // look at the subproblem's options; elsewhere a recurrence stops as soon as
 // it reaches the lower bound. The bisection's solves need values only; the
-// solve whose choices are extracted runs without bounds, exactly as before.
+// solve whose choices are extracted pins nothing, so that every entry it
+// reaches has its choice, and its recurrences stop at their lower bounds
+// only, which leaves each with the first choice in its order that reaches
+// its value: the choice it would have without bounds.
 
 // table memoises one recurrence at one node, one slab per δ (stages
 // after the subproblem), each allocated when first written: most
@@ -67,7 +70,13 @@ type memo struct {
 	slabs   []*slab   // every slab allocated, by id
 	touched []memoRef // memoised at T
 	bounded []memoRef // with a bound set in this bisection
-	bounds  bool      // a bisection's solve: values only, bounds in use
+	// pin: a bisection's solve, which asks for values only: a value its
+	// bounds pin is memoised without its choice. useFloors: a recurrence
+	// stops at its bound from below (it then has the first choice in its
+	// order that reaches its value, as without it). The bisection's solves
+	// use both; its last solve, whose choices are extracted, floors alone
+	// (useFloors).
+	pin, useFloors bool
 }
 
 // lookup returns the entry's value at T when it is memoised or, in a
@@ -81,7 +90,7 @@ func (m *memo) lookup(t *table, at slot, least int) (int, bool) {
 	if v := s.v[at.j]; v >= 0 {
 		return int(v), true
 	}
-	if !m.bounds {
+	if !m.pin {
 		return 0, false
 	}
 	hi, lo := s.hi[at.j], s.lo[at.j]
@@ -99,7 +108,7 @@ func (m *memo) lookup(t *table, at slot, least int) (int, bool) {
 // floor is the least value a recurrence at the entry need look for: least,
 // or in a bisection the entry's value at a larger T when that is more.
 func (m *memo) floor(t *table, at slot, least int) int {
-	if !m.bounds {
+	if !m.useFloors {
 		return least
 	}
 	if s := t.slabs[at.δ]; s != nil && int(s.hi[at.j]) > least {
@@ -138,7 +147,7 @@ func (m *memo) beginBounds() {
 		s.hi[e.j], s.lo[e.j] = -1, -1
 	}
 	m.bounded = m.bounded[:0]
-	m.bounds = boundedBisection
+	m.pin, m.useFloors = boundedBisection, boundedBisection
 }
 
 // keepBounds records the values memoised at T as bounds for the rest of
@@ -156,5 +165,9 @@ func (m *memo) keepBounds(above bool) {
 	m.bounded = append(m.bounded, m.touched...)
 }
 
+// choicesBounds turns pinning off for the bisection's last solve, whose
+// choices are extracted: its recurrences still stop at their floors.
+func (m *memo) choicesBounds() { m.pin = false }
+
 // endBounds ends a bisection: the next solves run without bounds.
-func (m *memo) endBounds() { m.bounds = false }
+func (m *memo) endBounds() { m.pin, m.useFloors = false, false }

@@ -138,7 +138,7 @@ func (d *dp) splits(s sub, best int, ch choice, floor int, stages []int16) (int,
 			after := -1
 			if vals != nil {
 				after = int(vals[base+p+1])
-				if after < 0 && d.bounds && int(his[base+p+1])+1 >= best {
+				if after < 0 && d.useFloors && int(his[base+p+1])+1 >= best {
 					continue // the rest alone holds too many: no need to solve it
 				}
 			}
