@@ -27,9 +27,13 @@ func tune(p *plan.Plan) error {
 	if err != nil {
 		return err
 	}
+	var sched *microbatch.Schedule // the best so far, built with warm
 	build := func(w []int) (*microbatch.Schedule, error) {
-		if p.Schedule == "zb" {
+		switch {
+		case p.Schedule == "zb":
 			return microbatch.ZeroBubble(pipe, t, w)
+		case sched != nil: // only the stages whose counts changed
+			return microbatch.OneFOneBWarmFrom(sched, warm, w)
 		}
 		return microbatch.OneFOneBWarm(pipe, w)
 	}
@@ -49,7 +53,8 @@ func tune(p *plan.Plan) error {
 		}
 		return r.Iteration, s, true
 	}
-	cur, sched, ok := eval(warm)
+	cur, first, ok := eval(warm)
+	sched = first
 	if !ok {
 		return schedule(p) // the lists it was simulated with
 	}
