@@ -212,7 +212,7 @@ func TestMergeTimes(t *testing.T) {
 			}
 			all = append(all, e)
 		}
-		if got, want := mergeTimes(distinctTimes(a), distinctTimes(b)), distinctTimes(all); !slices.Equal(got, want) {
+		if got, want := mergeTimes(distinctTimes(a, 0), distinctTimes(b, 0)), distinctTimes(all, 0); !slices.Equal(got, want) {
 			t.Fatalf("merged %v, want %v", got, want)
 		}
 	}

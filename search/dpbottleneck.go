@@ -13,28 +13,51 @@ import (
 // candidates are the distinct per-micro-batch times of every block on every
 // device count that fits in memory with one micro-batch in flight, ascending:
 // the binding T of any plan is one of them. With recomputation allowed, the
-// recomputing stages' times are candidates too. The DPs that share prices
-// share them.
+// recomputing stages' times are candidates too. Those below the slowest op's
+// least time (opFloor), at which no plan fits, are left out: no search asks
+// for them. The DPs that share prices share them.
 func (d *dp) candidates() []float64 {
 	p := d.prices
 	if p.keepTs == nil {
-		p.keepTs = distinctTimes(p.fit)
+		p.keepTs = distinctTimes(p.fit, p.opFloor())
 	}
 	if d.rfit == nil {
 		return p.keepTs
 	}
 	if p.recTs == nil {
-		p.recTs = mergeTimes(p.keepTs, distinctTimes(d.rfit))
+		p.recTs = mergeTimes(p.keepTs, distinctTimes(d.rfit, p.opFloor()))
 	}
 	return p.recTs
 }
 
-// distinctTimes are the distinct times of the entries that fit one
-// micro-batch in flight, ascending.
-func distinctTimes(fit []fitEntry) []float64 {
+// opFloor is a time below which no plan fits: the slowest op's forward and
+// backward at the per-device micro-batch that makes them fastest (every
+// stage's time per micro-batch is at least the sum of its ops', and the
+// slowest op lies in some stage), less a margin for rounding (a block's
+// times are differences of prefix sums).
+func (d *prices) opFloor() float64 {
+	least := make([]float64, d.sp.cm.g.NumOps())
+	for i := range least {
+		least[i] = math.Inf(1)
+	}
+	for k := 1; k <= d.kmax; k++ {
+		for i, t := range d.cm.times(ceilDiv(d.b, int64(k*d.g))) {
+			least[i] = min(least[i], t.f+t.bi+t.bw)
+		}
+	}
+	slowest := 0.0
+	for _, t := range least {
+		slowest = max(slowest, t)
+	}
+	return slowest * (1 - 1e-6)
+}
+
+// distinctTimes are the distinct times, not below floor, of the entries
+// that fit one micro-batch in flight, ascending.
+func distinctTimes(fit []fitEntry, floor float64) []float64 {
 	var ts []float64
 	for _, e := range fit {
-		if e.maxIn >= 1 { // fits with one micro-batch in flight (k = 0 never does)
+		if e.maxIn >= 1 && e.t >= floor { // fits with one micro-batch in flight (k = 0 never does)
 			ts = append(ts, e.t)
 		}
 	}
