@@ -13,7 +13,8 @@ import (
 // stageIn is a stage as a planner chose it.
 type stageIn struct {
 	ops  []int
-	k    int
+	k    int // devices
+	kind int // of the cluster's kinds (0 for devices of one kind)
 	cost stageCost
 	blk  *block
 }

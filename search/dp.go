@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/graphpipe/graphpipe/partition"
 	"github.com/graphpipe/graphpipe/plan"
@@ -143,13 +144,13 @@ func (d *dp) reset(T float64) {
 	clear(d.forkM)
 	clear(d.stages)
 	if d.solveM == nil {
-		n, w := len(d.sp.nodes), d.D+1
+		n, w, depths := len(d.sp.nodes), d.devs.n, d.D+1
 		d.solveM, d.suffixM, d.groupM = make([]*table, n), make([]*table, n), make([]*table, n)
 		for _, nd := range d.sp.nodes {
-			d.solveM[nd.id] = newTable(w, w)
+			d.solveM[nd.id] = newTable(w, depths)
 			if len(nd.kids) > 0 {
-				d.suffixM[nd.id] = newTable(len(nd.kids)*w, w)
-				d.groupM[nd.id] = newTable(len(nd.kids)*w, w)
+				d.suffixM[nd.id] = newTable(len(nd.kids)*w, depths)
+				d.groupM[nd.id] = newTable(len(nd.kids)*w, depths)
 			}
 		}
 		d.hostG, d.hostS = make([][]*table, len(d.sp.tails)), make([][]*table, len(d.sp.tails))
@@ -173,14 +174,26 @@ func (d *dp) inflight(depth int) int {
 	return min(d.mbs, depth)
 }
 
-// fits says whether block id on k devices, depth stages from the end, runs
-// within T and fits in memory, keeping its activations or, where the DP may
-// choose it, recomputing them.
+// fits says whether block id on the devices of set k (devsets.go: one
+// kind's, for a stage), depth stages from the end, runs within T and fits
+// in memory, keeping its activations or, where the DP may choose it,
+// recomputing them.
 func (d *dp) fits(id, k, depth int) bool {
-	if k < 1 || k > d.kmax {
-		return false
+	at := d.fitIndex(id, k)
+	return at >= 0 && d.fitsAt(at, depth)
+}
+
+// fitIndex is block id's entry in fit on the devices of set k, or -1 where
+// it has none (no devices, devices of several kinds, more than kmax).
+func (d *prices) fitIndex(id, k int) int {
+	if k < 1 || k >= len(d.devs.col) {
+		return -1
 	}
-	return d.fitsAt(id*(d.kmax+1)+k, depth)
+	c := d.devs.col[k]
+	if c < 0 {
+		return -1
+	}
+	return id*d.W + int(c)
 }
 
 // fitsAt is fits of the block and device count packed at index at of fit.
@@ -198,20 +211,12 @@ func (d *dp) fitsAt(at, depth int) bool {
 
 // fitsTime says whether a block meets T and its memory floor, ignoring depth.
 func (d *dp) fitsTime(id, k int) bool {
-	if k < 1 || k > d.kmax {
+	at := d.fitIndex(id, k)
+	if at < 0 {
 		return false
 	}
-	e := &d.fit[id*(d.kmax+1)+k]
+	e := &d.fit[at]
 	return e.t <= d.T && e.maxIn >= 1
-}
-
-// kRange is the devices a part may take of k: all of them when it is the
-// last part, else 1..k-1 (the rest needs at least one).
-func kRange(last bool, k int) (lo, hi int) {
-	if last {
-		return k, k
-	}
-	return 1, k - 1
 }
 
 // assignment is one stage of a solution: a block, its devices and its depth
@@ -229,6 +234,20 @@ func (d *dp) extract(root *snode, k int) []assignment {
 
 // noteGroups says, in each plan's notes, when the DP counted devices in groups.
 func (d *dp) noteGroups(plans []*plan.Plan) {
+	if d.devs.kinds() > 1 {
+		var groups []string
+		for t, g := range d.devs.g {
+			if g > 1 {
+				groups = append(groups, fmt.Sprintf("%s in groups of %d", d.kinds[t].dev.Name, g))
+			}
+		}
+		if len(groups) > 0 {
+			for _, p := range plans {
+				p.Search.Notes = append(p.Search.Notes, fmt.Sprintf("devices planned %s: every stage takes whole groups (at most %d sets of devices)", strings.Join(groups, ", "), maxDeviceSets))
+			}
+		}
+		return
+	}
 	if d.g == 1 {
 		return
 	}

@@ -40,9 +40,11 @@ func (d *prices) opFloor() float64 {
 	for i := range least {
 		least[i] = math.Inf(1)
 	}
-	for k := 1; k <= d.kmax; k++ {
-		for i, t := range d.cm.times(ceilDiv(d.b, int64(k*d.g))) {
-			least[i] = min(least[i], t.f+t.bi+t.bw)
+	for t, cm := range d.kinds {
+		for k := 1; k <= d.devs.kmax[t]; k++ {
+			for i, ot := range cm.times(ceilDiv(d.b, int64(k*d.devs.g[t]))) {
+				least[i] = min(least[i], ot.f+ot.bi+ot.bw)
+			}
 		}
 	}
 	slowest := 0.0
@@ -213,7 +215,11 @@ func (d *dp) depth(k int) int { return d.solve(d.sp.root, k, 0) }
 // minTOnMost solves at the least bottleneck on the most devices (up to n)
 // that have a plan, and returns that count and the candidate's index.
 func (d *dp) minTOnMost(n int) (k, i int, ok bool) {
-	for k := n; k >= 1; k-- {
+	least := 1
+	if d.devs.kinds() > 1 {
+		least = n // several kinds: every device (a search on one kind's alone tries fewer)
+	}
+	for k := n; k >= least; k-- {
 		if _, i, ok := d.minTBelow(k, 0, inf, math.Inf(1)); ok {
 			return k, i, true
 		}

@@ -104,8 +104,11 @@ func (d *dp) forkGroup(f forkSub) bool {
 		return d.forkGroup(f.next(p, k1, needHead, needTail))
 	}
 	for p := i; p <= last && !ans.ok; p++ {
-		lo, hi := kRange(p == last, f.k)
-		for k1 := lo; k1 <= hi && !ans.ok; k1++ {
+		for _, v := range d.devs.kRange(p == last, f.k) {
+			if ans.ok {
+				break
+			}
+			k1 := int(v)
 			blk := -1
 			if p > i {
 				blk = f.blk(p)
@@ -197,7 +200,8 @@ func (d *dp) forkSeries(f forkSub) forkChoice {
 		return forkChoice{true, last, k, roleWhole}
 	}
 	for p := 0; p < last; p++ {
-		for k1 := 1; k1 < k && k1 <= d.kmax; k1++ {
+		for _, v := range d.devs.firstParts(k, true) {
+			k1 := int(v)
 			after := d.suffix(f.after(p, k1))
 			if after > c {
 				continue
@@ -213,8 +217,8 @@ func (d *dp) forkSeries(f forkSub) forkChoice {
 	if n.kids[0].kind == partition.Parallel {
 		for p := 1; p <= last; p++ {
 			t := d.sp.tailAt[[3]int{n.id, 1, p}]
-			lo, hi := kRange(p == last, k)
-			for k1 := lo; k1 <= hi; k1++ {
+			for _, v := range d.devs.kRange(p == last, k) {
+				k1 := int(v)
 				after := d.rest(f.sub, p, k1)
 				if after <= c && d.forkGroup(forkSub{sub{n.kids[0], 0, k1, after}, c, h, t, true, true}) {
 					return forkChoice{true, p, k1, roleFork}
@@ -246,8 +250,11 @@ func (d *dp) forkSuffix(s sub, best, floor int) (int, choice) {
 					break // nothing absorbs this tail within T, nor a longer one
 				}
 			}
-			lo, hi := kRange(p == last, s.k)
-			for k1 := lo; k1 <= hi && best > floor; k1++ {
+			for _, v := range d.devs.kRange(p == last, s.k) {
+				if best <= floor {
+					break
+				}
+				k1 := int(v)
 				after := d.rest(s, p, k1)
 				if after+2 >= best {
 					continue // the head's stage holds at least after+2 (c > after), or nothing fits

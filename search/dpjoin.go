@@ -19,8 +19,11 @@ func (d *dp) joinSuffix(s sub, best, floor int) (int, choice) {
 		if d.tailFloor[t.id] > d.T {
 			break
 		}
-		lo, hi := kRange(p == last, s.k)
-		for k1 := lo; k1 <= hi && best > floor; k1++ {
+		for _, v := range d.devs.kRange(p == last, s.k) {
+			if best <= floor {
+				break
+			}
+			k1 := int(v)
 			after := d.rest(s, p, k1)
 			if after+1 >= best {
 				continue // the branches hold more than after, or nothing fits
@@ -72,14 +75,17 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 	// a part short of the last kid leaves a part after it, and one of the two
 	// feeds the host from δ+2: only the whole group as the host's stage holds
 	// δ+1, so past δ+2 only p = last can improve, and past δ+1 nothing
-	stride := d.kmax + 1
 	for p := s.i; p <= last; p++ {
 		if best <= floor || p < last && best <= δ+2 {
 			continue
 		}
-		lo, hi := kRange(p == last, s.k) // the last part takes every device left
+		parts := d.devs.kRange(p == last, s.k) // the last part takes every device left
 		if p == s.i {
-			for k1 := lo; k1 <= hi && best > floor && !(p < last && best <= δ+2); k1++ {
+			for _, v := range parts {
+				if best <= floor || p < last && best <= δ+2 {
+					break
+				}
+				k1 := int(v)
 				if δ+2 < best { // the kid holds more than δ+1
 					consider(p, k1, d.solve(s.kid(), k1, δ+1), rolePlain)
 				}
@@ -91,15 +97,23 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 		}
 		// units i..p as one stage, alone and with the tail; an option
 		// whose own stage holds best or more cannot improve (consider)
-		blk, union := s.blk(p)*stride, -1
+		blk, union := s.blk(p)*d.W, -1
 		if need {
-			union = t.union(s.blk(p)) * stride
+			union = t.union(s.blk(p)) * d.W
 		}
-		for k1 := lo; k1 <= min(hi, d.kmax) && best > floor && !(p < last && best <= δ+2); k1++ {
-			if δ+2 < best && d.fitsAt(blk+k1, δ+2) {
+		for _, v := range parts {
+			if best <= floor || p < last && best <= δ+2 {
+				break
+			}
+			k1 := int(v)
+			col := int(d.devs.col[k1])
+			if col < 0 {
+				continue // a stage's devices are of one kind, at most kmax of it
+			}
+			if δ+2 < best && d.fitsAt(blk+col, δ+2) {
 				consider(p, k1, δ+2, rolePlain)
 			}
-			if need && δ+1 < best && d.fitsAt(union+k1, δ+1) {
+			if need && δ+1 < best && d.fitsAt(union+col, δ+1) {
 				consider(p, k1, δ+1, roleTail)
 			}
 		}
@@ -111,7 +125,7 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 // hostTable returns the lazily allocated absorption table of (tail, node).
 func (d *dp) hostTable(tabs [][]*table, t *tailSpec, n *snode, size int) *table {
 	if tabs[t.id][n.id] == nil {
-		tabs[t.id][n.id] = newTable(size, d.D+1)
+		tabs[t.id][n.id] = newTable(size, d.D+1) // δ from 0 to D
 	}
 	return tabs[t.id][n.id]
 }
@@ -122,11 +136,11 @@ func (d *dp) hostGroupIdx(s sub, t *tailSpec, need bool) (*table, slot) {
 	if need {
 		at.j++
 	}
-	return d.hostTable(d.hostG, t, s.n, len(s.n.kids)*(d.D+1)*2), at
+	return d.hostTable(d.hostG, t, s.n, len(s.n.kids)*d.devs.n*2), at
 }
 
 func (d *dp) hostSuffixIdx(s sub, t *tailSpec) (*table, slot) {
-	return d.hostTable(d.hostS, t, s.n, len(s.n.kids)*(d.D+1)), d.at(s)
+	return d.hostTable(d.hostS, t, s.n, len(s.n.kids)*d.devs.n), d.at(s)
 }
 
 // noHost says whether no sink stage of node n (hostBlocks) can absorb
@@ -183,7 +197,11 @@ func (d *dp) suffixHost(s sub, t *tailSpec) int {
 			best, ch = r, choice{p: int16(last), k1: int16(s.k), role: roleTailKid}
 		}
 	}
-	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > split; k1++ { // δ+2 at best, as in suffix
+	for _, v := range d.devs.firstParts(s.k, true) { // δ+2 at best, as in suffix
+		if best <= split {
+			break
+		}
+		k1 := int(v)
 		for p := s.i; p < last && best > split; p++ {
 			kid := s.kidPlanned(p)
 			if !kid && !d.fitsTime(s.blk(p), k1) {

@@ -35,7 +35,11 @@ func (d *dp) group(s sub) int {
 		return false
 	}
 	try(last, s.k)
-	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > floor; k1++ {
+	for _, v := range d.devs.firstParts(s.k, true) {
+		if best <= floor {
+			break
+		}
+		k1 := int(v)
 		for p := s.i; p < last && best > floor; p++ {
 			if try(p, k1) {
 				break

@@ -108,13 +108,16 @@ func (d *dp) splits(s sub, best int, ch choice, floor int, stages []int16) (int,
 	n, last, δ := s.n, s.last(), s.δ
 	row := n.blk[s.i] // row[p-i]: the block of units i..p
 	tab := d.suffixM[n.id]
-	stride := d.kmax + 1
 	kid := s.kid().kind != partition.Leaf // unit i is kid i, planned on its own
 	var vals, his []int16                 // the suffixes at δ, where memoised, and their bounds from below
 	if sl := tab.slabs[δ]; sl != nil {
 		vals, his = sl.v, sl.hi
 	}
-	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > floor; k1++ {
+	for _, v := range d.devs.firstParts(s.k, true) {
+		if best <= floor {
+			break
+		}
+		k1 := int(v)
 		rest := sub{n, 0, s.k - k1, δ}
 		base := d.at(rest).j // the rest from unit j is at base+j
 		p := s.i
@@ -127,8 +130,12 @@ func (d *dp) splits(s sub, best int, ch choice, floor int, stages []int16) (int,
 			}
 			p++
 		}
+		col := int(d.devs.col[k1])
+		if col < 0 {
+			continue // a stage's devices are of one kind, at most kmax of it
+		}
 		for ; p < last && best > floor; p++ {
-			at := row[p-s.i]*stride + k1
+			at := row[p-s.i]*d.W + col
 			if e := &d.fit[at]; e.t > d.T || e.maxIn < 1 {
 				break // longer intervals cannot meet T either
 			}

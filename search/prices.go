@@ -3,19 +3,25 @@ package search
 import "math"
 
 // prices are what the DP at one micro-batch knows of every candidate stage
-// on every device count: what fits needs. They do not depend on T, and the
-// DPs at one micro-batch share them (the search's, recomputation's and the
-// frontier's).
+// on every device count of every kind: what fits needs. They do not depend
+// on T, and the DPs at one micro-batch share them (the search's,
+// recomputation's and the frontier's).
 type prices struct {
 	sp    *space
-	cm    *costModel // prices the stages
-	D     int        // devices, in groups of g: every k below counts groups
-	g     int        // devices per group (dpGroup)
-	b     int64      // micro-batch
-	mbs   int        // micro-batches per iteration
+	cm    *costModel   // prices the stages (the first kind's)
+	kinds []*costModel // per device kind, what prices its stages (just cm, for devices of one kind)
+	D     int          // devices, in groups, of every kind: every count below counts groups
+	g     int          // devices per group of the first kind (dpGroup)
+	b     int64        // micro-batch
+	mbs   int          // micro-batches per iteration
 	gpipe bool
-	fit   []fitEntry // [block·(kmax+1)+k]: what fits needs, packed, k ≤ min(D, b)
-	kmax  int
+	// fit is what fits needs, packed: [block·W + column], a column per
+	// kind and count, off[t]+k for k groups of kind t (k ≤ kmax of it;
+	// for devices of one kind, column k)
+	fit  []fitEntry
+	kmax int // the first kind's most groups per stage: min(its groups, b/g)
+	W    int
+	devs devSets
 	// recFit is fit for the stages recomputing their forward during
 	// backward, where the planner may let them (the cost model's recompute
 	// is "auto"); nil otherwise.
@@ -52,14 +58,22 @@ type runTimes struct {
 
 // newPrices prices every block of sp under cm on every device count.
 func newPrices(cm *costModel, sp *space, devices int, b int64, mbs int, gpipe bool) *prices {
-	g := dpGroup(devices)
-	d := &prices{sp: sp, cm: cm, D: devices / g, g: g, b: b, mbs: mbs, gpipe: gpipe}
-	d.kmax = int(min(int64(d.D), b/int64(g))) // a micro-batch split over no more devices than samples
-	d.fit = make([]fitEntry, len(sp.blocks)*(d.kmax+1))
-	if cm.recompute == "auto" {
+	return newKindPrices([]*costModel{cm}, []int{devices}, sp, b, mbs, gpipe)
+}
+
+// newKindPrices prices every block of sp on every count of devices of each
+// kind, kinds[t] pricing the devices[t] of kind t.
+func newKindPrices(kinds []*costModel, devices []int, sp *space, b int64, mbs int, gpipe bool) *prices {
+	d := &prices{sp: sp, cm: kinds[0], kinds: kinds, b: b, mbs: mbs, gpipe: gpipe}
+	d.devs = newDevSets(devices, b)
+	d.D, d.g, d.kmax, d.W = d.devs.total, d.devs.g[0], d.devs.kmax[0], d.devs.w
+	d.fit = make([]fitEntry, len(sp.blocks)*d.W)
+	if d.cm.recompute == "auto" {
 		d.recFit = make([]fitEntry, len(d.fit))
 	}
-	d.priceAll()
+	for t := range kinds {
+		d.priceAll(t)
+	}
 	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
 	d.hostFloor = d.hostFloors()
 	d.runs = make([]*runTimes, len(sp.nodes))
@@ -73,11 +87,11 @@ func newPrices(cm *costModel, sp *space, devices int, b int64, mbs int, gpipe bo
 
 // hostFloors computes hostFloor from fit and recFit.
 func (d *prices) hostFloors() [][2][]float64 {
-	sp, stride := d.sp, d.kmax+1
+	sp := d.sp
 	least := func(fit []fitEntry, u int) float64 { // the least time at which u fits one in flight
 		t := math.Inf(1)
-		for k := 1; k <= d.kmax; k++ {
-			if e := &fit[u*stride+k]; e.maxIn >= 1 {
+		for _, e := range fit[u*d.W : (u+1)*d.W] { // a column of no devices never fits
+			if e.maxIn >= 1 {
 				t = min(t, e.t)
 			}
 		}
@@ -111,7 +125,7 @@ func (d *prices) hostFloors() [][2][]float64 {
 
 // runTimes computes n's runTimes from fit.
 func (d *prices) runTimes(n *snode) *runTimes {
-	u, stride := len(n.units), d.kmax+1
+	u := len(n.units)
 	r := &runTimes{reach: make([][]float64, u), last: make([]float64, u)}
 	inf := math.Inf(1)
 	for a := 0; a < u; a++ {
@@ -120,10 +134,10 @@ func (d *prices) runTimes(n *snode) *runTimes {
 			r.reach[a][q] = inf
 		}
 		r.last[a] = inf
-		for k := 1; k <= d.kmax; k++ {
-			worst := 0.0 // the slowest interval a..p' so far at k
+		for col := 0; col < d.W; col++ { // a column of no devices never fits
+			worst := 0.0 // the slowest interval a..p' so far on the column's devices
 			for q, id := range n.blk[a] {
-				e := &d.fit[id*stride+k]
+				e := &d.fit[id*d.W+col]
 				if e.maxIn < 1 {
 					worst = inf
 				}
@@ -149,21 +163,22 @@ type onK struct {
 	split      bool // k·g > 1: replicas all-reduce, a whole block does not fit
 }
 
-// priceAll fills fit (and recFit) block by block, in their order, with
-// exactly the arithmetic of space.priceAt, fitEntry and recomputed
-// (TestPriceAllIsPriceAt): the planner's innermost pricing, written out
-// with what does not depend on the block hoisted out of its loop.
-func (d *prices) priceAll() {
-	cm, sp, g, stride := d.cm, d.sp, d.g, d.kmax+1
-	ks := make([]onK, stride)
-	for k := 1; k <= d.kmax; k++ {
+// priceAll fills fit's (and recFit's) columns of kind t block by block,
+// in their order, with exactly the arithmetic of space.priceAt, fitEntry
+// and recomputed (TestPriceAllIsPriceAt): the planner's innermost pricing,
+// written out with what does not depend on the block hoisted out of its
+// loop.
+func (d *prices) priceAll(t int) {
+	cm, sp, g, kmax, off := d.kinds[t], d.sp, d.devs.g[t], d.devs.kmax[t], d.devs.off[t]
+	ks := make([]onK, kmax+1)
+	for k := 1; k <= kmax; k++ {
 		kg := k * g
 		e := &ks[k]
 		e.m = ceilDiv(d.b, int64(kg))
 		if k > 1 && ks[k-1].m == e.m {
 			e.sums = ks[k-1].sums // the micro-batch only shrinks as k grows
 		} else {
-			e.sums = sp.nodeSums(e.m)
+			e.sums = sp.nodeSums(cm, e.m)
 		}
 		if e.split = kg > 1; e.split {
 			lat, bw := cm.dev.IntraLat, cm.dev.IntraBW
@@ -191,7 +206,7 @@ func (d *prices) priceAll() {
 			opt = p * float64(8+2*cm.optBytes) / cm.dev.MemBW
 		}
 		static, linkBytes := cm.static(blk.params), float64(max(blk.inB, blk.outB))
-		for k := 1; k <= d.kmax; k++ {
+		for k := 1; k <= kmax; k++ {
 			e := &ks[k]
 			s := e.sums[host.n.id]
 			f, bi, bw := s[host.p+1][0]-s[host.i][0], s[host.p+1][1]-s[host.i][1], s[host.p+1][2]-s[host.i][2]
@@ -219,7 +234,7 @@ func (d *prices) priceAll() {
 				period += f
 				stash, work = satMul(blk.inputs, e.m), satAdd(work, stash)
 			}
-			at := id*stride + k
+			at := id*d.W + off + k
 			d.fit[at] = fitEntry{max(period, link), maxInFlight(satAdd(st, work), stash, limit)}
 			if d.recFit != nil {
 				rs := satMul(blk.inputs, e.m)
@@ -229,14 +244,21 @@ func (d *prices) priceAll() {
 	}
 }
 
-// fitEntry packs what fits needs of a priced stage.
-func (d *prices) fitEntry(c *stageCost) fitEntry {
-	return fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, d.cm.limit)}
+// fitEntry packs what fits needs of a priced stage of the first kind.
+func (d *prices) fitEntry(c *stageCost) fitEntry { return d.fitEntryOf(0, c) }
+
+// fitEntryOf packs what fits needs of a priced stage of kind t.
+func (d *prices) fitEntryOf(t int, c *stageCost) fitEntry {
+	return fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, d.kinds[t].limit)}
 }
 
-// keepCost is block id's price on k devices (in groups) keeping its
-// activations (or recomputing, where the cost model makes every stage do so).
-func (d *prices) keepCost(id, k int) stageCost { return d.sp.price(d.cm, id, k*d.g, d.b, d.mbs) }
+// keepCost is block id's price on the devices of device set kv (of one
+// kind, in groups) keeping its activations (or recomputing, where the cost
+// model makes every stage do so).
+func (d *prices) keepCost(id, kv int) stageCost {
+	t, k := d.devs.part(kv)
+	return d.sp.price(d.kinds[t], id, k*d.devs.g[t], d.b, d.mbs)
+}
 
 // floors is, per run of units, the least per-micro-batch time of any stage
 // that absorbs it.
@@ -245,8 +267,8 @@ func (d *prices) floors(runs []*tailSpec) []float64 {
 	for _, t := range runs {
 		out[t.id] = math.Inf(1)
 		for _, u := range t.unions {
-			for k := 1; k <= d.kmax; k++ {
-				if e := &d.fit[u*(d.kmax+1)+k]; e.maxIn >= 1 { // fits with one micro-batch in flight
+			for _, e := range d.fit[u*d.W : (u+1)*d.W] {
+				if e.maxIn >= 1 { // fits with one micro-batch in flight (a column of no devices never does)
 					out[t.id] = math.Min(out[t.id], e.t)
 				}
 			}

@@ -21,7 +21,7 @@ func (d *dp) allowRecompute() {
 // keeps says whether block id on k devices, depth stages from the end, fits
 // at T keeping its activations.
 func (d *dp) keeps(id, k, depth int) bool {
-	e := &d.fit[id*(d.kmax+1)+k]
+	e := &d.fit[d.fitIndex(id, k)]
 	return e.t <= d.T && d.inflight(depth) <= e.maxIn
 }
 
@@ -48,8 +48,8 @@ func (d *dp) recomputeMayHelp(T float64) bool {
 		most = min(d.mbs, d.D)
 	}
 	for at, r := range d.recFit {
-		if at%(d.kmax+1) == 0 || r.t >= T {
-			continue // k = 0, or too slow recomputing
+		if r.t >= T {
+			continue // too slow recomputing (a column of no devices holds none either way)
 		}
 		if min(r.maxIn, most) > min(d.fit[at].maxIn, most) {
 			return true
@@ -64,7 +64,7 @@ func (d *dp) recomputeMayHelp(T float64) bool {
 // d's least bottleneck) and simulates faster.
 func (pl *planner) recomputeAt(d *dp, keep least, out *sized) error {
 	T := math.Inf(1)
-	if keep.ok && keep.k == d.D {
+	if keep.ok && keep.k == d.devs.full {
 		T = d.ts[keep.i]
 	}
 	if !d.recomputeMayHelp(T) {

@@ -31,7 +31,8 @@ func (pl *planner) dp(b int64) *dp {
 func (pl *planner) assemble(d *dp, k int) (*plan.Plan, error) {
 	var in []stageIn
 	for _, a := range d.extract(d.sp.root, k) {
-		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: a.k * d.g, cost: d.cost(a), blk: d.sp.blocks[a.block]})
+		t, n := d.devs.part(a.k)
+		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: n * d.devs.g[t], kind: t, cost: d.cost(a), blk: d.sp.blocks[a.block]})
 	}
 	return assemble(pl.g, pl.o, pl.cm, d.b, in, pl.chain)
 }
@@ -172,7 +173,7 @@ func (pl *planner) planAt(b int64) (sized, error) {
 	var out sized
 	d := pl.dp(b)
 	var keep least
-	keep.k, keep.i, keep.ok = d.minTOnMost(d.D)
+	keep.k, keep.i, keep.ok = d.minTOnMost(d.devs.full)
 	if keep.ok {
 		p, err := pl.assemble(d, keep.k)
 		if err != nil {
@@ -212,7 +213,7 @@ func (pl *planner) planAt(b int64) (sized, error) {
 // or nil where that does not fit with one micro-batch in flight.
 func (pl *planner) dataParallel(d *dp) (*plan.Plan, error) {
 	id, k := pl.sp.root.whole(), d.kmax
-	if k < 1 {
+	if k < 1 || d.devs.kinds() > 1 { // several kinds: a search on each kind's alone tries it
 		return nil, nil
 	}
 	c := d.keepCost(id, k)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/graphpipe/graphpipe/partition"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // snode is a node of the search space: an SP tree node whose children
@@ -16,7 +17,7 @@ type snode struct {
 	kids  []*snode // none for a leaf
 	units [][]int  // per unit, its ops: the kids' ops, or a leaf's own ops as one unit
 	blk   [][]int  // blk[i][p-i]: the block of units i..p
-	sums  map[int64][][3]float64
+	sums  map[sumKey][][3]float64
 }
 
 // space is every candidate stage of a planner and the tree that combines
@@ -195,7 +196,7 @@ func (sp *space) groupBlocks(n *snode, kid func(*snode) []int) []int {
 }
 
 func (sp *space) convert(pn *partition.Node) *snode {
-	n := &snode{id: len(sp.nodes), kind: pn.Kind, ops: pn.Ops, sums: map[int64][][3]float64{}}
+	n := &snode{id: len(sp.nodes), kind: pn.Kind, ops: pn.Ops, sums: map[sumKey][][3]float64{}}
 	sp.nodes = append(sp.nodes, n)
 	for _, c := range pn.Children {
 		n.kids = append(n.kids, sp.convert(c))
@@ -256,14 +257,25 @@ func (n *snode) chain() bool {
 // whole is the block of all of n's ops.
 func (n *snode) whole() int { return n.blk[0][len(n.units)-1] }
 
+// sumKey names a node's prefix sums: the device that times its ops, and
+// the micro-batch.
+type sumKey struct {
+	dev plan.Device
+	m   int64
+}
+
 // unitSums returns prefix sums of (f, bi, bw) over n's units at micro-batch m.
-func (sp *space) unitSums(n *snode, m int64) [][3]float64 {
+func (sp *space) unitSums(n *snode, m int64) [][3]float64 { return sp.unitSumsFor(sp.cm, n, m) }
+
+// unitSumsFor is unitSums with cm's op times (its device's).
+func (sp *space) unitSumsFor(cm *costModel, n *snode, m int64) [][3]float64 {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if s, ok := n.sums[m]; ok {
+	key := sumKey{cm.dev, m}
+	if s, ok := n.sums[key]; ok {
 		return s
 	}
-	t := sp.cm.times(m)
+	t := cm.times(m)
 	s := make([][3]float64, len(n.units)+1)
 	for i, unit := range n.units {
 		s[i+1] = s[i]
@@ -273,14 +285,14 @@ func (sp *space) unitSums(n *snode, m int64) [][3]float64 {
 			s[i+1][2] += t[op].bw
 		}
 	}
-	n.sums[m] = s
+	n.sums[key] = s
 	return s
 }
 
 // price computes a block's stage cost under cm on k devices at
 // micro-batch b.
 func (sp *space) price(cm *costModel, id, k int, b int64, mbs int) stageCost {
-	return sp.priceAt(cm, id, k, b, mbs, sp.times(id, ceilDiv(b, int64(k))))
+	return sp.priceAt(cm, id, k, b, mbs, sp.timesFor(cm, id, ceilDiv(b, int64(k))))
 }
 
 // priceAt is price given the block's times t at its per-device micro-batch.
@@ -299,10 +311,10 @@ func (sp *space) priceAt(cm *costModel, id, k int, b int64, mbs int, t [3]float6
 
 // nodeSums is every node's prefix sums of its units' (f, bi, bw) at
 // micro-batch m (unitSums), by node id.
-func (sp *space) nodeSums(m int64) [][][3]float64 {
+func (sp *space) nodeSums(cm *costModel, m int64) [][][3]float64 {
 	out := make([][][3]float64, len(sp.nodes))
 	for _, n := range sp.nodes {
-		out[n.id] = sp.unitSums(n, m)
+		out[n.id] = sp.unitSumsFor(cm, n, m)
 	}
 	return out
 }
@@ -327,17 +339,20 @@ func (sp *space) timesIn(id int, sums [][][3]float64) [3]float64 {
 }
 
 // times sums a block's (f, bi, bw) at micro-batch m from prefix sums.
-func (sp *space) times(id int, m int64) [3]float64 {
+func (sp *space) times(id int, m int64) [3]float64 { return sp.timesFor(sp.cm, id, m) }
+
+// timesFor is times with cm's op times (its device's).
+func (sp *space) timesFor(cm *costModel, id int, m int64) [3]float64 {
 	ref := sp.owner[id]
 	if ref.tail != nil {
-		h := sp.times(ref.host, m)
-		s := sp.unitSums(ref.tail.n, m)
+		h := sp.timesFor(cm, ref.host, m)
+		s := sp.unitSumsFor(cm, ref.tail.n, m)
 		for j := range h {
 			h[j] += s[ref.tail.p+1][j] - s[ref.tail.i][j]
 		}
 		return h
 	}
-	s := sp.unitSums(ref.n, m)
+	s := sp.unitSumsFor(cm, ref.n, m)
 	var out [3]float64
 	for j := range out {
 		out[j] = s[ref.p+1][j] - s[ref.i][j]

@@ -46,8 +46,8 @@ func tune(p *plan.Plan) error {
 		if err != nil {
 			return 0, nil, false
 		}
-		for _, m := range r.PeakMemory {
-			if m > p.MemoryLimit {
+		for s, m := range r.PeakMemory {
+			if m > p.StageMemoryLimit(s) {
 				return 0, nil, false
 			}
 		}
