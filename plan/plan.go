@@ -21,26 +21,26 @@ const MicroBatchLimit = 65536
 // Plan is a self-contained training plan: which model, which devices, the
 // stages and their edges, every stage's action list, and the predictions.
 type Plan struct {
-	Format         string       `json:"format"`
-	Model          ModelRef     `json:"model"`
-	Strategy       string       `json:"strategy"`
-	Schedule       string       `json:"schedule"`
-	Device         Device       `json:"device"`
-	Devices        int          `json:"devices"`
-	DevicesPerNode int          `json:"devices_per_node"`
+	Format         string   `json:"format"`
+	Model          ModelRef `json:"model"`
+	Strategy       string   `json:"strategy"`
+	Schedule       string   `json:"schedule"`
+	Device         Device   `json:"device"`
+	Devices        int      `json:"devices"`
+	DevicesPerNode int      `json:"devices_per_node"`
 	// Cluster, for devices of more than one kind, is the kinds (Device,
 	// DevicesPerNode and MemoryLimit are then the first kind's, and each
 	// stage names its kind); nil for devices of one kind.
-	Cluster     *Cluster `json:"cluster,omitempty"`
-	MemoryLimit int64    `json:"memory_limit_bytes"`
-	BatchSize      int64        `json:"batch_size"`
-	MicroBatch     int64        `json:"micro_batch"`
-	MicroBatches   int          `json:"micro_batches"`
-	Stages         []PlanStage  `json:"stages"`
-	Edges          []PlanEdge   `json:"edges"`
-	Actions        [][]string   `json:"actions"`
-	Predicted      Prediction   `json:"predicted"`
-	Search         SearchReport `json:"search"`
+	Cluster      *Cluster     `json:"cluster,omitempty"`
+	MemoryLimit  int64        `json:"memory_limit_bytes"`
+	BatchSize    int64        `json:"batch_size"`
+	MicroBatch   int64        `json:"micro_batch"`
+	MicroBatches int          `json:"micro_batches"`
+	Stages       []PlanStage  `json:"stages"`
+	Edges        []PlanEdge   `json:"edges"`
+	Actions      [][]string   `json:"actions"`
+	Predicted    Prediction   `json:"predicted"`
+	Search       SearchReport `json:"search"`
 
 	sched *microbatch.Schedule // the schedule behind Actions; Actions is filled by FillActions
 }
