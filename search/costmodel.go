@@ -26,6 +26,10 @@ type costModel struct {
 	hashOnce sync.Once
 	hash     string // dag.ModelHash(g), for every plan assembled
 
+	// kinds, on a cluster of several device kinds (Options.Cluster), is a
+	// cost model per kind, this one the first; nil on devices of one kind
+	kinds []*costModel
+
 	// recompute: "auto" (the planner may make a stage recompute its forward
 	// during backward), "off" or "all" (every stage does: price and
 	// priceOps return the recomputing variant)
@@ -42,6 +46,14 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 		cm.measured, _ = resolveOpTimes(o.OpTimes, g) // checked by withDefaults
 	}
 	return cm
+}
+
+// kind is the cost model of kind t's stages.
+func (cm *costModel) kind(t int) *costModel {
+	if cm.kinds == nil {
+		return cm
+	}
+	return cm.kinds[t]
 }
 
 // modelHash is the graph's dag.ModelHash, computed once.

@@ -80,6 +80,56 @@ func count(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
+// refuseKinds is refuse on a cluster of several kinds: an op that fits no
+// kind (its state and fewest activations on that kind's devices over each
+// one's memory), or a model whose state is over every device's memory
+// together.
+func refuseKinds(g *dag.Graph, o *Options) error {
+	var cluster, total int64
+	for _, k := range o.Cluster.Kinds {
+		cluster = satAdd(cluster, satMul(int64(k.Devices), k.MemoryLimit))
+	}
+	for i := 0; i < g.NumOps(); i++ {
+		total = satAdd(total, satMul(g.Cost(i).Params, 8+o.OptimizerBytes))
+		var least *NoPlanError // the kind it misses by the least
+		for _, k := range o.Cluster.Kinds {
+			one := o.kindAlone(k)
+			static, act, m, bmin := opNeed(g, &one, i)
+			need := satAdd(static, act)
+			if need <= k.MemoryLimit {
+				least = nil
+				break
+			}
+			if least == nil || need-k.MemoryLimit < least.Need-least.Limit {
+				least = &NoPlanError{Reason: opTooBig(&one, g.Op(i).Name, static, act, m, bmin) + " (a " + k.Name() + ", the kind it misses by the least)",
+					Op: g.Op(i).Name, Need: need, Limit: k.MemoryLimit, Bound: true}
+			}
+		}
+		if least != nil {
+			return least
+		}
+	}
+	if total > cluster {
+		return &NoPlanError{Reason: fmt.Sprintf("memory: the model's weights, gradients and optimizer state take %s in all, over the %s that the cluster's %s hold",
+			gb(total), gb(cluster), count(o.Devices, "device")), Need: total, Limit: cluster, Bound: true}
+	}
+	return nil
+}
+
+// opNeed is what op i needs at least on a device of o's: its state, and its
+// fewest activations (m samples of micro-batches of at least bmin).
+func opNeed(g *dag.Graph, o *Options, i int) (static, act, m, bmin int64) {
+	bmin = o.smallestMicroBatch()
+	c := g.Cost(i)
+	static = satMul(c.Params, 8+o.OptimizerBytes)
+	m = ceilDiv(bmin, int64(o.Devices)) // per device, on every device
+	if g.Op(i).Kind.MixesSamples() {
+		m = bmin // a whole micro-batch on one device
+	}
+	act = satMul(satAdd(c.StashBytes, satMul(2, c.OutBytes)), m)
+	return static, act, m, bmin
+}
+
 // gb renders bytes in GB, as the planner's messages do.
 func gb(b int64) string { return fmt.Sprintf("%.3g GB", float64(b)/1e9) }
 

@@ -27,10 +27,18 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
+	sp := &spaces{}
+	if o.Cluster != nil {
+		return sp.searchKinds(g, o, start)
+	}
+	return sp.search(g, o, start)
+}
+
+// search is Search on devices of one kind, o with its defaults.
+func (sp *spaces) search(g *dag.Graph, o Options, start time.Time) (*plan.Plan, error) {
 	if err := refuse(g, &o); err != nil && refuseFirst {
 		return nil, err
 	}
-	sp := &spaces{}
 	best, err := sp.searchOn(g, o)
 	var np *NoPlanError
 	if errors.As(err, &np) {
@@ -73,6 +81,58 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 		best.Search.Notes = append(best.Search.Notes, fmt.Sprintf("op times measured on %s", o.OpTimes.Device))
 	}
 	return best, nil
+}
+
+// searchKinds is Search on a cluster of several device kinds: the DP over
+// every device, each stage of one kind, and a search on each kind's
+// devices alone (as Search of them would, fewer devices included); the
+// fastest plan, which may leave a kind idle (its notes say so).
+func (sp *spaces) searchKinds(g *dag.Graph, o Options, start time.Time) (*plan.Plan, error) {
+	if err := refuseKinds(g, &o); err != nil && refuseFirst {
+		return nil, err
+	}
+	best, err := sp.searchOn(g, o)
+	var np *NoPlanError
+	if err != nil && !errors.As(err, &np) {
+		return nil, err
+	}
+	failed := err
+	candidates := 0
+	var seq *plan.Baseline
+	if best != nil {
+		candidates, seq = best.Search.Candidates, best.Search.Sequential
+	}
+	for _, k := range o.Cluster.Kinds {
+		one := o.kindAlone(k)
+		q, err := sp.search(g, one, start)
+		if errors.As(err, &np) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		candidates += q.Search.Candidates
+		seq = betterBaseline(seq, q.Search.Sequential)
+		if best == nil || better(q, best) {
+			q.Search.Notes = append(q.Search.Notes, fmt.Sprintf("uses only the cluster's %d %s: no plan over its %d devices of %d kinds was faster",
+				k.Devices, k.Name(), o.Devices, len(o.Cluster.Kinds)))
+			best = q
+		}
+	}
+	if best == nil {
+		return nil, failed
+	}
+	best.Search.Sequential = seq
+	best.Search.Seconds = time.Since(start).Seconds()
+	best.Search.Candidates = candidates
+	return best, nil
+}
+
+// kindAlone is o on kind k's devices alone.
+func (o Options) kindAlone(k plan.Kind) Options {
+	o.Cluster = nil
+	o.Device, o.Devices, o.DevicesPerNode, o.MemoryLimit = k.Device, k.Devices, k.DevicesPerNode, k.MemoryLimit
+	return o
 }
 
 // smallerMicroBatch is Search's answer when nothing fits at the sizes the
@@ -158,6 +218,14 @@ func (sp *spaces) sequential(g *dag.Graph, o *Options, cm *costModel) *space {
 func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	start := time.Now()
 	cm := newCostModel(g, &o)
+	if o.Cluster != nil { // a cost model per kind, each pricing its stages
+		for _, k := range o.Cluster.Kinds {
+			ko := o.kindAlone(k)
+			ko.Devices = o.Devices // a link inside the DP is between nodes, as the run spans them
+			cm.kinds = append(cm.kinds, newCostModel(g, &ko))
+		}
+		cm.kinds[0] = cm
+	}
 	// the fastest few of each planner's candidates, whose schedules are tuned
 	// at the end (tune): the same ones whichever strategy offers them, so gpp,
 	// which also offers spp's, is never worse than spp; only those close

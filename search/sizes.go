@@ -24,7 +24,15 @@ type planner struct {
 
 // dp is the planner's DP at micro-batch b.
 func (pl *planner) dp(b int64) *dp {
-	return &dp{prices: newPrices(pl.cm, pl.sp, pl.o.Devices, b, int(pl.o.Batch/b), pl.o.Schedule == "gpipe")}
+	mbs, gpipe := int(pl.o.Batch/b), pl.o.Schedule == "gpipe"
+	if c := pl.o.Cluster; c != nil {
+		var devices []int
+		for _, k := range c.Kinds {
+			devices = append(devices, k.Devices)
+		}
+		return &dp{prices: newKindPrices(pl.cm.kinds, devices, pl.sp, b, mbs, gpipe)}
+	}
+	return &dp{prices: newPrices(pl.cm, pl.sp, pl.o.Devices, b, mbs, gpipe)}
 }
 
 // assemble builds the plan of d's current solution on k devices.
