@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/runtime/wire"
@@ -45,6 +46,7 @@ type workerFlags struct {
 	connectWait time.Duration
 	managed     bool
 	pool, host  string
+	profile     string // --device-profile: a built-in profile's name or a profile file
 }
 
 func (f *workerFlags) register(cmd *cobra.Command) {
@@ -59,6 +61,26 @@ func (f *workerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.managed, "managed", false, "started by graphpipe run: leave SIGINT and SIGTERM to it")
 	fl.MarkHidden("managed")
 	fl.DurationVar(&f.connectWait, "connect-wait", 30*time.Second, "while no NATS server answers at --nats, keep trying this long (a worker may start before the server)")
+	fl.StringVar(&f.profile, "device-profile", "", "the device profile this worker computes as (a built-in `NAME` or a profile file): on a plan of several device kinds (search --cluster) it takes a stage of that kind only, and an agent of a pool advertises it (default: cpu, or the GPU's nearest profile)")
+}
+
+// kind is the device profile's name --device-profile gives ("" if not set).
+func (f *workerFlags) kind() (string, error) {
+	if f.profile == "" {
+		return "", nil
+	}
+	if d, err := plan.LookupDevice(f.profile); err == nil {
+		return d.Name, nil
+	}
+	data, err := os.ReadFile(f.profile)
+	if err != nil {
+		return "", flagInputError("--device-profile", err)
+	}
+	d, err := plan.ParseDevice(data)
+	if err != nil {
+		return "", inputf("--device-profile %s: %v", f.profile, err)
+	}
+	return d.Name, nil
 }
 
 // serve joins the run, or serves the pool, until it ends.
@@ -113,6 +135,9 @@ func (f *workerFlags) check(cmd *cobra.Command) error {
 	if err := f.nats.check(); err != nil {
 		return err
 	}
+	if _, err := f.kind(); err != nil {
+		return err
+	}
 	if f.runID != "" {
 		return checkRunID(f.runID)
 	}
@@ -137,13 +162,21 @@ func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t *wire.NATS
 	logf := workerLog(cmd.ErrOrStderr(), f.quiet)
 	// the process's own: its device, precision and test hooks
 	c := runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv)}
+	kind, err := f.kind()
+	if err != nil {
+		return err
+	}
 	if f.pool != "" {
 		logf("connected to %s", t.ConnectedURL())
-		a := &supervise.Agent{Pool: f.pool, Host: f.host, Profile: agentProfile(dev), Log: logf, Config: c}
+		profile := agentProfile(dev)
+		if kind != "" {
+			profile = kind
+		}
+		a := &supervise.Agent{Pool: f.pool, Host: f.host, Profile: profile, Log: logf, Config: c}
 		return a.Serve(ctx, t)
 	}
 	logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", t.ConnectedURL(), f.runID, f.gen, deviceName(dev))
-	return runtime.Serve(ctx, t, runtime.Join{Run: f.runID, Gen: f.gen, Config: c, Log: logf})
+	return runtime.Serve(ctx, t, runtime.Join{Run: f.runID, Gen: f.gen, Config: c, Log: logf, Kind: kind})
 }
 
 // agentProfile is the device profile an agent advertises: cpu, or its GPU's
