@@ -133,7 +133,7 @@ func kindPlacements(p *plan.Plan, in []stageIn) [][][]int {
 		return placements(ks, p.Devices, p.DevicesPerNode)
 	}
 	perKind := make([][][][]int, len(p.Cluster.Kinds)) // per kind, its candidates
-	which := make([][]int, len(p.Cluster.Kinds))        // per kind, its stages
+	which := make([][]int, len(p.Cluster.Kinds))       // per kind, its stages
 	two := false
 	for t, k := range p.Cluster.Kinds {
 		var ks []int
