@@ -26,6 +26,7 @@ test:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeCluster$$' -fuzztime 20000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime 20000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearchDevice$$' -fuzztime 20000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzOpSeriesAt$$' -fuzztime 20000x
@@ -71,6 +72,7 @@ fuzz:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeCluster$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearchDevice$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzOpSeriesAt$$' -fuzztime $(FUZZTIME)
