@@ -160,3 +160,47 @@ func FuzzDecodeCluster(f *testing.F) {
 		}
 	})
 }
+
+// TestPlanOnKinds: a plan on two device kinds (testdata/plans, search
+// --cluster's) decodes and simulates each stage within its kind's memory;
+// a stage of no kind, or of a kind its devices are not, or a kind on a
+// plan without a cluster, is refused naming the stage and field.
+func TestPlanOnKinds(t *testing.T) {
+	data, err := os.ReadFile("testdata/plans/dlrm-two-cpu-kinds-4cpu.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := DecodePlan(data)
+	if err != nil || p.Cluster == nil || len(p.Cluster.Kinds) != 2 {
+		t.Fatalf("%v: cluster %+v", err, p.Cluster)
+	}
+	for s := range p.Stages {
+		if k := p.Cluster.Kinds[p.KindOf(s)]; p.StageMemoryLimit(s) != k.MemoryLimit || p.Stages[s].Kind != k.Name() {
+			t.Errorf("stage %d: limit %d, kind %s", s, p.StageMemoryLimit(s), p.Stages[s].Kind)
+		}
+	}
+	if tm := p.Timing(); len(tm.Limit) != len(p.Stages) {
+		t.Errorf("timing limits %v", tm.Limit)
+	}
+	for _, tc := range []struct {
+		edit  func(*Plan)
+		stage int
+		field string
+	}{
+		{func(p *Plan) { p.Stages[1].Kind = "tpu" }, 1, "device_kind"},
+		{func(p *Plan) { p.Stages[0].Kind = p.Stages[len(p.Stages)-1].Kind; p.Stages[len(p.Stages)-1].Kind = "x" }, 0, "devices"},
+		{func(p *Plan) { p.Cluster = nil }, 0, "device_kind"},
+		{func(p *Plan) { p.Cluster.Kinds = p.Cluster.Kinds[:1] }, -1, "cluster.kinds"},
+	} {
+		q, _ := DecodePlan(data)
+		if q.Stages[0].Kind == q.Stages[len(q.Stages)-1].Kind {
+			t.Fatal("the stored plan's first and last stages are of one kind")
+		}
+		tc.edit(q)
+		_, err := DecodePlan(q.Encode())
+		var pe *PlanError
+		if !errors.As(err, &pe) || pe.Stage != tc.stage || pe.Field != tc.field {
+			t.Errorf("edited: got %v, want stage %d, field %s", err, tc.stage, tc.field)
+		}
+	}
+}
