@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test race demo fuzz bench bench-quick bench-go lint clean replay gpu-build readme
+.PHONY: build test race demo fuzz bench bench-quick bench-scaling bench-go lint clean replay gpu-build readme
 
 # graphpipe version prints the commit (and whether the tree had changes)
 COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
@@ -111,6 +111,12 @@ bench:
 
 bench-quick:
 	$(REPORT) -quick
+
+# One section alone, put into the BENCHMARKS.md a full run wrote: the
+# planner's scaling sweep (DLRM and MMT, 8 to 128 branches on 16 to 256
+# a100; about half an hour on 2 cores).
+bench-scaling:
+	$(REPORT) -only scaling
 
 # The Go benchmarks behind the report, one by one (go test -bench).
 bench-go:
