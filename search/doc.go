@@ -16,7 +16,10 @@
 //     search says what the graph pipeline gains.
 //  2. The search is deterministic: the same graph and options give the same
 //     plan. Micro-batch sizes are searched in parallel and combined in order.
-//  3. The plan it returns is a plan.Plan (graphpipe/plan@1): package plan
+//  3. On devices of several kinds (Options.Cluster) every stage runs on
+//     devices of one kind, priced on that kind; the plan is the fastest of
+//     the DP over every device and the searches on each kind alone.
+//  4. The plan it returns is a plan.Plan (graphpipe/plan@1): package plan
 //     owns the plan file, its checks at load, the device profile file and
 //     the op-times file, the contract search shares with the runtime.
 //     search keeps the cost model's arithmetic over a profile and op times.
