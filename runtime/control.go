@@ -61,6 +61,9 @@ type assignment struct {
 	Timings Timings         `json:"timings"` // the coordinator's Config.Timings
 	Steps   int             `json:"steps"`
 	Workers int             `json:"workers"`
+	// Checkpoint is where the checkpoints go, for the workers that see it
+	// to write their shards there (shard.go); nil without checkpoints.
+	Checkpoint *checkpointTarget `json:"checkpoint,omitempty"`
 }
 
 // Report is one stage's account of one iteration.
@@ -275,7 +278,7 @@ const (
 // iterate runs iteration n and hands over what it owes: the report, the
 // update (after the verdict, when steps may be skipped) and a due
 // checkpoint's share. stop says the coordinator ended the run.
-func iterate(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, n int) (stop bool, err error) {
+func iterate(ctx context.Context, ctl, bulk *wire.Endpoint, w *Worker, a *assignment, n int) (stop bool, err error) {
 	start := now()
 	loss, err := w.compute(ctx, int64(n))
 	if err != nil {
@@ -312,11 +315,7 @@ func iterate(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, 
 	}
 	if k := a.Options.CheckpointEvery; k > 0 && (n+1)%k == 0 && w.Replica == 0 && !w.Emulate {
 		w.die("during-checkpoint")
-		st, err := w.state()
-		if err != nil {
-			return false, err
-		}
-		if err := ctl.Send(ctx, coordinator, msgKey(int64(n)*reportStride+int64(a.Stage), mbCkpt, ctlEdge, 'g'), st); err != nil {
+		if err := w.saveShards(ctx, ctl, bulk, a, n+1, msgKey(int64(n)*reportStride+int64(a.Stage), mbCkpt, ctlEdge, 'g')); err != nil {
 			return false, err
 		}
 	}
@@ -334,7 +333,7 @@ func iterate(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, 
 
 // stopWorker leaves a run the coordinator stopped: with its state first
 // when asked for it (replica 0 of each stage), acknowledged before it goes.
-func stopWorker(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, order string) error {
+func stopWorker(ctx context.Context, ctl, bulk *wire.Endpoint, w *Worker, a *assignment, n int, order string) error {
 	switch order {
 	case goAbort:
 		return nil
@@ -343,13 +342,12 @@ func stopWorker(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignmen
 		return fmt.Errorf("the coordinator said %q before an iteration", order)
 	}
 	if order == goStopAndSave && w.Replica == 0 && !w.Emulate {
-		st, err := w.state()
-		if err != nil {
+		if err := w.saveShards(ctx, ctl, bulk, a, n, msgKey(int64(a.Stage), mbStopState, ctlEdge, 'g')); err != nil {
 			return err
 		}
-		if err := ctl.Send(ctx, coordinator, msgKey(int64(a.Stage), mbStopState, ctlEdge, 'g'), st); err != nil {
-			return err
-		}
+	}
+	if err := bulk.Drain(ctx); err != nil {
+		return err
 	}
 	return ctl.Drain(ctx)
 }
@@ -369,6 +367,11 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 		return err
 	}
 	defer ep.Close()
+	bulk, err := newBulk(job.Config, t, job.Run, a.Gen, int32(a.Stage))
+	if err != nil {
+		return err
+	}
+	defer bulk.Close()
 	w, err := NewWorker(job, a.Stage, ep)
 	if err != nil {
 		return err
@@ -376,11 +379,7 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 	defer w.Close()
 	started(w)
 	if (a.Options.Start > 0 || a.Options.Init) && !w.Emulate {
-		msg, err := ctl.Receive(ctx, msgKey(0, mbResume, ctlEdge, 'g'))
-		if err != nil {
-			return fmt.Errorf("waiting for the checkpoint to resume from: %w", err)
-		}
-		if err := w.loadState(msg); err != nil {
+		if err := w.receiveResume(ctx, bulk); err != nil {
 			return err
 		}
 	}
@@ -392,9 +391,9 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 			return err
 		}
 		if string(order) != goOn {
-			return stopWorker(ctx, ctl, w, a, string(order))
+			return stopWorker(ctx, ctl, bulk, w, a, n, string(order))
 		}
-		stop, err := iterate(ctx, ctl, w, a, n)
+		stop, err := iterate(ctx, ctl, bulk, w, a, n)
 		if err != nil || stop {
 			return err
 		}
@@ -405,11 +404,10 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 	if err := ep.Drain(ctx); err != nil {
 		return err
 	}
-	params, err := encodeParams(w.Params())
-	if err != nil {
+	if err := w.sendFinal(ctx, ctl, bulk, a); err != nil {
 		return err
 	}
-	if err := ctl.Send(ctx, coordinator, msgKey(int64(a.Stage), mbParams, ctlEdge, 'g'), params); err != nil {
+	if err := bulk.Drain(ctx); err != nil {
 		return err
 	}
 	return ctl.Drain(ctx) // still watching the coordinator: it acknowledges before it stops

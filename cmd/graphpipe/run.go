@@ -409,11 +409,12 @@ func (f *runFlags) supervise(cmd *cobra.Command, s *runSetup) error {
 	ctx, sig := watchSignals(cmd.Context(), log)
 	defer sig.done()
 	job.Config.Stop, job.Config.Skipped, job.Config.OnEval = sig.stop, s.prog.skipped, s.prog.eval
-	t, ns, stop, err := connect(&f.nats, job.Run, log)
+	t, bulk, ns, stop, err := connect(&f.nats, job.Run, log)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	job.Config.Bulk = bulk
 	if f.workers != "external" && !strings.HasPrefix(f.workers, "pool:") {
 		ns.announce(log, f.workers, runtime.Workers(job.Plan), job.Run)
 	}

@@ -92,7 +92,12 @@ func (f *workerFlags) serve(cmd *cobra.Command) error {
 		return err
 	}
 	defer t.Close()
-	return f.work(cmd, ctx, t, dev)
+	bulk, err := wire.DialNATS(bulkOptions(f.nats.options(f.connName())))
+	if err != nil {
+		return err
+	}
+	defer bulk.Close()
+	return f.work(cmd, ctx, t, bulk, dev)
 }
 
 // check refuses flags that name no run and no pool, or both.
@@ -121,22 +126,28 @@ func (f *workerFlags) check(cmd *cobra.Command) error {
 
 // dial connects to --nats, waiting up to --connect-wait for the server.
 func (f *workerFlags) dial(cmd *cobra.Command, ctx context.Context) (*wire.NATS, error) {
-	name := "graphpipe worker " + f.runID
-	if f.pool != "" {
-		name = "graphpipe agent of pool " + f.pool
-	}
-	no := f.nats.options(name)
+	no := f.nats.options(f.connName())
 	logConnection(&no, cmd.ErrOrStderr(), "graphpipe worker")
 	return wire.DialNATSWaiting(ctx, no, f.connectWait, func(err error) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %v: waiting up to %v for the server\n", err, f.connectWait)
 	})
 }
 
+// connName is the name its NATS connections give the server.
+func (f *workerFlags) connName() string {
+	if f.pool != "" {
+		return "graphpipe agent of pool " + f.pool
+	}
+	return "graphpipe worker " + f.runID
+}
+
 // work serves the pool as an agent, or joins the run, over t.
-func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t *wire.NATS, dev *cuda.Device) error {
+func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t, bulk *wire.NATS, dev *cuda.Device) error {
 	logf := workerLog(cmd.ErrOrStderr(), f.quiet)
-	// the process's own: its device, precision and test hooks
-	c := runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv)}
+	// the process's own: its device, precision, test hooks and its
+	// connection for state streams
+	c := runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv),
+		Bulk: bulk, StreamCheckpoints: os.Getenv(runtime.StreamEnv) == "1"}
 	if f.pool != "" {
 		logf("connected to %s", t.ConnectedURL())
 		a := &supervise.Agent{Pool: f.pool, Host: f.host, Profile: agentProfile(dev), Log: logf, Config: c}
