@@ -144,7 +144,9 @@ type StreamError struct {
 	Msg    string
 }
 
-func (e *StreamError) Error() string { return fmt.Sprintf("%s: its sender failed: %s", e.Stream, e.Msg) }
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("%s: its sender failed: %s", e.Stream, e.Msg)
+}
 
 // streamReader receives a stream as an io.Reader, granting the sender
 // streamWindow chunks ahead of what it has read.
