@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"syscall"
+
+	"github.com/graphpipe/graphpipe/internal/regular"
 )
 
 // source is one file of a dataset. A small one is memory-mapped and its
@@ -63,7 +65,7 @@ func (s *source) mapIfSmall() {
 
 // openFile opens path for positioned reads.
 func openFile(path string) (*source, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path) // a FIFO's open would wait for ever
 	if err != nil {
 		return nil, errorf(path, "", -1, "cannot open: %v", unwrapPath(err))
 	}
@@ -71,10 +73,6 @@ func openFile(path string) (*source, error) {
 	if err != nil {
 		f.Close()
 		return nil, errorf(path, "", -1, "cannot stat: %v", unwrapPath(err))
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, errorf(path, "", -1, "not a regular file")
 	}
 	s := &source{path: path, r: f, size: st.Size(), f: f}
 	s.mapIfSmall()

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graphpipe/graphpipe/internal/regular"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -450,33 +451,11 @@ func readManifest(path string) (Manifest, error) {
 
 // readRegular reads a file that must be a regular one of at most limit
 // bytes: a FIFO, a device or a directory is refused before it is opened.
-func readRegular(path string, limit int64) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", filepath.Base(path))
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes, over the limit of %d", filepath.Base(path), st.Size(), limit)
-	}
-	return os.ReadFile(path)
-}
+func readRegular(path string, limit int64) ([]byte, error) { return regular.ReadFileMax(path, limit) }
 
-// openRegular opens a file for reading that must be a regular one: a
-// FIFO, a device or a directory is refused before it is opened (a FIFO's
-// open would wait for a writer for ever).
-func openRegular(path string) (*os.File, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", filepath.Base(path))
-	}
-	return os.Open(path)
-}
+// openRegular opens a file for reading that must be a regular one (a
+// FIFO's open would wait for a writer for ever).
+func openRegular(path string) (*os.File, error) { return regular.Open(path) }
 
 func readCheckpoint(path string) (*Checkpoint, error) {
 	m, err := readManifest(path)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/internal/regular"
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/profile"
 )
@@ -133,7 +134,7 @@ func readInput(path string, stdin io.Reader) ([]byte, string, error) {
 		}
 		return data, "<stdin>", nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := regular.ReadFile(path) // a FIFO, a device or a directory is refused before it is read
 	if err != nil {
 		return nil, "", inputf("%s: cannot read: %v", path, errors.Unwrap(err))
 	}
