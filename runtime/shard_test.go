@@ -379,5 +379,3 @@ func TestStreamIsBounded(t *testing.T) {
 		t.Fatalf("got %v, want the sender's failure", err)
 	}
 }
-
-
