@@ -497,14 +497,16 @@ func readShard(path string, f Shard, take func(tensor.Named) error) error {
 		return err
 	}
 	defer fh.Close()
-	if f.Bytes >= 0 {
-		if st, err := fh.Stat(); err != nil || st.Size() != f.Bytes {
-			return fmt.Errorf("%s: not the %d bytes the manifest says (truncated or corrupt)", f.File, f.Bytes)
-		}
+	st, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	if f.Bytes >= 0 && st.Size() != f.Bytes {
+		return fmt.Errorf("%s: %d bytes, not the %d the manifest says (truncated or corrupt)", f.File, st.Size(), f.Bytes)
 	}
 	h := sha256.New()
 	br := bufio.NewReaderSize(io.TeeReader(fh, h), 1<<20)
-	if _, err := tensor.DecodeSafetensorsFrom(br, take); err != nil {
+	if _, err := tensor.DecodeSafetensorsFrom(br, st.Size(), take); err != nil {
 		return fmt.Errorf("%s: %w (truncated or corrupt)", f.File, err)
 	}
 	if hex.EncodeToString(h.Sum(nil)) != f.SHA256 {

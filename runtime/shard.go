@@ -313,7 +313,7 @@ func (c *collector) collectFinal(ctx context.Context) error {
 		}
 		id := int32(k.Iter)
 		r := newStreamReader(ctx, c.bulk, id, streamID{streamFinal, 0, id})
-		if _, err := tensor.DecodeSafetensorsFrom(r, func(e tensor.Named) error {
+		if _, err := tensor.DecodeSafetensorsFrom(r, -1, func(e tensor.Named) error {
 			c.res.Params[e.Name] = &stage.Value[float32]{Shape: e.Shape, Data: e.F32}
 			return nil
 		}); err != nil {
@@ -379,7 +379,7 @@ func sendResume(ctx context.Context, bulk *wire.Endpoint, job *Job, lay replicas
 func (w *Worker) receiveResume(ctx context.Context, bulk *wire.Endpoint) error {
 	var entries []tensor.Named
 	r := newStreamReader(ctx, bulk, coordinator, streamID{streamResume, 0, w.ID})
-	meta, err := tensor.DecodeSafetensorsFrom(r, func(e tensor.Named) error {
+	meta, err := tensor.DecodeSafetensorsFrom(r, -1, func(e tensor.Named) error {
 		entries = append(entries, e)
 		return nil
 	})

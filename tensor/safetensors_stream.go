@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"unsafe"
 )
 
 // Head is a safetensors entry known by its shape before its data: what a
@@ -81,30 +82,38 @@ func StreamSafetensors(w io.Writer, heads []Head, metadata map[string]string, da
 	return nil
 }
 
-// streamBlock is how many bytes a streamed tensor's array grows by at a
-// time, at most: a header promising more than the stream holds costs no
-// more memory than the stream does.
+// streamBlock is the least block a streamed tensor is read in: a tensor
+// of a stream whose size is not known is read in blocks that double from
+// it, and made one array once whole, so that a header promising more than
+// the stream holds costs no more memory than the stream does.
 const streamBlock = 1 << 20
 
-// DecodeSafetensorsFrom reads a safetensors file from r as it arrives, its
-// size not known first (a file streamed over the network): the header,
-// checked as ReadSafetensorsHeader checks one (the ranges tiling the data
-// without overlap), then each F32 or I32 tensor, in the order of its bytes,
-// handed to take once whole. After the last tensor the stream must end.
-func DecodeSafetensorsFrom(r io.Reader, take func(t Named) error) (map[string]string, error) {
+// DecodeSafetensorsFrom reads a safetensors file from r as it arrives
+// (a file streamed over the network): the header, checked as
+// ReadSafetensorsHeader checks one (the ranges tiling the data without
+// overlap), then each F32 or I32 tensor, in the order of its bytes, handed
+// to take once whole. After the last tensor the stream must end. size is
+// the stream's size when known (a file's, which then bounds what the
+// header may promise, and each tensor is read straight into its array),
+// -1 when not.
+func DecodeSafetensorsFrom(r io.Reader, size int64, take func(t Named) error) (map[string]string, error) {
 	var lenb [8]byte
 	if _, err := io.ReadFull(r, lenb[:]); err != nil {
 		return nil, fmt.Errorf("safetensors: reading the header length: %w", err)
 	}
 	n := binary.LittleEndian.Uint64(lenb[:])
-	if n > maxHeader {
-		return nil, fmt.Errorf("safetensors: header length %d is over the limit of %d", n, maxHeader)
+	if n > maxHeader || size >= 0 && n > uint64(max(size-8, 0)) {
+		return nil, fmt.Errorf("safetensors: header length %d does not fit in the file of %d bytes (nor under the limit of %d)", n, size, maxHeader)
 	}
 	var js bytes.Buffer
 	if got, err := io.CopyN(&js, r, int64(n)); err != nil {
 		return nil, fmt.Errorf("safetensors: header of %d bytes ends after %d: %w", n, got, err)
 	}
-	h, err := parseHeader(js.Bytes(), -1)
+	data := int64(-1)
+	if size >= 0 {
+		data = size - 8 - int64(n)
+	}
+	h, err := parseHeader(js.Bytes(), data)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +121,7 @@ func DecodeSafetensorsFrom(r io.Reader, take func(t Named) error) (map[string]st
 	sort.SliceStable(order, func(i, j int) bool { return order[i].Start < order[j].Start })
 	buf := make([]byte, 64<<10)
 	for _, e := range order {
-		t, err := readEntry(r, e, buf)
+		t, err := readEntry(r, e, buf, size >= 0)
 		if err != nil {
 			return nil, err
 		}
@@ -127,49 +136,63 @@ func DecodeSafetensorsFrom(r io.Reader, take func(t Named) error) (map[string]st
 }
 
 // readEntry reads e's bytes (its range relative to the data section) from
-// r, growing its array as they come.
-func readEntry(r io.Reader, e SafetensorsEntry, buf []byte) (Named, error) {
-	t := Named{Name: e.Name, Shape: e.Shape}
+// r: into its array at once when the stream's size vouched for them
+// (known), else in doubling blocks first.
+func readEntry(r io.Reader, e SafetensorsEntry, buf []byte, known bool) (Named, error) {
 	if e.DType != "F32" && e.DType != "I32" {
 		return Named{}, fmt.Errorf("safetensors: %q: dtype %q is not F32 or I32", e.Name, e.DType)
 	}
 	total := (e.End - e.Start) / 4
-	var f32 []float32
-	var i32 []int32
-	for done := int64(0); done < total; {
-		k := min(total-done, int64(len(buf)/4))
-		if _, err := io.ReadFull(r, buf[:4*k]); err != nil {
-			return Named{}, fmt.Errorf("safetensors: %q: the stream ends %d bytes into its %d: %w", e.Name, 4*done, 4*total, err)
-		}
-		if e.DType == "F32" {
-			if f32 == nil {
-				f32 = make([]float32, 0, min(total, streamBlock/4))
-			}
-			for i := int64(0); i < k; i++ {
-				f32 = append(f32, math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:])))
-			}
-		} else {
-			if i32 == nil {
-				i32 = make([]int32, 0, min(total, streamBlock/4))
-			}
-			for i := int64(0); i < k; i++ {
-				i32 = append(i32, int32(binary.LittleEndian.Uint32(buf[4*i:])))
-			}
-		}
-		done += k
-	}
-	if e.DType == "F32" {
-		t.F32 = f32
-		if t.F32 == nil {
-			t.F32 = []float32{}
+	var words []uint32
+	if known {
+		words = make([]uint32, total)
+		if err := readWords(r, words, buf); err != nil {
+			return Named{}, fmt.Errorf("safetensors: %q: the stream ends inside its %d bytes: %w", e.Name, 4*total, err)
 		}
 	} else {
-		t.I32 = i32
-		if t.I32 == nil {
-			t.I32 = []int32{}
+		var blocks [][]uint32
+		for done, block := int64(0), int64(streamBlock/4); done < total; block *= 2 {
+			b := make([]uint32, min(block, total-done))
+			if err := readWords(r, b, buf); err != nil {
+				return Named{}, fmt.Errorf("safetensors: %q: the stream ends inside its %d bytes: %w", e.Name, 4*total, err)
+			}
+			blocks, done = append(blocks, b), done+int64(len(b))
+		}
+		if len(blocks) == 1 {
+			words = blocks[0]
+		} else {
+			words = make([]uint32, 0, total)
+			for i, b := range blocks {
+				words = append(words, b...)
+				blocks[i] = nil
+			}
 		}
 	}
+	t := Named{Name: e.Name, Shape: e.Shape}
+	if words == nil {
+		words = []uint32{}
+	}
+	if e.DType == "F32" {
+		t.F32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(words))), len(words))
+	} else {
+		t.I32 = unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(words))), len(words))
+	}
 	return t, nil
+}
+
+// readWords fills w with little-endian 32-bit words from r, through buf.
+func readWords(r io.Reader, w []uint32, buf []byte) error {
+	for len(w) > 0 {
+		k := min(len(w), len(buf)/4)
+		if _, err := io.ReadFull(r, buf[:4*k]); err != nil {
+			return err
+		}
+		for i := range k {
+			w[i] = binary.LittleEndian.Uint32(buf[4*i:])
+		}
+		w = w[k:]
+	}
+	return nil
 }
 
 // WriteF32 writes v to w as little-endian float32 bytes, a block at a time:

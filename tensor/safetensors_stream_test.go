@@ -84,22 +84,13 @@ func TestDecodeFromMatchesDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []Named
-	meta, err := DecodeSafetensorsFrom(bytes.NewReader(data), func(n Named) error { got = append(got, n); return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(meta, wantMeta) || len(got) != len(want) {
-		t.Fatalf("got %d entries and %v, want %d and %v", len(got), meta, len(want), wantMeta)
-	}
-	byName := map[string]Named{}
-	for _, n := range got {
-		byName[n.Name] = n
-	}
-	for _, w := range want {
-		if !reflect.DeepEqual(byName[w.Name], w) {
-			t.Errorf("%s: got %+v, want %+v", w.Name, byName[w.Name].Shape, w.Shape)
+	for _, size := range []int64{-1, int64(len(data))} {
+		var got []Named
+		meta, err := DecodeSafetensorsFrom(bytes.NewReader(data), size, func(n Named) error { got = append(got, n); return nil })
+		if err != nil {
+			t.Fatal(err)
 		}
+		checkSame(t, got, want, meta, wantMeta)
 	}
 	for _, tc := range []struct {
 		name string
@@ -110,9 +101,27 @@ func TestDecodeFromMatchesDecode(t *testing.T) {
 		{"padded", append(append([]byte(nil), data...), 0, 0, 0, 0), "after the last tensor"},
 		{"short header", data[:5], "header length"},
 	} {
-		_, err := DecodeSafetensorsFrom(bytes.NewReader(tc.data), func(Named) error { return nil })
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		for _, size := range []int64{-1, int64(len(data))} {
+			_, err := DecodeSafetensorsFrom(bytes.NewReader(tc.data), size, func(Named) error { return nil })
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s (size %d): got %v, want %q", tc.name, size, err, tc.want)
+			}
+		}
+	}
+}
+
+func checkSame(t *testing.T, got, want []Named, meta, wantMeta map[string]string) {
+	t.Helper()
+	if !reflect.DeepEqual(meta, wantMeta) || len(got) != len(want) {
+		t.Fatalf("got %d entries and %v, want %d and %v", len(got), meta, len(want), wantMeta)
+	}
+	byName := map[string]Named{}
+	for _, n := range got {
+		byName[n.Name] = n
+	}
+	for _, w := range want {
+		if !reflect.DeepEqual(byName[w.Name], w) {
+			t.Errorf("%s: got %+v, want %+v", w.Name, byName[w.Name].Shape, w.Shape)
 		}
 	}
 }
@@ -140,21 +149,23 @@ func FuzzDecodeSafetensorsFrom(f *testing.F) {
 	f.Add([]byte{8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		whole, _, errWhole := DecodeSafetensors(data)
-		var got []Named
-		_, err := DecodeSafetensorsFrom(bytes.NewReader(data), func(n Named) error { got = append(got, n); return nil })
-		if (err == nil) != (errWhole == nil) {
-			t.Fatalf("stream: %v; whole: %v", err, errWhole)
-		}
-		if err != nil {
-			return
-		}
-		byName := map[string]Named{}
-		for _, n := range got {
-			byName[n.Name] = n
-		}
-		for _, w := range whole {
-			if g := byName[w.Name]; len(g.F32) != len(w.F32) || len(g.I32) != len(w.I32) {
-				t.Fatalf("%s differs", w.Name)
+		for _, size := range []int64{-1, int64(len(data))} {
+			var got []Named
+			_, err := DecodeSafetensorsFrom(bytes.NewReader(data), size, func(n Named) error { got = append(got, n); return nil })
+			if (err == nil) != (errWhole == nil) {
+				t.Fatalf("stream (size %d): %v; whole: %v", size, err, errWhole)
+			}
+			if err != nil {
+				continue
+			}
+			byName := map[string]Named{}
+			for _, n := range got {
+				byName[n.Name] = n
+			}
+			for _, w := range whole {
+				if g := byName[w.Name]; !reflect.DeepEqual(g, w) {
+					t.Fatalf("%s differs", w.Name)
+				}
 			}
 		}
 	})
