@@ -327,6 +327,14 @@ func (m Manifest) files() []Shard {
 	return m.Shards
 }
 
+// NoCheckpointError is a directory that holds no checkpoint at all (none
+// whole is another error: checkpoints damaged, not a directory mistaken).
+type NoCheckpointError struct{ Dir string }
+
+func (e *NoCheckpointError) Error() string {
+	return fmt.Sprintf("checkpoint: %s holds no checkpoint", e.Dir)
+}
+
 // LoadCheckpoint reads the newest whole checkpoint in dir; it says which it
 // skipped and why through skipped. It fails if none is whole.
 func LoadCheckpoint(dir string, skipped func(step int, why error)) (*Checkpoint, error) {
@@ -341,7 +349,7 @@ func LoadCheckpoint(dir string, skipped func(step int, why error)) (*Checkpoint,
 		}
 	}
 	if len(all) == 0 {
-		return nil, fmt.Errorf("checkpoint: %s holds no checkpoint", dir)
+		return nil, &NoCheckpointError{Dir: dir}
 	}
 	return nil, fmt.Errorf("checkpoint: none of the %d checkpoints in %s is whole", len(all), dir)
 }

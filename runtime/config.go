@@ -31,7 +31,9 @@ type Config struct {
 	// skip); 0: 10.
 	MaxSkips int
 	Gen      uint32 // the generation: 1 (0 too), then one more per restart
-	// JoinTimeout > 0 bounds the coordinator's wait for its workers to join.
+	// JoinTimeout > 0 bounds the coordinator's wait for its workers to
+	// join; on a worker, how long it waits for its stage while it hears
+	// no coordinator of its run (a *JoinError).
 	JoinTimeout time.Duration
 	// Timings are the heartbeat, hang and confirmation timings (zero
 	// fields: the defaults). The coordinator sends its own to its workers.

@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
@@ -134,7 +136,7 @@ func Serve(ctx context.Context, t wire.Transport, j Join) error {
 		return err
 	}
 	defer ctl.Close()
-	a, err := join(ctx, ctl, j, id)
+	a, err := join(ctx, t, ctl, j, id)
 	if err != nil {
 		return err
 	}
@@ -150,11 +152,21 @@ func Serve(ctx context.Context, t wire.Transport, j Join) error {
 	return nil // serveWork drained ctl while the coordinator was watched
 }
 
-// join says hello to the coordinator and waits for the assignment.
-func join(ctx context.Context, ctl *wire.Endpoint, j Join, id int32) (*assignment, error) {
+// join says hello to the coordinator and waits for the assignment: for
+// ever, or, with Config.JoinTimeout, until the coordinator has been
+// silent that long (a *JoinError).
+func join(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, j Join, id int32) (*assignment, error) {
 	host := j.Host
 	if host == "" {
 		host, _ = os.Hostname()
+	}
+	if d := j.Config.JoinTimeout; d > 0 {
+		var stop func()
+		var err error
+		if ctx, stop, err = untilSilent(ctx, t, j.Run, d); err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
 	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent}
 	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, h); err != nil {
@@ -162,6 +174,10 @@ func join(ctx context.Context, ctl *wire.Endpoint, j Join, id int32) (*assignmen
 	}
 	_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbAssign)
 	if err != nil {
+		var je *JoinError
+		if errors.As(context.Cause(ctx), &je) {
+			return nil, je
+		}
 		return nil, fmt.Errorf("waiting for a stage: %w", err)
 	}
 	var a assignment
@@ -169,6 +185,53 @@ func join(ctx context.Context, ctl *wire.Endpoint, j Join, id int32) (*assignmen
 		return nil, fmt.Errorf("assignment: %w", err)
 	}
 	return &a, nil
+}
+
+// JoinError is a worker that heard no coordinator of its run for its
+// join timeout: the run ID is wrong, or its coordinator is not (or no
+// longer) there.
+type JoinError struct {
+	Run  string
+	Wait time.Duration
+}
+
+func (e *JoinError) Error() string {
+	return fmt.Sprintf("run %s: no coordinator heard for %v: is the run ID right, and its coordinator running? (--join-timeout)", e.Run, e.Wait)
+}
+
+// untilSilent is ctx ended with a *JoinError once run's coordinator has
+// not been heard (its heartbeats) for d; stop ends the watch.
+func untilSilent(ctx context.Context, t wire.Transport, run string, d time.Duration) (context.Context, func(), error) {
+	var mu sync.Mutex // guards last
+	last := time.Now()
+	unsub, err := t.Subscribe(CoordinatorBeats(run), func([]byte) {
+		mu.Lock()
+		last = time.Now()
+		mu.Unlock()
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		tick := time.NewTicker(min(d/4, time.Second))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			quiet := time.Since(last)
+			mu.Unlock()
+			if quiet > d {
+				cancel(&JoinError{Run: run, Wait: d})
+				return
+			}
+		}
+	}()
+	return ctx, func() { unsub(); cancel(nil) }, nil
 }
 
 // job is the run as this worker knows it once assigned (its Graph and

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -66,7 +67,8 @@ func Coordinate(ctx context.Context, job *Job, t wire.Transport, progress func(i
 		s, r := lay.where(id)
 		return fmt.Sprintf("worker %d (stage %d, replica %d)", id, s, r)
 	}
-	if err := tm.watchWorkers(ctx, t, job.Run, job.gen(), lay.total, name, cancel); err != nil {
+	c.left = make([]atomic.Bool, lay.total)
+	if err := tm.watchWorkers(ctx, t, job.Run, job.gen(), lay.total, name, func(id int) bool { return c.left[id].Load() }, cancel); err != nil {
 		return nil, err
 	}
 	res, err := c.collect(ctx, progress)
@@ -186,6 +188,9 @@ type collector struct {
 	res     *Result
 	saved   int // the step of the newest checkpoint written, 0 for none
 	skips   int // steps skipped in a row
+	// left says, by worker id, which workers have handed over all they
+	// owed and gone, their silence no failure (shard.go)
+	left []atomic.Bool
 }
 
 // collect drives the iterations and gathers reports and parameters.
@@ -338,6 +343,11 @@ func (c *collector) stop(ctx context.Context, n int) error {
 	}
 	if err := c.tell(ctx, int64(n), mbGo, order); err != nil {
 		return err
+	}
+	for id := range c.left {
+		if _, replica := c.lay.where(id); replica != 0 || !save {
+			c.left[id].Store(true) // it owes nothing more, and leaves
+		}
 	}
 	if save {
 		key := func(id int32) wire.Key { return msgKey(int64(id), mbStopState, ctlEdge, 'g') }

@@ -244,3 +244,34 @@ func TestJoinTimeout(t *testing.T) {
 		t.Error("the worker that joined is still waiting")
 	}
 }
+
+// TestLeftWorkersAreNotSilent: a worker that has handed over all it owed
+// and left (its parameters at the end, its state at a stop) is not taken
+// for silent while the coordinator still reads the others' (a stream of
+// gigabytes takes longer than a heartbeat timeout); one that has not left
+// is.
+func TestLeftWorkersAreNotSilent(t *testing.T) {
+	tr := wire.NewMemory(1, wire.Faults{}, 1<<20)
+	tm := Timings{HeartbeatEvery: 20 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond}
+	for _, tc := range []struct {
+		left   bool
+		silent bool
+	}{{true, false}, {false, true}} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		name := func(id int) string { return fmt.Sprintf("worker %d", id) }
+		// worker 0 beats on; worker 1 has gone quiet
+		beating, stop := context.WithCancel(ctx)
+		go tm.Beat(beating, tr, workerBeats("r", 1), func() []byte { return workerBeat(0) })
+		if err := tm.watchWorkers(ctx, tr, "r", 1, 2, name, func(id int) bool { return id == 1 && tc.left }, cancel); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		var se *SilentError
+		silent := errors.As(context.Cause(ctx), &se)
+		if silent != tc.silent || silent && se.Who != "worker 1" {
+			t.Errorf("left %v: silent %v (%v), want %v", tc.left, silent, context.Cause(ctx), tc.silent)
+		}
+		stop()
+		cancel(nil)
+	}
+}

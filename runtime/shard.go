@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -215,57 +216,74 @@ func (c *collector) gatherShards(ctx context.Context, step int, tmp string, key 
 	optStep := 0
 	for s := range c.job.Plan.Stages {
 		id := c.lay.id(s, 0)
-		msg, err := c.ctl.Receive(ctx, key(id))
-		if err != nil {
-			return nil, 0, workerFailure(c.ctl, err)
-		}
-		var rep shardReport
-		if err := json.Unmarshal(msg, &rep); err != nil {
-			return nil, 0, fmt.Errorf("stage %d's checkpoint report: %w", s, err)
-		}
-		optStep = rep.OptStep
-		if rep.NonFinite != "" {
+		got, opt, err := c.gatherStage(ctx, s, step, tmp, key(id), bad != nil)
+		var ne *NonFiniteError
+		switch {
+		case errors.As(err, &ne):
 			if bad == nil {
-				bad = c.nonFinite(step, s, rep.NonFinite)
+				bad = err
 			}
-			continue
+		case err != nil:
+			return nil, 0, err
 		}
-		if rep.Stream == "" {
-			for _, sh := range rep.Shards {
-				if sh.File != shardFile(shardParams, s) && sh.File != shardFile(shardOptim, s) || sh.Stage != s || sh.By != byWorker {
-					return nil, 0, fmt.Errorf("stage %d reported a shard %q of stage %d", s, sh.File, sh.Stage)
-				}
-			}
-			if len(rep.Shards) != 2 {
-				return nil, 0, fmt.Errorf("stage %d reported %d shards, want 2", s, len(rep.Shards))
-			}
-			shards = append(shards, rep.Shards...)
-			continue
+		if key(id).MB == mbStopState {
+			c.left[id].Store(true) // a stopping worker leaves once its share is handed over
 		}
-		for _, f := range []struct {
-			kind   int32
-			shard  string
-			stream streamID
-		}{{streamShardParams, shardParams, streamID{streamShardParams, step, id}}, {streamShardOptim, shardOptim, streamID{streamShardOptim, step, id}}} {
-			r := newStreamReader(ctx, c.bulk, id, f.stream)
-			if bad != nil {
-				if err := r.drain(); err != nil {
-					return nil, 0, err
-				}
-				continue
-			}
-			sh, err := writeShard(tmp, shardFile(f.shard, s), func(w io.Writer) error {
-				_, err := io.Copy(w, r)
-				return err
-			})
-			if err != nil {
-				return nil, 0, err
-			}
-			sh.Stage, sh.By = s, byCoord
-			shards = append(shards, sh)
-		}
+		shards, optStep = append(shards, got...), opt
 	}
 	return shards, optStep, bad
+}
+
+// gatherStage takes stage s's share of the checkpoint at step: its
+// report under key, then its shards as it wrote them, or as they stream
+// (written into tmp, or dropped when drop).
+func (c *collector) gatherStage(ctx context.Context, s, step int, tmp string, key wire.Key, drop bool) ([]Shard, int, error) {
+	id := c.lay.id(s, 0)
+	msg, err := c.ctl.Receive(ctx, key)
+	if err != nil {
+		return nil, 0, workerFailure(c.ctl, err)
+	}
+	var rep shardReport
+	if err := json.Unmarshal(msg, &rep); err != nil {
+		return nil, 0, fmt.Errorf("stage %d's checkpoint report: %w", s, err)
+	}
+	if rep.NonFinite != "" {
+		return nil, rep.OptStep, c.nonFinite(step, s, rep.NonFinite)
+	}
+	if rep.Stream == "" {
+		if len(rep.Shards) != 2 {
+			return nil, 0, fmt.Errorf("stage %d reported %d shards, want 2", s, len(rep.Shards))
+		}
+		for _, sh := range rep.Shards {
+			if sh.File != shardFile(shardParams, s) && sh.File != shardFile(shardOptim, s) || sh.Stage != s || sh.By != byWorker {
+				return nil, 0, fmt.Errorf("stage %d reported a shard %q of stage %d", s, sh.File, sh.Stage)
+			}
+		}
+		return rep.Shards, rep.OptStep, nil
+	}
+	var shards []Shard
+	for _, f := range []struct {
+		kind  int32
+		shard string
+	}{{streamShardParams, shardParams}, {streamShardOptim, shardOptim}} {
+		r := newStreamReader(ctx, c.bulk, id, streamID{f.kind, step, id})
+		if drop {
+			if err := r.drain(); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		sh, err := writeShard(tmp, shardFile(f.shard, s), func(w io.Writer) error {
+			_, err := io.Copy(w, r)
+			return err
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		sh.Stage, sh.By = s, byCoord
+		shards = append(shards, sh)
+	}
+	return shards, rep.OptStep, nil
 }
 
 // finalReport is a worker's word at the end of its run: whether its
@@ -308,17 +326,22 @@ func (c *collector) collectFinal(ctx context.Context) error {
 		if err := json.Unmarshal(msg, &rep); err != nil {
 			return fmt.Errorf("worker %d's last word: %w", k.Iter, err)
 		}
-		if !rep.Stream {
-			continue
-		}
 		id := int32(k.Iter)
-		r := newStreamReader(ctx, c.bulk, id, streamID{streamFinal, 0, id})
-		if _, err := tensor.DecodeSafetensorsFrom(r, -1, func(e tensor.Named) error {
-			c.res.Params[e.Name] = &stage.Value[float32]{Shape: e.Shape, Data: e.F32}
-			return nil
-		}); err != nil {
-			return fmt.Errorf("worker %d's parameters: %w", id, err)
+		if id < 0 || int(id) >= len(c.left) {
+			return fmt.Errorf("a last word from worker %d, beyond the plan's %d", id, len(c.left))
 		}
+		if rep.Stream {
+			r := newStreamReader(ctx, c.bulk, id, streamID{streamFinal, 0, id})
+			if _, err := tensor.DecodeSafetensorsFrom(r, -1, func(e tensor.Named) error {
+				c.res.Params[e.Name] = &stage.Value[float32]{Shape: e.Shape, Data: e.F32}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("worker %d's parameters: %w", id, err)
+			}
+		}
+		// it owes nothing more and leaves, while the others' parameters
+		// may take a while yet
+		c.left[id].Store(true)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	goruntime "runtime"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
@@ -27,14 +29,24 @@ func connect(nf *natsFlags, runID string, log io.Writer) (t, bulk *wire.NATS, ns
 	t, err = wire.DialNATS(ns.opts)
 	if err != nil {
 		ns.close()
-		return nil, nil, nil, nil, inputf("--nats: %v", err)
+		return nil, nil, nil, nil, dialError(err)
 	}
 	if bulk, err = wire.DialNATS(bulkOptions(ns.opts)); err != nil {
 		t.Close()
 		ns.close()
-		return nil, nil, nil, nil, inputf("--nats: %v", err)
+		return nil, nil, nil, nil, dialError(err)
 	}
 	return t, bulk, ns, func() { bulk.Close(); t.Close(); ns.close() }, nil
+}
+
+// dialError words a failed dial the same for the coordinator and the
+// workers: credentials the server refuses are bad input (exit 2); a server
+// that does not answer is the environment's (exit 1).
+func dialError(err error) error {
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired) {
+		return inputf("--nats: %v (--nats-token, $%s or --nats-creds)", err, tokenEnv)
+	}
+	return fmt.Errorf("--nats: %w", err)
 }
 
 // bulkOptions are a process's options for its second connection, the one

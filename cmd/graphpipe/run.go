@@ -311,10 +311,7 @@ func (f *runFlags) config(cmd *cobra.Command, j *runtime.Job) error {
 // loadResume reads --resume's newest whole checkpoint, and refuses one made
 // for another model or another optimizer.
 func (f *runFlags) loadResume(cmd *cobra.Command, j *runtime.Job) (*runtime.Checkpoint, error) {
-	if err := checkCheckpointDir("--resume", f.resume); err != nil {
-		return nil, err
-	}
-	c, err := runtime.LoadCheckpoint(f.resume, func(step int, why error) {
+	c, err := loadCheckpoint("--resume", f.resume, func(step int, why error) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d in %s is not whole (%v): falling back to the one before\n", step, f.resume, why)
 	})
 	if err != nil {

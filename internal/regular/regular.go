@@ -61,6 +61,15 @@ func kind(m fs.FileMode) string {
 	return "not a file"
 }
 
+// Mode is nil for a regular file's mode, else a *NotRegularError saying
+// what the mode is of (as Lstat gives it: a symbolic link is one).
+func Mode(m fs.FileMode) error {
+	if m.IsRegular() {
+		return nil
+	}
+	return &NotRegularError{Kind: kind(m)}
+}
+
 func refuse(path string, m fs.FileMode) error {
 	return &os.PathError{Op: "open", Path: path, Err: &NotRegularError{Kind: kind(m)}}
 }
