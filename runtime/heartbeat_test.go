@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -273,5 +274,56 @@ func TestLeftWorkersAreNotSilent(t *testing.T) {
 		}
 		stop()
 		cancel(nil)
+	}
+}
+
+// muteBeats is a transport that loses the coordinator's heartbeats while
+// mute is set, as a coordinator stalled by a long checkpoint would.
+type muteBeats struct {
+	wire.Transport
+	subject string
+	mute    atomic.Bool
+}
+
+func (m *muteBeats) Publish(subject string, data []byte) error {
+	if subject == m.subject && m.mute.Load() {
+		return nil
+	}
+	return m.Transport.Publish(subject, data)
+}
+
+// TestWorkersKeepTheRunsHeartbeatTimeout: the coordinator's heartbeat
+// timeout (--heartbeat-timeout) reaches its workers with their stages: a
+// coordinator silent for 1 s, longer than the workers' own timeout (300
+// ms) but within the run's (5 s), loses none of them.
+func TestWorkersKeepTheRunsHeartbeatTimeout(t *testing.T) {
+	g, plan := smallPlan(t, "case-study", 3, 4)
+	m := &muteBeats{Transport: wire.NewMemory(1, wire.Faults{}, 1<<20), subject: CoordinatorBeats("patient")}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	own := Config{Timings: Timings{HeartbeatEvery: 50 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond}}
+	errs := make(chan error, len(plan.Stages))
+	for range plan.Stages {
+		go func() { errs <- Serve(ctx, m, Join{Run: "patient", Config: own}) }()
+	}
+	job := &Job{Run: "patient", Graph: g, Plan: plan, Steps: 40, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}},
+		Config: Config{Timings: Timings{HeartbeatEvery: 50 * time.Millisecond, HeartbeatTimeout: 5 * time.Second}}}
+	muted := false
+	_, err := Coordinate(ctx, job, m, func(n int64, _ float64) {
+		if n == 5 && !muted {
+			muted = true
+			m.mute.Store(true)
+			time.Sleep(time.Second)
+			m.mute.Store(false)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range plan.Stages {
+		if err := <-errs; err != nil {
+			t.Fatalf("a worker left: %v", err)
+		}
 	}
 }
