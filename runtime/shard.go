@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -317,6 +318,10 @@ func (w *Worker) sendFinal(ctx context.Context, ctl, bulk *wire.Endpoint, a *ass
 // collectFinal takes every worker's word at the end of the run, and the
 // parameters of each stage's replica 0, as they stream.
 func (c *collector) collectFinal(ctx context.Context) error {
+	// the parameters arrive tensor by tensor, each read in blocks first:
+	// collect more eagerly meanwhile, so that the heap does not grow to
+	// twice what is kept before it is collected
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
 	for range c.workers {
 		k, msg, err := c.ctl.ReceiveAny(ctx, ctlEdge, 'g', mbParams)
 		if err != nil {

@@ -302,7 +302,7 @@ func TestAgentKeepsTheRunsTimings(t *testing.T) {
 		}
 	}
 	tr.Publish(runtime.CoordinatorBeats("slowrun"), nil) // heard once, then silent
-	time.Sleep(600 * time.Millisecond)                    // past the agent's own timeout, within the run's
+	time.Sleep(600 * time.Millisecond)                   // past the agent's own timeout, within the run's
 	if claim() != "c1" {
 		t.Fatal("the agent left on its own heartbeat timeout, not the run's")
 	}
