@@ -33,7 +33,7 @@ const (
 	mbError      = 4
 	mbGo         = 5
 	mbCkpt       = 6
-	mbResume     = 7
+	mbResume     = 7 // unused: a share to resume from streams (stream.go); the number is not reused
 	mbEval       = 8
 	mbVerdict    = 9       // step or skip the update of an iteration (OnNonFinite skip)
 	mbStopState  = 10      // a stage's state, handed over as the run stops
