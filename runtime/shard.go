@@ -61,6 +61,12 @@ func newCheckpointTarget(dir string) (*checkpointTarget, func(), error) {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, nil, err
 	}
+	// a probe left by a coordinator that was killed: the directory has one
+	// owner (LockDir), so no other is in use
+	stale, _ := filepath.Glob(filepath.Join(abs, probeFile("*")))
+	for _, p := range stale {
+		os.Remove(p)
+	}
 	b := make([]byte, 8)
 	rand.Read(b)
 	t := &checkpointTarget{Dir: abs, Token: hex.EncodeToString(b)}

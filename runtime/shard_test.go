@@ -133,12 +133,17 @@ func countParams(g *dag.Graph) int {
 }
 
 // TestCheckpointSees: a worker shares the checkpoint directory only when
-// it reads the coordinator's token in the probe file there.
+// it reads the coordinator's token in the probe file there; a probe a
+// killed coordinator left is removed.
 func TestCheckpointSees(t *testing.T) {
 	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, probeFile("dead")), []byte("dead"), 0o644) // a killed coordinator's
 	target, unprobe, err := newCheckpointTarget(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, probeFile("dead"))); err == nil {
+		t.Error("a killed coordinator's probe is left")
 	}
 	if err := target.sees(); err != nil {
 		t.Fatalf("the coordinator's own directory: %v", err)
