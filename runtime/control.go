@@ -405,7 +405,11 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 	if err := ep.Drain(ctx); err != nil {
 		return err
 	}
-	params, err := encodeParams(w.Params())
+	state, err := w.Params()
+	if err != nil {
+		return err
+	}
+	params, err := encodeParams(state)
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,11 @@ func RunLocal(ctx context.Context, job *Job, t wire.Transport) (*Result, error) 
 		}
 		res.Events = append(res.Events, w.Events())
 		res.Ops = append(res.Ops, w.OpSeconds())
-		for k, v := range w.Params() {
+		state, err := w.Params()
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range state {
 			res.Params[k] = v
 		}
 		res.Stats = append(res.Stats, w.ep.Stats())

@@ -250,6 +250,10 @@ func (c stepComm) AllReduce(ctx context.Context, grads []*stage.Value[float32]) 
 	return c.w.allReduce(ctx, c.n, grads)
 }
 
+// Replicas is the stage's replica count: a stage of one has nothing to
+// all-reduce (stage.Replicated).
+func (c stepComm) Replicas() int { return c.w.lay.count[c.w.Stage] }
+
 func (c stepComm) PoolNorms(ctx context.Context, squares map[string]float64) (float64, error) {
 	return c.w.globalNorm(ctx, c.n, squares)
 }
@@ -535,13 +539,13 @@ func sizeOf(shape []int) int {
 	return n
 }
 
-// Params is the stage's parameters and buffers by name (none when
-// emulating).
-func (w *Worker) Params() map[string]*stage.Value[float32] {
+// Params is the stage's parameters and buffers by name, brought to the
+// host (none when emulating).
+func (w *Worker) Params() (map[string]*stage.Value[float32], error) {
 	if w.ex == nil {
-		return nil
+		return nil, nil
 	}
-	return w.ex.State()
+	return w.ex.HostState()
 }
 
 // OpSeconds is each op's accumulated [forward, backward] time (none when emulating).

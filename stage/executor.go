@@ -138,12 +138,18 @@ func (e *Executor) use(b Backend) error {
 	case e.stepping:
 		return fmt.Errorf("stage: UseDevice in the middle of a step (between its first Forward and ApplyStep)")
 	}
+	if err := e.be.fetch(); err != nil { // the host's copies are the state the new backend starts from
+		return err
+	}
 	kernels, err := b.bind(e)
 	if err != nil {
 		return err
 	}
 	if e.train != nil {
-		st, n := e.be.optimizerState()
+		st, n, err := e.be.optimizerState()
+		if err != nil {
+			return err
+		}
 		if err := b.setOptimizer(*e.train); err != nil {
 			return err
 		}
@@ -183,7 +189,9 @@ func (e *Executor) ParamNames() []string { return sortedNames(e.Params) }
 func (e *Executor) BufferNames() []string { return sortedNames(e.Buffers) }
 
 // State is the stage's parameters and buffers by name: what an init file,
-// a dump or a checkpoint holds of it.
+// a dump or a checkpoint holds of it. On the CUDA backend these are the
+// host's copies, which may be behind the device's: HostState brings them
+// up to date first.
 func (e *Executor) State() map[string]*Value[float32] {
 	out := make(map[string]*Value[float32], len(e.Params)+len(e.Buffers))
 	for n, v := range e.Params {
@@ -230,11 +238,13 @@ func (e *Executor) paramGrads(i int) []*Value[float32] {
 
 // Forward runs the stage on micro-batch mb, whose samples are at pos in
 // training. feeds holds every tensor the stage reads from outside (model
-// inputs and other stages' outputs), batch-major. It returns every op output of the stage; the stash is kept until
-// the micro-batch's backward passes are done. On CUDA only
-// the outputs read outside the stage and the loss carry host data, valid
-// until the micro-batch's backward passes are done; the others carry their
-// shape only.
+// inputs and other stages' outputs), batch-major. It returns every op
+// output of the stage; the stash is kept until the micro-batch's backward
+// passes are done. On CUDA only the outputs read outside the stage carry
+// host data, valid until the micro-batch's backward passes are done, and
+// in an evaluation the loss and its inputs; the others, and a training
+// Forward's loss (which the step reads on the device: StepReport.Loss),
+// carry their shape only.
 func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
@@ -247,7 +257,9 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 		}
 	}
 	if !pos.Eval {
-		e.openStep()
+		if err := e.openStep(); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.be.begin(mb); err != nil {
 		return nil, err
@@ -255,6 +267,9 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 	out, err := e.forward(mb, feeds)
 	if err == nil { // what leaves the stage comes to the host
 		err = e.be.outputs(out, pos.Eval)
+	}
+	if err == nil && !pos.Eval {
+		err = e.recordLoss(e.mbs[mb], out)
 	}
 	if err == nil && e.Recompute && !pos.Eval {
 		err = e.shed(mb)
@@ -266,9 +281,6 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 			e.be.release(mb)
 		}
 		return nil, err
-	}
-	if !pos.Eval {
-		e.recordLoss(e.mbs[mb], out)
 	}
 	return out, nil
 }

@@ -198,6 +198,14 @@ func (d *Device) memset(p uint64, words uint64) error {
 	return d.b.zero(p, words)
 }
 
+// Memset zeroes b's n elements.
+func (d *Device) Memset(b Buffer) error {
+	if b.N == 0 {
+		return nil
+	}
+	return d.memset(b.Ptr, uint64(b.N))
+}
+
 // Free returns b to the pool.
 func (d *Device) Free(b Buffer) error { return d.mem.Put(b.Ptr) }
 
@@ -233,6 +241,25 @@ func upload[T float32 | int32](d *Device, src []T) (Buffer, error) {
 		_ = d.Free(b)
 	}
 	return b, err
+}
+
+// Write copies src into b's first len(src) elements from Go memory and
+// waits (a pageable copy: for loading state, not for a step).
+func (d *Device) Write(b Buffer, src []float32) error {
+	if len(src) > b.N {
+		return fmt.Errorf("cuda: write of %d elements into a buffer of %d", len(src), b.N)
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	n := uint64(4 * len(src))
+	d.counts.hostCopy(true, false, n)
+	err := d.b.htod(b.Ptr, unsafe.Pointer(&src[0]), n)
+	if err == nil {
+		err = d.Sync()
+	}
+	runtime.KeepAlive(src)
+	return err
 }
 
 // Download copies the first len(dst) elements of b into dst and waits.
