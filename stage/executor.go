@@ -125,6 +125,15 @@ func (e *Executor) initState(seed int64) {
 // Backend is the backend the executor runs on.
 func (e *Executor) Backend() Backend { return e.be }
 
+// Device is the GPU the executor computes on (its CUDA backend's), nil on
+// the CPU: whose Counts say what a step asked of it.
+func (e *Executor) Device() *cuda.Device {
+	if b, ok := e.be.(*cudaBackend); ok {
+		return b.d
+	}
+	return nil
+}
+
 // UseDevice moves the executor onto CUDA(d): the same as making it on that
 // backend, its optimizer and the optimizer's state carried over. Call it
 // between steps, with nothing in flight.
