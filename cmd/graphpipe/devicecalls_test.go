@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
+
+// importTwoTower imports PyTorch's two-tower model (a model@2 file:
+// attention by hand, conv2d, batch_norm, pools) into dir at batch 12, with
+// softmax cross-entropy, and returns its path.
+func importTwoTower(t *testing.T, dir string) string {
+	t.Helper()
+	model := filepath.Join(dir, "two-tower.json")
+	if c, _, e := gp(t, "", "import", "../../onnx/testdata/models/two_tower.onnx", "-o", model,
+		"--weights", filepath.Join(dir, "two-tower.safetensors"), "--loss", "softmax_cross_entropy", "--batch", "12"); c != 0 {
+		t.Fatal(e)
+	}
+	return model
+}
+
+// widened is the two-tower model at path with more parameters and the same
+// values crossing its boundary: its embedding table holding 4 times the
+// rows (the tokens drawn from 4 times the range) and its first
+// convolution 4 times the channels (batch_norm's with them).
+func widened(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range m["inputs"].([]any) {
+		if in := in.(map[string]any); in["name"] == "tokens" {
+			r := in["range"].([]any)
+			r[1] = 4 * r[1].(float64)
+		}
+	}
+	for _, op := range m["ops"].([]any) {
+		op := op.(map[string]any)
+		switch op["name"] {
+		case "emb":
+			op["attrs"].(map[string]any)["num"] = 4 * op["attrs"].(map[string]any)["num"].(float64)
+		case "conv1":
+			op["attrs"].(map[string]any)["out"] = 4 * op["attrs"].(map[string]any)["out"].(float64)
+		}
+	}
+	out := path[:len(path)-len(".json")] + "-wide.json"
+	data, _ = json.Marshal(m)
+	if err := os.WriteFile(out, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// stepCalls trains model 3 steps of 4 micro-batches on the emulator (SGD
+// with Nesterov momentum, weight decay and clipping) and returns what the
+// last step asked of the device (train --json's device_calls).
+func stepCalls(t *testing.T, model string, micro string) cuda.Counts {
+	t.Helper()
+	c, out, e := gp(t, "", "train", model, "--backend", "cuda-emulator", "--steps", "3", "--micro-batch", micro, "--optimizer", "sgd",
+		"--lr", "0.05", "--momentum", "0.9", "--nesterov", "--weight-decay", "1e-4", "--clip-grad-norm", "1", "--json")
+	if c != 0 {
+		t.Fatal(e)
+	}
+	var sum struct {
+		DeviceCalls *cuda.Counts `json:"device_calls"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.DeviceCalls == nil {
+		t.Fatalf("train --json: no device_calls (%v): %s", err, out)
+	}
+	return *sum.DeviceCalls
+}
+
+// TestDeviceCallBudgetsEmulated: a steady-state step of a one-stage model
+// on the CUDA path (counted on the emulator, as a GPU would be asked) waits
+// for the device at most twice, allocates nothing (device or pinned
+// memory), makes no pageable copy, and copies as many bytes whatever the
+// parameters: mmt-small and the same model 4 times as wide, the imported
+// two-tower and the same with 4 times the embedding rows and first
+// convolution's channels, each in 4 micro-batches. On main before the
+// training state moved to the device, mmt-small's step waited 163 times and
+// copied 469 KB, pageable, growing with its parameters.
+func TestDeviceCallBudgetsEmulated(t *testing.T) {
+	needEmulator(t)
+	dir := t.TempDir()
+	mmt, wide := filepath.Join(dir, "mmt.json"), filepath.Join(dir, "mmt-wide.json")
+	if c, _, e := gp(t, "", "models", "export", "mmt", "--preset", "small", "-o", mmt); c != 0 {
+		t.Fatal(e)
+	}
+	if c, _, e := gp(t, "", "models", "export", "mmt", "--preset", "small", "--hidden", "128", "--ffn", "256", "-o", wide); c != 0 {
+		t.Fatal(e)
+	}
+	tower := importTwoTower(t, dir)
+	for _, m := range []struct{ name, base, wide, micro string }{{"mmt-small", mmt, wide, "4"}, {"two-tower", tower, widened(t, tower), "3"}} {
+		t.Run(m.name, func(t *testing.T) {
+			base, wider := stepCalls(t, m.base, m.micro), stepCalls(t, m.wide, m.micro)
+			t.Logf("a step: %+v", base)
+			t.Logf("wider: %+v", wider)
+			for _, c := range []cuda.Counts{base, wider} {
+				if c.Syncs > 2 || c.Allocs != 0 || c.HostAllocs != 0 || c.PageableCopies != 0 {
+					t.Errorf("a step waited %d times (at most 2), allocated %d device and %d pinned buffers (none), made %d pageable copies (none)",
+						c.Syncs, c.Allocs, c.HostAllocs, c.PageableCopies)
+				}
+			}
+			if base.H2DBytes != wider.H2DBytes || base.D2HBytes != wider.D2HBytes {
+				t.Errorf("bytes copied a step: %d up and %d down; the wider model's %d and %d", base.H2DBytes, base.D2HBytes, wider.H2DBytes, wider.D2HBytes)
+			}
+		})
+	}
+}
