@@ -5,8 +5,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -196,4 +198,35 @@ func TestCheckpointResumeEmulated(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDivergenceNamedEmulated: on the CUDA path (the emulator), where the
+// finite check reads the squared norms on the device, a run that diverges
+// still stops at the step with exit 3 naming the stage, the op and the
+// parameter or gradient (found on the slow path, the values brought to the
+// host), and so does train; a poisoned batch skipped with --on-nonfinite
+// skip leaves train where a training that never saw it ends.
+func TestDivergenceNamedEmulated(t *testing.T) {
+	needEmulator(t)
+	model := smallModel(t, "dlrm")
+	named := func(errs string) bool {
+		return strings.Contains(errs, `op "`) && (strings.Contains(errs, `parameter "`) || strings.Contains(errs, `the gradient of "`)) &&
+			(strings.Contains(errs, "NaN") || strings.Contains(errs, "Inf"))
+	}
+	code, _, errs := gp(t, "", "run", model, "--devices", "3", "--device", "cpu", "--backend", "cuda-emulator", "--optimizer", "sgd", "--lr", "1e6", "--steps", "10")
+	if code != exitDiverged || !strings.Contains(errs, "graphpipe: step 3: non-finite values: stage ") || !named(errs) {
+		t.Fatalf("run: exit %d:\n%s", code, errs)
+	}
+	code, _, errs = gp(t, "", "train", model, "--backend", "cuda-emulator", "--optimizer", "sgd", "--lr", "1e6", "--steps", "10")
+	if code != exitDiverged || !strings.Contains(errs, "graphpipe: step 3: non-finite values: op ") || !named(errs) {
+		t.Fatalf("train: exit %d:\n%s", code, errs)
+	}
+	dir := t.TempDir()
+	want := neverSaw(t, model, 2, 5)
+	t.Setenv(stage.PoisonEnv, "2:dense0.x")
+	code, _, errs = gp(t, "", "train", model, "--backend", "cuda-emulator", "--micro-batch", "8", "--steps", "5", "--on-nonfinite", "skip", "--dump", filepath.Join(dir, "train"))
+	if code != 0 || !strings.Contains(errs, "step 3: op ") || !strings.Contains(errs, "its update skipped (1 in a row)") {
+		t.Fatalf("train --on-nonfinite skip: exit %d: %s", code, errs)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "train", "final.safetensors")), want, 1e-5)
 }
