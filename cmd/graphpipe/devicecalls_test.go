@@ -62,12 +62,12 @@ func widened(t *testing.T, path string) string {
 	return out
 }
 
-// stepCalls trains model 3 steps of 4 micro-batches on the emulator (SGD
+// stepCalls trains model 3 steps in micro-batches of micro on backend (SGD
 // with Nesterov momentum, weight decay and clipping) and returns what the
 // last step asked of the device (train --json's device_calls).
-func stepCalls(t *testing.T, model string, micro string) cuda.Counts {
+func stepCalls(t *testing.T, backend, model string, micro string) cuda.Counts {
 	t.Helper()
-	c, out, e := gp(t, "", "train", model, "--backend", "cuda-emulator", "--steps", "3", "--micro-batch", micro, "--optimizer", "sgd",
+	c, out, e := gp(t, "", "train", model, "--backend", backend, "--steps", "3", "--micro-batch", micro, "--optimizer", "sgd",
 		"--lr", "0.05", "--momentum", "0.9", "--nesterov", "--weight-decay", "1e-4", "--clip-grad-norm", "1", "--json")
 	if c != 0 {
 		t.Fatal(e)
@@ -92,6 +92,19 @@ func stepCalls(t *testing.T, model string, micro string) cuda.Counts {
 // copied 469 KB, pageable, growing with its parameters.
 func TestDeviceCallBudgetsEmulated(t *testing.T) {
 	needEmulator(t)
+	checkDeviceCallBudgets(t, "cuda-emulator")
+}
+
+// TestDeviceCallBudgetsOnGPU is TestDeviceCallBudgetsEmulated on a GPU
+// (skipped without one): the same counts, asked of the driver.
+func TestDeviceCallBudgetsOnGPU(t *testing.T) {
+	if _, err := cuda.Available(); err != nil {
+		t.Skipf("no GPU to run on: %v", err)
+	}
+	checkDeviceCallBudgets(t, "cuda")
+}
+
+func checkDeviceCallBudgets(t *testing.T, backend string) {
 	dir := t.TempDir()
 	mmt, wide := filepath.Join(dir, "mmt.json"), filepath.Join(dir, "mmt-wide.json")
 	if c, _, e := gp(t, "", "models", "export", "mmt", "--preset", "small", "-o", mmt); c != 0 {
@@ -103,7 +116,7 @@ func TestDeviceCallBudgetsEmulated(t *testing.T) {
 	tower := importTwoTower(t, dir)
 	for _, m := range []struct{ name, base, wide, micro string }{{"mmt-small", mmt, wide, "4"}, {"two-tower", tower, widened(t, tower), "3"}} {
 		t.Run(m.name, func(t *testing.T) {
-			base, wider := stepCalls(t, m.base, m.micro), stepCalls(t, m.wide, m.micro)
+			base, wider := stepCalls(t, backend, m.base, m.micro), stepCalls(t, backend, m.wide, m.micro)
 			t.Logf("a step: %+v", base)
 			t.Logf("wider: %+v", wider)
 			for _, c := range []cuda.Counts{base, wider} {
