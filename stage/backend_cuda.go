@@ -120,9 +120,19 @@ func (b *cudaBackend) precision(p string) error {
 	return nil
 }
 
-// close frees the tables and the state (the executor has released its
-// micro-batches).
-func (b *cudaBackend) close() error { return b.dev.free() }
+// close brings the state to the host (the end of a run: State is then
+// current) and frees it and the tables; the executor has released its
+// micro-batches.
+func (b *cudaBackend) close() error {
+	var err error
+	if b.dev.train.allocated {
+		err = b.fetch()
+	}
+	if ferr := b.dev.free(); err == nil {
+		err = ferr
+	}
+	return err
+}
 
 func (b *cudaBackend) setOptimizer(o TrainOptions) error {
 	opt, err := NewOptimizer(o)

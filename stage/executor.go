@@ -499,9 +499,9 @@ func (e *Executor) ZeroGrads() error {
 	return e.be.clearGrads()
 }
 
-// Close gives back what the backend holds (on a device, its parameters'
-// copies and any micro-batch still in flight); the executor must not run
-// again.
+// Close gives back what the backend holds (on a device, the training state,
+// brought to the host first, so State is current after it, and any
+// micro-batch still in flight); the executor must not run again.
 func (e *Executor) Close() error {
 	var first error
 	for mb := range e.mbs {
