@@ -72,10 +72,14 @@ func (b *cudaBackend) begin(mb int) error {
 		return err
 	}
 	b.dev.begin(mb)
+	b.dev.train.read = nil // a pass changes the gradients or the losses: a readback made before is stale
 	return nil
 }
 
-func (b *cudaBackend) resume(mb int) { b.dev.use(mb) }
+func (b *cudaBackend) resume(mb int) {
+	b.dev.use(mb)
+	b.dev.train.read = nil
+}
 
 // outputs downloads, into pinned staging memory, what leaves the stage:
 // the outputs read outside it; with eval, the loss and its inputs (in

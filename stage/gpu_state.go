@@ -43,7 +43,7 @@ type devTrain struct {
 	rb            cuda.Buffer // the readback: squares [np] float64, then the step's losses (float32)
 	lossCap       int         // losses rb holds
 	nloss         int         // losses kept this step
-	read          *readback   // this step's readback, once made
+	read          *readback   // the readback of the gradients as they are, once made (dropped when a pass or the clip changes them)
 	allocated     bool
 
 	pendingAll bool            // every host value is newer than the device's
@@ -281,9 +281,10 @@ func (t *devTrain) readStep(s *gpuScope) *readback {
 	return r
 }
 
-// scale multiplies every gradient by c.
+// scale multiplies every gradient by c (a readback made before is stale).
 func (t *devTrain) scale(s *gpuScope, c float32) {
 	t.ready(s)
+	t.read = nil
 	if t.pl.total > 0 {
 		s.launch("gp_scale", t.pl.total, t.g, c, t.pl.total)
 	}
