@@ -42,13 +42,13 @@ type Worker struct {
 	dev     *cuda.Device
 	calls   *cuda.Counts
 	callsAt cuda.Counts
-	data     stage.Source     // the training batches
-	eval     stage.EvalSource // the evaluation set, when the stage reads model inputs
-	sets     []interface{ Close() error }
-	spec     *DataSpec
-	loss     string // the loss op's name when this stage holds it
-	ops      map[string]bool
-	reads    map[string]bool // the model inputs this stage's ops read
+	data    stage.Source     // the training batches
+	eval    stage.EvalSource // the evaluation set, when the stage reads model inputs
+	sets    []interface{ Close() error }
+	spec    *DataSpec
+	loss    string // the loss op's name when this stage holds it
+	ops     map[string]bool
+	reads   map[string]bool // the model inputs this stage's ops read
 
 	// Emulate replaces computation by waits of the plan's times and
 	// transfers by their modelled times; frames still flow (sleeper).
