@@ -184,8 +184,8 @@ func (s *Set) openDir(dir string) error {
 			return err
 		}
 	}
-	for _, t := range s.Tensors {
-		if len(shards) > 0 && len(t.parts) != len(shards) {
+	for _, name := range s.Names() { // the first by name, not the map's order
+		if t := s.Tensors[name]; len(shards) > 0 && len(t.parts) != len(shards) {
 			return errorf(dir, t.Name, -1, "is in %d of the %d shards: every shard holds every tensor", len(t.parts), len(shards))
 		}
 	}

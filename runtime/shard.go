@@ -309,8 +309,12 @@ func (w *Worker) sendFinal(ctx context.Context, ctl, bulk *wire.Endpoint, a *ass
 	if !rep.Stream {
 		return nil
 	}
+	state, err := w.Params()
+	if err != nil {
+		return err
+	}
 	var entries []tensor.Named
-	for name, v := range w.Params() {
+	for name, v := range state {
 		entries = append(entries, tensor.Named{Name: name, Shape: v.Shape, F32: v.Data})
 	}
 	sw := newStreamWriter(ctx, bulk, coordinator, streamID{streamFinal, 0, w.ID})

@@ -18,6 +18,7 @@ import (
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // trainSummary is `graphpipe train --json`'s object.
@@ -42,6 +43,9 @@ type trainSummary struct {
 	EvalLoss     *float64   `json:"eval_loss,omitempty"`
 	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
 	Evals        []evalJSON `json:"evals,omitempty"`
+	// DeviceCalls, on a CUDA backend: what the last step (a steady-state
+	// one after the first) asked of the device, its evaluation aside.
+	DeviceCalls *cuda.Counts `json:"device_calls,omitempty"`
 }
 
 // addEval records an evaluation in the summary.
@@ -185,7 +189,12 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 	}
 	start := time.Now()
 	samples, skips := 0, 0
+	dev := t.Ex.Device()
 	for step := 0; step < steps; step++ {
+		var at cuda.Counts
+		if dev != nil {
+			at = dev.Counts()
+		}
 		loss, batch, err := t.Compute(step)
 		if err != nil {
 			if runtime.IsDataError(err) {
@@ -208,6 +217,10 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 		}
 		if err := t.Apply(bad != ""); err != nil {
 			return err
+		}
+		if dev != nil {
+			c := dev.Counts().Sub(at)
+			sum.DeviceCalls = &c
 		}
 		sum.Losses = append(sum.Losses, loss)
 		sum.LRs = append(sum.LRs, o.Rate(step))
