@@ -90,7 +90,9 @@ func TestPoolRunsStayAndSkipTheDead(t *testing.T) {
 	if pidsOf(sum)[dead] || len(pidsOf(sum)) != 3 {
 		t.Fatalf("the killed agent (pid %d) was counted: %+v", dead, sum.Assignment)
 	}
-	if !strings.Contains(errs, "waiting for 3 agents of pool stay (2 free now)") {
+	// how many of the two live ones it had heard when it said so depends
+	// on the load (their adverts come every heartbeat); never the dead one
+	if !regexp.MustCompile(`waiting for 3 agents of pool stay \([012] free now\)`).MatchString(errs) {
 		t.Errorf("the run did not wait for a third live agent:\n%s", errs)
 	}
 	sameParams(t, readParams(t, filepath.Join(dir, "pool2", "final.safetensors")), want, 0)
