@@ -171,8 +171,86 @@ __global__ void gp_layernorm_bwd_p_part(const float* x, const float* mean, const
   }
 }
 
+// Attention's softmax over rows of length cols (x, y, gy, gx: [rows,
+// cols]), with the lanes of layer norm: neighbouring threads read
+// neighbouring columns of a row. Forward, three launches: each lane's max
+// and sum of exponentials (gp_softmax_part), the lanes folded per row in
+// lane order (gp_softmax_fold), then y element by element
+// (gp_softmax_apply). Backward, three: Σ gy·y per lane
+// (gp_softmax_bwd_part), per row (gp_lanes_fold), then gx
+// (gp_softmax_bwd_apply). Causal rows r see columns c <= r mod cols; the
+// rest of y is 0. Global memory per launch, for R rows: part reads x once
+// (a lane reads its columns twice; the second read finds them in cache)
+// and writes 2·R·LANES floats; fold reads those and writes 2·R; apply
+// reads x and writes y (4 passes over x's size in all, x may be y); the
+// backward reads y and gy twice and writes gx once (or reads it too, acc).
+
+// mp[r, j] = max_{c ≡ j, c visible} scale·x[r, c]; sp[r, j] = Σ exp(scale·x − mp)
+// (−∞ and 0 for a lane that sees no column)
+__global__ void gp_softmax_part(const float* x, float* mp, float* sp, long rows, long cols, float scale, int causal) {
+  LOOP(i, rows * LANES) {
+    long r = i / LANES, j = i % LANES, last = causal ? (r % cols) : cols - 1;
+    const float* xr = x + r * cols;
+    float m = NEG_INF, s = 0.f;
+    for (long c = j; c <= last; c += LANES) m = fmaxf(m, scale * xr[c]);
+    for (long c = j; c <= last; c += LANES) s += expf(scale * xr[c] - m);
+    mp[i] = m; sp[i] = s;
+  }
+}
+
+// m[r] = max_j mp[r, j]; s[r] = Σ_j sp[r, j] · exp(mp[r, j] − m[r]), j in order
+__global__ void gp_softmax_fold(const float* mp, const float* sp, float* m, float* s, long rows) {
+  LOOP(r, rows) {
+    const float* mr = mp + r * LANES; const float* sr = sp + r * LANES;
+    float mx = NEG_INF, sum = 0.f;
+    for (long j = 0; j < LANES; j++) mx = fmaxf(mx, mr[j]);
+    for (long j = 0; j < LANES; j++) if (sr[j] > 0.f) sum += sr[j] * expf(mr[j] - mx);
+    m[r] = mx; s[r] = sum;
+  }
+}
+
+// y[r, c] = exp(scale·x[r, c] − m[r]) / s[r], or 0 where causal hides c   (x may be y)
+__global__ void gp_softmax_apply(const float* x, const float* m, const float* s, float* y, long rows, long cols, float scale, int causal) {
+  LOOP(i, rows * cols) {
+    long r = i / cols, c = i % cols, last = causal ? (r % cols) : cols - 1;
+    y[i] = c <= last ? expf(scale * x[i] - m[r]) / s[r] : 0.f;
+  }
+}
+
+// part[r, j] = Σ_{c ≡ j} gy[r, c] · y[r, c]
+__global__ void gp_softmax_bwd_part(const float* y, const float* gy, float* part, long rows, long cols) {
+  LOOP(i, rows * LANES) {
+    long r = i / LANES, j = i % LANES;
+    const float* yr = y + r * cols; const float* gr = gy + r * cols;
+    float d = 0.f;
+    for (long c = j; c < cols; c += LANES) d += gr[c] * yr[c];
+    part[i] = d;
+  }
+}
+
+// out[r] = Σ_j part[r, j], j in order
+__global__ void gp_lanes_fold(const float* part, float* out, long rows) {
+  LOOP(r, rows) {
+    float s = 0.f;
+    for (long j = 0; j < LANES; j++) s += part[r * LANES + j];
+    out[r] = s;
+  }
+}
+
+// gx (+)= scale · y · (gy − d[r])   (gx may be gy: each element reads its own gy first)
+__global__ void gp_softmax_bwd_apply(const float* y, const float* gy, const float* d, float* gx, long rows, long cols, float scale, int acc) {
+  LOOP(i, rows * cols) {
+    float v = scale * y[i] * (gy[i] - d[i / cols]);
+    gx[i] = acc ? gx[i] + v : v;
+  }
+}
+
+// The same softmax and backward a thread per row, each walking its row
+// (consecutive threads read addresses a row apart): the simple kernels,
+// kept as the lanes' oracle in the tests and as the benchmark's before
+// (TestAttentionTimesOnGPU); nothing in a step runs them.
 // softmax of scale·x over rows of length cols; causal masks j > (r mod cols)
-__global__ void gp_softmax(const float* x, float* y, long rows, long cols, float scale, int causal) {
+__global__ void gp_softmax_rows(const float* x, float* y, long rows, long cols, float scale, int causal) {
   LOOP(r, rows) {
     const float* xr = x + r * cols; float* yr = y + r * cols;
     long last = causal ? (r % cols) : cols - 1;
@@ -186,7 +264,7 @@ __global__ void gp_softmax(const float* x, float* y, long rows, long cols, float
 
 // gx += scale · y · (gy − Σ gy·y); with acc 0, gx = that (gx may be gy:
 // a row's sum is taken before the row is written)
-__global__ void gp_softmax_bwd(const float* y, const float* gy, float* gx, long rows, long cols, float scale, int acc) {
+__global__ void gp_softmax_rows_bwd(const float* y, const float* gy, float* gx, long rows, long cols, float scale, int acc) {
   LOOP(r, rows) {
     const float* yr = y + r * cols; const float* gr = gy + r * cols;
     float d = 0.f;
