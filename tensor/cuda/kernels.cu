@@ -870,40 +870,44 @@ __global__ void gp_avgpool_bwd(const float* gy, float* gx, long nc, long h, long
 
 // Batch norm in training mode over x [n, c, s] (s values per sample and
 // channel), statistics per channel in double, in two passes like the
-// column sums: a thread per (chunk of samples k, channel ch) sums its
-// chunk into part[k, ch], gp_fold_d folds the parts in order.
+// column sums: a thread per (chunk of samples k, channel ch, lane l) sums
+// its chunk's values j ≡ l (mod lanes) into part[k, ch, l] (lanes 32 for
+// planes of 32 values or more, 1 otherwise: neighbouring threads read
+// neighbouring values of a plane), gp_fold_d folds the parts in order.
+// Each pass reads x (and gy, x̂) once and writes parts·c·lanes doubles.
 // part = Σ x (mean null) or Σ (x − mean[ch])²
-__global__ void gp_bn_part(const float* x, const double* mean, double* part, long n, long c, long s, long chunk, long parts) {
-  LOOP(i, parts * c) {
-    long k = i / c, ch = i % c, end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
+__global__ void gp_bn_part(const float* x, const double* mean, double* part, long n, long c, long s, long chunk, long parts, long lanes) {
+  LOOP(i, parts * c * lanes) {
+    long l = i % lanes, kc = i / lanes, k = kc / c, ch = kc % c, end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
     double m = mean ? mean[ch] : 0.0, sum = 0.0;
     for (long b = k * chunk; b < end; b++) {
       const float* xr = x + (b * c + ch) * s;
-      if (mean) for (long j = 0; j < s; j++) { double d = (double)xr[j] - m; sum += d * d; }
-      else for (long j = 0; j < s; j++) sum += xr[j];
+      if (mean) for (long j = l; j < s; j += lanes) { double d = (double)xr[j] - m; sum += d * d; }
+      else for (long j = l; j < s; j += lanes) sum += xr[j];
     }
     part[i] = sum;
   }
 }
 
-// p1 = Σ gy, p2 = Σ gy · x̂ per (chunk, channel)
-__global__ void gp_bn_bwd_part(const float* gy, const float* xhat, double* p1, double* p2, long n, long c, long s, long chunk, long parts) {
-  LOOP(i, parts * c) {
-    long k = i / c, ch = i % c, end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
+// p1 = Σ gy, p2 = Σ gy · x̂ per (chunk, channel, lane)
+__global__ void gp_bn_bwd_part(const float* gy, const float* xhat, double* p1, double* p2, long n, long c, long s, long chunk, long parts, long lanes) {
+  LOOP(i, parts * c * lanes) {
+    long l = i % lanes, kc = i / lanes, k = kc / c, ch = kc % c, end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
     double s1 = 0.0, s2 = 0.0;
     for (long b = k * chunk; b < end; b++) {
       long lo = (b * c + ch) * s;
-      for (long j = 0; j < s; j++) { s1 += gy[lo + j]; s2 += (double)gy[lo + j] * (double)xhat[lo + j]; }
+      for (long j = l; j < s; j += lanes) { s1 += gy[lo + j]; s2 += (double)gy[lo + j] * (double)xhat[lo + j]; }
     }
     p1[i] = s1; p2[i] = s2;
   }
 }
 
-// out[ch] = Σ_k part[k, ch] / div
-__global__ void gp_fold_d(const double* part, double* out, long parts, long c, double div) {
+// out[ch] = Σ_k Σ_l part[k, ch, l] / div, k then l in order
+__global__ void gp_fold_d(const double* part, double* out, long parts, long c, long lanes, double div) {
   LOOP(ch, c) {
     double s = 0.0;
-    for (long k = 0; k < parts; k++) s += part[k * c + ch];
+    for (long k = 0; k < parts; k++)
+      for (long l = 0; l < lanes; l++) s += part[(k * c + ch) * lanes + l];
     out[ch] = s / div;
   }
 }
