@@ -25,7 +25,7 @@ MODEL=${MODEL:-mmt}
 BATCH=${BATCH:-16}
 STEPS=${STEPS:-20}
 DUMP=${DUMP:-${TMPDIR:-/tmp}/graphpipe-train-vs-torch}
-OPT="--optimizer adam --lr 0.001"
+OPT=${OPT:---optimizer adam --lr 0.001}
 PRECISIONS=${PRECISIONS:-fp32 tf32 bf16}
 mkdir -p "$OUT"
 if [ -f "$MODEL" ]; then
