@@ -28,10 +28,12 @@ func attentionLayerModel(batch, seq, d, heads int) string {
 // GPU, as `graphpipe profile --model` times ops (each
 // op to its end, in the model's three passes: forward, input gradient,
 // weight gradient), with attention's softmax in lanes (what a step runs)
-// and a thread per row (before), and the softmax kernels alone on the
-// layer's 65536 rows of 256 (which it checks agree). It prints
+// and a thread per row (before), the layer norm once (its row sums have
+// been in lanes since before the softmax's), and the softmax kernels alone
+// on the layer's 65536 rows of 256 (which it checks agree). It prints
 // milliseconds; it fails only where the two softmaxes disagree or a pass
-// fails. About 10 s on an H100 or H200, NVRTC's first compile included:
+// fails. Meant to take about 10 s on an H100 or H200 (not yet run on one);
+// bench/gpu/run.sh runs it with the other OnGPU tests, or alone:
 //
 //	cd stage && ../build/gpu/stage.test -test.run TestAttentionTimesOnGPU -test.v
 func TestAttentionTimesOnGPU(t *testing.T) {
