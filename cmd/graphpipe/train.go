@@ -39,6 +39,9 @@ type trainSummary struct {
 	Losses      lossList  `json:"losses"`
 	Skipped     []int     `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
 	SamplesPerS float64   `json:"samples_per_s"`
+	// IterationS is each step's seconds, from its batch to its update
+	// (on a GPU, the update is waited for by the next step's loss).
+	IterationS []float64 `json:"iteration_s"`
 	// with --eval-data: the last evaluation, and every one
 	EvalLoss     *float64   `json:"eval_loss,omitempty"`
 	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
@@ -195,6 +198,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 		if dev != nil {
 			at = dev.Counts()
 		}
+		began := time.Now()
 		loss, batch, err := t.Compute(step)
 		if err != nil {
 			if runtime.IsDataError(err) {
@@ -218,6 +222,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 		if err := t.Apply(bad != ""); err != nil {
 			return err
 		}
+		sum.IterationS = append(sum.IterationS, time.Since(began).Seconds())
 		if dev != nil {
 			c := dev.Counts().Sub(at)
 			sum.DeviceCalls = &c
