@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/graphpipe/graphpipe/internal/regular"
 )
 
 // DType is how a tensor's values are stored.
@@ -118,6 +120,9 @@ func Open(path string) (*Set, error) {
 	if err != nil {
 		return nil, errorf(path, "", -1, "cannot read: %v", unwrapPath(err))
 	}
+	if !st.IsDir() && !st.Mode().IsRegular() {
+		return nil, errorf(path, "", -1, "cannot open: %v", unwrapPath(regular.Check(path)))
+	}
 	s := &Set{Path: path, Tensors: map[string]*Tensor{}}
 	if st.IsDir() {
 		err = s.openDir(path)
@@ -179,8 +184,8 @@ func (s *Set) openDir(dir string) error {
 			return err
 		}
 	}
-	for _, t := range s.Tensors {
-		if len(shards) > 0 && len(t.parts) != len(shards) {
+	for _, name := range s.Names() { // the first by name, not the map's order
+		if t := s.Tensors[name]; len(shards) > 0 && len(t.parts) != len(shards) {
 			return errorf(dir, t.Name, -1, "is in %d of the %d shards: every shard holds every tensor", len(t.parts), len(shards))
 		}
 	}

@@ -38,8 +38,8 @@ func (b *cpuBackend) shed(int, map[string]*Value[float32]) error     { return ni
 func (b *cpuBackend) release(int) error                              { return nil }
 func (b *cpuBackend) waitOp() error                                  { return nil }
 func (b *cpuBackend) close() error                                   { return nil }
-func (b *cpuBackend) gather() error                                  { return nil }
-func (b *cpuBackend) changed()                                       {}
+func (b *cpuBackend) fetchGrads() error                              { return nil }
+func (b *cpuBackend) changed([]string)                               {}
 func (b *cpuBackend) fetch() error                                   { return nil }
 
 func (b *cpuBackend) precision(p string) error {

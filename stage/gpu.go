@@ -315,7 +315,7 @@ func gpuEmbedding(k *embedding[float32]) (fwdFn, bwdFn) {
 		y := s.newValue(append(append([]int(nil), x[0].Shape...), dim)...)
 		n := len(x[0].Ints)
 		yb := s.scratch(tensor.Size(y.Shape)) // the indices were checked: every row is written
-		s.launch("gp_embedding", n*dim, s.upInts(x[0].Ints), s.param(p[0]), yb, n, dim, num, s.d.BadFlag())
+		s.launch("gp_embedding", n*dim, s.ints(x[0]), s.param(p[0]), yb, n, dim, num, s.d.BadFlag())
 		s.out(y, yb)
 		return y, nil, nil
 	}
@@ -325,7 +325,7 @@ func gpuEmbedding(k *embedding[float32]) (fwdFn, bwdFn) {
 		}
 		n := len(x[0].Ints)
 		b := s.acc(gp[0])
-		s.launch("gp_embedding_bwd", n*dim, s.upInts(x[0].Ints), s.in(gy), b, n, dim, num)
+		s.launch("gp_embedding_bwd", n*dim, s.ints(x[0]), s.in(gy), b, n, dim, num)
 		s.back(gp[0], b)
 	}
 	return fwd, bwd
@@ -344,7 +344,7 @@ func gpuEmbeddingBag(k *embeddingBag[float32]) (fwdFn, bwdFn) {
 		n, bag := x[0].Shape[0], x[0].Shape[1]
 		y := s.newValue(n, dim)
 		yb := s.scratch(tensor.Size(y.Shape))
-		s.launch("gp_embedding_bag", n*dim, s.upInts(x[0].Ints), s.param(p[0]), yb, n, bag, dim, num, m, s.d.BadFlag())
+		s.launch("gp_embedding_bag", n*dim, s.ints(x[0]), s.param(p[0]), yb, n, bag, dim, num, m, s.d.BadFlag())
 		s.out(y, yb)
 		return y, nil, nil
 	}
@@ -354,7 +354,7 @@ func gpuEmbeddingBag(k *embeddingBag[float32]) (fwdFn, bwdFn) {
 		}
 		n, bag := x[0].Shape[0], x[0].Shape[1]
 		b := s.acc(gp[0])
-		s.launch("gp_embedding_bag_bwd", n*bag*dim, s.upInts(x[0].Ints), s.in(gy), b, n, bag, dim, num, m)
+		s.launch("gp_embedding_bag_bwd", n*bag*dim, s.ints(x[0]), s.in(gy), b, n, bag, dim, num, m)
 		s.back(gp[0], b)
 	}
 	return fwd, bwd
@@ -403,15 +403,21 @@ func gpuDot() (fwdFn, bwdFn) {
 	return fwd, bwd
 }
 
-// sumTerms sums a loss's per-element terms in float64, as the CPU does.
-func sumTerms(s *gpuScope, b cuda.Buffer, n int) float64 {
-	terms := make([]float32, n)
-	s.down(terms, b)
-	var sum float64
-	for _, t := range terms {
-		sum += float64(t)
-	}
-	return sum
+// lossBlock is the terms one thread of gp_sum_blocks sums in order: a loss
+// of up to lossBlock terms is summed in the host's order exactly.
+const lossBlock = 4096
+
+// lossMean is a loss's value, the mean of its n terms summed in float64
+// (gp_sum_blocks, then gp_mean_fold): kept on the device with values there
+// (the step reads it: devTrain.keepLoss), else brought to the host.
+func lossMean(s *gpuScope, terms cuda.Buffer, n int) *Value[float32] {
+	y := s.newValue(1)
+	parts := (n + lossBlock - 1) / lossBlock
+	pb, yb := s.doubles(max(parts, 1)), s.scratch(1)
+	s.launch("gp_sum_blocks", parts, terms, pb, n, lossBlock)
+	s.launch("gp_mean_fold", 1, pb, parts, n, yb)
+	s.out(y, yb)
+	return y
 }
 
 func gpuCrossEntropy(k *crossEntropy[float32]) (fwdFn, bwdFn) {
@@ -422,10 +428,8 @@ func gpuCrossEntropy(k *crossEntropy[float32]) (fwdFn, bwdFn) {
 			return nil, nil, err
 		}
 		pb, tb := s.scratch(n*c), s.scratch(n) // the labels were checked: every row is written
-		s.launch("gp_ce", n, s.in(x[0]), s.upInts(x[1].Ints), pb, tb, n, c, s.d.BadFlag())
-		y := NewValue[float32](1)
-		y.Data[0] = float32(sumTerms(s, tb, n) / float64(n))
-		return y, s.stash(pb, n*c), nil
+		s.launch("gp_ce", n, s.in(x[0]), s.ints(x[1]), pb, tb, n, c, s.d.BadFlag())
+		return lossMean(s, tb, n), s.stash(pb, n*c), nil
 	}
 	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], _ *Value[float32], st any, gx, _ []*Value[float32]) {
 		if gx[0] == nil {
@@ -433,7 +437,7 @@ func gpuCrossEntropy(k *crossEntropy[float32]) (fwdFn, bwdFn) {
 		}
 		n, c := x[0].Shape[0], x[0].Shape[1]
 		b := s.acc(gx[0])
-		s.launch("gp_ce_bwd", n*c, s.unstash(st.(stashBuf)), s.upInts(x[1].Ints), s.scalar(gy)/float32(n), b, n, c)
+		s.launch("gp_ce_bwd", n*c, s.unstash(st.(stashBuf)), s.ints(x[1]), s.scalar(gy)/float32(n), b, n, c)
 		s.back(gx[0], b)
 	}
 	return fwd, bwd
@@ -447,9 +451,7 @@ func gpuElementLoss(term, grad string, targetGrad func(s *gpuScope, gt, xb, tb c
 		n := tensor.Size(x[0].Shape)
 		tb := s.scratch(n)
 		s.launch(term, n, s.in(x[0]), s.in(x[1]), tb, n)
-		y := NewValue[float32](1)
-		y.Data[0] = float32(sumTerms(s, tb, n) / float64(n))
-		return y, nil, nil
+		return lossMean(s, tb, n), nil, nil
 	}
 	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], _ *Value[float32], _ any, gx, _ []*Value[float32]) {
 		n := tensor.Size(x[0].Shape)
@@ -496,11 +498,54 @@ type gpuAttnStash struct {
 // first split into heads, [3, n, h, s, dh] (gp_heads_split, adding the bias
 // on the way): every per-(sample, head) product is then one strided batch
 // of n·h GEMMs, forward and backward, and the context is merged back
-// (gp_heads_merge) for the output projection. A layer runs 4 cuBLAS calls
-// forward and 8 backward, whatever its samples and heads. Every buffer
+// (gp_heads_merge) for the output projection. The softmax runs over every
+// (sample, head, query) row at once, in coalesced lanes (softmaxLanes). A
+// layer runs 4 cuBLAS calls and 6 launches forward, 8 and 9 backward,
+// whatever its samples and heads (TestAttentionLaunchesDry). Every buffer
 // below is written in full by a GEMM with beta 0 or a kernel: none is
 // zeroed first.
-func gpuAttention(k *attention[float32]) (fwdFn, bwdFn) {
+func gpuAttention(k *attention[float32]) (fwdFn, bwdFn) { return attentionWith(k, softmaxLanes) }
+
+// softmaxKernels is attention's softmax over rows of length cols, forward
+// (y may be x) and backward (gx (+)= scale·y·(gy − Σ gy·y), acc 0 writing
+// instead; gx may be gy).
+type softmaxKernels struct {
+	fwd func(s *gpuScope, x, y cuda.Buffer, rows, cols int, scale float32, causal int32)
+	bwd func(s *gpuScope, y, gy, gx cuda.Buffer, rows, cols int, scale float32, acc int32)
+}
+
+// softmaxLanes is the softmax a step runs: a row's columns read by lnLanes
+// neighbouring threads, folded per row, then applied element by element
+// (3 launches each way; kernels.cu's gp_softmax_part and after).
+var softmaxLanes = softmaxKernels{
+	fwd: func(s *gpuScope, x, y cuda.Buffer, rows, cols int, scale float32, causal int32) {
+		mp, sp, m, sum := s.scratch(rows*lnLanes), s.scratch(rows*lnLanes), s.scratch(rows), s.scratch(rows)
+		s.launch("gp_softmax_part", rows*lnLanes, x, mp, sp, rows, cols, scale, causal)
+		s.launch("gp_softmax_fold", rows, mp, sp, m, sum, rows)
+		s.launch("gp_softmax_apply", rows*cols, x, m, sum, y, rows, cols, scale, causal)
+	},
+	bwd: func(s *gpuScope, y, gy, gx cuda.Buffer, rows, cols int, scale float32, acc int32) {
+		part, d := s.scratch(rows*lnLanes), s.scratch(rows)
+		s.launch("gp_softmax_bwd_part", rows*lnLanes, y, gy, part, rows, cols)
+		s.launch("gp_lanes_fold", rows, part, d, rows)
+		s.launch("gp_softmax_bwd_apply", rows*cols, y, gy, d, gx, rows, cols, scale, acc)
+	},
+}
+
+// softmaxRows is the same a thread per row, each walking its row (one
+// launch each way, reads a row apart: uncoalesced): the lanes' oracle in
+// the tests and the before of TestAttentionTimesOnGPU.
+var softmaxRows = softmaxKernels{
+	fwd: func(s *gpuScope, x, y cuda.Buffer, rows, cols int, scale float32, causal int32) {
+		s.launch("gp_softmax_rows", rows, x, y, rows, cols, scale, causal)
+	},
+	bwd: func(s *gpuScope, y, gy, gx cuda.Buffer, rows, cols int, scale float32, acc int32) {
+		s.launch("gp_softmax_rows_bwd", rows, y, gy, gx, rows, cols, scale, acc)
+	},
+}
+
+// attentionWith is gpuAttention with the given softmax kernels.
+func attentionWith(k *attention[float32], sm softmaxKernels) (fwdFn, bwdFn) {
 	heads := k.heads
 	c := int32(0)
 	if k.causal {
@@ -522,7 +567,7 @@ func gpuAttention(k *attention[float32]) (fwdFn, bwdFn) {
 		q, kh, v := hd, hd.Offset(nctx), hd.Offset(2*nctx)
 		// scores[s,s] = q[s,dh]·kᵀ per (sample, head)
 		s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: q, B: kh, C: pr}, blk, blk, sq*sq, nb)
-		s.launch("gp_softmax", n*heads*sq, pr, pr, n*heads*sq, sq, scale, c) // every (sample, head, query) row at once
+		sm.fwd(s, pr, pr, n*heads*sq, sq, scale, c) // every (sample, head, query) row at once
 		ctxh, ctx := s.scratch(nctx), s.scratch(nctx)
 		// ctx[s,dh] = P[s,s]·v[s,dh] per (sample, head)
 		s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, A: pr, B: v, C: ctxh}, sq*sq, blk, blk, nb)
@@ -551,7 +596,7 @@ func gpuAttention(k *attention[float32]) (fwdFn, bwdFn) {
 		s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: gch, B: v, C: gP}, blk, blk, sq*sq, nb)
 		s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, A: pr, B: gch, C: gv}, sq*sq, blk, blk, nb)
 		// gS = scale · P ⊙ (gP − Σ gP·P), every row at once, in gP's place
-		s.launch("gp_softmax_bwd", n*heads*sq, pr, gP, gP, n*heads*sq, sq, scale, int32(0))
+		sm.bwd(s, pr, gP, gP, n*heads*sq, sq, scale, int32(0))
 		// gq[s,dh] = gS·k; gk[s,dh] = gSᵀ·q
 		s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, A: gP, B: kh, C: gq}, sq*sq, blk, blk, nb)
 		s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, A: gP, B: q, C: gk}, sq*sq, blk, blk, nb)

@@ -21,6 +21,8 @@ var gpuV2Cases = []opCase{
 	// 65537 channels: one part of the channel sums holds every sample
 	{"batch_norm-many-channels", `{"name":"x","shape":[65537],"dtype":"float32"}`, `"op":"batch_norm","inputs":["x"],"attrs":{"momentum":0.2}`},
 	{"batch_norm-chw-wide", `{"name":"x","shape":[5,4,3],"dtype":"float32"}`, `"op":"batch_norm","inputs":["x"],"attrs":{"eps":0.01}`},
+	// planes of 45 values: 32 lanes per (sample, channel), some with two values
+	{"batch_norm-lanes", `{"name":"x","shape":[3,5,9],"dtype":"float32"}`, `"op":"batch_norm","inputs":["x"]`},
 	// overlapping windows: an input is the maximum of several outputs
 	{"max_pool2d-overlap", `{"name":"x","shape":[2,6,5],"dtype":"float32"}`, `"op":"max_pool2d","inputs":["x"],"attrs":{"kernel":[3,2],"stride":[1,2],"padding":[1,0,1,1]}`},
 	{"avg_pool2d-ceil-exclude", `{"name":"x","shape":[2,7,6],"dtype":"float32"}`, `"op":"avg_pool2d","inputs":["x"],"attrs":{"kernel":[3,3],"stride":[2,2],"padding":[1,1,1,1],"ceil_mode":true,"count_include_pad":false}`},
@@ -234,7 +236,7 @@ func checkModelV2Trains(t *testing.T, d *cuda.Device) {
 	}
 	var worst float64
 	for name, want := range cpu.Ex.State() {
-		worst = max(worst, close4(t, name, dev.Ex.State()[name].Data, want.Data))
+		worst = max(worst, close4(t, name, hostState(t, dev.Ex)[name].Data, want.Data))
 	}
 	if len(cpu.Ex.Buffers) != 2 {
 		t.Fatalf("%d buffers, want batch_norm's running mean and variance", len(cpu.Ex.Buffers))
@@ -347,7 +349,7 @@ func checkEvaluate(t *testing.T, d *cuda.Device) {
 		if !slices.Equal(v.Data, before[name]) {
 			t.Errorf("evaluation moved buffer %s", name)
 		}
-		close4(t, name, dev.Ex.Buffers[name].Data, v.Data)
+		close4(t, name, hostState(t, dev.Ex)[name].Data, v.Data)
 	}
 	if cpu.Ex.InFlight() != 0 || dev.Ex.InFlight() != 0 {
 		t.Error("evaluation left micro-batches in flight")

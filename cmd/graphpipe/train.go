@@ -18,6 +18,7 @@ import (
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // trainSummary is `graphpipe train --json`'s object.
@@ -38,10 +39,16 @@ type trainSummary struct {
 	Losses      lossList  `json:"losses"`
 	Skipped     []int     `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
 	SamplesPerS float64   `json:"samples_per_s"`
+	// IterationS is each step's seconds, from its batch to its update
+	// (on a GPU, the update is waited for by the next step's loss).
+	IterationS []float64 `json:"iteration_s"`
 	// with --eval-data: the last evaluation, and every one
 	EvalLoss     *float64   `json:"eval_loss,omitempty"`
 	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
 	Evals        []evalJSON `json:"evals,omitempty"`
+	// DeviceCalls, on a CUDA backend: what the last step (a steady-state
+	// one after the first) asked of the device, its evaluation aside.
+	DeviceCalls *cuda.Counts `json:"device_calls,omitempty"`
 }
 
 // addEval records an evaluation in the summary.
@@ -185,7 +192,13 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 	}
 	start := time.Now()
 	samples, skips := 0, 0
+	dev := t.Ex.Device()
 	for step := 0; step < steps; step++ {
+		var at cuda.Counts
+		if dev != nil {
+			at = dev.Counts()
+		}
+		began := time.Now()
 		loss, batch, err := t.Compute(step)
 		if err != nil {
 			if runtime.IsDataError(err) {
@@ -208,6 +221,11 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 		}
 		if err := t.Apply(bad != ""); err != nil {
 			return err
+		}
+		sum.IterationS = append(sum.IterationS, time.Since(began).Seconds())
+		if dev != nil {
+			c := dev.Counts().Sub(at)
+			sum.DeviceCalls = &c
 		}
 		sum.Losses = append(sum.Losses, loss)
 		sum.LRs = append(sum.LRs, o.Rate(step))

@@ -171,8 +171,86 @@ __global__ void gp_layernorm_bwd_p_part(const float* x, const float* mean, const
   }
 }
 
+// Attention's softmax over rows of length cols (x, y, gy, gx: [rows,
+// cols]), with the lanes of layer norm: neighbouring threads read
+// neighbouring columns of a row. Forward, three launches: each lane's max
+// and sum of exponentials (gp_softmax_part), the lanes folded per row in
+// lane order (gp_softmax_fold), then y element by element
+// (gp_softmax_apply). Backward, three: Σ gy·y per lane
+// (gp_softmax_bwd_part), per row (gp_lanes_fold), then gx
+// (gp_softmax_bwd_apply). Causal rows r see columns c <= r mod cols; the
+// rest of y is 0. Global memory per launch, for R rows: part reads x once
+// (a lane reads its columns twice; the second read finds them in cache)
+// and writes 2·R·LANES floats; fold reads those and writes 2·R; apply
+// reads x and writes y (4 passes over x's size in all, x may be y); the
+// backward reads y and gy twice and writes gx once (or reads it too, acc).
+
+// mp[r, j] = max_{c ≡ j, c visible} scale·x[r, c]; sp[r, j] = Σ exp(scale·x − mp)
+// (−∞ and 0 for a lane that sees no column)
+__global__ void gp_softmax_part(const float* x, float* mp, float* sp, long rows, long cols, float scale, int causal) {
+  LOOP(i, rows * LANES) {
+    long r = i / LANES, j = i % LANES, last = causal ? (r % cols) : cols - 1;
+    const float* xr = x + r * cols;
+    float m = NEG_INF, s = 0.f;
+    for (long c = j; c <= last; c += LANES) m = fmaxf(m, scale * xr[c]);
+    for (long c = j; c <= last; c += LANES) s += expf(scale * xr[c] - m);
+    mp[i] = m; sp[i] = s;
+  }
+}
+
+// m[r] = max_j mp[r, j]; s[r] = Σ_j sp[r, j] · exp(mp[r, j] − m[r]), j in order
+__global__ void gp_softmax_fold(const float* mp, const float* sp, float* m, float* s, long rows) {
+  LOOP(r, rows) {
+    const float* mr = mp + r * LANES; const float* sr = sp + r * LANES;
+    float mx = NEG_INF, sum = 0.f;
+    for (long j = 0; j < LANES; j++) mx = fmaxf(mx, mr[j]);
+    for (long j = 0; j < LANES; j++) if (sr[j] > 0.f) sum += sr[j] * expf(mr[j] - mx);
+    m[r] = mx; s[r] = sum;
+  }
+}
+
+// y[r, c] = exp(scale·x[r, c] − m[r]) / s[r], or 0 where causal hides c   (x may be y)
+__global__ void gp_softmax_apply(const float* x, const float* m, const float* s, float* y, long rows, long cols, float scale, int causal) {
+  LOOP(i, rows * cols) {
+    long r = i / cols, c = i % cols, last = causal ? (r % cols) : cols - 1;
+    y[i] = c <= last ? expf(scale * x[i] - m[r]) / s[r] : 0.f;
+  }
+}
+
+// part[r, j] = Σ_{c ≡ j} gy[r, c] · y[r, c]
+__global__ void gp_softmax_bwd_part(const float* y, const float* gy, float* part, long rows, long cols) {
+  LOOP(i, rows * LANES) {
+    long r = i / LANES, j = i % LANES;
+    const float* yr = y + r * cols; const float* gr = gy + r * cols;
+    float d = 0.f;
+    for (long c = j; c < cols; c += LANES) d += gr[c] * yr[c];
+    part[i] = d;
+  }
+}
+
+// out[r] = Σ_j part[r, j], j in order
+__global__ void gp_lanes_fold(const float* part, float* out, long rows) {
+  LOOP(r, rows) {
+    float s = 0.f;
+    for (long j = 0; j < LANES; j++) s += part[r * LANES + j];
+    out[r] = s;
+  }
+}
+
+// gx (+)= scale · y · (gy − d[r])   (gx may be gy: each element reads its own gy first)
+__global__ void gp_softmax_bwd_apply(const float* y, const float* gy, const float* d, float* gx, long rows, long cols, float scale, int acc) {
+  LOOP(i, rows * cols) {
+    float v = scale * y[i] * (gy[i] - d[i / cols]);
+    gx[i] = acc ? gx[i] + v : v;
+  }
+}
+
+// The same softmax and backward a thread per row, each walking its row
+// (consecutive threads read addresses a row apart): the simple kernels,
+// kept as the lanes' oracle in the tests and as the benchmark's before
+// (TestAttentionTimesOnGPU); nothing in a step runs them.
 // softmax of scale·x over rows of length cols; causal masks j > (r mod cols)
-__global__ void gp_softmax(const float* x, float* y, long rows, long cols, float scale, int causal) {
+__global__ void gp_softmax_rows(const float* x, float* y, long rows, long cols, float scale, int causal) {
   LOOP(r, rows) {
     const float* xr = x + r * cols; float* yr = y + r * cols;
     long last = causal ? (r % cols) : cols - 1;
@@ -186,7 +264,7 @@ __global__ void gp_softmax(const float* x, float* y, long rows, long cols, float
 
 // gx += scale · y · (gy − Σ gy·y); with acc 0, gx = that (gx may be gy:
 // a row's sum is taken before the row is written)
-__global__ void gp_softmax_bwd(const float* y, const float* gy, float* gx, long rows, long cols, float scale, int acc) {
+__global__ void gp_softmax_rows_bwd(const float* y, const float* gy, float* gx, long rows, long cols, float scale, int acc) {
   LOOP(r, rows) {
     const float* yr = y + r * cols; const float* gr = gy + r * cols;
     float d = 0.f;
@@ -332,21 +410,91 @@ __global__ void gp_bce_bwd(const float* x, const float* t, float g, float* gx, l
   LOOP(i, n) gx[i] += g * (1.f / (1.f + expf(-x[i])) - t[i]);
 }
 
-// SGD with momentum: v = μv + g; w −= lr·v (μ = 0: w −= lr·g)
-__global__ void gp_sgd(float* w, const float* g, float* v, float lr, float mu, long n) {
-  LOOP(i, n) {
-    float d = g[i];
-    if (v) { v[i] = mu * v[i] + d; d = v[i]; }
-    w[i] -= lr * d;
+// ---- the training step on the device (package stage's devTrain) ----
+// The optimizers and the norms compute what package stage computes on the
+// host, operation for operation: each float32 product, sum and quotient
+// rounded on its own (the _rn intrinsics, so that no compiler fuses a
+// multiply and an add into one FMA, which rounds once), in the host's
+// order. x, g, p, m, v, buf hold one parameter's n elements.
+
+// Squared norms in fixed blocks, as stage's sumSquares: block j covers
+// blk[2j+1] elements from x + blk[2j], summed in double in order:
+// parts[j] = Σ x²
+__global__ void gp_sumsq_blocks(const float* x, const long* blk, double* parts, long nblocks) {
+  LOOP(j, nblocks) {
+    const float* p = x + blk[2 * j];
+    long len = blk[2 * j + 1];
+    double s = 0.0;
+    for (long k = 0; k < len; k++) { double v = (double)p[k]; s = __dadd_rn(s, __dmul_rn(v, v)); }
+    parts[j] = s;
   }
 }
 
-// Adam, bias-corrected by c1 = 1 − β1^t and c2 = 1 − β2^t
-__global__ void gp_adam(float* w, const float* g, float* m, float* v, float lr, float b1, float b2, float eps, float c1, float c2, long n) {
+// sq[q] = Σ parts[first[q] .. first[q+1]) in order: parameter q's ‖g‖²
+__global__ void gp_sumsq_fold(const double* parts, const long* first, double* sq, long nparams) {
+  LOOP(q, nparams) {
+    double t = 0.0;
+    for (long j = first[q]; j < first[q + 1]; j++) t = __dadd_rn(t, parts[j]);
+    sq[q] = t;
+  }
+}
+
+// x[i] *= c   (clip_grad_norm_'s coefficient)
+__global__ void gp_scale(float* x, float c, long n) { LOOP(i, n) x[i] = __fmul_rn(x[i], c); }
+
+// torch.optim.SGD (dampening 0), stage's SGD.Step: d = g (+ wd·p);
+// with momentum (buf not null) b = d on the first step, μ·b + d after, and
+// d = b, or d + μ·b with Nesterov; p −= rate·d
+__global__ void gp_sgd_step(float* p, const float* g, float* buf, float rate, float wd, float mu, int first, int nesterov, long n) {
   LOOP(i, n) {
-    m[i] = b1 * m[i] + (1.f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
-    w[i] -= lr * (m[i] / c1) / (sqrtf(v[i] / c2) + eps);
+    float d = g[i];
+    if (wd != 0.f) d = __fadd_rn(d, __fmul_rn(wd, p[i]));
+    if (buf) {
+      float b = first ? d : __fadd_rn(__fmul_rn(mu, buf[i]), d);
+      buf[i] = b;
+      d = nesterov ? __fadd_rn(d, __fmul_rn(mu, b)) : b;
+    }
+    p[i] = __fsub_rn(p[i], __fmul_rn(rate, d));
+  }
+}
+
+// torch.optim.Adam and AdamW, stage's Adam.Step: gi = g (+ coupled·p);
+// p ·= shrink (AdamW); m = β1·m + (1−β1)·gi; v = β2·v + (1−β2)·gi·gi;
+// p −= step·m / (√v / sqrtbc2 + eps), √ taken in double and rounded, as
+// the host's float32(math.Sqrt(float64(v))); omb1, omb2 are 1−β1 and 1−β2
+// computed in float32
+__global__ void gp_adam_step(float* p, const float* g, float* m, float* v, float step, float sqrtbc2, float b1, float b2, float omb1, float omb2,
+                             float eps, float coupled, float shrink, long n) {
+  LOOP(i, n) {
+    float gi = g[i], pi = p[i];
+    if (coupled != 0.f) gi = __fadd_rn(gi, __fmul_rn(coupled, pi));
+    if (shrink != 1.f) pi = __fmul_rn(pi, shrink);
+    float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(omb1, gi));
+    float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(omb2, gi), gi));
+    m[i] = mi;
+    v[i] = vi;
+    float denom = __fadd_rn(__fdiv_rn((float)__dsqrt_rn((double)vi), sqrtbc2), eps);
+    p[i] = __fsub_rn(pi, __fdiv_rn(__fmul_rn(step, mi), denom));
+  }
+}
+
+// A loss's mean over its n terms in double, in blocks of block terms
+// (one block: the host's sum in order): parts[j] = Σ block j;
+// y[0] = (float)(Σ parts / n)
+__global__ void gp_sum_blocks(const float* x, double* parts, long n, long block) {
+  LOOP(j, (n + block - 1) / block) {
+    long end = (j + 1) * block < n ? (j + 1) * block : n;
+    double s = 0.0;
+    for (long i = j * block; i < end; i++) s = __dadd_rn(s, (double)x[i]);
+    parts[j] = s;
+  }
+}
+
+__global__ void gp_mean_fold(const double* parts, long nparts, long n, float* y) {
+  LOOP(r, 1) {
+    double s = 0.0;
+    for (long j = 0; j < nparts; j++) s = __dadd_rn(s, parts[j]);
+    y[0] = (float)__ddiv_rn(s, (double)n);
   }
 }
 
@@ -722,40 +870,44 @@ __global__ void gp_avgpool_bwd(const float* gy, float* gx, long nc, long h, long
 
 // Batch norm in training mode over x [n, c, s] (s values per sample and
 // channel), statistics per channel in double, in two passes like the
-// column sums: a thread per (chunk of samples k, channel ch) sums its
-// chunk into part[k, ch], gp_fold_d folds the parts in order.
+// column sums: a thread per (chunk of samples k, channel ch, lane l) sums
+// its chunk's values j ≡ l (mod lanes) into part[k, ch, l] (lanes 32 for
+// planes of 32 values or more, 1 otherwise: neighbouring threads read
+// neighbouring values of a plane), gp_fold_d folds the parts in order.
+// Each pass reads x (and gy, x̂) once and writes parts·c·lanes doubles.
 // part = Σ x (mean null) or Σ (x − mean[ch])²
-__global__ void gp_bn_part(const float* x, const double* mean, double* part, long n, long c, long s, long chunk, long parts) {
-  LOOP(i, parts * c) {
-    long k = i / c, ch = i % c, end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
+__global__ void gp_bn_part(const float* x, const double* mean, double* part, long n, long c, long s, long chunk, long parts, long lanes) {
+  LOOP(i, parts * c * lanes) {
+    long l = i % lanes, kc = i / lanes, k = kc / c, ch = kc % c, end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
     double m = mean ? mean[ch] : 0.0, sum = 0.0;
     for (long b = k * chunk; b < end; b++) {
       const float* xr = x + (b * c + ch) * s;
-      if (mean) for (long j = 0; j < s; j++) { double d = (double)xr[j] - m; sum += d * d; }
-      else for (long j = 0; j < s; j++) sum += xr[j];
+      if (mean) for (long j = l; j < s; j += lanes) { double d = (double)xr[j] - m; sum += d * d; }
+      else for (long j = l; j < s; j += lanes) sum += xr[j];
     }
     part[i] = sum;
   }
 }
 
-// p1 = Σ gy, p2 = Σ gy · x̂ per (chunk, channel)
-__global__ void gp_bn_bwd_part(const float* gy, const float* xhat, double* p1, double* p2, long n, long c, long s, long chunk, long parts) {
-  LOOP(i, parts * c) {
-    long k = i / c, ch = i % c, end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
+// p1 = Σ gy, p2 = Σ gy · x̂ per (chunk, channel, lane)
+__global__ void gp_bn_bwd_part(const float* gy, const float* xhat, double* p1, double* p2, long n, long c, long s, long chunk, long parts, long lanes) {
+  LOOP(i, parts * c * lanes) {
+    long l = i % lanes, kc = i / lanes, k = kc / c, ch = kc % c, end = (k + 1) * chunk < n ? (k + 1) * chunk : n;
     double s1 = 0.0, s2 = 0.0;
     for (long b = k * chunk; b < end; b++) {
       long lo = (b * c + ch) * s;
-      for (long j = 0; j < s; j++) { s1 += gy[lo + j]; s2 += (double)gy[lo + j] * (double)xhat[lo + j]; }
+      for (long j = l; j < s; j += lanes) { s1 += gy[lo + j]; s2 += (double)gy[lo + j] * (double)xhat[lo + j]; }
     }
     p1[i] = s1; p2[i] = s2;
   }
 }
 
-// out[ch] = Σ_k part[k, ch] / div
-__global__ void gp_fold_d(const double* part, double* out, long parts, long c, double div) {
+// out[ch] = Σ_k Σ_l part[k, ch, l] / div, k then l in order
+__global__ void gp_fold_d(const double* part, double* out, long parts, long c, long lanes, double div) {
   LOOP(ch, c) {
     double s = 0.0;
-    for (long k = 0; k < parts; k++) s += part[k * c + ch];
+    for (long k = 0; k < parts; k++)
+      for (long l = 0; l < lanes; l++) s += part[(k * c + ch) * lanes + l];
     out[ch] = s / div;
   }
 }
@@ -788,6 +940,25 @@ __global__ void gp_bn_bwd_p(const double* sg, const double* sgx, float* gw, floa
   LOOP(ch, c) {
     if (gw) gw[ch] += (float)sgx[ch];
     if (gb) gb[ch] += (float)sg[ch];
+  }
+}
+
+// batch_norm's running statistics moved by a micro-batch's mean and
+// biased variance (m the momentum, cnt the values per channel), in double
+// as stage's CPU kernel: rm = (1−m)·rm + m·mean; rv = (1−m)·rv + m·var·cnt/(cnt−1)
+__global__ void gp_bn_running(const double* mean, const double* var, float* rm, float* rv, double m, double cnt, long c) {
+  LOOP(ch, c) {
+    double k = __dsub_rn(1.0, m);
+    rm[ch] = (float)__dadd_rn(__dmul_rn(k, (double)rm[ch]), __dmul_rn(m, mean[ch]));
+    rv[ch] = (float)__dadd_rn(__dmul_rn(k, (double)rv[ch]), __ddiv_rn(__dmul_rn(__dmul_rn(m, var[ch]), cnt), __dsub_rn(cnt, 1.0)));
+  }
+}
+
+// evaluation's statistics from the running ones: mean = rm, rstd = 1/√(rv + eps), in double
+__global__ void gp_bn_eval_stats(const float* rm, const float* rv, double* mean, double* rstd, double eps, long c) {
+  LOOP(ch, c) {
+    mean[ch] = (double)rm[ch];
+    rstd[ch] = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn((double)rv[ch], eps)));
   }
 }
 
