@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test race demo fuzz loaded bench bench-quick bench-go lint clean replay gpu-build readme
+.PHONY: build test race demo fuzz loaded bench bench-quick bench-scaling bench-go lint clean replay gpu-build readme
 
 # graphpipe version prints the commit (and whether the tree had changes)
 COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
@@ -26,6 +26,7 @@ test:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeCluster$$' -fuzztime 20000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime 20000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearchDevice$$' -fuzztime 20000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzOpSeriesAt$$' -fuzztime 20000x
@@ -72,6 +73,7 @@ fuzz:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeCluster$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearchDevice$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzOpSeriesAt$$' -fuzztime $(FUZZTIME)
@@ -123,6 +125,12 @@ bench:
 
 bench-quick:
 	$(REPORT) -quick
+
+# One section alone, put into the BENCHMARKS.md a full run wrote: the
+# planner's scaling sweep (DLRM and MMT, 8 to 128 branches on 16 to 256
+# a100; about half an hour on 2 cores).
+bench-scaling:
+	$(REPORT) -only scaling
 
 # The Go benchmarks behind the report, one by one (go test -bench).
 bench-go:

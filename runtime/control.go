@@ -52,6 +52,10 @@ type hello struct {
 	// offered; nil: the coordinator's next free one (join order).
 	Slot  *int   `json:"slot,omitempty"`
 	Agent string `json:"agent,omitempty"` // the agent's id in its pool
+	// Kind is the device profile the worker computes as (graphpipe worker
+	// --device-profile, an agent's advertised profile), "" if not said: on
+	// a plan of several device kinds it takes a stage of its kind only.
+	Kind string `json:"kind,omitempty"`
 }
 
 type assignment struct {
@@ -123,6 +127,9 @@ type Join struct {
 	Host  string
 	Slot  *int
 	Agent string
+	// Kind is the device profile this worker computes as ("": not said),
+	// which must be its stage's device kind on a plan of several kinds.
+	Kind string
 }
 
 // Serve is a worker process: it joins generation j.Gen of run j.Run, takes
@@ -172,7 +179,7 @@ func join(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, j Join, id 
 		}
 		defer stop()
 	}
-	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent}
+	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent, Kind: j.Kind}
 	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, h); err != nil {
 		return nil, fmt.Errorf("joining run %s: %w", j.Run, err)
 	}

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
@@ -118,7 +120,7 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 		Timings: job.Config.Timings, Steps: job.Steps, Workers: lay.total, Checkpoint: c.target}
 	c.workers = make([]int32, lay.total) // by worker id: each one's control address
 	who := make([]Joined, lay.total)
-	slots := freeSlots{taken: make([]bool, lay.total)}
+	slots := freeSlots{taken: make([]bool, lay.total), kinds: slotKinds(job.Plan, lay)}
 	for n := range c.workers {
 		h, err := c.hello(joinCtx, n)
 		if err != nil {
@@ -153,20 +155,57 @@ func (c *collector) hello(joinCtx context.Context, n int) (hello, error) {
 }
 
 // freeSlots hands out worker ids to the workers that join: the one a
-// launcher placed a worker on (hello.Slot), or the next free one.
+// launcher placed a worker on (hello.Slot), or the next free one; on a plan
+// of several device kinds, one of the worker's kind (kinds).
 type freeSlots struct {
 	taken []bool
 	next  int
+	kinds []string // per worker id, its stage's device kind; nil on a plan of one kind
+}
+
+// slotKinds is each worker id's device kind on a plan of several kinds,
+// nil on one of one kind.
+func slotKinds(p *plan.Plan, lay replicas) []string {
+	if p.Cluster == nil {
+		return nil
+	}
+	kinds := make([]string, lay.total)
+	for id := range kinds {
+		s, _ := lay.where(id)
+		kinds[id] = p.Stages[s].Kind
+	}
+	return kinds
+}
+
+// kindError is a worker of the wrong device kind for the plan: the user's
+// to fix (exit 2), naming the worker's flag.
+func kindError(h hello, format string, args ...any) error {
+	return &JobError{Op: "join", Field: "worker --device-profile", Msg: fmt.Sprintf("worker %d (host %s, pid %d): ", h.Worker, h.Host, h.PID) + fmt.Sprintf(format, args...)}
 }
 
 func (f *freeSlots) take(h hello) (int, error) {
+	if f.kinds != nil && h.Kind == "" && h.Slot == nil {
+		return 0, kindError(h, "the plan's stages run on devices of several kinds; start each worker with the device profile it computes as")
+	}
 	if h.Slot != nil {
 		s := *h.Slot
 		if s < 0 || s >= len(f.taken) || f.taken[s] {
 			return 0, fmt.Errorf("worker %d (host %s, pid %d) joined as worker %d, which is taken or beyond the plan's %d", h.Worker, h.Host, h.PID, s, len(f.taken))
 		}
+		if f.kinds != nil && h.Kind != "" && h.Kind != f.kinds[s] {
+			return 0, kindError(h, "computes as %s, but worker %d's stage runs on %s", h.Kind, s, f.kinds[s])
+		}
 		f.taken[s] = true
 		return s, nil
+	}
+	if f.kinds != nil { // the first free slot of its kind
+		for s, k := range f.kinds {
+			if !f.taken[s] && k == h.Kind {
+				f.taken[s] = true
+				return s, nil
+			}
+		}
+		return 0, kindError(h, "computes as %s, but no stage left to take runs on %s (the plan's kinds: %s)", h.Kind, h.Kind, strings.Join(distinct(f.kinds), ", "))
 	}
 	for f.next < len(f.taken) && f.taken[f.next] {
 		f.next++
@@ -176,6 +215,17 @@ func (f *freeSlots) take(h hello) (int, error) {
 	}
 	f.taken[f.next] = true
 	return f.next, nil
+}
+
+// distinct is the values of xs, each once, in their order.
+func distinct(xs []string) []string {
+	var out []string
+	for _, x := range xs {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // collector drives a run's iterations from the coordinator.

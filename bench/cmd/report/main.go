@@ -18,11 +18,19 @@ import (
 func main() {
 	quick := flag.Bool("quick", false, "run the quick subset")
 	root := flag.String("root", ".", "where to write BENCHMARKS.md (and bench/results/)")
+	only := flag.String("only", "", "run only this `SECTION` (scaling) and put it into the BENCHMARKS.md a full run wrote")
 	flag.Parse()
 	start := time.Now()
 	c := bench.Config{Quick: *quick, Log: func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "[%5.0fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}}
+	if *only != "" {
+		if err := runOnly(c, *only, *root, *quick, start); err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	r, err := build(c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -76,6 +84,11 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, st)
+	sc, err := bench.ScalingSection(c)
+	if err != nil {
+		return nil, err
+	}
+	r.Sections = append(r.Sections, sc)
 	rt, err := bench.Runtime(c)
 	if err != nil {
 		return nil, err
@@ -102,6 +115,28 @@ func build(c bench.Config) (*bench.Report, error) {
 	}
 	r.Sections = append(r.Sections, calls)
 	return r, nil
+}
+
+// alone are the sections report -only runs, by name.
+var alone = map[string]func(bench.Config) (*bench.Section, error){"scaling": bench.ScalingSection}
+
+// runOnly runs one section and splices it into root's BENCHMARKS.md.
+func runOnly(c bench.Config, name, root string, quick bool, start time.Time) error {
+	f, ok := alone[name]
+	if !ok {
+		return fmt.Errorf("-only %s: no such section (known: scaling)", name)
+	}
+	s, err := f(c)
+	if err != nil {
+		return err
+	}
+	r := &bench.Report{Sections: []*bench.Section{s}, Stamp: "This section: " + strings.TrimPrefix(stamp(quick, time.Since(start)), "Run: ")}
+	r.Stamp = strings.Replace(r.Stamp, "`make bench`", "`make bench-"+name+"`", 1)
+	if err := r.Splice(root); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote the %s section into BENCHMARKS.md in %.0f s\n", name, time.Since(start).Seconds())
+	return nil
 }
 
 // stamp names the machine, the commit and the date of the run.
