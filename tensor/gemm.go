@@ -20,8 +20,22 @@ const (
 // nr is the micro-kernel's tile width.
 var nr = 16
 
-// Sgemm computes C = alpha·op(A)·op(B) + beta·C with the shapes of SgemmNaive.
+// Sgemm computes C = alpha·op(A)·op(B) + beta·C with the shapes of
+// SgemmNaive: on the system BLAS where one is loaded (blas.go) and the
+// product is larger than sgemmTiny's, on the Go kernels (SgemmGo) otherwise.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if l := library(); l != nil && k > 0 && alpha != 0 && m*n*k > tinyGemm {
+		l.libSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	SgemmGo(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// SgemmGo is Sgemm on the Go kernels alone, whatever library is loaded.
+func SgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
