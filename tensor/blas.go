@@ -36,7 +36,11 @@ func (b BLASInfo) String() string {
 	if b.Version != "" {
 		s += " " + b.Version
 	}
-	return fmt.Sprintf("%s (%s, %d threads)", s, b.Path, b.Threads)
+	threads := "threads"
+	if b.Threads == 1 {
+		threads = "thread"
+	}
+	return fmt.Sprintf("%s (%s, %d %s)", s, b.Path, b.Threads, threads)
 }
 
 // blas is the loaded library (nil: the Go kernels), set once by LoadBLAS.

@@ -38,6 +38,8 @@ type trainSummary struct {
 	Losses      lossList  `json:"losses"`
 	Skipped     []int     `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
 	SamplesPerS float64   `json:"samples_per_s"`
+	// BLAS is what computed the matrix products on the cpu (absent on a GPU).
+	BLAS *tensor.BLASInfo `json:"blas,omitempty"`
 	// with --eval-data: the last evaluation, and every one
 	EvalLoss     *float64   `json:"eval_loss,omitempty"`
 	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
@@ -141,7 +143,12 @@ func (f *trainFlags) run(cmd *cobra.Command, path string) error {
 		return err
 	}
 	defer release()
-	return train(cmd, t, o, d, f.dump, f.json, f.nonFinite, trainSummary{Format: trainFormat, Model: g.Name(), Steps: f.steps, Optimizer: o.Optimizer, LR: o.LR, Skipped: []int{}})
+	sum := trainSummary{Format: trainFormat, Model: g.Name(), Steps: f.steps, Optimizer: o.Optimizer, LR: o.LR, Skipped: []int{}}
+	if t.Ex.Backend().Name() == "cpu" {
+		info := tensor.BLAS()
+		sum.BLAS = &info
+	}
+	return train(cmd, t, o, d, f.dump, f.json, f.nonFinite, sum)
 }
 
 // model is the model at path, its seed replaced by --seed's, once the
