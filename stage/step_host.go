@@ -30,14 +30,8 @@ func (h *hostStep) allReduce(ctx context.Context, c StepComm) error {
 	return c.AllReduce(ctx, grads)
 }
 
-func (h *hostStep) gradsFinite() bool {
-	for _, g := range h.e.Grads {
-		if !Finite(g.Data) {
-			return false
-		}
-	}
-	return true
-}
+// gradsFinite reads every gradient once, all of them split over the cores.
+func (h *hostStep) gradsFinite() bool { return allFinite(gradData(h.e.Grads)) }
 
 func (h *hostStep) firstNonFinite() (op, what string) { return h.e.scanNonFinite() }
 
@@ -51,9 +45,8 @@ func (h *hostStep) update(rate float64) error {
 }
 
 func (h *hostStep) clearGrads() error {
-	for _, g := range h.e.Grads {
-		clear(g.Data)
-	}
+	all := gradData(h.e.Grads)
+	eachPiece(sizesOf(all), func(k, lo, hi int) { clear(all[k][lo:hi]) })
 	return nil
 }
 
