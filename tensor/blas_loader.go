@@ -212,3 +212,8 @@ func cString(b []byte) string {
 	}
 	return string(b)
 }
+
+// OpenBLASCore is the OPENBLAS_CORETYPE graphpipe loads OpenBLAS with when
+// the user has not set one ("" leaves OpenBLAS its own choice): a
+// benchmark gives PyTorch's OpenBLAS the same.
+func OpenBLASCore() string { return coreType() }

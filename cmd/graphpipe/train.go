@@ -38,6 +38,9 @@ type trainSummary struct {
 	Losses      lossList  `json:"losses"`
 	Skipped     []int     `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
 	SamplesPerS float64   `json:"samples_per_s"`
+	// IterationS is each step's seconds (its batch, forward, backward and
+	// update; an evaluation left out): what a benchmark takes a median of.
+	IterationS []float64 `json:"iteration_s"`
 	// BLAS is what computed the matrix products on the cpu (absent on a GPU).
 	BLAS *tensor.BLASInfo `json:"blas,omitempty"`
 	// with --eval-data: the last evaluation, and every one
@@ -193,6 +196,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 	start := time.Now()
 	samples, skips := 0, 0
 	for step := 0; step < steps; step++ {
+		began := time.Now()
 		loss, batch, err := t.Compute(step)
 		if err != nil {
 			if runtime.IsDataError(err) {
@@ -216,6 +220,7 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 		if err := t.Apply(bad != ""); err != nil {
 			return err
 		}
+		sum.IterationS = append(sum.IterationS, time.Since(began).Seconds())
 		sum.Losses = append(sum.Losses, loss)
 		sum.LRs = append(sum.LRs, o.Rate(step))
 		if o.ClipGradNorm > 0 {

@@ -6,9 +6,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,11 +21,20 @@ import (
 func main() {
 	quick := flag.Bool("quick", false, "run the quick subset")
 	root := flag.String("root", ".", "where to write BENCHMARKS.md (and bench/results/)")
+	only := flag.String("only", "", "run these sections alone (comma-separated: "+strings.Join(slices.Sorted(maps.Keys(cpuSections)), ", ")+
+		"), print their Markdown and write their CSVs; BENCHMARKS.md is left as it is")
 	flag.Parse()
 	start := time.Now()
 	c := bench.Config{Quick: *quick, Log: func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "[%5.0fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}}
+	if *only != "" {
+		if err := runOnly(c, *root, strings.Split(*only, ",")); err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	r, err := build(c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -80,12 +92,14 @@ func build(c bench.Config) (*bench.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	sgemm, err := sgemmRows(c)
-	if err != nil {
-		return nil, err
-	}
-	rt.Rows = append(rt.Rows, sgemm...)
 	r.Sections = append(r.Sections, rt)
+	for _, name := range []string{"sgemm", "cpu-training"} {
+		s, err := cpuSections[name](c)
+		if err != nil {
+			return nil, err
+		}
+		r.Sections = append(r.Sections, s)
+	}
 	imp, err := bench.ImportSection(c)
 	if err != nil {
 		return nil, err
@@ -97,6 +111,32 @@ func build(c bench.Config) (*bench.Report, error) {
 	}
 	r.Sections = append(r.Sections, data)
 	return r, nil
+}
+
+// cpuSections are the sections of the CPU's own speed, by name (-only).
+var cpuSections = map[string]func(bench.Config) (*bench.Section, error){
+	"sgemm":        bench.SgemmSection,
+	"cpu-training": bench.CPUTraining,
+}
+
+// runOnly runs the named sections, prints their Markdown to stdout and
+// writes their CSVs under root/bench/results.
+func runOnly(c bench.Config, root string, names []string) error {
+	for _, name := range names {
+		f, ok := cpuSections[name]
+		if !ok {
+			return fmt.Errorf("-only %s: no such section (%s)", name, strings.Join(slices.Sorted(maps.Keys(cpuSections)), ", "))
+		}
+		s, err := f(c)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(root, "bench", "results", s.Name+".csv"), s.CSV(), 0o644); err != nil {
+			return err
+		}
+		fmt.Print(s.Markdown())
+	}
+	return nil
 }
 
 // stamp names the machine, the commit and the date of the run.
