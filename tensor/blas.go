@@ -50,6 +50,7 @@ var blas struct {
 	err     error
 	why     string
 	threads atomic.Int32 // what setThreads was last given
+	off     atomic.Bool  // UseGoKernels
 	mu      sync.Mutex   // guards setThreads
 }
 
@@ -113,8 +114,16 @@ func (l *blasLib) follow() {
 // library is the loaded BLAS, nil for the Go kernels.
 func library() *blasLib {
 	LoadBLAS()
+	if blas.off.Load() {
+		return nil
+	}
 	return blas.lib
 }
+
+// UseGoKernels makes Sgemm run the Go kernels (on) or the loaded library
+// again (off), and returns what it was: for tests that set the two side by
+// side in one process. It does not change what BLAS reports.
+func UseGoKernels(on bool) bool { return blas.off.Swap(on) }
 
 // libSgemm is Sgemm on l, after the checks Go's bounds would make: the
 // library reads and writes exactly what Sgemm's arguments cover.
