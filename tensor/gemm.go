@@ -150,17 +150,31 @@ func packA(trans bool, a []float32, lda, ic, pc, mb, kb int, alpha float32, ap [
 	}
 }
 
-// packRows interleaves six full rows of A[row:row+6, pc:pc+kb] into dst.
+// packRows interleaves six full rows of A[row:row+6, pc:pc+kb] into dst
+// [kb·6], scaled by alpha. Every slice is cut to kb first, so the loop's
+// loads and stores carry no bounds checks.
 func packRows(a []float32, lda, row, pc, kb int, alpha float32, dst []float32) {
-	r0 := a[row*lda+pc : row*lda+pc+kb]
-	r1 := a[(row+1)*lda+pc : (row+1)*lda+pc+kb]
-	r2 := a[(row+2)*lda+pc : (row+2)*lda+pc+kb]
-	r3 := a[(row+3)*lda+pc : (row+3)*lda+pc+kb]
-	r4 := a[(row+4)*lda+pc : (row+4)*lda+pc+kb]
-	r5 := a[(row+5)*lda+pc : (row+5)*lda+pc+kb]
+	o := row*lda + pc
+	r0 := a[o : o+kb : o+kb]
+	r1 := a[o+lda : o+lda+kb : o+lda+kb]
+	r2 := a[o+2*lda : o+2*lda+kb : o+2*lda+kb]
+	r3 := a[o+3*lda : o+3*lda+kb : o+3*lda+kb]
+	r4 := a[o+4*lda : o+4*lda+kb : o+4*lda+kb]
+	r5 := a[o+5*lda : o+5*lda+kb : o+5*lda+kb]
+	r1, r2, r3, r4, r5 = r1[:len(r0)], r2[:len(r0)], r3[:len(r0)], r4[:len(r0)], r5[:len(r0)]
 	dst = dst[:6*kb]
+	if alpha == 1 {
+		for p := range r0 {
+			d := dst[:6:6]
+			dst = dst[6:]
+			d[0], d[1], d[2] = r0[p], r1[p], r2[p]
+			d[3], d[4], d[5] = r3[p], r4[p], r5[p]
+		}
+		return
+	}
 	for p := range r0 {
-		d := dst[6*p : 6*p+6 : 6*p+6]
+		d := dst[:6:6]
+		dst = dst[6:]
 		d[0], d[1], d[2] = alpha*r0[p], alpha*r1[p], alpha*r2[p]
 		d[3], d[4], d[5] = alpha*r3[p], alpha*r4[p], alpha*r5[p]
 	}
