@@ -24,6 +24,37 @@ type Device struct {
 	InterBW   float64 `json:"inter_bw"`    // bytes/s between nodes
 	IntraLat  float64 `json:"intra_lat_s"` // seconds per message inside a node
 	InterLat  float64 `json:"inter_lat_s"` // seconds per message between nodes
+	// The device's link to its host, for pricing a step's driver calls
+	// (profile.DeviceCallsTime); zero: HostLink's assumptions.
+	HostBW     float64 `json:"host_bw,omitempty"`     // bytes/s of copies between pinned host memory and the device
+	PageableBW float64 `json:"pageable_bw,omitempty"` // bytes/s of copies from or to pageable host memory, waited for
+	SyncS      float64 `json:"sync_s,omitempty"`      // seconds a host wait for the device costs beyond the work it waits for
+}
+
+// Host-link assumptions where a profile gives none (docs/planner.md): a
+// PCIe 4.0 x16 link's practical pinned rate; pageable copies at the rate
+// measured on an H100 host (bench/gpu/results/2026-11-25-h100: 1.76 GB of
+// parameters uploaded tensor by tensor took 0.26 s more than the forward's
+// prediction); a stream synchronisation's round trip.
+const (
+	DefaultHostBW     = 25e9
+	DefaultPageableBW = 7e9
+	DefaultSyncS      = 10e-6
+)
+
+// HostLink is d's host link: its own numbers, or the defaults above.
+func (d Device) HostLink() (hostBW, pageableBW, syncS float64) {
+	hostBW, pageableBW, syncS = d.HostBW, d.PageableBW, d.SyncS
+	if hostBW <= 0 {
+		hostBW = DefaultHostBW
+	}
+	if pageableBW <= 0 {
+		pageableBW = DefaultPageableBW
+	}
+	if syncS <= 0 {
+		syncS = DefaultSyncS
+	}
+	return hostBW, pageableBW, syncS
 }
 
 // Profiles are the built-in devices, by name.
@@ -145,7 +176,8 @@ func (d Device) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"launch_s", d.Launch}, {"intra_lat_s", d.IntraLat}, {"inter_lat_s", d.InterLat}} {
+	}{{"launch_s", d.Launch}, {"intra_lat_s", d.IntraLat}, {"inter_lat_s", d.InterLat},
+		{"host_bw", d.HostBW}, {"pageable_bw", d.PageableBW}, {"sync_s", d.SyncS}} {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("device profile %q: %s: must be ≥ 0, got %g", d.Name, f.name, f.v)
 		}

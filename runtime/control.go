@@ -81,6 +81,10 @@ type Report struct {
 	// OpSeconds, with the last iteration's report: each op's accumulated
 	// forward and backward seconds over the run.
 	OpSeconds map[string][2]float64 `json:"op_seconds,omitempty"`
+	// DeviceCalls, with the last iteration's report of a worker on a GPU
+	// (or the emulator): what it asked of the device in its last iteration
+	// whose update was done (Worker.DeviceCalls).
+	DeviceCalls *cuda.Counts `json:"device_calls,omitempty"`
 }
 
 func sendJSON(ctx context.Context, ep *wire.Endpoint, peer int32, iter int64, mb int32, v any) error {
@@ -304,7 +308,7 @@ func iterate(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, 
 	}
 	r.Secs, r.Events = since(start), w.Events()
 	if n == a.Steps-1 {
-		r.OpSeconds = w.OpSeconds()
+		r.OpSeconds, r.DeviceCalls = w.OpSeconds(), w.DeviceCalls()
 	}
 	if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbReport, r); err != nil {
 		return false, err
@@ -416,7 +420,11 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 	if err := ep.Drain(ctx); err != nil {
 		return err
 	}
-	params, err := encodeParams(w.Params())
+	state, err := w.Params()
+	if err != nil {
+		return err
+	}
+	params, err := encodeParams(state)
 	if err != nil {
 		return err
 	}

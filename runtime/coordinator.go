@@ -15,6 +15,7 @@ import (
 	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 func now() time.Time            { return time.Now() }
@@ -235,6 +236,12 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 				c.res.Ops = make([]map[string][2]float64, len(c.job.Plan.Stages))
 			}
 			c.res.Ops[st] = rep.OpSeconds
+		}
+		if rep.DeviceCalls != nil {
+			if c.res.DeviceCalls == nil {
+				c.res.DeviceCalls = make([]*cuda.Counts, len(c.job.Plan.Stages))
+			}
+			c.res.DeviceCalls[st] = rep.DeviceCalls
 		}
 	}
 	if bad == "" && !finite(total) {

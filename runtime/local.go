@@ -10,6 +10,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // Result is a finished run.
@@ -20,6 +21,10 @@ type Result struct {
 	Iters  []float64                        // measured seconds per iteration
 	Events [][]Event                        // per stage, the last iteration's timeline
 	Ops    []map[string][2]float64          // per stage: each op's forward and backward seconds
+	// DeviceCalls is, per stage, what its replica 0 asked of its device in
+	// its last iteration (nil for a stage on the CPU; nil when none is on a
+	// device): Worker.DeviceCalls.
+	DeviceCalls []*cuda.Counts
 	// Devices says where each worker (by id) computed: "cpu" or a GPU's
 	// name (Coordinate only).
 	Devices []string
@@ -102,7 +107,17 @@ func RunLocal(ctx context.Context, job *Job, t wire.Transport) (*Result, error) 
 		}
 		res.Events = append(res.Events, w.Events())
 		res.Ops = append(res.Ops, w.OpSeconds())
-		for k, v := range w.Params() {
+		if c := w.DeviceCalls(); c != nil {
+			if res.DeviceCalls == nil {
+				res.DeviceCalls = make([]*cuda.Counts, len(job.Plan.Stages))
+			}
+			res.DeviceCalls[w.Stage] = c
+		}
+		state, err := w.Params()
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range state {
 			res.Params[k] = v
 		}
 		res.Stats = append(res.Stats, w.ep.Stats())

@@ -14,6 +14,7 @@ import (
 	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // Worker runs one replica of one stage of a plan: its action list, once per
@@ -35,13 +36,19 @@ type Worker struct {
 	// lastStep is the executor's report of the last iteration's step
 	// (stage.Executor.EndStep; zero when emulating).
 	lastStep stage.StepReport
-	data     stage.Source     // the training batches
-	eval     stage.EvalSource // the evaluation set, when the stage reads model inputs
-	sets     []interface{ Close() error }
-	spec     *DataSpec
-	loss     string // the loss op's name when this stage holds it
-	ops      map[string]bool
-	reads    map[string]bool // the model inputs this stage's ops read
+	// dev is the worker's device, nil on the CPU; calls what it was asked
+	// in the last iteration whose update is done (from its first action to
+	// its optimizer step), and callsAt the counts as the iteration began.
+	dev     *cuda.Device
+	calls   *cuda.Counts
+	callsAt cuda.Counts
+	data    stage.Source     // the training batches
+	eval    stage.EvalSource // the evaluation set, when the stage reads model inputs
+	sets    []interface{ Close() error }
+	spec    *DataSpec
+	loss    string // the loss op's name when this stage holds it
+	ops     map[string]bool
+	reads   map[string]bool // the model inputs this stage's ops read
 
 	// Emulate replaces computation by waits of the plan's times and
 	// transfers by their modelled times; frames still flow (sleeper).
@@ -151,6 +158,7 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 	if w.ex, err = stage.NewExecutor(g, ops, g.Seed(), stage.DeviceBackend(job.Config.Device)); err != nil {
 		return nil, err
 	}
+	w.dev = job.Config.Device
 	w.ex.Recompute = plan.Stages[st].Recompute
 	if err := w.ex.SetPrecision(job.Config.Precision); err != nil {
 		return nil, err
@@ -196,6 +204,7 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 		return 0, err
 	}
 	w.iterZero, w.events, w.sends = time.Now(), w.events[:0], 0
+	w.callsAt = w.counts()
 	if err := w.do.begin(it); err != nil {
 		return 0, err
 	}
@@ -250,6 +259,10 @@ func (c stepComm) AllReduce(ctx context.Context, grads []*stage.Value[float32]) 
 	return c.w.allReduce(ctx, c.n, grads)
 }
 
+// Replicas is the stage's replica count: a stage of one has nothing to
+// all-reduce (stage.Replicated).
+func (c stepComm) Replicas() int { return c.w.lay.count[c.w.Stage] }
+
 func (c stepComm) PoolNorms(ctx context.Context, squares map[string]float64) (float64, error) {
 	return c.w.globalNorm(ctx, c.n, squares)
 }
@@ -266,6 +279,10 @@ func (w *Worker) update(n int64, skip bool) error {
 		if err != nil {
 			return fmt.Errorf("stage %d replica %d, iteration %d, %w", w.Stage, w.Replica, n, err)
 		}
+		if w.dev != nil {
+			c := w.counts().Sub(w.callsAt)
+			w.calls = &c
+		}
 	}
 	w.ep.Forget(n)
 	w.busyMu.Lock()
@@ -273,6 +290,22 @@ func (w *Worker) update(n int64, skip bool) error {
 	w.busyMu.Unlock()
 	return nil
 }
+
+// counts is the device's counts so far (zero on the CPU), read with the
+// device taken: workers of one process may share it, and then each one's
+// calls include the others'.
+func (w *Worker) counts() cuda.Counts {
+	if w.dev == nil {
+		return cuda.Counts{}
+	}
+	defer w.dev.Exclusive()()
+	return w.dev.Counts()
+}
+
+// DeviceCalls is what the worker asked of its device in its last iteration
+// whose optimizer step is done: nil on the CPU, or before such an
+// iteration.
+func (w *Worker) DeviceCalls() *cuda.Counts { return w.calls }
 
 // GradNorm is the last iteration's global gradient norm before clipping
 // (0 without clipping or when emulating).
@@ -535,13 +568,13 @@ func sizeOf(shape []int) int {
 	return n
 }
 
-// Params is the stage's parameters and buffers by name (none when
-// emulating).
-func (w *Worker) Params() map[string]*stage.Value[float32] {
+// Params is the stage's parameters and buffers by name, brought to the
+// host (none when emulating).
+func (w *Worker) Params() (map[string]*stage.Value[float32], error) {
 	if w.ex == nil {
-		return nil
+		return nil, nil
 	}
-	return w.ex.State()
+	return w.ex.HostState()
 }
 
 // OpSeconds is each op's accumulated [forward, backward] time (none when emulating).

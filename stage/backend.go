@@ -10,16 +10,17 @@ import (
 // Backend is where an executor computes and where its training state lives:
 // the parameters, their gradients, the buffers, the optimizer's state and
 // the values of the micro-batches in flight. It runs the pieces of a step on
-// that state (step.go): the gradients brought together and all-reduced, the
-// finite check, the squared norms, the clip, the optimizer's update, the
-// clear, the buffers' snapshot and restore, and the state brought to the
-// host for a checkpoint or an export.
+// that state (step.go): the gradients all-reduced, the finite check, the
+// squared norms, the clip, the optimizer's update, the clear, the buffers'
+// snapshot and restore, the step's loss, and the state brought to the host
+// for a checkpoint or an export.
 //
 // CPU and CUDA make the two backends. An executor is given one when it is
 // made (NewExecutor) and keeps it; a backend serves one executor. The
 // executor's Params, Grads and Buffers name the state on every backend: on
-// the CPU they are the state; on CUDA they are the host's copies, which the
-// backend keeps current at the points its doc names (backend_cuda.go).
+// the CPU they are the state; on CUDA they are the host's copies, current
+// after HostState (fetch) and written back by LoadState (changed): the
+// state itself stays on the device (backend_cuda.go).
 type Backend interface {
 	// Name is "cpu" or "cuda".
 	Name() string
@@ -64,33 +65,40 @@ type passes interface {
 type steps interface {
 	// setOptimizer makes o's optimizer (the catalogue's, o checked).
 	setOptimizer(o TrainOptions) error
-	// gather makes the accumulated gradients whole for the step.
-	gather() error
+	// keepLoss keeps a training Forward's loss v as the step's slot-th;
+	// stepLosses gives the step's first n, by slot (on a device they stay
+	// there until the step reads them).
+	keepLoss(slot int, v *Value[float32]) error
+	stepLosses(n int) ([]float32, error)
 	// allReduce sums the gradients over the stage's replicas through c.
 	allReduce(ctx context.Context, c StepComm) error
 	// gradsFinite says whether every gradient is finite (one read of
 	// them); firstNonFinite is its slow path (Executor.FirstNonFinite).
-	gradsFinite() bool
-	firstNonFinite() (op, what string)
+	gradsFinite() (bool, error)
+	firstNonFinite() (op, what string, err error)
 	// squaredNorms is each gradient's ‖g‖² by parameter name (clip.go).
-	squaredNorms() map[string]float64
+	squaredNorms() (map[string]float64, error)
 	// scaleGrads multiplies every gradient by c.
-	scaleGrads(c float32)
+	scaleGrads(c float32) error
 	// update steps the optimizer at rate.
 	update(rate float64) error
 	// clearGrads zeroes the gradients for the next step.
 	clearGrads() error
+	// fetchGrads brings the gradients to the host's Grads (the slow path
+	// of the finite check; tests).
+	fetchGrads() error
 	// keepBuffers copies the buffers as a step begins; restoreBuffers puts
 	// them back (a skipped step).
-	keepBuffers()
-	restoreBuffers()
-	// changed says the host's parameters or buffers were written.
-	changed()
+	keepBuffers() error
+	restoreBuffers() error
+	// changed says the host wrote these parameters and buffers (nil: all
+	// of them): they are the state now.
+	changed(names []string)
 	// fetch brings the parameters and buffers to the host.
 	fetch() error
 	// optimizerState is the optimizer's state and step (Stateful);
 	// loadOptimizerState restores it.
-	optimizerState() (map[string][]float32, int)
+	optimizerState() (map[string][]float32, int, error)
 	loadOptimizerState(st map[string][]float32, step int) error
 }
 

@@ -42,8 +42,8 @@ func (b *cpuBackend) shed(int, map[string]*Value[float32]) error     { return ni
 func (b *cpuBackend) release(int) error                              { return nil }
 func (b *cpuBackend) waitOp() error                                  { return nil }
 func (b *cpuBackend) close() error                                   { return nil }
-func (b *cpuBackend) gather() error                                  { return nil }
-func (b *cpuBackend) changed()                                       {}
+func (b *cpuBackend) fetchGrads() error                              { return nil }
+func (b *cpuBackend) changed([]string)                               {}
 func (b *cpuBackend) fetch() error                                   { return nil }
 
 func (b *cpuBackend) precision(p string) error {
@@ -68,14 +68,19 @@ type fused struct {
 	cleared bool // the update zeroed the gradients
 }
 
-func (b *cpuBackend) scaleGrads(c float32) { b.scale, b.scaled = c, c != 1 }
+func (b *cpuBackend) scaleGrads(c float32) error {
+	b.scale, b.scaled = c, c != 1
+	return nil
+}
 
 func (b *cpuBackend) update(rate float64) error {
 	f, ok := b.opt.(fusedOptimizer)
 	if !ok {
 		if b.scaled {
-			b.hostStep.scaleGrads(b.scale)
 			b.scaled = false
+			if err := b.hostStep.scaleGrads(b.scale); err != nil {
+				return err
+			}
 		}
 		return b.hostStep.update(rate)
 	}

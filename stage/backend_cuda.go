@@ -1,31 +1,38 @@
 package stage
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
-// cudaBackend computes on a GPU. The values of the micro-batches in flight
-// and the parameters' gradients live on the device (devState, gpu_exec.go);
-// for now the rest of the state is the host's:
+// cudaBackend computes on a GPU, where the training state lives from the
+// first step to the last (devState, gpu_exec.go; devTrain, gpu_state.go):
 //
-//   - the parameters are uploaded at their first use after a change (an
-//     update, a restore, a load), so the host's Params are always current;
+//   - the parameters are uploaded once, from the host's Params and Buffers
+//     (the seed's values, --init, a checkpoint: LoadState), before the
+//     first pass that reads them, and again only for what the host writes
+//     later (LoadState);
 //   - the gradients accumulate on the device over an iteration's
-//     micro-batches and come down into the host's Grads when the step
-//     gathers them (gather), before the all-reduce; the step's other pieces
-//     (finite check, norms, clip, optimizer) run on the host (hostStep),
-//     with the optimizer's state;
-//   - the buffers stay on the host, where the kernels move batch_norm's
-//     running statistics.
+//     micro-batches, in one flat buffer in parameter-name order; they come
+//     to the host only to be all-reduced over a stage's replicas (one copy
+//     down and one up, through pinned staging) and on the finite check's
+//     slow path;
+//   - the finite check and the squared norms of clipping are reduced on the
+//     device and come down with the step's losses in one copy, once a
+//     step; the clip, the optimizer's update (in the host optimizer's
+//     arithmetic), the clear and the buffers' snapshot and restore run
+//     there;
+//   - the host's Params and Buffers are brought up to date by fetch
+//     (HostState: a checkpoint, a stop, a dump, an export, the end of a
+//     run), the optimizer's state by OptimizerState.
 //
-// Keeping the parameters, gradients and optimizer state on the device from
-// the first step to the last is this backend's to do behind the same
-// methods: the executor's callers see no difference.
+// A steady-state step of a stage that sends nothing (one stage, one
+// replica) waits for the device once: for the readback.
 type cudaBackend struct {
-	hostStep
 	d   *cuda.Device
+	e   *Executor
 	dev *devState
 }
 
@@ -48,24 +55,39 @@ func (b *cudaBackend) bind(e *Executor) (map[int]kernel[float32], error) {
 	return kernels, nil
 }
 
-// begin drops the parameters' device copies when the host's have changed
-// and nothing is in flight, and starts mb's residency.
-func (b *cudaBackend) begin(mb int) error {
-	if len(b.e.mbs) == 0 && b.dev.stale {
-		if err := b.dev.dropParams(); err != nil {
-			return err
+// run runs f on the device with the stage's state ready (allocated, and
+// what the host wrote uploaded).
+func (b *cudaBackend) run(f func(s *gpuScope, t *devTrain)) error {
+	return onDevice(b.d, b.dev, func(s *gpuScope) {
+		b.dev.train.ready(s)
+		if s.err == nil {
+			f(s, b.dev.train)
 		}
+	})
+}
+
+// begin makes the state ready and starts mb's residency.
+func (b *cudaBackend) begin(mb int) error {
+	if err := b.run(func(*gpuScope, *devTrain) {}); err != nil {
+		return err
 	}
 	b.dev.begin(mb)
+	b.dev.train.read = nil // a pass changes the gradients or the losses: a readback made before is stale
 	return nil
 }
 
-func (b *cudaBackend) resume(mb int) { b.dev.use(mb) }
+func (b *cudaBackend) resume(mb int) {
+	b.dev.use(mb)
+	b.dev.train.read = nil
+}
 
 // outputs downloads, into pinned staging memory, what leaves the stage:
-// the outputs read outside it and the loss (with eval, the loss's inputs).
+// the outputs read outside it; with eval, the loss and its inputs (in
+// training the loss stays on the device: keepLoss).
 func (b *cudaBackend) outputs(out map[string]*Value[float32], eval bool) error {
-	return b.dev.fetch(out, func(name string) bool { return b.dev.external[name] || eval && b.e.lossReads(name) }, true)
+	return b.dev.fetch(out, func(name string) bool {
+		return b.dev.external[name] && (eval || name != b.dev.loss) || eval && b.e.lossReads(name)
+	}, true)
 }
 
 func (b *cudaBackend) inputGrads(out map[string]*Value[float32]) error {
@@ -102,41 +124,148 @@ func (b *cudaBackend) precision(p string) error {
 	return nil
 }
 
-// close frees the gradients and the parameters' copies (the executor has
-// released its micro-batches).
+// close brings the state to the host (the end of a run: State is then
+// current) and frees it and the tables; the executor has released its
+// micro-batches.
 func (b *cudaBackend) close() error {
-	err := b.dev.syncGrads(false)
-	if err2 := b.dev.dropParams(); err == nil {
-		err = err2
+	var err error
+	if b.dev.train.allocated {
+		err = b.fetch()
+	}
+	if ferr := b.dev.free(); err == nil {
+		err = ferr
 	}
 	return err
 }
 
-// gather adds the gradients accumulated on the device into the host's.
-func (b *cudaBackend) gather() error { return b.dev.syncGrads(true) }
+func (b *cudaBackend) setOptimizer(o TrainOptions) error {
+	opt, err := NewOptimizer(o)
+	if err != nil {
+		return err
+	}
+	switch opt.(type) {
+	case *SGD, *Adam:
+	default:
+		return fmt.Errorf("stage: the CUDA backend has no device step for optimizer %q", o.Optimizer)
+	}
+	b.dev.train.opt = devOptim{spec: opt}
+	return nil
+}
+
+func (b *cudaBackend) keepLoss(slot int, v *Value[float32]) error {
+	return b.run(func(s *gpuScope, t *devTrain) { t.keepLoss(s, slot, v) })
+}
+
+// stepLosses are the losses the step's readback brought (readStep).
+func (b *cudaBackend) stepLosses(n int) ([]float32, error) {
+	var r *readback
+	err := b.run(func(s *gpuScope, t *devTrain) { r = t.readStep(s) })
+	if err != nil {
+		return nil, err
+	}
+	if len(r.losses) < n {
+		return nil, fmt.Errorf("stage: %d losses kept on the device, the step has %d", len(r.losses), n)
+	}
+	return r.losses[:n], nil
+}
+
+// allReduce hands the gradients to c through pinned staging, unless c says
+// the stage has no replicas (Replicas): then they stay where they are.
+func (b *cudaBackend) allReduce(ctx context.Context, c StepComm) error {
+	if r, ok := c.(Replicated); ok && r.Replicas() < 2 {
+		return nil
+	}
+	return b.run(func(s *gpuScope, t *devTrain) {
+		t.allReduce(s, func(grads []*Value[float32]) error { return c.AllReduce(ctx, grads) })
+	})
+}
+
+// gradsFinite reads the squared norms: their float64 sum is finite exactly
+// when every value is.
+func (b *cudaBackend) gradsFinite() (bool, error) {
+	sq, err := b.squaredNorms()
+	if err != nil {
+		return false, err
+	}
+	for _, v := range sq {
+		if !isFinite(v) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// firstNonFinite brings the state and the gradients to the host and scans
+// them there: the slow path, taken only when a value is not finite.
+func (b *cudaBackend) firstNonFinite() (op, what string, err error) {
+	if err := b.run(func(s *gpuScope, t *devTrain) { t.fetch(s); t.fetchGrads(s) }); err != nil {
+		return "", "", err
+	}
+	op, what = b.e.scanNonFinite()
+	return op, what, nil
+}
+
+func (b *cudaBackend) squaredNorms() (map[string]float64, error) {
+	var r *readback
+	if err := b.run(func(s *gpuScope, t *devTrain) { r = t.readStep(s) }); err != nil {
+		return nil, err
+	}
+	out := make(map[string]float64, len(r.squares))
+	for k, name := range b.dev.train.pl.names {
+		out[name] = r.squares[k]
+	}
+	return out, nil
+}
+
+func (b *cudaBackend) scaleGrads(c float32) error {
+	if c == 1 {
+		return nil
+	}
+	return b.run(func(s *gpuScope, t *devTrain) { t.scale(s, c) })
+}
 
 func (b *cudaBackend) update(rate float64) error {
-	err := b.hostStep.update(rate)
-	b.changed()
+	return b.run(func(s *gpuScope, t *devTrain) { t.update(s, rate) })
+}
+
+func (b *cudaBackend) clearGrads() error {
+	return b.run(func(s *gpuScope, t *devTrain) { t.clear(s) })
+}
+
+func (b *cudaBackend) fetchGrads() error {
+	return b.run(func(s *gpuScope, t *devTrain) { t.fetchGrads(s) })
+}
+
+func (b *cudaBackend) keepBuffers() error {
+	return b.run(func(s *gpuScope, t *devTrain) { t.keepBuffers(s) })
+}
+
+func (b *cudaBackend) restoreBuffers() error {
+	return b.run(func(s *gpuScope, t *devTrain) { t.restoreBuffers(s) })
+}
+
+// changed notes what the host wrote; it is uploaded before the device next
+// reads the state.
+func (b *cudaBackend) changed(names []string) { b.dev.train.changed(names) }
+
+// fetch brings the parameters and buffers to the host when the device's
+// are newer.
+func (b *cudaBackend) fetch() error {
+	return b.run(func(s *gpuScope, t *devTrain) { t.fetch(s) })
+}
+
+func (b *cudaBackend) optimizerState() (map[string][]float32, int, error) {
+	var st map[string][]float32
+	var n int
+	err := b.run(func(s *gpuScope, t *devTrain) { st, n = t.optimizerState(s) })
+	return st, n, err
+}
+
+func (b *cudaBackend) loadOptimizerState(st map[string][]float32, step int) error {
+	var lerr error
+	err := b.run(func(s *gpuScope, t *devTrain) { lerr = t.loadOptimizerState(s, st, step) })
+	if lerr != nil {
+		return lerr
+	}
 	return err
 }
-
-// clearGrads clears the host's gradients and frees any left on the device.
-func (b *cudaBackend) clearGrads() error {
-	b.hostStep.clearGrads()
-	return b.dev.syncGrads(false)
-}
-
-func (b *cudaBackend) restoreBuffers() {
-	b.hostStep.restoreBuffers()
-	if len(b.buffers) > 0 {
-		b.changed()
-	}
-}
-
-// changed marks the parameters' device copies stale: the next Forward with
-// nothing in flight drops them.
-func (b *cudaBackend) changed() { b.dev.stale = true }
-
-// fetch has nothing to bring: the host's parameters and buffers are current.
-func (b *cudaBackend) fetch() error { return nil }

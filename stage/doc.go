@@ -44,32 +44,38 @@
 //     Params, Grads and Buffers are the state. On CUDA (backend_cuda.go)
 //     the GPU kernels (gpu.go) keep the CPU kernels' interface and results
 //     (within 1e-3 relative, checked on the CPU emulator of the CUDA
-//     kernels and on a GPU where there is one); values stay on the device
-//     while a micro-batch is in flight and only what crosses the stage's
-//     boundary is copied; parameters stay there until a step, a restore or
-//     a load changes them, and parameter gradients accumulate there until
-//     the step gathers them; for now the rest of the step and the
-//     optimizer's state run on the host. Callers never touch the state in
-//     a step: they read it between steps with State or HostState (for a
-//     checkpoint or an export) and OptimizerState, and write it with
+//     kernels and on a GPU where there is one), and the state lives on the
+//     device from the first step to the last (gpu_state.go): parameters,
+//     gradients, optimizer state and buffers in flat buffers in
+//     parameter-name order, uploaded once (from the seed's values, --init
+//     or a checkpoint: LoadState) and brought to the host by HostState
+//     and OptimizerState alone; the finite check, the norms, the clip, the
+//     optimizer (the host's arithmetic, bit for bit) and the clear run
+//     there, and a step's losses and squared norms come down in one copy.
+//     Values in flight stay on the device while a micro-batch is; only
+//     what crosses the stage's boundary is copied, through pinned staging,
+//     one wait a pass (gpu_exec.go). Callers never touch the state in a
+//     step: they read it between steps with HostState (a checkpoint, a
+//     dump, an export; State alone is the host's copies, which a device
+//     may have left behind) and OptimizerState, and write it with
 //     LoadState and LoadOptimizerState.
 //     6a. A step (step.go): the caller runs the micro-batches' Forward,
 //     Backward and Weights (a pipeline's worker interleaves them with its
-//     transfers); the first training Forward keeps the buffers. Then
-//     EndStep gathers the gradients, all-reduces them over the stage's
-//     replicas (StepComm), checks them and the loss for values that are
-//     not finite, pools the global norm (StepComm) and clips (reading the
-//     gradients once for the check and the norms), and returns
-//     the StepReport (the stage's loss share, the norm, where a value is
-//     not finite); ApplyStep(skip) updates (or, skipping, restores the
-//     buffers and leaves the optimizer alone) and clears the gradients.
-//     One process (Trainer, no StepComm) and a pipeline run the same
-//     pieces in the same order. On the CPU the pieces after the check are
-//     one pass over the parameters (backend_cpu.go's fused): the clip's
+//     transfers); the first training Forward keeps the buffers; each keeps
+//     its loss on the backend. Then EndStep all-reduces the gradients over
+//     the stage's replicas (StepComm; not handed them when it says it has
+//     none, Replicated), reads them once for the finite check and, with
+//     clipping, the squared norms, checks them and the step's loss for
+//     values that are not finite, pools the global norm (StepComm) and
+//     clips, and returns the StepReport (the stage's loss share, the norm,
+//     where a value is not finite); ApplyStep(skip) updates (or, skipping,
+//     restores the buffers and leaves the optimizer alone) and clears the
+//     gradients. One process (Trainer, no StepComm) and a pipeline run the
+//     same pieces in the same order. On the CPU the pieces after the check
+//     are one pass over the parameters (backend_cpu.go's fused): the clip's
 //     scale, the optimizer's update and the gradients' clear, element by
 //     element in the arithmetic of the passes one after another; every
-//     pass over the state is split across the cores in pieces
-//     (eachPiece).
+//     pass over the state is split across the cores in pieces (eachPiece).
 //  7. Executor.Recompute (recompute.go) keeps only a micro-batch's feeds
 //     between its forward and its backward, which reruns the forward
 //     first (batch_norm then leaves its running statistics alone): the

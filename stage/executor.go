@@ -125,6 +125,15 @@ func (e *Executor) initState(seed int64) {
 // Backend is the backend the executor runs on.
 func (e *Executor) Backend() Backend { return e.be }
 
+// Device is the GPU the executor computes on (its CUDA backend's), nil on
+// the CPU: whose Counts say what a step asked of it.
+func (e *Executor) Device() *cuda.Device {
+	if b, ok := e.be.(*cudaBackend); ok {
+		return b.d
+	}
+	return nil
+}
+
 // UseDevice moves the executor onto CUDA(d): the same as making it on that
 // backend, its optimizer and the optimizer's state carried over. Call it
 // between steps, with nothing in flight.
@@ -138,12 +147,18 @@ func (e *Executor) use(b Backend) error {
 	case e.stepping:
 		return fmt.Errorf("stage: UseDevice in the middle of a step (between its first Forward and ApplyStep)")
 	}
+	if err := e.be.fetch(); err != nil { // the host's copies are the state the new backend starts from
+		return err
+	}
 	kernels, err := b.bind(e)
 	if err != nil {
 		return err
 	}
 	if e.train != nil {
-		st, n := e.be.optimizerState()
+		st, n, err := e.be.optimizerState()
+		if err != nil {
+			return err
+		}
 		if err := b.setOptimizer(*e.train); err != nil {
 			return err
 		}
@@ -183,7 +198,9 @@ func (e *Executor) ParamNames() []string { return sortedNames(e.Params) }
 func (e *Executor) BufferNames() []string { return sortedNames(e.Buffers) }
 
 // State is the stage's parameters and buffers by name: what an init file,
-// a dump or a checkpoint holds of it.
+// a dump or a checkpoint holds of it. On the CUDA backend these are the
+// host's copies, which may be behind the device's: HostState brings them
+// up to date first.
 func (e *Executor) State() map[string]*Value[float32] {
 	out := make(map[string]*Value[float32], len(e.Params)+len(e.Buffers))
 	for n, v := range e.Params {
@@ -230,11 +247,13 @@ func (e *Executor) paramGrads(i int) []*Value[float32] {
 
 // Forward runs the stage on micro-batch mb, whose samples are at pos in
 // training. feeds holds every tensor the stage reads from outside (model
-// inputs and other stages' outputs), batch-major. It returns every op output of the stage; the stash is kept until
-// the micro-batch's backward passes are done. On CUDA only
-// the outputs read outside the stage and the loss carry host data, valid
-// until the micro-batch's backward passes are done; the others carry their
-// shape only.
+// inputs and other stages' outputs), batch-major. It returns every op
+// output of the stage; the stash is kept until the micro-batch's backward
+// passes are done. On CUDA only the outputs read outside the stage carry
+// host data, valid until the micro-batch's backward passes are done, and
+// in an evaluation the loss and its inputs; the others, and a training
+// Forward's loss (which the step reads on the device: StepReport.Loss),
+// carry their shape only.
 func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
@@ -247,7 +266,9 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 		}
 	}
 	if !pos.Eval {
-		e.openStep()
+		if err := e.openStep(); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.be.begin(mb); err != nil {
 		return nil, err
@@ -255,6 +276,9 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 	out, err := e.forward(mb, feeds)
 	if err == nil { // what leaves the stage comes to the host
 		err = e.be.outputs(out, pos.Eval)
+	}
+	if err == nil && !pos.Eval {
+		err = e.recordLoss(e.mbs[mb], out)
 	}
 	if err == nil && e.Recompute && !pos.Eval {
 		err = e.shed(mb)
@@ -266,9 +290,6 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 			e.be.release(mb)
 		}
 		return nil, err
-	}
-	if !pos.Eval {
-		e.recordLoss(e.mbs[mb], out)
 	}
 	return out, nil
 }
@@ -478,9 +499,9 @@ func (e *Executor) ZeroGrads() error {
 	return e.be.clearGrads()
 }
 
-// Close gives back what the backend holds (on a device, its parameters'
-// copies and any micro-batch still in flight); the executor must not run
-// again.
+// Close gives back what the backend holds (on a device, the training state,
+// brought to the host first, so State is current after it, and any
+// micro-batch still in flight); the executor must not run again.
 func (e *Executor) Close() error {
 	var first error
 	for mb := range e.mbs {

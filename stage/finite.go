@@ -39,12 +39,14 @@ func allFinite(xs [][]float32) bool {
 
 // GradsFinite says whether every accumulated gradient is finite. Between
 // EndStep and ApplyStep it is EndStep's check, made before clipping;
-// otherwise one read of them on the backend.
+// otherwise one read of them on the backend (a device that fails the read
+// reads as not finite).
 func (e *Executor) GradsFinite() bool {
 	if e.pending != nil {
 		return e.pending.finite
 	}
-	return e.be.gradsFinite()
+	ok, err := e.be.gradsFinite()
+	return ok && err == nil
 }
 
 // FirstNonFinite names the first of the stage's ops, in topological order,
@@ -52,12 +54,14 @@ func (e *Executor) GradsFinite() bool {
 // accumulated gradients, and says which value and what it holds: ("", "")
 // when every one is finite. It is the slow path behind GradsFinite, for a
 // message; between EndStep and ApplyStep it answers, like GradsFinite, as
-// things were before clipping.
+// things were before clipping. A device that fails to bring the values
+// to the host gives ("", "").
 func (e *Executor) FirstNonFinite() (op, what string) {
 	if e.pending != nil && e.pending.scanned {
 		return e.pending.op, e.pending.what
 	}
-	return e.be.firstNonFinite()
+	op, what, _ = e.be.firstNonFinite()
+	return op, what
 }
 
 // scanNonFinite is FirstNonFinite over the host's values.

@@ -315,7 +315,7 @@ func gpuEmbedding(k *embedding[float32]) (fwdFn, bwdFn) {
 		y := s.newValue(append(append([]int(nil), x[0].Shape...), dim)...)
 		n := len(x[0].Ints)
 		yb := s.scratch(tensor.Size(y.Shape)) // the indices were checked: every row is written
-		s.launch("gp_embedding", n*dim, s.upInts(x[0].Ints), s.param(p[0]), yb, n, dim, num, s.d.BadFlag())
+		s.launch("gp_embedding", n*dim, s.ints(x[0]), s.param(p[0]), yb, n, dim, num, s.d.BadFlag())
 		s.out(y, yb)
 		return y, nil, nil
 	}
@@ -325,7 +325,7 @@ func gpuEmbedding(k *embedding[float32]) (fwdFn, bwdFn) {
 		}
 		n := len(x[0].Ints)
 		b := s.acc(gp[0])
-		s.launch("gp_embedding_bwd", n*dim, s.upInts(x[0].Ints), s.in(gy), b, n, dim, num)
+		s.launch("gp_embedding_bwd", n*dim, s.ints(x[0]), s.in(gy), b, n, dim, num)
 		s.back(gp[0], b)
 	}
 	return fwd, bwd
@@ -344,7 +344,7 @@ func gpuEmbeddingBag(k *embeddingBag[float32]) (fwdFn, bwdFn) {
 		n, bag := x[0].Shape[0], x[0].Shape[1]
 		y := s.newValue(n, dim)
 		yb := s.scratch(tensor.Size(y.Shape))
-		s.launch("gp_embedding_bag", n*dim, s.upInts(x[0].Ints), s.param(p[0]), yb, n, bag, dim, num, m, s.d.BadFlag())
+		s.launch("gp_embedding_bag", n*dim, s.ints(x[0]), s.param(p[0]), yb, n, bag, dim, num, m, s.d.BadFlag())
 		s.out(y, yb)
 		return y, nil, nil
 	}
@@ -354,7 +354,7 @@ func gpuEmbeddingBag(k *embeddingBag[float32]) (fwdFn, bwdFn) {
 		}
 		n, bag := x[0].Shape[0], x[0].Shape[1]
 		b := s.acc(gp[0])
-		s.launch("gp_embedding_bag_bwd", n*bag*dim, s.upInts(x[0].Ints), s.in(gy), b, n, bag, dim, num, m)
+		s.launch("gp_embedding_bag_bwd", n*bag*dim, s.ints(x[0]), s.in(gy), b, n, bag, dim, num, m)
 		s.back(gp[0], b)
 	}
 	return fwd, bwd
@@ -403,15 +403,21 @@ func gpuDot() (fwdFn, bwdFn) {
 	return fwd, bwd
 }
 
-// sumTerms sums a loss's per-element terms in float64, as the CPU does.
-func sumTerms(s *gpuScope, b cuda.Buffer, n int) float64 {
-	terms := make([]float32, n)
-	s.down(terms, b)
-	var sum float64
-	for _, t := range terms {
-		sum += float64(t)
-	}
-	return sum
+// lossBlock is the terms one thread of gp_sum_blocks sums in order: a loss
+// of up to lossBlock terms is summed in the host's order exactly.
+const lossBlock = 4096
+
+// lossMean is a loss's value, the mean of its n terms summed in float64
+// (gp_sum_blocks, then gp_mean_fold): kept on the device with values there
+// (the step reads it: devTrain.keepLoss), else brought to the host.
+func lossMean(s *gpuScope, terms cuda.Buffer, n int) *Value[float32] {
+	y := s.newValue(1)
+	parts := (n + lossBlock - 1) / lossBlock
+	pb, yb := s.doubles(max(parts, 1)), s.scratch(1)
+	s.launch("gp_sum_blocks", parts, terms, pb, n, lossBlock)
+	s.launch("gp_mean_fold", 1, pb, parts, n, yb)
+	s.out(y, yb)
+	return y
 }
 
 func gpuCrossEntropy(k *crossEntropy[float32]) (fwdFn, bwdFn) {
@@ -422,10 +428,8 @@ func gpuCrossEntropy(k *crossEntropy[float32]) (fwdFn, bwdFn) {
 			return nil, nil, err
 		}
 		pb, tb := s.scratch(n*c), s.scratch(n) // the labels were checked: every row is written
-		s.launch("gp_ce", n, s.in(x[0]), s.upInts(x[1].Ints), pb, tb, n, c, s.d.BadFlag())
-		y := NewValue[float32](1)
-		y.Data[0] = float32(sumTerms(s, tb, n) / float64(n))
-		return y, s.stash(pb, n*c), nil
+		s.launch("gp_ce", n, s.in(x[0]), s.ints(x[1]), pb, tb, n, c, s.d.BadFlag())
+		return lossMean(s, tb, n), s.stash(pb, n*c), nil
 	}
 	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], _ *Value[float32], st any, gx, _ []*Value[float32]) {
 		if gx[0] == nil {
@@ -433,7 +437,7 @@ func gpuCrossEntropy(k *crossEntropy[float32]) (fwdFn, bwdFn) {
 		}
 		n, c := x[0].Shape[0], x[0].Shape[1]
 		b := s.acc(gx[0])
-		s.launch("gp_ce_bwd", n*c, s.unstash(st.(stashBuf)), s.upInts(x[1].Ints), s.scalar(gy)/float32(n), b, n, c)
+		s.launch("gp_ce_bwd", n*c, s.unstash(st.(stashBuf)), s.ints(x[1]), s.scalar(gy)/float32(n), b, n, c)
 		s.back(gx[0], b)
 	}
 	return fwd, bwd
@@ -447,9 +451,7 @@ func gpuElementLoss(term, grad string, targetGrad func(s *gpuScope, gt, xb, tb c
 		n := tensor.Size(x[0].Shape)
 		tb := s.scratch(n)
 		s.launch(term, n, s.in(x[0]), s.in(x[1]), tb, n)
-		y := NewValue[float32](1)
-		y.Data[0] = float32(sumTerms(s, tb, n) / float64(n))
-		return y, nil, nil
+		return lossMean(s, tb, n), nil, nil
 	}
 	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], _ *Value[float32], _ any, gx, _ []*Value[float32]) {
 		n := tensor.Size(x[0].Shape)

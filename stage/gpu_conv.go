@@ -2,8 +2,6 @@ package stage
 
 import (
 	"fmt"
-	"math"
-	"unsafe"
 
 	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
@@ -110,55 +108,34 @@ type gpuBNStash struct{ xhat, rstd stashBuf }
 // doubles is n float64s of device memory.
 func (s *gpuScope) doubles(n int) cuda.Buffer { return s.scratch(2 * n) }
 
-// downDoubles copies n float64s from the device.
-func (s *gpuScope) downDoubles(b cuda.Buffer, n int) []float64 {
-	out := make([]float64, n)
-	if n > 0 {
-		s.down(unsafe.Slice((*float32)(unsafe.Pointer(&out[0])), 2*n), b)
-	}
-	return out
-}
-
 // gpuBatchNormEval is batch_norm in evaluation: x normalised by the running
-// statistics (on the host), which stay as they are.
+// statistics, which stay as they are (their mean and 1/√(var + eps) taken
+// in double on the device, as the CPU kernel takes them).
 func gpuBatchNormEval(s *gpuScope, k *batchNorm[float32], x *Value[float32], p []*Value[float32]) *Value[float32] {
 	n, c, sz := bnGeometry(x.Shape)
-	mean, rstd := make([]float64, c), make([]float64, c)
-	for ch := range mean {
-		mean[ch], rstd[ch] = float64(p[2].Data[ch]), 1/math.Sqrt(float64(p[3].Data[ch])+k.eps)
-	}
+	mean, rstd := s.doubles(c), s.doubles(c)
+	s.launch("gp_bn_eval_stats", c, s.buffer(p[2]), s.buffer(p[3]), mean, rstd, k.eps, c)
 	y := s.newValue(x.Shape...)
 	size := tensor.Size(y.Shape)
 	xh, yb := s.scratch(size), s.scratch(size)
-	s.launch("gp_bn_apply", size, s.in(x), s.upDoubles(mean), s.upDoubles(rstd), s.param(p[0]), s.param(p[1]), xh, yb, n, c, sz)
+	s.launch("gp_bn_apply", size, s.in(x), mean, rstd, s.param(p[0]), s.param(p[1]), xh, yb, n, c, sz)
 	s.out(y, yb)
 	return y
 }
 
-// upDoubles uploads float64 values (for the kernels' double arguments).
-func (s *gpuScope) upDoubles(v []float64) cuda.Buffer {
-	return s.up(unsafe.Slice((*float32)(unsafe.Pointer(&v[0])), 2*len(v)))
-}
-
-// bnRunning moves batch_norm's running statistics (on the host) by the
-// micro-batch's mean and (biased) variance on the device.
+// bnRunning moves batch_norm's running statistics by the micro-batch's
+// mean and (biased) variance, on the device, in the CPU kernel's double
+// arithmetic (gp_bn_running).
 func bnRunning(s *gpuScope, k *batchNorm[float32], p []*Value[float32], mean, vr cuda.Buffer, c, cnt int) {
-	mu, v := s.downDoubles(mean, c), s.downDoubles(vr, c)
-	if s.err != nil {
-		return
-	}
-	m := k.momentum // PyTorch: the running variance is the unbiased one
-	for ch := 0; ch < c; ch++ {
-		p[2].Data[ch] = float32((1-m)*float64(p[2].Data[ch]) + m*mu[ch])
-		p[3].Data[ch] = float32((1-m)*float64(p[3].Data[ch]) + m*v[ch]*float64(cnt)/float64(cnt-1))
-	}
+	rm, rv := s.buffer(p[2]), s.buffer(p[3])
+	s.launch("gp_bn_running", c, mean, vr, rm, rv, k.momentum, float64(cnt), c) // PyTorch: the running variance is the unbiased one
+	s.backBuffer(p[2], rm)
+	s.backBuffer(p[3], rv)
 }
 
 // gpuBatchNorm is batch_norm in training mode: the channel statistics in
-// double (two-pass sums, folded in a fixed order), downloaded per
-// micro-batch to move the running statistics on the host exactly as the
-// CPU kernel does (the buffers live on the host; the device never reads
-// them in training).
+// double (two-pass sums, folded in a fixed order), and the running
+// statistics moved by them on the device (bnRunning).
 func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 	fwd := func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error) {
 		if k.ctx != nil && k.ctx.pos.Eval {

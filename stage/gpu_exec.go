@@ -9,34 +9,31 @@ import (
 // Values stay on the device while a micro-batch is in flight; the host sees
 // only what crosses the stage's boundary:
 //
-//   - Forward uploads the values it is fed (once per micro-batch) and
-//     downloads the outputs read outside the stage and the loss, into
-//     pinned staging buffers whose host data stays valid until the
-//     micro-batch is done; the other outputs come back with their shape
-//     only.
-//   - Backward uploads the gradients it is given and downloads the gradients
-//     of the values it was fed.
-//   - Parameters are uploaded at their first use and kept there until the
-//     backend marks them stale (an optimizer step, a restore, a load); the
-//     next Forward with nothing in flight drops the device copies.
-//   - Parameter gradients accumulate on the device over every micro-batch
-//     of an iteration and are added into the host gradients
-//     (Executor.Grads) when the step gathers them (syncGrads), before
-//     anything reads the host gradients (the all-reduce, the optimizer).
-//     Moving a stage's weights both ways per micro-batch would cost more
-//     than the micro-batch's compute on a large model.
+//   - Forward uploads the values it is fed, and the indices and labels,
+//     once per micro-batch, through pinned staging buffers, without
+//     waiting; it downloads the outputs read outside the stage into pinned
+//     staging buffers whose host data stays valid until the micro-batch is
+//     done, all of a pass's with one wait; the other outputs come back
+//     with their shape only. In training the loss stays on the device too:
+//     the step reads it (devTrain).
+//   - Backward uploads the gradients it is given and downloads the
+//     gradients of the values it was fed (one wait a pass).
+//   - The parameters, their gradients, the buffers and the optimizer's
+//     state live in the stage's flat state (train, gpu_state.go) from the
+//     first step to the last; a kernel reads a parameter at its place
+//     there and adds a parameter's gradient into its place there.
+//   - The tables kernels read (dims and strides, a constant's row) are
+//     uploaded once (consts).
 //   - A micro-batch's device memory (activations, gradients, stash) goes
 //     back to the pool when the micro-batch is done.
 type devState struct {
 	d        *cuda.Device
-	params   map[*Value[float32]]cuda.Buffer
-	uploads  int // parameter uploads so far
-	pgrads   map[*Value[float32]]cuda.Buffer
-	isGrad   map[*Value[float32]]struct{} // the executor's parameter gradients
+	train    *devTrain
+	consts   map[string]cuda.Buffer // tables and constants by contents, kept for the executor's life
 	cur      *residency
 	mbs      map[int]*residency
 	external map[string]bool // op outputs read outside the stage, and the loss
-	stale    bool            // the host's parameters changed since their upload
+	loss     string          // the loss op's name when the stage holds it
 	bf16     bool            // matrix products round their operands to bf16 (SetPrecision)
 	tf32     bool            // matrix products run in TF32 on the tensor cores (SetPrecision)
 }
@@ -44,8 +41,9 @@ type devState struct {
 // residency is one micro-batch's device copies.
 type residency struct {
 	vals   map[*Value[float32]]cuda.Buffer
-	owned  []cuda.Buffer // freed with the micro-batch
-	staged []stagedValue // outputs whose host data is pinned staging memory
+	ints   map[*Value[float32]]cuda.Buffer // int32 values' copies (indices, labels)
+	owned  []cuda.Buffer                   // freed with the micro-batch
+	staged []stagedValue                   // outputs whose host data is pinned staging memory
 }
 
 // stagedValue is a Forward output downloaded into a pinned staging buffer,
@@ -64,13 +62,10 @@ func (r *residency) hold(v *Value[float32], b cuda.Buffer) {
 }
 
 // newDevState is the device state of e's stage on d: which outputs leave
-// the stage, which values are parameter gradients.
+// the stage, and the stage's training state.
 func newDevState(d *cuda.Device, e *Executor) *devState {
-	dev := &devState{d: d, params: map[*Value[float32]]cuda.Buffer{}, pgrads: map[*Value[float32]]cuda.Buffer{},
-		isGrad: map[*Value[float32]]struct{}{}, mbs: map[int]*residency{}, external: map[string]bool{}}
-	for _, g := range e.Grads {
-		dev.isGrad[g] = struct{}{}
-	}
+	dev := &devState{d: d, train: newDevTrain(d, e), consts: map[string]cuda.Buffer{}, mbs: map[int]*residency{},
+		external: map[string]bool{}, loss: e.lossOp}
 	in := map[int]bool{}
 	for _, i := range e.ops {
 		in[i] = true
@@ -90,49 +85,55 @@ func newDevState(d *cuda.Device, e *Executor) *devState {
 
 // begin starts micro-batch mb's residency; use resumes it.
 func (dev *devState) begin(mb int) {
-	dev.cur = &residency{vals: map[*Value[float32]]cuda.Buffer{}}
+	dev.cur = &residency{vals: map[*Value[float32]]cuda.Buffer{}, ints: map[*Value[float32]]cuda.Buffer{}}
 	dev.mbs[mb] = dev.cur
 }
 
 func (dev *devState) use(mb int) { dev.cur = dev.mbs[mb] }
 
-// dropParams forgets the parameters' copies: the host's have changed.
-func (dev *devState) dropParams() error {
-	dev.stale = false
-	return onDevice(dev.d, nil, func(s *gpuScope) {
-		for v, b := range dev.params {
-			s.fail(dev.d.Free(b))
-			delete(dev.params, v)
-		}
-	})
-}
-
 // fetch gives each wanted value without host data its device copy's
-// contents (zeros when it has none: a gradient nothing added into), in
-// pinned staging memory when staged (see stagedValue), else in Go memory.
-func (dev *devState) fetch(vals map[string]*Value[float32], want func(string) bool, staged bool) error {
+// contents (zeros when it has none: a gradient nothing added into). Every
+// copy goes through pinned staging, all queued before one wait. Staged
+// values keep the staging memory as their host data (see stagedValue);
+// the others (keep false: what must outlive the micro-batch) are copied
+// out of it into Go memory.
+func (dev *devState) fetch(vals map[string]*Value[float32], want func(string) bool, keep bool) error {
+	type pending struct {
+		v  *Value[float32]
+		st cuda.Staging
+	}
+	var queued []pending
 	return onDevice(dev.d, nil, func(s *gpuScope) {
 		for name, v := range vals {
 			if v.Data != nil || v.Ints != nil || !want(name) || s.err != nil {
 				continue
 			}
 			n := tensor.Size(v.Shape)
-			if staged {
-				st, err := dev.d.Stage(4 * n)
-				if err != nil {
-					s.fail(err)
-					continue
-				}
-				v.Data = st.Float32s()[:n]
-				dev.cur.staged = append(dev.cur.staged, stagedValue{v, st})
-			} else {
+			b, ok := dev.cur.vals[v]
+			if !ok || n == 0 {
 				v.Data = make([]float32, n)
+				continue
 			}
-			if b, ok := dev.cur.vals[v]; ok {
-				s.down(v.Data, b)
-			} else {
-				clear(v.Data)
+			st, err := dev.d.Stage(4 * n)
+			if err != nil {
+				s.fail(err)
+				continue
 			}
+			s.fail(dev.d.DownloadStaged(st, b))
+			queued = append(queued, pending{v, st})
+		}
+		if len(queued) > 0 {
+			s.wait()
+		}
+		for _, q := range queued {
+			n := tensor.Size(q.v.Shape)
+			if keep {
+				q.v.Data = q.st.Float32s()[:n]
+				dev.cur.staged = append(dev.cur.staged, stagedValue{q.v, q.st})
+				continue
+			}
+			q.v.Data = append([]float32(nil), q.st.Float32s()[:n]...)
+			s.fail(dev.d.Unstage(q.st))
 		}
 	})
 }
@@ -158,24 +159,13 @@ func (dev *devState) release(mb int) error {
 	})
 }
 
-// syncGrads adds the parameter gradients on the device into the host's
-// and frees them, or only frees them when add is false.
-func (dev *devState) syncGrads(add bool) error {
-	return onDevice(dev.d, nil, func(s *gpuScope) {
-		var g []float32 // one host buffer for every parameter's download
-		for v, b := range dev.pgrads {
-			if add && s.err == nil {
-				if cap(g) < len(v.Data) {
-					g = make([]float32, len(v.Data))
-				}
-				g = g[:len(v.Data)]
-				s.down(g, b)
-				if s.err == nil {
-					addIntoSpans(v.Data, g)
-				}
-			}
+// free gives back the tables and the training state.
+func (dev *devState) free() error {
+	return onDevice(dev.d, dev, func(s *gpuScope) {
+		for k, b := range dev.consts {
 			s.fail(dev.d.Free(b))
-			delete(dev.pgrads, v)
+			delete(dev.consts, k)
 		}
+		dev.train.free(s)
 	})
 }

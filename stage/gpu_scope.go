@@ -3,6 +3,7 @@ package stage
 import (
 	"fmt"
 	goruntime "runtime"
+	"unsafe"
 
 	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
@@ -126,8 +127,9 @@ func (s *gpuScope) newValue(shape ...int) *Value[float32] {
 }
 
 // in is a value an op reads: its device copy, or an upload of its host
-// data (kept for the micro-batch when values stay on the device: values
-// are never changed once made).
+// data. With values on the device the upload goes through pinned staging
+// without a wait and is kept for the micro-batch (values are never
+// changed once made): a micro-batch's feeds cross once.
 func (s *gpuScope) in(v *Value[float32]) cuda.Buffer {
 	r := s.resident()
 	if r != nil {
@@ -139,11 +141,77 @@ func (s *gpuScope) in(v *Value[float32]) cuda.Buffer {
 		s.fail(fmt.Errorf("a value of shape %v has neither host data nor a device copy", v.Shape))
 		return cuda.Buffer{}
 	}
-	b := s.up(v.Data)
-	if r != nil && s.err == nil {
-		s.own(b)
-		r.hold(v, b)
+	if r == nil {
+		return s.up(v.Data)
 	}
+	if s.err != nil {
+		return cuda.Buffer{}
+	}
+	b, err := s.d.UploadAsync(v.Data)
+	if err != nil {
+		s.fail(err)
+		return b
+	}
+	r.hold(v, b)
+	return b
+}
+
+// ints is an int32 value's device copy (indices, labels): with values on
+// the device uploaded once per micro-batch, through pinned staging, and
+// kept for its backward; otherwise uploaded per call.
+func (s *gpuScope) ints(v *Value[float32]) cuda.Buffer {
+	r := s.resident()
+	if r == nil {
+		return s.upInts(v.Ints)
+	}
+	if b, ok := r.ints[v]; ok || s.err != nil {
+		return b
+	}
+	b, err := s.d.UploadIntsAsync(v.Ints)
+	if err != nil {
+		s.fail(err)
+		return b
+	}
+	r.ints[v] = b
+	r.owned = append(r.owned, b)
+	return b
+}
+
+// table is a constant int32 table a kernel reads (dims and strides): with
+// a device state uploaded once for the executor's life, keyed by its
+// contents; otherwise uploaded per call.
+func (s *gpuScope) table(t []int32) cuda.Buffer {
+	if s.dev == nil {
+		return s.upInts(t)
+	}
+	key := "i" + string(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t))), 4*len(t)))
+	if b, ok := s.dev.consts[key]; ok || s.err != nil {
+		return b
+	}
+	b, err := s.d.UploadIntsAsync(t)
+	if err != nil {
+		s.fail(err)
+		return b
+	}
+	s.dev.consts[key] = b
+	return b
+}
+
+// constant is table for float32 values (a constant op's row).
+func (s *gpuScope) constant(c []float32) cuda.Buffer {
+	if s.dev == nil {
+		return s.up(c)
+	}
+	key := "f" + string(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(c))), 4*len(c)))
+	if b, ok := s.dev.consts[key]; ok || s.err != nil {
+		return b
+	}
+	b, err := s.d.UploadAsync(c)
+	if err != nil {
+		s.fail(err)
+		return b
+	}
+	s.dev.consts[key] = b
 	return b
 }
 
@@ -160,10 +228,10 @@ func (s *gpuScope) out(y *Value[float32], b cuda.Buffer) {
 	s.down(y.Data, b)
 }
 
-// acc is a gradient to add into: its device accumulator (made on first
-// use: a parameter's starts at zero and is added into the host gradient
-// when the step gathers it, devState.syncGrads; another starts from the
-// value's host data, if any), or, without a device state, an upload of it.
+// acc is a gradient to add into: a parameter's place in the flat
+// gradients (devTrain), the micro-batch's accumulator of another value
+// (made on first use from the value's host data, if any, else zeros), or,
+// without a device state, an upload of it.
 func (s *gpuScope) acc(v *Value[float32]) cuda.Buffer {
 	r := s.resident()
 	if r == nil {
@@ -172,23 +240,15 @@ func (s *gpuScope) acc(v *Value[float32]) cuda.Buffer {
 	if b, ok := r.vals[v]; ok {
 		return b
 	}
-	if b, ok := s.dev.pgrads[v]; ok {
+	if b, ok := s.dev.train.grads[v]; ok {
 		return b
 	}
-	var b cuda.Buffer
-	_, param := s.dev.isGrad[v]
-	if v.Data != nil && !param {
-		b = s.up(v.Data)
-	} else {
-		b = s.zeros(tensor.Size(v.Shape))
+	if v.Data != nil {
+		return s.in(v)
 	}
-	if s.err != nil {
-		return b
-	}
-	s.own(b)
-	if param {
-		s.dev.pgrads[v] = b
-	} else {
+	b := s.zeros(tensor.Size(v.Shape))
+	if s.err == nil {
+		s.own(b)
 		r.hold(v, b)
 	}
 	return b
@@ -258,23 +318,77 @@ func (s *gpuScope) unstash(sb stashBuf) cuda.Buffer {
 	return s.up(sb.host)
 }
 
-// param is a parameter's device copy, kept from its first use until the
-// next iteration starts (without a device state, an upload).
+// param is a parameter's or buffer's device copy: its place in the
+// stage's flat state (devTrain), or, without a device state, an upload.
 func (s *gpuScope) param(v *Value[float32]) cuda.Buffer {
 	if s.dev == nil {
 		return s.up(v.Data)
 	}
-	if b, ok := s.dev.params[v]; ok || s.err != nil {
-		return b
+	b, ok := s.dev.train.views[v]
+	if !ok && s.err == nil {
+		s.fail(fmt.Errorf("a parameter of shape %v is not in the stage's state", v.Shape))
 	}
-	b, err := s.d.Upload(v.Data)
+	return b
+}
+
+// buffer is a buffer a kernel moves (batch_norm's running statistics):
+// param's copy; backBuffer brings it back to v's host storage when values
+// do not stay on the device, and otherwise notes that the device's
+// buffers are newer than the host's.
+func (s *gpuScope) buffer(v *Value[float32]) cuda.Buffer { return s.param(v) }
+
+func (s *gpuScope) backBuffer(v *Value[float32], b cuda.Buffer) {
+	if s.dev == nil {
+		s.down(v.Data, b)
+		return
+	}
+	s.dev.train.hostStale = true
+}
+
+// hold is n elements of device memory that outlive the scope: the
+// stage's state, freed by whoever keeps it.
+func (s *gpuScope) hold(n int) cuda.Buffer {
+	if s.err != nil {
+		return cuda.Buffer{}
+	}
+	b, err := s.d.Alloc(n)
+	s.fail(err)
+	return b
+}
+
+// upLongs uploads int64s (a kernel's long table) to be held.
+func (s *gpuScope) upLongs(v []int64) cuda.Buffer {
+	if s.err != nil {
+		return cuda.Buffer{}
+	}
+	if len(v) == 0 {
+		return s.hold(1)
+	}
+	b, err := s.d.UploadIntsAsync(unsafe.Slice((*int32)(unsafe.Pointer(&v[0])), 2*len(v)))
+	s.fail(err)
+	return b
+}
+
+// write copies host values into b (the state's bulk loads: pageable,
+// waited for).
+func (s *gpuScope) write(b cuda.Buffer, v []float32) {
+	if s.err == nil {
+		s.fail(s.d.Write(b, v))
+	}
+}
+
+// wait waits for the work queued so far: an event recorded, then waited
+// for (one sync).
+func (s *gpuScope) wait() {
+	if s.err != nil {
+		return
+	}
+	ev, err := s.d.Record()
 	if err != nil {
 		s.fail(err)
-		return b
+		return
 	}
-	s.dev.params[v] = b
-	s.dev.uploads++
-	return b
+	s.fail(s.d.Wait(ev))
 }
 
 func (s *gpuScope) launch(name string, n int, args ...any) {

@@ -12,10 +12,10 @@ import (
 // kernels_tensor.go and kernels_elementwise.go, element for element, with
 // the index arithmetic (transpose, slice, pad, broadcasting, reductions)
 // done by kernels.cu's strided kernels from a small table of dims and
-// strides uploaded per call (meta).
+// strides (meta), uploaded once for an executor on the device.
 
-// meta uploads the int32 table a strided kernel reads: dims, then each
-// list of strides.
+// meta is the int32 table a strided kernel reads: dims, then each list of
+// strides (uploaded once with a device state: table).
 func (s *gpuScope) meta(dims []int, strides ...[]int) cuda.Buffer {
 	m := make([]int32, 0, len(dims)*(1+len(strides)))
 	for _, d := range dims {
@@ -26,7 +26,7 @@ func (s *gpuScope) meta(dims []int, strides ...[]int) cuda.Buffer {
 			m = append(m, int32(v))
 		}
 	}
-	return s.upInts(m)
+	return s.table(m)
 }
 
 // copyOf is a new device buffer holding b's first n elements.
@@ -423,7 +423,7 @@ func gpuConstant(k *constant[float32]) (fwdFn, bwdFn) {
 		}
 		y := s.newValue(append([]int{n}, k.shape...)...)
 		yb := s.scratch(n * per)
-		s.launch("gp_tile", n*per, s.up(one), yb, per, n*per)
+		s.launch("gp_tile", n*per, s.constant(one), yb, per, n*per)
 		s.out(y, yb)
 		return y, nil, nil
 	}

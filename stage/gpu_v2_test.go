@@ -234,7 +234,7 @@ func checkModelV2Trains(t *testing.T, d *cuda.Device) {
 	}
 	var worst float64
 	for name, want := range cpu.Ex.State() {
-		worst = max(worst, close4(t, name, dev.Ex.State()[name].Data, want.Data))
+		worst = max(worst, close4(t, name, hostState(t, dev.Ex)[name].Data, want.Data))
 	}
 	if len(cpu.Ex.Buffers) != 2 {
 		t.Fatalf("%d buffers, want batch_norm's running mean and variance", len(cpu.Ex.Buffers))
@@ -347,7 +347,7 @@ func checkEvaluate(t *testing.T, d *cuda.Device) {
 		if !slices.Equal(v.Data, before[name]) {
 			t.Errorf("evaluation moved buffer %s", name)
 		}
-		close4(t, name, dev.Ex.Buffers[name].Data, v.Data)
+		close4(t, name, hostState(t, dev.Ex)[name].Data, v.Data)
 	}
 	if cpu.Ex.InFlight() != 0 || dev.Ex.InFlight() != 0 {
 		t.Error("evaluation left micro-batches in flight")

@@ -16,7 +16,9 @@ import (
 //     PyTorch computes with torch.backends.cuda.matmul.allow_tf32;
 //   - "bf16": both operands rounded to bfloat16, FP32 accumulation into an
 //     FP32 result (cuda.Device.GemmRounded), as PyTorch's autocast runs
-//     matmuls on bf16.
+//     matmuls on bf16. A weight is rounded once a step, after the update,
+//     into a bf16 copy every product of the step reads (as autocast's
+//     weight cache), the activations and gradients at each product.
 //
 // Every other kernel (elementwise ops, normalisations, softmax, losses,
 // reductions) runs in float32 in every precision, and the parameters, their
@@ -62,6 +64,8 @@ func (s *gpuScope) product(g cuda.GemmArgs, sa, sb, sc, count int) {
 		defer testHookGemm(s.d, g, sa, sb, sc, count, p)()
 	}
 	switch {
+	case bf16 && s.resident() != nil: // a parameter operand's bf16 copy is made once a step (devTrain.half)
+		s.fail(s.d.GemmRoundedWith(g, cuda.BF16, s.dev.train.half(s, g.A), s.dev.train.half(s, g.B), sa, sb, sc, max(count, 1)))
 	case bf16:
 		s.fail(s.d.GemmRoundedBatched(g, cuda.BF16, sa, sb, sc, max(count, 1)))
 	case tf32 && count == 0:

@@ -41,11 +41,13 @@ func (dev *devState) shed(mb int, keep map[*Value[float32]]bool) error {
 		return nil
 	}
 	kept := map[uint64]bool{}
-	for v, b := range r.vals {
-		if keep[v] {
-			kept[b.Ptr] = true
-		} else {
-			delete(r.vals, v)
+	for _, copies := range []map[*Value[float32]]cuda.Buffer{r.vals, r.ints} {
+		for v, b := range copies {
+			if keep[v] {
+				kept[b.Ptr] = true
+			} else {
+				delete(copies, v)
+			}
 		}
 	}
 	var free []cuda.Buffer

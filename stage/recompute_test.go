@@ -54,20 +54,27 @@ func stateAfter(t *testing.T, g *dag.Graph, mbs int, recompute bool, d *cuda.Dev
 				t.Fatal(err)
 			}
 		}
-		if err := tr.Ex.be.gather(); err != nil {
+		if err := tr.Ex.be.fetchGrads(); err != nil {
 			t.Fatal(err)
 		}
 		if step == 0 {
+			if _, err := tr.Ex.HostState(); err != nil {
+				t.Fatal(err)
+			}
 			for name, p := range tr.Ex.Params {
 				for i, gv := range tr.Ex.Grads[name].Data {
 					p.Data[i] -= 0.1 * gv
 				}
 			}
-			tr.Ex.be.changed()
+			tr.Ex.be.changed(nil)
 		}
 	}
 	out := map[string][]float32{}
-	for name, v := range tr.Ex.State() {
+	state, err := tr.Ex.HostState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range state {
 		out[name] = append([]float32(nil), v.Data...)
 	}
 	for name, v := range tr.Ex.Grads {

@@ -70,12 +70,17 @@ func hasName(entries []tensor.Named, name string) bool {
 
 // LoadState copies values by name into the executor's parameters and
 // buffers (those it has; StateOf has checked the names and shapes), and
-// tells the backend they changed.
+// tells the backend they changed: on a device they are uploaded before
+// the next pass or piece of a step reads them.
 func (e *Executor) LoadState(vals map[string]*Value[float32]) {
+	var names []string
 	for name, dst := range e.State() {
 		if v, ok := vals[name]; ok {
 			copy(dst.Data, v.Data)
+			names = append(names, name)
 		}
 	}
-	e.be.changed()
+	if names != nil {
+		e.be.changed(names)
+	}
 }

@@ -13,12 +13,13 @@ import (
 // starts the step's loss. Then:
 //
 //  1. EndStep makes the gradients final and judges them, in this order: the
-//     gradients gathered (on the host, for today's backends), all-reduced
-//     over the stage's replicas (StepComm.AllReduce), checked for values
-//     that are not finite (with the loss), and, with clipping, the global
-//     norm pooled over every stage (StepComm.PoolNorms) and the gradients
-//     scaled by clip_grad_norm_'s coefficient. The gradients are read once
-//     for the check and the norms (readGrads). It returns the StepReport.
+//     gradients all-reduced over the stage's replicas (StepComm.AllReduce),
+//     checked for values that are not finite (with the step's loss), and,
+//     with clipping, the global norm pooled over every stage
+//     (StepComm.PoolNorms) and the gradients scaled by clip_grad_norm_'s
+//     coefficient. The gradients are read once for the check and the norms
+//     (readGrads; on a device, with the step's losses, in one copy). It
+//     returns the StepReport.
 //  2. The caller decides whether to update: at once, or after sending the
 //     report and hearing a verdict (the runtime's OnNonFinite skip), or on
 //     the report alone (graphpipe train).
@@ -42,8 +43,18 @@ type StepComm interface {
 	PoolNorms(ctx context.Context, squares map[string]float64) (float64, error)
 }
 
+// Replicated is what a StepComm may say besides: how many replicas its
+// stage has. With fewer than 2, AllReduce would leave the gradients as they
+// are, and a backend that keeps them on a device does not bring them to
+// the host for it. A StepComm that does not say is handed them.
+type Replicated interface {
+	Replicas() int
+}
+
 // solo is one process's StepComm: no replicas, no other stages.
 type solo struct{}
+
+func (solo) Replicas() int { return 1 }
 
 func (solo) AllReduce(context.Context, []*Value[float32]) error { return nil }
 
@@ -70,7 +81,7 @@ type StepReport struct {
 // StepError is a piece of a step that failed.
 type StepError struct {
 	Step  int
-	Piece string // "gradients from the device", "all-reduce", "gradient norm", "optimizer step"
+	Piece string // "all-reduce", "gradients", "gradient norm", "optimizer step"
 	Err   error
 }
 
@@ -87,9 +98,9 @@ type stepCheck struct {
 	op, what string
 }
 
-// lossPart is one micro-batch's loss and the weight its backward was
-// seeded with.
-type lossPart struct{ value, weight float32 }
+// lossPart is the weight one micro-batch's backward seeded its loss with;
+// the loss itself the backend keeps (keepLoss).
+type lossPart struct{ weight float32 }
 
 // SetOptimizer makes o's optimizer (the catalogue's, after o.Check) on the
 // backend; o's schedule and clipping drive EndStep and ApplyStep.
@@ -102,8 +113,8 @@ func (e *Executor) SetOptimizer(o TrainOptions) error {
 }
 
 // EndStep ends step's computation (see the list above): the gradients
-// gathered, all-reduced through comm (nil: one process), checked and
-// clipped. ApplyStep must follow.
+// all-reduced through comm (nil: one process), checked and clipped.
+// ApplyStep must follow.
 func (e *Executor) EndStep(ctx context.Context, step int, comm StepComm) (StepReport, error) {
 	if e.train == nil {
 		return StepReport{}, fmt.Errorf("stage: EndStep before SetOptimizer")
@@ -111,16 +122,22 @@ func (e *Executor) EndStep(ctx context.Context, step int, comm StepComm) (StepRe
 	if comm == nil {
 		comm = solo{}
 	}
-	rep := StepReport{Step: step, Loss: e.stepLoss()}
-	if err := e.be.gather(); err != nil {
-		return rep, &StepError{step, "gradients from the device", err}
-	}
+	rep := StepReport{Step: step}
 	if err := e.be.allReduce(ctx, comm); err != nil {
 		return rep, &StepError{step, "all-reduce", err}
 	}
 	clip := e.train.ClipGradNorm
-	squares, finite := e.readGrads(clip > 0)
-	check := e.check(step, rep.Loss, finite)
+	squares, finite, err := e.readGrads(clip > 0)
+	if err == nil {
+		rep.Loss, err = e.stepLoss()
+	}
+	var check *stepCheck
+	if err == nil {
+		check, err = e.check(step, rep.Loss, finite)
+	}
+	if err != nil {
+		return rep, &StepError{step, "gradients", err}
+	}
 	rep.NonFinite = check.describe(e.lossOp, rep.Loss)
 	if clip > 0 {
 		norm, err := comm.PoolNorms(ctx, squares)
@@ -128,7 +145,9 @@ func (e *Executor) EndStep(ctx context.Context, step int, comm StepComm) (StepRe
 			return rep, &StepError{step, "gradient norm", err}
 		}
 		rep.GradNorm = norm
-		e.be.scaleGrads(ClipCoef(clip, norm))
+		if err := e.be.scaleGrads(ClipCoef(clip, norm)); err != nil {
+			return rep, &StepError{step, "gradient norm", err}
+		}
 	}
 	e.pending = check
 	return rep, nil
@@ -138,17 +157,20 @@ func (e *Executor) EndStep(ctx context.Context, step int, comm StepComm) (StepRe
 // step clips (a sum of squares in float64 is finite exactly when every
 // float32 squared is, so the norms say whether the gradients are), else
 // for the finite check alone.
-func (e *Executor) readGrads(norms bool) (squares map[string]float64, finite bool) {
+func (e *Executor) readGrads(norms bool) (squares map[string]float64, finite bool, err error) {
 	if !norms {
-		return nil, e.be.gradsFinite()
+		finite, err = e.be.gradsFinite()
+		return nil, finite, err
 	}
-	squares = e.be.squaredNorms()
+	if squares, err = e.be.squaredNorms(); err != nil {
+		return nil, false, err
+	}
 	for _, sq := range squares {
 		if !isFinite(sq) {
-			return squares, false
+			return squares, false, nil
 		}
 	}
-	return squares, true
+	return squares, true, nil
 }
 
 // ApplyStep ends the step EndStep judged: the optimizer steps at the
@@ -162,7 +184,9 @@ func (e *Executor) ApplyStep(skip bool) error {
 		return fmt.Errorf("stage: ApplyStep without EndStep")
 	}
 	if skip && e.stepping {
-		e.be.restoreBuffers()
+		if err := e.be.restoreBuffers(); err != nil {
+			return &StepError{p.step, "optimizer step", err}
+		}
 	}
 	if !skip {
 		if err := e.be.update(e.train.Rate(p.step)); err != nil {
@@ -178,22 +202,26 @@ func (e *Executor) ApplyStep(skip bool) error {
 
 // openStep starts a step at its first training Forward: the buffers kept
 // for a skip, the loss started.
-func (e *Executor) openStep() {
+func (e *Executor) openStep() error {
 	if e.stepping {
-		return
+		return nil
 	}
 	e.stepping, e.losses = true, e.losses[:0]
-	e.be.keepBuffers()
+	return e.be.keepBuffers()
 }
 
 func (e *Executor) closeStep() { e.stepping, e.pending, e.losses = false, nil, e.losses[:0] }
 
-// recordLoss notes a training Forward's loss, in Forward's order.
-func (e *Executor) recordLoss(m *microBatch, out map[string]*Value[float32]) {
-	if v := out[e.lossOp]; e.lossOp != "" && v != nil && len(v.Data) > 0 {
-		m.lossAt = len(e.losses)
-		e.losses = append(e.losses, lossPart{value: v.Data[0]})
+// recordLoss keeps a training Forward's loss (on the backend), in
+// Forward's order.
+func (e *Executor) recordLoss(m *microBatch, out map[string]*Value[float32]) error {
+	v := out[e.lossOp]
+	if e.lossOp == "" || v == nil {
+		return nil
 	}
+	m.lossAt = len(e.losses)
+	e.losses = append(e.losses, lossPart{})
+	return e.be.keepLoss(m.lossAt, v)
 }
 
 // seedLoss notes the weight a Backward gives micro-batch m's loss.
@@ -204,24 +232,34 @@ func (e *Executor) seedLoss(m *microBatch, grads map[string]*Value[float32]) {
 }
 
 // stepLoss is the step's loss share: Σ weight·loss in Forward's order.
-func (e *Executor) stepLoss() float64 {
-	var loss float64
-	for _, p := range e.losses {
-		loss += float64(p.weight) * float64(p.value)
+func (e *Executor) stepLoss() (float64, error) {
+	if len(e.losses) == 0 {
+		return 0, nil
 	}
-	return loss
+	vals, err := e.be.stepLosses(len(e.losses))
+	if err != nil {
+		return 0, err
+	}
+	var loss float64
+	for i, p := range e.losses {
+		loss += float64(p.weight) * float64(vals[i])
+	}
+	return loss, nil
 }
 
 // check is the step's finite check, given whether the gradients are
 // (readGrads): only when one is not, or the loss is not, it scans for the
 // first value that is not.
-func (e *Executor) check(step int, loss float64, finite bool) *stepCheck {
+func (e *Executor) check(step int, loss float64, finite bool) (*stepCheck, error) {
 	c := &stepCheck{step: step, finite: finite}
 	if !c.finite || e.lossOp != "" && !isFinite(loss) {
-		c.op, c.what = e.be.firstNonFinite()
+		var err error
+		if c.op, c.what, err = e.be.firstNonFinite(); err != nil {
+			return nil, err
+		}
 		c.scanned = true
 	}
-	return c
+	return c, nil
 }
 
 // describe is the check's verdict as StepReport.NonFinite words it.
@@ -244,8 +282,7 @@ func (e *Executor) OptimizerState() (map[string][]float32, int, error) {
 	if e.train == nil {
 		return nil, 0, fmt.Errorf("stage: no optimizer (SetOptimizer)")
 	}
-	st, n := e.be.optimizerState()
-	return st, n, nil
+	return e.be.optimizerState()
 }
 
 // LoadOptimizerState restores what OptimizerState returned (a checkpoint's
@@ -258,7 +295,8 @@ func (e *Executor) LoadOptimizerState(st map[string][]float32, step int) error {
 }
 
 // HostState is State brought to the host first: what a checkpoint, a dump
-// or an export reads.
+// or an export reads. On the CUDA backend, State alone may be behind the
+// device (backend_cuda.go).
 func (e *Executor) HostState() (map[string]*Value[float32], error) {
 	if err := e.be.fetch(); err != nil {
 		return nil, err

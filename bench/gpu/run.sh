@@ -3,9 +3,10 @@
 # repository root after `make gpu-build` built build/gpu here (no Go needed
 # there). Writes what it measured under ${OUT:-build/gpu/out}. Meant to
 # take under 6 minutes on an H100 or H200 (not yet timed there in this
-# form: graphpipe's MMT steps, at 1.4-1.7 s each on the H100, are most of
-# it). QUICK=1 runs only the op and GEMM tests and the comparison with
-# PyTorch eager.
+# form; the training state now stays on the device, and MMT's steps,
+# 1.4-1.7 s each on the H100 before, should be near 0.25 s). QUICK=1 runs
+# only the op and GEMM tests, the step contract, the comparison with
+# PyTorch eager and the device-call budgets of its steps.
 set -eu
 B=build/gpu
 OUT=${OUT:-$B/out}
@@ -16,12 +17,27 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT
 # and the model@2 checks: training, evaluation, recomputation, tf32 and bf16
 # GEMMs, conv2d's chunks, dropout's mask, op timing
 (cd stage && ../$B/stage.test -test.run 'OnGPU' -test.v) 2>&1 | tee "$OUT/ops.txt"
+# the step's contract on the GPU: EndStep and ApplyStep against the host's
+# primitives (the device's norms, finite check, clip and optimizer), the
+# report before clipping, a skip undone, failures named
+(cd stage && ../$B/stage.test -test.run '^TestBackendStepContract$/^cuda$' -test.v) 2>&1 | tee "$OUT/step.txt"
 # GEMMs (FP32, batched, TF32, BF16/FP16) against the naive oracle
 $B/cuda.test -test.run 'GPU' -test.v 2>&1 | tee "$OUT/gemm.txt"
 # graphpipe train against PyTorch eager: MMT at batch 16, Adam at lr 1e-3,
 # 20 steps from the same weights and batches, in fp32, tf32 and bf16: both
 # losses per step and the ratio of iteration times
 GP=$B/graphpipe OUT="$OUT" sh bench/gpu/train_vs_torch.sh 2>&1 | tee "$OUT/train-vs-torch.log"
+# what a steady-state step of MMT at batch 16 asked of the GPU (the fp32
+# run's last step, train --json's device_calls), held to the budgets the
+# emulator holds in CI: at most 2 waits, no allocation, no pageable copy
+tr -d ' \n' <"$OUT/train-fp32.json" | grep -o '"device_calls":{[^}]*}' | tee "$OUT/device-calls.txt"
+tr ',{}' '\n\n\n' <"$OUT/device-calls.txt" | awk -F: '
+	{ gsub(/"/, "", $1); v[$1] = $2 }
+	END {
+		bad = v["syncs"] > 2 || v["allocs"] > 0 || v["host_allocs"] > 0 || v["pageable_copies"] > 0
+		printf "MMT batch 16, a step: %d waits, %d bytes up, %d down, %d pageable copies, %d allocations: %s\n",
+			v["syncs"], v["h2d_bytes"], v["d2h_bytes"], v["pageable_copies"], v["allocs"] + v["host_allocs"], bad ? "OVER BUDGET" : "within budget"
+	}' | tee -a "$OUT/device-calls.txt"
 if [ "$QUICK" = 1 ]; then
 	exit 0
 fi
@@ -29,7 +45,10 @@ fi
 # two-tower (model@2 ops: batch_norm, ...) trained on the GPU, in one process
 # and as a 3-stage run, against the CPU (1e-4); from the package's directory,
 # where its testdata paths hold
-(cd cmd/graphpipe && ../../$B/graphpipe.test -test.run 'TestRunOnGPU|TestImportedModelOnGPU' -test.v) 2>&1 | tee "$OUT/run.txt"
+# the device-call budgets of mmt-small's and the two-tower's steps on the
+# GPU (as on the emulator: at most 2 waits, no allocation, no pageable copy,
+# the bytes of a wider model's step)
+(cd cmd/graphpipe && ../../$B/graphpipe.test -test.run 'TestRunOnGPU|TestImportedModelOnGPU|TestDeviceCallBudgetsOnGPU' -test.v) 2>&1 | tee "$OUT/run.txt"
 # the measured profile, and a search that uses it
 $B/graphpipe profile --device cuda --json > "$OUT/profile.json"
 $B/graphpipe profile --device cuda -o "$OUT/gpu-profile.json" 2> "$OUT/profile.txt"
@@ -39,7 +58,11 @@ $B/graphpipe search "$OUT/mmt.json" --devices 8 --device "$OUT/gpu-profile.json"
 # search priced by them, and one GPU's training step against that price
 $B/graphpipe profile --model "$OUT/mmt.json" --device cuda --batch 16 -o "$OUT/mmt.optimes.json" 2> "$OUT/optimes.txt"
 $B/graphpipe search "$OUT/mmt.json" --devices 8 --device "$OUT/gpu-profile.json" --op-times "$OUT/mmt.optimes.json" | tee "$OUT/search-optimes.txt"
+# (measured against predicted, and the prediction with the step's device
+# calls priced, profile.EstimateIteration)
 $B/graphpipe run "$OUT/mmt.json" --devices 1 --device "$OUT/gpu-profile.json" --op-times "$OUT/mmt.optimes.json" --batch 16 --backend cuda --steps 4 2>&1 | tail -1 | tee "$OUT/run-optimes.txt"
+# and priced by the built-in h100 profile, the one the estimate's test uses
+$B/graphpipe run "$OUT/mmt.json" --devices 1 --device h100 --batch 16 --backend cuda --steps 4 2>&1 | tail -1 | tee "$OUT/run-h100.txt"
 # GEMM throughput against torch.matmul, when PyTorch is there
 if python3 -c 'import torch' 2>/dev/null; then
 	python3 bench/gpu/compare.py "$OUT/profile.json" | tee "$OUT/compare.txt"

@@ -9,8 +9,10 @@ import (
 	"strings"
 
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // runSummary is `graphpipe run --json`'s object.
@@ -55,6 +57,33 @@ type runSummary struct {
 	EvalLoss     *float64             `json:"eval_loss,omitempty"`
 	EvalAccuracy *float64             `json:"eval_accuracy,omitempty"`
 	Evals        []evalJSON           `json:"evals,omitempty"`
+	// DeviceCalls, for a run whose workers compute on a CUDA backend: per
+	// stage on one, what its first replica asked of its device in its last
+	// iteration; DeviceEstimateS the predicted iteration with the calls of
+	// the stage whose calls cost most, priced on the plan's device profile
+	// (profile.EstimateIteration).
+	DeviceCalls     []stageCalls `json:"device_calls,omitempty"`
+	DeviceEstimateS float64      `json:"device_estimate_s,omitempty"`
+}
+
+// stageCalls is a stage's device calls in run --json.
+type stageCalls struct {
+	Stage int `json:"stage"`
+	cuda.Counts
+}
+
+// deviceCalls is each stage's device calls and the iteration they make,
+// priced on the plan's profile (none when no stage is on a device).
+func deviceCalls(p *plan.Plan, res *runtime.Result) ([]stageCalls, float64) {
+	var out []stageCalls
+	est := 0.0
+	for st, c := range res.DeviceCalls {
+		if c != nil {
+			out = append(out, stageCalls{st, *c})
+			est = max(est, profile.EstimateIteration(p.Device, p.Predicted.IterationS, *c))
+		}
+	}
+	return out, est
 }
 
 // printRun prints a finished run: its summary line, or --json's object.
@@ -77,6 +106,7 @@ func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float
 		sum.Skipped = append(sum.Skipped, i+1)
 	}
 	sum.StageTimes = runtime.StageTimes(plan, res.Result)
+	sum.DeviceCalls, sum.DeviceEstimateS = deviceCalls(plan, res.Result)
 	sum.Recoveries, sum.Replans = recoveriesJSON(res.Recoveries)
 	if strings.HasPrefix(workers, "pool:") {
 		sum.Assignment = assignment(plan, res.Result)
@@ -99,6 +129,9 @@ func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float
 	}
 	fmt.Fprintf(w, "%s: %s on %s, loss %.6g → %.6g, %.4g samples/s; %.4g s per iteration measured (median), %.4g s predicted",
 		sum.Model, plural(ran, "step"), stagesWord(sum.Stages), res.Losses[0], *sum.FinalLoss, sum.SamplesPerS, sum.MeasuredIterS, sum.PredictedIter)
+	if sum.DeviceEstimateS > 0 {
+		fmt.Fprintf(w, " (%.4g s with the device's calls priced)", sum.DeviceEstimateS)
+	}
 	if n := len(res.Evals); n > 0 {
 		fmt.Fprintf(w, "; %s", evalLine(res.Evals[n-1]))
 	}

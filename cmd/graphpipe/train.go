@@ -18,6 +18,7 @@ import (
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // trainSummary is `graphpipe train --json`'s object.
@@ -38,8 +39,8 @@ type trainSummary struct {
 	Losses      lossList  `json:"losses"`
 	Skipped     []int     `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
 	SamplesPerS float64   `json:"samples_per_s"`
-	// IterationS is each step's seconds (its batch, forward, backward and
-	// update; an evaluation left out): what a benchmark takes a median of.
+	// IterationS is each step's seconds, from its batch to its update
+	// (on a GPU, the update is waited for by the next step's loss).
 	IterationS []float64 `json:"iteration_s"`
 	// BLAS is what computed the matrix products on the cpu (absent on a GPU).
 	BLAS *tensor.BLASInfo `json:"blas,omitempty"`
@@ -47,6 +48,9 @@ type trainSummary struct {
 	EvalLoss     *float64   `json:"eval_loss,omitempty"`
 	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
 	Evals        []evalJSON `json:"evals,omitempty"`
+	// DeviceCalls, on a CUDA backend: what the last step (a steady-state
+	// one after the first) asked of the device, its evaluation aside.
+	DeviceCalls *cuda.Counts `json:"device_calls,omitempty"`
 }
 
 // addEval records an evaluation in the summary.
@@ -195,7 +199,12 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 	}
 	start := time.Now()
 	samples, skips := 0, 0
+	dev := t.Ex.Device()
 	for step := 0; step < steps; step++ {
+		var at cuda.Counts
+		if dev != nil {
+			at = dev.Counts()
+		}
 		began := time.Now()
 		loss, batch, err := t.Compute(step)
 		if err != nil {
@@ -221,6 +230,10 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 			return err
 		}
 		sum.IterationS = append(sum.IterationS, time.Since(began).Seconds())
+		if dev != nil {
+			c := dev.Counts().Sub(at)
+			sum.DeviceCalls = &c
+		}
 		sum.Losses = append(sum.Losses, loss)
 		sum.LRs = append(sum.LRs, o.Rate(step))
 		if o.ClipGradNorm > 0 {

@@ -59,10 +59,14 @@ func dumpRun(dir string, g *dag.Graph, plan *plan.Plan, res *runtime.Result, ste
 	return WriteDump(dir, ex, data, res.Losses)
 }
 
-// WriteParams writes the executor's parameters and buffers by name.
+// WriteParams writes the executor's parameters and buffers by name,
+// brought to the host (HostState).
 func WriteParams(path string, ex *stage.Executor) error {
 	var entries []tensor.Named
-	state := ex.State()
+	state, err := ex.HostState()
+	if err != nil {
+		return err
+	}
 	for _, name := range append(ex.ParamNames(), ex.BufferNames()...) {
 		v := state[name]
 		entries = append(entries, tensor.Named{Name: name, Shape: v.Shape, F32: append([]float32(nil), v.Data...)})

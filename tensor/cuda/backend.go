@@ -26,6 +26,12 @@ type backend interface {
 	gemmEx(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error
 	gemmExBatched(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error
 	sync() error
+	// events mark a point of the stream: made once (newEvent), recorded
+	// after the work queued so far, waited for by the host
+	newEvent() (uintptr, error)
+	record(e uintptr) error
+	waitEvent(e uintptr) error
+	freeEvent(e uintptr) error
 	close() error
 }
 
@@ -110,6 +116,17 @@ func (g *gpu) gemmExBatched(in, compute int32, ta, tb int32, m, n, k int32, alph
 }
 
 func (g *gpu) sync() error { return check("cuStreamSynchronize", cuStreamSynchronize(g.stream)) }
+
+func (g *gpu) newEvent() (uintptr, error) {
+	var e uintptr
+	return e, check("cuEventCreate", cuEventCreate(&e, eventNoTiming))
+}
+
+func (g *gpu) record(e uintptr) error { return check("cuEventRecord", cuEventRecord(e, g.stream)) }
+
+func (g *gpu) waitEvent(e uintptr) error { return check("cuEventSynchronize", cuEventSynchronize(e)) }
+
+func (g *gpu) freeEvent(e uintptr) error { return check("cuEventDestroy", cuEventDestroy(e)) }
 
 func (g *gpu) close() error {
 	if g.stream != 0 {

@@ -10,7 +10,11 @@ package cuda
 // goroutine at a time, so the counters need no atomics (read them from the
 // goroutine that uses the device, or under Exclusive).
 type Counts struct {
-	Syncs int64 `json:"syncs"` // waits for the device's queued work (cuStreamSynchronize)
+	// Syncs counts the host's waits for the device: for everything queued
+	// (cuStreamSynchronize: Sync, and the pageable copies, which wait) or
+	// for the work before an event (cuEventSynchronize: Wait).
+	Syncs  int64 `json:"syncs"`
+	Events int64 `json:"events"` // events recorded in the queue (cuEventRecord)
 
 	H2DCalls int64 `json:"h2d_calls"` // host-to-device copies (cuMemcpyHtoDAsync)
 	H2DBytes int64 `json:"h2d_bytes"`
@@ -39,7 +43,7 @@ type Counts struct {
 
 // fields are c's counters, in declaration order.
 func (c *Counts) fields() []*int64 {
-	return []*int64{&c.Syncs, &c.H2DCalls, &c.H2DBytes, &c.D2HCalls, &c.D2HBytes,
+	return []*int64{&c.Syncs, &c.Events, &c.H2DCalls, &c.H2DBytes, &c.D2HCalls, &c.D2HBytes,
 		&c.PageableCopies, &c.PageableBytes, &c.PinnedCopies, &c.PinnedBytes, &c.D2DCalls, &c.D2DBytes,
 		&c.Launches, &c.GEMMs, &c.Memsets, &c.MemsetBytes, &c.Allocs, &c.PoolHits, &c.Frees, &c.HostAllocs}
 }

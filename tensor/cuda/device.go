@@ -31,6 +31,16 @@ type Device struct {
 	bad      Buffer // an int the index kernels set on an out-of-range index
 	counts   Counts // what the device was asked (counts.go)
 	mu       sync.Mutex
+	recorded uint64    // events recorded so far (Event.seq)
+	events   []uintptr // event handles waited for, to record again
+	retiring []retired // staging buffers of queued uploads (UploadAsync)
+}
+
+// retired is a staging buffer whose upload was queued after event number
+// after: it goes back to the pool once a later event has passed.
+type retired struct {
+	st    Staging
+	after uint64
 }
 
 // Exclusive takes the device for a sequence of calls (one op's) and returns
@@ -150,6 +160,10 @@ func (d *Device) Close() error {
 			err = perr
 		}
 	}
+	for _, e := range d.events {
+		_ = d.b.freeEvent(e)
+	}
+	d.events, d.retiring = nil, nil
 	if cerr := d.b.close(); err == nil {
 		err = cerr
 	}
@@ -182,6 +196,14 @@ func (d *Device) memset(p uint64, words uint64) error {
 	d.counts.Memsets++
 	d.counts.MemsetBytes += int64(4 * words)
 	return d.b.zero(p, words)
+}
+
+// Memset zeroes b's n elements.
+func (d *Device) Memset(b Buffer) error {
+	if b.N == 0 {
+		return nil
+	}
+	return d.memset(b.Ptr, uint64(b.N))
 }
 
 // Free returns b to the pool.
@@ -221,6 +243,25 @@ func upload[T float32 | int32](d *Device, src []T) (Buffer, error) {
 	return b, err
 }
 
+// Write copies src into b's first len(src) elements from Go memory and
+// waits (a pageable copy: for loading state, not for a step).
+func (d *Device) Write(b Buffer, src []float32) error {
+	if len(src) > b.N {
+		return fmt.Errorf("cuda: write of %d elements into a buffer of %d", len(src), b.N)
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	n := uint64(4 * len(src))
+	d.counts.hostCopy(true, false, n)
+	err := d.b.htod(b.Ptr, unsafe.Pointer(&src[0]), n)
+	if err == nil {
+		err = d.Sync()
+	}
+	runtime.KeepAlive(src)
+	return err
+}
+
 // Download copies the first len(dst) elements of b into dst and waits.
 func (d *Device) Download(dst []float32, b Buffer) error {
 	if len(dst) > b.N {
@@ -249,10 +290,112 @@ func (d *Device) Copy(dst, src Buffer, n int) error {
 	return d.b.dtod(dst.Ptr, src.Ptr, uint64(4*n))
 }
 
-// Sync waits for everything queued on the device.
+// Sync waits for everything queued on the device; the staging buffers of
+// the uploads queued so far go back to the pool.
 func (d *Device) Sync() error {
 	d.counts.Syncs++
-	return d.b.sync()
+	err := d.b.sync()
+	if err == nil {
+		d.reclaim(d.recorded + 1)
+	}
+	return err
+}
+
+// Event is a point in the device's queue (Record): the work queued before
+// it is done once it has passed (Wait).
+type Event struct {
+	h   uintptr
+	seq uint64 // its number among the device's events, from 1
+}
+
+// Record marks the point the queue has reached: Wait for the returned
+// event waits for the work queued so far and not for what is queued later.
+func (d *Device) Record() (Event, error) {
+	var h uintptr
+	if n := len(d.events); n > 0 {
+		h, d.events = d.events[n-1], d.events[:n-1]
+	} else {
+		var err error
+		if h, err = d.b.newEvent(); err != nil {
+			return Event{}, err
+		}
+	}
+	d.recorded++
+	d.counts.Events++
+	return Event{h, d.recorded}, d.b.record(h)
+}
+
+// Wait blocks until e has passed (counted as a sync); the staging buffers
+// of the uploads queued before it go back to the pool. Wait for an event
+// once: its handle is recorded again by a later Record.
+func (d *Device) Wait(e Event) error {
+	d.counts.Syncs++
+	err := d.b.waitEvent(e.h)
+	if err == nil {
+		d.events = append(d.events, e.h)
+		d.reclaim(e.seq)
+	}
+	return err
+}
+
+// reclaim gives back the staging buffers of the uploads queued before
+// event number seq.
+func (d *Device) reclaim(seq uint64) {
+	kept := d.retiring[:0]
+	for _, r := range d.retiring {
+		if r.after < seq {
+			_ = d.pinned.Put(r.st.ptr)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	clear(d.retiring[len(kept):])
+	d.retiring = kept
+}
+
+// UploadAsync copies src into a new buffer through a pinned staging
+// buffer: the host copies src there, the device queues the staging
+// buffer's copy, and the call returns without waiting. The staging buffer
+// goes back to the pool when the copy is known to be done (the next Sync,
+// or Wait for an event recorded after it), so that a step's uploads reuse
+// the last step's staging memory.
+func (d *Device) UploadAsync(src []float32) (Buffer, error) { return uploadAsync(d, src) }
+
+// UploadIntsAsync is UploadAsync for int32s (indices, labels).
+func (d *Device) UploadIntsAsync(src []int32) (Buffer, error) { return uploadAsync(d, src) }
+
+// CopyIn queues a copy of src into b through a pinned staging buffer, as
+// UploadAsync does.
+func (d *Device) CopyIn(b Buffer, src []float32) error { return copyIn(d, b, src) }
+
+func uploadAsync[T float32 | int32](d *Device, src []T) (Buffer, error) {
+	b, err := d.Alloc(len(src))
+	if err == nil {
+		if err = copyIn(d, b, src); err != nil {
+			_ = d.Free(b)
+		}
+	}
+	return b, err
+}
+
+func copyIn[T float32 | int32](d *Device, b Buffer, src []T) error {
+	if len(src) > b.N {
+		return fmt.Errorf("cuda: upload of %d elements into a buffer of %d", len(src), b.N)
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	st, err := d.Stage(4 * len(src))
+	if err != nil {
+		return err
+	}
+	copy(unsafe.Slice((*T)(st.ptr), len(src)), src)
+	if err := d.UploadStaged(b, st); err != nil {
+		_ = d.Unstage(st)
+		return err
+	}
+	d.retiring = append(d.retiring, retired{st, d.recorded})
+	return nil
 }
 
 // BadFlag is the int the index kernels set on an out-of-range index; pass
@@ -305,7 +448,7 @@ func (d *Device) UploadStaged(b Buffer, s Staging) error {
 }
 
 // DownloadStaged queues a copy of b into a staging buffer; its bytes are
-// valid after Sync.
+// valid after Sync, or Wait for an event recorded after it.
 func (d *Device) DownloadStaged(s Staging, b Buffer) error {
 	if uint64(s.n) > uint64(4*b.N) {
 		return fmt.Errorf("cuda: %d staged bytes exceed a buffer of %d elements", s.n, b.N)

@@ -15,8 +15,15 @@
 //     /usr/local/cuda/lib64.
 //  2. Open(ordinal) makes a Device: the device's primary context, one
 //     stream, a cuBLAS handle bound to that stream, a caching memory pool
-//     and a pool of pinned host buffers for staging NATS frames. A Device is
-//     used by one goroutine at a time (a stage worker's).
+//     and a pool of pinned host buffers for staging copies. A Device is
+//     used by one goroutine at a time (a stage worker's). Everything is
+//     queued on the one stream, in order: a copy through pinned staging
+//     (UploadAsync, CopyIn, UploadStaged, DownloadStaged) returns without
+//     waiting, and events (Record, then Wait) let the host wait for the
+//     work queued before one and not for what came after; an upload's
+//     staging buffer goes back to the pool once an event recorded after it
+//     has passed, or at Sync. Pageable copies (Upload, Download, Write)
+//     wait; they are for loading state, not for a step.
 //  3. Every call into CUDA is checked; a failure is an *Error carrying the
 //     call and CUDA's own name for the code.
 //  4. Matrices are row-major, as in package tensor. Sgemm is cuBLAS SGEMM;
@@ -35,12 +42,19 @@
 //     the architecture and the NVRTC version.
 //  6. Backward kernels accumulate (+=) into their gradients, as the CPU
 //     kernels do.
-//  7. The Device counts what it asks of the driver (Counts: waits, copies
-//     by direction and by pageable or pinned memory, launches, cuBLAS
-//     calls, memsets, allocations, frees), above the backend, so the
+//  7. The Device counts what it asks of the driver (Counts: waits, events,
+//     copies by direction and by pageable or pinned memory, launches,
+//     cuBLAS calls, memsets, allocations, frees), above the backend, so the
 //     emulator counts what a GPU would be asked and tests hold budgets on
-//     it. Alloc's memory is undefined (NaN on the emulator); Zeros pays a
-//     memset, for what is added into.
+//     it; OpenDry makes a Device that counts and computes nothing, to count
+//     a step of a model too large for the emulator. Alloc's memory is
+//     undefined (NaN on the emulator); Zeros pays a memset, for what is
+//     added into.
+//  8. The training step's kernels (the optimizers, the squared norms, the
+//     clip, a loss's mean) compute the host's numbers of package stage
+//     operation for operation: every float operation rounded on its own
+//     (CUDA's _rn intrinsics; the emulator is compiled with
+//     -ffp-contract=off), never fused into an FMA.
 //
 // What is verified where: the loading, the error paths, the pool and the
 // staging buffers are tested on every machine; everything that needs a GPU

@@ -45,6 +45,10 @@ var (
 	cuStreamCreate            func(s *uintptr, flags uint32) int32
 	cuStreamSynchronize       func(s uintptr) int32
 	cuStreamDestroy           func(s uintptr) int32
+	cuEventCreate             func(e *uintptr, flags uint32) int32
+	cuEventRecord             func(e uintptr, s uintptr) int32
+	cuEventSynchronize        func(e uintptr) int32
+	cuEventDestroy            func(e uintptr) int32
 	cuModuleLoadData          func(m *uintptr, image unsafe.Pointer) int32
 	cuModuleGetFunction       func(f *uintptr, m uintptr, name string) int32
 	cuLaunchKernel            func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, s uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
@@ -56,6 +60,7 @@ const (
 	attrSMCount       = 16 // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 	hostAllocPortable = 1  // CU_MEMHOSTALLOC_PORTABLE
 	streamNonBlocking = 1  // CU_STREAM_NON_BLOCKING
+	eventNoTiming     = 2  // CU_EVENT_DISABLE_TIMING
 )
 
 func driverBindings() []binding {
@@ -81,6 +86,10 @@ func driverBindings() []binding {
 		bind(&cuStreamCreate, "cuStreamCreate"),
 		bind(&cuStreamSynchronize, "cuStreamSynchronize"),
 		bind(&cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"),
+		bind(&cuEventCreate, "cuEventCreate"),
+		bind(&cuEventRecord, "cuEventRecord"),
+		bind(&cuEventSynchronize, "cuEventSynchronize"),
+		bind(&cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy"),
 		bind(&cuModuleLoadData, "cuModuleLoadData"),
 		bind(&cuModuleGetFunction, "cuModuleGetFunction"),
 		bind(&cuLaunchKernel, "cuLaunchKernel"),

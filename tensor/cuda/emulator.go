@@ -42,6 +42,17 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline float atomicAdd(float* p, float v) { float o = *p; *p = o + v; return o; }
+// CUDA's rounded arithmetic: one IEEE operation each (the build turns
+// contraction off, so no multiply and add are fused here either)
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline double __dsqrt_rn(double a) { return sqrt(a); }
 `
 
 const emuRuntime = `
@@ -163,6 +174,11 @@ int gp_emu_launch(const char* name, int grid, int block, void** p) {
 	return b.String(), nil
 }
 
+// emuFlags are the C++ compiler's flags: IEEE arithmetic, with no
+// multiply and add contracted into one fused operation (the step's
+// optimizer and norms must round as the host does).
+var emuFlags = []string{"-std=c++17", "-O1", "-fno-fast-math", "-ffp-contract=off", "-shared", "-fPIC"}
+
 // ErrNoCompiler is BuildEmulator's error where no C++ compiler is found.
 var ErrNoCompiler = errors.New("cuda: emulator: no C++ compiler")
 
@@ -185,7 +201,7 @@ func BuildEmulator(dir string) (string, error) {
 		return "", err
 	}
 	lib := filepath.Join(dir, "libgraphpipe-cuda-emulator.so")
-	out, err := exec.Command(cxx, "-std=c++17", "-O1", "-fno-fast-math", "-shared", "-fPIC", "-o", lib, src).CombinedOutput()
+	out, err := exec.Command(cxx, append(append([]string(nil), emuFlags...), "-o", lib, src)...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("cuda: emulator: %s failed: %v\n%s", cxx, err, out)
 	}
@@ -290,8 +306,14 @@ func (e *emu) gemmExBatched(in, compute int32, ta, tb int32, m, n, k int32, alph
 	return nil
 }
 
-func (e *emu) sync() error  { return nil }
-func (e *emu) close() error { return nil }
+// The emulator does each call's work before it returns: every queued copy
+// is done, every event has passed.
+func (e *emu) sync() error                { return nil }
+func (e *emu) newEvent() (uintptr, error) { return 0, nil }
+func (e *emu) record(uintptr) error       { return nil }
+func (e *emu) waitEvent(uintptr) error    { return nil }
+func (e *emu) freeEvent(uintptr) error    { return nil }
+func (e *emu) close() error               { return nil }
 
 // EmulatorLibrary returns the emulator library for this kernels.cu,
 // building it into the user cache directory on first use (keyed by the
@@ -302,7 +324,7 @@ func EmulatorLibrary() (string, error) {
 	if err != nil {
 		base = os.TempDir()
 	}
-	sum := sha256.Sum256([]byte(emuShim + kernelSource + emuRuntime))
+	sum := sha256.Sum256([]byte(emuShim + kernelSource + emuRuntime + strings.Join(emuFlags, " ")))
 	dir := filepath.Join(base, "graphpipe", "cuda-emulator-"+hex.EncodeToString(sum[:8]))
 	lib := filepath.Join(dir, "libgraphpipe-cuda-emulator.so")
 	if _, err := os.Stat(lib); err == nil {

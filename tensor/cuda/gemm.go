@@ -194,6 +194,14 @@ func (d *Device) GemmRounded(g GemmArgs, h Half) error {
 // GemmRoundedBatched is GemmRounded over count products at fixed strides
 // (elements) from A, B and C, as SgemmBatched.
 func (d *Device) GemmRoundedBatched(g GemmArgs, h Half, strideA, strideB, strideC, count int) error {
+	return d.GemmRoundedWith(g, h, Buffer{}, Buffer{}, strideA, strideB, strideC, count)
+}
+
+// GemmRoundedWith is GemmRoundedBatched given A's or B's 16-bit copy (ah,
+// bh: made by Round from the buffer g.A or g.B starts at; a zero Buffer
+// for an operand rounded here, per call): a weight rounded once a step
+// and read by every product of the step.
+func (d *Device) GemmRoundedWith(g GemmArgs, h Half, ah, bh Buffer, strideA, strideB, strideC, count int) error {
 	if err := g.batch(strideA, strideB, strideC, count); err != nil {
 		return err
 	}
@@ -202,21 +210,43 @@ func (d *Device) GemmRoundedBatched(g GemmArgs, h Half, strideA, strideB, stride
 	if na > g.A.N || nb > g.B.N {
 		return fmt.Errorf("cuda: gemm: A holds %d elements and B %d, the products read %d and %d", g.A.N, g.B.N, na, nb)
 	}
-	ah, err := d.half(g.A, na, h)
-	if err != nil {
-		return err
+	if ah.Ptr != 0 && ah.N < na || bh.Ptr != 0 && bh.N < nb {
+		return fmt.Errorf("cuda: gemm: the 16-bit copies hold %d and %d elements, the products read %d and %d", ah.N, bh.N, na, nb)
 	}
-	defer d.Free(ah)
-	bh, err := d.half(g.B, nb, h)
-	if err != nil {
-		return err
+	var err error
+	if ah.Ptr == 0 {
+		if ah, err = d.half(g.A, na, h); err != nil {
+			return err
+		}
+		defer d.Free(ah)
 	}
-	defer d.Free(bh)
+	if bh.Ptr == 0 {
+		if bh, err = d.half(g.B, nb, h); err != nil {
+			return err
+		}
+		defer d.Free(bh)
+	}
 	g.A, g.B = ah, bh
 	if count == 1 {
 		return d.Gemm16(g, h)
 	}
 	return d.Gemm16Batched(g, h, strideA, strideB, strideC, count)
+}
+
+// Round is a new 16-bit copy of every element of x, rounded to nearest
+// even (GemmRoundedWith's ah or bh); RoundInto rounds x again into it.
+func (d *Device) Round(x Buffer, h Half) (Buffer, error) { return d.half(x, x.N, h) }
+
+// RoundInto rounds x into dst, a 16-bit copy Round made of a buffer of
+// x's size.
+func (d *Device) RoundInto(dst, x Buffer, h Half) error {
+	if dst.N < x.N {
+		return fmt.Errorf("cuda: rounding %d elements into a 16-bit copy of %d", x.N, dst.N)
+	}
+	if x.N == 0 {
+		return nil
+	}
+	return d.Convert(dst, x, h)
 }
 
 // extent is how many elements a rows × cols matrix at row stride ld spans.

@@ -332,21 +332,91 @@ __global__ void gp_bce_bwd(const float* x, const float* t, float g, float* gx, l
   LOOP(i, n) gx[i] += g * (1.f / (1.f + expf(-x[i])) - t[i]);
 }
 
-// SGD with momentum: v = μv + g; w −= lr·v (μ = 0: w −= lr·g)
-__global__ void gp_sgd(float* w, const float* g, float* v, float lr, float mu, long n) {
-  LOOP(i, n) {
-    float d = g[i];
-    if (v) { v[i] = mu * v[i] + d; d = v[i]; }
-    w[i] -= lr * d;
+// ---- the training step on the device (package stage's devTrain) ----
+// The optimizers and the norms compute what package stage computes on the
+// host, operation for operation: each float32 product, sum and quotient
+// rounded on its own (the _rn intrinsics, so that no compiler fuses a
+// multiply and an add into one FMA, which rounds once), in the host's
+// order. x, g, p, m, v, buf hold one parameter's n elements.
+
+// Squared norms in fixed blocks, as stage's sumSquares: block j covers
+// blk[2j+1] elements from x + blk[2j], summed in double in order:
+// parts[j] = Σ x²
+__global__ void gp_sumsq_blocks(const float* x, const long* blk, double* parts, long nblocks) {
+  LOOP(j, nblocks) {
+    const float* p = x + blk[2 * j];
+    long len = blk[2 * j + 1];
+    double s = 0.0;
+    for (long k = 0; k < len; k++) { double v = (double)p[k]; s = __dadd_rn(s, __dmul_rn(v, v)); }
+    parts[j] = s;
   }
 }
 
-// Adam, bias-corrected by c1 = 1 − β1^t and c2 = 1 − β2^t
-__global__ void gp_adam(float* w, const float* g, float* m, float* v, float lr, float b1, float b2, float eps, float c1, float c2, long n) {
+// sq[q] = Σ parts[first[q] .. first[q+1]) in order: parameter q's ‖g‖²
+__global__ void gp_sumsq_fold(const double* parts, const long* first, double* sq, long nparams) {
+  LOOP(q, nparams) {
+    double t = 0.0;
+    for (long j = first[q]; j < first[q + 1]; j++) t = __dadd_rn(t, parts[j]);
+    sq[q] = t;
+  }
+}
+
+// x[i] *= c   (clip_grad_norm_'s coefficient)
+__global__ void gp_scale(float* x, float c, long n) { LOOP(i, n) x[i] = __fmul_rn(x[i], c); }
+
+// torch.optim.SGD (dampening 0), stage's SGD.Step: d = g (+ wd·p);
+// with momentum (buf not null) b = d on the first step, μ·b + d after, and
+// d = b, or d + μ·b with Nesterov; p −= rate·d
+__global__ void gp_sgd_step(float* p, const float* g, float* buf, float rate, float wd, float mu, int first, int nesterov, long n) {
   LOOP(i, n) {
-    m[i] = b1 * m[i] + (1.f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
-    w[i] -= lr * (m[i] / c1) / (sqrtf(v[i] / c2) + eps);
+    float d = g[i];
+    if (wd != 0.f) d = __fadd_rn(d, __fmul_rn(wd, p[i]));
+    if (buf) {
+      float b = first ? d : __fadd_rn(__fmul_rn(mu, buf[i]), d);
+      buf[i] = b;
+      d = nesterov ? __fadd_rn(d, __fmul_rn(mu, b)) : b;
+    }
+    p[i] = __fsub_rn(p[i], __fmul_rn(rate, d));
+  }
+}
+
+// torch.optim.Adam and AdamW, stage's Adam.Step: gi = g (+ coupled·p);
+// p ·= shrink (AdamW); m = β1·m + (1−β1)·gi; v = β2·v + (1−β2)·gi·gi;
+// p −= step·m / (√v / sqrtbc2 + eps), √ taken in double and rounded, as
+// the host's float32(math.Sqrt(float64(v))); omb1, omb2 are 1−β1 and 1−β2
+// computed in float32
+__global__ void gp_adam_step(float* p, const float* g, float* m, float* v, float step, float sqrtbc2, float b1, float b2, float omb1, float omb2,
+                             float eps, float coupled, float shrink, long n) {
+  LOOP(i, n) {
+    float gi = g[i], pi = p[i];
+    if (coupled != 0.f) gi = __fadd_rn(gi, __fmul_rn(coupled, pi));
+    if (shrink != 1.f) pi = __fmul_rn(pi, shrink);
+    float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(omb1, gi));
+    float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(omb2, gi), gi));
+    m[i] = mi;
+    v[i] = vi;
+    float denom = __fadd_rn(__fdiv_rn((float)__dsqrt_rn((double)vi), sqrtbc2), eps);
+    p[i] = __fsub_rn(pi, __fdiv_rn(__fmul_rn(step, mi), denom));
+  }
+}
+
+// A loss's mean over its n terms in double, in blocks of block terms
+// (one block: the host's sum in order): parts[j] = Σ block j;
+// y[0] = (float)(Σ parts / n)
+__global__ void gp_sum_blocks(const float* x, double* parts, long n, long block) {
+  LOOP(j, (n + block - 1) / block) {
+    long end = (j + 1) * block < n ? (j + 1) * block : n;
+    double s = 0.0;
+    for (long i = j * block; i < end; i++) s = __dadd_rn(s, (double)x[i]);
+    parts[j] = s;
+  }
+}
+
+__global__ void gp_mean_fold(const double* parts, long nparts, long n, float* y) {
+  LOOP(r, 1) {
+    double s = 0.0;
+    for (long j = 0; j < nparts; j++) s = __dadd_rn(s, parts[j]);
+    y[0] = (float)__ddiv_rn(s, (double)n);
   }
 }
 
@@ -788,6 +858,25 @@ __global__ void gp_bn_bwd_p(const double* sg, const double* sgx, float* gw, floa
   LOOP(ch, c) {
     if (gw) gw[ch] += (float)sgx[ch];
     if (gb) gb[ch] += (float)sg[ch];
+  }
+}
+
+// batch_norm's running statistics moved by a micro-batch's mean and
+// biased variance (m the momentum, cnt the values per channel), in double
+// as stage's CPU kernel: rm = (1−m)·rm + m·mean; rv = (1−m)·rv + m·var·cnt/(cnt−1)
+__global__ void gp_bn_running(const double* mean, const double* var, float* rm, float* rv, double m, double cnt, long c) {
+  LOOP(ch, c) {
+    double k = __dsub_rn(1.0, m);
+    rm[ch] = (float)__dadd_rn(__dmul_rn(k, (double)rm[ch]), __dmul_rn(m, mean[ch]));
+    rv[ch] = (float)__dadd_rn(__dmul_rn(k, (double)rv[ch]), __ddiv_rn(__dmul_rn(__dmul_rn(m, var[ch]), cnt), __dsub_rn(cnt, 1.0)));
+  }
+}
+
+// evaluation's statistics from the running ones: mean = rm, rstd = 1/√(rv + eps), in double
+__global__ void gp_bn_eval_stats(const float* rm, const float* rv, double* mean, double* rstd, double eps, long c) {
+  LOOP(ch, c) {
+    mean[ch] = (double)rm[ch];
+    rstd[ch] = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn((double)rv[ch], eps)));
   }
 }
 

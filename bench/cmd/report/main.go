@@ -110,6 +110,11 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, data)
+	calls, err := bench.DeviceCallsSection(c)
+	if err != nil {
+		return nil, err
+	}
+	r.Sections = append(r.Sections, calls)
 	return r, nil
 }
 
