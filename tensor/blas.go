@@ -173,3 +173,32 @@ func LibrarySgemm() func(transA, transB bool, m, n, k int, alpha float32, a []fl
 		l.libSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 	}
 }
+
+// SgemmBatched is Sgemm on batch products laid at fixed strides: product i
+// reads A at a[i·strideA:], B at b[i·strideB:] and writes C at
+// c[i·strideC:], each with Sgemm's shapes. The library's
+// cblas_sgemm_batch_strided runs them in one call where it has one (MKL,
+// OpenBLAS from 0.3.27) and the products are past sgemmTiny's; otherwise
+// Sgemm runs each in turn.
+func SgemmBatched(transA, transB bool, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int, batch int) {
+	if batch == 0 || m == 0 || n == 0 {
+		return
+	}
+	if l := library(); batch > 1 && l != nil && l.sgemmStrided != nil && k > 0 && alpha != 0 && m*n*k > tinyGemm {
+		checkBatch("A", transA, m, k, a, lda, strideA, batch)
+		checkBatch("B", transB, k, n, b, ldb, strideB, batch)
+		checkBatch("C", false, m, n, c, ldc, strideC, batch)
+		l.follow()
+		l.sgemmStrided(cblasRowMajor, cblasOp(transA), cblasOp(transB), int32(m), int32(n), int32(k), alpha,
+			&a[0], int32(lda), int32(strideA), &b[0], int32(ldb), int32(strideB), beta, &c[0], int32(ldc), int32(strideC), int32(batch))
+		return
+	}
+	for i := 0; i < batch; i++ {
+		Sgemm(transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
+	}
+}
+
+// checkBatch is checkOperand for the last of batch operands.
+func checkBatch(name string, trans bool, rows, cols int, x []float32, ld, stride, batch int) {
+	checkOperand(name, trans, rows, cols, x[(batch-1)*stride:], ld)
+}

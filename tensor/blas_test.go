@@ -211,3 +211,36 @@ func medianOf(x []float64) float64 {
 	sort.Float64s(s)
 	return s[len(s)/2]
 }
+
+// TestSgemmBatched: a batch of strided products equals each product on the
+// Go kernels, whichever path runs (the library's batched call where it has
+// one; Sgemm in turn otherwise), transposes and strides included.
+func TestSgemmBatched(t *testing.T) {
+	r := rand.New(rand.NewSource(6))
+	for _, c := range []struct {
+		ta, tb  bool
+		m, n, k int
+	}{{false, false, 17, 33, 20}, {true, false, 40, 9, 31}, {false, true, 12, 12, 64}, {true, true, 3, 5, 2}} {
+		const batch = 5
+		sa, sb, sc := c.m*c.k+3, c.k*c.n+1, c.m*c.n+2
+		lda, ldb := c.k, c.n
+		if c.ta {
+			lda = c.m
+		}
+		if c.tb {
+			ldb = c.k
+		}
+		a, b := randSlice(r, batch*sa), randSlice(r, batch*sb)
+		got := randSlice(r, batch*sc)
+		want := append([]float32(nil), got...)
+		SgemmBatched(c.ta, c.tb, c.m, c.n, c.k, 0.5, a, lda, sa, b, ldb, sb, 1, got, c.n, sc, batch)
+		for i := 0; i < batch; i++ {
+			SgemmGo(c.ta, c.tb, c.m, c.n, c.k, 0.5, a[i*sa:], lda, b[i*sb:], ldb, 1, want[i*sc:], c.n)
+		}
+		for i := range got {
+			if math.Abs(float64(got[i]-want[i])) > 1e-4*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("%+v: C[%d] = %v, the Go kernels %v", c, i, got[i], want[i])
+			}
+		}
+	}
+}
