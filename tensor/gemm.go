@@ -137,6 +137,15 @@ func packA(trans bool, a []float32, lda, ic, pc, mb, kb int, alpha float32, ap [
 			o += mr * kb
 			continue
 		}
+		if trans && s+mr <= mb { // op(A)'s six rows are six adjacent columns of A: a row of A gives each step of k
+			for p := 0; p < kb; p++ {
+				src := a[(pc+p)*lda+ic+s : (pc+p)*lda+ic+s+mr : (pc+p)*lda+ic+s+mr]
+				d := ap[o : o+mr : o+mr]
+				d[0], d[1], d[2], d[3], d[4], d[5] = alpha*src[0], alpha*src[1], alpha*src[2], alpha*src[3], alpha*src[4], alpha*src[5]
+				o += mr
+			}
+			continue
+		}
 		for p := 0; p < kb; p++ {
 			for r := 0; r < mr; r++ {
 				if s+r < mb {
@@ -185,6 +194,17 @@ func packRows(a []float32, lda, row, pc, kb int, alpha float32, dst []float32) {
 func packB(trans bool, b []float32, ldb, pc, jc, kb, nb int, bp []float32) {
 	o := 0
 	for s := 0; s < nb; s += nr {
+		if trans && s+nr <= nb { // op(B)'s nr columns are nr rows of B: each row gives one column of the sliver
+			sliver := bp[o : o+kb*nr : o+kb*nr]
+			for j := 0; j < nr; j++ {
+				row := b[(jc+s+j)*ldb+pc : (jc+s+j)*ldb+pc+kb : (jc+s+j)*ldb+pc+kb]
+				for p, v := range row {
+					sliver[p*nr+j] = v
+				}
+			}
+			o += kb * nr
+			continue
+		}
 		for p := 0; p < kb; p++ {
 			if !trans && s+nr <= nb {
 				copy(bp[o:o+nr], b[(pc+p)*ldb+jc+s:])
