@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/graphpipe/graphpipe/tensor"
 )
 
 // Optimizer updates parameters from their accumulated gradients, once per
@@ -136,7 +138,8 @@ func (o *Adam) Step(params, grads map[string]*Value[float32], lr float64) {
 }
 
 // step is Step with the step's other passes over the gradients fused in,
-// as SGD's step.
+// as SGD's step: each element's arithmetic is tensor.AdamStep's (16 lanes
+// at a time where the CPU has AVX-512, the same bits as its loop).
 func (o *Adam) step(params, grads map[string]*Value[float32], lr float64, scale float32, clear bool) {
 	o.t++
 	bc1 := 1 - math.Pow(float64(o.Beta1), float64(o.t))
@@ -162,27 +165,9 @@ func (o *Adam) step(params, grads map[string]*Value[float32], lr float64, scale 
 			coupled = float32(wd)
 		}
 		sizes[k] = len(p)
-		loops[k] = func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				gi := g[i]
-				if scale != 1 {
-					gi = float32(gi * scale)
-				}
-				if clear {
-					g[i] = 0
-				}
-				if coupled != 0 {
-					gi += coupled * p[i]
-				}
-				if shrink != 1 {
-					p[i] *= shrink
-				}
-				m[i] = beta1*m[i] + (1-beta1)*gi
-				v[i] = beta2*v[i] + (1-beta2)*gi*gi
-				denom := float32(math.Sqrt(float64(v[i])))/sqrtBC2 + eps
-				p[i] -= step * m[i] / denom
-			}
-		}
+		a := &tensor.AdamStep{Scale: scale, Coupled: coupled, Shrink: shrink, Beta1: beta1, Beta2: beta2, Eps: eps,
+			Step: step, SqrtBC2: sqrtBC2, Clear: clear}
+		loops[k] = func(lo, hi int) { a.Apply(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi]) }
 	}
 	eachPiece(sizes, func(k, lo, hi int) { loops[k](lo, hi) })
 }
