@@ -28,6 +28,7 @@ type sgemmFunc = func(transA, transB bool, m, n, k int, alpha float32, a []float
 // library alone through the same run-time loading, and the Go kernels
 // alone, the three interleaved call by call.
 func SgemmSection(c Config) (*Section, error) {
+	load := loadAvg()
 	lib := tensor.LibrarySgemm()
 	info := tensor.BLAS()
 	s := &Section{Name: "sgemm", Title: "sgemm on this machine: ours, the system BLAS and the Go kernels",
@@ -59,7 +60,7 @@ func SgemmSection(c Config) (*Section, error) {
 	}
 	s.Notes = append(s.Notes, "OpenBLAS picks its kernels from the CPU's model number as it loads; a CPU newer than the library "+
 		"(0.3.21 here) gets its SSE3 kernels, so graphpipe sets OPENBLAS_CORETYPE for the load to the kernels of the CPU's vector "+
-		"units (SkylakeX with AVX-512, Haswell with AVX2) unless the user set it.")
+		"units (SkylakeX with AVX-512, Haswell with AVX2) unless the user set it.", loadNote(load))
 	return s, nil
 }
 
@@ -90,6 +91,20 @@ func sgemmMedians(n, threads int, sides []sgemmFunc) []float64 {
 		rates[i] = 2 * float64(n) * float64(n) * float64(n) / median(ts) / 1e9
 	}
 	return rates
+}
+
+// loadNote says how busy the machine was over a measurement: the 1-minute
+// load average (/proc/loadavg) as it began and as it ended.
+func loadNote(before string) string {
+	return fmt.Sprintf("The machine's 1-minute load average: %s as the measurement began, %s as it ended, on %d cores.", before, loadAvg(), runtime.NumCPU())
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Fields(string(b))[0]
 }
 
 func median(x []float64) float64 {
@@ -163,6 +178,7 @@ func CPUTraining(c Config) (*Section, error) {
 		s.Notes = append(s.Notes, fmt.Sprintf("PyTorch runs its products on the same OpenBLAS (Debian's libblas.so.3), given the same "+
 			"OPENBLAS_CORETYPE=%s graphpipe sets for it (without it, OpenBLAS 0.3.21 runs its SSE3 kernels on this CPU).", core))
 	}
+	load := loadAvg()
 	rounds := 3
 	if c.Quick {
 		rounds = 1
@@ -179,6 +195,7 @@ func CPUTraining(c Config) (*Section, error) {
 		}
 		s.Rows = append(s.Rows, append([]string{name}, row...))
 	}
+	s.Notes = append(s.Notes, loadNote(load))
 	return s, nil
 }
 
