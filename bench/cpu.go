@@ -165,7 +165,7 @@ func CPUTraining(c Config) (*Section, error) {
 	torch := exec.Command(torchPython, "-c", "import torch; print(torch.__version__)")
 	version, terr := torch.Output()
 	info := tensor.BLAS()
-	s := &Section{Name: "cpu-training", Title: "Training on the CPU against PyTorch eager (2 threads each)",
+	s := &Section{Name: "cpu-training", Title: "Training on the CPU against PyTorch eager (2 threads; PyTorch at the better of 2 and 1)",
 		Columns: []string{"model", "batch", "graphpipe, samples/s", "PyTorch eager", "graphpipe / PyTorch", "graphpipe, Go kernels (GRAPHPIPE_BLAS=go)", "Go kernels / PyTorch"},
 		Intro: fmt.Sprintf("graphpipe train and bench/gpu/torch_step.py (PyTorch %s eager: the model file built by stage/testdata/torch/gptorch.py "+
 			"from graphpipe's --dump, torch.optim.Adam, lr 1e-3, zero_grad(set_to_none=True)) on the same batches from the same weights, %d threads "+
