@@ -498,11 +498,54 @@ type gpuAttnStash struct {
 // first split into heads, [3, n, h, s, dh] (gp_heads_split, adding the bias
 // on the way): every per-(sample, head) product is then one strided batch
 // of n·h GEMMs, forward and backward, and the context is merged back
-// (gp_heads_merge) for the output projection. A layer runs 4 cuBLAS calls
-// forward and 8 backward, whatever its samples and heads. Every buffer
+// (gp_heads_merge) for the output projection. The softmax runs over every
+// (sample, head, query) row at once, in coalesced lanes (softmaxLanes). A
+// layer runs 4 cuBLAS calls and 6 launches forward, 8 and 9 backward,
+// whatever its samples and heads (TestAttentionLaunchesDry). Every buffer
 // below is written in full by a GEMM with beta 0 or a kernel: none is
 // zeroed first.
-func gpuAttention(k *attention[float32]) (fwdFn, bwdFn) {
+func gpuAttention(k *attention[float32]) (fwdFn, bwdFn) { return attentionWith(k, softmaxLanes) }
+
+// softmaxKernels is attention's softmax over rows of length cols, forward
+// (y may be x) and backward (gx (+)= scale·y·(gy − Σ gy·y), acc 0 writing
+// instead; gx may be gy).
+type softmaxKernels struct {
+	fwd func(s *gpuScope, x, y cuda.Buffer, rows, cols int, scale float32, causal int32)
+	bwd func(s *gpuScope, y, gy, gx cuda.Buffer, rows, cols int, scale float32, acc int32)
+}
+
+// softmaxLanes is the softmax a step runs: a row's columns read by lnLanes
+// neighbouring threads, folded per row, then applied element by element
+// (3 launches each way; kernels.cu's gp_softmax_part and after).
+var softmaxLanes = softmaxKernels{
+	fwd: func(s *gpuScope, x, y cuda.Buffer, rows, cols int, scale float32, causal int32) {
+		mp, sp, m, sum := s.scratch(rows*lnLanes), s.scratch(rows*lnLanes), s.scratch(rows), s.scratch(rows)
+		s.launch("gp_softmax_part", rows*lnLanes, x, mp, sp, rows, cols, scale, causal)
+		s.launch("gp_softmax_fold", rows, mp, sp, m, sum, rows)
+		s.launch("gp_softmax_apply", rows*cols, x, m, sum, y, rows, cols, scale, causal)
+	},
+	bwd: func(s *gpuScope, y, gy, gx cuda.Buffer, rows, cols int, scale float32, acc int32) {
+		part, d := s.scratch(rows*lnLanes), s.scratch(rows)
+		s.launch("gp_softmax_bwd_part", rows*lnLanes, y, gy, part, rows, cols)
+		s.launch("gp_lanes_fold", rows, part, d, rows)
+		s.launch("gp_softmax_bwd_apply", rows*cols, y, gy, d, gx, rows, cols, scale, acc)
+	},
+}
+
+// softmaxRows is the same a thread per row, each walking its row (one
+// launch each way, reads a row apart: uncoalesced): the lanes' oracle in
+// the tests and the before of TestAttentionTimesOnGPU.
+var softmaxRows = softmaxKernels{
+	fwd: func(s *gpuScope, x, y cuda.Buffer, rows, cols int, scale float32, causal int32) {
+		s.launch("gp_softmax_rows", rows, x, y, rows, cols, scale, causal)
+	},
+	bwd: func(s *gpuScope, y, gy, gx cuda.Buffer, rows, cols int, scale float32, acc int32) {
+		s.launch("gp_softmax_rows_bwd", rows, y, gy, gx, rows, cols, scale, acc)
+	},
+}
+
+// attentionWith is gpuAttention with the given softmax kernels.
+func attentionWith(k *attention[float32], sm softmaxKernels) (fwdFn, bwdFn) {
 	heads := k.heads
 	c := int32(0)
 	if k.causal {
@@ -524,7 +567,7 @@ func gpuAttention(k *attention[float32]) (fwdFn, bwdFn) {
 		q, kh, v := hd, hd.Offset(nctx), hd.Offset(2*nctx)
 		// scores[s,s] = q[s,dh]·kᵀ per (sample, head)
 		s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: q, B: kh, C: pr}, blk, blk, sq*sq, nb)
-		s.launch("gp_softmax", n*heads*sq, pr, pr, n*heads*sq, sq, scale, c) // every (sample, head, query) row at once
+		sm.fwd(s, pr, pr, n*heads*sq, sq, scale, c) // every (sample, head, query) row at once
 		ctxh, ctx := s.scratch(nctx), s.scratch(nctx)
 		// ctx[s,dh] = P[s,s]·v[s,dh] per (sample, head)
 		s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, A: pr, B: v, C: ctxh}, sq*sq, blk, blk, nb)
@@ -553,7 +596,7 @@ func gpuAttention(k *attention[float32]) (fwdFn, bwdFn) {
 		s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: gch, B: v, C: gP}, blk, blk, sq*sq, nb)
 		s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, A: pr, B: gch, C: gv}, sq*sq, blk, blk, nb)
 		// gS = scale · P ⊙ (gP − Σ gP·P), every row at once, in gP's place
-		s.launch("gp_softmax_bwd", n*heads*sq, pr, gP, gP, n*heads*sq, sq, scale, int32(0))
+		sm.bwd(s, pr, gP, gP, n*heads*sq, sq, scale, int32(0))
 		// gq[s,dh] = gS·k; gk[s,dh] = gSᵀ·q
 		s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, A: gP, B: kh, C: gq}, sq*sq, blk, blk, nb)
 		s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, A: gP, B: q, C: gk}, sq*sq, blk, blk, nb)

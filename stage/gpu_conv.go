@@ -133,6 +133,16 @@ func bnRunning(s *gpuScope, k *batchNorm[float32], p []*Value[float32], mean, vr
 	s.backBuffer(p[3], rv)
 }
 
+// bnLanes is how many threads share a (sample, channel) plane of sz values
+// in batch_norm's sums: lnLanes side by side where the plane is that long
+// (neighbouring threads read neighbouring values), else one.
+func bnLanes(sz int) int {
+	if sz >= lnLanes {
+		return lnLanes
+	}
+	return 1
+}
+
 // gpuBatchNorm is batch_norm in training mode: the channel statistics in
 // double (two-pass sums, folded in a fixed order), and the running
 // statistics moved by them on the device (bnRunning).
@@ -149,12 +159,13 @@ func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 		y := s.newValue(x[0].Shape...)
 		size := tensor.Size(y.Shape)
 		chunk, parts := colParts(n, c)
-		xb, part := s.in(x[0]), s.doubles(parts*c)
+		lanes := bnLanes(sz)
+		xb, part := s.in(x[0]), s.doubles(parts*c*lanes)
 		mean, vr, rstd := s.doubles(c), s.doubles(c), s.doubles(c)
-		s.launch("gp_bn_part", parts*c, xb, cuda.Buffer{}, part, n, c, sz, chunk, parts)
-		s.launch("gp_fold_d", c, part, mean, parts, c, float64(cnt))
-		s.launch("gp_bn_part", parts*c, xb, mean, part, n, c, sz, chunk, parts)
-		s.launch("gp_fold_d", c, part, vr, parts, c, float64(cnt))
+		s.launch("gp_bn_part", parts*c*lanes, xb, cuda.Buffer{}, part, n, c, sz, chunk, parts, lanes)
+		s.launch("gp_fold_d", c, part, mean, parts, c, lanes, float64(cnt))
+		s.launch("gp_bn_part", parts*c*lanes, xb, mean, part, n, c, sz, chunk, parts, lanes)
+		s.launch("gp_fold_d", c, part, vr, parts, c, lanes, float64(cnt))
 		s.launch("gp_bn_rstd", c, vr, rstd, k.eps, c)
 		xh, yb := s.scratch(size), s.scratch(size)
 		s.launch("gp_bn_apply", size, xb, mean, rstd, s.param(p[0]), s.param(p[1]), xh, yb, n, c, sz)
@@ -172,11 +183,12 @@ func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 		}
 		n, c, sz := bnGeometry(gy.Shape)
 		chunk, parts := colParts(n, c)
+		lanes := bnLanes(sz)
 		g, xh := s.in(gy), s.unstash(st.xhat)
-		p1, p2, sg, sgx := s.doubles(parts*c), s.doubles(parts*c), s.doubles(c), s.doubles(c)
-		s.launch("gp_bn_bwd_part", parts*c, g, xh, p1, p2, n, c, sz, chunk, parts)
-		s.launch("gp_fold_d", c, p1, sg, parts, c, 1.0)
-		s.launch("gp_fold_d", c, p2, sgx, parts, c, 1.0)
+		p1, p2, sg, sgx := s.doubles(parts*c*lanes), s.doubles(parts*c*lanes), s.doubles(c), s.doubles(c)
+		s.launch("gp_bn_bwd_part", parts*c*lanes, g, xh, p1, p2, n, c, sz, chunk, parts, lanes)
+		s.launch("gp_fold_d", c, p1, sg, parts, c, lanes, 1.0)
+		s.launch("gp_fold_d", c, p2, sgx, parts, c, lanes, 1.0)
 		if wantW || wantB {
 			var gw, gb cuda.Buffer
 			if wantW {

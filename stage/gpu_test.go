@@ -73,6 +73,9 @@ var gpuExtraCases = append([]opCase(nil),
 	// every (sample, head) at other strides
 	opCase{"attention-few-heads", `{"name":"x","shape":[5,8],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":2}`},
 	opCase{"attention-one-head-causal", `{"name":"x","shape":[6,4],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":1,"causal":true}`},
+	// sequences longer than the softmax's 32 lanes, not a multiple of them
+	opCase{"attention-long", `{"name":"x","shape":[45,8],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":2}`},
+	opCase{"attention-long-causal", `{"name":"x","shape":[37,6],"dtype":"float32"}`, `"op":"attention","inputs":["x"],"attrs":{"heads":3,"causal":true}`},
 	// more rows than one pass of the column sums takes (colParts: chunks of 3)
 	opCase{"linear-tall", `{"name":"x","shape":[1500,5],"dtype":"float32"}`, `"op":"linear","inputs":["x"],"attrs":{"out":120}`},
 	opCase{"layer_norm-tall", `{"name":"x","shape":[1500,120],"dtype":"float32"}`, `"op":"layer_norm","inputs":["x"]`},

@@ -21,6 +21,8 @@ var gpuV2Cases = []opCase{
 	// 65537 channels: one part of the channel sums holds every sample
 	{"batch_norm-many-channels", `{"name":"x","shape":[65537],"dtype":"float32"}`, `"op":"batch_norm","inputs":["x"],"attrs":{"momentum":0.2}`},
 	{"batch_norm-chw-wide", `{"name":"x","shape":[5,4,3],"dtype":"float32"}`, `"op":"batch_norm","inputs":["x"],"attrs":{"eps":0.01}`},
+	// planes of 45 values: 32 lanes per (sample, channel), some with two values
+	{"batch_norm-lanes", `{"name":"x","shape":[3,5,9],"dtype":"float32"}`, `"op":"batch_norm","inputs":["x"]`},
 	// overlapping windows: an input is the maximum of several outputs
 	{"max_pool2d-overlap", `{"name":"x","shape":[2,6,5],"dtype":"float32"}`, `"op":"max_pool2d","inputs":["x"],"attrs":{"kernel":[3,2],"stride":[1,2],"padding":[1,0,1,1]}`},
 	{"avg_pool2d-ceil-exclude", `{"name":"x","shape":[2,7,6],"dtype":"float32"}`, `"op":"avg_pool2d","inputs":["x"],"attrs":{"kernel":[3,3],"stride":[2,2],"padding":[1,1,1,1],"ceil_mode":true,"count_include_pad":false}`},

@@ -2,11 +2,10 @@
 # The GPU checks, run on a machine with an NVIDIA GPU (CUDA 13) from the
 # repository root after `make gpu-build` built build/gpu here (no Go needed
 # there). Writes what it measured under ${OUT:-build/gpu/out}. Meant to
-# take under 6 minutes on an H100 or H200 (not yet timed there in this
-# form; the training state now stays on the device, and MMT's steps,
-# 1.4-1.7 s each on the H100 before, should be near 0.25 s). QUICK=1 runs
-# only the op and GEMM tests, the step contract, the comparison with
-# PyTorch eager and the device-call budgets of its steps.
+# take about 5 minutes on an H100 or H200 (143.5 s on an H200 before
+# the ResNet-50 comparison was added, which is cut off at 180 s). QUICK=1
+# runs only the op and GEMM tests, the step contract, the comparisons with
+# PyTorch eager (MMT, ResNet-50) and the device-call budgets of MMT's steps.
 set -eu
 B=build/gpu
 OUT=${OUT:-$B/out}
@@ -38,6 +37,12 @@ tr ',{}' '\n\n\n' <"$OUT/device-calls.txt" | awk -F: '
 		printf "MMT batch 16, a step: %d waits, %d bytes up, %d down, %d pageable copies, %d allocations: %s\n",
 			v["syncs"], v["h2d_bytes"], v["d2h_bytes"], v["pageable_copies"], v["allocs"] + v["host_allocs"], bad ? "OVER BUDGET" : "within budget"
 	}' | tee -a "$OUT/device-calls.txt"
+# the imported ResNet-50 (bench/gpu/resnet50.json: torchvision's, imported
+# from ONNX) at batch 64 against PyTorch eager, Adam at lr 1e-3, 10 steps
+# from the same weights and batches, fp32 and tf32 (resnet50-*.json and
+# resnet50-train-vs-torch.txt); cut off after 180 s, so that the script stays near 5 minutes
+timeout 180 env GP=$B/graphpipe OUT="$OUT" MODEL=bench/gpu/resnet50.json BATCH=64 STEPS=10 PRECISIONS="fp32 tf32" \
+	sh bench/gpu/train_vs_torch.sh 2>&1 | tee "$OUT/resnet50-train-vs-torch.log" || true
 if [ "$QUICK" = 1 ]; then
 	exit 0
 fi

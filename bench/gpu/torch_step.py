@@ -10,7 +10,9 @@ graphpipe against), built on the device from DIR/init.safetensors; each step tra
 batch of that step with torch.optim's optimizer as graphpipe's flags configure it (replay.py's optimizer), so the
 run is the computation graphpipe's run was. Precisions: fp32 (TF32 off, as cuBLAS SGEMM computes), tf32
 (torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 on), bf16 (torch.autocast to bfloat16 around the
-forward pass; weights, gradients and optimizer state stay float32).
+forward pass; weights, gradients and optimizer state stay float32), fp64 (the model, its state and the batches
+in float64: the reference that says how far float32 alone moves a model's losses, where fp32's losses part
+from graphpipe's).
 
 Prints each step's loss and the median iteration time over the steps after the first --warmup (default 2): an
 iteration is the micro-batches' forward and backward, the optimizer step and the gradients' reset, timed between
@@ -44,7 +46,7 @@ def parse(argv):
     ap.add_argument("--nesterov", action="store_true")
     ap.add_argument("--weight-decay", type=float, default=None)
     ap.add_argument("--no-decay-bias-norm", action="store_true")
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16", "fp64"])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--steps", type=int, default=0, help="steps to run (default: every step of the dump)")
     ap.add_argument("--micro-batch", type=int, default=0)
@@ -60,8 +62,9 @@ def build(a, dev):
     init = gptorch.read_safetensors(os.path.join(a.dump, "init.safetensors"))
     if dev.type != "cpu" and hasattr(torch, "set_default_device"):
         torch.set_default_device(dev)  # gptorch makes its tensors (masks, feeds) where the default device is
-    model = gptorch.Model(doc, init).to(dev)
-    model.bufs = {k: v.to(dev) for k, v in model.bufs.items()}
+    dtype = torch.float64 if a.precision == "fp64" else torch.float32
+    model = gptorch.Model(doc, init).to(dev, dtype)
+    model.bufs = {k: v.to(dev, dtype) for k, v in model.bufs.items()}
     return doc, model
 
 
@@ -102,7 +105,8 @@ def main(argv=None):
     for step in range(steps):
         sync()
         t0 = time.perf_counter()
-        batch = {k: v.to(dev, non_blocking=True) for k, v in data[step].items()}
+        batch = {k: v.to(dev, torch.float64 if a.precision == "fp64" and v.is_floating_point() else None, non_blocking=True)
+                 for k, v in data[step].items()}
         n = next(iter(batch.values())).shape[0]
         b = a.micro_batch or n
         total = torch.zeros((), device=dev)

@@ -12,6 +12,10 @@ def _pad(x, a, value=0.0):
 
 def conv2d(m, op, x, a):
     bias = m.param(op, "bias") if a.get("bias", True) else None
+    t, l, b, r = a.get("padding", [0, 0, 0, 0])
+    if t == b and l == r:  # the convolution pads (as nn.Conv2d does: no separate F.pad in a timed step)
+        return F.conv2d(x[0], m.param(op, "weight"), bias, stride=a.get("stride", [1, 1]), padding=(t, l),
+                        dilation=a.get("dilation", [1, 1]), groups=a.get("groups", 1))
     return F.conv2d(_pad(x[0], a), m.param(op, "weight"), bias, stride=a.get("stride", [1, 1]),
                     dilation=a.get("dilation", [1, 1]), groups=a.get("groups", 1))
 
