@@ -15,6 +15,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime/wire"
+	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -48,6 +49,7 @@ type hello struct {
 	Host   string `json:"host"`
 	PID    int    `json:"pid"`
 	Device string `json:"device,omitempty"` // where it computes: "cpu", or the GPU's name
+	BLAS   string `json:"blas,omitempty"`   // on the cpu, what computes its matrix products (tensor.BLAS)
 	// Slot, for an agent a launcher placed, is the worker id it was
 	// offered; nil: the coordinator's next free one (join order).
 	Slot  *int   `json:"slot,omitempty"`
@@ -179,7 +181,7 @@ func join(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, j Join, id 
 		}
 		defer stop()
 	}
-	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent, Kind: j.Kind}
+	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), BLAS: BLASLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent, Kind: j.Kind}
 	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, h); err != nil {
 		return nil, fmt.Errorf("joining run %s: %w", j.Run, err)
 	}
@@ -260,6 +262,15 @@ func DeviceLabel(dev *cuda.Device) string {
 		return "cpu"
 	}
 	return fmt.Sprintf("%s (%s, GPU %d)", dev.Name, dev.Arch, dev.Ordinal)
+}
+
+// BLASLabel says what computes a worker's matrix products on the cpu (the
+// system BLAS loaded, or the Go kernels); "" on a GPU.
+func BLASLabel(dev *cuda.Device) string {
+	if dev != nil {
+		return ""
+	}
+	return tensor.BLAS().String()
 }
 
 // Assignment is what a worker process was given to run.

@@ -133,7 +133,7 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 			return nil, err
 		}
 		c.workers[a.Stage] = h.Worker
-		who[a.Stage] = Joined{Host: h.Host, PID: h.PID, Device: h.Device, Agent: h.Agent}
+		who[a.Stage] = Joined{Host: h.Host, PID: h.PID, Device: h.Device, BLAS: h.BLAS, Agent: h.Agent}
 	}
 	return who, nil
 }

@@ -3,7 +3,7 @@
 
 usage: python3 bench/gpu/torch_step.py MODEL.json DIR --optimizer adam --lr 0.001
     [--precision fp32|tf32|bf16] [--device cuda|cpu] [--steps N] [--micro-batch B] [--warmup W] [--json FILE]
-    [--momentum M] [--nesterov] [--weight-decay WD] [--no-decay-bias-norm]
+    [--momentum M] [--nesterov] [--weight-decay WD] [--no-decay-bias-norm] [--threads N]
 
 The model is stage/testdata/torch/gptorch.py's interpreter of the model file (the one `make replay` checks
 graphpipe against), built on the device from DIR/init.safetensors; each step trains on DIR/data.safetensors'
@@ -52,6 +52,7 @@ def parse(argv):
     ap.add_argument("--micro-batch", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=2, help="steps left out of the median")
     ap.add_argument("--json", default="", help="write the losses and times to FILE")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: PyTorch's own choice)")
     return ap.parse_args(argv)
 
 
@@ -86,6 +87,8 @@ def main(argv=None):
         torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
     elif a.precision == "tf32":
         print("torch_step: tf32 is a CUDA setting; on %s it computes fp32" % dev, file=sys.stderr)
+    if a.threads:
+        torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     doc, model = build(a, dev)
     lname = gptorch.loss_name(doc)

@@ -42,6 +42,8 @@ type trainSummary struct {
 	// IterationS is each step's seconds, from its batch to its update
 	// (on a GPU, the update is waited for by the next step's loss).
 	IterationS []float64 `json:"iteration_s"`
+	// BLAS is what computed the matrix products on the cpu (absent on a GPU).
+	BLAS *tensor.BLASInfo `json:"blas,omitempty"`
 	// with --eval-data: the last evaluation, and every one
 	EvalLoss     *float64   `json:"eval_loss,omitempty"`
 	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
@@ -148,7 +150,12 @@ func (f *trainFlags) run(cmd *cobra.Command, path string) error {
 		return err
 	}
 	defer release()
-	return train(cmd, t, o, d, f.dump, f.json, f.nonFinite, trainSummary{Format: trainFormat, Model: g.Name(), Steps: f.steps, Optimizer: o.Optimizer, LR: o.LR, Skipped: []int{}})
+	sum := trainSummary{Format: trainFormat, Model: g.Name(), Steps: f.steps, Optimizer: o.Optimizer, LR: o.LR, Skipped: []int{}}
+	if t.Ex.Backend().Name() == "cpu" {
+		info := tensor.BLAS()
+		sum.BLAS = &info
+	}
+	return train(cmd, t, o, d, f.dump, f.json, f.nonFinite, sum)
 }
 
 // model is the model at path, its seed replaced by --seed's, once the

@@ -6,9 +6,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,14 +20,15 @@ import (
 func main() {
 	quick := flag.Bool("quick", false, "run the quick subset")
 	root := flag.String("root", ".", "where to write BENCHMARKS.md (and bench/results/)")
-	only := flag.String("only", "", "run only this `SECTION` (scaling) and put it into the BENCHMARKS.md a full run wrote")
+	only := flag.String("only", "", "run these sections alone (comma-separated: "+strings.Join(slices.Sorted(maps.Keys(alone)), ", ")+
+		") and put them into the BENCHMARKS.md a full run wrote")
 	flag.Parse()
 	start := time.Now()
 	c := bench.Config{Quick: *quick, Log: func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "[%5.0fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}}
 	if *only != "" {
-		if err := runOnly(c, *only, *root, *quick, start); err != nil {
+		if err := runOnly(c, strings.Split(*only, ","), *root, *quick, start); err != nil {
 			fmt.Fprintln(os.Stderr, "report:", err)
 			os.Exit(1)
 		}
@@ -93,12 +96,14 @@ func build(c bench.Config) (*bench.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	sgemm, err := sgemmRows(c)
-	if err != nil {
-		return nil, err
-	}
-	rt.Rows = append(rt.Rows, sgemm...)
 	r.Sections = append(r.Sections, rt)
+	for _, name := range []string{"sgemm", "cpu-training"} {
+		s, err := alone[name](c)
+		if err != nil {
+			return nil, err
+		}
+		r.Sections = append(r.Sections, s)
+	}
 	imp, err := bench.ImportSection(c)
 	if err != nil {
 		return nil, err
@@ -118,24 +123,32 @@ func build(c bench.Config) (*bench.Report, error) {
 }
 
 // alone are the sections report -only runs, by name.
-var alone = map[string]func(bench.Config) (*bench.Section, error){"scaling": bench.ScalingSection}
+var alone = map[string]func(bench.Config) (*bench.Section, error){
+	"scaling":      bench.ScalingSection,
+	"sgemm":        bench.SgemmSection,
+	"cpu-training": bench.CPUTraining,
+}
 
-// runOnly runs one section and splices it into root's BENCHMARKS.md.
-func runOnly(c bench.Config, name, root string, quick bool, start time.Time) error {
-	f, ok := alone[name]
-	if !ok {
-		return fmt.Errorf("-only %s: no such section (known: scaling)", name)
+// runOnly runs the named sections and splices them into root's BENCHMARKS.md.
+func runOnly(c bench.Config, names []string, root string, quick bool, start time.Time) error {
+	r := &bench.Report{}
+	for _, name := range names {
+		f, ok := alone[name]
+		if !ok {
+			return fmt.Errorf("-only %s: no such section (%s)", name, strings.Join(slices.Sorted(maps.Keys(alone)), ", "))
+		}
+		s, err := f(c)
+		if err != nil {
+			return err
+		}
+		r.Sections = append(r.Sections, s)
 	}
-	s, err := f(c)
-	if err != nil {
-		return err
-	}
-	r := &bench.Report{Sections: []*bench.Section{s}, Stamp: "This section: " + strings.TrimPrefix(stamp(quick, time.Since(start)), "Run: ")}
-	r.Stamp = strings.Replace(r.Stamp, "`make bench`", "`make bench-"+name+"`", 1)
+	r.Stamp = "This section: " + strings.TrimPrefix(stamp(quick, time.Since(start)), "Run: ")
+	r.Stamp = strings.Replace(r.Stamp, "`make bench`", "`go run ./bench/cmd/report -only "+strings.Join(names, ",")+"`", 1)
 	if err := r.Splice(root); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote the %s section into BENCHMARKS.md in %.0f s\n", name, time.Since(start).Seconds())
+	fmt.Fprintf(os.Stderr, "wrote %s into BENCHMARKS.md in %.0f s\n", strings.Join(names, ", "), time.Since(start).Seconds())
 	return nil
 }
 
