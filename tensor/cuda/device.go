@@ -30,6 +30,8 @@ type Device struct {
 	pinned   *Pool[unsafe.Pointer]
 	bad      Buffer // an int the index kernels set on an out-of-range index
 	counts   Counts // what the device was asked (counts.go)
+	dnn      *dnn   // cuDNN for the convolutions (dnn.go); nil: im2col
+	dnnErr   error  // why dnn is nil, on a GPU
 	mu       sync.Mutex
 	recorded uint64    // events recorded so far (Event.seq)
 	events   []uintptr // event handles waited for, to record again
@@ -80,6 +82,7 @@ func Open(ordinal int) (*Device, error) {
 		d.Close()
 		return nil, err
 	}
+	d.attachDNN(g)
 	return d, d.start()
 }
 
@@ -162,6 +165,10 @@ func (d *Device) Close() error {
 	}
 	for _, e := range d.events {
 		_ = d.b.freeEvent(e)
+	}
+	if d.dnn != nil {
+		d.dnn.close()
+		d.dnn = nil
 	}
 	d.events, d.retiring = nil, nil
 	if cerr := d.b.close(); err == nil {
