@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/graphpipe/graphpipe/tensor"
@@ -22,12 +23,94 @@ func (w window) geometry() []any {
 	return []any{w.c, w.h, w.w, w.oh, w.ow, w.kh, w.kw, w.sh, w.sw, w.pt, w.pl, w.dh, w.dw}
 }
 
-// gpuConv2D runs conv2d as the CPU kernel does, by im2col and GEMM, but
-// channel-major over a chunk of S samples, so that each group is one GEMM:
-// col [c·kh·kw, S·oh·ow] (group g's rows g·ckk…), ycm [out, S·oh·ow]
+// gpuConv2D runs conv2d through cuDNN where dnnConv says it can (the
+// device has cuDNN, and cuDNN this convolution), else by im2col and GEMM
+// (gpuConv2DCols). The two compute the same op in the same layouts, so
+// the choice is the device's alone, made per shape and precision.
+func gpuConv2D(k *conv2d[float32]) (fwdFn, bwdFn) {
+	colF, colB := gpuConv2DCols(k)
+	// y [n, out, oh, ow] = x [n, c, h, w] ⊛ W [out, c/groups, kh, kw] (+ b)
+	fwd := func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error) {
+		c, ok := s.dnnConv(k, x[0].Shape[0])
+		if !ok {
+			return colF(s, x, p)
+		}
+		_, _, ny := c.Sizes()
+		y := s.newValue(c.N, k.out, k.oh, k.ow)
+		xb, w, yb := s.in(x[0]), s.param(p[0]), s.scratch(ny)
+		s.dnn(func() error { return s.d.ConvForward(c, xb, w, yb) })
+		if k.bias {
+			b := s.param(p[1])
+			s.dnn(func() error { return s.d.ConvAddBias(c, b, yb) })
+		}
+		s.out(y, yb)
+		return y, nil, nil
+	}
+	// gx += gy ⊛ᵀ W; gW += Σ_n gy ⊛ x; gb += Σ gy per channel
+	bwd := func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32]) {
+		c, ok := s.dnnConv(k, gy.Shape[0])
+		if !ok {
+			colB(s, gy, x, p, y, st, gx, gp)
+			return
+		}
+		g := s.in(gy)
+		if gx[0] != nil {
+			w, b := s.param(p[0]), s.acc(gx[0])
+			s.dnn(func() error { return s.d.ConvBackwardData(c, w, g, b) })
+			s.back(gx[0], b)
+		}
+		if gp != nil && gp[0] != nil {
+			xb, b := s.in(x[0]), s.acc(gp[0])
+			s.dnn(func() error { return s.d.ConvBackwardFilter(c, xb, g, b) })
+			s.back(gp[0], b)
+		}
+		if k.bias && gp != nil && gp[1] != nil {
+			b := s.acc(gp[1])
+			s.dnn(func() error { return s.d.ConvBackwardBias(c, g, b) })
+			s.back(gp[1], b)
+		}
+	}
+	return fwd, bwd
+}
+
+// dnnConv is conv2d k's convolution over n samples for cuDNN, and whether
+// cuDNN runs it: where the device has cuDNN, the precision is fp32 or tf32
+// (bf16 keeps the im2col path's rounded GEMMs), the padding is the same on
+// both sides (cuDNN's descriptors pad symmetrically), cuDNN sizes the
+// output as conv2d does and offers an algorithm for it (cuda.ConvReady).
+// A cuDNN call that fails fails the scope (true is returned then, so that
+// the caller queues nothing more).
+func (s *gpuScope) dnnConv(k *conv2d[float32], n int) (cuda.ConvShape, bool) {
+	c := cuda.ConvShape{N: n, C: k.c, H: k.h, W: k.w, K: k.out, KH: k.kh, KW: k.kw, PadH: k.pt, PadW: k.pl,
+		StrideH: k.sh, StrideW: k.sw, DilationH: k.dh, DilationW: k.dw, Groups: k.groups, TF32: s.tf32()}
+	if s.err != nil || s.opts.im2col || s.bf16() || k.pt != k.padBottom || k.pl != k.padRight {
+		return c, false
+	}
+	if oh, ow := c.Out(); oh != k.oh || ow != k.ow {
+		return c, false
+	}
+	err := s.d.ConvReady(c)
+	var unsupported *cuda.ConvUnsupportedError
+	if errors.Is(err, cuda.ErrNoDNN) || errors.As(err, &unsupported) {
+		return c, false
+	}
+	s.fail(err)
+	return c, true
+}
+
+// dnn runs a cuDNN call unless the scope has failed.
+func (s *gpuScope) dnn(call func() error) {
+	if s.err == nil {
+		s.fail(call())
+	}
+}
+
+// gpuConv2DCols runs conv2d as the CPU kernel does, by im2col and GEMM,
+// but channel-major over a chunk of S samples, so that each group is one
+// GEMM: col [c·kh·kw, S·oh·ow] (group g's rows g·ckk…), ycm [out, S·oh·ow]
 // = W_g[og, ckk]·col_g per group (the groups one strided batch), then
 // permuted into y [S, out, oh, ow] with the bias added.
-func gpuConv2D(k *conv2d[float32]) (fwdFn, bwdFn) {
+func gpuConv2DCols(k *conv2d[float32]) (fwdFn, bwdFn) {
 	_, og, ckk, hw := k.dims()
 	rowsCol, in, per := k.c*k.kh*k.kw, k.c*k.h*k.w, k.out*hw
 	chunk := func(n int) int { return max(1, min(n, convColElems/max(rowsCol*hw, 1))) }

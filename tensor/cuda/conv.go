@@ -200,7 +200,8 @@ func (p *convPlan) free(l *dnnLib) {
 // direction from cuDNN's heuristics: the first that fits the precision and
 // the workspace limit) unless the device has it, and says whether cuDNN
 // runs c: nil, ErrNoDNN, a *ConvUnsupportedError (run it as im2col), or
-// a failed call's *Error.
+// a failed call's *Error. A shape cuDNN's descriptors cannot hold is
+// unsupported too.
 func (d *Device) ConvReady(c ConvShape) error {
 	_, err := d.plan(c)
 	return err
@@ -214,7 +215,7 @@ func (d *Device) plan(c ConvShape) (*convPlan, error) {
 		return p, p.err
 	}
 	if err := c.check(); err != nil {
-		return nil, err
+		return nil, &ConvUnsupportedError{c, err.Error()}
 	}
 	p := &convPlan{shape: c}
 	p.err = d.dnn.prepare(p)
