@@ -216,6 +216,22 @@ func bnRunning(s *gpuScope, k *batchNorm[float32], p []*Value[float32], mean, vr
 	s.backBuffer(p[3], rv)
 }
 
+// foldParts folds batch_norm's partial sums part [parts, c, lanes]
+// (doubles) into out [c], divided by div, in a fixed order: each part's
+// lanes first (gp_fold_lanes_d, a thread per part and channel), then the
+// parts (gp_fold_d, a thread per channel), so that no thread sums more
+// than max(lanes, parts) values in turn: ResNet's 64 parts of 32 lanes
+// were 2048 loads for each of a handful of threads, a launch that waits on
+// memory rather than reading it.
+func (s *gpuScope) foldParts(part, out cuda.Buffer, parts, c, lanes int, div float64) {
+	if lanes > 1 {
+		mid := s.doubles(parts * c)
+		s.launch("gp_fold_lanes_d", parts*c, part, mid, parts*c, lanes)
+		part, lanes = mid, 1
+	}
+	s.launch("gp_fold_d", c, part, out, parts, c, lanes, div)
+}
+
 // bnLanes is how many threads share a (sample, channel) plane of sz values
 // in batch_norm's sums: lnLanes side by side where the plane is that long
 // (neighbouring threads read neighbouring values), else one.
@@ -246,9 +262,9 @@ func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 		xb, part := s.in(x[0]), s.doubles(parts*c*lanes)
 		mean, vr, rstd := s.doubles(c), s.doubles(c), s.doubles(c)
 		s.launch("gp_bn_part", parts*c*lanes, xb, cuda.Buffer{}, part, n, c, sz, chunk, parts, lanes)
-		s.launch("gp_fold_d", c, part, mean, parts, c, lanes, float64(cnt))
+		s.foldParts(part, mean, parts, c, lanes, float64(cnt))
 		s.launch("gp_bn_part", parts*c*lanes, xb, mean, part, n, c, sz, chunk, parts, lanes)
-		s.launch("gp_fold_d", c, part, vr, parts, c, lanes, float64(cnt))
+		s.foldParts(part, vr, parts, c, lanes, float64(cnt))
 		s.launch("gp_bn_rstd", c, vr, rstd, k.eps, c)
 		xh, yb := s.scratch(size), s.scratch(size)
 		s.launch("gp_bn_apply", size, xb, mean, rstd, s.param(p[0]), s.param(p[1]), xh, yb, n, c, sz)
@@ -270,8 +286,8 @@ func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 		g, xh := s.in(gy), s.unstash(st.xhat)
 		p1, p2, sg, sgx := s.doubles(parts*c*lanes), s.doubles(parts*c*lanes), s.doubles(c), s.doubles(c)
 		s.launch("gp_bn_bwd_part", parts*c*lanes, g, xh, p1, p2, n, c, sz, chunk, parts, lanes)
-		s.launch("gp_fold_d", c, p1, sg, parts, c, lanes, 1.0)
-		s.launch("gp_fold_d", c, p2, sgx, parts, c, lanes, 1.0)
+		s.foldParts(p1, sg, parts, c, lanes, 1.0)
+		s.foldParts(p2, sgx, parts, c, lanes, 1.0)
 		if wantW || wantB {
 			var gw, gb cuda.Buffer
 			if wantW {
