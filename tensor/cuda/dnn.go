@@ -245,8 +245,8 @@ func loadDNN() (*dnnLib, error) {
 // runs every convolution as im2col + GEMM even where cuDNN loads.
 const ConvEnv = "GRAPHPIPE_CONV"
 
-// errDNNOff is the reason a Device has no cuDNN when ConvEnv turns it off.
-var errDNNOff = errors.New(ConvEnv + "=im2col: cuDNN is not used")
+// ErrDNNOff is ConvPathReason where ConvEnv turns cuDNN off.
+var ErrDNNOff = errors.New(ConvEnv + "=im2col: cuDNN is not used")
 
 // dnnNotice says once per process why convolutions run without cuDNN.
 var dnnNotice notice
@@ -312,7 +312,7 @@ func (n *dnn) close() {
 // bound the context to.
 func (d *Device) attachDNN(g *gpu) {
 	if os.Getenv(ConvEnv) == "im2col" {
-		d.dnnErr = errDNNOff
+		d.dnnErr = ErrDNNOff
 		return
 	}
 	lib, err := loadDNN()
