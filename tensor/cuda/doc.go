@@ -55,7 +55,6 @@
 //     operation for operation: every float operation rounded on its own
 //     (CUDA's _rn intrinsics; the emulator is compiled with
 //     -ffp-contract=off), never fused into an FMA.
-//
 //  9. Convolutions (ConvShape: NCHW float32, PyTorch's conv2d) run
 //     through cuDNN where a libcudnn (9 or 8) loads: GRAPHPIPE_LIBCUDNN
 //     names the file, else the loader's path, the toolkit's directories,
