@@ -51,6 +51,7 @@ func fakeDNNDevice(t *testing.T) *cuda.Device {
 func dnnDevice(t *testing.T) *cuda.Device {
 	t.Helper()
 	d := gpuDevice(t)
+	d.ConvPath() // makes the cuDNN handle, or says why not
 	if err := d.ConvPathReason(); err != nil {
 		t.Skipf("no cuDNN on this GPU machine (conv2d runs as im2col + GEMM): %v", err)
 	}

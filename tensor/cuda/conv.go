@@ -208,7 +208,7 @@ func (d *Device) ConvReady(c ConvShape) error {
 }
 
 func (d *Device) plan(c ConvShape) (*convPlan, error) {
-	if d.dnn == nil {
+	if !d.dnnReady() {
 		return nil, ErrNoDNN
 	}
 	if p, ok := d.dnn.plans[c]; ok {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -259,13 +260,15 @@ func (n *notice) say(w io.Writer, format string, a ...any) {
 }
 
 // dnn is a Device's cuDNN: the library, a handle whose work is queued on
-// the device's stream, and the convolutions it has been asked for, each
-// with its descriptors and algorithms (conv.go).
+// the device's stream (made at first use: cudnnCreate takes a while, and
+// most devices opened run no convolution), and the convolutions it has
+// been asked for, each with its descriptors and algorithms (conv.go).
 type dnn struct {
-	lib   *dnnLib
-	h     uintptr
-	plans map[ConvShape]*convPlan
-	limit uint64 // the most workspace (bytes) an algorithm may ask for
+	lib    *dnnLib
+	stream uintptr
+	h      uintptr
+	plans  map[ConvShape]*convPlan
+	limit  uint64 // the most workspace (bytes) an algorithm may ask for
 }
 
 // check turns a cudnnStatus_t into an *Error carrying cuDNN's name for it.
@@ -276,18 +279,23 @@ func (n *dnn) check(call string, st int32) error {
 	return &Error{Call: call, Code: int(st), Name: cString(n.lib.getErrorString(st))}
 }
 
-// newDNN makes a handle on lib for the device's stream; the caller has
-// bound the device's context to this thread.
-func newDNN(lib *dnnLib, stream uintptr, memory uint64) (*dnn, error) {
-	n := &dnn{lib: lib, plans: map[ConvShape]*convPlan{}, limit: workspaceLimit(memory)}
-	if err := n.check("cudnnCreate", lib.create(&n.h)); err != nil {
-		return nil, err
+func newDNN(lib *dnnLib, stream uintptr, memory uint64) *dnn {
+	return &dnn{lib: lib, stream: stream, plans: map[ConvShape]*convPlan{}, limit: workspaceLimit(memory)}
+}
+
+// open makes the handle, on the calling thread, where the device's
+// context must be current.
+func (n *dnn) open() error {
+	if err := n.check("cudnnCreate", n.lib.create(&n.h)); err != nil {
+		n.h = 0
+		return err
 	}
-	if err := n.check("cudnnSetStream", lib.setStream(n.h, stream)); err != nil {
-		lib.destroy(n.h)
-		return nil, err
+	if err := n.check("cudnnSetStream", n.lib.setStream(n.h, n.stream)); err != nil {
+		n.lib.destroy(n.h)
+		n.h = 0
+		return err
 	}
-	return n, nil
+	return nil
 }
 
 // workspaceLimit is the most workspace an algorithm may ask for on a
@@ -307,22 +315,52 @@ func (n *dnn) close() {
 }
 
 // attachDNN gives d the system's cuDNN, or says once why it has none (no
-// library, GRAPHPIPE_CONV=im2col, a handle that cannot be made): its
-// convolutions then run as im2col + GEMM. It runs on the thread Open
-// bound the context to.
+// library, GRAPHPIPE_CONV=im2col): its convolutions then run as im2col +
+// GEMM. The handle is made at first use (dnnReady).
 func (d *Device) attachDNN(g *gpu) {
 	if os.Getenv(ConvEnv) == "im2col" {
 		d.dnnErr = ErrDNNOff
 		return
 	}
 	lib, err := loadDNN()
+	if err != nil {
+		d.dropDNN(err)
+		return
+	}
+	d.dnn = newDNN(lib, g.stream, d.Memory)
+}
+
+// dropDNN leaves d without cuDNN, for reason err, said once per process.
+func (d *Device) dropDNN(err error) {
+	if d.dnn != nil {
+		d.dnn.close()
+	}
+	d.dnn, d.dnnErr = nil, err
+	dnnNotice.say(os.Stderr, "graphpipe: %v: conv2d runs as im2col + GEMM\n", err)
+}
+
+// dnnReady makes d's cuDNN handle unless it has one, on a thread where the
+// device's context is current; where cuDNN cannot make one (a sub-library
+// missing or of another version), d drops cuDNN, saying why. It says
+// whether d has cuDNN.
+func (d *Device) dnnReady() bool {
+	if d.dnn == nil {
+		return false
+	}
+	if d.dnn.h != 0 {
+		return true
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := d.Bind()
 	if err == nil {
-		d.dnn, err = newDNN(lib, g.stream, d.Memory)
+		err = d.dnn.open()
 	}
 	if err != nil {
-		d.dnnErr = err
-		dnnNotice.say(os.Stderr, "graphpipe: %v: conv2d runs as im2col + GEMM\n", err)
+		d.dropDNN(err)
+		return false
 	}
+	return true
 }
 
 // UseDNN gives an emulated Device the cuDNN at path in place of the
@@ -342,15 +380,19 @@ func (d *Device) UseDNN(path string) error {
 	if d.dnn != nil {
 		d.dnn.close()
 	}
-	d.dnn, err = newDNN(lib, 0, d.Memory)
-	d.dnnErr = err
-	return err
+	d.dnn, d.dnnErr = newDNN(lib, 0, d.Memory), nil
+	if err := d.dnn.open(); err != nil {
+		d.dnn, d.dnnErr = nil, err
+		return err
+	}
+	return nil
 }
 
 // ConvPath says how the device runs convolutions: "cudnn 9.1.2" where
-// cuDNN is loaded, else "im2col" (ConvPathReason says why).
+// cuDNN is loaded and makes a handle (made here unless it was), else
+// "im2col" (ConvPathReason says why).
 func (d *Device) ConvPath() string {
-	if d.dnn == nil {
+	if !d.dnnReady() {
 		return "im2col"
 	}
 	return "cudnn " + dnnVersion(d.dnn.lib.version)

@@ -499,8 +499,8 @@ func TestConvsOnGPU(t *testing.T) {
 	if err := d.Bind(); err != nil {
 		t.Fatal(err)
 	}
-	if d.ConvPathReason() != nil {
-		t.Skipf("no cuDNN on this machine (convolutions run as im2col + GEMM): %v", d.ConvPathReason())
+	if path := d.ConvPath(); d.ConvPathReason() != nil {
+		t.Skipf("no cuDNN on this machine (convolutions run as %s + GEMM): %v", path, d.ConvPathReason())
 	}
 	t.Logf("GPU 0: %s, %s (%s)", d.Name, d.ConvPath(), d.dnn.lib.path)
 	checkConvs(t, d, 1e-4)
