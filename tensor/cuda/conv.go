@@ -199,9 +199,11 @@ func (p *convPlan) free(l *dnnLib) {
 // ConvReady makes c's plan (its descriptors, and an algorithm for each
 // direction from cuDNN's heuristics: the first that fits the precision and
 // the workspace limit) unless the device has it, and says whether cuDNN
-// runs c: nil, ErrNoDNN, a *ConvUnsupportedError (run it as im2col), or
-// a failed call's *Error. A shape cuDNN's descriptors cannot hold is
-// unsupported too.
+// runs c: nil, or ErrNoDNN, or a *ConvUnsupportedError (run it as im2col
+// then). A shape cuDNN's descriptors cannot hold is unsupported too. Where
+// a cuDNN call fails in making a plan, the device drops cuDNN for good,
+// saying why once (ConvPathReason), and ErrNoDNN is returned: a cuDNN
+// that cannot describe a convolution is not one to run the others on.
 func (d *Device) ConvReady(c ConvShape) error {
 	_, err := d.plan(c)
 	return err
@@ -220,6 +222,13 @@ func (d *Device) plan(c ConvShape) (*convPlan, error) {
 	p := &convPlan{shape: c}
 	p.err = d.dnn.prepare(p)
 	d.dnn.plans[c] = p
+	var unsupported *ConvUnsupportedError
+	if p.err != nil && !errors.As(p.err, &unsupported) {
+		// cuDNN failed where it should not (a descriptor, a heuristic):
+		// the device goes on without it, saying why
+		d.dropDNN(fmt.Errorf("preparing the convolution %+v: %w", c, p.err))
+		return nil, ErrNoDNN
+	}
 	return p, p.err
 }
 

@@ -299,8 +299,10 @@ func (n *dnn) open() error {
 }
 
 // workspaceLimit is the most workspace an algorithm may ask for on a
-// device of memory bytes: a sixteenth of it, at least 256 MiB.
-func workspaceLimit(memory uint64) uint64 { return max(memory/16, 256<<20) }
+// device of memory bytes: a 32nd of it, at least 256 MiB and at most 2
+// GiB (the pool keeps each size it hands out; PyTorch's ResNet-50 runs
+// with far less).
+func workspaceLimit(memory uint64) uint64 { return min(max(memory/32, 256<<20), 2<<30) }
 
 // close destroys the plans' descriptors and the handle.
 func (n *dnn) close() {

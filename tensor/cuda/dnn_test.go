@@ -224,7 +224,7 @@ func TestAlgorithmCandidates(t *testing.T) {
 	if baseMath(false) != mathFMA || baseMath(true) != mathDefault {
 		t.Error("fp32 must start in FMA math (no TF32), tf32 in the default math (PyTorch's allow_tf32)")
 	}
-	if workspaceLimit(0) != 256<<20 || workspaceLimit(141<<30) != 141<<26 {
+	if workspaceLimit(0) != 256<<20 || workspaceLimit(48<<30) != 3<<29 || workspaceLimit(141<<30) != 2<<30 {
 		t.Errorf("workspace limits %d, %d", workspaceLimit(0), workspaceLimit(141<<30))
 	}
 }
@@ -355,7 +355,7 @@ func checkConvs(t *testing.T, d *Device, fp32Tol float64) {
 			}
 			before := d.Counts()
 			if err := d.ConvReady(c); err != nil {
-				t.Fatalf("%+v: %v", c, err)
+				t.Fatalf("%+v: %v (%v)", c, err, d.ConvPathReason())
 			}
 			quarter := func(n int) Buffer {
 				v := make([]float32, n)

@@ -65,8 +65,9 @@
 //     stage runs im2col + GEMM). Only cuDNN's legacy convolution API is
 //     called. Each shape's plan (descriptors; per direction the first of
 //     cuDNN's _v7 heuristics' algorithms whose math the precision allows
-//     and whose workspace fits a sixteenth of the device's memory) is made
-//     once; workspaces come from the pool. FP32 runs in CUDNN_FMA_MATH (no
+//     and whose workspace fits a 32nd of the device's memory, at most 2
+//     GiB) is made once; a cuDNN call failing there drops cuDNN for the
+//     device (said once, im2col then); workspaces come from the pool. FP32 runs in CUDNN_FMA_MATH (no
 //     TF32), TF32 in the default math, as PyTorch's cudnn.allow_tf32. The
 //     gradients are added (beta 1). Each call that queues work counts in
 //     Counts.DNN. The emulator has no cuDNN, except in tests, which give
