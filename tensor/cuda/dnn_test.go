@@ -518,3 +518,22 @@ func lockThread(t *testing.T) {
 	runtime.LockOSThread()
 	t.Cleanup(runtime.UnlockOSThread)
 }
+
+// TestDNNDroppedOnFailureEmulated: a cuDNN call that fails while a plan is
+// made (the fake refuses 7 groups) leaves the device without cuDNN, its
+// reason naming the call and cuDNN's status; ConvReady says ErrNoDNN.
+func TestDNNDroppedOnFailureEmulated(t *testing.T) {
+	d := fakeDNN(t)
+	c := ConvShape{N: 1, C: 7, H: 4, W: 4, K: 7, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilationH: 1, DilationW: 1, Groups: 7}
+	if err := d.ConvReady(c); !errors.Is(err, ErrNoDNN) {
+		t.Fatalf("ConvReady: %v, want ErrNoDNN", err)
+	}
+	reason := d.ConvPathReason()
+	var e *Error
+	if !errors.As(reason, &e) || e.Call != "cudnnSetConvolutionGroupCount" || e.Name != "CUDNN_STATUS_BAD_PARAM" {
+		t.Errorf("reason %v, want cudnnSetConvolutionGroupCount's CUDNN_STATUS_BAD_PARAM", reason)
+	}
+	if d.ConvPath() != "im2col" || !errors.Is(d.ConvReady(resnet3x3(1, false)), ErrNoDNN) {
+		t.Errorf("after the failure: %s, and a plain convolution still planned", d.ConvPath())
+	}
+}

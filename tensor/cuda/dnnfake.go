@@ -19,7 +19,8 @@ import (
 // order: an algorithm that is not supported, one that wants too much
 // workspace, one in a math type the precision must refuse (tensor ops for
 // FP32, conversion to FP16 for TF32), then the one to choose (algorithm
-// 1, 4096 bytes of workspace), then another. With the default math type
+// 1, 4096 bytes of workspace), then another. It refuses a group count
+// of 7 (BAD_PARAM), for a test of a failing call. With the default math type
 // (TF32 allowed) it rounds the products' operands to TF32, as tensor cores
 // read FP32 data; with FMA math it computes in FP32 (sums in double). What
 // it says of cuDNN itself (its numbers, its speed) is nothing.
@@ -81,7 +82,8 @@ int cudnnSetConvolution2dDescriptor(conv_t* d, int ph, int pw, int u, int v, int
   d->ph = ph; d->pw = pw; d->sh = u; d->sw = v; d->dh = dh; d->dw = dw; d->set = 1;
   return OK;
 }
-int cudnnSetConvolutionGroupCount(conv_t* d, int g) { if (g < 1) return BAD_PARAM; d->groups = g; return OK; }
+// 7 groups are refused, so that a test sees a call fail
+int cudnnSetConvolutionGroupCount(conv_t* d, int g) { if (g < 1 || g == 7) return BAD_PARAM; d->groups = g; return OK; }
 int cudnnSetConvolutionMathType(conv_t* d, int m) { if (m < 0 || m > 3) return BAD_PARAM; d->math = m; return OK; }
 
 static int out_h(const conv_t* c, const tensor_t* x, const filter_t* w) { return (x->h + 2 * c->ph - c->dh * (w->h - 1) - 1) / c->sh + 1; }
