@@ -354,5 +354,5 @@ func convLine(dev *cuda.Device) string {
 	case dev.Emulated:
 		return "im2col + GEMM (the emulator has no cuDNN)"
 	}
-	return "im2col + GEMM (cuDNN not loaded)"
+	return "im2col + GEMM (no cuDNN: why is said above)"
 }
