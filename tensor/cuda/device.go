@@ -32,10 +32,12 @@ type Device struct {
 	counts   Counts // what the device was asked (counts.go)
 	dnn      *dnn   // cuDNN for the convolutions (dnn.go); nil: im2col
 	dnnErr   error  // why dnn is nil, on a GPU
-	mu       sync.Mutex
-	recorded uint64    // events recorded so far (Event.seq)
-	events   []uintptr // event handles waited for, to record again
-	retiring []retired // staging buffers of queued uploads (UploadAsync)
+	// the system's cuDNN is to be loaded at first use (dnnReady)
+	dnnPending bool
+	mu         sync.Mutex
+	recorded   uint64    // events recorded so far (Event.seq)
+	events     []uintptr // event handles waited for, to record again
+	retiring   []retired // staging buffers of queued uploads (UploadAsync)
 }
 
 // retired is a staging buffer whose upload was queued after event number
@@ -82,7 +84,7 @@ func Open(ordinal int) (*Device, error) {
 		d.Close()
 		return nil, err
 	}
-	d.attachDNN(g)
+	d.attachDNN()
 	return d, d.start()
 }
 

@@ -316,20 +316,16 @@ func (n *dnn) close() {
 	}
 }
 
-// attachDNN gives d the system's cuDNN, or says once why it has none (no
-// library, GRAPHPIPE_CONV=im2col): its convolutions then run as im2col +
-// GEMM. The handle is made at first use (dnnReady).
-func (d *Device) attachDNN(g *gpu) {
+// attachDNN marks a GPU's Device to take the system's cuDNN at first use
+// (dnnReady), unless GRAPHPIPE_CONV=im2col: opening libcudnn and its
+// sub-libraries and making a handle take a while, and most devices opened
+// run no convolution.
+func (d *Device) attachDNN() {
 	if os.Getenv(ConvEnv) == "im2col" {
 		d.dnnErr = ErrDNNOff
 		return
 	}
-	lib, err := loadDNN()
-	if err != nil {
-		d.dropDNN(err)
-		return
-	}
-	d.dnn = newDNN(lib, g.stream, d.Memory)
+	d.dnnPending = true
 }
 
 // dropDNN leaves d without cuDNN, for reason err, said once per process.
@@ -341,11 +337,21 @@ func (d *Device) dropDNN(err error) {
 	dnnNotice.say(os.Stderr, "graphpipe: %v: conv2d runs as im2col + GEMM\n", err)
 }
 
-// dnnReady makes d's cuDNN handle unless it has one, on a thread where the
-// device's context is current; where cuDNN cannot make one (a sub-library
-// missing or of another version), d drops cuDNN, saying why. It says
-// whether d has cuDNN.
+// dnnReady loads cuDNN (once per process) and makes d's handle unless it
+// has one, on a thread where the device's context is current; where no
+// libcudnn loads or cuDNN cannot make a handle (a sub-library missing or of
+// another version), d drops cuDNN, saying why. It says whether d has
+// cuDNN.
 func (d *Device) dnnReady() bool {
+	if d.dnnPending {
+		d.dnnPending = false
+		lib, err := loadDNN()
+		if err != nil {
+			d.dropDNN(err)
+			return false
+		}
+		d.dnn = newDNN(lib, d.b.(*gpu).stream, d.Memory)
+	}
 	if d.dnn == nil {
 		return false
 	}
@@ -400,6 +406,7 @@ func (d *Device) ConvPath() string {
 	return "cudnn " + dnnVersion(d.dnn.lib.version)
 }
 
-// ConvPathReason is why the device has no cuDNN: nil where it has one,
-// and on the emulator and a dry device, which never load the system's.
+// ConvPathReason is why the device has no cuDNN, once ConvPath or a
+// convolution has asked for it: nil where it has one, and on the emulator
+// and a dry device, which never load the system's.
 func (d *Device) ConvPathReason() error { return d.dnnErr }
