@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test race demo fuzz bench bench-quick bench-go lint clean replay gpu-build readme
+.PHONY: build test race demo fuzz loaded bench bench-quick bench-go lint clean replay gpu-build readme
 
 # graphpipe version prints the commit (and whether the tree had changes)
 COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
@@ -33,6 +33,7 @@ test:
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseTrace$$' -fuzztime 20000x
 	$(GO) test ./chart -run '^$$' -fuzz '^FuzzInspect$$' -fuzztime 2000x
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime 100000x
+	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensorsFrom$$' -fuzztime 50000x
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime 20000x
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime 20000x
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime 20000x
@@ -78,6 +79,7 @@ fuzz:
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseTrace$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./chart -run '^$$' -fuzz '^FuzzInspect$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensors$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensorsFrom$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime $(FUZZTIME)
@@ -85,6 +87,18 @@ fuzz:
 	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/graphpipe -run '^$$' -fuzz '^FuzzDecodeRun$$' -fuzztime $(FUZZTIME)
 	GRAPHPIPE_FAULTS=long $(GO) test ./cmd/graphpipe -run '^TestRandomFaults$$' -count=1 -v   # 20 faults over 5 runs on a pool (about 80 s)
+	$(MAKE) loaded
+
+# The cluster, pool, elastic and fault tests (their timing is what a loaded
+# machine upsets) LOADED_COUNT times in a row, while a busy loop spins on
+# every core for the whole of it (make fuzz runs it; tens of minutes on 2 cores).
+LOADED_TESTS := Cluster|Pool|Elastic|Fault|Kill|Restart|Silent|Agent|Heartbeat|Stop|Signal
+LOADED_COUNT ?= 5
+loaded:
+	@hogs=""; for i in $$(seq $$(nproc)); do yes > /dev/null & hogs="$$hogs $$!"; done; \
+	trap 'kill $$hogs' EXIT INT TERM; \
+	echo "$$(nproc) busy loops (pids$$hogs) while the tests run $(LOADED_COUNT) times"; \
+	$(GO) test ./cmd/graphpipe ./runtime/... ./internal/natscluster -run '$(LOADED_TESTS)' -count=$(LOADED_COUNT) -failfast -timeout 120m
 
 # Every shell block of README.md, in order, in a fresh temporary directory, as
 # a new user would type them (the README's own first block builds graphpipe

@@ -18,21 +18,26 @@ const module = "github.com/graphpipe/graphpipe"
 // the project rooms its non-test files may import. A room's own
 // sub-packages (onnx/onnxpb, bench/cmd/report) belong to it. internal/...
 // are test harnesses, which import no room: the lowest room, which a test
-// helper package (wiretest) may use. The table is ordered from the bottom
-// up: a room imports only rooms listed before it.
+// helper package (wiretest) may use. internal/regular is a room of its own
+// below every other: the few lines that refuse a user's file that is not a
+// regular file (a FIFO, a device, a directory), which every package that
+// reads one shares (dag, dataset, onnx, runtime; cmd), and which import
+// nothing of the project. The table is ordered from the bottom up: a room
+// imports only rooms listed before it.
 var rooms = []struct {
 	room    string
 	imports []string
 }{
+	{"internal/regular", nil},
 	{"internal", nil},
-	{"dag", nil},
+	{"dag", []string{"internal/regular"}},
 	{"tensor", nil},
 	{"tensor/cuda", nil},
 	{"partition", []string{"dag"}},
 	{"microbatch", []string{"partition"}},
 	{"models", []string{"dag"}},
-	{"dataset", []string{"dag", "tensor"}},
-	{"onnx", []string{"dag", "tensor"}},
+	{"dataset", []string{"internal/regular", "dag", "tensor"}},
+	{"onnx", []string{"internal/regular", "dag", "tensor"}},
 	{"plan", []string{"dag", "partition", "microbatch"}},
 	{"search", []string{"dag", "partition", "microbatch", "plan"}},
 	{"stage", []string{"dag", "tensor", "tensor/cuda", "dataset"}},
@@ -40,7 +45,7 @@ var rooms = []struct {
 	{"runtime/wire", []string{"tensor"}},
 	{"runtime/wire/wiretest", []string{"runtime/wire", "internal"}},
 	{"profile", []string{"dag", "models", "plan", "stage", "tensor", "tensor/cuda", "runtime/wire"}},
-	{"runtime", []string{"dag", "tensor", "tensor/cuda", "dataset", "microbatch", "plan", "stage", "runtime/wire"}},
+	{"runtime", []string{"internal/regular", "dag", "tensor", "tensor/cuda", "dataset", "microbatch", "plan", "stage", "runtime/wire"}},
 	{"runtime/supervise", []string{"dag", "tensor", "tensor/cuda", "dataset", "microbatch", "plan", "stage", "chart", "runtime", "runtime/wire"}},
 	{"bench", []string{"*"}},
 	{"cmd/graphpipe", []string{"*"}},
@@ -152,6 +157,9 @@ func TestRoomsRefuse(t *testing.T) {
 		{"runtime/wire", []string{"runtime"}, 1},
 		{"runtime/wire", []string{"internal/natscluster"}, 1},
 		{"internal", []string{"dag"}, 1},
+		{"internal/regular", []string{"internal"}, 1},
+		{"dataset", []string{"internal/regular"}, 0},
+		{"dataset", []string{"internal/natscluster"}, 1},
 		{"runtime", []string{"runtime/supervise", "search"}, 2},
 		{"profile", []string{"runtime"}, 1},
 		{"stage", []string{"microbatch"}, 1},

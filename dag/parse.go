@@ -7,16 +7,18 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/graphpipe/graphpipe/internal/regular"
 )
 
 // LoadFile reads, parses and builds a model file. Problems come back as Errors
-// (every line names the op or field); a file that cannot be read, as the OS error.
+// (every line names the op or field); a file that cannot be read, or that is
+// not a regular file (a FIFO, a device, a directory), as the OS error.
 func LoadFile(path string) (*Graph, error) {
-	data, err := os.ReadFile(path)
+	data, err := regular.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/tensor"
@@ -138,7 +140,23 @@ func TestOpenRefusals(t *testing.T) {
 	f16 := filepath.Join(t.TempDir(), "h.safetensors")
 	os.WriteFile(f16, header(`{"x":{"dtype":"F16","shape":[1,3],"data_offsets":[0,6]}}`, 6), 0o644)
 	empty := t.TempDir()
+	fifos := t.TempDir()
+	for _, name := range []string{"data.safetensors", "data.npz", "data.npy"} {
+		if err := syscall.Mkfifo(filepath.Join(fifos, name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fifoInDir := writeShards(t, 2)
+	syscall.Mkfifo(filepath.Join(fifoInDir, "part-z.safetensors"), 0o644)
+	overlap := filepath.Join(t.TempDir(), "o.safetensors")
+	os.WriteFile(overlap, header(`{"x":{"dtype":"F32","shape":[1,3],"data_offsets":[0,12]},"label":{"dtype":"I32","shape":[1],"data_offsets":[8,12]}}`, 12), 0o644)
 	for _, tc := range []struct{ name, path, want string }{
+		{"a FIFO", filepath.Join(fifos, "data.safetensors"), "not a regular file (a FIFO)"},
+		{"a FIFO .npz", filepath.Join(fifos, "data.npz"), "not a regular file (a FIFO)"},
+		{"a FIFO .npy", filepath.Join(fifos, "data.npy"), "not a regular file (a FIFO)"},
+		{"a FIFO among the shards", fifoInDir, "not a regular file (a FIFO)"},
+		{"/dev/zero", "/dev/zero", "not a regular file (a character device)"},
+		{"overlapping tensors", overlap, "overlap"},
 		{"no such path", "testdata/none.safetensors", "cannot read"},
 		{"unknown extension", "testdata/gen_numpy.py", "not a .safetensors, .npy or .npz"},
 		{"compressed npz", "testdata/numpy/compressed.npz", "np.savez_compressed"},
@@ -151,7 +169,15 @@ func TestOpenRefusals(t *testing.T) {
 		{"F16", f16, "is F16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Open(tc.path)
+			var s *Set
+			var err error
+			done := make(chan struct{})
+			go func() { s, err = Open(tc.path); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+				t.Fatal("Open still waits after a second")
+			}
 			if err == nil {
 				s.Close()
 				t.Fatalf("opened")

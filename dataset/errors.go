@@ -10,6 +10,9 @@ type Error struct {
 	Tensor string
 	Row    int
 	Msg    string
+	// Changed says the file changed while in use (a *ChangedError): the
+	// environment's doing, not a problem of the data.
+	Changed bool
 }
 
 func (e *Error) Error() string {

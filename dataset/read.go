@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"unsafe"
@@ -62,7 +63,10 @@ func (t *Tensor) read(rows []int, nonfinite bool) (tensor.Named, error) {
 			run++
 		}
 		if err := p.m.readInto(raw[k*rb:(k+run)*rb], p.off+int64(r)*int64(rb)); err != nil {
-			return tensor.Named{}, errorf(p.m.path, t.Name, row, "%v", err)
+			e := errorf(p.m.path, t.Name, row, "%v", err)
+			var ce *ChangedError
+			e.Changed = errors.As(err, &ce)
+			return tensor.Named{}, e
 		}
 		k += run
 	}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/graphpipe/graphpipe/internal/regular"
 )
 
 // DType is how a tensor's values are stored.
@@ -117,6 +119,9 @@ func Open(path string) (*Set, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, errorf(path, "", -1, "cannot read: %v", unwrapPath(err))
+	}
+	if !st.IsDir() && !st.Mode().IsRegular() {
+		return nil, errorf(path, "", -1, "cannot open: %v", unwrapPath(regular.Check(path)))
 	}
 	s := &Set{Path: path, Tensors: map[string]*Tensor{}}
 	if st.IsDir() {

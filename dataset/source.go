@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"syscall"
+
+	"github.com/graphpipe/graphpipe/internal/regular"
 )
 
 // source is one file of a dataset. A small one is memory-mapped and its
@@ -63,7 +65,7 @@ func (s *source) mapIfSmall() {
 
 // openFile opens path for positioned reads.
 func openFile(path string) (*source, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path) // a FIFO's open would wait for ever
 	if err != nil {
 		return nil, errorf(path, "", -1, "cannot open: %v", unwrapPath(err))
 	}
@@ -71,10 +73,6 @@ func openFile(path string) (*source, error) {
 	if err != nil {
 		f.Close()
 		return nil, errorf(path, "", -1, "cannot stat: %v", unwrapPath(err))
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, errorf(path, "", -1, "not a regular file")
 	}
 	s := &source{path: path, r: f, size: st.Size(), f: f}
 	s.mapIfSmall()
@@ -98,18 +96,55 @@ func (s *source) read(off, n int64) ([]byte, error) {
 	return b, nil
 }
 
-// readInto fills b from the file at off.
+// ChangedError is a file that changed while a run read it: cut, grown or
+// replaced (cp or np.save over it). It is not the data's fault but the
+// environment's: the dataset was good when checked.
+type ChangedError struct {
+	Msg string
+}
+
+func (e *ChangedError) Error() string { return "the file changed while in use: " + e.Msg }
+
+// readInto fills b from the file at off. The file must still have the size
+// it had when opened; a mapped file's pages are copied with faults turned
+// into errors, so that a file cut under its mapping (SIGBUS) fails the read,
+// not the process.
 func (s *source) readInto(b []byte, off int64) error {
+	if s.f != nil {
+		st, err := s.f.Stat()
+		if err != nil {
+			return fmt.Errorf("reading %d bytes at %d: %w", len(b), off, err)
+		}
+		if st.Size() != s.size {
+			return &ChangedError{fmt.Sprintf("%d bytes now, %d when opened (cut or replaced?)", st.Size(), s.size)}
+		}
+	}
 	if s.data != nil {
 		if off < 0 || off+int64(len(b)) > s.size {
 			return fmt.Errorf("reading %d bytes at %d: past the end of %d", len(b), off, s.size)
 		}
-		copy(b, s.data[off:])
-		return nil
+		return copyMapped(b, s.data[off:])
 	}
 	if _, err := s.r.ReadAt(b, off); err != nil {
 		return fmt.Errorf("reading %d bytes at %d: %w", len(b), off, err)
 	}
+	return nil
+}
+
+// copyMapped copies from a mapping, a fault in it (the file cut under the
+// mapping: SIGBUS) turned into a *ChangedError.
+func copyMapped(dst, src []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			fault, ok := r.(interface{ Addr() uintptr })
+			if !ok {
+				panic(r)
+			}
+			err = &ChangedError{fmt.Sprintf("a fault reading its mapping at address %#x (cut or replaced?)", fault.Addr())}
+		}
+	}()
+	copy(dst, src)
 	return nil
 }
 

@@ -3,7 +3,6 @@ package onnx
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -11,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/graphpipe/graphpipe/internal/regular"
 	"github.com/graphpipe/graphpipe/onnx/onnxpb"
 )
 
@@ -39,7 +39,7 @@ type File struct {
 
 // ReadFile reads and checks an ONNX model file.
 func ReadFile(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path) // a FIFO's open would wait for ever
 	if err != nil {
 		return nil, err
 	}
@@ -47,9 +47,6 @@ func ReadFile(path string) (*File, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if fi.IsDir() {
-		return nil, fileErrf("", "%s is a directory, not an ONNX model", path)
 	}
 	if fi.Size() > maxFile {
 		return nil, fileErrf("", "%d bytes is past protobuf's 2 GiB limit; keep the weights in external data files", fi.Size())

@@ -3,13 +3,16 @@ package onnx
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
+	"github.com/graphpipe/graphpipe/internal/regular"
 	"github.com/graphpipe/graphpipe/onnx/onnxpb"
 )
 
@@ -78,9 +81,10 @@ type stored struct {
 	dtype dtype
 	dims  []int64
 	n     int64
-	// external data: the file and the byte range
-	path        string
-	offset, len int64
+	// external data: the file (its location in the model's directory
+	// dir, and both joined) and the byte range
+	dir, loc, path string
+	offset, len    int64
 }
 
 // checkTensor checks that t's data is there and holds its dims, without
@@ -143,8 +147,13 @@ func (s *stored) external(dir string, size int64) error {
 	if !filepath.IsLocal(loc) {
 		return fmt.Errorf("external data location %q is not inside the model's directory", loc)
 	}
-	s.path = filepath.Join(dir, loc)
-	fi, err := os.Stat(s.path)
+	s.dir, s.loc, s.path = dir, loc, filepath.Join(dir, loc)
+	f, err := s.open()
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	f.Close()
 	if err != nil {
 		return fmt.Errorf("external data: %v", err)
 	}
@@ -173,11 +182,49 @@ func (s *stored) external(dir string, size int64) error {
 	return nil
 }
 
+// open opens the tensor's external data file inside the model's
+// directory, refusing anything but a regular file (a FIFO would hang the
+// import, a directory fail late). The location is resolved through its
+// symbolic links and must stay inside the model's directory, resolved
+// too; the file is then opened through an os.Root of that directory, so
+// that a link changed since cannot lead out either, and without blocking,
+// so that not even a FIFO put there since the check waits.
+func (s *stored) open() (*os.File, error) {
+	dir, err := filepath.EvalSymlinks(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("external data: the model's directory: %v", err)
+	}
+	to, err := filepath.EvalSymlinks(s.path)
+	if err != nil {
+		return nil, fmt.Errorf("external data: %v", err)
+	}
+	if rel, err := filepath.Rel(dir, to); err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("external data location %q leads out of the model's directory %s, to %s (through a symbolic link)", s.loc, dir, to)
+	}
+	if err := regular.Check(to); err != nil {
+		return nil, fmt.Errorf("external data location %q: %v", s.loc, errors.Unwrap(err))
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("external data: the model's directory: %v", err)
+	}
+	defer root.Close()
+	f, err := root.OpenFile(s.loc, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("external data location %q: %v", s.loc, err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("external data location %q: not a regular file", s.loc)
+	}
+	return f, nil
+}
+
 // raw returns a reader of the tensor's little-endian bytes (raw data or
 // external data); ok is false for a tensor held in a typed field.
 func (s *stored) raw() (io.Reader, func() error, bool, error) {
 	if s.path != "" {
-		f, err := os.Open(s.path)
+		f, err := s.open()
 		if err != nil {
 			return nil, nil, true, err
 		}

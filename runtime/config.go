@@ -3,6 +3,7 @@ package runtime
 import (
 	"time"
 
+	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
@@ -30,7 +31,9 @@ type Config struct {
 	// skip); 0: 10.
 	MaxSkips int
 	Gen      uint32 // the generation: 1 (0 too), then one more per restart
-	// JoinTimeout > 0 bounds the coordinator's wait for its workers to join.
+	// JoinTimeout > 0 bounds the coordinator's wait for its workers to
+	// join; on a worker, how long it waits for its stage while it hears
+	// no coordinator of its run (a *JoinError).
 	JoinTimeout time.Duration
 	// Timings are the heartbeat, hang and confirmation timings (zero
 	// fields: the defaults). The coordinator sends its own to its workers.
@@ -44,4 +47,19 @@ type Config struct {
 	// KillPoints is a test hook of a worker process (KillEnv's format):
 	// the points at which it exits or hangs.
 	KillPoints string
+
+	// Bulk, when set, is the connection the process's state streams go
+	// over (checkpoint shards, the final parameters, a share to resume
+	// from): one of their own, so that heartbeats and control messages
+	// never queue behind them. nil: the run's transport (in a generation
+	// of their own all the same).
+	Bulk wire.Transport
+	// StreamCheckpoints has a worker stream its checkpoint shards to the
+	// coordinator even where it sees the checkpoint directory (StreamEnv).
+	StreamCheckpoints bool
 }
+
+// StreamEnv, set to 1 in a worker's environment, sets its
+// Config.StreamCheckpoints: the coordinator writes its shards, whether or
+// not the worker sees the checkpoint directory.
+const StreamEnv = "GRAPHPIPE_STREAM_CHECKPOINTS"

@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
@@ -31,7 +33,7 @@ const (
 	mbError      = 4
 	mbGo         = 5
 	mbCkpt       = 6
-	mbResume     = 7
+	mbResume     = 7 // unused: a share to resume from streams (stream.go); the number is not reused
 	mbEval       = 8
 	mbVerdict    = 9       // step or skip the update of an iteration (OnNonFinite skip)
 	mbStopState  = 10      // a stage's state, handed over as the run stops
@@ -61,6 +63,9 @@ type assignment struct {
 	Timings Timings         `json:"timings"` // the coordinator's Config.Timings
 	Steps   int             `json:"steps"`
 	Workers int             `json:"workers"`
+	// Checkpoint is where the checkpoints go, for the workers that see it
+	// to write their shards there (shard.go); nil without checkpoints.
+	Checkpoint *checkpointTarget `json:"checkpoint,omitempty"`
 }
 
 // Report is one stage's account of one iteration.
@@ -135,7 +140,7 @@ func Serve(ctx context.Context, t wire.Transport, j Join) error {
 		return err
 	}
 	defer ctl.Close()
-	a, err := join(ctx, ctl, j, id)
+	a, err := join(ctx, t, ctl, j, id)
 	if err != nil {
 		return err
 	}
@@ -151,11 +156,21 @@ func Serve(ctx context.Context, t wire.Transport, j Join) error {
 	return nil // serveWork drained ctl while the coordinator was watched
 }
 
-// join says hello to the coordinator and waits for the assignment.
-func join(ctx context.Context, ctl *wire.Endpoint, j Join, id int32) (*assignment, error) {
+// join says hello to the coordinator and waits for the assignment: for
+// ever, or, with Config.JoinTimeout, until the coordinator has been
+// silent that long (a *JoinError).
+func join(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, j Join, id int32) (*assignment, error) {
 	host := j.Host
 	if host == "" {
 		host, _ = os.Hostname()
+	}
+	if d := j.Config.JoinTimeout; d > 0 {
+		var stop func()
+		var err error
+		if ctx, stop, err = untilSilent(ctx, t, j.Run, d); err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
 	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent}
 	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, h); err != nil {
@@ -163,6 +178,10 @@ func join(ctx context.Context, ctl *wire.Endpoint, j Join, id int32) (*assignmen
 	}
 	_, msg, err := ctl.ReceiveAny(ctx, ctlEdge, 'a', mbAssign)
 	if err != nil {
+		var je *JoinError
+		if errors.As(context.Cause(ctx), &je) {
+			return nil, je
+		}
 		return nil, fmt.Errorf("waiting for a stage: %w", err)
 	}
 	var a assignment
@@ -170,6 +189,53 @@ func join(ctx context.Context, ctl *wire.Endpoint, j Join, id int32) (*assignmen
 		return nil, fmt.Errorf("assignment: %w", err)
 	}
 	return &a, nil
+}
+
+// JoinError is a worker that heard no coordinator of its run for its
+// join timeout: the run ID is wrong, or its coordinator is not (or no
+// longer) there.
+type JoinError struct {
+	Run  string
+	Wait time.Duration
+}
+
+func (e *JoinError) Error() string {
+	return fmt.Sprintf("run %s: no coordinator heard for %v: is the run ID right, and its coordinator running? (--join-timeout)", e.Run, e.Wait)
+}
+
+// untilSilent is ctx ended with a *JoinError once run's coordinator has
+// not been heard (its heartbeats) for d; stop ends the watch.
+func untilSilent(ctx context.Context, t wire.Transport, run string, d time.Duration) (context.Context, func(), error) {
+	var mu sync.Mutex // guards last
+	last := time.Now()
+	unsub, err := t.Subscribe(CoordinatorBeats(run), func([]byte) {
+		mu.Lock()
+		last = time.Now()
+		mu.Unlock()
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		tick := time.NewTicker(min(d/4, time.Second))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			quiet := time.Since(last)
+			mu.Unlock()
+			if quiet > d {
+				cancel(&JoinError{Run: run, Wait: d})
+				return
+			}
+		}
+	}()
+	return ctx, func() { unsub(); cancel(nil) }, nil
 }
 
 // job is the run as this worker knows it once assigned (its Graph and
@@ -279,7 +345,7 @@ const (
 // iterate runs iteration n and hands over what it owes: the report, the
 // update (after the verdict, when steps may be skipped) and a due
 // checkpoint's share. stop says the coordinator ended the run.
-func iterate(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, n int) (stop bool, err error) {
+func iterate(ctx context.Context, ctl, bulk *wire.Endpoint, w *Worker, a *assignment, n int) (stop bool, err error) {
 	start := now()
 	loss, err := w.compute(ctx, int64(n))
 	if err != nil {
@@ -316,11 +382,7 @@ func iterate(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, 
 	}
 	if k := a.Options.CheckpointEvery; k > 0 && (n+1)%k == 0 && w.Replica == 0 && !w.Emulate {
 		w.die("during-checkpoint")
-		st, err := w.state()
-		if err != nil {
-			return false, err
-		}
-		if err := ctl.Send(ctx, coordinator, msgKey(int64(n)*reportStride+int64(a.Stage), mbCkpt, ctlEdge, 'g'), st); err != nil {
+		if err := w.saveShards(ctx, ctl, bulk, a, n+1, msgKey(int64(n)*reportStride+int64(a.Stage), mbCkpt, ctlEdge, 'g')); err != nil {
 			return false, err
 		}
 	}
@@ -338,7 +400,7 @@ func iterate(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, 
 
 // stopWorker leaves a run the coordinator stopped: with its state first
 // when asked for it (replica 0 of each stage), acknowledged before it goes.
-func stopWorker(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment, order string) error {
+func stopWorker(ctx context.Context, ctl, bulk *wire.Endpoint, w *Worker, a *assignment, n int, order string) error {
 	switch order {
 	case goAbort:
 		return nil
@@ -347,13 +409,12 @@ func stopWorker(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignmen
 		return fmt.Errorf("the coordinator said %q before an iteration", order)
 	}
 	if order == goStopAndSave && w.Replica == 0 && !w.Emulate {
-		st, err := w.state()
-		if err != nil {
+		if err := w.saveShards(ctx, ctl, bulk, a, n, msgKey(int64(a.Stage), mbStopState, ctlEdge, 'g')); err != nil {
 			return err
 		}
-		if err := ctl.Send(ctx, coordinator, msgKey(int64(a.Stage), mbStopState, ctlEdge, 'g'), st); err != nil {
-			return err
-		}
+	}
+	if err := bulk.Drain(ctx); err != nil {
+		return err
 	}
 	return ctl.Drain(ctx)
 }
@@ -373,6 +434,11 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 		return err
 	}
 	defer ep.Close()
+	bulk, err := newBulk(job.Config, t, job.Run, a.Gen, int32(a.Stage))
+	if err != nil {
+		return err
+	}
+	defer bulk.Close()
 	w, err := NewWorker(job, a.Stage, ep)
 	if err != nil {
 		return err
@@ -380,11 +446,7 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 	defer w.Close()
 	started(w)
 	if (a.Options.Start > 0 || a.Options.Init) && !w.Emulate {
-		msg, err := ctl.Receive(ctx, msgKey(0, mbResume, ctlEdge, 'g'))
-		if err != nil {
-			return fmt.Errorf("waiting for the checkpoint to resume from: %w", err)
-		}
-		if err := w.loadState(msg); err != nil {
+		if err := w.receiveResume(ctx, bulk); err != nil {
 			return err
 		}
 	}
@@ -396,9 +458,9 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 			return err
 		}
 		if string(order) != goOn {
-			return stopWorker(ctx, ctl, w, a, string(order))
+			return stopWorker(ctx, ctl, bulk, w, a, n, string(order))
 		}
-		stop, err := iterate(ctx, ctl, w, a, n)
+		stop, err := iterate(ctx, ctl, bulk, w, a, n)
 		if err != nil || stop {
 			return err
 		}
@@ -409,15 +471,10 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 	if err := ep.Drain(ctx); err != nil {
 		return err
 	}
-	state, err := w.Params()
-	if err != nil {
+	if err := w.sendFinal(ctx, ctl, bulk, a); err != nil {
 		return err
 	}
-	params, err := encodeParams(state)
-	if err != nil {
-		return err
-	}
-	if err := ctl.Send(ctx, coordinator, msgKey(int64(a.Stage), mbParams, ctlEdge, 'g'), params); err != nil {
+	if err := bulk.Drain(ctx); err != nil {
 		return err
 	}
 	return ctl.Drain(ctx) // still watching the coordinator: it acknowledges before it stops

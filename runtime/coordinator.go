@@ -6,15 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
-	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
-	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -41,13 +40,26 @@ func Coordinate(ctx context.Context, job *Job, t wire.Transport, progress func(i
 	defer cancel(nil)
 	tm := job.Config.Timings
 	go tm.Beat(ctx, t, CoordinatorBeats(job.Run), nothing)
-	c := &collector{ctl: ctl, job: job, lay: layout(plan), res: &Result{Params: map[string]*stage.Value[float32]{}}}
+	bulk, err := newBulk(job.Config, t, job.Run, job.gen(), coordinator)
+	if err != nil {
+		return nil, err
+	}
+	defer bulk.Close()
+	c := &collector{ctl: ctl, bulk: bulk, job: job, lay: layout(plan), res: &Result{Params: map[string]*stage.Value[float32]{}}}
+	if dir := job.Config.CheckpointDir; dir != "" && !job.Options.Emulate {
+		target, unprobe, err := newCheckpointTarget(dir)
+		if err != nil {
+			return nil, err
+		}
+		defer unprobe()
+		c.target = target
+	}
 	who, err := c.assign(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if r := job.Config.Resume; r != nil && !job.Options.Emulate {
-		if err := sendResume(ctx, ctl, g, plan, c.lay, c.workers, r); err != nil {
+		if err := sendResume(ctx, bulk, job, c.lay, r); err != nil {
 			return nil, err
 		}
 	}
@@ -56,7 +68,8 @@ func Coordinate(ctx context.Context, job *Job, t wire.Transport, progress func(i
 		s, r := lay.where(id)
 		return fmt.Sprintf("worker %d (stage %d, replica %d)", id, s, r)
 	}
-	if err := tm.watchWorkers(ctx, t, job.Run, job.gen(), lay.total, name, cancel); err != nil {
+	c.left = make([]atomic.Bool, lay.total)
+	if err := tm.watchWorkers(ctx, t, job.Run, job.gen(), lay.total, name, func(id int) bool { return c.left[id].Load() }, cancel); err != nil {
 		return nil, err
 	}
 	res, err := c.collect(ctx, progress)
@@ -102,7 +115,7 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 		o.Start = job.From()
 	}
 	a := assignment{Gen: job.gen(), Model: dag.Write(job.Graph.Model()), Plan: job.Plan.Encode(), Options: o,
-		Timings: job.Config.Timings, Steps: job.Steps, Workers: lay.total}
+		Timings: job.Config.Timings, Steps: job.Steps, Workers: lay.total, Checkpoint: c.target}
 	c.workers = make([]int32, lay.total) // by worker id: each one's control address
 	who := make([]Joined, lay.total)
 	slots := freeSlots{taken: make([]bool, lay.total)}
@@ -168,12 +181,17 @@ func (f *freeSlots) take(h hello) (int, error) {
 // collector drives a run's iterations from the coordinator.
 type collector struct {
 	ctl     *wire.Endpoint
+	bulk    *wire.Endpoint    // the state streams' (stream.go)
+	target  *checkpointTarget // where checkpoints go, nil for none
 	job     *Job
 	lay     replicas
 	workers []int32 // by worker id: each one's control address
 	res     *Result
 	saved   int // the step of the newest checkpoint written, 0 for none
 	skips   int // steps skipped in a row
+	// left says, by worker id, which workers have handed over all they
+	// owed and gone, their silence no failure (shard.go)
+	left []atomic.Bool
 }
 
 // collect drives the iterations and gathers reports and parameters.
@@ -188,14 +206,8 @@ func (c *collector) collect(ctx context.Context, progress func(int64, float64)) 
 			return nil, err
 		}
 	}
-	for range c.workers {
-		_, msg, err := c.ctl.ReceiveAny(ctx, ctlEdge, 'g', mbParams)
-		if err != nil {
-			return nil, workerFailure(c.ctl, err)
-		}
-		if err := decodeParams(msg, c.res.Params); err != nil {
-			return nil, err
-		}
+	if err := c.collectFinal(ctx); err != nil {
+		return nil, err
 	}
 	return c.res, nil
 }
@@ -339,6 +351,11 @@ func (c *collector) stop(ctx context.Context, n int) error {
 	if err := c.tell(ctx, int64(n), mbGo, order); err != nil {
 		return err
 	}
+	for id := range c.left {
+		if _, replica := c.lay.where(id); replica != 0 || !save {
+			c.left[id].Store(true) // it owes nothing more, and leaves
+		}
+	}
 	if save {
 		key := func(id int32) wire.Key { return msgKey(int64(id), mbStopState, ctlEdge, 'g') }
 		if err := c.checkpoint(ctx, n, key); err != nil {
@@ -382,102 +399,34 @@ func workerFailure(ctl *wire.Endpoint, err error) error {
 	return fmt.Errorf("a worker failed: %s", m["error"])
 }
 
-func encodeParams(p map[string]*stage.Value[float32]) ([]byte, error) {
-	var entries []tensor.Named
-	for name, v := range p {
-		entries = append(entries, tensor.Named{Name: name, Shape: v.Shape, F32: v.Data})
-	}
-	return tensor.EncodeSafetensors(entries, nil)
-}
-
-func decodeParams(b []byte, into map[string]*stage.Value[float32]) error {
-	entries, _, err := tensor.DecodeSafetensors(b)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		into[e.Name] = &stage.Value[float32]{Shape: e.Shape, Data: e.F32}
-	}
-	return nil
-}
-
-// checkpoint gathers every stage's state at step (iterations done), each
-// stage's replica 0 sending it under key, and writes it, unless a value in
-// it is not finite: that ends the run (a NonFiniteError) with nothing written.
+// checkpoint gathers every stage's share of the checkpoint at step
+// (iterations done), each stage's replica 0 reporting under key (shard.go),
+// and makes it whole: the shards checked, the manifest written last. A
+// value that is not finite in it ends the run (a NonFiniteError) with
+// nothing written.
 func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32) wire.Key) error {
-	ck := &Checkpoint{Params: map[string]*stage.Value[float32]{}, Optim: map[string][]float32{}}
-	for s := range c.job.Plan.Stages {
-		msg, err := c.ctl.Receive(ctx, key(c.lay.id(s, 0)))
-		if err != nil {
-			return err
-		}
-		entries, meta, err := tensor.DecodeSafetensors(msg)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			if !stage.Finite(e.F32) {
-				return c.nonFinite(step, s, fmt.Sprintf("%s holds a value that is not finite (NaN or Inf) after the update", e.Name))
-			}
-			if name, ok := cutState(e.Name); ok {
-				ck.Params[name] = &stage.Value[float32]{Shape: e.Shape, Data: e.F32}
-			} else if slot, ok := strings.CutPrefix(e.Name, "optim:"); ok {
-				ck.Optim[slot] = e.F32
-			}
-		}
-		ck.Manifest.OptStep, _ = strconv.Atoi(meta["optimizer_step"])
-	}
 	g, p, dir := c.job.Graph, c.job.Plan, c.job.Config.CheckpointDir
-	ck.Manifest.Step, ck.Manifest.Model, ck.Manifest.ModelHash = step, g.Name(), dag.ModelHash(g)
-	ck.Manifest.Run, ck.Manifest.Seed = c.job.Run, g.Seed()
-	ck.Manifest.Plan = fmt.Sprintf("%s, %d stages on %d devices", p.Strategy, len(p.Stages), c.lay.total)
-	ck.Manifest.Optimizer = c.job.Options.Train.Optimizer
-	if err := WriteCheckpoint(dir, ck); err != nil {
+	tmp := tmpStepDir(c.target.Dir, step, c.target.Token, c.job.gen())
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return fmt.Errorf("checkpoint after step %d into %s: %w", step, dir, err)
+	}
+	shards, optStep, err := c.gatherShards(ctx, step, tmp, key)
+	if err != nil {
+		os.RemoveAll(tmp)
+		var ne *NonFiniteError
+		if errors.As(err, &ne) {
+			return err
+		}
+		return fmt.Errorf("checkpoint after step %d into %s: %w", step, dir, err)
+	}
+	m := Manifest{Step: step, Model: g.Name(), ModelHash: dag.ModelHash(g), Run: c.job.Run, Seed: g.Seed(),
+		Plan:      fmt.Sprintf("%s, %d stages on %d devices", p.Strategy, len(p.Stages), c.lay.total),
+		Optimizer: c.job.Options.Train.Optimizer, OptStep: optStep, Shards: shards}
+	if err := commitCheckpoint(c.target.Dir, tmp, &m); err != nil {
+		os.RemoveAll(tmp)
 		return fmt.Errorf("checkpoint after step %d into %s: %w", step, dir, err)
 	}
 	c.saved = step
-	return nil
-}
-
-// sendResume gives every worker its stage's share of a checkpoint.
-func sendResume(ctx context.Context, ctl *wire.Endpoint, g *dag.Graph, plan *plan.Plan, lay replicas, workers []int32, c *Checkpoint) error {
-	if c.Manifest.ModelHash != dag.ModelHash(g) {
-		return fmt.Errorf("checkpoint: made for model %q with hash %.12s, this model's is %.12s", c.Manifest.Model, c.Manifest.ModelHash, dag.ModelHash(g))
-	}
-	for id, w := range workers {
-		st, _ := lay.where(id)
-		var entries []tensor.Named
-		for _, opName := range plan.Stages[st].Ops {
-			i, _ := g.OpIndex(opName)
-			for _, b := range g.Buffers(i) {
-				v, ok := c.Params[b.Key]
-				if !ok {
-					return fmt.Errorf("checkpoint: lacks buffer %q", b.Key)
-				}
-				entries = append(entries, tensor.Named{Name: "buffer:" + b.Key, Shape: v.Shape, F32: v.Data})
-			}
-			for _, p := range g.Params(i) {
-				name := p.Key
-				v, ok := c.Params[name]
-				if !ok {
-					return fmt.Errorf("checkpoint: lacks parameter %q", name)
-				}
-				entries = append(entries, tensor.Named{Name: "param:" + name, Shape: v.Shape, F32: v.Data})
-				for slot, s := range c.Optim {
-					if rest, ok := strings.CutPrefix(slot, name+"."); ok && !strings.Contains(rest, ".") {
-						entries = append(entries, tensor.Named{Name: "optim:" + slot, Shape: []int{len(s)}, F32: s})
-					}
-				}
-			}
-		}
-		b, err := tensor.EncodeSafetensors(entries, map[string]string{"optimizer_step": strconv.Itoa(c.Manifest.OptStep)})
-		if err != nil {
-			return err
-		}
-		if err := ctl.Send(ctx, w, msgKey(0, mbResume, ctlEdge, 'g'), b); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 

@@ -49,18 +49,19 @@ func (e *DataError) Error() string { return e.Msg }
 func dataErr(err error) error {
 	var de *dataset.Error
 	var ce *dataset.CheckError
-	if errors.As(err, &de) || errors.As(err, &ce) {
+	if errors.As(err, &de) && !de.Changed || errors.As(err, &ce) {
 		return &DataError{err.Error()}
 	}
 	return err
 }
 
-// IsDataError says whether err is a refusal of the data.
+// IsDataError says whether err is a refusal of the data (not a data file
+// that changed while in use: the environment's fault, exit 1).
 func IsDataError(err error) bool {
 	var de *DataError
 	var de2 *dataset.Error
 	var ce *dataset.CheckError
-	return errors.As(err, &de) || errors.As(err, &de2) || errors.As(err, &ce)
+	return errors.As(err, &de) || errors.As(err, &de2) && !de2.Changed || errors.As(err, &ce)
 }
 
 // OpenData opens path and checks it against g's inputs.

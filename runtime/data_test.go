@@ -180,3 +180,21 @@ func TestWorkerRefusesOtherData(t *testing.T) {
 		t.Fatalf("%d of %d workers read model inputs: the test needs both kinds", readers, layout(plan).total)
 	}
 }
+
+// TestChangedDataIsNotTheUsers: a data file that changed under the run
+// (cut or replaced while mapped) is the environment's fault, exit 1 and a
+// restart's to mend, not a refusal of the data (exit 2, no restart); a
+// row the data got wrong is the user's.
+func TestChangedDataIsNotTheUsers(t *testing.T) {
+	changed := &dataset.Error{Path: "d.safetensors", Tensor: "x", Row: 3, Msg: "the file changed while in use", Changed: true}
+	bad := &dataset.Error{Path: "d.safetensors", Tensor: "x", Row: 3, Msg: "NaN"}
+	if IsDataError(changed) || IsDataError(dataErr(changed)) {
+		t.Error("a changed file is taken for bad data")
+	}
+	if !IsDataError(bad) || !IsDataError(dataErr(bad)) {
+		t.Error("bad data is not taken for bad data")
+	}
+	if !strings.Contains(dataErr(changed).Error(), `d.safetensors: tensor "x"`) {
+		t.Errorf("%v does not name the file and the tensor", dataErr(changed))
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/graphpipe/graphpipe/internal/regular"
 )
 
 // lockFile is the file in a checkpoint directory that its owner holds an
@@ -39,9 +41,13 @@ func LockDir(dir, run string) (*DirLock, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	path := filepath.Join(dir, lockFile)
+	if st, err := os.Lstat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("its lock file %s: %v: remove it", path, regular.Mode(st.Mode()))
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("its lock file %s: %v", path, errors.Unwrap(err))
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()

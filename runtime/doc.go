@@ -18,7 +18,10 @@
 //   - Config: what stays in one process. On the coordinator: the stop
 //     channel, callbacks, the checkpoint directory, the checkpoint to resume,
 //     the generation, the join timeout; on a worker process: its device, its
-//     precision and its test hooks (KillPoints); on both: the Timings, of
+//     precision, its test hooks (KillPoints), its join timeout (how long it
+//     waits for a stage while no coordinator is heard: a JoinError) and
+//     whether it streams its checkpoint shards; on both: the connection
+//     state streams take (Bulk) and the Timings, of
 //     which the coordinator's are sent to its workers with their stages, so
 //     one run keeps one heartbeat timeout. No configuration is kept in
 //     package variables.
@@ -75,13 +78,29 @@
 //     replica 0 hands over its state, written as a checkpoint at that step
 //     (StoppedError); a run resumed from it continues bit for bit.
 //     Checkpoints are written atomically and keyed by parameter name, so one
-//     made under one plan loads under another.
-//  6. The coordinator and every worker beat every Timings.HeartbeatEvery; a
+//     made under one plan loads under another. A checkpoint is sharded
+//     (shard.go, graphpipe/checkpoint@2): each stage's replica 0 writes its
+//     own params and optim shards where it sees the checkpoint directory
+//     (a probe file the coordinator leaves there tells it), and streams them
+//     to the coordinator where it does not; the manifest, naming every
+//     shard with its checksum and size, is written last. LoadCheckpoint
+//     reads @1's two files too.
+//  6. State never travels whole in one message: checkpoint shards, the
+//     parameters at the end and a share to resume from are streams of
+//     bounded chunks, each sent only once its receiver grants it
+//     (stream.go), over bulk endpoints in a generation of their own, on
+//     Config.Bulk (a connection of their own) when set: heartbeats and
+//     orders never queue behind them. A worker that has handed over all it
+//     owed and left is not taken for silent while others' streams run.
+//  7. The coordinator and every worker beat every Timings.HeartbeatEvery; a
 //     worker leaves when its coordinator has been silent for
 //     Timings.HeartbeatTimeout, and the coordinator names a worker silent as
 //     long (SilentError), or one that says it has computed one action past
 //     its hang timeout. A process that stalled itself does not count its
 //     own stall as the other side's silence.
-//  7. LockDir gives a checkpoint directory one owner: an exclusive flock the
+//  8. LockDir gives a checkpoint directory one owner: an exclusive flock the
 //     OS drops with its process, the holder named in the lock file.
+//  9. Every file a run reads (a checkpoint's manifest and shards, a probe)
+//     must be a regular file (internal/regular): a FIFO is refused, never
+//     waited on.
 package runtime

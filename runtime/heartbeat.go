@@ -59,9 +59,11 @@ func (tm Timings) WatchCoordinator(ctx context.Context, t wire.Transport, run st
 }
 
 // watchWorkers cancels ctx, naming the worker, when one of n workers has
-// been silent for the heartbeat timeout. names describes worker ids for
-// messages.
-func (tm Timings) watchWorkers(ctx context.Context, t wire.Transport, run string, gen uint32, n int, names func(int) string, cancel context.CancelCauseFunc) error {
+// been silent for the heartbeat timeout, unless left says it has left:
+// handed over all it owed (its state at a stop, its parameters at the end)
+// and gone, while the coordinator still reads the others'. names describes
+// worker ids for messages.
+func (tm Timings) watchWorkers(ctx context.Context, t wire.Transport, run string, gen uint32, n int, names func(int) string, left func(int) bool, cancel context.CancelCauseFunc) error {
 	tm = tm.WithDefaults()
 	var mu sync.Mutex // guards last
 	last := make([]time.Time, n)
@@ -91,7 +93,7 @@ func (tm Timings) watchWorkers(ctx context.Context, t wire.Transport, run string
 		mu.Lock()
 		defer mu.Unlock()
 		for id, at := range last {
-			if quiet := quietFor(at, awake, now); quiet > tm.HeartbeatTimeout {
+			if quiet := quietFor(at, awake, now); quiet > tm.HeartbeatTimeout && !left(id) {
 				return &SilentError{Who: names(id), Silent: quiet}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,5 +243,87 @@ func TestJoinTimeout(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("the worker that joined is still waiting")
+	}
+}
+
+// TestLeftWorkersAreNotSilent: a worker that has handed over all it owed
+// and left (its parameters at the end, its state at a stop) is not taken
+// for silent while the coordinator still reads the others' (a stream of
+// gigabytes takes longer than a heartbeat timeout); one that has not left
+// is.
+func TestLeftWorkersAreNotSilent(t *testing.T) {
+	tr := wire.NewMemory(1, wire.Faults{}, 1<<20)
+	tm := Timings{HeartbeatEvery: 20 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond}
+	for _, tc := range []struct {
+		left   bool
+		silent bool
+	}{{true, false}, {false, true}} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		name := func(id int) string { return fmt.Sprintf("worker %d", id) }
+		// worker 0 beats on; worker 1 has gone quiet
+		beating, stop := context.WithCancel(ctx)
+		go tm.Beat(beating, tr, workerBeats("r", 1), func() []byte { return workerBeat(0) })
+		if err := tm.watchWorkers(ctx, tr, "r", 1, 2, name, func(id int) bool { return id == 1 && tc.left }, cancel); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		var se *SilentError
+		silent := errors.As(context.Cause(ctx), &se)
+		if silent != tc.silent || silent && se.Who != "worker 1" {
+			t.Errorf("left %v: silent %v (%v), want %v", tc.left, silent, context.Cause(ctx), tc.silent)
+		}
+		stop()
+		cancel(nil)
+	}
+}
+
+// muteBeats is a transport that loses the coordinator's heartbeats while
+// mute is set, as a coordinator stalled by a long checkpoint would.
+type muteBeats struct {
+	wire.Transport
+	subject string
+	mute    atomic.Bool
+}
+
+func (m *muteBeats) Publish(subject string, data []byte) error {
+	if subject == m.subject && m.mute.Load() {
+		return nil
+	}
+	return m.Transport.Publish(subject, data)
+}
+
+// TestWorkersKeepTheRunsHeartbeatTimeout: the coordinator's heartbeat
+// timeout (--heartbeat-timeout) reaches its workers with their stages: a
+// coordinator silent for 1 s, longer than the workers' own timeout (300
+// ms) but within the run's (5 s), loses none of them.
+func TestWorkersKeepTheRunsHeartbeatTimeout(t *testing.T) {
+	g, plan := smallPlan(t, "case-study", 3, 4)
+	m := &muteBeats{Transport: wire.NewMemory(1, wire.Faults{}, 1<<20), subject: CoordinatorBeats("patient")}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	own := Config{Timings: Timings{HeartbeatEvery: 50 * time.Millisecond, HeartbeatTimeout: 300 * time.Millisecond}}
+	errs := make(chan error, len(plan.Stages))
+	for range plan.Stages {
+		go func() { errs <- Serve(ctx, m, Join{Run: "patient", Config: own}) }()
+	}
+	job := &Job{Run: "patient", Graph: g, Plan: plan, Steps: 40, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.01}},
+		Config: Config{Timings: Timings{HeartbeatEvery: 50 * time.Millisecond, HeartbeatTimeout: 5 * time.Second}}}
+	muted := false
+	_, err := Coordinate(ctx, job, m, func(n int64, _ float64) {
+		if n == 5 && !muted {
+			muted = true
+			m.mute.Store(true)
+			time.Sleep(time.Second)
+			m.mute.Store(false)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range plan.Stages {
+		if err := <-errs; err != nil {
+			t.Fatalf("a worker left: %v", err)
+		}
 	}
 }

@@ -34,8 +34,9 @@ func TestStoredManifests(t *testing.T) {
 		{`"optimizer_step": 0`, `"optimizer_step": -1`, "optimizer_step: must not be negative"},
 		{`"optim.safetensors": "`, `"optim.safetensors": "zz`, "files: optim.safetensors"},
 		{`"params.safetensors"`, `"weights.safetensors"`, "files: params.safetensors"},
-		{`"format": "graphpipe/checkpoint@1"`, `"format": "graphpipe/checkpoint@2"`, "not a graphpipe/checkpoint@1 manifest"},
-		{`"seed": 42`, `"seed": 42, "colour": 1`, "not a graphpipe/checkpoint@1 manifest"},
+		{`"format": "graphpipe/checkpoint@1"`, `"format": "graphpipe/checkpoint@3"`, "not a graphpipe/checkpoint@2 (or @1) manifest"},
+		{`"format": "graphpipe/checkpoint@1"`, `"format": "graphpipe/checkpoint@2"`, "a graphpipe/checkpoint@2 manifest names shards, not files"},
+		{`"seed": 42`, `"seed": 42, "colour": 1`, "not a graphpipe/checkpoint@2 (or @1) manifest"},
 	} {
 		bad := strings.Replace(string(good), tc.old, tc.new, 1)
 		if bad == string(good) {

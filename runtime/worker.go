@@ -66,6 +66,9 @@ type Worker struct {
 	busyWhat  string
 	warm      bool    // an iteration has finished (see Timings.WarmupHangTimeout)
 	timings   Timings // the run's: its hang timeouts
+	// streamShards: stream checkpoint shards even where the directory is
+	// seen (Config.StreamCheckpoints)
+	streamShards bool
 }
 
 // busy marks the start (what != "") or end of a computation of the worker's own.
@@ -124,7 +127,7 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 	}
 	w := &Worker{ID: int32(id), Stage: st, Replica: rep, lay: lay, g: g, plan: plan, sched: sch.Lists[st], split: sch.Split, sch: sch,
 		timing: plan.Timing(), ep: ep, ops: map[string]bool{}, reads: map[string]bool{}, spec: o.Data, evalRows: -1,
-		timings: job.Config.Timings.WithDefaults()}
+		timings: job.Config.Timings.WithDefaults(), streamShards: job.Config.StreamCheckpoints}
 	w.do = computer{w}
 	if !sch.Split { // a whole backward is one action
 		for s := range w.timing.B {
@@ -589,37 +592,10 @@ func (w *Worker) OpSeconds() map[string][2]float64 {
 	return out
 }
 
-// state is this stage's parameters, buffers and optimizer state as one
-// safetensors message: "param:<name>", "buffer:<name>" and
-// "optim:<name>.<slot>", the optimizer's step in the metadata.
-func (w *Worker) state() ([]byte, error) {
-	vals, err := w.ex.HostState()
-	if err != nil {
-		return nil, err
-	}
-	st, step, err := w.ex.OptimizerState()
-	if err != nil {
-		return nil, err
-	}
-	var entries []tensor.Named
-	for _, name := range w.ex.ParamNames() {
-		entries = append(entries, tensor.Named{Name: "param:" + name, Shape: vals[name].Shape, F32: vals[name].Data})
-	}
-	for _, name := range w.ex.BufferNames() {
-		entries = append(entries, tensor.Named{Name: "buffer:" + name, Shape: vals[name].Shape, F32: vals[name].Data})
-	}
-	for slot, v := range st {
-		entries = append(entries, tensor.Named{Name: "optim:" + slot, Shape: []int{len(v)}, F32: v})
-	}
-	return tensor.EncodeSafetensors(entries, map[string]string{"optimizer_step": strconv.Itoa(step)})
-}
-
-// loadState restores what state wrote (or a checkpoint's share of it).
-func (w *Worker) loadState(b []byte) error {
-	entries, meta, err := tensor.DecodeSafetensors(b)
-	if err != nil {
-		return err
-	}
+// loadEntries restores a share of a checkpoint (sendResume's stream):
+// "param:<name>", "buffer:<name>" and "optim:<name>.<slot>", the
+// optimizer's step in the metadata.
+func (w *Worker) loadEntries(entries []tensor.Named, meta map[string]string) error {
 	kinds := map[string]string{} // the stage's values: "param" or "buffer" by name
 	for _, name := range w.ex.ParamNames() {
 		kinds[name] = "param"

@@ -138,11 +138,21 @@ func ReadSafetensorsHeaderSized(b []byte, size int64) (*SafetensorsHeader, error
 	if n > maxHeader || n > uint64(size-8) || n > uint64(len(b)-8) {
 		return nil, fmt.Errorf("safetensors: header length %d does not fit in the file of %d bytes", n, size)
 	}
+	return parseHeader(b[8:8+n], size-int64(8+n))
+}
+
+// parseHeader reads a header's JSON, which a data section of data bytes
+// follows (-1: a stream's, of a size not known yet).
+func parseHeader(js []byte, data int64) (*SafetensorsHeader, error) {
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b[8:8+n], &raw); err != nil {
+	if err := json.Unmarshal(js, &raw); err != nil {
 		return nil, fmt.Errorf("safetensors: header: %v", err)
 	}
-	h := &SafetensorsHeader{DataAt: int64(8 + n)}
+	h := &SafetensorsHeader{DataAt: int64(8 + len(js))}
+	limit := data
+	if limit < 0 {
+		limit = math.MaxInt64
+	}
 	names := make([]string, 0, len(raw))
 	for k := range raw {
 		names = append(names, k)
@@ -159,15 +169,50 @@ func ReadSafetensorsHeaderSized(b []byte, size int64) (*SafetensorsHeader, error
 		if err := json.Unmarshal(raw[name], &e); err != nil {
 			return nil, fmt.Errorf("safetensors: %q: %v", name, err)
 		}
-		entry, err := checkEntry(name, e, size-h.DataAt)
+		entry, err := checkEntry(name, e, limit)
 		if err != nil {
 			return nil, err
 		}
-		entry.Start += h.DataAt
-		entry.End += h.DataAt
 		h.Entries = append(h.Entries, entry)
 	}
+	if err := checkTiling(h.Entries, data); err != nil {
+		return nil, err
+	}
+	for i := range h.Entries {
+		h.Entries[i].Start += h.DataAt
+		h.Entries[i].End += h.DataAt
+	}
 	return h, nil
+}
+
+// checkTiling refuses entries whose byte ranges overlap or leave a gap:
+// taken in the order of their bytes they must tile the data section, from
+// its first byte to its last (data bytes; -1 for a stream, whose end is
+// where the last entry ends). A tensor that overlaps another reads its
+// bytes; a gap hides bytes no tensor owns.
+func checkTiling(entries []SafetensorsEntry, data int64) error {
+	order := make([]SafetensorsEntry, len(entries))
+	copy(order, entries)
+	sort.SliceStable(order, func(i, j int) bool {
+		if order[i].Start != order[j].Start {
+			return order[i].Start < order[j].Start
+		}
+		return order[i].End < order[j].End
+	})
+	at, after := int64(0), ""
+	for _, e := range order {
+		if e.Start != at {
+			if after == "" {
+				return fmt.Errorf("safetensors: %q: bytes [%d, %d) overlap another tensor's or leave a gap: the data starts at 0", e.Name, e.Start, e.End)
+			}
+			return fmt.Errorf("safetensors: %q: bytes [%d, %d) overlap %q's or leave a gap after them (they end at %d)", e.Name, e.Start, e.End, after, at)
+		}
+		at, after = e.End, e.Name
+	}
+	if data >= 0 && at != data {
+		return fmt.Errorf("safetensors: the tensors end at byte %d of a data section of %d: a gap no tensor owns (ranges must tile the data, without overlap)", at, data)
+	}
+	return nil
 }
 
 // checkEntry checks an entry's shape and byte range against a data section

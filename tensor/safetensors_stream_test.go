@@ -64,3 +64,109 @@ func TestStreamChecksLengths(t *testing.T) {
 		t.Fatal("an unknown dtype was accepted")
 	}
 }
+
+// TestDecodeFromMatchesDecode: a file read as a stream gives what the
+// whole file decodes to, in the order of its bytes; a cut or padded stream
+// is refused.
+func TestDecodeFromMatchesDecode(t *testing.T) {
+	entries := []Named{
+		{Name: "b.weight", Shape: []int{2, 3}, F32: []float32{1, 2, 3, 4, 5, 6}},
+		{Name: "a.ids", Shape: []int{2}, I32: []int32{7, -8}},
+		{Name: "c.empty", Shape: []int{0}, F32: []float32{}},
+		{Name: "d.big", Shape: []int{40000}, F32: make([]float32, 40000)},
+	}
+	entries[3].F32[39999] = 3
+	data, err := EncodeSafetensors(entries, map[string]string{"k": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantMeta, err := DecodeSafetensors(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{-1, int64(len(data))} {
+		var got []Named
+		meta, err := DecodeSafetensorsFrom(bytes.NewReader(data), size, func(n Named) error { got = append(got, n); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSame(t, got, want, meta, wantMeta)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"cut", data[:len(data)-4], "stream ends"},
+		{"padded", append(append([]byte(nil), data...), 0, 0, 0, 0), "after the last tensor"},
+		{"short header", data[:5], "header length"},
+	} {
+		for _, size := range []int64{-1, int64(len(data))} {
+			_, err := DecodeSafetensorsFrom(bytes.NewReader(tc.data), size, func(Named) error { return nil })
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s (size %d): got %v, want %q", tc.name, size, err, tc.want)
+			}
+		}
+	}
+}
+
+func checkSame(t *testing.T, got, want []Named, meta, wantMeta map[string]string) {
+	t.Helper()
+	if !reflect.DeepEqual(meta, wantMeta) || len(got) != len(want) {
+		t.Fatalf("got %d entries and %v, want %d and %v", len(got), meta, len(want), wantMeta)
+	}
+	byName := map[string]Named{}
+	for _, n := range got {
+		byName[n.Name] = n
+	}
+	for _, w := range want {
+		if !reflect.DeepEqual(byName[w.Name], w) {
+			t.Errorf("%s: got %+v, want %+v", w.Name, byName[w.Name].Shape, w.Shape)
+		}
+	}
+}
+
+func TestWriteF32(t *testing.T) {
+	v := make([]float32, 50000)
+	for i := range v {
+		v[i] = float32(i) - 0.5
+	}
+	var got, want bytes.Buffer
+	if err := WriteF32(&got, v); err != nil {
+		t.Fatal(err)
+	}
+	binary.Write(&want, binary.LittleEndian, v)
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatal("WriteF32 differs from binary.Write")
+	}
+}
+
+// FuzzDecodeSafetensorsFrom: the streaming decoder never panics, and it
+// accepts exactly what DecodeSafetensors accepts, with the same tensors.
+func FuzzDecodeSafetensorsFrom(f *testing.F) {
+	good, _ := EncodeSafetensors([]Named{{Name: "w", Shape: []int{2}, F32: []float32{1, 2}}, {Name: "i", Shape: []int{1}, I32: []int32{5}}}, map[string]string{"k": "v"})
+	f.Add(good)
+	f.Add([]byte{8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		whole, _, errWhole := DecodeSafetensors(data)
+		for _, size := range []int64{-1, int64(len(data))} {
+			var got []Named
+			_, err := DecodeSafetensorsFrom(bytes.NewReader(data), size, func(n Named) error { got = append(got, n); return nil })
+			if (err == nil) != (errWhole == nil) {
+				t.Fatalf("stream (size %d): %v; whole: %v", size, err, errWhole)
+			}
+			if err != nil {
+				continue
+			}
+			byName := map[string]Named{}
+			for _, n := range got {
+				byName[n.Name] = n
+			}
+			for _, w := range whole {
+				if g := byName[w.Name]; !reflect.DeepEqual(g, w) {
+					t.Fatalf("%s differs", w.Name)
+				}
+			}
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/tensor"
@@ -243,5 +244,27 @@ func TestBadData(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDataChangedMidRun: a --data file cut while a run reads it (cp or
+// np.save over it) ends the run with exit 1, the environment's fault,
+// naming the file and the tensor: not a crash (SIGBUS), not a refusal of
+// the data (exit 2).
+func TestDataChangedMidRun(t *testing.T) {
+	model := smallModel(t, "mlp")
+	data := filepath.Join(t.TempDir(), "train.safetensors")
+	if code, _, errs := gp(t, "", "data", "synth", model, "-o", data, "--samples", "4096"); code != 0 {
+		t.Fatal(errs)
+	}
+	p := startRunLogged(t, model, "--devices", "2", "--device", "cpu", "--data", data, "--steps", "100000", "--run", "cut", "--log-every", "1")
+	p.waitFor(t, "step 2/100000")
+	if err := os.Truncate(data, 4096); err != nil {
+		t.Fatal(err)
+	}
+	code := p.exitCode(t, 30*time.Second)
+	errs := p.errs()
+	if code != 1 || !strings.Contains(errs, "changed while in use") || !strings.Contains(errs, data+`: tensor "`) || strings.Contains(errs, "SIGBUS") {
+		t.Fatalf("exit %d, want 1 naming the file and a tensor:\n%s", code, errs)
 	}
 }

@@ -1,7 +1,9 @@
 // Command graphpipe plans and trains deep networks with graph pipeline
 // parallelism. This package is the command line only: flags in, calls out.
 //
-// Exit status: 0 on success; 1 when the work itself fails (no plan fits, a run
-// dies); 2 for usage errors and bad input (flags, model files), with one line
-// per problem on stderr naming the thing at fault.
+// Exit status, the README's table (TestExitCodes holds every command to it):
+// 0 done; 1 the environment or a fault (no plan fits, a run dies, a server
+// that does not answer); 2 bad input or flags, one line per problem on
+// stderr naming the thing at fault; 3 training diverged; 128 + N stopped by
+// signal N.
 package main

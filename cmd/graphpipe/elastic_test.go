@@ -253,7 +253,10 @@ func TestRandomFaults(t *testing.T) {
 	const steps = 500
 	dir, model, plan, want := elasticSetup(t, strconv.Itoa(steps))
 	seed := time.Now().UnixNano()
-	t.Logf("faults from seed %d", seed)
+	if s, err := strconv.ParseInt(os.Getenv("GRAPHPIPE_FAULTS_SEED"), 10, 64); err == nil {
+		seed = s // a failure's faults again
+	}
+	t.Logf("faults from seed %d (GRAPHPIPE_FAULTS_SEED=%[1]d repeats them)", seed)
 	rng := rand.New(rand.NewSource(seed))
 	p := newTestPool(t)
 	kinds := []string{"kill", "stop", "node"}
@@ -435,9 +438,15 @@ func (c *coordProc) waitCode(t testing.TB, limit time.Duration) int {
 	case <-c.done:
 		return c.cmd.ProcessState.ExitCode()
 	case <-time.After(limit):
-		c.cmd.Process.Kill()
-		<-c.done
-		t.Fatalf("run still going after %v:\n%s", limit, c.stderr())
+		// where it is stuck: Go prints every goroutine's stack on SIGQUIT
+		c.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-c.done:
+		case <-time.After(5 * time.Second):
+			c.cmd.Process.Kill()
+			<-c.done
+		}
+		t.Fatalf("run still going after %v (its goroutines at the end of its stderr):\n%s", limit, c.stderr())
 	}
 	return -1
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/tensor"
 )
 
@@ -21,13 +20,10 @@ file a PyTorch user can load: each parameter as "<op>.<param>" in PyTorch's layo
 			if out == "" {
 				return usagef("export needs -o FILE")
 			}
-			if err := checkCheckpointDir("DIR", a[0]); err != nil {
-				return err
-			}
 			if err := checkOutputs("-o", out); err != nil {
 				return err
 			}
-			c, err := runtime.LoadCheckpoint(a[0], func(step int, why error) {
+			c, err := loadCheckpoint("DIR", a[0], func(step int, why error) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d is not whole (%v): using the one before\n", step, why)
 			})
 			if err != nil {

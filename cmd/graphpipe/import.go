@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -98,6 +99,10 @@ func readONNX(path string, stdin io.Reader) (*onnx.File, string, error) {
 		f, err = onnx.Read(data, ".", path)
 	} else {
 		f, err = onnx.ReadFile(path)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path { // the file itself: missing, unreadable, not a regular file
+		return nil, path, inputf("%s: cannot read: %v", path, pe.Err)
 	}
 	if err != nil {
 		return nil, path, importError(path, err)

@@ -8,6 +8,8 @@ import (
 	goruntime "runtime"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
@@ -15,18 +17,45 @@ import (
 )
 
 // connect dials the run's NATS server: --nats's, or an embedded one
-// started here (stop shuts it down).
-func connect(nf *natsFlags, runID string, log io.Writer) (*wire.NATS, *runNATS, func(), error) {
-	ns, err := startNATS(nf, runID, log)
+// started here (stop shuts it down). It dials twice: the run's connection
+// (heartbeats, orders, the pool), and bulk, the one the state streams
+// (checkpoint shards, the final parameters) take, so that the first never
+// queues behind them.
+func connect(nf *natsFlags, runID string, log io.Writer) (t, bulk *wire.NATS, ns *runNATS, stop func(), err error) {
+	ns, err = startNATS(nf, runID, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	t, err := wire.DialNATS(ns.opts)
+	t, err = wire.DialNATS(ns.opts)
 	if err != nil {
 		ns.close()
-		return nil, nil, nil, inputf("--nats: %v", err)
+		return nil, nil, nil, nil, dialError(err)
 	}
-	return t, ns, func() { t.Close(); ns.close() }, nil
+	if bulk, err = wire.DialNATS(bulkOptions(ns.opts)); err != nil {
+		t.Close()
+		ns.close()
+		return nil, nil, nil, nil, dialError(err)
+	}
+	return t, bulk, ns, func() { bulk.Close(); t.Close(); ns.close() }, nil
+}
+
+// dialError words a failed dial the same for the coordinator and the
+// workers: credentials the server refuses are bad input (exit 2); a server
+// that does not answer is the environment's (exit 1).
+func dialError(err error) error {
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired) {
+		return inputf("--nats: %v (--nats-token, $%s or --nats-creds)", err, tokenEnv)
+	}
+	return fmt.Errorf("--nats: %w", err)
+}
+
+// bulkOptions are a process's options for its second connection, the one
+// its state streams take (runtime.Config.Bulk): the first's, under another
+// name, the first alone reporting a lost server.
+func bulkOptions(o wire.NATSOptions) wire.NATSOptions {
+	o.Name += " (state streams)"
+	o.OnDisconnect, o.OnReconnect = nil, nil
+	return o
 }
 
 // checkWorkers checks --workers: local, external or pool:NAME (which needs

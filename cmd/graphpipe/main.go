@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/internal/regular"
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/profile"
 )
@@ -98,8 +100,26 @@ Models are graphpipe/model@1 JSON files; 'graphpipe models export' writes the zo
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return positiveFlags(c, "batch", "epochs") }
 	root.AddCommand(newModelsCmd(), newInspectCmd(stdin), newValidateCmd(stdin), newSearchCmd(stdin), newSimCmd(stdin), newExplainCmd(stdin), newTrainCmd(stdin), newRunCmd(stdin), newWorkerCmd(), newExportCmd(), newProfileCmd(), newImportCmd(stdin), newDataCmd(stdin), newEvalCmd(stdin), newCompareCmd(stdin), newVersionCmd())
 	return root
+}
+
+// positiveFlags refuses, in any command, each of the named flags that is
+// set to 0 or less: left out, such a count means its default, and a 0
+// given must not silently mean the same (nor a negative one be blamed on
+// another flag it feeds).
+func positiveFlags(cmd *cobra.Command, names ...string) error {
+	for _, name := range names {
+		fl := cmd.Flags().Lookup(name)
+		if fl == nil || !fl.Changed {
+			continue
+		}
+		if n, err := strconv.ParseInt(fl.Value.String(), 10, 64); err == nil && n < 1 {
+			return usagef("--%s: must be positive, got %d", name, n)
+		}
+	}
+	return nil
 }
 
 // args requires exactly the named positional arguments.
@@ -133,7 +153,7 @@ func readInput(path string, stdin io.Reader) ([]byte, string, error) {
 		}
 		return data, "<stdin>", nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := regular.ReadFile(path) // a FIFO, a device or a directory is refused before it is read
 	if err != nil {
 		return nil, "", inputf("%s: cannot read: %v", path, errors.Unwrap(err))
 	}

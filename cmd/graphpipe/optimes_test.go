@@ -44,7 +44,7 @@ func TestOpTimesFeedSearch(t *testing.T) {
 		{"unknown device", []string{"profile", "--model", model, "--device", "tpu"}, `--device: cannot time ops on "tpu"`},
 		{"json", []string{"profile", "--model", model, "--json"}, "--json: not with --model"},
 		{"batch without model", []string{"profile", "--batch", "4"}, "--batch: only with --model"},
-		{"bad batch", []string{"profile", "--model", model, "--batch", "-3"}, "--batch: must be between 1"},
+		{"bad batch", []string{"profile", "--model", model, "--batch", "-3"}, "--batch: must be positive, got -3"},
 		{"batch past memory", []string{"profile", "--model", model, "--batch", "1048576"}, "--batch: timing the ops at micro-batch 1048576 needs about"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -67,6 +67,21 @@ func checkCheckpointDir(flag, dir string) error {
 	return nil
 }
 
+// loadCheckpoint reads the newest whole checkpoint of dir, named by flag:
+// a directory that holds none is bad input (exit 2), as a missing one is;
+// one whose checkpoints are all damaged is a fault (exit 1).
+func loadCheckpoint(flag, dir string, skipped func(step int, why error)) (*runtime.Checkpoint, error) {
+	if err := checkCheckpointDir(flag, dir); err != nil {
+		return nil, err
+	}
+	c, err := runtime.LoadCheckpoint(dir, skipped)
+	var ne *runtime.NoCheckpointError
+	if errors.As(err, &ne) {
+		return nil, usagef("%s %s: not a directory of checkpoints: it holds none", flag, dir)
+	}
+	return c, err
+}
+
 // checkCheckpointOut makes the --checkpoint directory, if it is not there,
 // and checks that checkpoints can be written into it, before the first
 // iteration rather than at the first checkpoint.

@@ -311,10 +311,7 @@ func (f *runFlags) config(cmd *cobra.Command, j *runtime.Job) error {
 // loadResume reads --resume's newest whole checkpoint, and refuses one made
 // for another model or another optimizer.
 func (f *runFlags) loadResume(cmd *cobra.Command, j *runtime.Job) (*runtime.Checkpoint, error) {
-	if err := checkCheckpointDir("--resume", f.resume); err != nil {
-		return nil, err
-	}
-	c, err := runtime.LoadCheckpoint(f.resume, func(step int, why error) {
+	c, err := loadCheckpoint("--resume", f.resume, func(step int, why error) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d in %s is not whole (%v): falling back to the one before\n", step, f.resume, why)
 	})
 	if err != nil {
@@ -409,11 +406,12 @@ func (f *runFlags) supervise(cmd *cobra.Command, s *runSetup) error {
 	ctx, sig := watchSignals(cmd.Context(), log)
 	defer sig.done()
 	job.Config.Stop, job.Config.Skipped, job.Config.OnEval = sig.stop, s.prog.skipped, s.prog.eval
-	t, ns, stop, err := connect(&f.nats, job.Run, log)
+	t, bulk, ns, stop, err := connect(&f.nats, job.Run, log)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	job.Config.Bulk = bulk
 	if f.workers != "external" && !strings.HasPrefix(f.workers, "pool:") {
 		ns.announce(log, f.workers, runtime.Workers(job.Plan), job.Run)
 	}

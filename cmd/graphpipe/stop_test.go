@@ -167,3 +167,23 @@ func TestCheckpointDirOwned(t *testing.T) {
 	}
 	waitNoWorkers(t, "killed", 8*time.Second)
 }
+
+// TestSecondSignalStopsAtOnce: a second SIGTERM, while the first one's
+// step and checkpoint are under way, ends the run within a second, exit
+// 143, with no worker left.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	model := smallModel(t, "mlp")
+	ck := filepath.Join(t.TempDir(), "ck")
+	p := startRunLogged(t, model, "--devices", "2", "--device", "cpu", "--steps", "100000", "--checkpoint", ck,
+		"--checkpoint-every", "1", "--run", "twice", "--log-every", "1")
+	p.waitFor(t, "step 3/100000")
+	p.Process.Signal(syscall.SIGTERM)
+	p.waitFor(t, "send it again to stop at once")
+	p.Process.Signal(syscall.SIGTERM)
+	sent := time.Now()
+	code := p.exitCode(t, 10*time.Second)
+	if d := time.Since(sent); code != 128+15 || d > time.Second {
+		t.Fatalf("exit %d after %v, want 143 within a second:\n%s", code, d, p.errs())
+	}
+	waitNoWorkers(t, "twice", 5*time.Second)
+}

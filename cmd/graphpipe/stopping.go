@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -81,13 +82,24 @@ func watchSignals(ctx context.Context, log io.Writer) (context.Context, *signals
 			return
 		}
 		select {
-		case <-s.ch:
+		case sig := <-s.ch:
 			cancel(errors.New("stopped at once by a second signal"))
+			// the run unwinds (workers killed, files closed) in far less;
+			// whatever still holds it (a disk that does not answer) does
+			// not hold the command past a second
+			time.AfterFunc(stopAtOnce, func() {
+				fmt.Fprintf(log, "graphpipe: %s again: stopped at once\n", signalName(sig))
+				os.Exit(s.code())
+			})
 		case <-ctx.Done():
 		}
 	}()
 	return ctx, s
 }
+
+// stopAtOnce is how long a second signal lets the run unwind before the
+// process exits regardless.
+const stopAtOnce = 800 * time.Millisecond
 
 // done stops listening for signals.
 func (s *signals) done() {

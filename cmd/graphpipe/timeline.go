@@ -3,10 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/graphpipe/graphpipe/chart"
+	"github.com/graphpipe/graphpipe/internal/regular"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
@@ -25,7 +25,7 @@ func planTitle(p *plan.Plan) string { return supervise.PlanTitle(p) }
 // readMeasured reads a run's trace (graphpipe run --trace) of plan p and
 // titles it.
 func readMeasured(path string, p *plan.Plan) (string, *microbatch.Result, error) {
-	data, err := os.ReadFile(path)
+	data, err := regular.ReadFile(path)
 	if err != nil {
 		return "", nil, inputf("--measured %s: cannot read: %v", path, errors.Unwrap(err))
 	}

@@ -43,6 +43,7 @@ type workerFlags struct {
 	gen         uint32
 	quiet       bool
 	connectWait time.Duration
+	joinTimeout time.Duration
 	managed     bool
 	pool, host  string
 }
@@ -59,6 +60,7 @@ func (f *workerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.managed, "managed", false, "started by graphpipe run: leave SIGINT and SIGTERM to it")
 	fl.MarkHidden("managed")
 	fl.DurationVar(&f.connectWait, "connect-wait", 30*time.Second, "while no NATS server answers at --nats, keep trying this long (a worker may start before the server)")
+	fl.DurationVar(&f.joinTimeout, "join-timeout", 10*time.Minute, "with --run: leave (exit 1) when no coordinator of the run has been heard for this long before it gives this worker a stage (0: wait for ever)")
 }
 
 // serve joins the run, or serves the pool, until it ends.
@@ -89,10 +91,15 @@ func (f *workerFlags) serve(cmd *cobra.Command) error {
 	}
 	t, err := f.dial(cmd, ctx)
 	if err != nil {
-		return err
+		return dialError(err)
 	}
 	defer t.Close()
-	return f.work(cmd, ctx, t, dev)
+	bulk, err := wire.DialNATS(bulkOptions(f.nats.options(f.connName())))
+	if err != nil {
+		return dialError(err)
+	}
+	defer bulk.Close()
+	return f.work(cmd, ctx, t, bulk, dev)
 }
 
 // check refuses flags that name no run and no pool, or both.
@@ -110,6 +117,12 @@ func (f *workerFlags) check(cmd *cobra.Command) error {
 	} else if cmd.Flags().Changed("host") {
 		return usagef("--host: labels an agent of a pool (--pool)")
 	}
+	if f.pool != "" && cmd.Flags().Changed("join-timeout") {
+		return usagef("--join-timeout: an agent of a pool waits for coordinators for ever; it bounds a worker of one run (--run)")
+	}
+	if f.joinTimeout < 0 {
+		return usagef("--join-timeout: must be at least 0, got %v", f.joinTimeout)
+	}
 	if err := f.nats.check(); err != nil {
 		return err
 	}
@@ -121,28 +134,35 @@ func (f *workerFlags) check(cmd *cobra.Command) error {
 
 // dial connects to --nats, waiting up to --connect-wait for the server.
 func (f *workerFlags) dial(cmd *cobra.Command, ctx context.Context) (*wire.NATS, error) {
-	name := "graphpipe worker " + f.runID
-	if f.pool != "" {
-		name = "graphpipe agent of pool " + f.pool
-	}
-	no := f.nats.options(name)
+	no := f.nats.options(f.connName())
 	logConnection(&no, cmd.ErrOrStderr(), "graphpipe worker")
 	return wire.DialNATSWaiting(ctx, no, f.connectWait, func(err error) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %v: waiting up to %v for the server\n", err, f.connectWait)
 	})
 }
 
+// connName is the name its NATS connections give the server.
+func (f *workerFlags) connName() string {
+	if f.pool != "" {
+		return "graphpipe agent of pool " + f.pool
+	}
+	return "graphpipe worker " + f.runID
+}
+
 // work serves the pool as an agent, or joins the run, over t.
-func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t *wire.NATS, dev *cuda.Device) error {
+func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t, bulk *wire.NATS, dev *cuda.Device) error {
 	logf := workerLog(cmd.ErrOrStderr(), f.quiet)
-	// the process's own: its device, precision and test hooks
-	c := runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv)}
+	// the process's own: its device, precision, test hooks and its
+	// connection for state streams
+	c := runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv),
+		Bulk: bulk, StreamCheckpoints: os.Getenv(runtime.StreamEnv) == "1"}
 	if f.pool != "" {
 		logf("connected to %s", t.ConnectedURL())
 		a := &supervise.Agent{Pool: f.pool, Host: f.host, Profile: agentProfile(dev), Log: logf, Config: c}
 		return a.Serve(ctx, t)
 	}
 	logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", t.ConnectedURL(), f.runID, f.gen, deviceName(dev))
+	c.JoinTimeout = f.joinTimeout
 	return runtime.Serve(ctx, t, runtime.Join{Run: f.runID, Gen: f.gen, Config: c, Log: logf})
 }
 

@@ -199,13 +199,18 @@ func awaitServe(ctx context.Context, events <-chan agentEvent, seq int) {
 }
 
 // hold starts being held by o's coordinator: while it is silent for the
-// heartbeat timeout the agent goes back to the pool.
+// heartbeat timeout (the run's, which the offer carries) the agent goes
+// back to the pool.
 func (a *Agent) hold(ctx context.Context, t wire.Transport, st *agentState, o *agentOrder, events chan<- agentEvent) {
 	st.holdSeq++
 	seq := st.holdSeq
 	st.holdCtx, st.endHold = context.WithCancelCause(ctx)
 	hctx := st.holdCtx
-	if err := a.Config.Timings.WatchCoordinator(hctx, t, o.Run, st.endHold); err != nil {
+	tm := a.Config.Timings
+	if o.Timings != nil { // the run's, so that one run keeps one heartbeat timeout
+		tm = *o.Timings
+	}
+	if err := tm.WatchCoordinator(hctx, t, o.Run, st.endHold); err != nil {
 		st.endHold(err)
 	}
 	go func() {

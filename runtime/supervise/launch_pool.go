@@ -193,7 +193,7 @@ func (p *PoolLauncher) offer(ctx context.Context, gen *Generation, placed map[in
 	for _, s := range gen.Slots {
 		ad := placed[s.Worker]
 		waiting[ad.Agent] = true
-		p.send(ad.Agent, agentOrder{Kind: orderOffer, Claim: p.claim, Run: gen.Run, Gen: gen.Gen, Slot: s, Coordinator: who})
+		p.send(ad.Agent, agentOrder{Kind: orderOffer, Claim: p.claim, Run: gen.Run, Gen: gen.Gen, Slot: s, Coordinator: who, Timings: &p.cfg.Timings})
 	}
 	timeout := time.NewTimer(p.cfg.Timings.ConfirmTimeout)
 	defer timeout.Stop()

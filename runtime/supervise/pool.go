@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/graphpipe/graphpipe/runtime"
 )
 
 // A pool is a set of long-lived agents (Agent) that coordinators take
@@ -45,6 +47,10 @@ type agentOrder struct {
 	Slot  Slot   `json:"slot"`
 	// Coordinator says who offers: its host and pid.
 	Coordinator string `json:"coordinator,omitempty"`
+	// Timings, with an offer, are the run's (the coordinator's): the
+	// agent it takes is held while the coordinator is heard within their
+	// heartbeat timeout, not the agent's own.
+	Timings *runtime.Timings `json:"timings,omitempty"`
 }
 
 const (

@@ -272,3 +272,43 @@ func TestPoolCloseReleasesTheSetAside(t *testing.T) {
 		t.Fatalf("released %v, want %v", released, want)
 	}
 }
+
+// TestAgentKeepsTheRunsTimings: an agent is held by a coordinator silent
+// for longer than the agent's own heartbeat timeout but not the run's,
+// which the offer carries (--heartbeat-timeout reaches the agents); past
+// the run's, it goes back to the pool.
+func TestAgentKeepsTheRunsTimings(t *testing.T) {
+	tr := wire.NewMemory(1, wire.Faults{}, 1<<20)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	own := runtime.Timings{HeartbeatEvery: 20 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond}
+	a := &Agent{Pool: "slow", Host: "h", Profile: "cpu", Config: runtime.Config{Timings: own}}
+	go a.Serve(ctx, tr)
+	for a.ID() == "" {
+		time.Sleep(5 * time.Millisecond)
+	}
+	run := runtime.Timings{HeartbeatEvery: 20 * time.Millisecond, HeartbeatTimeout: 1500 * time.Millisecond}
+	b, _ := json.Marshal(agentOrder{Kind: orderOffer, Claim: "c1", Run: "slowrun", Gen: 1, Slot: Slot{Worker: 0}, Timings: &run})
+	time.Sleep(50 * time.Millisecond) // subscribed
+	tr.Publish(poolAgent("slow", a.ID()), b)
+	claim := func() string {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.ad.Claim
+	}
+	for deadline := time.Now().Add(5 * time.Second); claim() != "c1"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the offer was not taken")
+		}
+	}
+	tr.Publish(runtime.CoordinatorBeats("slowrun"), nil) // heard once, then silent
+	time.Sleep(600 * time.Millisecond)                   // past the agent's own timeout, within the run's
+	if claim() != "c1" {
+		t.Fatal("the agent left on its own heartbeat timeout, not the run's")
+	}
+	for deadline := time.Now().Add(5 * time.Second); claim() != ""; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent stayed held past the run's heartbeat timeout")
+		}
+	}
+}
