@@ -167,11 +167,19 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	spent := func() bool { return d.capped && d.budget <= 0 }
 	d.beginBounds()
 	defer d.endBounds()
-	// check the top, then bisect
-	if spent() || !feasible(top-1) {
-		return 0, 0, false
-	}
 	lo, hi := from, top-1
+	switch {
+	case d.capped || !midFirst || lo == hi: // check the top, then bisect
+		if spent() || !feasible(hi) {
+			return 0, 0, false
+		}
+	case feasible((lo + hi) / 2): // the middle first (midFirst)
+		hi = (lo + hi) / 2
+	default: // then the top, whether any fits
+		if lo = (lo+hi)/2 + 1; !feasible(hi) {
+			return 0, 0, false
+		}
+	}
 	for lo < hi && !spent() { // out of budget: hi is a frontier point, if not the least T of its depth
 		mid := (lo + hi) / 2
 		if feasible(mid) {
@@ -185,6 +193,15 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	d.solve(d.sp.root, k, 0)
 	return ts[hi], hi, true
 }
+
+// midFirst makes an uncapped bisection solve first at its middle candidate
+// and at the top only when nothing fits there: the top's solve, where every
+// stage meets T and every tail may be absorbed, is the costliest of the
+// bisection, its bounds the loosest, and the least T lies mostly in the
+// lower half of the candidates. The least T is the same in either order
+// (the DP's value never grows with T); a capped bisection (the frontier's)
+// keeps its order, in which its budget is spent. Tests compare the orders.
+var midFirst = true
 
 // depthAt solves at the largest candidate T at most T on k devices and
 // returns the root's depth there (inf when nothing fits); ok is false when
