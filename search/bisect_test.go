@@ -130,6 +130,13 @@ func TestMidFirstSamePlans(t *testing.T) {
 	samePlansToggled(t, &midFirst, "solving the middle first")
 }
 
+// TestReuseProbeSamePlans: a frontier's bisection that takes the values
+// its probe solved at its first candidate (reuseProbe) finds the same plans
+// as one that solves it again, byte for byte (bisectCases).
+func TestReuseProbeSamePlans(t *testing.T) {
+	samePlansToggled(t, &reuseProbe, "reusing the frontier's probe")
+}
+
 // TestMinTBelowIsLinearScan: the bisection's least T (minTBelow, uncapped,
 // in either order, bounded or not) is the first candidate, from the from-th
 // on and at most maxT, at which a fresh solve of the root on k devices holds

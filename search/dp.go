@@ -32,6 +32,7 @@ const inf = math.MaxInt16
 type dp struct {
 	*prices
 	T       float64
+	solved  bool       // the memo holds values at T (reset), until the fits change (allowRecompute)
 	solveM  []*table   // [node], index k·(D+1)+δ
 	suffixM []*table   // [node], index at(sub)
 	groupM  []*table   // [node], as suffixM
@@ -137,7 +138,7 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 
 // reset sets the target time and forgets every memoised value.
 func (d *dp) reset(T float64) {
-	d.T = T
+	d.T, d.solved = T, true
 	if d.forkM == nil {
 		d.forkM = map[forkKey]forkChoice{}
 	}

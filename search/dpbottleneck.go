@@ -159,7 +159,9 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	// extracted, pins nothing
 	feasible := func(i int) bool {
 		d.budget--
-		d.reset(ts[i])
+		if !reuseProbe || !d.solved || d.T != ts[i] { // a frontier's probe (depthAt) may have solved it: its values stand
+			d.reset(ts[i])
+		}
 		ok := d.solve(d.sp.root, k, 0) < depth
 		d.keepBounds(ok)
 		return ok
@@ -202,6 +204,11 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 // (the DP's value never grows with T); a capped bisection (the frontier's)
 // keeps its order, in which its budget is spent. Tests compare the orders.
 var midFirst = true
+
+// reuseProbe lets a bisection take the values the memo holds at its first
+// candidate instead of solving it again: a frontier's bisection starts at
+// the candidate its probe (depthAt) has just solved. Tests turn it off.
+var reuseProbe = true
 
 // depthAt solves at the largest candidate T at most T on k devices and
 // returns the root's depth there (inf when nothing fits); ok is false when

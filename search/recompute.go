@@ -15,7 +15,8 @@ import (
 // allowRecompute lets the DP choose, per stage, to recompute.
 func (d *dp) allowRecompute() {
 	d.rfit = d.recFit
-	d.ts = nil // the recomputing stages' times are candidates too
+	d.ts = nil       // the recomputing stages' times are candidates too
+	d.solved = false // what the memo holds was solved without them
 }
 
 // keeps says whether block id on k devices, depth stages from the end, fits
