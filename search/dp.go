@@ -175,6 +175,15 @@ func (d *dp) inflight(depth int) int {
 	return min(d.mbs, depth)
 }
 
+// overfull says whether k's devices are more than units i.. of n can use
+// (devSets.overfull): every subproblem on exactly them is inf.
+func (d *dp) overfull(n *snode, i, k int) bool {
+	return overfullBound && d.devs.overfull(n, i, k)
+}
+
+// overfullBound turns overfull on (tests compare the plans without it).
+var overfullBound = true
+
 // fits says whether block id on the devices of set k (devsets.go: one
 // kind's, for a stage), depth stages from the end, runs within T and fits
 // in memory, keeping its activations or, where the DP may choose it,

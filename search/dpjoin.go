@@ -42,7 +42,7 @@ func (d *dp) joinSuffix(s sub, best, floor int) (int, choice) {
 // The tail's stage sits δ+1 from the end; every other branch feeds it, so
 // its exit is δ+1.
 func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
-	if s.k < 1 || s.δ+1 >= d.D {
+	if s.k < 1 || s.δ+1 >= d.D || d.overfull(s.n, s.i, s.k) {
 		return inf
 	}
 	tab, idx := d.hostGroupIdx(s, t, need)
@@ -176,7 +176,7 @@ func (d *dp) suffixHost(s sub, t *tailSpec) int {
 	if s.k < 1 {
 		return inf
 	}
-	if s.δ >= d.D {
+	if s.δ >= d.D || d.overfull(s.n, s.i, s.k) {
 		return inf
 	}
 	tab, idx := d.hostSuffixIdx(s, t)

@@ -17,6 +17,7 @@ type snode struct {
 	kids  []*snode // none for a leaf
 	units [][]int  // per unit, its ops: the kids' ops, or a leaf's own ops as one unit
 	blk   [][]int  // blk[i][p-i]: the block of units i..p
+	most  []int    // most[i]: the most stages units i.. make (each holds one of their leaves, never split); 0 past the last
 	sums  map[sumKey][][3]float64
 }
 
@@ -69,6 +70,16 @@ func (t *tailSpec) union(h int) int { return int(t.unionOf[h]) }
 func newSpace(cm *costModel, root *partition.Node, cross func([]int) (int64, int64)) *space {
 	sp := &space{cm: cm, tailAt: map[[3]int]*tailSpec{}, headAt: map[[2]int]*tailSpec{}}
 	sp.root = sp.convert(root)
+	for j := len(sp.nodes) - 1; j >= 0; j-- { // a node's kids come after it
+		n := sp.nodes[j]
+		n.most = make([]int, len(n.units)+1)
+		for i := len(n.units) - 1; i >= 0; i-- {
+			n.most[i] = n.most[i+1] + 1
+			if len(n.kids) > 0 {
+				n.most[i] = n.most[i+1] + n.kids[i].most[0]
+			}
+		}
+	}
 	for _, n := range sp.nodes {
 		sp.makeBlocks(n, cross)
 	}
