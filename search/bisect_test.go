@@ -242,7 +242,9 @@ func TestSortTimes(t *testing.T) {
 // device count (priceAll) gives what fits needs exactly as pricing each
 // stage does (space.priceAt, fitEntry, recomputed): on the zoo's models
 // and random DAGs, grouped devices, every recompute setting, within a node
-// and across nodes, with and without optimizer state.
+// and across nodes, with and without optimizer state. And recHelp, priced
+// with fit, answers recomputeMayHelp at every candidate time as the scan
+// over recFit does.
 func TestPriceAllIsPriceAt(t *testing.T) {
 	var graphs []*dag.Graph
 	for _, name := range []string{"mmt", "dlrm", "candle-uno", "case-study"} {
@@ -279,6 +281,9 @@ func TestPriceAllIsPriceAt(t *testing.T) {
 			cm := newCostModel(g, &o)
 			for _, sp := range []*space{newSpace(cm, partition.Decompose(g, 0).Root, cm.boundary), chainSpace(g, &o, cm)} {
 				d := newPrices(cm, sp, c.devices, c.b, int(o.Batch/c.b), false)
+				help := d.recHelp
+				d.recFits()
+				checkRecHelp(t, &dp{prices: d}, help)
 				for id, blk := range sp.blocks {
 					for k := 1; k <= d.kmax; k++ {
 						s := sp.price(cm, id, k*d.g, d.b, d.mbs)
@@ -299,6 +304,36 @@ func TestPriceAllIsPriceAt(t *testing.T) {
 		}
 	}
 	t.Logf("%d prices checked", checked)
+}
+
+// checkRecHelp checks recomputeMayHelp by recHelp (help, priced with fit)
+// against the scan over recFit, at every time of fit and recFit and past
+// them; it returns how many times the scan said yes.
+func checkRecHelp(t *testing.T, d *dp, help float64) (yes int) {
+	t.Helper()
+	ts := append(distinctTimes(d.fit, 0), distinctTimes(d.recFit, 0)...)
+	ts = append(ts, math.Inf(1), math.Nextafter(help, math.Inf(1)))
+	for _, T := range ts {
+		d.recHelp = help
+		lazy := d.recomputeMayHelp(T)
+		eagerRecFit = true
+		scan := d.recomputeMayHelp(T)
+		eagerRecFit = false
+		if lazy != scan {
+			t.Fatalf("recomputeMayHelp at %v: %v by recHelp (%v), %v by the scan over recFit", T, lazy, help, scan)
+		}
+		if scan {
+			yes++
+		}
+	}
+	return yes
+}
+
+// TestEagerRecFitSamePlans: pricing recFit only where a DP lets stages
+// recompute (recFits, recHelp) gives the same plans as pricing it with fit
+// and scanning it, byte for byte (bisectCases).
+func TestEagerRecFitSamePlans(t *testing.T) {
+	samePlansToggled(t, &eagerRecFit, "pricing recFit with fit")
 }
 
 // TestMergeTimes: the candidates with recomputation allowed, merged from

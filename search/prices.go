@@ -1,6 +1,9 @@
 package search
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // prices are what the DP at one micro-batch knows of every candidate stage
 // on every device count of every kind: what fits needs. They do not depend
@@ -24,8 +27,15 @@ type prices struct {
 	devs devSets
 	// recFit is fit for the stages recomputing their forward during
 	// backward, where the planner may let them (the cost model's recompute
-	// is "auto"); nil otherwise.
-	recFit []fitEntry
+	// is "auto"), priced when a DP first lets them (recFits); nil until
+	// then and otherwise. recHelp is the least time at which a stage
+	// recomputing holds more micro-batches in flight than keeping, counted
+	// up to the most the DP asks of it (+Inf where none does): priced with
+	// fit, it answers recomputeMayHelp without recFit.
+	recFit  []fitEntry
+	recAuto bool
+	recOnce sync.Once
+	recHelp float64
 	// tailFloor is, per tail, the least per-micro-batch time of any stage that
 	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
 	// longer one.
@@ -35,7 +45,8 @@ type prices struct {
 	// least T at which a stage of the tail and one of the node's sink
 	// stages (hostBlocks) meets T and fits one micro-batch in flight,
 	// keeping [0] or either way [1] (index by tail id, then node id;
-	// +Inf where no union fits)
+	// +Inf where no union fits); [1] is [0] until recFits prices the
+	// recomputing stages
 	hostFloor [][2][]float64
 	// keepTs and recTs are the candidate times (dp.candidates), keeping
 	// and with recomputation allowed, once asked for
@@ -68,14 +79,15 @@ func newKindPrices(kinds []*costModel, devices []int, sp *space, b int64, mbs in
 	d.devs = newDevSets(devices, b)
 	d.D, d.g, d.kmax, d.W = d.devs.total, d.devs.g[0], d.devs.kmax[0], d.devs.w
 	d.fit = make([]fitEntry, len(sp.blocks)*d.W)
-	if d.cm.recompute == "auto" {
-		d.recFit = make([]fitEntry, len(d.fit))
-	}
+	d.recAuto, d.recHelp = d.cm.recompute == "auto", math.Inf(1)
 	for t := range kinds {
-		d.priceAll(t)
+		d.priceAll(t, false)
 	}
 	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
-	d.hostFloor = d.hostFloors()
+	d.hostFloor = d.hostFloors(false)
+	if eagerRecFit {
+		d.recFits()
+	}
 	d.runs = make([]*runTimes, len(sp.nodes))
 	for _, n := range sp.nodes {
 		if n.chain() {
@@ -85,8 +97,27 @@ func newKindPrices(kinds []*costModel, devices []int, sp *space, b int64, mbs in
 	return d
 }
 
-// hostFloors computes hostFloor from fit and recFit.
-func (d *prices) hostFloors() [][2][]float64 {
+// recFits is recFit, priced when first asked for (nil where the planner
+// may not let stages recompute), with hostFloor's [1] then.
+func (d *prices) recFits() []fitEntry {
+	if !d.recAuto {
+		return nil
+	}
+	d.recOnce.Do(func() {
+		d.recFit = make([]fitEntry, len(d.fit))
+		for t := range d.kinds {
+			d.priceAll(t, true)
+		}
+		d.hostFloor = d.hostFloors(true)
+	})
+	return d.recFit
+}
+
+// eagerRecFit prices recFit with fit (tests compare the plans so priced).
+var eagerRecFit = false
+
+// hostFloors computes hostFloor from fit, and from recFit if rec.
+func (d *prices) hostFloors(rec bool) [][2][]float64 {
 	sp := d.sp
 	least := func(fit []fitEntry, u int) float64 { // the least time at which u fits one in flight
 		t := math.Inf(1)
@@ -109,7 +140,7 @@ func (d *prices) hostFloors() [][2][]float64 {
 				u := t.union(h)
 				lk := least(d.fit, u)
 				keep, either = min(keep, lk), min(either, lk)
-				if d.recFit != nil {
+				if rec {
 					either = min(either, least(d.recFit, u))
 				}
 			}
@@ -163,12 +194,13 @@ type onK struct {
 	split      bool // k·g > 1: replicas all-reduce, a whole block does not fit
 }
 
-// priceAll fills fit's (and recFit's) columns of kind t block by block,
+// priceAll fills fit's columns of kind t (recFit's if rec) block by block,
 // in their order, with exactly the arithmetic of space.priceAt, fitEntry
 // and recomputed (TestPriceAllIsPriceAt): the planner's innermost pricing,
 // written out with what does not depend on the block hoisted out of its
-// loop.
-func (d *prices) priceAll(t int) {
+// loop. Pricing fit, it lowers recHelp where a stage would hold more in
+// flight recomputing (recomputeMayHelp's test, entry by entry).
+func (d *prices) priceAll(t int, rec bool) {
 	cm, sp, g, kmax, off := d.kinds[t], d.sp, d.devs.g[t], d.devs.kmax[t], d.devs.off[t]
 	ks := make([]onK, kmax+1)
 	for k := 1; k <= kmax; k++ {
@@ -194,6 +226,10 @@ func (d *prices) priceAll(t int) {
 	}
 	all := cm.recompute == "all"
 	mbs, limit := float64(d.mbs), cm.limit
+	most := d.mbs // the most in flight the DP asks of a stage
+	if !d.gpipe {
+		most = min(d.mbs, d.D)
+	}
 	for id, blk := range sp.blocks {
 		ref := sp.owner[id]
 		host, n := ref, ref.n // the interval whose sums give the times, and a tail's node
@@ -235,10 +271,16 @@ func (d *prices) priceAll(t int) {
 				stash, work = satMul(blk.inputs, e.m), satAdd(work, stash)
 			}
 			at := id*d.W + off + k
-			d.fit[at] = fitEntry{max(period, link), maxInFlight(satAdd(st, work), stash, limit)}
-			if d.recFit != nil {
-				rs := satMul(blk.inputs, e.m)
-				d.recFit[at] = fitEntry{max(period+f, link), maxInFlight(satAdd(st, satAdd(work, stash)), rs, limit)}
+			if rec {
+				d.recFit[at] = fitEntry{max(period+f, link), maxInFlight(satAdd(st, satAdd(work, stash)), satMul(blk.inputs, e.m), limit)}
+				continue
+			}
+			keep := maxInFlight(satAdd(st, work), stash, limit)
+			d.fit[at] = fitEntry{max(period, link), keep}
+			if d.recAuto && keep < most { // recomputing may hold more (recFit's entry, as it will be)
+				if r := maxInFlight(satAdd(st, satAdd(work, stash)), satMul(blk.inputs, e.m), limit); min(r, most) > keep {
+					d.recHelp = min(d.recHelp, max(period+f, link))
+				}
 			}
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 // allowRecompute lets the DP choose, per stage, to recompute.
 func (d *dp) allowRecompute() {
-	d.rfit = d.recFit
+	d.rfit = d.recFits()
 	d.ts = nil       // the recomputing stages' times are candidates too
 	d.solved = false // what the memo holds was solved without them
 }
@@ -44,19 +44,19 @@ func (d *dp) cost(a assignment) stageCost {
 // search skips the second solve (the plans where memory does not bind stay
 // as they were).
 func (d *dp) recomputeMayHelp(T float64) bool {
-	most := d.mbs
-	if !d.gpipe {
-		most = min(d.mbs, d.D)
-	}
-	for at, r := range d.recFit {
-		if r.t >= T {
-			continue // too slow recomputing (a column of no devices holds none either way)
+	if eagerRecFit { // the scan over recFit that recHelp answers
+		most := d.mbs
+		if !d.gpipe {
+			most = min(d.mbs, d.D)
 		}
-		if min(r.maxIn, most) > min(d.fit[at].maxIn, most) {
-			return true
+		for at, r := range d.recFits() {
+			if r.t < T && min(r.maxIn, most) > min(d.fit[at].maxIn, most) {
+				return true
+			}
 		}
+		return false
 	}
-	return false
+	return d.recHelp < T
 }
 
 // recomputeAt solves d's micro-batch again with recomputation allowed,
