@@ -307,12 +307,18 @@ func TestPriceAllIsPriceAt(t *testing.T) {
 }
 
 // checkRecHelp checks recomputeMayHelp by recHelp (help, priced with fit)
-// against the scan over recFit, at every time of fit and recFit and past
-// them; it returns how many times the scan said yes.
+// against the scan over recFit: at times of fit and recFit (a sample of
+// them), past them, and on either side of help; it returns how many times
+// the scan said yes.
 func checkRecHelp(t *testing.T, d *dp, help float64) (yes int) {
 	t.Helper()
-	ts := append(distinctTimes(d.fit, 0), distinctTimes(d.recFit, 0)...)
-	ts = append(ts, math.Inf(1), math.Nextafter(help, math.Inf(1)))
+	var ts []float64
+	for _, all := range [][]float64{distinctTimes(d.fit, 0), distinctTimes(d.recFit, 0)} {
+		for i := 0; i < len(all); i += max(1, len(all)/40) {
+			ts = append(ts, all[i])
+		}
+	}
+	ts = append(ts, math.Inf(1), help, math.Nextafter(help, math.Inf(1)), math.Nextafter(help, 0))
 	for _, T := range ts {
 		d.recHelp = help
 		lazy := d.recomputeMayHelp(T)
