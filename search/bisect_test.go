@@ -238,6 +238,35 @@ func TestSortTimes(t *testing.T) {
 	}
 }
 
+// TestDistinctTimes: the candidates of a fit table are its entries' times
+// that fit one in flight and are not below the floor, sorted, each once;
+// tables large and small, many times repeated.
+func TestDistinctTimes(t *testing.T) {
+	for _, n := range []int{0, 7, 300, 20000} {
+		r := rand.New(rand.NewPCG(uint64(n), 2))
+		fit := make([]fitEntry, n)
+		for i := range fit {
+			fit[i] = fitEntry{float64(r.IntN(n/3+1)) * 1e-4, r.IntN(4) - 1}
+			if i%5 == 0 {
+				fit[i].t = r.ExpFloat64()
+			}
+		}
+		for _, floor := range []float64{0, 1e-3} {
+			var want []float64
+			for _, e := range fit {
+				if e.maxIn >= 1 && e.t >= floor {
+					want = append(want, e.t)
+				}
+			}
+			sort.Float64s(want)
+			want = slices.Compact(want)
+			if got := distinctTimes(fit, floor); !slices.Equal(got, want) {
+				t.Fatalf("%d entries, floor %v: %d distinct times, want %d", n, floor, len(got), len(want))
+			}
+		}
+	}
+}
+
 // TestPriceAllIsPriceAt: the written-out pricing of every block on every
 // device count (priceAll) gives what fits needs exactly as pricing each
 // stage does (space.priceAt, fitEntry, recomputed): on the zoo's models

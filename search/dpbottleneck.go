@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -55,19 +56,32 @@ func (d *prices) opFloor() float64 {
 }
 
 // distinctTimes are the distinct times, not below floor, of the entries
-// that fit one micro-batch in flight, ascending.
+// that fit one micro-batch in flight, ascending: their bits sorted
+// (sortBits), each run of equal ones kept once.
 func distinctTimes(fit []fitEntry, floor float64) []float64 {
-	var ts []float64
-	for _, e := range fit {
-		if e.maxIn >= 1 && e.t >= floor { // fits with one micro-batch in flight (k = 0 never does)
-			ts = append(ts, e.t)
+	n := 0
+	for i := range fit {
+		if e := &fit[i]; e.maxIn >= 1 && e.t >= floor { // fits with one micro-batch in flight (k = 0 never does)
+			n++
 		}
 	}
-	sortTimes(ts)
-	out := ts[:0]
-	for i, t := range ts {
-		if i == 0 || t != ts[i-1] {
-			out = append(out, t)
+	keys := make([]uint64, 0, n)
+	for i := range fit {
+		if e := &fit[i]; e.maxIn >= 1 && e.t >= floor {
+			keys = append(keys, math.Float64bits(e.t))
+		}
+	}
+	keys = sortBits(keys)
+	distinct := 0
+	for i, k := range keys {
+		if i == 0 || k != keys[i-1] {
+			distinct++
+		}
+	}
+	out := make([]float64, 0, distinct)
+	for i, k := range keys {
+		if i == 0 || k != keys[i-1] {
+			out = append(out, math.Float64frombits(k))
 		}
 	}
 	return out
@@ -92,40 +106,62 @@ func mergeTimes(a, b []float64) []float64 {
 }
 
 // sortTimes sorts times (non-negative, not NaN) in ascending order: by their
-// bits, which order such floats as they order the numbers, a byte at a time
-// (a radix sort: the candidates number up to a million, and each DP sorts
-// them).
+// bits (sortBits), which order such floats as they order the numbers.
 func sortTimes(ts []float64) {
-	if len(ts) < 256 {
-		sort.Float64s(ts)
-		return
-	}
 	keys := make([]uint64, len(ts))
 	for i, t := range ts {
 		keys[i] = math.Float64bits(t)
 	}
-	tmp := make([]uint64, len(keys))
-	for shift := 0; shift < 64; shift += 8 {
-		var count [257]int
+	for i, k := range sortBits(keys) {
+		ts[i] = math.Float64frombits(k)
+	}
+}
+
+// radixBits is the digit of sortBits: 11 bits, six passes at most over
+// the keys (the exponents of one search's times share their top digits,
+// which are skipped), with counts that stay in cache.
+const (
+	radixBits   = 11
+	radixPasses = (64 + radixBits - 1) / radixBits
+)
+
+// sortBits sorts keys in ascending order, a radix sort (the candidates
+// number up to a million, and each DP's are sorted): every digit's counts
+// in one pass, then a pass per digit where the keys differ. It returns the
+// sorted keys, in keys or in a slice of its own.
+func sortBits(keys []uint64) []uint64 {
+	if len(keys) < 256 {
+		slices.Sort(keys)
+		return keys
+	}
+	const mask = 1<<radixBits - 1
+	count := make([][1 << radixBits]int, radixPasses)
+	for _, k := range keys {
+		for p := range count {
+			count[p][(k>>(p*radixBits))&mask]++
+		}
+	}
+	var tmp []uint64
+	for p := range count {
+		shift, c := p*radixBits, &count[p]
+		if c[(keys[0]>>shift)&mask] == len(keys) {
+			continue // every key has this digit
+		}
+		at := 0
+		for d, m := range c {
+			c[d], at = at, at+m
+		}
+		if tmp == nil {
+			tmp = make([]uint64, len(keys))
+		}
 		for _, k := range keys {
-			count[(k>>shift)&0xff+1]++
-		}
-		if count[(keys[0]>>shift)&0xff+1] == len(keys) {
-			continue // every key has this byte
-		}
-		for b := 1; b < 257; b++ {
-			count[b] += count[b-1]
-		}
-		for _, k := range keys {
-			b := (k >> shift) & 0xff
-			tmp[count[b]] = k
-			count[b]++
+			d := (k >> shift) & mask
+			tmp[c[d]] = k
+			c[d]++
 		}
 		keys, tmp = tmp, keys
 	}
-	for i, k := range keys {
-		ts[i] = math.Float64frombits(k)
-	}
+	return keys
 }
 
 // minT finds the smallest candidate T at which the root fits on k devices,
