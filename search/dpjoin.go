@@ -122,6 +122,10 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 	return best
 }
 
+// shareFeeds lets groupHost's answers with no tail left to place be shared
+// by every tail (tests compare the plans without).
+var shareFeeds = true
+
 // hostTable returns the lazily allocated absorption table of (tail, node).
 func (d *dp) hostTable(tabs [][]*table, t *tailSpec, n *snode, size int) *table {
 	if tabs[t.id][n.id] == nil {
@@ -130,7 +134,14 @@ func (d *dp) hostTable(tabs [][]*table, t *tailSpec, n *snode, size int) *table 
 	return tabs[t.id][n.id]
 }
 
+// hostGroupIdx is groupHost's table and slot. Once the tail is placed
+// (need false) every part only feeds its stage, and nothing asks which
+// tail that is: the value and its choice are the same for every tail, and
+// one table (feedM) holds them for all.
 func (d *dp) hostGroupIdx(s sub, t *tailSpec, need bool) (*table, slot) {
+	if !need && shareFeeds {
+		return d.feedM[s.n.id], d.at(s)
+	}
 	at := d.at(s)
 	at.j *= 2
 	if need {

@@ -54,28 +54,52 @@ func overfullDPs(t *testing.T) []overfullDP {
 }
 
 // TestOverfullIsInf: wherever overfull says a set has more devices than
-// units i.. of a node can use, the DP without the bound (solve, suffix,
-// group, and with a tail suffixHost and groupHost) finds nothing there, at
-// every T: on random DAGs with stages of few devices, and on clusters of
-// several kinds.
+// units i.. of a node can use, the DP without the device bounds (solve,
+// suffix, group, and with a tail suffixHost and groupHost) finds nothing
+// there, at every T; and a chain's suffix holds at least the stages its
+// devices need: on random DAGs with stages of few devices (spp's chains
+// among them), and on clusters of several kinds.
 func TestOverfullIsInf(t *testing.T) {
-	defer func(v bool) { overfullBound = v }(overfullBound)
-	overfull, checked := 0, 0
+	defer func(v bool) { deviceBounds = v }(deviceBounds)
+	overfull, checked, chains := 0, 0, 0
 	for _, c := range overfullDPs(t) {
 		d := c.d
 		ts := d.candidates()
 		for j := 0; j < len(ts); j += max(1, len(ts)/6) {
 			for _, T := range []float64{ts[j], ts[len(ts)-1]} {
-				overfullBound = false
+				deviceBounds = false
 				d.reset(T)
+				bounded := &dp{prices: d.prices}
+				bounded.reset(T)
 				for _, n := range d.sp.nodes {
 					for i := range n.units {
 						for k := 1; k < d.devs.n; k++ {
+							if n.chain() && !d.devs.overfull(n, i, k) { // a chain holds at least the stages its devices need
+								for _, δ := range []int{0, 2} {
+									if !reachable(d, k, δ) {
+										continue
+									}
+									v := d.suffix(sub{n, i, k, δ})
+									if v < δ+int(d.devs.need[k]) {
+										t.Fatalf("%s at T %v: a chain from unit %d on set %d (δ %d) holds %d, fewer than the %d stages its devices need", c.name, T, i, k, δ, v, d.devs.need[k])
+									}
+									deviceBounds = true
+									w := bounded.suffix(sub{n, i, k, δ})
+									deviceBounds = false
+									if w != v {
+										t.Fatalf("%s at T %v: a chain from unit %d on set %d (δ %d) holds %d with the device bounds, %d without", c.name, T, i, k, δ, w, v)
+									}
+									chains++
+								}
+							}
 							if !d.devs.overfull(n, i, k) {
 								continue
 							}
 							overfull++
 							for _, δ := range []int{0, 1, 2} {
+								if !reachable(d, k, δ) {
+									continue
+								}
 								s := sub{n, i, k, δ}
 								got := map[string]int{}
 								if i == 0 {
@@ -111,21 +135,22 @@ func TestOverfullIsInf(t *testing.T) {
 	if overfull < 100 {
 		t.Errorf("only %d overfull subproblems: the test barely ran", overfull)
 	}
-	t.Logf("%d overfull subproblems, %d values checked", overfull, checked)
+	t.Logf("%d overfull subproblems, %d values checked; %d chain suffixes", overfull, checked, chains)
 }
 
-// TestOverfullSamePlans: the DP that knows overfull subproblems are inf
-// without a look at their options finds the same plans as the one that
-// looks, byte for byte (bisectCases, and clusters of several kinds).
+// TestOverfullSamePlans: the DP with the device bounds (overfull
+// subproblems inf at once, a chain's fewest stages) finds the same plans
+// as the one without, byte for byte (bisectCases, and clusters of several
+// kinds).
 func TestOverfullSamePlans(t *testing.T) {
-	samePlansToggled(t, &overfullBound, "with the overfull bound")
+	samePlansToggled(t, &deviceBounds, "with the device bounds")
 	for i, tc := range kindsCases(t) {
 		if i%10 != 0 {
 			continue
 		}
-		on, off := searchToggled(t, tc.g, Options{Cluster: tc.cluster, Batch: 16}, &overfullBound)
+		on, off := searchToggled(t, tc.g, Options{Cluster: tc.cluster, Batch: 16}, &deviceBounds)
 		if !bytes.Equal(on, off) {
-			t.Errorf("kinds case %d: the plan with the overfull bound differs from the one without:\n%s\n---\n%s", tc.seed, on, off)
+			t.Errorf("kinds case %d: the plan with the device bounds differs from the one without:\n%s\n---\n%s", tc.seed, on, off)
 		}
 	}
 }
