@@ -53,6 +53,9 @@ func (d *dp) suffix(s sub) int {
 			return inf
 		}
 		floor = max(floor, δ+int(stages[s.i]))
+		if deviceBounds { // a chain's stages run one after another, as many as its devices need at least
+			floor = max(floor, δ+int(d.devs.need[s.k]))
+		}
 	}
 	// try prices units i..p on k1 devices; stop reports that longer intervals
 	// cannot meet T either.
@@ -136,6 +139,9 @@ func (d *dp) splits(s sub, best int, ch choice, floor int, stages []int16) (int,
 		col := int(d.devs.col[k1])
 		if col < 0 {
 			continue // a stage's devices are of one kind, at most kmax of it
+		}
+		if stages != nil && deviceBounds && δ+1+int(d.devs.need[s.k-k1]) >= best {
+			continue // the rest's devices make too many stages, one after another
 		}
 		for ; p < last && best > floor; p++ {
 			if d.overfull(n, p+1, s.k-k1) {
