@@ -130,6 +130,13 @@ func TestMidFirstSamePlans(t *testing.T) {
 	samePlansToggled(t, &midFirst, "solving the middle first")
 }
 
+// TestValueBisectionSamePlans: bisecting the candidates' values (leastT)
+// finds the same plans as bisecting their sorted list, byte for byte
+// (bisectCases).
+func TestValueBisectionSamePlans(t *testing.T) {
+	samePlansToggled(t, &valueBisection, "bisecting the candidates' values")
+}
+
 // TestReuseProbeSamePlans: a frontier's bisection that takes the values
 // its probe solved at its first candidate (reuseProbe) finds the same plans
 // as one that solves it again, byte for byte (bisectCases).
@@ -142,7 +149,9 @@ func TestReuseProbeSamePlans(t *testing.T) {
 // on and at most maxT, at which a fresh solve of the root on k devices holds
 // fewer than depth, found by trying them all; none where none does. Every k
 // up to the devices (some fit nothing), several micro-batch sizes, depth
-// caps and starting points, memory tight and loose.
+// caps and starting points, memory tight and loose. Over every candidate
+// with no cap, leastT (the bisection of their values) finds the same T and
+// leaves the DP solved there.
 func TestMinTBelowIsLinearScan(t *testing.T) {
 	checked, found := 0, 0
 	for seed := int64(0); seed < 8; seed++ {
@@ -189,6 +198,12 @@ func TestMinTBelowIsLinearScan(t *testing.T) {
 							midFirst, boundedBisection = mid, bounded
 							d := &dp{prices: pr}
 							T, i, ok := d.minTBelow(k, q.from, q.depth, maxT)
+							if mid && q.from == 0 && q.depth == inf && q.top == len(ts) { // what leastT answers
+								lt := &dp{prices: pr}
+								if T2, ok2 := lt.leastT(k); ok2 != ok || ok && (T2 != T || lt.depth(k) != fresh(k, want)) {
+									t.Fatalf("seed %d b %d k %d bounded %v: leastT (%v, %v), minTBelow (%v, %v)", seed, b, k, bounded, T2, ok2, T, ok)
+								}
+							}
 							midFirst, boundedBisection = true, true
 							if ok != (want >= 0) || ok && (i != want || T != ts[want]) {
 								t.Fatalf("seed %d b %d k %d %+v mid %v bounded %v: minTBelow (%v, %d, %v), first fitting candidate %d", seed, b, k, q, mid, bounded, T, i, ok, want)

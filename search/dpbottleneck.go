@@ -31,6 +31,40 @@ func (d *dp) candidates() []float64 {
 	return p.recTs
 }
 
+// candidateKeys are the candidates' bits, unsorted, each time once per
+// entry that has it: what leastT bisects without sorting them.
+func (d *dp) candidateKeys() []uint64 {
+	p := d.prices
+	if p.keepKeys == nil {
+		p.keepKeys = timeKeys(nil, p.fit, p.opFloor())
+	}
+	if d.rfit == nil {
+		return p.keepKeys
+	}
+	if p.recKeys == nil {
+		p.recKeys = timeKeys(slices.Clip(p.keepKeys), d.rfit, p.opFloor())
+	}
+	return p.recKeys
+}
+
+// timeKeys appends to keys the bits of the times, not below floor, of the
+// entries that fit one micro-batch in flight.
+func timeKeys(keys []uint64, fit []fitEntry, floor float64) []uint64 {
+	n := 0
+	for i := range fit {
+		if e := &fit[i]; e.maxIn >= 1 && e.t >= floor { // fits with one micro-batch in flight (k = 0 never does)
+			n++
+		}
+	}
+	keys = slices.Grow(keys, n)
+	for i := range fit {
+		if e := &fit[i]; e.maxIn >= 1 && e.t >= floor {
+			keys = append(keys, math.Float64bits(e.t))
+		}
+	}
+	return keys
+}
+
 // opFloor is a time below which no plan fits: the slowest op's forward and
 // backward at the per-device micro-batch that makes them fastest (every
 // stage's time per micro-batch is at least the sum of its ops', and the
@@ -59,19 +93,7 @@ func (d *prices) opFloor() float64 {
 // that fit one micro-batch in flight, ascending: their bits sorted
 // (sortBits), each run of equal ones kept once.
 func distinctTimes(fit []fitEntry, floor float64) []float64 {
-	n := 0
-	for i := range fit {
-		if e := &fit[i]; e.maxIn >= 1 && e.t >= floor { // fits with one micro-batch in flight (k = 0 never does)
-			n++
-		}
-	}
-	keys := make([]uint64, 0, n)
-	for i := range fit {
-		if e := &fit[i]; e.maxIn >= 1 && e.t >= floor {
-			keys = append(keys, math.Float64bits(e.t))
-		}
-	}
-	keys = sortBits(keys)
+	keys := sortBits(timeKeys(nil, fit, floor))
 	distinct := 0
 	for i, k := range keys {
 		if i == 0 || k != keys[i-1] {
@@ -167,8 +189,97 @@ func sortBits(keys []uint64) []uint64 {
 // minT finds the smallest candidate T at which the root fits on k devices,
 // by binary search over the candidates. ok is false if none fits.
 func (d *dp) minT(k int) (float64, bool) {
+	if valueBisection {
+		return d.leastT(k)
+	}
 	T, _, ok := d.minTBelow(k, 0, inf, math.Inf(1))
 	return T, ok
+}
+
+// valueBisection makes minT and minTOnMost bisect the candidates' values
+// (leastT) rather than their sorted list (minTBelow); tests compare.
+var valueBisection = true
+
+// leastT finds the least candidate T at which the root fits on k devices,
+// and leaves the DP solved there: minTBelow(k, 0, inf, +Inf)'s answer,
+// without sorting the candidates, which on a large space costs more than
+// the solves. It bisects their values: each probe is the median of a
+// sample of those left (the median of them all first, then, where nothing
+// fits there, the largest, whether anything fits at all), and keeps those
+// below a probe where the root fits, those above it where it does not.
+// The solves carry their bounds as minTBelow's do (dpmemo.go).
+func (d *dp) leastT(k int) (float64, bool) {
+	keys := slices.Clone(d.candidateKeys())
+	if len(keys) == 0 {
+		return 0, false
+	}
+	feasible := func(key uint64) bool {
+		d.budget--
+		d.reset(math.Float64frombits(key))
+		ok := d.solve(d.sp.root, k, 0) < inf
+		d.keepBounds(ok)
+		return ok
+	}
+	d.beginBounds()
+	defer d.endBounds()
+	var sample []uint64
+	var hi uint64 // the least probe so far where the root fits
+	p := probeKey(keys, &sample)
+	if feasible(p) {
+		hi, keys = p, keysBelow(keys, p)
+	} else {
+		top := slices.Max(keys)
+		if top == p || !feasible(top) {
+			return 0, false
+		}
+		hi, keys = top, keysAbove(keysBelow(keys, top), p)
+	}
+	for len(keys) > 0 {
+		if p = probeKey(keys, &sample); feasible(p) {
+			hi, keys = p, keysBelow(keys, p)
+		} else {
+			keys = keysAbove(keys, p)
+		}
+	}
+	d.choicesBounds()
+	T := math.Float64frombits(hi)
+	d.reset(T)
+	d.solve(d.sp.root, k, 0)
+	return T, true
+}
+
+// probeKey is the median of a sample of keys (every len/255-th), one of them.
+func probeKey(keys []uint64, sample *[]uint64) uint64 {
+	step := max(1, len(keys)/255)
+	s := (*sample)[:0]
+	for i := step / 2; i < len(keys); i += step {
+		s = append(s, keys[i])
+	}
+	slices.Sort(s)
+	*sample = s
+	return s[len(s)/2]
+}
+
+// keysBelow keeps the keys below p, in place.
+func keysBelow(keys []uint64, p uint64) []uint64 {
+	out := keys[:0]
+	for _, k := range keys {
+		if k < p {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// keysAbove keeps the keys above p, in place.
+func keysAbove(keys []uint64, p uint64) []uint64 {
+	out := keys[:0]
+	for _, k := range keys {
+		if k > p {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // minTBelow finds the smallest candidate T, from the from-th on and at most
@@ -273,15 +384,15 @@ func (d *dp) depthAt(k int, T float64) (int, bool) {
 func (d *dp) depth(k int) int { return d.solve(d.sp.root, k, 0) }
 
 // minTOnMost solves at the least bottleneck on the most devices (up to n)
-// that have a plan, and returns that count and the candidate's index.
-func (d *dp) minTOnMost(n int) (k, i int, ok bool) {
+// that have a plan, and returns that count and the bottleneck.
+func (d *dp) minTOnMost(n int) (k int, T float64, ok bool) {
 	least := 1
 	if d.devs.kinds() > 1 {
 		least = n // several kinds: every device (a search on one kind's alone tries fewer)
 	}
 	for k := n; k >= least; k-- {
-		if _, i, ok := d.minTBelow(k, 0, inf, math.Inf(1)); ok {
-			return k, i, true
+		if T, ok := d.minT(k); ok {
+			return k, T, true
 		}
 	}
 	return 0, 0, false

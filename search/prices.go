@@ -49,8 +49,11 @@ type prices struct {
 	// recomputing stages
 	hostFloor [][2][]float64
 	// keepTs and recTs are the candidate times (dp.candidates), keeping
-	// and with recomputation allowed, once asked for
-	keepTs, recTs []float64
+	// and with recomputation allowed, once asked for; keepKeys and recKeys
+	// the same times' bits unsorted, each as often as an entry has it
+	// (dp.candidateKeys)
+	keepTs, recTs     []float64
+	keepKeys, recKeys []uint64
 	// runs are, per series node of leaves (a chain: spp's space, or a
 	// branch), when its split loop reaches each unit (runTimes); nil for
 	// other nodes

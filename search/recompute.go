@@ -66,15 +66,15 @@ func (d *dp) recomputeMayHelp(T float64) bool {
 func (pl *planner) recomputeAt(d *dp, keep least, out *sized) error {
 	T := math.Inf(1)
 	if keep.ok && keep.k == d.devs.full {
-		T = d.ts[keep.i]
+		T = keep.T
 	}
 	if !d.recomputeMayHelp(T) {
 		return nil
 	}
 	r := &dp{prices: d.prices}
 	r.allowRecompute()
-	k2, i2, ok2 := r.minTOnMost(r.D)
-	if !ok2 || keep.ok && k2 == keep.k && r.ts[i2] >= d.ts[keep.i] {
+	k2, T2, ok2 := r.minTOnMost(r.D)
+	if !ok2 || keep.ok && k2 == keep.k && T2 >= keep.T {
 		return nil
 	}
 	p, err := pl.assemble(r, k2)
@@ -82,6 +82,6 @@ func (pl *planner) recomputeAt(d *dp, keep least, out *sized) error {
 		return err
 	}
 	out.plans = append([]*plan.Plan{p}, out.plans...)
-	out.k, out.i, out.at, out.rec = k2, i2, r.depth(k2), true
+	out.k, out.T, out.at, out.rec = k2, T2, r.depth(k2), true
 	return nil
 }
