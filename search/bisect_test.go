@@ -328,6 +328,25 @@ func TestPriceAllIsPriceAt(t *testing.T) {
 				help := d.recHelp
 				d.recFits()
 				checkRecHelp(t, &dp{prices: d}, help)
+				for id := range sp.blocks { // least and recLeast: the least time of each row that fits one in flight
+					for _, f := range []struct {
+						fit   []fitEntry
+						least []float64
+					}{{d.fit, d.least}, {d.recFit, d.recLeast}} {
+						if f.fit == nil {
+							continue
+						}
+						want := math.Inf(1)
+						for _, e := range f.fit[id*d.W : (id+1)*d.W] {
+							if e.maxIn >= 1 {
+								want = min(want, e.t)
+							}
+						}
+						if f.least[id] != want {
+							t.Fatalf("graph %d %+v block %d: least %v, its row's %v", gi, c, id, f.least[id], want)
+						}
+					}
+				}
 				for id, blk := range sp.blocks {
 					for k := 1; k <= d.kmax; k++ {
 						s := sp.price(cm, id, k*d.g, d.b, d.mbs)

@@ -32,10 +32,15 @@ type prices struct {
 	// recomputing holds more micro-batches in flight than keeping, counted
 	// up to the most the DP asks of it (+Inf where none does): priced with
 	// fit, it answers recomputeMayHelp without recFit.
-	recFit  []fitEntry
-	recAuto bool
-	recOnce sync.Once
-	recHelp float64
+	recFit []fitEntry
+	// least and recLeast are, per block, the least time at which it fits
+	// one micro-batch in flight on some device count, keeping and
+	// recomputing (+Inf where it never does): priceAll finds them as it
+	// prices, and the floors below read them rather than the rows
+	least, recLeast []float64
+	recAuto         bool
+	recOnce         sync.Once
+	recHelp         float64
 	// tailFloor is, per tail, the least per-micro-batch time of any stage that
 	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
 	// longer one.
@@ -83,6 +88,7 @@ func newKindPrices(kinds []*costModel, devices []int, sp *space, b int64, mbs in
 	d.D, d.g, d.kmax, d.W = d.devs.total, d.devs.g[0], d.devs.kmax[0], d.devs.w
 	d.fit = make([]fitEntry, len(sp.blocks)*d.W)
 	d.recAuto, d.recHelp = d.cm.recompute == "auto", math.Inf(1)
+	d.least = infs(len(sp.blocks))
 	for t := range kinds {
 		d.priceAll(t, false)
 	}
@@ -107,7 +113,7 @@ func (d *prices) recFits() []fitEntry {
 		return nil
 	}
 	d.recOnce.Do(func() {
-		d.recFit = make([]fitEntry, len(d.fit))
+		d.recFit, d.recLeast = make([]fitEntry, len(d.fit)), infs(len(d.sp.blocks))
 		for t := range d.kinds {
 			d.priceAll(t, true)
 		}
@@ -122,15 +128,6 @@ var eagerRecFit = false
 // hostFloors computes hostFloor from fit, and from recFit if rec.
 func (d *prices) hostFloors(rec bool) [][2][]float64 {
 	sp := d.sp
-	least := func(fit []fitEntry, u int) float64 { // the least time at which u fits one in flight
-		t := math.Inf(1)
-		for _, e := range fit[u*d.W : (u+1)*d.W] { // a column of no devices never fits
-			if e.maxIn >= 1 {
-				t = min(t, e.t)
-			}
-		}
-		return t
-	}
 	out := make([][2][]float64, len(sp.tails))
 	for _, t := range sp.tails {
 		for v := range out[t.id] {
@@ -141,10 +138,9 @@ func (d *prices) hostFloors(rec bool) [][2][]float64 {
 			keep, either := math.Inf(1), math.Inf(1)
 			for _, h := range sp.hosts[n.id] {
 				u := t.union(h)
-				lk := least(d.fit, u)
-				keep, either = min(keep, lk), min(either, lk)
+				keep, either = min(keep, d.least[u]), min(either, d.least[u])
 				if rec {
-					either = min(either, least(d.recFit, u))
+					either = min(either, d.recLeast[u])
 				}
 			}
 			out[t.id][0][n.id], out[t.id][1][n.id] = keep, either
@@ -275,11 +271,17 @@ func (d *prices) priceAll(t int, rec bool) {
 			}
 			at := id*d.W + off + k
 			if rec {
-				d.recFit[at] = fitEntry{max(period+f, link), maxInFlight(satAdd(st, satAdd(work, stash)), satMul(blk.inputs, e.m), limit)}
+				r := fitEntry{max(period+f, link), maxInFlight(satAdd(st, satAdd(work, stash)), satMul(blk.inputs, e.m), limit)}
+				if d.recFit[at] = r; r.maxIn >= 1 {
+					d.recLeast[id] = min(d.recLeast[id], r.t)
+				}
 				continue
 			}
 			keep := maxInFlight(satAdd(st, work), stash, limit)
 			d.fit[at] = fitEntry{max(period, link), keep}
+			if keep >= 1 {
+				d.least[id] = min(d.least[id], d.fit[at].t)
+			}
 			if d.recAuto && keep < most { // recomputing may hold more (recFit's entry, as it will be)
 				if r := maxInFlight(satAdd(st, satAdd(work, stash)), satMul(blk.inputs, e.m), limit); min(r, most) > keep {
 					d.recHelp = min(d.recHelp, max(period+f, link))
@@ -287,6 +289,15 @@ func (d *prices) priceAll(t int, rec bool) {
 			}
 		}
 	}
+}
+
+// infs is n times +Inf.
+func infs(n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = math.Inf(1)
+	}
+	return out
 }
 
 // fitEntry packs what fits needs of a priced stage of the first kind.
@@ -312,11 +323,7 @@ func (d *prices) floors(runs []*tailSpec) []float64 {
 	for _, t := range runs {
 		out[t.id] = math.Inf(1)
 		for _, u := range t.unions {
-			for _, e := range d.fit[u*d.W : (u+1)*d.W] {
-				if e.maxIn >= 1 { // fits with one micro-batch in flight (a column of no devices never does)
-					out[t.id] = math.Min(out[t.id], e.t)
-				}
-			}
+			out[t.id] = math.Min(out[t.id], d.least[u])
 		}
 	}
 	return out

@@ -38,7 +38,10 @@ type space struct {
 	heads  []*tailSpec
 	headAt map[[2]int]*tailSpec // (series node, i) → unit i as a head
 	hosts  [][]int              // per node, hostBlocks
-	mu     sync.Mutex           // guards every node's sums
+	mu     sync.Mutex           // guards every node's sums, and allSums
+	// allSums is nodeSums' answer per device and micro-batch: priceAll
+	// asks for it at every device count of every search
+	allSums map[sumKey][][][3]float64
 }
 
 type blockRef struct {
@@ -323,10 +326,23 @@ func (sp *space) priceAt(cm *costModel, id, k int, b int64, mbs int, t [3]float6
 // nodeSums is every node's prefix sums of its units' (f, bi, bw) at
 // micro-batch m (unitSums), by node id.
 func (sp *space) nodeSums(cm *costModel, m int64) [][][3]float64 {
-	out := make([][][3]float64, len(sp.nodes))
+	key := sumKey{cm.dev, m}
+	sp.mu.Lock()
+	out, ok := sp.allSums[key]
+	sp.mu.Unlock()
+	if ok {
+		return out
+	}
+	out = make([][][3]float64, len(sp.nodes))
 	for _, n := range sp.nodes {
 		out[n.id] = sp.unitSumsFor(cm, n, m)
 	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.allSums == nil {
+		sp.allSums = map[sumKey][][][3]float64{}
+	}
+	sp.allSums[key] = out
 	return out
 }
 
