@@ -34,14 +34,15 @@ type Endpoint struct {
 	cond    *sync.Cond
 	nextSeq map[linkKey]uint64
 	unacked map[linkKey]map[uint64]*pending
-	chunks  map[Key][][]byte // arriving chunks
-	got     map[Key][]byte   // complete messages not yet taken
-	taken   map[Key]bool     // delivered: later duplicates are dropped
-	floor   int64            // frames of iterations before it are stale
+	chunks  map[Key]*assembly // messages arriving in chunks
+	got     map[Key][]byte    // complete messages not yet taken
+	taken   map[Key]bool      // delivered: later duplicates are dropped
+	floor   int64             // frames of iterations before it are stale
 	failure error
 	stats   Stats
 	rtt     rttEstimate
 	acks    sync.WaitGroup // acknowledgements being published (Close waits for them)
+	spare   [][]byte       // buffers of acknowledged frames, for the next ones
 }
 
 // maxResend caps a chunk's resend timeout as it backs off.
@@ -98,6 +99,8 @@ type pending struct {
 	sentAt  time.Time     // last sent
 	wait    time.Duration // the resend timeout it backs off from (0: the endpoint's)
 	resent  bool
+	busy    int  // publishes of data under way: its buffer is not reused before they end
+	acked   bool // acknowledged: its buffer goes back once no publish holds it
 }
 
 // Inbox is the subject a stage receives on.
@@ -109,7 +112,7 @@ func Inbox(run string, gen uint32, stage int32) string {
 func NewEndpoint(t Transport, run string, gen uint32, stage int32) (*Endpoint, error) {
 	e := &Endpoint{t: t, run: run, gen: gen, stage: stage, window: 32, resend: 100 * time.Millisecond,
 		nextSeq: map[linkKey]uint64{}, unacked: map[linkKey]map[uint64]*pending{},
-		chunks: map[Key][][]byte{}, got: map[Key][]byte{}, taken: map[Key]bool{}}
+		chunks: map[Key]*assembly{}, got: map[Key][]byte{}, taken: map[Key]bool{}}
 	e.cond = sync.NewCond(&e.mu)
 	unsub, err := t.Subscribe(Inbox(run, gen, stage), e.handle)
 	if err != nil {
@@ -144,39 +147,41 @@ func (e *Endpoint) Stats() Stats {
 
 // Send delivers one message to peer, in chunks, each kept until acknowledged.
 func (e *Endpoint) Send(ctx context.Context, peer int32, k Key, payload []byte) error {
+	return e.SendPayload(ctx, peer, k, Bytes(payload))
+}
+
+// SendPayload is Send of a payload read piece by piece: each chunk's bytes
+// are copied from p straight into its frame (p.CopyAt, which may wait for
+// them), and the frame is published before the next chunk is read, so a
+// payload still arriving (a device's download) overlaps the publishing.
+// The caller may change p's memory once SendPayload returns.
+func (e *Endpoint) SendPayload(ctx context.Context, peer int32, k Key, p Payload) error {
 	size := max(e.t.MaxPayload()-256, 64)
-	chunks := max(1, (len(payload)+size-1)/size)
+	total := p.Len()
+	chunks := max(1, (total+size-1)/size)
 	lk := linkKey{peer, k.Edge, k.Dir}
+	subject := Inbox(e.run, e.gen, peer)
 	defer e.wakeOn(ctx)()
 	for c := 0; c < chunks; c++ {
-		part := payload[min(c*size, len(payload)):min((c+1)*size, len(payload))]
-		e.mu.Lock()
-		for len(e.unacked[lk]) >= e.window && e.failure == nil && ctx.Err() == nil {
-			e.cond.Wait()
-		}
-		if err := e.failed(ctx); err != nil {
-			e.mu.Unlock()
-			return err
-		}
-		seq := e.nextSeq[lk]
-		e.nextSeq[lk]++
-		f := &Frame{Version: FrameVersion, Kind: KindData, Run: e.run, Gen: e.gen, Iter: k.Iter, MB: k.MB, Edge: k.Edge,
-			Dir: k.Dir, From: e.stage, Chunk: int32(c), Chunks: int32(chunks), Seq: seq, Payload: part}
-		data, err := EncodeFrame(f)
+		lo, hi := min(c*size, total), min((c+1)*size, total)
+		seq, buf, err := e.reserve(ctx, lk, frameHeaderMax+len(e.run)+hi-lo)
 		if err != nil {
-			e.mu.Unlock()
 			return err
 		}
-		if e.unacked[lk] == nil {
-			e.unacked[lk] = map[uint64]*pending{}
+		f := &Frame{Version: FrameVersion, Kind: KindData, Run: e.run, Gen: e.gen, Iter: k.Iter, MB: k.MB, Edge: k.Edge,
+			Dir: k.Dir, From: e.stage, Chunk: int32(c), Chunks: int32(chunks), Seq: seq}
+		data := appendFrameHeader(buf[:0], f, hi-lo)
+		head := len(data)
+		data = data[:head+hi-lo]
+		if err := p.CopyAt(data[head:], lo); err != nil {
+			return err
 		}
-		now := time.Now()
-		p := &pending{subject: Inbox(e.run, e.gen, peer), data: data, firstAt: now, sentAt: now}
-		e.unacked[lk][seq] = p
-		e.stats.Sent++
-		e.stats.Bytes += int64(len(data))
+		pend := e.track(lk, seq, subject, data)
+		err = e.t.Publish(subject, data)
+		e.mu.Lock()
+		e.unbusy(pend)
 		e.mu.Unlock()
-		if err := e.t.Publish(p.subject, data); err != nil {
+		if err != nil {
 			return err
 		}
 	}
@@ -185,6 +190,64 @@ func (e *Endpoint) Send(ctx context.Context, peer int32, k Key, payload []byte) 
 	// hold the message back until it next waits
 	goruntime.Gosched()
 	return nil
+}
+
+// reserve waits for room in link lk's window and takes the link's next
+// sequence number and a frame buffer of at least n bytes.
+func (e *Endpoint) reserve(ctx context.Context, lk linkKey, n int) (uint64, []byte, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for len(e.unacked[lk]) >= e.window && e.failure == nil && ctx.Err() == nil {
+		e.cond.Wait()
+	}
+	if err := e.failed(ctx); err != nil {
+		return 0, nil, err
+	}
+	seq := e.nextSeq[lk]
+	e.nextSeq[lk]++
+	for len(e.spare) > 0 {
+		b := e.spare[len(e.spare)-1]
+		e.spare = e.spare[:len(e.spare)-1]
+		if cap(b) >= n {
+			return seq, b[:n], nil
+		}
+	}
+	return seq, make([]byte, n), nil
+}
+
+// track keeps frame seq of link lk until it is acknowledged, marked busy
+// while the caller publishes it.
+func (e *Endpoint) track(lk linkKey, seq uint64, subject string, data []byte) *pending {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.unacked[lk] == nil {
+		e.unacked[lk] = map[uint64]*pending{}
+	}
+	now := time.Now()
+	p := &pending{subject: subject, data: data, firstAt: now, sentAt: now, busy: 1}
+	e.unacked[lk][seq] = p
+	e.stats.Sent++
+	e.stats.Bytes += int64(len(data))
+	return p
+}
+
+// unbusy ends one publish of p; an acknowledged frame no publish holds
+// gives its buffer back for the next frames (e.mu held).
+func (e *Endpoint) unbusy(p *pending) {
+	p.busy--
+	e.recycle(p)
+}
+
+// recycle keeps the buffer of an acknowledged frame that no publish holds
+// for the next frames, up to a window's worth (e.mu held).
+func (e *Endpoint) recycle(p *pending) {
+	if !p.acked || p.busy > 0 || p.data == nil {
+		return
+	}
+	if len(e.spare) < 2*e.window {
+		e.spare = append(e.spare, p.data[:0])
+	}
+	p.data = nil
 }
 
 func (e *Endpoint) failed(ctx context.Context) error {
@@ -214,6 +277,7 @@ func (e *Endpoint) resender() {
 					// each resend of a chunk doubles its wait: a lost chunk is
 					// resent soon, a slow link is not flooded
 					p.sentAt, p.wait, p.resent = now, min(2*wait, maxResend), true
+					p.busy++
 					again = append(again, p)
 				}
 			}
@@ -223,6 +287,11 @@ func (e *Endpoint) resender() {
 		for _, p := range again {
 			e.t.Publish(p.subject, p.data)
 		}
+		e.mu.Lock()
+		for _, p := range again {
+			e.unbusy(p)
+		}
+		e.mu.Unlock()
 	}
 }
 
@@ -240,8 +309,12 @@ func (e *Endpoint) handle(data []byte) {
 	}
 	if f.Kind == KindAck {
 		if m := e.unacked[linkKey{f.From, f.Edge, f.Dir}]; m != nil {
-			if p := m[f.Seq]; p != nil && !p.resent { // Karn: a resent chunk's ack times nothing
-				e.rtt.add(time.Since(p.firstAt))
+			if p := m[f.Seq]; p != nil {
+				if !p.resent { // Karn: a resent chunk's ack times nothing
+					e.rtt.add(time.Since(p.firstAt))
+				}
+				p.acked = true
+				e.recycle(p)
 			}
 			delete(m, f.Seq)
 			e.cond.Broadcast()
@@ -254,33 +327,90 @@ func (e *Endpoint) handle(data []byte) {
 		return
 	}
 	k := Key{f.Iter, f.MB, f.Edge, f.Dir}
-	parts := e.chunks[k]
-	if e.taken[k] || e.got[k] != nil || parts != nil && (len(parts) != int(f.Chunks) || parts[f.Chunk] != nil) {
+	a := e.chunks[k]
+	if e.taken[k] || e.got[k] != nil || a != nil && (a.chunks != int(f.Chunks) || a.have[f.Chunk]) {
 		e.stats.Duplicates++
 		return
 	}
-	if parts == nil {
-		parts = make([][]byte, f.Chunks)
-		e.chunks[k] = parts
+	if f.Chunks == 1 {
+		e.deliver(k, f.Payload)
+		return
 	}
-	parts[f.Chunk] = f.Payload
+	if a == nil {
+		a = &assembly{chunks: int(f.Chunks), have: make([]bool, f.Chunks)}
+		e.chunks[k] = a
+	}
+	if !a.add(int(f.Chunk), f.Payload) {
+		e.stats.Stale++ // a chunk that does not fit its message: no sender of ours makes one
+		return
+	}
+	if a.n == a.chunks {
+		delete(e.chunks, k)
+		e.deliver(k, a.whole())
+		return
+	}
 	e.stats.Received++
-	for _, p := range parts {
-		if p == nil {
-			return
-		}
-	}
-	whole := parts[0]
-	if len(parts) > 1 {
-		whole = make([]byte, 0, len(parts)*len(parts[0]))
-		for _, p := range parts {
-			whole = append(whole, p...)
-		}
-	}
-	delete(e.chunks, k)
-	e.got[k] = whole
+}
+
+// deliver keeps a whole message for Receive (e.mu held).
+func (e *Endpoint) deliver(k Key, msg []byte) {
+	e.stats.Received++
+	e.got[k] = msg
 	e.cond.Broadcast()
 }
+
+// maxMessage bounds what a message's chunks may declare: a frame cannot
+// make its receiver allocate more.
+const maxMessage = 1 << 36
+
+// assembly is a message arriving in chunks, copied into one buffer as they
+// come: every chunk but the last has the sender's chunk size, so each has
+// its place as soon as one of them has arrived (the last, when it comes
+// first, waits for that).
+type assembly struct {
+	chunks int
+	have   []bool
+	n      int    // chunks in
+	size   int    // bytes of every chunk but the last; 0 until one came
+	buf    []byte // chunks·size bytes once size is known
+	last   []byte // the last chunk, held while size is unknown
+	tail   int    // the last chunk's bytes
+}
+
+// add places chunk c; false: it does not fit the chunks before it.
+func (a *assembly) add(c int, p []byte) bool {
+	if c == a.chunks-1 {
+		if a.size == 0 {
+			a.last = p
+		} else if len(p) > a.size {
+			return false
+		} else {
+			copy(a.buf[c*a.size:], p)
+		}
+		a.tail = len(p)
+	} else {
+		if a.size == 0 {
+			if len(p) == 0 || uint64(len(p))*uint64(a.chunks) > maxMessage || a.last != nil && len(a.last) > len(p) {
+				return false
+			}
+			a.size = len(p)
+			a.buf = make([]byte, a.chunks*a.size)
+			if a.last != nil {
+				copy(a.buf[(a.chunks-1)*a.size:], a.last)
+				a.last = nil
+			}
+		} else if len(p) != a.size {
+			return false
+		}
+		copy(a.buf[c*a.size:], p)
+	}
+	a.have[c] = true
+	a.n++
+	return true
+}
+
+// whole is the message once every chunk is in.
+func (a *assembly) whole() []byte { return a.buf[:(a.chunks-1)*a.size+a.tail] }
 
 // ack answers a data frame (again, if it is a duplicate) to its sender.
 func (e *Endpoint) ack(f *Frame) {
