@@ -43,6 +43,8 @@ type Endpoint struct {
 	rtt     rttEstimate
 	acks    sync.WaitGroup // acknowledgements being published (Close waits for them)
 	spare   [][]byte       // buffers of acknowledged frames, for the next ones
+	kept    [][]byte       // buffers of messages given back (Recycle), for the next assemblies
+	keptN   int            // their bytes
 }
 
 // maxResend caps a chunk's resend timeout as it backs off.
@@ -152,36 +154,21 @@ func (e *Endpoint) Send(ctx context.Context, peer int32, k Key, payload []byte) 
 
 // SendPayload is Send of a payload read piece by piece: each chunk's bytes
 // are copied from p straight into its frame (p.CopyAt, which may wait for
-// them), and the frame is published before the next chunk is read, so a
-// payload still arriving (a device's download) overlaps the publishing.
-// The caller may change p's memory once SendPayload returns.
+// them) and the frame published before the next chunk is read, so that a
+// payload still on its way (a device's download, queued whole before)
+// arrives while the chunks before it are published. The caller may change
+// p's memory once SendPayload returns.
 func (e *Endpoint) SendPayload(ctx context.Context, peer int32, k Key, p Payload) error {
 	size := max(e.t.MaxPayload()-256, 64)
-	total := p.Len()
-	chunks := max(1, (total+size-1)/size)
-	lk := linkKey{peer, k.Edge, k.Dir}
+	chunks := max(1, (p.Len()+size-1)/size)
 	subject := Inbox(e.run, e.gen, peer)
 	defer e.wakeOn(ctx)()
 	for c := 0; c < chunks; c++ {
-		lo, hi := min(c*size, total), min((c+1)*size, total)
-		seq, buf, err := e.reserve(ctx, lk, frameHeaderMax+len(e.run)+hi-lo)
+		fr, err := e.frame(ctx, peer, k, p, c, chunks, size)
 		if err != nil {
 			return err
 		}
-		f := &Frame{Version: FrameVersion, Kind: KindData, Run: e.run, Gen: e.gen, Iter: k.Iter, MB: k.MB, Edge: k.Edge,
-			Dir: k.Dir, From: e.stage, Chunk: int32(c), Chunks: int32(chunks), Seq: seq}
-		data := appendFrameHeader(buf[:0], f, hi-lo)
-		head := len(data)
-		data = data[:head+hi-lo]
-		if err := p.CopyAt(data[head:], lo); err != nil {
-			return err
-		}
-		pend := e.track(lk, seq, subject, data)
-		err = e.t.Publish(subject, data)
-		e.mu.Lock()
-		e.unbusy(pend)
-		e.mu.Unlock()
-		if err != nil {
+		if err := e.publish(fr, subject); err != nil {
 			return err
 		}
 	}
@@ -190,6 +177,43 @@ func (e *Endpoint) SendPayload(ctx context.Context, peer int32, k Key, p Payload
 	// hold the message back until it next waits
 	goruntime.Gosched()
 	return nil
+}
+
+// framed is one chunk's frame, made and not yet published.
+type framed struct {
+	lk   linkKey
+	seq  uint64
+	data []byte
+}
+
+// frame makes chunk c of chunks of message k's payload p, size bytes a chunk.
+func (e *Endpoint) frame(ctx context.Context, peer int32, k Key, p Payload, c, chunks, size int) (framed, error) {
+	total := p.Len()
+	lo, hi := min(c*size, total), min((c+1)*size, total)
+	lk := linkKey{peer, k.Edge, k.Dir}
+	seq, buf, err := e.reserve(ctx, lk, frameHeaderMax+len(e.run)+hi-lo)
+	if err != nil {
+		return framed{}, err
+	}
+	f := &Frame{Version: FrameVersion, Kind: KindData, Run: e.run, Gen: e.gen, Iter: k.Iter, MB: k.MB, Edge: k.Edge,
+		Dir: k.Dir, From: e.stage, Chunk: int32(c), Chunks: int32(chunks), Seq: seq}
+	data := appendFrameHeader(buf[:0], f, hi-lo)
+	head := len(data)
+	data = data[:head+hi-lo]
+	if err := p.CopyAt(data[head:], lo); err != nil {
+		return framed{}, err
+	}
+	return framed{lk: lk, seq: seq, data: data}, nil
+}
+
+// publish sends a frame and keeps it until it is acknowledged.
+func (e *Endpoint) publish(fr framed, subject string) error {
+	pend := e.track(fr.lk, fr.seq, subject, fr.data)
+	err := e.t.Publish(subject, fr.data)
+	e.mu.Lock()
+	e.unbusy(pend)
+	e.mu.Unlock()
+	return err
 }
 
 // reserve waits for room in link lk's window and takes the link's next
@@ -301,11 +325,21 @@ func (e *Endpoint) handle(data []byte) {
 	if err != nil || f.Run != e.run {
 		return // not ours, or not a frame: nothing to train on
 	}
+	if ack := e.take(f); ack != nil {
+		e.t.Publish(Inbox(e.run, e.gen, f.From), ack)
+		e.acks.Done()
+	}
+}
+
+// take takes one frame in: an acknowledgement ends its frame's wait; a
+// data frame is placed, and its acknowledgement returned for the caller to
+// publish (counted in e.acks: Close waits for it).
+func (e *Endpoint) take(f *Frame) (ack []byte) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if f.Gen != e.gen {
 		e.stats.Stale++
-		return
+		return ack
 	}
 	if f.Kind == KindAck {
 		if m := e.unacked[linkKey{f.From, f.Edge, f.Dir}]; m != nil {
@@ -319,37 +353,71 @@ func (e *Endpoint) handle(data []byte) {
 			delete(m, f.Seq)
 			e.cond.Broadcast()
 		}
-		return
+		return nil
 	}
-	e.ack(f)
+	ack = e.ack(f)
 	if f.Iter < e.floor {
 		e.stats.Stale++
-		return
+		return ack
 	}
 	k := Key{f.Iter, f.MB, f.Edge, f.Dir}
 	a := e.chunks[k]
 	if e.taken[k] || e.got[k] != nil || a != nil && (a.chunks != int(f.Chunks) || a.have[f.Chunk]) {
 		e.stats.Duplicates++
-		return
+		return ack
 	}
 	if f.Chunks == 1 {
 		e.deliver(k, f.Payload)
-		return
+		return ack
 	}
 	if a == nil {
-		a = &assembly{chunks: int(f.Chunks), have: make([]bool, f.Chunks)}
+		a = &assembly{chunks: int(f.Chunks), have: make([]bool, f.Chunks), alloc: e.buffer}
 		e.chunks[k] = a
 	}
 	if !a.add(int(f.Chunk), f.Payload) {
 		e.stats.Stale++ // a chunk that does not fit its message: no sender of ours makes one
-		return
+		return ack
 	}
 	if a.n == a.chunks {
 		delete(e.chunks, k)
 		e.deliver(k, a.whole())
-		return
+		return ack
 	}
 	e.stats.Received++
+	return ack
+}
+
+// maxKept bounds the bytes of messages kept for reuse (Recycle).
+const maxKept = 1 << 30
+
+// Recycle gives back a message Receive returned, which nothing reads any
+// more (nor any tensor decoded in place from it): its memory assembles a
+// later message of its size, without a new allocation to clear and fault
+// in.
+func (e *Endpoint) Recycle(msg []byte) {
+	if cap(msg) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.keptN+cap(msg) <= maxKept {
+		e.kept = append(e.kept, msg[:0])
+		e.keptN += cap(msg)
+	}
+}
+
+// buffer is n bytes to assemble a message in: a recycled message's
+// memory of that size where there is one (e.mu held).
+func (e *Endpoint) buffer(n int) []byte {
+	for i, b := range e.kept {
+		if cap(b) == n {
+			e.kept[i] = e.kept[len(e.kept)-1]
+			e.kept = e.kept[:len(e.kept)-1]
+			e.keptN -= n
+			return b[:n]
+		}
+	}
+	return make([]byte, n)
 }
 
 // deliver keeps a whole message for Receive (e.mu held).
@@ -375,6 +443,7 @@ type assembly struct {
 	buf    []byte // chunks·size bytes once size is known
 	last   []byte // the last chunk, held while size is unknown
 	tail   int    // the last chunk's bytes
+	alloc  func(n int) []byte
 }
 
 // add places chunk c; false: it does not fit the chunks before it.
@@ -394,7 +463,11 @@ func (a *assembly) add(c int, p []byte) bool {
 				return false
 			}
 			a.size = len(p)
-			a.buf = make([]byte, a.chunks*a.size)
+			if a.alloc != nil {
+				a.buf = a.alloc(a.chunks * a.size)
+			} else {
+				a.buf = make([]byte, a.chunks*a.size)
+			}
 			if a.last != nil {
 				copy(a.buf[(a.chunks-1)*a.size:], a.last)
 				a.last = nil
@@ -412,19 +485,16 @@ func (a *assembly) add(c int, p []byte) bool {
 // whole is the message once every chunk is in.
 func (a *assembly) whole() []byte { return a.buf[:(a.chunks-1)*a.size+a.tail] }
 
-// ack answers a data frame (again, if it is a duplicate) to its sender.
-func (e *Endpoint) ack(f *Frame) {
-	a := &Frame{Version: FrameVersion, Kind: KindAck, Run: e.run, Gen: e.gen, Iter: f.Iter, MB: f.MB, Edge: f.Edge,
-		Dir: f.Dir, From: e.stage, Chunk: 0, Chunks: 0, Seq: f.Seq, Payload: []byte{}}
-	data, err := EncodeFrame(a)
-	if err != nil || e.failure != nil { // closed: Close may be waiting on acks
-		return
+// ack is the acknowledgement of a data frame (again, if it is a
+// duplicate) to its sender, nil once the endpoint is closed (e.mu held).
+func (e *Endpoint) ack(f *Frame) []byte {
+	if e.failure != nil { // closed: Close may be waiting on acks
+		return nil
 	}
+	a := &Frame{Version: FrameVersion, Kind: KindAck, Run: e.run, Gen: e.gen, Iter: f.Iter, MB: f.MB, Edge: f.Edge,
+		Dir: f.Dir, From: e.stage, Chunk: 0, Chunks: 0, Seq: f.Seq}
 	e.acks.Add(1)
-	go func() {
-		defer e.acks.Done()
-		e.t.Publish(Inbox(e.run, e.gen, f.From), data)
-	}()
+	return appendFrameHeader(make([]byte, 0, frameHeaderMax+len(e.run)), a, 0)
 }
 
 // Receive waits for a whole message and takes it.
