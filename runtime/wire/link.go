@@ -387,34 +387,39 @@ func (e *Endpoint) take(f *Frame) (ack []byte) {
 	return ack
 }
 
-// maxKept bounds the bytes of messages kept for reuse (Recycle).
-const maxKept = 1 << 30
+// maxKept and maxKeptN bound the messages kept for reuse (Recycle).
+const (
+	maxKept  = 1 << 30 // bytes
+	maxKeptN = 64
+)
 
 // Recycle gives back a message Receive returned, which nothing reads any
 // more (nor any tensor decoded in place from it): its memory assembles a
 // later message of its size, without a new allocation to clear and fault
-// in.
+// in. The oldest kept go to the collector first.
 func (e *Endpoint) Recycle(msg []byte) {
-	if cap(msg) == 0 {
+	if cap(msg) < 1<<16 { // a small message costs little to make anew
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.keptN+cap(msg) <= maxKept {
-		e.kept = append(e.kept, msg[:0])
-		e.keptN += cap(msg)
+	e.kept = append(e.kept, msg[:0])
+	e.keptN += cap(msg)
+	for len(e.kept) > maxKeptN || e.keptN > maxKept {
+		e.keptN -= cap(e.kept[0])
+		e.kept[0] = nil
+		e.kept = e.kept[1:]
 	}
 }
 
 // buffer is n bytes to assemble a message in: a recycled message's
 // memory of that size where there is one (e.mu held).
 func (e *Endpoint) buffer(n int) []byte {
-	for i, b := range e.kept {
-		if cap(b) == n {
-			e.kept[i] = e.kept[len(e.kept)-1]
-			e.kept = e.kept[:len(e.kept)-1]
+	for i, k := range e.kept {
+		if cap(k) == n {
+			e.kept = append(e.kept[:i], e.kept[i+1:]...)
 			e.keptN -= n
-			return b[:n]
+			return k[:n]
 		}
 	}
 	return make([]byte, n)
