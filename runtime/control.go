@@ -94,6 +94,9 @@ type Report struct {
 	// (or the emulator): what it asked of the device in its last iteration
 	// whose update was done (Worker.DeviceCalls).
 	DeviceCalls *cuda.Counts `json:"device_calls,omitempty"`
+	// Links is what the worker's ends of its edges took in the iteration
+	// (Worker.Links).
+	Links []LinkTime `json:"links,omitempty"`
 }
 
 func sendJSON(ctx context.Context, ep *wire.Endpoint, peer int32, iter int64, mb int32, v any) error {
@@ -379,7 +382,7 @@ func iterate(ctx context.Context, ctl, bulk *wire.Endpoint, w *Worker, a *assign
 			return false, err
 		}
 	}
-	r.Secs, r.Events = since(start), w.Events()
+	r.Secs, r.Events, r.Links = since(start), w.Events(), w.Links()
 	if n == a.Steps-1 {
 		r.OpSeconds, r.DeviceCalls = w.OpSeconds(), w.DeviceCalls()
 	}

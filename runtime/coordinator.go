@@ -272,6 +272,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 	total := 0.0
 	bad, badStage := "", 0
 	c.res.Events = make([][]Event, len(c.job.Plan.Stages))
+	c.res.Links = make([][]LinkTime, len(c.workers))
 	for s := range c.workers {
 		r, err := c.ctl.Receive(ctx, msgKey(int64(n)*reportStride+int64(s), mbReport, ctlEdge, 'a'))
 		if err != nil {
@@ -282,6 +283,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 			return err
 		}
 		total += float64(rep.Loss)
+		c.res.Links[s] = rep.Links
 		if s == 0 && c.job.Options.Train.ClipGradNorm > 0 && !c.job.Options.Emulate {
 			c.res.GradNorms = append(c.res.GradNorms, rep.GradNorm)
 		}

@@ -33,6 +33,8 @@ type Worker struct {
 	do      executor          // computer, or sleeper when emulating
 	ex      *stage.Executor
 	ep      *wire.Endpoint
+	out     *sender   // sends the computer's messages in order, while it computes on
+	links   linkMeter // this iteration's transfers, by edge and direction
 	// lastStep is the executor's report of the last iteration's step
 	// (stage.Executor.EndStep; zero when emulating).
 	lastStep stage.StepReport
@@ -129,6 +131,8 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 		timing: plan.Timing(), ep: ep, ops: map[string]bool{}, reads: map[string]bool{}, spec: o.Data, evalRows: -1,
 		timings: job.Config.Timings.WithDefaults(), streamShards: job.Config.StreamCheckpoints}
 	w.do = computer{w}
+	w.out = newSender(ep)
+	w.links.reset()
 	if !sch.Split { // a whole backward is one action
 		for s := range w.timing.B {
 			w.timing.B[s] += w.timing.W[s]
@@ -185,6 +189,7 @@ type iteration struct {
 	grads   map[int]map[string]*stage.Value[float32] // per micro-batch: gradients received
 	ingrads map[int]map[string]*stage.Value[float32] // per micro-batch: gradients of what was fed
 	loss    float64
+	msgs    [][]byte // the messages received, whose memory feeds and gradients may be
 }
 
 // Run executes iteration n and steps the optimizer. It returns this stage's
@@ -211,12 +216,16 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 	if err := w.do.begin(it); err != nil {
 		return 0, err
 	}
+	w.links.reset()
 	for a, ok := cur.Next(); ok; a, ok = cur.Next() {
 		start := time.Now()
 		if a.Kind != microbatch.Send && a.Kind != microbatch.Recv {
 			w.busy(fmt.Sprintf("iteration %d action %v", n, a))
 		}
-		err := w.step(ctx, it, cur, a)
+		err := w.release(ctx, a)
+		if err == nil {
+			err = w.step(ctx, it, cur, a)
+		}
 		w.busy("")
 		if err != nil {
 			return 0, fmt.Errorf("stage %d replica %d, iteration %d, action %v: %w", w.Stage, w.Replica, n, a, err)
@@ -229,11 +238,35 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 		w.events = append(w.events, Event{Kind: byte(a.Kind), MB: a.MB, Start: start.Sub(w.iterZero).Seconds(), End: time.Since(w.iterZero).Seconds(),
 			Edge: a.Edge, Dir: byte(a.Dir)})
 	}
+	if err := w.out.drain(ctx); err != nil {
+		return 0, fmt.Errorf("stage %d replica %d, iteration %d, sending: %w", w.Stage, w.Replica, n, err)
+	}
 	_, end := cur.Finish()
 	if err := w.do.flush(ctx, it, end); err != nil {
 		return 0, err
 	}
+	w.recycle(it)
+	w.links.finish()
 	return it.loss, nil
+}
+
+// release waits, before a pass that may end micro-batch a.MB (its
+// backward, its weight gradients), until the micro-batch's messages are
+// sent: they read its values where they lie.
+func (w *Worker) release(ctx context.Context, a microbatch.Action) error {
+	if a.Kind != microbatch.Backward && a.Kind != microbatch.Weight {
+		return nil
+	}
+	return w.out.wait(ctx, a.MB)
+}
+
+// recycle gives the endpoint back the messages iteration it received,
+// which nothing reads once its step is done.
+func (w *Worker) recycle(it *iteration) {
+	for _, m := range it.msgs {
+		w.ep.Recycle(m)
+	}
+	it.msgs = nil
 }
 
 // flush has the executor end iteration n's step (stage.Executor.EndStep):
@@ -471,7 +504,8 @@ func (w *Worker) peers(a microbatch.Action) []peer {
 
 // send ships the edge's tensors, each overlapping replica its rows:
 // activations from this stage's outputs or, for a relay, from what it was
-// fed; gradients of what it was fed.
+// fed; gradients of what it was fed. The messages are queued (sender):
+// their frames are made from the tensors' memory as they go out.
 func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) error {
 	e := w.plan.Edges[a.Edge]
 	lo, _ := w.rows()
@@ -495,11 +529,13 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 			part := stage.SliceRows(v, p.lo-lo, p.hi-lo)
 			ts = append(ts, wire.Tensor{Name: name, Shape: part.Shape, F32: part.Data, I32: part.Ints})
 		}
-		payload, err := wire.EncodeTensors(ts)
+		payload, err := wire.TensorPayload(ts)
 		if err != nil {
 			return err
 		}
-		if err := w.ep.Send(ctx, p.id, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir)), payload); err != nil {
+		k := msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir))
+		if err := w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload,
+			done: w.links.sent(a.Edge, byte(a.Dir), TransportNATS, payload.Len())}); err != nil {
 			return err
 		}
 	}
@@ -508,7 +544,8 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 
 // recv takes an edge's messages from every overlapping replica and places
 // their rows: activations become feeds; gradients are summed per tensor in
-// the order the schedule receives them.
+// the order the schedule receives them. A message from the one replica
+// across the edge is read where it lies (wire.DecodeTensorsView).
 func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) error {
 	lo, hi := w.rows()
 	parts := map[string]*stage.Value[float32]{}
@@ -517,33 +554,57 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 		if err != nil {
 			return err
 		}
-		ts, err := wire.DecodeTensors(msg)
+		start := time.Now()
+		it.msgs = append(it.msgs, msg)
+		ts, err := wire.DecodeTensorsView(msg)
 		if err != nil {
 			return err
 		}
 		for _, t := range ts {
-			if len(t.Shape) == 0 || t.Shape[0] != p.hi-p.lo {
-				return fmt.Errorf("edge %d: tensor %q has shape %v for rows [%d, %d)", a.Edge, t.Name, t.Shape, p.lo, p.hi)
-			}
-			whole := parts[t.Name]
-			if whole == nil {
-				shape := append([]int{hi - lo}, t.Shape[1:]...)
-				whole = &stage.Value[float32]{Shape: shape}
-				if t.I32 != nil {
-					whole.Ints = make([]int32, sizeOf(shape))
-				} else {
-					whole.Data = make([]float32, sizeOf(shape))
-				}
-				parts[t.Name] = whole
-			}
-			per := sizeOf(t.Shape[1:])
-			if t.I32 != nil {
-				copy(whole.Ints[(p.lo-lo)*per:], t.I32)
-			} else {
-				copy(whole.Data[(p.lo-lo)*per:], t.F32)
+			if err := place(parts, t, p, lo, hi); err != nil {
+				return fmt.Errorf("edge %d: %w", a.Edge, err)
 			}
 		}
+		w.links.received(a.Edge, byte(a.Dir), TransportNATS, len(msg), time.Since(start).Seconds())
 	}
+	w.deliver(it, a, parts)
+	return nil
+}
+
+// place puts tensor t, rows [p.lo, p.hi) of the micro-batch from peer p,
+// into its whole value of this replica's rows [lo, hi): t itself when it
+// holds them all.
+func place(parts map[string]*stage.Value[float32], t wire.Tensor, p peer, lo, hi int) error {
+	if len(t.Shape) == 0 || t.Shape[0] != p.hi-p.lo {
+		return fmt.Errorf("tensor %q has shape %v for rows [%d, %d)", t.Name, t.Shape, p.lo, p.hi)
+	}
+	whole := parts[t.Name]
+	if whole == nil && p.lo == lo && p.hi == hi {
+		parts[t.Name] = &stage.Value[float32]{Shape: t.Shape, Data: t.F32, Ints: t.I32}
+		return nil
+	}
+	if whole == nil {
+		shape := append([]int{hi - lo}, t.Shape[1:]...)
+		whole = &stage.Value[float32]{Shape: shape}
+		if t.I32 != nil {
+			whole.Ints = make([]int32, sizeOf(shape))
+		} else {
+			whole.Data = make([]float32, sizeOf(shape))
+		}
+		parts[t.Name] = whole
+	}
+	per := sizeOf(t.Shape[1:])
+	if t.I32 != nil {
+		copy(whole.Ints[(p.lo-lo)*per:], t.I32)
+	} else {
+		copy(whole.Data[(p.lo-lo)*per:], t.F32)
+	}
+	return nil
+}
+
+// deliver makes a Recv's tensors the micro-batch's: activations its feeds,
+// gradients added to those received before.
+func (w *Worker) deliver(it *iteration, a microbatch.Action, parts map[string]*stage.Value[float32]) {
 	for name, v := range parts {
 		if a.Dir == microbatch.Act {
 			w.feedsOf(it, a.MB)[name] = v
@@ -560,7 +621,6 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 			it.grads[a.MB][name] = v
 		}
 	}
-	return nil
 }
 
 func sizeOf(shape []int) int {
