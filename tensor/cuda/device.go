@@ -38,6 +38,9 @@ type Device struct {
 	recorded   uint64    // events recorded so far (Event.seq)
 	events     []uintptr // event handles waited for, to record again
 	retiring   []retired // staging buffers of queued uploads (UploadAsync)
+	// peers' allocations opened (ipc.go), and in the order they were
+	opened    map[IPCHandle]uint64
+	openOrder []IPCHandle
 }
 
 // retired is a staging buffer whose upload was queued after event number
@@ -120,6 +123,9 @@ func (d *Device) initGPU(g *gpu) error {
 	if err := check("cuStreamCreate", cuStreamCreate(&g.stream, streamNonBlocking)); err != nil {
 		return err
 	}
+	if err := check("cuStreamCreate", cuStreamCreate(&g.copy, streamNonBlocking)); err != nil {
+		return err
+	}
 	if err := checkBLAS("cublasCreate", cublasCreate(&g.blas)); err != nil {
 		return err
 	}
@@ -168,6 +174,7 @@ func (d *Device) Close() error {
 	for _, e := range d.events {
 		_ = d.b.freeEvent(e)
 	}
+	d.closeOpened()
 	if d.dnn != nil {
 		d.dnn.close()
 		d.dnn = nil
