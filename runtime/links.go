@@ -106,9 +106,9 @@ func (m *linkMeter) finish() {
 
 // Links is the transfers of the last iteration the worker finished.
 func (w *Worker) Links() []LinkTime {
-	w.links.mu.Lock()
-	defer w.links.mu.Unlock()
-	return append([]LinkTime(nil), w.links.last...)
+	w.meter.mu.Lock()
+	defer w.meter.mu.Unlock()
+	return append([]LinkTime(nil), w.meter.last...)
 }
 
 // EdgeTime is one plan edge's transfers in the last iteration, both

@@ -51,6 +51,7 @@ type Joined struct {
 	Device string `json:"device"`
 	BLAS   string `json:"blas,omitempty"`  // on the cpu, what computed its matrix products
 	Agent  string `json:"agent,omitempty"` // its id in the pool it came from
+	link   linkID // who it is for same-host links (ipc.go)
 }
 
 // RunLocal trains job in this process, one goroutine per worker, over

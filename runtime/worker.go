@@ -33,8 +33,10 @@ type Worker struct {
 	do      executor          // computer, or sleeper when emulating
 	ex      *stage.Executor
 	ep      *wire.Endpoint
-	out     *sender   // sends the computer's messages in order, while it computes on
-	links   linkMeter // this iteration's transfers, by edge and direction
+	out     *sender      // sends the computer's messages in order, while it computes on
+	meter   linkMeter    // this iteration's transfers, by edge and direction
+	ipc     map[int]bool // the plan's edges whose tensors go device to device (ipc.go)
+	lent    []lentSend   // messages of device tensors not yet acknowledged
 	// lastStep is the executor's report of the last iteration's step
 	// (stage.Executor.EndStep; zero when emulating).
 	lastStep stage.StepReport
@@ -132,7 +134,7 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 		timings: job.Config.Timings.WithDefaults(), streamShards: job.Config.StreamCheckpoints}
 	w.do = computer{w}
 	w.out = newSender(ep)
-	w.links.reset()
+	w.meter.reset()
 	if !sch.Split { // a whole backward is one action
 		for s := range w.timing.B {
 			w.timing.B[s] += w.timing.W[s]
@@ -216,13 +218,16 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 	if err := w.do.begin(it); err != nil {
 		return 0, err
 	}
-	w.links.reset()
+	w.meter.reset()
 	for a, ok := cur.Next(); ok; a, ok = cur.Next() {
 		start := time.Now()
 		if a.Kind != microbatch.Send && a.Kind != microbatch.Recv {
 			w.busy(fmt.Sprintf("iteration %d action %v", n, a))
 		}
 		err := w.release(ctx, a)
+		if err == nil {
+			err = w.giveBack(ctx, false)
+		}
 		if err == nil {
 			err = w.step(ctx, it, cur, a)
 		}
@@ -241,12 +246,15 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 	if err := w.out.drain(ctx); err != nil {
 		return 0, fmt.Errorf("stage %d replica %d, iteration %d, sending: %w", w.Stage, w.Replica, n, err)
 	}
+	if err := w.giveBack(ctx, true); err != nil {
+		return 0, fmt.Errorf("stage %d replica %d, iteration %d: %w", w.Stage, w.Replica, n, err)
+	}
 	_, end := cur.Finish()
 	if err := w.do.flush(ctx, it, end); err != nil {
 		return 0, err
 	}
 	w.recycle(it)
-	w.links.finish()
+	w.meter.finish()
 	return it.loss, nil
 }
 
@@ -511,6 +519,8 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 	lo, _ := w.rows()
 	for _, p := range w.peers(a) {
 		var ts []wire.Tensor
+		var names []string
+		var vals []*stage.Value[float32]
 		for _, name := range e.Tensors {
 			var v *stage.Value[float32]
 			if a.Dir == microbatch.Act {
@@ -526,8 +536,20 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 				}
 				continue // no gradient flows to it (an int32 tensor)
 			}
+			names, vals = append(names, name), append(vals, v)
+		}
+		if w.ipc[a.Edge] && !w.Emulate {
+			if sent, err := w.sendDevice(ctx, it, a, p, names, vals); sent || err != nil {
+				return err
+			}
+		}
+		for i, v := range vals {
+			v, err := w.hostValue(v)
+			if err != nil {
+				return err
+			}
 			part := stage.SliceRows(v, p.lo-lo, p.hi-lo)
-			ts = append(ts, wire.Tensor{Name: name, Shape: part.Shape, F32: part.Data, I32: part.Ints})
+			ts = append(ts, wire.Tensor{Name: names[i], Shape: part.Shape, F32: part.Data, I32: part.Ints})
 		}
 		payload, err := wire.TensorPayload(ts)
 		if err != nil {
@@ -535,7 +557,7 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 		}
 		k := msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir))
 		if err := w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload,
-			done: w.links.sent(a.Edge, byte(a.Dir), TransportNATS, payload.Len())}); err != nil {
+			done: w.meter.sent(a.Edge, byte(a.Dir), TransportNATS, payload.Len())}); err != nil {
 			return err
 		}
 	}
@@ -554,6 +576,12 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 		if err != nil {
 			return err
 		}
+		if wire.IsDeviceTensors(msg) {
+			if err := w.recvDevice(ctx, it, a, p, msg, parts); err != nil {
+				return err
+			}
+			continue
+		}
 		start := time.Now()
 		it.msgs = append(it.msgs, msg)
 		ts, err := wire.DecodeTensorsView(msg)
@@ -565,7 +593,7 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 				return fmt.Errorf("edge %d: %w", a.Edge, err)
 			}
 		}
-		w.links.received(a.Edge, byte(a.Dir), TransportNATS, len(msg), time.Since(start).Seconds())
+		w.meter.received(a.Edge, byte(a.Dir), TransportNATS, len(msg), time.Since(start).Seconds())
 	}
 	w.deliver(it, a, parts)
 	return nil

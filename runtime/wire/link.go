@@ -519,6 +519,20 @@ func (e *Endpoint) Receive(ctx context.Context, k Key) ([]byte, error) {
 	return msg, nil
 }
 
+// TryReceive takes a whole message of key k if it is there, without
+// waiting for one.
+func (e *Endpoint) TryReceive(k Key) ([]byte, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	msg := e.got[k]
+	if msg == nil {
+		return nil, false
+	}
+	delete(e.got, k)
+	e.taken[k] = true
+	return msg, true
+}
+
 // Forget drops the bookkeeping of iterations before iter.
 func (e *Endpoint) Forget(iter int64) {
 	e.mu.Lock()

@@ -274,3 +274,53 @@ func TestAssemblyRefusesMisfits(t *testing.T) {
 		t.Fatal("took a last chunk larger than the others")
 	}
 }
+
+// TestDeviceTensorsRoundTrip: a message of device tensors decodes to what
+// was encoded, is told apart from a tensor message, and refuses damage.
+func TestDeviceTensorsRoundTrip(t *testing.T) {
+	in := []DeviceTensor{{Name: "a", Shape: []int{2, 3}, Offset: 1 << 40}, {Name: "b", Shape: []int{}, Offset: 0}}
+	in[0].Handle[0], in[0].Handle[63] = 7, 9
+	msg, err := EncodeDeviceTensors(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IsDeviceTensors(msg) {
+		t.Fatal("not told apart")
+	}
+	out, err := DecodeDeviceTensors(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out[1].Shape = []int{}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("%+v → %+v", in, out)
+	}
+	plain, _ := EncodeTensors([]Tensor{{Name: "x", Shape: []int{1}, F32: []float32{1}}})
+	if IsDeviceTensors(plain) {
+		t.Error("a tensor message taken for device tensors")
+	}
+	if _, err := DecodeDeviceTensors(msg[:len(msg)-1]); err == nil {
+		t.Error("a truncated message decoded")
+	}
+	if _, err := EncodeDeviceTensors([]DeviceTensor{{Name: "n", Shape: []int{-2}}}); err == nil {
+		t.Error("a negative dimension encoded")
+	}
+}
+
+func FuzzDecodeDeviceTensors(f *testing.F) {
+	good, _ := EncodeDeviceTensors([]DeviceTensor{{Name: "a", Shape: []int{2}, Offset: 8}})
+	f.Add(good)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, err := DecodeDeviceTensors(b)
+		if err != nil {
+			return
+		}
+		again, err := EncodeDeviceTensors(ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts2, err := DecodeDeviceTensors(again); err != nil || !reflect.DeepEqual(ts, ts2) {
+			t.Fatalf("does not survive re-encoding: %v", err)
+		}
+	})
+}
