@@ -85,6 +85,7 @@ fuzz:
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensorsFrom$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeDeviceTensors$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
