@@ -117,28 +117,17 @@ func ipcEdge(p *plan.Plan, g *dag.Graph, lay replicas, ids []linkID, e int) bool
 }
 
 // setPeers takes every worker's linkID (by worker id) and decides which of
-// the worker's edges go by IPC; the stage keeps what leaves by them on its
-// device.
+// the worker's edges go by IPC.
 func (w *Worker) setPeers(ids []linkID) {
 	w.ipc = map[int]bool{}
 	if w.ex == nil || w.dev == nil {
 		return
 	}
-	var outs, grads []string
 	for e, pe := range w.plan.Edges {
-		if !ipcEdge(w.plan, w.g, w.lay, ids, e) {
-			continue
-		}
-		switch w.Stage {
-		case pe.From:
+		if (w.Stage == pe.From || w.Stage == pe.To) && ipcEdge(w.plan, w.g, w.lay, ids, e) {
 			w.ipc[e] = true
-			outs = append(outs, pe.Tensors...)
-		case pe.To:
-			w.ipc[e] = true
-			grads = append(grads, pe.Tensors...)
 		}
 	}
-	w.ex.KeepOnDevice(outs, grads)
 }
 
 // lentSend is a message whose tensors are device buffers lent by the
@@ -269,22 +258,4 @@ func (w *Worker) giveBack(ctx context.Context, wait bool) error {
 	clear(w.lent[len(kept):])
 	w.lent = kept
 	return nil
-}
-
-// hostValue is v with its data on the host: v, or for a value the stage
-// lent on its device, a copy brought down (the buffer given back), for a
-// message that goes as bytes after all.
-func (w *Worker) hostValue(v *stage.Value[float32]) (*stage.Value[float32], error) {
-	if v.Data != nil || v.Ints != nil || w.ex == nil {
-		return v, nil
-	}
-	b, ok := w.ex.DeviceBuffer(v)
-	if !ok {
-		return v, nil
-	}
-	h := &stage.Value[float32]{Shape: v.Shape, Data: make([]float32, sizeOf(v.Shape))}
-	if err := w.onDevice(func() error { return w.dev.Download(h.Data, b) }); err != nil {
-		return nil, err
-	}
-	return h, w.ex.Return(v)
 }

@@ -37,6 +37,9 @@ type Worker struct {
 	meter   linkMeter    // this iteration's transfers, by edge and direction
 	ipc     map[int]bool // the plan's edges whose tensors go device to device (ipc.go)
 	lent    []lentSend   // messages of device tensors not yet acknowledged
+	// devSends: values the stage lent that go as bytes, downloaded as
+	// their frames go out (devsend.go)
+	devSends deviceSends
 	// lastStep is the executor's report of the last iteration's step
 	// (stage.Executor.EndStep; zero when emulating).
 	lastStep stage.StepReport
@@ -172,6 +175,7 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 	if err := w.ex.SetPrecision(job.Config.Precision); err != nil {
 		return nil, err
 	}
+	w.deviceSets()
 	if err := w.openData(g); err != nil {
 		w.Close()
 		return nil, err
@@ -229,6 +233,9 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 			err = w.giveBack(ctx, false)
 		}
 		if err == nil {
+			err = w.finished()
+		}
+		if err == nil {
 			err = w.step(ctx, it, cur, a)
 		}
 		w.busy("")
@@ -248,6 +255,9 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 	}
 	if err := w.giveBack(ctx, true); err != nil {
 		return 0, fmt.Errorf("stage %d replica %d, iteration %d: %w", w.Stage, w.Replica, n, err)
+	}
+	if err := w.finished(); err != nil {
+		return 0, err
 	}
 	_, end := cur.Finish()
 	if err := w.do.flush(ctx, it, end); err != nil {
@@ -518,7 +528,6 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 	e := w.plan.Edges[a.Edge]
 	lo, _ := w.rows()
 	for _, p := range w.peers(a) {
-		var ts []wire.Tensor
 		var names []string
 		var vals []*stage.Value[float32]
 		for _, name := range e.Tensors {
@@ -543,21 +552,27 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 				return err
 			}
 		}
-		for i, v := range vals {
-			v, err := w.hostValue(v)
-			if err != nil {
-				return err
-			}
-			part := stage.SliceRows(v, p.lo-lo, p.hi-lo)
-			ts = append(ts, wire.Tensor{Name: names[i], Shape: part.Shape, F32: part.Data, I32: part.Ints})
-		}
-		payload, err := wire.TensorPayload(ts)
+		specs, pieces, lent, err := w.messageSpecs(names, vals, p.lo-lo, p.hi-lo)
 		if err != nil {
 			return err
 		}
+		payload, err := wire.LayoutTensors(specs)
+		if err != nil {
+			return err
+		}
+		for _, v := range lent {
+			w.devSends.add(v)
+		}
+		meter := w.meter.sent(a.Edge, byte(a.Dir), TransportNATS, payload.Len())
+		done := func(err error, secs float64) {
+			meter(err, secs)
+			for i, p := range pieces {
+				p.release(err != nil)
+				w.devSends.done(lent[i])
+			}
+		}
 		k := msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir))
-		if err := w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload,
-			done: w.meter.sent(a.Edge, byte(a.Dir), TransportNATS, payload.Len())}); err != nil {
+		if err := w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload, done: done}); err != nil {
 			return err
 		}
 	}

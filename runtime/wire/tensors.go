@@ -37,6 +37,15 @@ var nativeLittle = func() bool {
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
 
+// Data is t's elements as little-endian bytes: t's memory itself on a
+// little-endian machine (keep t unchanged until they are sent).
+func (t Tensor) Data() Bytes {
+	if t.I32 != nil {
+		return littleBytes(t.I32)
+	}
+	return littleBytes(t.F32)
+}
+
 // Payload is a message's bytes as its sender holds them: Len bytes, which
 // an endpoint copies into its frames in order, piece by piece (CopyAt).
 type Payload interface {

@@ -354,6 +354,26 @@ func (d *Device) Wait(e Event) error {
 	return err
 }
 
+// WaitFree waits for e as Wait does, for a goroutine other than the
+// device's user (a sender of frames): it holds the device only for the
+// bookkeeping after the wait, so the user queues work meanwhile. It binds
+// the device on its own thread.
+func (d *Device) WaitFree(e Event) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := d.Bind()
+	if err == nil {
+		err = d.b.waitEvent(e.h)
+	}
+	defer d.Exclusive()()
+	d.counts.Syncs++
+	if err == nil {
+		d.events = append(d.events, e.h)
+		d.reclaim(e.seq)
+	}
+	return err
+}
+
 // reclaim gives back the staging buffers of the uploads queued before
 // event number seq.
 func (d *Device) reclaim(seq uint64) {
@@ -443,6 +463,14 @@ func (s Staging) Bytes() []byte { return unsafe.Slice((*byte)(s.ptr), s.n) }
 
 // Float32s is the buffer's memory as float32s (n/4 of them).
 func (s Staging) Float32s() []float32 { return unsafe.Slice((*float32)(s.ptr), s.n/4) }
+
+// Slice is the n bytes of s from off.
+func (s Staging) Slice(off, n int) Staging {
+	if off < 0 || n < 0 || off+n > s.n {
+		panic(fmt.Sprintf("cuda: staging slice [%d, %d) of %d bytes", off, off+n, s.n))
+	}
+	return Staging{unsafe.Add(s.ptr, off), n}
+}
 
 // Stage takes a pinned buffer of n bytes; Unstage gives it back.
 func (d *Device) Stage(n int) (Staging, error) {
