@@ -165,6 +165,7 @@ func (w *Worker) sendDevice(ctx context.Context, it *iteration, a microbatch.Act
 	start := time.Now()
 	ts := make([]wire.DeviceTensor, len(vals))
 	bytes := 0
+	var computed cuda.Event
 	err := w.onDevice(func() error {
 		for i, v := range vals {
 			h, off, err := w.dev.Export(bufs[i])
@@ -174,8 +175,11 @@ func (w *Worker) sendDevice(ctx context.Context, it *iteration, a microbatch.Act
 			ts[i] = wire.DeviceTensor{Name: names[i], Shape: v.Shape, Handle: h, Offset: off}
 			bytes += 4 * sizeOf(v.Shape)
 		}
-		// the peer copies what the stream has computed: it must be done
-		return w.dev.Sync()
+		// the peer copies what the stream computes: the handles go once
+		// it is done (the sender waits, the worker queues on)
+		var err error
+		computed, err = w.dev.Record()
+		return err
 	})
 	if err != nil {
 		return false, err
@@ -187,7 +191,13 @@ func (w *Worker) sendDevice(ctx context.Context, it *iteration, a microbatch.Act
 	k := msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir))
 	w.lent = append(w.lent, lentSend{vals: vals, peer: p.id, ack: msgKey(it.n, int32(a.MB)+ipcAckMB, k.Edge, k.Dir)})
 	prep := time.Since(start).Seconds()
-	return true, w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: wire.Bytes(msg),
+	send := func(ctx context.Context) error {
+		if err := w.dev.WaitFree(computed); err != nil {
+			return err
+		}
+		return w.ep.SendPayload(ctx, p.id, k, wire.Bytes(msg))
+	}
+	return true, w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, send: send,
 		done: func(err error, secs float64) { w.meter.sent(a.Edge, byte(a.Dir), TransportIPC, bytes)(err, secs+prep) }})
 }
 
