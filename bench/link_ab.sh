@@ -5,9 +5,10 @@
 # default main's merge base with HEAD; its shim, the old runtime.Worker's
 # send and recv, written here) and in this one, run in turn ROUNDS times
 # with N messages each, interleaved with raw NATS publish→subscribe of the
-# same bytes. Prints each side's median milliseconds per activation,
-# before / after and after / raw; with EMULATOR set, the IPC path's time on
-# the CUDA emulator beside them (runtime's BenchmarkIPCTransfer).
+# same bytes (message by message in turn with each side's path). Prints
+# each side's median milliseconds per activation, before / after and after
+# / raw; with EMULATOR set, the IPC path's time on the CUDA emulator beside
+# them (runtime's BenchmarkIPCTransfer).
 #
 #   sh bench/link_ab.sh            # main's merge base against HEAD
 #   ROUNDS=9 sh bench/link_ab.sh v0.9
@@ -60,24 +61,23 @@ GO
 if [ -n "${EMULATOR:-}" ]; then
 	(cd "$ROOT" && go test -c -o "$DIR/ipc.test" ./runtime)
 fi
-ms() { # binary benchmark: milliseconds per activation
-	"$1" -test.run '^$' -test.bench "ActivationTransfer/$2\$" -test.benchtime "${N}x" 2>/dev/null |
-		awk '/ns\/op/ {printf "%.3f\n", $3 / 1e6}'
+metric() { # binary name: the benchmark's median of that metric
+	"$1" -test.run '^$' -test.bench 'ActivationTransfer$' -test.benchtime "${N}x" 2>/dev/null |
+		awk -v m="$2" '/ActivationTransfer/ {for (i = 1; i < NF; i++) if ($(i + 1) == m) print $i}'
 }
 ipc() {
 	"$DIR/ipc.test" -test.run '^$' -test.bench 'IPCTransfer$' -test.benchtime "${N}x" 2>/dev/null |
 		awk '/ns\/op/ {printf "%.3f\n", $3 / 1e6}'
 }
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-: >"$DIR/b"
-: >"$DIR/a"
-: >"$DIR/r"
-: >"$DIR/i"
+for f in b a r q i; do : >"$DIR/$f"; done
 i=0
 while [ $i -lt "$ROUNDS" ]; do
-	ms "$DIR/before.test" link >>"$DIR/b"
-	ms "$DIR/after.test" link >>"$DIR/a"
-	ms "$DIR/after.test" raw >>"$DIR/r"
+	metric "$DIR/before.test" link-ms >>"$DIR/b"
+	"$DIR/after.test" -test.run '^$' -test.bench 'ActivationTransfer$' -test.benchtime "${N}x" 2>/dev/null >"$DIR/out"
+	awk '/ActivationTransfer/ {for (i = 1; i < NF; i++) if ($(i + 1) == "link-ms") print $i}' "$DIR/out" >>"$DIR/a"
+	awk '/ActivationTransfer/ {for (i = 1; i < NF; i++) if ($(i + 1) == "raw-ms") print $i}' "$DIR/out" >>"$DIR/r"
+	awk '/ActivationTransfer/ {for (i = 1; i < NF; i++) if ($(i + 1) == "link/raw") print $i}' "$DIR/out" >>"$DIR/q"
 	[ -z "${EMULATOR:-}" ] || ipc >>"$DIR/i"
 	i=$((i + 1))
 done
@@ -88,4 +88,4 @@ echo "activation 16.8 MB, $ROUNDS rounds of $N, load $(cut -d' ' -f1-3 /proc/loa
 printf '%-34s %10s\n' path "ms (median)"
 printf '%-34s %10.2f\n' "NATS, before" "$b" "NATS, after" "$a" "raw NATS publish→subscribe" "$r"
 [ -z "${EMULATOR:-}" ] || printf '%-34s %10.2f\n' "IPC on the CUDA emulator" "$(median <"$DIR/i")"
-echo "before / after: $(echo "$b $a" | awk '{printf "%.2f", $1 / $2}')   after / raw: $(echo "$a $r" | awk '{printf "%.2f", $1 / $2}')"
+echo "before / after: $(echo "$b $a" | awk '{printf "%.2f", $1 / $2}')   after / raw: $(median <"$DIR/q") (median of each round's, the two taking turns message by message)"

@@ -41,13 +41,20 @@ type devicePiece struct {
 func (p *devicePiece) Len() int { return p.n }
 
 func (p *devicePiece) CopyAt(dst []byte, off int) error {
-	for end := off + len(dst); p.waited < len(p.evs) && p.waited*pieceBytes < end; p.waited++ {
+	b, _, err := p.Slice(off, len(dst))
+	copy(dst, b)
+	return err
+}
+
+// Slice is the staged bytes [off, off+n) once their pieces have come down:
+// the frames go out from the pinned memory itself (wire.Slicer).
+func (p *devicePiece) Slice(off, n int) ([]byte, bool, error) {
+	for end := off + n; p.waited < len(p.evs) && p.waited*pieceBytes < end; p.waited++ {
 		if err := p.dev.WaitFree(p.evs[p.waited]); err != nil {
-			return err
+			return nil, false, err
 		}
 	}
-	copy(dst, p.st.Bytes()[off:off+len(dst)])
-	return nil
+	return p.st.Bytes()[off : off+n], true, nil
 }
 
 // downloadPiece queues the download of rows [lo, hi) of v, lent by the

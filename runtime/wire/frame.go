@@ -70,7 +70,14 @@ func (e *FrameError) Error() string { return "frame: " + e.Msg }
 // DecodeFrame reads a frame with explicit bounds: every declared length is
 // checked against the bytes that remain before anything is allocated. The
 // payload aliases b, which the caller must not reuse.
-func DecodeFrame(b []byte) (*Frame, error) {
+func DecodeFrame(b []byte) (*Frame, error) { return decodeFrame(b, nil, false) }
+
+// DecodeFrameSplit reads a frame that came as its head (every field, up to
+// the payload's binary header) and its payload apart (SplitTransport): the
+// payload is body, whose length the head must declare.
+func DecodeFrameSplit(head, body []byte) (*Frame, error) { return decodeFrame(head, body, true) }
+
+func decodeFrame(b, body []byte, split bool) (*Frame, error) {
 	r := &reader{b: b}
 	if n := r.arrayLen(); r.err == nil && n != frameFields {
 		return nil, &FrameError{fmt.Sprintf("has %d fields, want %d", n, frameFields)}
@@ -91,7 +98,14 @@ func DecodeFrame(b []byte) (*Frame, error) {
 	f.Chunk = int32(r.int(0, math.MaxInt32, "chunk"))
 	f.Chunks = int32(r.int(0, math.MaxInt32, "chunks"))
 	f.Seq = r.uint(math.MaxUint64, "sequence")
-	f.Payload = r.binView("payload")
+	if split {
+		if n := r.binLenOf("payload", len(body)); r.err == nil && n != len(body) {
+			r.fail("payload: declares %d bytes, %d came", n, len(body))
+		}
+		f.Payload = body
+	} else {
+		f.Payload = r.binView("payload")
+	}
 	switch {
 	case r.err != nil:
 		return nil, r.err
@@ -142,7 +156,11 @@ func (r *reader) byte1(what string) byte {
 }
 
 // length reads a big-endian length of size bytes.
-func (r *reader) length(size int, what string) int {
+func (r *reader) length(size int, what string) int { return r.lengthOf(size, what, 0) }
+
+// lengthOf is length of a field that may reach past the bytes read by up
+// to extra.
+func (r *reader) lengthOf(size int, what string, extra int) int {
 	s := r.take(size, what)
 	if s == nil {
 		return 0
@@ -151,8 +169,8 @@ func (r *reader) length(size int, what string) int {
 	for _, c := range s {
 		n = n<<8 | uint64(c)
 	}
-	if n > uint64(len(r.b)) {
-		r.fail("%s: declares %d, more than the frame's %d bytes", what, n, len(r.b))
+	if n > uint64(len(r.b)+extra) {
+		r.fail("%s: declares %d, more than the frame's %d bytes", what, n, len(r.b)+extra)
 		return 0
 	}
 	return int(n)
@@ -249,15 +267,19 @@ func (r *reader) binView(what string) []byte {
 	return s
 }
 
-func (r *reader) binLen(what string) int {
+func (r *reader) binLen(what string) int { return r.binLenOf(what, 0) }
+
+// binLenOf reads a binary field's header, whose length may reach past the
+// bytes read by up to extra (a payload that came apart).
+func (r *reader) binLenOf(what string, extra int) int {
 	var n int
 	switch c := r.byte1(what); c {
 	case 0xc4:
-		n = r.length(1, what)
+		n = r.lengthOf(1, what, extra)
 	case 0xc5:
-		n = r.length(2, what)
+		n = r.lengthOf(2, what, extra)
 	case 0xc6:
-		n = r.length(4, what)
+		n = r.lengthOf(4, what, extra)
 	default:
 		r.fail("%s: want bytes, got 0x%02x", what, c)
 	}

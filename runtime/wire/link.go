@@ -23,6 +23,7 @@ type Key struct {
 // receives, dropping duplicates and frames of older generations.
 type Endpoint struct {
 	t      Transport
+	split  SplitTransport // t, when it carries payloads apart from their frames' fields
 	run    string
 	gen    uint32
 	stage  int32
@@ -96,7 +97,8 @@ type linkKey struct {
 
 type pending struct {
 	subject string
-	data    []byte
+	data    []byte        // the frame; for a split one (head set), its payload in the sender's memory
+	head    []byte        // a split frame's fields
 	firstAt time.Time     // first sent: its ack times the round trip, unless resent
 	sentAt  time.Time     // last sent
 	wait    time.Duration // the resend timeout it backs off from (0: the endpoint's)
@@ -116,7 +118,14 @@ func NewEndpoint(t Transport, run string, gen uint32, stage int32) (*Endpoint, e
 		nextSeq: map[linkKey]uint64{}, unacked: map[linkKey]map[uint64]*pending{},
 		chunks: map[Key]*assembly{}, got: map[Key][]byte{}, taken: map[Key]bool{}}
 	e.cond = sync.NewCond(&e.mu)
-	unsub, err := t.Subscribe(Inbox(run, gen, stage), e.handle)
+	var unsub func()
+	var err error
+	if st, ok := t.(SplitTransport); ok && st.Splits() {
+		e.split = st
+		unsub, err = st.SubscribeSplit(Inbox(run, gen, stage), e.handleSplit)
+	} else {
+		unsub, err = t.Subscribe(Inbox(run, gen, stage), e.handle)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -159,18 +168,26 @@ func (e *Endpoint) Send(ctx context.Context, peer int32, k Key, payload []byte) 
 // arrives while the chunks before it are published. The caller may change
 // p's memory once SendPayload returns.
 func (e *Endpoint) SendPayload(ctx context.Context, peer int32, k Key, p Payload) error {
-	size := max(e.t.MaxPayload()-256, 64)
+	size := max(e.t.MaxPayload()-512-2*len(e.run), 64) // room for the fields, whole or in a header
 	chunks := max(1, (p.Len()+size-1)/size)
 	subject := Inbox(e.run, e.gen, peer)
 	defer e.wakeOn(ctx)()
+	var lent []uint64 // frames whose payload is p's memory, split off
+	lk := linkKey{peer, k.Edge, k.Dir}
 	for c := 0; c < chunks; c++ {
 		fr, err := e.frame(ctx, peer, k, p, c, chunks, size)
 		if err != nil {
 			return err
 		}
+		if fr.head != nil {
+			lent = append(lent, fr.seq)
+		}
 		if err := e.publish(fr, subject); err != nil {
 			return err
 		}
+	}
+	if len(lent) > 0 { // p's memory is the caller's again once we return
+		return e.acked(ctx, lk, lent)
 	}
 	// a transport may hand the bytes to a goroutine of its own (NATS's
 	// flusher); a worker with one thread would otherwise compute on and
@@ -179,24 +196,92 @@ func (e *Endpoint) SendPayload(ctx context.Context, peer int32, k Key, p Payload
 	return nil
 }
 
-// framed is one chunk's frame, made and not yet published.
+// Slicer is a payload that lends its bytes where they lie: Slice is the n
+// bytes at off as one slice of its memory, unchanged until the send
+// returns; false where they are not one slice. A split transport then
+// sends them from there.
+type Slicer interface {
+	Slice(off, n int) ([]byte, bool, error)
+}
+
+func (b Bytes) Slice(off, n int) ([]byte, bool, error) { return b[off : off+n], true, nil }
+
+func (c Concat) Slice(off, n int) ([]byte, bool, error) {
+	for _, p := range c {
+		l := p.Len()
+		if off >= l {
+			off -= l
+			continue
+		}
+		if s, ok := p.(Slicer); ok && off+n <= l {
+			return s.Slice(off, n)
+		}
+		return nil, false, nil
+	}
+	return nil, false, nil
+}
+
+// acked waits until link lk's frames seqs are acknowledged.
+func (e *Endpoint) acked(ctx context.Context, lk linkKey, seqs []uint64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for {
+		open := false
+		for _, s := range seqs {
+			if e.unacked[lk][s] != nil {
+				open = true
+				break
+			}
+		}
+		if !open {
+			return nil
+		}
+		if err := e.failed(ctx); err != nil {
+			return err
+		}
+		e.cond.Wait()
+	}
+}
+
+// framed is one chunk's frame, made and not yet published: whole (data),
+// or split (head, and data the payload's own memory).
 type framed struct {
 	lk   linkKey
 	seq  uint64
 	data []byte
+	head []byte
 }
 
-// frame makes chunk c of chunks of message k's payload p, size bytes a chunk.
+// frame makes chunk c of chunks of message k's payload p, size bytes a
+// chunk: split where the transport and the payload allow (a chunk of the
+// payload's memory, lent until SendPayload returns), else whole, its
+// payload copied in.
 func (e *Endpoint) frame(ctx context.Context, peer int32, k Key, p Payload, c, chunks, size int) (framed, error) {
 	total := p.Len()
 	lo, hi := min(c*size, total), min((c+1)*size, total)
 	lk := linkKey{peer, k.Edge, k.Dir}
-	seq, buf, err := e.reserve(ctx, lk, frameHeaderMax+len(e.run)+hi-lo)
+	var body []byte
+	if s, ok := p.(Slicer); ok && e.split != nil && hi-lo >= 1<<16 {
+		var err error
+		if body, ok, err = s.Slice(lo, hi-lo); err != nil {
+			return framed{}, err
+		} else if !ok {
+			body = nil
+		}
+	}
+	n := frameHeaderMax + len(e.run)
+	if body == nil {
+		n += hi - lo
+	}
+	seq, buf, err := e.reserve(ctx, lk, n)
 	if err != nil {
 		return framed{}, err
 	}
 	f := &Frame{Version: FrameVersion, Kind: KindData, Run: e.run, Gen: e.gen, Iter: k.Iter, MB: k.MB, Edge: k.Edge,
 		Dir: k.Dir, From: e.stage, Chunk: int32(c), Chunks: int32(chunks), Seq: seq}
+	if body != nil {
+		return framed{lk: lk, seq: seq, head: appendFrameHeader(buf[:0], f, len(body)), data: body}, nil
+	}
 	data := appendFrameHeader(buf[:0], f, hi-lo)
 	head := len(data)
 	data = data[:head+hi-lo]
@@ -208,8 +293,8 @@ func (e *Endpoint) frame(ctx context.Context, peer int32, k Key, p Payload, c, c
 
 // publish sends a frame and keeps it until it is acknowledged.
 func (e *Endpoint) publish(fr framed, subject string) error {
-	pend := e.track(fr.lk, fr.seq, subject, fr.data)
-	err := e.t.Publish(subject, fr.data)
+	pend := e.track(fr.lk, fr.seq, subject, fr.data, fr.head)
+	err := e.put(pend)
 	e.mu.Lock()
 	e.unbusy(pend)
 	e.mu.Unlock()
@@ -229,6 +314,9 @@ func (e *Endpoint) reserve(ctx context.Context, lk linkKey, n int) (uint64, []by
 	}
 	seq := e.nextSeq[lk]
 	e.nextSeq[lk]++
+	if n <= 1024 { // a split frame's fields: the spare buffers are for payloads
+		return seq, make([]byte, n), nil
+	}
 	for len(e.spare) > 0 {
 		b := e.spare[len(e.spare)-1]
 		e.spare = e.spare[:len(e.spare)-1]
@@ -241,17 +329,17 @@ func (e *Endpoint) reserve(ctx context.Context, lk linkKey, n int) (uint64, []by
 
 // track keeps frame seq of link lk until it is acknowledged, marked busy
 // while the caller publishes it.
-func (e *Endpoint) track(lk linkKey, seq uint64, subject string, data []byte) *pending {
+func (e *Endpoint) track(lk linkKey, seq uint64, subject string, data, head []byte) *pending {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.unacked[lk] == nil {
 		e.unacked[lk] = map[uint64]*pending{}
 	}
 	now := time.Now()
-	p := &pending{subject: subject, data: data, firstAt: now, sentAt: now, busy: 1}
+	p := &pending{subject: subject, data: data, head: head, firstAt: now, sentAt: now, busy: 1}
 	e.unacked[lk][seq] = p
 	e.stats.Sent++
-	e.stats.Bytes += int64(len(data))
+	e.stats.Bytes += int64(len(head) + len(data))
 	return p
 }
 
@@ -265,7 +353,7 @@ func (e *Endpoint) unbusy(p *pending) {
 // recycle keeps the buffer of an acknowledged frame that no publish holds
 // for the next frames, up to a window's worth (e.mu held).
 func (e *Endpoint) recycle(p *pending) {
-	if !p.acked || p.busy > 0 || p.data == nil {
+	if !p.acked || p.busy > 0 || p.data == nil || p.head != nil { // a split frame's data is the sender's
 		return
 	}
 	if len(e.spare) < 2*e.window {
@@ -309,7 +397,7 @@ func (e *Endpoint) resender() {
 		e.stats.Resent += int64(len(again))
 		e.mu.Unlock()
 		for _, p := range again {
-			e.t.Publish(p.subject, p.data)
+			e.put(p)
 		}
 		e.mu.Lock()
 		for _, p := range again {
@@ -319,12 +407,39 @@ func (e *Endpoint) resender() {
 	}
 }
 
+// put publishes a frame kept until acknowledged: whole, or split.
+func (e *Endpoint) put(p *pending) error {
+	if p.head != nil {
+		return e.split.PublishSplit(p.subject, p.head, p.data)
+	}
+	return e.t.Publish(p.subject, p.data)
+}
+
 // handle takes one frame off the wire.
 func (e *Endpoint) handle(data []byte) {
 	f, err := DecodeFrame(data)
 	if err != nil || f.Run != e.run {
 		return // not ours, or not a frame: nothing to train on
 	}
+	e.accept(f)
+}
+
+// handleSplit takes one frame off a split transport: whole (head nil) or
+// its fields and payload apart.
+func (e *Endpoint) handleSplit(head, body []byte) {
+	if head == nil {
+		e.handle(body)
+		return
+	}
+	f, err := DecodeFrameSplit(head, body)
+	if err != nil || f.Run != e.run {
+		return
+	}
+	e.accept(f)
+}
+
+// accept takes a decoded frame in and acknowledges it.
+func (e *Endpoint) accept(f *Frame) {
 	if ack := e.take(f); ack != nil {
 		e.t.Publish(Inbox(e.run, e.gen, f.From), ack)
 		e.acks.Done()
