@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -148,4 +149,89 @@ func ipcChild(t *testing.T, spec string) {
 		sum += float64(v)
 	}
 	fmt.Printf("sum %g\n", sum)
+}
+
+// ipcGPUChildEnv carries, to the helper process on a GPU, what to copy:
+// handle (hex), offset, elements, rounds.
+const ipcGPUChildEnv = "GRAPHPIPE_TEST_IPC_GPU_CHILD"
+
+// TestIPCOnGPU: a process on GPU 0 copies another one's 16.8 MB buffer
+// on the same GPU through its IPC handle (the same-host link of two
+// workers sharing a GPU), checks the values and says the copy's bandwidth.
+// Skipped without a GPU; bench/gpu/run.sh records its figures.
+func TestIPCOnGPU(t *testing.T) {
+	if spec := os.Getenv(ipcGPUChildEnv); spec != "" {
+		ipcGPUChild(t, spec)
+		return
+	}
+	src, err := Open(0)
+	if err != nil {
+		t.Skipf("no GPU to test on: %v", err)
+	}
+	defer src.Close()
+	const n = 16 * 256 * 1024
+	want := ipcValues(n)
+	b, err := src.Upload(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, off, err := src.Export(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestIPCOnGPU$", "-test.v")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%d", ipcGPUChildEnv, hex.EncodeToString(h[:]), off, n, 50))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the other process: %v\n%s", err, out)
+	}
+	var sum float64
+	for _, v := range want {
+		sum += float64(v)
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("sum %g", sum)) {
+		t.Fatalf("the other process did not copy the values (sum %g):\n%s", sum, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "ipc copy") {
+			t.Log(line)
+		}
+	}
+}
+
+func ipcGPUChild(t *testing.T, spec string) {
+	f := strings.Split(spec, ",")
+	raw, _ := hex.DecodeString(f[0])
+	off, _ := strconv.ParseUint(f[1], 10, 64)
+	n, _ := strconv.Atoi(f[2])
+	rounds, _ := strconv.Atoi(f[3])
+	d, err := Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	into, err := d.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CopyFromPeer(into, IPCHandle(raw), off, n); err != nil { // opens the handle
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := 0; i < rounds; i++ {
+		if err := d.CopyFromPeer(into, IPCHandle(raw), off, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secs := time.Since(start).Seconds() / float64(rounds)
+	got := make([]float32, n)
+	if err := d.Download(got, into); err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, v := range got {
+		sum += float64(v)
+	}
+	fmt.Printf("sum %g\n", sum)
+	fmt.Printf("ipc copy of %d bytes from another process on %s: %.4g ms, %.4g GB/s (opens %d)\n", 4*n, d.Name, 1e3*secs, 4*float64(n)/secs/1e9, d.Counts().IPCOpens)
 }
