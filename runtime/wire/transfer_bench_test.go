@@ -37,16 +37,14 @@ func BenchmarkActivationTransfer(b *testing.B) {
 	link(-1)
 	raw()
 	// the two paths take turns, message by message, so that a machine
-	// whose load changes slows both alike
+	// whose load changes slows both alike; a move is timed until the
+	// receiver has the activation (the sender's end of it, its last
+	// acknowledgements, runs on while the stages compute)
 	var ls, rs []float64
 	b.SetBytes(int64(4 * len(x)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		link(i)
-		mid := time.Now()
-		raw()
-		ls, rs = append(ls, mid.Sub(start).Seconds()), append(rs, time.Since(mid).Seconds())
+		ls, rs = append(ls, link(i)), append(rs, raw())
 	}
 	b.StopTimer()
 	l, r := median(ls), median(rs)
@@ -71,8 +69,9 @@ func dial(b *testing.B, srv *wire.Embedded) *wire.NATS {
 }
 
 // linkMover returns a function that moves x, as an activation of
-// iteration i, from stage 0 to stage 1.
-func linkMover(b *testing.B, srv *wire.Embedded, shape []int, x []float32) func(i int) {
+// iteration i, from stage 0 to stage 1, and says in how many seconds the
+// receiver had it.
+func linkMover(b *testing.B, srv *wire.Embedded, shape []int, x []float32) func(i int) float64 {
 	var eps [2]*wire.Endpoint
 	for i := range eps {
 		ep, err := wire.NewEndpoint(dial(b, srv), "bench", 1, int32(i))
@@ -85,11 +84,13 @@ func linkMover(b *testing.B, srv *wire.Embedded, shape []int, x []float32) func(
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	b.Cleanup(cancel)
 	ts := []wire.Tensor{{Name: "branch0.attn.out", Shape: shape, F32: x}}
-	return func(i int) {
+	return func(i int) float64 {
 		k := wire.Key{Iter: int64(i + 1), MB: 0, Edge: 0, Dir: 'a'}
 		errs := make(chan error, 1)
+		start := time.Now()
 		go func() { errs <- sendActivation(ctx, eps[0], 1, k, ts) }()
 		feed, done, err := receiveActivation(ctx, eps[1], k)
+		secs := time.Since(start).Seconds()
 		if err == nil {
 			err = <-errs
 		}
@@ -100,13 +101,14 @@ func linkMover(b *testing.B, srv *wire.Embedded, shape []int, x []float32) func(
 			b.Fatalf("received %d floats, want %d", len(feed), len(x))
 		}
 		done()
+		return secs
 	}
 }
 
 // rawMover returns a function that publishes size bytes, cut at the
-// payload limit, and waits until a subscriber on a connection of its own
-// has them all.
-func rawMover(b *testing.B, srv *wire.Embedded, size int) func() {
+// payload limit, waits until a subscriber on a connection of its own has
+// them all, and says how many seconds that took.
+func rawMover(b *testing.B, srv *wire.Embedded, size int) func() float64 {
 	pub, sub := dial(b, srv), dial(b, srv)
 	chunk := pub.MaxPayload() - 256
 	msg := make([]byte, size)
@@ -123,7 +125,8 @@ func rawMover(b *testing.B, srv *wire.Embedded, size int) func() {
 	}
 	b.Cleanup(unsub)
 	time.Sleep(50 * time.Millisecond) // the subscription reaches the server
-	return func() {
+	return func() float64 {
+		start := time.Now()
 		for c := 0; c < size; c += chunk {
 			if err := pub.Publish("raw", msg[c:min(size, c+chunk)]); err != nil {
 				b.Fatal(err)
@@ -134,5 +137,6 @@ func rawMover(b *testing.B, srv *wire.Embedded, size int) func() {
 		case <-time.After(time.Minute):
 			b.Fatal("raw NATS lost a message")
 		}
+		return time.Since(start).Seconds()
 	}
 }
