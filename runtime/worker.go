@@ -525,58 +525,78 @@ func (w *Worker) peers(a microbatch.Action) []peer {
 // fed; gradients of what it was fed. The messages are queued (sender):
 // their frames are made from the tensors' memory as they go out.
 func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) error {
-	e := w.plan.Edges[a.Edge]
-	lo, _ := w.rows()
+	names, vals, err := w.edgeValues(it, a)
+	if err != nil {
+		return err
+	}
 	for _, p := range w.peers(a) {
-		var names []string
-		var vals []*stage.Value[float32]
-		for _, name := range e.Tensors {
-			var v *stage.Value[float32]
-			if a.Dir == microbatch.Act {
-				if v = it.outs[a.MB][name]; v == nil {
-					v = it.feeds[a.MB][name]
-				}
-			} else {
-				v = it.ingrads[a.MB][name]
-			}
-			if v == nil {
-				if a.Dir == microbatch.Act {
-					return fmt.Errorf("edge %d: tensor %q was neither computed nor received", a.Edge, name)
-				}
-				continue // no gradient flows to it (an int32 tensor)
-			}
-			names, vals = append(names, name), append(vals, v)
-		}
 		if w.ipc[a.Edge] && !w.Emulate {
-			if sent, err := w.sendDevice(ctx, it, a, p, names, vals); sent || err != nil {
+			sent, err := w.sendDevice(ctx, it, a, p, names, vals)
+			if err != nil {
 				return err
 			}
-		}
-		specs, pieces, lent, err := w.messageSpecs(names, vals, p.lo-lo, p.hi-lo)
-		if err != nil {
-			return err
-		}
-		payload, err := wire.LayoutTensors(specs)
-		if err != nil {
-			return err
-		}
-		for _, v := range lent {
-			w.devSends.add(v)
-		}
-		meter := w.meter.sent(a.Edge, byte(a.Dir), TransportNATS, payload.Len())
-		done := func(err error, secs float64) {
-			meter(err, secs)
-			for i, p := range pieces {
-				p.release(err != nil)
-				w.devSends.done(lent[i])
+			if sent {
+				continue
 			}
 		}
-		k := msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir))
-		if err := w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload, done: done}); err != nil {
+		if err := w.sendBytes(ctx, it, a, p, names, vals); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// edgeValues is what a Send carries, by name: activations from this
+// stage's outputs or, for a relay, from what it was fed; gradients of what
+// it was fed (none for an int32 tensor).
+func (w *Worker) edgeValues(it *iteration, a microbatch.Action) ([]string, []*stage.Value[float32], error) {
+	var names []string
+	var vals []*stage.Value[float32]
+	for _, name := range w.plan.Edges[a.Edge].Tensors {
+		var v *stage.Value[float32]
+		if a.Dir == microbatch.Act {
+			if v = it.outs[a.MB][name]; v == nil {
+				v = it.feeds[a.MB][name]
+			}
+		} else {
+			v = it.ingrads[a.MB][name]
+		}
+		if v == nil {
+			if a.Dir == microbatch.Act {
+				return nil, nil, fmt.Errorf("edge %d: tensor %q was neither computed nor received", a.Edge, name)
+			}
+			continue // no gradient flows to it (an int32 tensor)
+		}
+		names, vals = append(names, name), append(vals, v)
+	}
+	return names, vals, nil
+}
+
+// sendBytes queues the message of vals to peer p as bytes: its rows of
+// them, from host memory or downloaded as the frames go (devsend.go).
+func (w *Worker) sendBytes(ctx context.Context, it *iteration, a microbatch.Action, p peer, names []string, vals []*stage.Value[float32]) error {
+	lo, _ := w.rows()
+	specs, pieces, lent, err := w.messageSpecs(names, vals, p.lo-lo, p.hi-lo)
+	if err != nil {
+		return err
+	}
+	payload, err := wire.LayoutTensors(specs)
+	if err != nil {
+		return err
+	}
+	for _, v := range lent {
+		w.devSends.add(v)
+	}
+	meter := w.meter.sent(a.Edge, byte(a.Dir), TransportNATS, payload.Len())
+	done := func(err error, secs float64) {
+		meter(err, secs)
+		for i, p := range pieces {
+			p.release(err != nil)
+			w.devSends.done(lent[i])
+		}
+	}
+	k := msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir))
+	return w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload, done: done})
 }
 
 // recv takes an edge's messages from every overlapping replica and places
