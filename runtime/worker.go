@@ -525,11 +525,15 @@ func (w *Worker) peers(a microbatch.Action) []peer {
 // fed; gradients of what it was fed. The messages are queued (sender):
 // their frames are made from the tensors' memory as they go out.
 func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) error {
+	peers := w.peers(a)
+	if len(peers) == 0 {
+		return nil // no replica across shares rows with this one (an evaluation's partial batch)
+	}
 	names, vals, err := w.edgeValues(it, a)
 	if err != nil {
 		return err
 	}
-	for _, p := range w.peers(a) {
+	for _, p := range peers {
 		if w.ipc[a.Edge] && !w.Emulate {
 			sent, err := w.sendDevice(ctx, it, a, p, names, vals)
 			if err != nil {
