@@ -19,9 +19,13 @@ import (
 // block waits on the free list of its size (the Pool above already keeps
 // blocks by size class, so the list stays short).
 
-// arenaBytes is the address space an arena reserves; its memory is taken
-// only as it is written.
-const arenaBytes = 1 << 38
+// arenaBytes is the address space an arena reserves, and arenaLeast the
+// least it settles for where the process's address space is limited; its
+// memory is taken only as it is written.
+const (
+	arenaBytes = 1 << 38
+	arenaLeast = 1 << 32
+)
 
 // arenaMagic opens an emulator's handle: "gpemu", version 1.
 var arenaMagic = [8]byte{'g', 'p', 'e', 'm', 'u', 0, 0, 1}
@@ -42,14 +46,19 @@ func newArena() (*arena, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: emulator: device memory (memfd_create): %w", err)
 	}
-	if err := unix.Ftruncate(fd, arenaBytes); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("cuda: emulator: device memory (ftruncate): %w", err)
-	}
-	mem, err := unix.Mmap(fd, 0, arenaBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE)
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("cuda: emulator: device memory (mmap): %w", err)
+	var mem []byte
+	for size := arenaBytes; ; size /= 4 {
+		if err = unix.Ftruncate(fd, int64(size)); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("cuda: emulator: device memory (ftruncate): %w", err)
+		}
+		if mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE); err == nil {
+			break
+		}
+		if size/4 < arenaLeast {
+			unix.Close(fd)
+			return nil, fmt.Errorf("cuda: emulator: device memory (mmap of %d bytes): %w", size, err)
+		}
 	}
 	var id [8]byte
 	rand.Read(id[:])
@@ -66,7 +75,7 @@ func (a *arena) alloc(n uint64) (uint64, error) {
 	var off uint64
 	if l := a.free[n]; len(l) > 0 {
 		off, a.free[n] = l[len(l)-1], l[:len(l)-1]
-	} else if a.next+n <= arenaBytes {
+	} else if a.next+n <= uint64(len(a.mem)) {
 		off, a.next = a.next, a.next+n
 	} else {
 		a.mu.Unlock()
@@ -142,7 +151,7 @@ func openArena(h IPCHandle) (*peerArena, error) {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, fmt.Errorf("cuda: emulator: %s: %w", path, err)
 	}
-	if st.Size != arenaBytes {
+	if st.Size < arenaLeast || st.Size > arenaBytes {
 		return nil, fmt.Errorf("cuda: emulator: %s is not a peer's device memory (%d bytes)", path, st.Size)
 	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_NORESERVE)
