@@ -52,6 +52,10 @@ type hello struct {
 	// offered; nil: the coordinator's next free one (join order).
 	Slot  *int   `json:"slot,omitempty"`
 	Agent string `json:"agent,omitempty"` // the agent's id in its pool
+	// PlanDevice, for a task an environment started (Slurm, torchrun, a
+	// Kubernetes Indexed Job), is the plan's device it stands for; the
+	// coordinator gives it that device's worker id.
+	PlanDevice *int `json:"plan_device,omitempty"`
 }
 
 type assignment struct {
@@ -123,6 +127,12 @@ type Join struct {
 	Host  string
 	Slot  *int
 	Agent string
+	// PlanDevice, for a task an environment started (Slurm's srun,
+	// torchrun, a Kubernetes Indexed Job), is the device of the plan it
+	// stands for (its node's first device plus its local rank): it is
+	// given the worker of that device, whatever the order the tasks join
+	// in. nil: as Slot says.
+	PlanDevice *int
 }
 
 // Serve is a worker process: it joins generation j.Gen of run j.Run, takes
@@ -172,7 +182,7 @@ func join(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, j Join, id 
 		}
 		defer stop()
 	}
-	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent}
+	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent, PlanDevice: j.PlanDevice}
 	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, h); err != nil {
 		return nil, fmt.Errorf("joining run %s: %w", j.Run, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
@@ -118,7 +119,7 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 		Timings: job.Config.Timings, Steps: job.Steps, Workers: lay.total, Checkpoint: c.target}
 	c.workers = make([]int32, lay.total) // by worker id: each one's control address
 	who := make([]Joined, lay.total)
-	slots := freeSlots{taken: make([]bool, lay.total)}
+	slots := newFreeSlots(job.Plan, lay)
 	for n := range c.workers {
 		h, err := c.hello(joinCtx, n)
 		if err != nil {
@@ -153,13 +154,36 @@ func (c *collector) hello(joinCtx context.Context, n int) (hello, error) {
 }
 
 // freeSlots hands out worker ids to the workers that join: the one a
-// launcher placed a worker on (hello.Slot), or the next free one.
+// launcher placed a worker on (hello.Slot), the one of the plan's device a
+// task stands for (hello.PlanDevice), or the next free one.
 type freeSlots struct {
-	taken []bool
-	next  int
+	taken    []bool
+	next     int
+	byDevice map[int]int // the plan's device -> its worker id
+}
+
+func newFreeSlots(p *plan.Plan, lay replicas) *freeSlots {
+	f := &freeSlots{taken: make([]bool, lay.total), byDevice: map[int]int{}}
+	for s, st := range p.Stages {
+		for r, d := range st.Devices {
+			f.byDevice[d] = int(lay.id(s, r))
+		}
+	}
+	return f
 }
 
 func (f *freeSlots) take(h hello) (int, error) {
+	if d := h.PlanDevice; d != nil {
+		s, ok := f.byDevice[*d]
+		switch {
+		case !ok:
+			return 0, fmt.Errorf("worker %d (host %s, pid %d) stands for device %d of the plan, which runs no stage on it", h.Worker, h.Host, h.PID, *d)
+		case f.taken[s]:
+			return 0, fmt.Errorf("worker %d (host %s, pid %d) stands for device %d of the plan, which another worker already does", h.Worker, h.Host, h.PID, *d)
+		}
+		f.taken[s] = true
+		return s, nil
+	}
 	if h.Slot != nil {
 		s := *h.Slot
 		if s < 0 || s >= len(f.taken) || f.taken[s] {
