@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test race demo fuzz loaded bench bench-quick bench-go lint clean replay gpu-build readme
+.PHONY: build test race demo fuzz loaded bench bench-quick bench-scaling bench-go lint clean replay gpu-build readme
 
 # graphpipe version prints the commit (and whether the tree had changes)
 COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
@@ -26,6 +26,7 @@ test:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeCluster$$' -fuzztime 20000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime 20000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearchDevice$$' -fuzztime 20000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzOpSeriesAt$$' -fuzztime 20000x
@@ -72,6 +73,7 @@ fuzz:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeCluster$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearchDevice$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzOpSeriesAt$$' -fuzztime $(FUZZTIME)
@@ -111,18 +113,23 @@ readme:
 
 # The benchmark report: BENCHMARKS.md and bench/results/ (CSV; charts drawn
 # with gonum/plot as SVG and PNG), every
-# figure measured by the run that writes it. sgemm is set against OpenBLAS
-# when libopenblas-dev is installed; its core-type pins are lifted for that
-# command alone, so OpenBLAS runs its best kernels. bench: at most an hour on
-# 2 cores; bench-quick: a few minutes.
-OPENBLAS := $(shell ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so ' && echo openblas)
-REPORT := env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE CGO_ENABLED=$(if $(OPENBLAS),1,0) $(GO) run -tags '$(OPENBLAS)' ./bench/cmd/report
+# figure measured by the run that writes it. sgemm and CPU training are set
+# against the system BLAS (loaded at run time, as graphpipe runs) and
+# PyTorch where installed. bench: at most an hour on 2 cores; bench-quick: a
+# few minutes.
+REPORT := CGO_ENABLED=0 $(GO) run ./bench/cmd/report
 
 bench:
 	$(REPORT)
 
 bench-quick:
 	$(REPORT) -quick
+
+# One section alone, put into the BENCHMARKS.md a full run wrote: the
+# planner's scaling sweep (DLRM and MMT, 8 to 128 branches on 16 to 256
+# a100; about half an hour on 2 cores).
+bench-scaling:
+	$(REPORT) -only scaling
 
 # The Go benchmarks behind the report, one by one (go test -bench).
 bench-go:

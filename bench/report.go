@@ -129,6 +129,48 @@ func (r *Report) Write(root string) error {
 	return r.headline(root)
 }
 
+// Splice writes r's sections into the BENCHMARKS.md at root that a full run
+// wrote, each replacing the section of its title there or, if none,
+// placed before the planner's history; and their CSVs and charts. It is
+// how one section is measured again without the hour the whole report
+// takes (report -only NAME); the file's stamp gains a line that says so.
+func (r *Report) Splice(root string) error {
+	path := filepath.Join(root, "BENCHMARKS.md")
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	md := string(old)
+	dir := filepath.Join(root, "bench", "results")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, s := range r.Sections {
+		if err := s.Chart.write(dir); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, s.Name+".csv"), s.CSV(), 0o644); err != nil {
+			return err
+		}
+		text := s.Markdown() + "_" + r.Stamp + "_\n\n"
+		head := "## " + s.Title + "\n"
+		if i := strings.Index(md, head); i >= 0 {
+			end := len(md)
+			if j := strings.Index(md[i+len(head):], "\n## "); j >= 0 {
+				end = i + len(head) + j + 1
+			}
+			md = md[:i] + text + md[end:]
+			continue
+		}
+		at := strings.Index(md, "## Planner history")
+		if at < 0 {
+			at = len(md)
+		}
+		md = md[:at] + text + md[at:]
+	}
+	return os.WriteFile(path, []byte(md), 0o644)
+}
+
 // write draws the chart (if any) into dir as SVG and PNG.
 func (c *Chart) write(dir string) error {
 	if c == nil {

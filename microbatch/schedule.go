@@ -191,8 +191,33 @@ func OneFOneBWarm(p Pipeline, warm []int) (*Schedule, error) {
 	if err := p.checkWarm(warm); err != nil {
 		return nil, err
 	}
+	return oneFOneBWarm(p, warm, nil, nil), nil
+}
+
+// OneFOneBWarmFrom is OneFOneBWarm(base.Pipe, warm) for a base schedule that
+// OneFOneBWarm (or this) built with baseWarm: a stage whose count is the
+// same keeps its list, shared with base (the lists are only read). A search
+// that tries many counts, a few stages at a time, builds only what changes.
+func OneFOneBWarmFrom(base *Schedule, baseWarm, warm []int) (*Schedule, error) {
+	p := base.Pipe
+	if len(baseWarm) != p.Stages || len(base.Lists) != p.Stages {
+		return nil, fmt.Errorf("warm-up: a base of %d counts and %d lists for %d stages", len(baseWarm), len(base.Lists), p.Stages)
+	}
+	if err := p.checkWarm(warm); err != nil {
+		return nil, err
+	}
+	return oneFOneBWarm(p, warm, base, baseWarm), nil
+}
+
+// oneFOneBWarm builds 1F1B's lists with warm's counts, taking from base the
+// lists of the stages whose count baseWarm has too (base may be nil).
+func oneFOneBWarm(p Pipeline, warm []int, base *Schedule, baseWarm []int) *Schedule {
 	sch := &Schedule{Name: "1f1b", Pipe: p}
 	for s := 0; s < p.Stages; s++ {
+		if base != nil && min(warm[s], p.MicroBatches) == min(baseWarm[s], p.MicroBatches) {
+			sch.Lists = append(sch.Lists, base.Lists[s])
+			continue
+		}
 		l := newLister(p, s)
 		for _, a := range oneFOneBOrder(p.MicroBatches, warm[s]) {
 			if a.Kind == Forward {
@@ -203,7 +228,7 @@ func OneFOneBWarm(p Pipeline, warm []int) (*Schedule, error) {
 		}
 		sch.Lists = append(sch.Lists, l.list)
 	}
-	return sch, nil
+	return sch
 }
 
 // Names are the schedules New and NewTimed build: 1f1b (warmed up by

@@ -16,6 +16,10 @@ type Timing struct {
 	Devices   []int     // per stage: devices it runs on (nil: 1 each), weights the bubble fraction
 	Static    []int64   // per stage: bytes per device held all iteration (weights, gradients, optimizer state)
 	Stash     []int64   // per stage: bytes per device per micro-batch in flight
+	// Limit, per stage, is the memory per device it keeps within, where
+	// stages run on devices of different kinds (nil: the one limit a
+	// caller passes, for every stage)
+	Limit []int64
 }
 
 // Event is one compute action, or one transfer seen from one end: Kind Send

@@ -28,7 +28,7 @@ import (
 // of c on every edge of a chain of stages as slow as P, w grows by 2 per stage
 // (each stage's window is a single point). A stage never warms up fewer than
 // its depth, more than the number of micro-batches, or more than its memory
-// holds, (limit − Static) / Stash; and never more than a stage before it (the
+// holds, (limit − Static) / Stash (t.Limit's, where set); and never more than a stage before it (the
 // schedule would deadlock), so a stage held back by memory holds back those
 // after it. Where memory holds w back, the simulator shows the stall.
 func Warmup(p Pipeline, t Timing, limit int64) ([]int, error) {
@@ -77,6 +77,9 @@ func Warmup(p Pipeline, t Timing, limit int64) ([]int, error) {
 // memoryCap is the most micro-batches stage s may hold, but at least its
 // depth: the planner's own memory rule already made room for that many.
 func memoryCap(t Timing, s int, limit int64, depth int) int {
+	if s < len(t.Limit) {
+		limit = t.Limit[s]
+	}
 	stash := atInt(t.Stash, s)
 	if limit <= 0 || stash <= 0 {
 		return math.MaxInt

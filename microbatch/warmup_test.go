@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"reflect"
 	"testing"
 )
 
@@ -163,5 +164,49 @@ func TestWarmupHidesTransfers(t *testing.T) {
 	}
 	if got := period(depth); got < f+b+c {
 		t.Errorf("period with the depth's warm-up %v, want a stall of more than one transfer over %v", got, f+b)
+	}
+}
+
+// TestOneFOneBWarmFromIsOneFOneBWarm: building a schedule from a base (the
+// lists of the stages whose counts did not change kept) gives the schedule
+// built afresh, on random pipelines and counts.
+func TestOneFOneBWarmFromIsOneFOneBWarm(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	for i := 0; i < 300; i++ {
+		p := randomPipeline(r)
+		depth, _ := p.Depth()
+		base := append([]int(nil), depth...)
+		bs, err := OneFOneBWarm(p, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm := append([]int(nil), base...)
+		for s := range warm { // raise a few, keeping every stage ahead of those after it
+			if r.Intn(3) == 0 {
+				warm[s] += r.Intn(4)
+			}
+		}
+		for changed := true; changed; {
+			changed = false
+			for _, e := range p.Edges {
+				if warm[e[0]] < warm[e[1]]+1 {
+					warm[e[0]], changed = warm[e[1]]+1, true
+				}
+			}
+		}
+		want, err := OneFOneBWarm(p, warm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := OneFOneBWarmFrom(bs, base, warm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("pipeline %+v, counts %v from %v: lists differ", p, warm, base)
+		}
+	}
+	if _, err := OneFOneBWarmFrom(&Schedule{Pipe: Pipeline{Stages: 2, MicroBatches: 2}}, []int{1, 1}, []int{1, 1}); err == nil {
+		t.Error("a base without lists: no error")
 	}
 }

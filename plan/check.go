@@ -78,6 +78,11 @@ func (p *Plan) validate() error {
 	if err := p.Device.Validate(); err != nil {
 		return planErr(-1, "device", "%v", err)
 	}
+	if p.Cluster != nil {
+		if err := p.Cluster.validate(p.Devices); err != nil {
+			return err
+		}
+	}
 	if q := p.Search.Sequential; q != nil && !(q.SamplesPerS > 0 && q.IterationS > 0 && q.Stages > 0 && q.Depth > 0 && q.MicroBatch > 0) {
 		return planErr(-1, "search.sequential", "samples_per_s, iteration_s, stages, depth and micro_batch must be positive")
 	}
@@ -155,6 +160,9 @@ func (p *Plan) checkStages() error {
 		if err := p.checkDevices(i, s.Devices, used); err != nil {
 			return err
 		}
+		if err := p.checkKind(i, s); err != nil {
+			return err
+		}
 		if want := ceilDiv(p.MicroBatch, int64(len(s.Devices))); s.MicroBatch != want {
 			return planErr(i, "device_micro_batch", "is %d, but a micro-batch of %d over the stage's %d device(s) is %d per device", s.MicroBatch, p.MicroBatch, len(s.Devices), want)
 		}
@@ -172,6 +180,27 @@ func (p *Plan) checkStages() error {
 			if err := nonNegative(i, f.name, f.v); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// checkKind checks a stage's device kind: one of the cluster's, which its
+// devices are all of; none without a cluster.
+func (p *Plan) checkKind(i int, s PlanStage) error {
+	if p.Cluster == nil {
+		if s.Kind != "" {
+			return planErr(i, "device_kind", "is %q, but the plan's devices are of one kind (it has no cluster)", s.Kind)
+		}
+		return nil
+	}
+	t := p.Cluster.KindIndex(s.Kind)
+	if t < 0 {
+		return planErr(i, "device_kind", "%q is not one of the cluster's kinds", s.Kind)
+	}
+	for _, d := range s.Devices {
+		if p.Cluster.KindOf(d) != t {
+			return planErr(i, "devices", "device %d is not a %s (a stage's devices are of its kind)", d, s.Kind)
 		}
 	}
 	return nil

@@ -35,7 +35,17 @@
 //     ParseDevice reads a profile file strictly and refuses a missing or
 //     non-positive number. The arithmetic that prices ops and links with a
 //     profile is search's.
-//  5. An op-times file (graphpipe/optimes@1, OpTimes) holds one model's ops
+//  5. A cluster file (graphpipe/cluster@1, DecodeCluster) describes devices
+//     of several kinds: groups of nodes, each node's devices of one device
+//     profile (a built-in name, a profile file or one inline), and
+//     optionally the link between nodes of different kinds; a refusal is a
+//     ClusterError naming the group and field. A plan made for such devices
+//     carries the cluster (one Kind per profile: devices, devices per node,
+//     memory limit) and each stage's kind; devices and nodes are numbered
+//     kind by kind, a stage's devices are all of its kind, and each stage
+//     keeps within its kind's memory. A plan without them is a plan on
+//     devices of one kind, as plans always were.
+//  6. An op-times file (graphpipe/optimes@1, OpTimes) holds one model's ops
 //     timed on one device at several micro-batch sizes, tied to the model by
 //     OpsHash (its canonical rendering without seed and batch size).
 //     DecodeOpTimes refuses a file that is not whole with an OpTimesError

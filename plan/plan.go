@@ -21,22 +21,26 @@ const MicroBatchLimit = 65536
 // Plan is a self-contained training plan: which model, which devices, the
 // stages and their edges, every stage's action list, and the predictions.
 type Plan struct {
-	Format         string       `json:"format"`
-	Model          ModelRef     `json:"model"`
-	Strategy       string       `json:"strategy"`
-	Schedule       string       `json:"schedule"`
-	Device         Device       `json:"device"`
-	Devices        int          `json:"devices"`
-	DevicesPerNode int          `json:"devices_per_node"`
-	MemoryLimit    int64        `json:"memory_limit_bytes"`
-	BatchSize      int64        `json:"batch_size"`
-	MicroBatch     int64        `json:"micro_batch"`
-	MicroBatches   int          `json:"micro_batches"`
-	Stages         []PlanStage  `json:"stages"`
-	Edges          []PlanEdge   `json:"edges"`
-	Actions        [][]string   `json:"actions"`
-	Predicted      Prediction   `json:"predicted"`
-	Search         SearchReport `json:"search"`
+	Format         string   `json:"format"`
+	Model          ModelRef `json:"model"`
+	Strategy       string   `json:"strategy"`
+	Schedule       string   `json:"schedule"`
+	Device         Device   `json:"device"`
+	Devices        int      `json:"devices"`
+	DevicesPerNode int      `json:"devices_per_node"`
+	// Cluster, for devices of more than one kind, is the kinds (Device,
+	// DevicesPerNode and MemoryLimit are then the first kind's, and each
+	// stage names its kind); nil for devices of one kind.
+	Cluster      *Cluster     `json:"cluster,omitempty"`
+	MemoryLimit  int64        `json:"memory_limit_bytes"`
+	BatchSize    int64        `json:"batch_size"`
+	MicroBatch   int64        `json:"micro_batch"`
+	MicroBatches int          `json:"micro_batches"`
+	Stages       []PlanStage  `json:"stages"`
+	Edges        []PlanEdge   `json:"edges"`
+	Actions      [][]string   `json:"actions"`
+	Predicted    Prediction   `json:"predicted"`
+	Search       SearchReport `json:"search"`
 
 	sched *microbatch.Schedule // the schedule behind Actions; Actions is filled by FillActions
 }
@@ -53,7 +57,8 @@ type PlanStage struct {
 	ID          int      `json:"id"`
 	Ops         []string `json:"ops"`
 	Devices     []int    `json:"devices"`
-	MicroBatch  int64    `json:"device_micro_batch"` // samples per device per micro-batch
+	Kind        string   `json:"device_kind,omitempty"` // the cluster's kind its devices are of (Cluster set)
+	MicroBatch  int64    `json:"device_micro_batch"`    // samples per device per micro-batch
 	InFlight    int      `json:"in_flight"`
 	ForwardS    float64  `json:"forward_s"`
 	BackwardS   float64  `json:"backward_s"`
@@ -167,9 +172,40 @@ func (p *Plan) ScheduleOf() (*microbatch.Schedule, error) {
 	return sch, nil
 }
 
+// NodeOf is the node device d is on.
+func (p *Plan) NodeOf(d int) int {
+	if p.Cluster != nil {
+		return p.Cluster.NodeOf(d)
+	}
+	return d / max(p.DevicesPerNode, 1)
+}
+
+// KindOf is the index of stage s's kind in the cluster (0 for devices of
+// one kind).
+func (p *Plan) KindOf(s int) int {
+	if p.Cluster == nil {
+		return 0
+	}
+	return p.Cluster.KindIndex(p.Stages[s].Kind)
+}
+
+// StageMemoryLimit is the memory per device stage s keeps within: its
+// kind's.
+func (p *Plan) StageMemoryLimit(s int) int64 {
+	if p.Cluster == nil {
+		return p.MemoryLimit
+	}
+	return p.Cluster.Kinds[p.KindOf(s)].MemoryLimit
+}
+
 // Timing is the simulator's view of the plan.
 func (p *Plan) Timing() microbatch.Timing {
 	var t microbatch.Timing
+	if p.Cluster != nil { // each stage within its kind's memory
+		for s := range p.Stages {
+			t.Limit = append(t.Limit, p.StageMemoryLimit(s))
+		}
+	}
 	for _, s := range p.Stages {
 		t.F = append(t.F, s.ForwardS)
 		t.B = append(t.B, s.BackwardS)
@@ -202,15 +238,15 @@ func (p *Plan) simulate(res **microbatch.Result) error {
 		return err
 	}
 	depth, _ := sch.Pipe.Depth()
-	pr := Prediction{IterationS: r.Iteration, SamplesPerS: float64(p.BatchSize) / r.Iteration, Bubble: r.Bubble}
+	pr := Prediction{IterationS: r.Iteration, SamplesPerS: float64(p.BatchSize) / r.Iteration, Bubble: r.Bubble, Feasible: true}
 	for s := range p.Stages {
 		st := &p.Stages[s]
 		st.InFlight, st.PeakBytes = r.InFlight[s], r.PeakMemory[s]
 		pr.PeakMemory = max(pr.PeakMemory, r.PeakMemory[s])
 		pr.Depth = max(pr.Depth, depth[s])
 		pr.BottleneckS = max(pr.BottleneckS, st.ForwardS+st.BackwardS+st.WeightS)
+		pr.Feasible = pr.Feasible && r.PeakMemory[s] <= p.StageMemoryLimit(s)
 	}
-	pr.Feasible = pr.PeakMemory <= p.MemoryLimit
 	p.Predicted = pr
 	if res != nil {
 		*res = r

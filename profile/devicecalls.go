@@ -16,7 +16,7 @@ import (
 //     copies move their bytes twice (read and write) and memsets once, at
 //     the device's memory bandwidth. All of them run in the device's one
 //     queue, in line with the compute: their time adds to the device's.
-//   - Launches, cuBLAS calls, copies, memsets and events are queued by the
+//   - Launches, cuBLAS and cuDNN calls, copies, memsets and events are queued by the
 //     host, Launch seconds each (the profile's per-call overhead), while
 //     the device works: an iteration takes the longer of the device's time
 //     and the host's.
@@ -46,7 +46,7 @@ func PriceCalls(d plan.Device, c cuda.Counts) CallsPrice {
 	if d.MemBW > 0 {
 		p.CopyS += float64(2*c.D2DBytes+c.MemsetBytes) / d.MemBW
 	}
-	calls := c.Launches + c.GEMMs + c.Memsets + c.H2DCalls + c.D2HCalls + c.D2DCalls + c.Events
+	calls := c.Launches + c.GEMMs + c.DNN + c.Memsets + c.H2DCalls + c.D2HCalls + c.D2DCalls + c.Events
 	p.IssueS = float64(calls) * d.Launch
 	p.WaitS = float64(c.Syncs) * syncS
 	p.AllocS = float64(c.Allocs)*allocS + float64(c.HostAllocs)*hostAllocS

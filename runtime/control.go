@@ -15,6 +15,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime/wire"
+	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -48,6 +49,7 @@ type hello struct {
 	Host   string `json:"host"`
 	PID    int    `json:"pid"`
 	Device string `json:"device,omitempty"` // where it computes: "cpu", or the GPU's name
+	BLAS   string `json:"blas,omitempty"`   // on the cpu, what computes its matrix products (tensor.BLAS)
 	// Slot, for an agent a launcher placed, is the worker id it was
 	// offered; nil: the coordinator's next free one (join order).
 	Slot  *int   `json:"slot,omitempty"`
@@ -56,6 +58,10 @@ type hello struct {
 	// Kubernetes Indexed Job), is the plan's device it stands for; the
 	// coordinator gives it that device's worker id.
 	PlanDevice *int `json:"plan_device,omitempty"`
+	// Kind is the device profile the worker computes as (graphpipe worker
+	// --device-profile, an agent's advertised profile), "" if not said: on
+	// a plan of several device kinds it takes a stage of its kind only.
+	Kind string `json:"kind,omitempty"`
 }
 
 type assignment struct {
@@ -133,6 +139,9 @@ type Join struct {
 	// given the worker of that device, whatever the order the tasks join
 	// in. nil: as Slot says.
 	PlanDevice *int
+	// Kind is the device profile this worker computes as ("": not said),
+	// which must be its stage's device kind on a plan of several kinds.
+	Kind string
 }
 
 // Serve is a worker process: it joins generation j.Gen of run j.Run, takes
@@ -182,7 +191,7 @@ func join(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, j Join, id 
 		}
 		defer stop()
 	}
-	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent, PlanDevice: j.PlanDevice}
+	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), BLAS: BLASLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent, PlanDevice: j.PlanDevice, Kind: j.Kind}
 	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, h); err != nil {
 		return nil, fmt.Errorf("joining run %s: %w", j.Run, err)
 	}
@@ -263,6 +272,15 @@ func DeviceLabel(dev *cuda.Device) string {
 		return "cpu"
 	}
 	return fmt.Sprintf("%s (%s, GPU %d)", dev.Name, dev.Arch, dev.Ordinal)
+}
+
+// BLASLabel says what computes a worker's matrix products on the cpu (the
+// system BLAS loaded, or the Go kernels); "" on a GPU.
+func BLASLabel(dev *cuda.Device) string {
+	if dev != nil {
+		return ""
+	}
+	return tensor.BLAS().String()
 }
 
 // Assignment is what a worker process was given to run.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -132,7 +133,7 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 			return nil, err
 		}
 		c.workers[a.Stage] = h.Worker
-		who[a.Stage] = Joined{Host: h.Host, PID: h.PID, Device: h.Device, Agent: h.Agent}
+		who[a.Stage] = Joined{Host: h.Host, PID: h.PID, Device: h.Device, BLAS: h.BLAS, Agent: h.Agent}
 	}
 	return who, nil
 }
@@ -155,15 +156,17 @@ func (c *collector) hello(joinCtx context.Context, n int) (hello, error) {
 
 // freeSlots hands out worker ids to the workers that join: the one a
 // launcher placed a worker on (hello.Slot), the one of the plan's device a
-// task stands for (hello.PlanDevice), or the next free one.
+// task stands for (hello.PlanDevice), or the next free one; on a plan of
+// several device kinds, one of the worker's kind (kinds).
 type freeSlots struct {
 	taken    []bool
 	next     int
+	kinds    []string    // per worker id, its stage's device kind; nil on a plan of one kind
 	byDevice map[int]int // the plan's device -> its worker id
 }
 
 func newFreeSlots(p *plan.Plan, lay replicas) *freeSlots {
-	f := &freeSlots{taken: make([]bool, lay.total), byDevice: map[int]int{}}
+	f := &freeSlots{taken: make([]bool, lay.total), kinds: slotKinds(p, lay), byDevice: map[int]int{}}
 	for s, st := range p.Stages {
 		for r, d := range st.Devices {
 			f.byDevice[d] = int(lay.id(s, r))
@@ -172,25 +175,52 @@ func newFreeSlots(p *plan.Plan, lay replicas) *freeSlots {
 	return f
 }
 
+// slotKinds is each worker id's device kind on a plan of several kinds,
+// nil on one of one kind.
+func slotKinds(p *plan.Plan, lay replicas) []string {
+	if p.Cluster == nil {
+		return nil
+	}
+	kinds := make([]string, lay.total)
+	for id := range kinds {
+		s, _ := lay.where(id)
+		kinds[id] = p.Stages[s].Kind
+	}
+	return kinds
+}
+
+// kindError is a worker of the wrong device kind for the plan: the user's
+// to fix (exit 2), naming the worker's flag.
+func kindError(h hello, format string, args ...any) error {
+	return &JobError{Op: "join", Field: "worker --device-profile", Msg: fmt.Sprintf("worker %d (host %s, pid %d): ", h.Worker, h.Host, h.PID) + fmt.Sprintf(format, args...)}
+}
+
 func (f *freeSlots) take(h hello) (int, error) {
-	if d := h.PlanDevice; d != nil {
-		s, ok := f.byDevice[*d]
-		switch {
-		case !ok:
-			return 0, fmt.Errorf("worker %d (host %s, pid %d) stands for device %d of the plan, which runs no stage on it", h.Worker, h.Host, h.PID, *d)
-		case f.taken[s]:
-			return 0, fmt.Errorf("worker %d (host %s, pid %d) stands for device %d of the plan, which another worker already does", h.Worker, h.Host, h.PID, *d)
-		}
-		f.taken[s] = true
-		return s, nil
+	if h.PlanDevice != nil {
+		return f.takeDevice(h)
+	}
+	if f.kinds != nil && h.Kind == "" && h.Slot == nil {
+		return 0, kindError(h, "the plan's stages run on devices of several kinds; start each worker with the device profile it computes as")
 	}
 	if h.Slot != nil {
 		s := *h.Slot
 		if s < 0 || s >= len(f.taken) || f.taken[s] {
 			return 0, fmt.Errorf("worker %d (host %s, pid %d) joined as worker %d, which is taken or beyond the plan's %d", h.Worker, h.Host, h.PID, s, len(f.taken))
 		}
+		if f.kinds != nil && h.Kind != "" && h.Kind != f.kinds[s] {
+			return 0, kindError(h, "computes as %s, but worker %d's stage runs on %s", h.Kind, s, f.kinds[s])
+		}
 		f.taken[s] = true
 		return s, nil
+	}
+	if f.kinds != nil { // the first free slot of its kind
+		for s, k := range f.kinds {
+			if !f.taken[s] && k == h.Kind {
+				f.taken[s] = true
+				return s, nil
+			}
+		}
+		return 0, kindError(h, "computes as %s, but no stage left to take runs on %s (the plan's kinds: %s)", h.Kind, h.Kind, strings.Join(distinct(f.kinds), ", "))
 	}
 	for f.next < len(f.taken) && f.taken[f.next] {
 		f.next++
@@ -200,6 +230,34 @@ func (f *freeSlots) take(h hello) (int, error) {
 	}
 	f.taken[f.next] = true
 	return f.next, nil
+}
+
+// takeDevice gives a task the worker of the plan's device it stands for
+// (hello.PlanDevice), of its kind when it says one.
+func (f *freeSlots) takeDevice(h hello) (int, error) {
+	d := *h.PlanDevice
+	s, ok := f.byDevice[d]
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("worker %d (host %s, pid %d) stands for device %d of the plan, which runs no stage on it", h.Worker, h.Host, h.PID, d)
+	case f.taken[s]:
+		return 0, fmt.Errorf("worker %d (host %s, pid %d) stands for device %d of the plan, which another worker already does", h.Worker, h.Host, h.PID, d)
+	case f.kinds != nil && h.Kind != "" && h.Kind != f.kinds[s]:
+		return 0, kindError(h, "computes as %s, but device %d of the plan (worker %d) runs a stage on %s", h.Kind, d, s, f.kinds[s])
+	}
+	f.taken[s] = true
+	return s, nil
+}
+
+// distinct is the values of xs, each once, in their order.
+func distinct(xs []string) []string {
+	var out []string
+	for _, x := range xs {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // collector drives a run's iterations from the coordinator.

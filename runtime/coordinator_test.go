@@ -167,20 +167,30 @@ func TestCoordinatorGivesTasksTheirDevices(t *testing.T) {
 }
 
 // TestFreeSlotsRefuse: a task standing for a device no stage runs on, or
-// for one another task already stands for, is refused, naming the device.
+// for one another task already stands for, or of another kind than the
+// stage on its device, is refused, naming the device.
 func TestFreeSlotsRefuse(t *testing.T) {
 	_, plan := smallPlan(t, "case-study", 3, 4)
 	dev := func(d int) hello { return hello{Worker: 7, Host: "h", PID: 1, PlanDevice: &d} }
+	kind := func(h hello, k string) hello { h.Kind = k; return h }
 	for _, tc := range []struct {
 		name  string
 		hello []hello
+		kinds bool   // every stage on kind cpu, of a plan of several kinds
 		want  string // the last hello's refusal
 	}{
-		{"beyond the plan", []hello{dev(plan.Devices)}, fmt.Sprintf("stands for device %d of the plan, which runs no stage on it", plan.Devices)},
-		{"twice", []hello{dev(1), dev(1)}, "stands for device 1 of the plan, which another worker already does"},
+		{"beyond the plan", []hello{dev(plan.Devices)}, false, fmt.Sprintf("stands for device %d of the plan, which runs no stage on it", plan.Devices)},
+		{"twice", []hello{dev(1), dev(1)}, false, "stands for device 1 of the plan, which another worker already does"},
+		{"another kind", []hello{kind(dev(1), "a100")}, true, "computes as a100, but device 1 of the plan"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFreeSlots(plan, layout(plan))
+			if tc.kinds {
+				f.kinds = make([]string, len(f.taken))
+				for s := range f.kinds {
+					f.kinds[s] = "cpu"
+				}
+			}
 			var err error
 			for _, h := range tc.hello {
 				_, err = f.take(h)

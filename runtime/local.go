@@ -46,6 +46,7 @@ type Joined struct {
 	Host   string `json:"host"`
 	PID    int    `json:"pid"`
 	Device string `json:"device"`
+	BLAS   string `json:"blas,omitempty"`  // on the cpu, what computed its matrix products
 	Agent  string `json:"agent,omitempty"` // its id in the pool it came from
 }
 

@@ -13,7 +13,8 @@ import (
 // stageIn is a stage as a planner chose it.
 type stageIn struct {
 	ops  []int
-	k    int
+	k    int // devices
+	kind int // of the cluster's kinds (0 for devices of one kind)
 	cost stageCost
 	blk  *block
 }
@@ -42,11 +43,14 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 		}
 	}
 	mbs := int(o.Batch / b)
-	p := &plan.Plan{Format: plan.PlanFormat, Model: plan.ModelRef{Name: g.Name(), SHA256: dag.ModelHash(g), Ops: g.NumOps()}, Strategy: o.Strategy,
+	p := &plan.Plan{Format: plan.PlanFormat, Model: plan.ModelRef{Name: g.Name(), SHA256: cm.modelHash(), Ops: g.NumOps()}, Strategy: o.Strategy,
 		Schedule: o.Schedule, Device: o.Device, Devices: o.Devices, DevicesPerNode: o.DevicesPerNode,
-		MemoryLimit: o.MemoryLimit, BatchSize: o.Batch, MicroBatch: b, MicroBatches: mbs}
+		MemoryLimit: o.MemoryLimit, BatchSize: o.Batch, MicroBatch: b, MicroBatches: mbs, Cluster: o.Cluster}
 	for i, s := range in {
 		st := plan.PlanStage{ID: i, MicroBatch: s.cost.m, Params: s.blk.params, Recompute: s.cost.recompute}
+		if o.Cluster != nil {
+			st.Kind = o.Cluster.Kinds[s.kind].Name()
+		}
 		for _, op := range sg.Stages[i] {
 			st.Ops = append(st.Ops, g.Op(op).Name)
 		}
@@ -71,11 +75,7 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 // placeBest tries the placements of placements and keeps the one the
 // simulator finds fastest (the first on ties).
 func placeBest(p *plan.Plan, in []stageIn, cm *costModel) error {
-	ks := make([]int, len(in))
-	for i, s := range in {
-		ks[i] = s.k
-	}
-	cands := placements(ks, p.Devices, p.DevicesPerNode)
+	cands := kindPlacements(p, in)
 	best, bestS := 0, 0.0
 	for c, devs := range cands {
 		if len(cands) == 1 {
@@ -104,16 +104,68 @@ func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		st.Devices = devs[i]
-		st.FlushS = cm.flushAt(in[i].blk.params, in[i].k, spans(p, st.Devices))
+		st.FlushS = cm.kind(in[i].kind).flushAt(in[i].blk.params, in[i].k, spans(p, st.Devices))
 	}
 	for i := range p.Edges {
 		e := &p.Edges[i]
 		from, to := p.Stages[e.From], p.Stages[e.To]
 		m := ceilDiv(p.MicroBatch, int64(min(len(from.Devices), len(to.Devices))))
 		e.Inter = node(p, from.Devices[0]) != node(p, to.Devices[0]) || spans(p, from.Devices) || spans(p, to.Devices)
-		e.Transfer = transfer(cm.dev, float64(e.Bytes*m), e.Inter)
+		if a, b := in[e.From].kind, in[e.To].kind; a != b { // between kinds: the cluster's link between nodes
+			bw, lat := p.Cluster.Link(a, b)
+			e.Transfer = lat + float64(e.Bytes*m)/bw
+		} else {
+			e.Transfer = transfer(cm.kind(a).dev, float64(e.Bytes*m), e.Inter)
+		}
 	}
 	return schedule(p)
+}
+
+// kindPlacements are placements of each kind's stages on its devices (the
+// same for devices of one kind): numbered in order, and node-aligned where
+// that differs.
+func kindPlacements(p *plan.Plan, in []stageIn) [][][]int {
+	if p.Cluster == nil {
+		ks := make([]int, len(in))
+		for i, s := range in {
+			ks[i] = s.k
+		}
+		return placements(ks, p.Devices, p.DevicesPerNode)
+	}
+	perKind := make([][][][]int, len(p.Cluster.Kinds)) // per kind, its candidates
+	which := make([][]int, len(p.Cluster.Kinds))       // per kind, its stages
+	two := false
+	for t, k := range p.Cluster.Kinds {
+		var ks []int
+		for i, s := range in {
+			if s.kind == t {
+				ks, which[t] = append(ks, s.k), append(which[t], i)
+			}
+		}
+		if len(ks) > 0 {
+			perKind[t] = placements(ks, k.Devices, k.DevicesPerNode)
+			two = two || len(perKind[t]) > 1
+		}
+	}
+	out := [][][]int{make([][]int, len(in))}
+	if two {
+		out = append(out, make([][]int, len(in)))
+	}
+	for c := range out {
+		for t := range p.Cluster.Kinds {
+			if len(perKind[t]) == 0 {
+				continue
+			}
+			devs := perKind[t][min(c, len(perKind[t])-1)]
+			base := p.Cluster.Base(t)
+			for j, i := range which[t] {
+				for _, d := range devs[j] {
+					out[c][i] = append(out[c][i], base+d)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // chainEdges links stage i to i+1 with every tensor live across that cut:
@@ -137,7 +189,7 @@ func chainEdges(p *plan.Plan, g *dag.Graph, sg *partition.StageGraph) {
 	}
 }
 
-func node(p *plan.Plan, dev int) int { return dev / p.DevicesPerNode }
+func node(p *plan.Plan, dev int) int { return p.NodeOf(dev) }
 
 // spans says whether devices lie on more than one node.
 func spans(p *plan.Plan, devs []int) bool {

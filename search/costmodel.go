@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -20,6 +21,15 @@ type costModel struct {
 	opTimes  map[int64][]opTime
 	measured []*plan.OpSeries // by op, from Options.OpTimes; nil: priced from FLOPs and bytes
 
+	sets opSets // scratch for newBlock
+
+	hashOnce sync.Once
+	hash     string // dag.ModelHash(g), for every plan assembled
+
+	// kinds, on a cluster of several device kinds (Options.Cluster), is a
+	// cost model per kind, this one the first; nil on devices of one kind
+	kinds []*costModel
+
 	// recompute: "auto" (the planner may make a stage recompute its forward
 	// during backward), "off" or "all" (every stage does: price and
 	// priceOps return the recomputing variant)
@@ -36,6 +46,20 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 		cm.measured, _ = resolveOpTimes(o.OpTimes, g) // checked by withDefaults
 	}
 	return cm
+}
+
+// kind is the cost model of kind t's stages.
+func (cm *costModel) kind(t int) *costModel {
+	if cm.kinds == nil {
+		return cm
+	}
+	return cm.kinds[t]
+}
+
+// modelHash is the graph's dag.ModelHash, computed once.
+func (cm *costModel) modelHash() string {
+	cm.hashOnce.Do(func() { cm.hash = dag.ModelHash(cm.g) })
+	return cm.hash
 }
 
 // times returns every op's time at per-device micro-batch m (cached).
@@ -195,21 +219,49 @@ func (cm *costModel) newBlock(ops []int, cross func(ops []int) (int64, int64)) *
 	return b
 }
 
+// opSets marks sets of ops for newBlock's sums: a mark per op stamped with
+// the set's generation, so that a set costs its size, not the graph's.
+type opSets struct {
+	mu         sync.Mutex // guards everything below
+	in, seen   []uint32   // per op: in the set; its output counted
+	gen        uint32
+	seenInputs []string // the model inputs counted
+}
+
+// begin marks ops as the set (the caller holds mu).
+func (s *opSets) begin(n int, ops []int) {
+	if s.in == nil {
+		s.in, s.seen = make([]uint32, n), make([]uint32, n)
+	}
+	s.gen++
+	for _, i := range ops {
+		s.in[i] = s.gen
+	}
+	s.seenInputs = s.seenInputs[:0]
+}
+
 // inputBytes is the bytes per sample of the tensors ops read from outside
 // themselves (model inputs and other ops' outputs), each counted once.
 func (cm *costModel) inputBytes(ops []int) int64 {
-	in := make(map[int]bool, len(ops))
-	for _, i := range ops {
-		in[i] = true
-	}
-	seen := map[string]bool{}
+	s := &cm.sets
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.begin(cm.g.NumOps(), ops)
 	var n int64
 	for _, i := range ops {
 		for _, t := range cm.g.OpInputs(i) {
-			if (t.Producer < 0 || !in[t.Producer]) && !seen[t.Name] {
-				seen[t.Name] = true
-				n = satAdd(n, t.Bytes())
+			switch {
+			case t.Producer >= 0:
+				if s.in[t.Producer] == s.gen || s.seen[t.Producer] == s.gen {
+					continue
+				}
+				s.seen[t.Producer] = s.gen
+			case slices.Contains(s.seenInputs, t.Name):
+				continue
+			default:
+				s.seenInputs = append(s.seenInputs, t.Name)
 			}
+			n = satAdd(n, t.Bytes())
 		}
 	}
 	return n
@@ -220,18 +272,18 @@ func (cm *costModel) inputBytes(ops []int) int64 {
 // its own, so a stage's busiest link carries about one producer's tensor; a
 // tensor counts once however many ops of the other side read it.
 func (cm *costModel) boundary(ops []int) (in, out int64) {
-	inSet := make(map[int]bool, len(ops))
+	s := &cm.sets
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.begin(cm.g.NumOps(), ops)
 	for _, i := range ops {
-		inSet[i] = true
-	}
-	for _, i := range ops {
-		for _, p := range cm.g.Producers(i) {
-			if !inSet[p] {
-				in = max(in, cm.g.Out(p).Bytes())
+		for _, t := range cm.g.OpInputs(i) {
+			if t.Producer >= 0 && s.in[t.Producer] != s.gen {
+				in = max(in, t.Bytes())
 			}
 		}
 		for _, c := range cm.g.Consumers(i) {
-			if !inSet[c] {
+			if s.in[c] != s.gen {
 				out = max(out, cm.g.Out(i).Bytes())
 				break
 			}

@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/graphpipe/graphpipe/partition"
 	"github.com/graphpipe/graphpipe/plan"
@@ -29,37 +30,25 @@ const inf = math.MaxInt16
 // in flight at the entry of each subproblem (its depth in stages, plus the
 // depth after it), or inf when nothing fits.
 type dp struct {
-	sp      *space
-	D       int   // devices, in groups of g: every k below counts groups
-	g       int   // devices per group (dpGroup)
-	b       int64 // micro-batch
-	mbs     int   // micro-batches per iteration
-	gpipe   bool
+	*prices
 	T       float64
-	costs   [][]stageCost // [block][k], k ≤ min(D, b)
-	fit     []fitEntry    // [block·(kmax+1)+k]: what fits needs, packed
-	kmax    int
-	solveM  []table   // [node], index k·(D+1)+δ
-	suffixM []table   // [node], index at(sub)
-	groupM  []table   // [node], as suffixM
-	hostG   [][]table // [tail][node]: groupHost, index as suffixM, ×2 for need
-	hostS   [][]table // [tail][node]: suffixHost, index as suffixM
-	tables  []*table  // every table allocated, refilled at each reset
-	ts      []float64 // candidates(), once computed
-	capped  bool      // minTBelow may make only budget more solves
+	solveM  []*table   // [node], index k·(D+1)+δ
+	suffixM []*table   // [node], index at(sub)
+	groupM  []*table   // [node], as suffixM
+	hostG   [][]*table // [tail][node]: groupHost, index as suffixM, ×2 for need
+	hostS   [][]*table // [tail][node]: suffixHost, index as suffixM
+	memo               // what the tables hold at T, and what the bisection knows (dpmemo.go)
+	ts      []float64  // candidates(), once computed
+	capped  bool       // minTBelow may make only budget more solves
 	budget  int
-	// tailFloor is, per tail, the least per-micro-batch time of any stage that
-	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
-	// longer one.
-	tailFloor []float64
-	headFloor []float64              // the same for heads (fork absorption)
-	forkM     map[forkKey]forkChoice // fork absorption's answers at T (dpfork.go)
+	forkM   map[forkKey]forkChoice // fork absorption's answers at T (dpfork.go)
+	// stages is, per series node of leaves, the fewest stages its units
+	// from each on need at T (stagesAt); nil until asked at T
+	stages [][]int16
 
-	// rcosts and rfit are costs and fit for the stages recomputing their
-	// forward during backward, when the DP may choose that (recompute.go);
+	// rfit is recFit when the DP may choose to recompute (recompute.go);
 	// nil otherwise
-	rcosts [][]stageCost
-	rfit   []fitEntry
+	rfit []fitEntry
 }
 
 // sub names a subproblem of the recurrences over a node's parts: the units
@@ -102,6 +91,7 @@ const (
 	roleTailKid             // kid i planned with the tail in its sink stage
 	roleHead                // the head and units i..p as one stage
 	roleHeadKid             // kid i planned with the head in its source stage
+	noRole                  // none: a value known from the bisection's bounds (dpmemo.go)
 )
 
 // choice is the answer a recurrence memoised: its first part's last unit p,
@@ -111,22 +101,6 @@ type choice struct {
 	p, k1 int16
 	role  role
 	c     int16
-}
-
-// table memoises one recurrence at one node: values (-1: unknown) and the
-// choice that reached each.
-type table struct {
-	v  []int16
-	ch []choice
-}
-
-func (d *dp) newTable(n int) table {
-	t := table{v: make([]int16, n), ch: make([]choice, n)}
-	for i := range t.v {
-		t.v[i] = -1
-	}
-	d.tables = append(d.tables, &t)
-	return t
 }
 
 // fitEntry is a stage's binding time and memory terms, for the hot check.
@@ -158,81 +132,40 @@ func dpGroup(devices int) int {
 }
 
 func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
-	g := dpGroup(devices)
-	d := &dp{sp: sp, D: devices / g, g: g, b: b, mbs: mbs, gpipe: gpipe}
-	d.kmax = int(min(int64(d.D), b/int64(g))) // a micro-batch split over no more devices than samples
-	d.costs = make([][]stageCost, len(sp.blocks))
-	for id := range sp.blocks {
-		d.costs[id] = make([]stageCost, d.kmax+1)
-		for k := 1; k <= d.kmax; k++ {
-			d.costs[id][k] = sp.price(id, k*g, b, mbs)
-		}
-	}
-	d.fit = d.fitEntries(d.costs)
-	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
-	return d
-}
-
-// fitEntries packs what fits needs of every block on every device count.
-func (d *dp) fitEntries(costs [][]stageCost) []fitEntry {
-	fit := make([]fitEntry, len(costs)*(d.kmax+1))
-	for id := range costs {
-		for k := 1; k <= d.kmax; k++ {
-			c := &costs[id][k]
-			fit[id*(d.kmax+1)+k] = fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, d.sp.cm.limit)}
-		}
-	}
-	return fit
-}
-
-// floors is, per run of units, the least per-micro-batch time of any stage
-// that absorbs it.
-func (d *dp) floors(runs []*tailSpec) []float64 {
-	out := make([]float64, len(runs))
-	for _, t := range runs {
-		out[t.id] = math.Inf(1)
-		for _, u := range t.unions {
-			for k := 1; k <= d.kmax; k++ {
-				if c := &d.costs[u][k]; c.memory(1) <= d.sp.cm.limit {
-					out[t.id] = math.Min(out[t.id], math.Max(c.period, c.link))
-				}
-			}
-		}
-	}
-	return out
+	return &dp{prices: newPrices(sp.cm, sp, devices, b, mbs, gpipe)}
 }
 
 // reset sets the target time and forgets every memoised value.
 func (d *dp) reset(T float64) {
 	d.T = T
-	d.forkM = map[forkKey]forkChoice{}
+	if d.forkM == nil {
+		d.forkM = map[forkKey]forkChoice{}
+	}
+	clear(d.forkM)
+	clear(d.stages)
 	if d.solveM == nil {
-		n, w := len(d.sp.nodes), d.D+1
-		d.solveM, d.suffixM, d.groupM = make([]table, n), make([]table, n), make([]table, n)
+		n, w, depths := len(d.sp.nodes), d.devs.n, d.D+1
+		d.solveM, d.suffixM, d.groupM = make([]*table, n), make([]*table, n), make([]*table, n)
 		for _, nd := range d.sp.nodes {
-			d.solveM[nd.id] = d.newTable(w * w)
+			d.solveM[nd.id] = newTable(w, depths)
 			if len(nd.kids) > 0 {
-				d.suffixM[nd.id] = d.newTable(len(nd.kids) * w * w)
-				d.groupM[nd.id] = d.newTable(len(nd.kids) * w * w)
+				d.suffixM[nd.id] = newTable(len(nd.kids)*w, depths)
+				d.groupM[nd.id] = newTable(len(nd.kids)*w, depths)
 			}
 		}
-		d.hostG, d.hostS = make([][]table, len(d.sp.tails)), make([][]table, len(d.sp.tails))
+		d.hostG, d.hostS = make([][]*table, len(d.sp.tails)), make([][]*table, len(d.sp.tails))
 		for t := range d.sp.tails {
-			d.hostG[t], d.hostS[t] = make([]table, n), make([]table, n)
+			d.hostG[t], d.hostS[t] = make([]*table, n), make([]*table, n)
 		}
 		return
 	}
-	for _, t := range d.tables {
-		for i := range t.v {
-			t.v[i] = -1
-		}
-	}
+	d.forget()
 }
 
-// at is the index of subproblem s in its node's suffix, group and host
+// at is the slot of subproblem s in its node's suffix, group and host
 // tables: unit innermost, because a split's loops walk the units after it at
 // one device count.
-func (d *dp) at(s sub) int { return (s.δ*(d.D+1)+s.k)*len(s.n.kids) + s.i }
+func (d *dp) at(s sub) slot { return slot{s.δ, s.k*len(s.n.kids) + s.i} }
 
 func (d *dp) inflight(depth int) int {
 	if d.gpipe {
@@ -241,14 +174,31 @@ func (d *dp) inflight(depth int) int {
 	return min(d.mbs, depth)
 }
 
-// fits says whether block id on k devices, depth stages from the end, runs
-// within T and fits in memory, keeping its activations or, where the DP may
-// choose it, recomputing them.
+// fits says whether block id on the devices of set k (devsets.go: one
+// kind's, for a stage), depth stages from the end, runs within T and fits
+// in memory, keeping its activations or, where the DP may choose it,
+// recomputing them.
 func (d *dp) fits(id, k, depth int) bool {
-	if k < 1 || k > d.kmax {
-		return false
+	at := d.fitIndex(id, k)
+	return at >= 0 && d.fitsAt(at, depth)
+}
+
+// fitIndex is block id's entry in fit on the devices of set k, or -1 where
+// it has none (no devices, devices of several kinds, more than kmax).
+func (d *prices) fitIndex(id, k int) int {
+	if k < 1 || k >= len(d.devs.col) {
+		return -1
 	}
-	at, in := id*(d.kmax+1)+k, d.inflight(depth)
+	c := d.devs.col[k]
+	if c < 0 {
+		return -1
+	}
+	return id*d.W + int(c)
+}
+
+// fitsAt is fits of the block and device count packed at index at of fit.
+func (d *dp) fitsAt(at, depth int) bool {
+	in := d.inflight(depth)
 	if e := &d.fit[at]; e.t <= d.T && in <= e.maxIn {
 		return true
 	}
@@ -261,20 +211,12 @@ func (d *dp) fits(id, k, depth int) bool {
 
 // fitsTime says whether a block meets T and its memory floor, ignoring depth.
 func (d *dp) fitsTime(id, k int) bool {
-	if k < 1 || k > d.kmax {
+	at := d.fitIndex(id, k)
+	if at < 0 {
 		return false
 	}
-	e := &d.fit[id*(d.kmax+1)+k]
+	e := &d.fit[at]
 	return e.t <= d.T && e.maxIn >= 1
-}
-
-// kRange is the devices a part may take of k: all of them when it is the
-// last part, else 1..k-1 (the rest needs at least one).
-func kRange(last bool, k int) (lo, hi int) {
-	if last {
-		return k, k
-	}
-	return 1, k - 1
 }
 
 // assignment is one stage of a solution: a block, its devices and its depth
@@ -292,6 +234,20 @@ func (d *dp) extract(root *snode, k int) []assignment {
 
 // noteGroups says, in each plan's notes, when the DP counted devices in groups.
 func (d *dp) noteGroups(plans []*plan.Plan) {
+	if d.devs.kinds() > 1 {
+		var groups []string
+		for t, g := range d.devs.g {
+			if g > 1 {
+				groups = append(groups, fmt.Sprintf("%s in groups of %d", d.kinds[t].dev.Name, g))
+			}
+		}
+		if len(groups) > 0 {
+			for _, p := range plans {
+				p.Search.Notes = append(p.Search.Notes, fmt.Sprintf("devices planned %s: every stage takes whole groups (at most %d sets of devices)", strings.Join(groups, ", "), maxDeviceSets))
+			}
+		}
+		return
+	}
 	if d.g == 1 {
 		return
 	}

@@ -12,20 +12,58 @@ import (
 
 // candidates are the distinct per-micro-batch times of every block on every
 // device count that fits in memory with one micro-batch in flight, ascending:
-// the binding T of any plan is one of them.
+// the binding T of any plan is one of them. With recomputation allowed, the
+// recomputing stages' times are candidates too. Those below the slowest op's
+// least time (opFloor), at which no plan fits, are left out: no search asks
+// for them. The DPs that share prices share them.
 func (d *dp) candidates() []float64 {
-	var ts []float64
-	for _, costs := range [][][]stageCost{d.costs, d.rcosts} {
-		for id := range costs {
-			for k := 1; k <= d.kmax; k++ {
-				c := &costs[id][k]
-				if c.memory(1) <= d.sp.cm.limit {
-					ts = append(ts, math.Max(c.period, c.link))
-				}
+	p := d.prices
+	if p.keepTs == nil {
+		p.keepTs = distinctTimes(p.fit, p.opFloor())
+	}
+	if d.rfit == nil {
+		return p.keepTs
+	}
+	if p.recTs == nil {
+		p.recTs = mergeTimes(p.keepTs, distinctTimes(d.rfit, p.opFloor()))
+	}
+	return p.recTs
+}
+
+// opFloor is a time below which no plan fits: the slowest op's forward and
+// backward at the per-device micro-batch that makes them fastest (every
+// stage's time per micro-batch is at least the sum of its ops', and the
+// slowest op lies in some stage), less a margin for rounding (a block's
+// times are differences of prefix sums).
+func (d *prices) opFloor() float64 {
+	least := make([]float64, d.sp.cm.g.NumOps())
+	for i := range least {
+		least[i] = math.Inf(1)
+	}
+	for t, cm := range d.kinds {
+		for k := 1; k <= d.devs.kmax[t]; k++ {
+			for i, ot := range cm.times(ceilDiv(d.b, int64(k*d.devs.g[t]))) {
+				least[i] = min(least[i], ot.f+ot.bi+ot.bw)
 			}
 		}
 	}
-	sort.Float64s(ts)
+	slowest := 0.0
+	for _, t := range least {
+		slowest = max(slowest, t)
+	}
+	return slowest * (1 - 1e-6)
+}
+
+// distinctTimes are the distinct times, not below floor, of the entries
+// that fit one micro-batch in flight, ascending.
+func distinctTimes(fit []fitEntry, floor float64) []float64 {
+	var ts []float64
+	for _, e := range fit {
+		if e.maxIn >= 1 && e.t >= floor { // fits with one micro-batch in flight (k = 0 never does)
+			ts = append(ts, e.t)
+		}
+	}
+	sortTimes(ts)
 	out := ts[:0]
 	for i, t := range ts {
 		if i == 0 || t != ts[i-1] {
@@ -33,6 +71,61 @@ func (d *dp) candidates() []float64 {
 		}
 	}
 	return out
+}
+
+// mergeTimes is the distinct times of two ascending lists of distinct times.
+func mergeTimes(a, b []float64) []float64 {
+	out := make([]float64, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		var t float64
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
+			t, a = a[0], a[1:]
+		case len(a) == 0 || b[0] < a[0]:
+			t, b = b[0], b[1:]
+		default: // equal
+			t, a, b = a[0], a[1:], b[1:]
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// sortTimes sorts times (non-negative, not NaN) in ascending order: by their
+// bits, which order such floats as they order the numbers, a byte at a time
+// (a radix sort: the candidates number up to a million, and each DP sorts
+// them).
+func sortTimes(ts []float64) {
+	if len(ts) < 256 {
+		sort.Float64s(ts)
+		return
+	}
+	keys := make([]uint64, len(ts))
+	for i, t := range ts {
+		keys[i] = math.Float64bits(t)
+	}
+	tmp := make([]uint64, len(keys))
+	for shift := 0; shift < 64; shift += 8 {
+		var count [257]int
+		for _, k := range keys {
+			count[(k>>shift)&0xff+1]++
+		}
+		if count[(keys[0]>>shift)&0xff+1] == len(keys) {
+			continue // every key has this byte
+		}
+		for b := 1; b < 257; b++ {
+			count[b] += count[b-1]
+		}
+		for _, k := range keys {
+			b := (k >> shift) & 0xff
+			tmp[count[b]] = k
+			count[b]++
+		}
+		keys, tmp = tmp, keys
+	}
+	for i, k := range keys {
+		ts[i] = math.Float64frombits(k)
+	}
 }
 
 // minT finds the smallest candidate T at which the root fits on k devices,
@@ -61,12 +154,19 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	if from >= top {
 		return 0, 0, false
 	}
+	// the bisection's solves ask for the root's value only, each bounded by
+	// the ones before it (dpmemo.go); the last solve, whose choices are
+	// extracted, pins nothing
 	feasible := func(i int) bool {
 		d.budget--
 		d.reset(ts[i])
-		return d.solve(d.sp.root, k, 0) < depth
+		ok := d.solve(d.sp.root, k, 0) < depth
+		d.keepBounds(ok)
+		return ok
 	}
 	spent := func() bool { return d.capped && d.budget <= 0 }
+	d.beginBounds()
+	defer d.endBounds()
 	// check the top, then bisect
 	if spent() || !feasible(top-1) {
 		return 0, 0, false
@@ -80,6 +180,7 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 			lo = mid + 1
 		}
 	}
+	d.choicesBounds()
 	d.reset(ts[hi])
 	d.solve(d.sp.root, k, 0)
 	return ts[hi], hi, true
@@ -114,7 +215,11 @@ func (d *dp) depth(k int) int { return d.solve(d.sp.root, k, 0) }
 // minTOnMost solves at the least bottleneck on the most devices (up to n)
 // that have a plan, and returns that count and the candidate's index.
 func (d *dp) minTOnMost(n int) (k, i int, ok bool) {
-	for k := n; k >= 1; k-- {
+	least := 1
+	if d.devs.kinds() > 1 {
+		least = n // several kinds: every device (a search on one kind's alone tries fewer)
+	}
+	for k := n; k >= least; k-- {
 		if _, i, ok := d.minTBelow(k, 0, inf, math.Inf(1)); ok {
 			return k, i, true
 		}

@@ -104,8 +104,11 @@ func (d *dp) forkGroup(f forkSub) bool {
 		return d.forkGroup(f.next(p, k1, needHead, needTail))
 	}
 	for p := i; p <= last && !ans.ok; p++ {
-		lo, hi := kRange(p == last, f.k)
-		for k1 := lo; k1 <= hi && !ans.ok; k1++ {
+		for _, v := range d.devs.kRange(p == last, f.k) {
+			if ans.ok {
+				break
+			}
+			k1 := int(v)
 			blk := -1
 			if p > i {
 				blk = f.blk(p)
@@ -119,7 +122,7 @@ func (d *dp) forkGroup(f forkSub) bool {
 			if t != nil && f.needTail {
 				union, r := -1, roleTailKid
 				if blk >= 0 {
-					union, r = t.unions[blk], roleTail
+					union, r = t.union(blk), roleTail
 				}
 				e = d.part(p == i, union, k1, δ, func() int { return d.hostSolve(f.kid(), k1, δ, t) })
 				if e <= c && rest(p, k1, f.needHead, false) {
@@ -132,7 +135,7 @@ func (d *dp) forkGroup(f forkSub) bool {
 			if p == i {
 				ok = d.forkSolve(f.kidHead(k1, base))
 			} else {
-				ok, r = base <= c && d.fits(f.head.unions[blk], k1, c+1), roleHead
+				ok, r = base <= c && d.fits(f.head.union(blk), k1, c+1), roleHead
 			}
 			if ok && rest(p, k1, false, f.needTail) {
 				ans = forkChoice{true, p, k1, r}
@@ -171,7 +174,7 @@ func (d *dp) forkSolve(f forkSub) bool {
 	ans := forkChoice{}
 	switch f.n.kind {
 	case partition.Leaf:
-		if d.fits(f.head.unions[f.n.whole()], f.k, f.c+1) {
+		if d.fits(f.head.union(f.n.whole()), f.k, f.c+1) {
 			ans = forkChoice{ok: true, role: roleWhole}
 		}
 	case partition.Parallel:
@@ -193,16 +196,17 @@ func (d *dp) forkSolve(f forkSub) bool {
 func (d *dp) forkSeries(f forkSub) forkChoice {
 	n, k, c, h := f.n, f.k, f.c, f.head
 	last := f.last()
-	if d.fits(h.unions[n.whole()], k, c+1) {
+	if d.fits(h.union(n.whole()), k, c+1) {
 		return forkChoice{true, last, k, roleWhole}
 	}
 	for p := 0; p < last; p++ {
-		for k1 := 1; k1 < k && k1 <= d.kmax; k1++ {
+		for _, v := range d.devs.firstParts(k, true) {
+			k1 := int(v)
 			after := d.suffix(f.after(p, k1))
 			if after > c {
 				continue
 			}
-			if d.fits(h.unions[n.blk[0][p]], k1, c+1) {
+			if d.fits(h.union(n.blk[0][p]), k1, c+1) {
 				return forkChoice{true, p, k1, roleHead}
 			}
 			if f.kidPlanned(p) && d.forkSolve(f.kidHead(k1, after)) {
@@ -213,8 +217,8 @@ func (d *dp) forkSeries(f forkSub) forkChoice {
 	if n.kids[0].kind == partition.Parallel {
 		for p := 1; p <= last; p++ {
 			t := d.sp.tailAt[[3]int{n.id, 1, p}]
-			lo, hi := kRange(p == last, k)
-			for k1 := lo; k1 <= hi; k1++ {
+			for _, v := range d.devs.kRange(p == last, k) {
+				k1 := int(v)
 				after := d.rest(f.sub, p, k1)
 				if after <= c && d.forkGroup(forkSub{sub{n.kids[0], 0, k1, after}, c, h, t, true, true}) {
 					return forkChoice{true, p, k1, roleFork}
@@ -229,8 +233,8 @@ func (d *dp) forkSeries(f forkSub) forkChoice {
 // unit i, before a parallel kid q = i+1, in the source stage of one of its
 // branches, perhaps with units after it in another branch's sink (roleFork).
 // It returns the fewest in flight it finds below best, and the choice that
-// reached it.
-func (d *dp) forkSuffix(s sub, best int) (int, choice) {
+// reached it; it stops at floor, below which nothing is.
+func (d *dp) forkSuffix(s sub, best, floor int) (int, choice) {
 	n, i, δ := s.n, s.i, s.δ
 	last := s.last()
 	var ch choice
@@ -239,18 +243,21 @@ func (d *dp) forkSuffix(s sub, best int) (int, choice) {
 		if d.headFloor[h.id] > d.T {
 			return best, ch // no stage that absorbs the head meets T
 		}
-		for p := q; p <= last; p++ { // p > q: units q+1..p join a branch's sink
+		for p := q; p <= last && best > floor; p++ { // p > q: units q+1..p join a branch's sink
 			var t *tailSpec
 			if p > q {
 				if t = d.sp.tailAt[[3]int{n.id, q + 1, p}]; d.tailFloor[t.id] > d.T {
 					break // nothing absorbs this tail within T, nor a longer one
 				}
 			}
-			lo, hi := kRange(p == last, s.k)
-			for k1 := lo; k1 <= hi; k1++ {
+			for _, v := range d.devs.kRange(p == last, s.k) {
+				if best <= floor {
+					break
+				}
+				k1 := int(v)
 				after := d.rest(s, p, k1)
-				if after >= inf {
-					continue
+				if after+2 >= best {
+					continue // the head's stage holds at least after+2 (c > after), or nothing fits
 				}
 				// without the head, a plan of the branches holds at most
 				// one more than c at its entry: the plain DP's value
@@ -262,7 +269,7 @@ func (d *dp) forkSuffix(s sub, best int) (int, choice) {
 				} else {
 					plain = d.groupHost(branches, t, true)
 				}
-				if plain >= inf {
+				if plain >= inf || max(after+1, plain-1)+1 >= best {
 					continue
 				}
 				for c := max(after+1, plain-1); c+1 < best && c < d.D; c++ {
@@ -314,13 +321,13 @@ func (d *dp) extractForkGroup(f forkSub, out *[]assignment) {
 		d.extractHost(f.kid(), k1, f.δ, f.tail, out)
 		needTail = false
 	case roleTail:
-		*out = append(*out, assignment{f.tail.unions[f.blk(p)], k1, f.δ + 1})
+		*out = append(*out, assignment{f.tail.union(f.blk(p)), k1, f.δ + 1})
 		needTail = false
 	case roleHeadKid:
 		d.extractForkSolve(f.kidHead(k1, base), out)
 		needHead = false
 	default: // roleHead
-		*out = append(*out, assignment{f.head.unions[f.blk(p)], k1, f.c + 1})
+		*out = append(*out, assignment{f.head.union(f.blk(p)), k1, f.c + 1})
 		needHead = false
 	}
 	if p < f.last() {
@@ -333,12 +340,12 @@ func (d *dp) extractForkSolve(f forkSub, out *[]assignment) {
 	n, k, c, h := f.n, f.k, f.c, f.head
 	switch ch.role {
 	case roleWhole:
-		*out = append(*out, assignment{h.unions[n.whole()], k, c + 1})
+		*out = append(*out, assignment{h.union(n.whole()), k, c + 1})
 	case roleGroup:
 		d.extractForkGroup(f, out)
 	case roleHead, roleHeadKid:
 		if ch.role == roleHead {
-			*out = append(*out, assignment{h.unions[n.blk[0][ch.p]], ch.k1, c + 1})
+			*out = append(*out, assignment{h.union(n.blk[0][ch.p]), ch.k1, c + 1})
 		} else {
 			after := d.suffix(f.after(ch.p, ch.k1))
 			d.extractForkSolve(f.kidHead(ch.k1, after), out)

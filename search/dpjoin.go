@@ -9,20 +9,24 @@ import "github.com/graphpipe/graphpipe/partition"
 // joinSuffix is suffix's join absorption at units i.. of series node s.n,
 // where kid i is parallel: its branches with units i+1..p in one branch's
 // sink stage (roleJoin). It returns the fewest in flight it finds below
-// best, and the choice that reached it.
-func (d *dp) joinSuffix(s sub, best int) (int, choice) {
+// best, and the choice that reached it; it stops at floor, below which
+// nothing is (at least δ+1).
+func (d *dp) joinSuffix(s sub, best, floor int) (int, choice) {
 	var ch choice
-	last, δ := s.last(), s.δ
-	for p := s.i + 1; p <= last && best > δ+1; p++ {
+	last := s.last()
+	for p := s.i + 1; p <= last && best > floor; p++ {
 		t := d.sp.tailAt[[3]int{s.n.id, s.i + 1, p}]
 		if d.tailFloor[t.id] > d.T {
 			break
 		}
-		lo, hi := kRange(p == last, s.k)
-		for k1 := lo; k1 <= hi && best > δ+1; k1++ {
+		for _, v := range d.devs.kRange(p == last, s.k) {
+			if best <= floor {
+				break
+			}
+			k1 := int(v)
 			after := d.rest(s, p, k1)
-			if after >= inf {
-				continue
+			if after+1 >= best {
+				continue // the branches hold more than after, or nothing fits
 			}
 			if r := d.groupHost(sub{s.kid(), 0, k1, after}, t, true); r < best {
 				best, ch = r, choice{p: int16(p), k1: int16(k1), role: roleJoin}
@@ -42,11 +46,16 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 		return inf
 	}
 	tab, idx := d.hostGroupIdx(s, t, need)
-	if v := tab.v[idx]; v >= 0 {
-		return int(v)
+	if v, ok := d.lookup(tab, idx, s.δ+1); ok {
+		return v
+	}
+	if need && d.noHost(t, s.n) {
+		d.store(tab, idx, inf, choice{})
+		return inf
 	}
 	last, δ := s.last(), s.δ
 	best, ch := inf, choice{}
+	floor := d.floor(tab, idx, δ+1) // no option does better
 	consider := func(p, k1 int, first int, r role) {
 		if first >= best {
 			return
@@ -67,64 +76,89 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 	// feeds the host from δ+2: only the whole group as the host's stage holds
 	// δ+1, so past δ+2 only p = last can improve, and past δ+1 nothing
 	for p := s.i; p <= last; p++ {
-		if best <= δ+1 || p < last && best <= δ+2 {
+		if best <= floor || p < last && best <= δ+2 {
 			continue
 		}
-		blk, union := -1, -1 // units i..p as one stage, alone and with the tail
-		if p > s.i {
-			blk = s.blk(p)
-			if need {
-				union = t.unions[blk]
-			}
-		}
-		lo, hi := kRange(p == last, s.k) // the last part takes every device left
-		for k1 := lo; k1 <= hi && !(p < last && best <= δ+2); k1++ {
-			if p == s.i {
-				consider(p, k1, d.solve(s.kid(), k1, δ+1), rolePlain)
+		parts := d.devs.kRange(p == last, s.k) // the last part takes every device left
+		if p == s.i {
+			for _, v := range parts {
+				if best <= floor || p < last && best <= δ+2 {
+					break
+				}
+				k1 := int(v)
+				if δ+2 < best { // the kid holds more than δ+1
+					consider(p, k1, d.solve(s.kid(), k1, δ+1), rolePlain)
+				}
 				if need {
 					consider(p, k1, d.hostSolve(s.kid(), k1, δ, t), roleTailKid)
 				}
-				continue
 			}
-			if d.fits(blk, k1, δ+2) {
+			continue
+		}
+		// units i..p as one stage, alone and with the tail; an option
+		// whose own stage holds best or more cannot improve (consider)
+		blk, union := s.blk(p)*d.W, -1
+		if need {
+			union = t.union(s.blk(p)) * d.W
+		}
+		for _, v := range parts {
+			if best <= floor || p < last && best <= δ+2 {
+				break
+			}
+			k1 := int(v)
+			col := int(d.devs.col[k1])
+			if col < 0 {
+				continue // a stage's devices are of one kind, at most kmax of it
+			}
+			if δ+2 < best && d.fitsAt(blk+col, δ+2) {
 				consider(p, k1, δ+2, rolePlain)
 			}
-			if need && d.fits(union, k1, δ+1) {
+			if need && δ+1 < best && d.fitsAt(union+col, δ+1) {
 				consider(p, k1, δ+1, roleTail)
 			}
 		}
 	}
-	tab.v[idx], tab.ch[idx] = int16(best), ch
+	d.store(tab, idx, best, ch)
 	return best
 }
 
 // hostTable returns the lazily allocated absorption table of (tail, node).
-func (d *dp) hostTable(tabs [][]table, t *tailSpec, n *snode, size int) table {
-	if tabs[t.id][n.id].v == nil {
-		tabs[t.id][n.id] = d.newTable(size)
+func (d *dp) hostTable(tabs [][]*table, t *tailSpec, n *snode, size int) *table {
+	if tabs[t.id][n.id] == nil {
+		tabs[t.id][n.id] = newTable(size, d.D+1) // δ from 0 to D
 	}
 	return tabs[t.id][n.id]
 }
 
-func (d *dp) hostGroupIdx(s sub, t *tailSpec, need bool) (table, int) {
-	w := d.D + 1
-	idx := d.at(s) * 2
+func (d *dp) hostGroupIdx(s sub, t *tailSpec, need bool) (*table, slot) {
+	at := d.at(s)
+	at.j *= 2
 	if need {
-		idx++
+		at.j++
 	}
-	return d.hostTable(d.hostG, t, s.n, len(s.n.kids)*w*w*2), idx
+	return d.hostTable(d.hostG, t, s.n, len(s.n.kids)*d.devs.n*2), at
 }
 
-func (d *dp) hostSuffixIdx(s sub, t *tailSpec) (table, int) {
-	w := d.D + 1
-	return d.hostTable(d.hostS, t, s.n, len(s.n.kids)*w*w), d.at(s)
+func (d *dp) hostSuffixIdx(s sub, t *tailSpec) (*table, slot) {
+	return d.hostTable(d.hostS, t, s.n, len(s.n.kids)*d.devs.n), d.at(s)
+}
+
+// noHost says whether no sink stage of node n (hostBlocks) can absorb
+// tail t at T: no union of the two meets T with one micro-batch in flight
+// (prices.hostFloor), so that every plan that places the tail there fails.
+func (d *dp) noHost(t *tailSpec, n *snode) bool {
+	v := 0
+	if d.rfit != nil {
+		v = 1
+	}
+	return d.hostFloor[t.id][v][n.id] > d.T
 }
 
 // hostSolve is n planned with tail t in its sink stage, δ after the tail.
 func (d *dp) hostSolve(n *snode, k, δ int, t *tailSpec) int {
 	switch n.kind {
 	case partition.Leaf:
-		if d.fits(t.unions[n.whole()], k, δ+1) {
+		if d.fits(t.union(n.whole()), k, δ+1) {
 			return δ + 1
 		}
 		return inf
@@ -146,27 +180,36 @@ func (d *dp) suffixHost(s sub, t *tailSpec) int {
 		return inf
 	}
 	tab, idx := d.hostSuffixIdx(s, t)
-	if v := tab.v[idx]; v >= 0 {
-		return int(v)
+	if v, ok := d.lookup(tab, idx, s.δ+1); ok {
+		return v
+	}
+	if d.noHost(t, s.n) {
+		d.store(tab, idx, inf, choice{})
+		return inf
 	}
 	last, δ := s.last(), s.δ
 	best, ch := inf, choice{}
-	if d.fits(t.unions[s.blk(last)], s.k, δ+1) {
+	split := max(d.floor(tab, idx, δ+1), δ+2) // as in suffix
+	if d.fits(t.union(s.blk(last)), s.k, δ+1) {
 		best, ch = δ+1, choice{p: int16(last), k1: int16(s.k), role: roleTail}
 	} else if s.kidPlanned(last) {
 		if r := d.hostSolve(s.kid(), s.k, δ, t); r < best {
 			best, ch = r, choice{p: int16(last), k1: int16(s.k), role: roleTailKid}
 		}
 	}
-	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > δ+2; k1++ { // δ+2 at best, as in suffix
-		for p := s.i; p < last && best > δ+2; p++ {
+	for _, v := range d.devs.firstParts(s.k, true) { // δ+2 at best, as in suffix
+		if best <= split {
+			break
+		}
+		k1 := int(v)
+		for p := s.i; p < last && best > split; p++ {
 			kid := s.kidPlanned(p)
 			if !kid && !d.fitsTime(s.blk(p), k1) {
 				break // before the rest is solved, as in suffix
 			}
 			after := d.suffixHost(s.after(p, k1), t)
-			if after >= inf {
-				continue
+			if after+1 >= best {
+				continue // the first part holds more than after, or nothing fits
 			}
 			r := inf
 			if kid {
@@ -179,13 +222,13 @@ func (d *dp) suffixHost(s sub, t *tailSpec) int {
 			}
 		}
 	}
-	tab.v[idx], tab.ch[idx] = int16(best), ch
+	d.store(tab, idx, best, ch)
 	return best
 }
 
 func (d *dp) extractGroupHost(s sub, t *tailSpec, need bool, out *[]assignment) {
 	tab, idx := d.hostGroupIdx(s, t, need)
-	ch := tab.ch[idx]
+	ch := tab.choice(idx)
 	p, k1 := int(ch.p), int(ch.k1)
 	switch {
 	case ch.role == roleTailKid:
@@ -193,7 +236,7 @@ func (d *dp) extractGroupHost(s sub, t *tailSpec, need bool, out *[]assignment) 
 	case p == s.i:
 		d.extractSolve(s.kid(), k1, s.δ+1, out)
 	case ch.role == roleTail:
-		*out = append(*out, assignment{t.unions[s.blk(p)], k1, s.δ + 1})
+		*out = append(*out, assignment{t.union(s.blk(p)), k1, s.δ + 1})
 	default:
 		*out = append(*out, assignment{s.blk(p), k1, s.δ + 2})
 	}
@@ -205,7 +248,7 @@ func (d *dp) extractGroupHost(s sub, t *tailSpec, need bool, out *[]assignment) 
 func (d *dp) extractHost(n *snode, k, δ int, t *tailSpec, out *[]assignment) {
 	switch n.kind {
 	case partition.Leaf:
-		*out = append(*out, assignment{t.unions[n.whole()], k, δ + 1})
+		*out = append(*out, assignment{t.union(n.whole()), k, δ + 1})
 	case partition.Series:
 		d.extractSuffixHost(sub{n, 0, k, δ}, t, out)
 	default:
@@ -215,14 +258,14 @@ func (d *dp) extractHost(n *snode, k, δ int, t *tailSpec, out *[]assignment) {
 
 func (d *dp) extractSuffixHost(s sub, t *tailSpec, out *[]assignment) {
 	tab, idx := d.hostSuffixIdx(s, t)
-	ch := tab.ch[idx]
+	ch := tab.choice(idx)
 	p, k1 := int(ch.p), int(ch.k1)
 	switch ch.role {
 	case roleTailKid:
 		d.extractHost(s.kid(), s.k, s.δ, t, out)
 		return
 	case roleTail:
-		*out = append(*out, assignment{t.unions[s.blk(s.last())], s.k, s.δ + 1})
+		*out = append(*out, assignment{t.union(s.blk(s.last())), s.k, s.δ + 1})
 		return
 	}
 	after := d.suffixHost(s.after(p, k1), t)

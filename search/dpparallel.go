@@ -6,11 +6,12 @@ package search
 func (d *dp) group(s sub) int {
 	idx := d.at(s)
 	tab := d.groupM[s.n.id]
-	if v := tab.v[idx]; v >= 0 {
-		return int(v)
+	if v, ok := d.lookup(tab, idx, s.δ+1); ok {
+		return v
 	}
 	last, δ := s.last(), s.δ
 	best, ch := inf, choice{}
+	floor := d.floor(tab, idx, δ+1) // no option does better
 	try := func(p, k1 int) (stop bool) {
 		first := inf
 		switch {
@@ -34,19 +35,23 @@ func (d *dp) group(s sub) int {
 		return false
 	}
 	try(last, s.k)
-	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > δ+1; k1++ {
-		for p := s.i; p < last && best > δ+1; p++ {
+	for _, v := range d.devs.firstParts(s.k, true) {
+		if best <= floor {
+			break
+		}
+		k1 := int(v)
+		for p := s.i; p < last && best > floor; p++ {
 			if try(p, k1) {
 				break
 			}
 		}
 	}
-	tab.v[idx], tab.ch[idx] = int16(best), ch
+	d.store(tab, idx, best, ch)
 	return best
 }
 
 func (d *dp) extractGroup(s sub, out *[]assignment) {
-	ch := d.groupM[s.n.id].ch[d.at(s)]
+	ch := d.groupM[s.n.id].choice(d.at(s))
 	p, k1 := int(ch.p), int(ch.k1)
 	if p == s.i {
 		d.extractSolve(s.kid(), k1, s.δ, out)

@@ -9,10 +9,10 @@ func (d *dp) solve(n *snode, k, δ int) int {
 	if k < 1 || δ >= d.D {
 		return inf
 	}
-	idx := k*(d.D+1) + δ
+	idx := slot{δ, k}
 	tab := d.solveM[n.id]
-	if v := tab.v[idx]; v >= 0 {
-		return int(v)
+	if v, ok := d.lookup(tab, idx, δ+1); ok {
+		return v
 	}
 	best, ch := inf, choice{k1: int16(k), role: roleWhole}
 	switch {
@@ -25,7 +25,7 @@ func (d *dp) solve(n *snode, k, δ int) int {
 		best = d.group(sub{n, 0, k, δ})
 		ch.role = roleGroup
 	}
-	tab.v[idx], tab.ch[idx] = int16(best), ch
+	d.store(tab, idx, best, ch)
 	return best
 }
 
@@ -37,11 +37,20 @@ func (d *dp) solve(n *snode, k, δ int) int {
 func (d *dp) suffix(s sub) int {
 	idx := d.at(s)
 	tab := d.suffixM[s.n.id]
-	if v := tab.v[idx]; v >= 0 {
-		return int(v)
+	if v, ok := d.lookup(tab, idx, s.δ+1); ok {
+		return v
 	}
 	last, δ := s.last(), s.δ
 	best, ch := inf, choice{}
+	floor := d.floor(tab, idx, δ+1) // no option does better
+	stages := d.stagesAt(s.n)       // nil unless n is a series of leaves
+	if stages != nil {
+		if stages[s.i] >= inf {
+			d.store(tab, idx, inf, ch) // no run of stages covers the units
+			return inf
+		}
+		floor = max(floor, δ+int(stages[s.i]))
+	}
 	// try prices units i..p on k1 devices; stop reports that longer intervals
 	// cannot meet T either.
 	try := func(p, k1 int) (stop bool) {
@@ -68,25 +77,127 @@ func (d *dp) suffix(s sub) int {
 	try(last, s.k)
 	// a first interval short of the last unit has a stage after it, so it
 	// holds at least δ+2: once best is δ+2 no split can improve it
-	for k1 := 1; k1 < s.k && k1 <= d.kmax && best > δ+2; k1++ {
-		for p := s.i; p < last && best > δ+2; p++ {
-			if try(p, k1) {
-				break
-			}
-		}
+	split := max(floor, δ+2)
+	if best > split {
+		best, ch = d.splits(s, best, ch, split, stages)
 	}
-	if s.kid().kind == partition.Parallel {
-		if r, jch := d.joinSuffix(s, best); r < best {
+	if s.kid().kind == partition.Parallel && best > floor {
+		if r, jch := d.joinSuffix(s, best, floor); r < best {
 			best, ch = r, jch
 		}
 	}
-	if best > δ+2 {
-		if r, fch := d.forkSuffix(s, best); r < best {
+	if best > split {
+		if r, fch := d.forkSuffix(s, best, floor); r < best {
 			best, ch = r, fch
 		}
 	}
-	tab.v[idx], tab.ch[idx] = int16(best), ch
+	d.store(tab, idx, best, ch)
 	return best
+}
+
+// splits is suffix's loop over a first interval of units i..p short of the
+// last unit (or kid i planned on its own) on k1 devices, the rest after it,
+// from k1 = 1 and p = i up, until best is floor. It returns the least value
+// below best and the first choice (in that order) that reaches it. It is
+// the planner's innermost loop, written out: the rest's value is read from
+// its table where it is memoised (unit p+1 of the rest sits next to unit p),
+// and not solved where the stages it needs (stages, when n is a series of
+// leaves) or its value at a larger T (in a bisection) leave it no room
+// below best.
+func (d *dp) splits(s sub, best int, ch choice, floor int, stages []int16) (int, choice) {
+	n, last, δ := s.n, s.last(), s.δ
+	row := n.blk[s.i] // row[p-i]: the block of units i..p
+	tab := d.suffixM[n.id]
+	kid := s.kid().kind != partition.Leaf // unit i is kid i, planned on its own
+	var vals, his []int16                 // the suffixes at δ, where memoised, and their bounds from below
+	if sl := tab.slabs[δ]; sl != nil {
+		vals, his = sl.v, sl.hi
+	}
+	for _, v := range d.devs.firstParts(s.k, true) {
+		if best <= floor {
+			break
+		}
+		k1 := int(v)
+		rest := sub{n, 0, s.k - k1, δ}
+		base := d.at(rest).j // the rest from unit j is at base+j
+		p := s.i
+		if kid && p < last {
+			rest.i = p + 1
+			if after := d.suffix(rest); after+1 < best { // the kid holds more than after
+				if r := d.solve(s.kid(), k1, after); r < best {
+					best, ch = r, choice{p: int16(p), k1: int16(k1)}
+				}
+			}
+			p++
+		}
+		col := int(d.devs.col[k1])
+		if col < 0 {
+			continue // a stage's devices are of one kind, at most kmax of it
+		}
+		for ; p < last && best > floor; p++ {
+			at := row[p-s.i]*d.W + col
+			if e := &d.fit[at]; e.t > d.T || e.maxIn < 1 {
+				break // longer intervals cannot meet T either
+			}
+			if stages != nil && δ+1+int(stages[p+1]) >= best {
+				continue // the rest needs too many stages
+			}
+			after := -1
+			if vals != nil {
+				after = int(vals[base+p+1])
+				if after < 0 && d.useFloors && int(his[base+p+1])+1 >= best {
+					continue // the rest alone holds too many: no need to solve it
+				}
+			}
+			if after < 0 {
+				rest.i = p + 1
+				after = d.suffix(rest)
+				sl := tab.slabs[δ]
+				vals, his = sl.v, sl.hi
+			}
+			if after+1 < best && d.fitsAt(at, after+1) {
+				best, ch = after+1, choice{p: int16(p), k1: int16(k1)}
+			}
+		}
+	}
+	return best, ch
+}
+
+// stagesAt is, for a series node of leaves, the fewest stages that cover
+// its units from each one on at T, as suffix may cut them (runTimes),
+// whatever their devices and memory: a bound from below on suffix's value
+// less δ (inf where none does); nil for other nodes.
+func (d *dp) stagesAt(n *snode) []int16 {
+	r := d.runs[n.id]
+	if r == nil {
+		return nil
+	}
+	if d.stages == nil {
+		d.stages = make([][]int16, len(d.sp.nodes))
+	}
+	if st := d.stages[n.id]; st != nil {
+		return st
+	}
+	u := len(n.units)
+	st := make([]int16, u+1) // st[u]: nothing left
+	for a := u - 1; a >= 0; a-- {
+		if r.last[a] <= d.T {
+			st[a] = 1
+			continue
+		}
+		fewest := int16(inf)
+		for q, t := range r.reach[a][:u-1-a] { // a first interval short of the last unit
+			if t > d.T {
+				break
+			}
+			fewest = min(fewest, st[a+q+1])
+		}
+		if st[a] = inf; fewest < inf {
+			st[a] = fewest + 1
+		}
+	}
+	d.stages[n.id] = st
+	return st
 }
 
 // rest is the depth of series node s.n's units after p when a first part of
@@ -100,8 +211,7 @@ func (d *dp) rest(s sub, p, k1 int) int {
 }
 
 func (d *dp) extractSolve(n *snode, k, δ int, out *[]assignment) {
-	idx := k*(d.D+1) + δ
-	switch d.solveM[n.id].ch[idx].role {
+	switch d.solveM[n.id].choice(slot{δ, k}).role {
 	case roleWhole:
 		*out = append(*out, assignment{n.whole(), k, δ + 1})
 	case roleSeries:
@@ -112,7 +222,7 @@ func (d *dp) extractSolve(n *snode, k, δ int, out *[]assignment) {
 }
 
 func (d *dp) extractSuffix(s sub, out *[]assignment) {
-	ch := d.suffixM[s.n.id].ch[d.at(s)]
+	ch := d.suffixM[s.n.id].choice(d.at(s))
 	p, k1 := int(ch.p), int(ch.k1)
 	after := d.rest(s, p, k1)
 	switch {

@@ -27,6 +27,12 @@ type Options struct {
 	// the model itself (graphpipe profile --model) instead of from the
 	// device's FLOP rate; it must belong to the graph searched.
 	OpTimes *plan.OpTimes
+	// Cluster, when set, is the devices: groups of nodes of several kinds
+	// (plan.DecodeCluster); Device, Devices and DevicesPerNode then follow
+	// from it (the first kind's, and all of them), and MemoryLimit, when
+	// set, bounds every kind. A cluster of one kind is the same as Device,
+	// Devices and DevicesPerNode.
+	Cluster *plan.Cluster
 	// Recompute is activation recomputation: "auto" (default) lets the
 	// planners make a stage rerun its forward during backward where that
 	// buys a faster plan (memory binds); "off" never; "all" makes every
@@ -46,14 +52,27 @@ type OptionError struct {
 
 func (e *OptionError) Error() string { return fmt.Sprintf("--%s: %s", e.Flag, e.Msg) }
 
-// NoPlanError says that no plan fits, and which limit failed.
+// NoPlanError says that no plan fits, and which limit failed. Bound marks
+// a refusal before any search (refuse.go): a bound that needs no plan rules
+// every plan out, and Op (the op at fault), Need and Limit (bytes) say which;
+// the model cannot fit these devices as given. Without Bound, the search
+// found nothing, and Op, Need and Limit may be empty.
 type NoPlanError struct {
-	Reason string
+	Reason      string
+	Op          string
+	Need, Limit int64
+	Bound       bool
 }
 
 func (e *NoPlanError) Error() string { return "no plan fits: " + e.Reason }
 
 func (o Options) withDefaults(modelBatch int64) (Options, error) {
+	if o.Cluster != nil {
+		var err error
+		if o, err = o.clusterDefaults(); err != nil {
+			return o, err
+		}
+	}
 	if o.Strategy == "" {
 		o.Strategy = "gpp"
 	}
@@ -116,6 +135,41 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	}
 	if err := o.Device.Validate(); err != nil {
 		return o, &OptionError{"device", err.Error()}
+	}
+	return o, nil
+}
+
+// clusterDefaults takes Device, Devices and DevicesPerNode from the
+// cluster, and each kind's memory limit from MemoryLimit where it is set;
+// a cluster of one kind becomes those options alone.
+func (o Options) clusterDefaults() (Options, error) {
+	c := *o.Cluster
+	c.Kinds = append([]plan.Kind(nil), c.Kinds...)
+	if len(c.Kinds) == 0 {
+		return o, &OptionError{"cluster", "no devices"}
+	}
+	for t := range c.Kinds {
+		k := &c.Kinds[t]
+		if err := k.Device.Validate(); err != nil {
+			return o, &OptionError{"cluster", err.Error()}
+		}
+		if k.Devices < 1 || k.DevicesPerNode < 1 {
+			return o, &OptionError{"cluster", fmt.Sprintf("kind %s: %d devices, %d per node: both must be positive", k.Name(), k.Devices, k.DevicesPerNode)}
+		}
+		if k.MemoryLimit = k.Device.Memory; o.MemoryLimit > 0 {
+			k.MemoryLimit = o.MemoryLimit
+		}
+	}
+	first := c.Kinds[0]
+	o.Device, o.Devices, o.DevicesPerNode, o.MemoryLimit = first.Device, c.Total(), first.DevicesPerNode, first.MemoryLimit
+	o.Cluster = &c
+	switch {
+	case len(c.Kinds) == 1:
+		o.Cluster = nil
+	case o.OpTimes != nil:
+		return o, &OptionError{"op-times", "op times are measured on one device: not for a cluster of several kinds"}
+	case o.Strategy == "spp-exact":
+		return o, &OptionError{"strategy", "spp-exact plans devices of one kind: use gpp or spp on a cluster of several kinds"}
 	}
 	return o, nil
 }

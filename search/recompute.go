@@ -14,31 +14,25 @@ import (
 
 // allowRecompute lets the DP choose, per stage, to recompute.
 func (d *dp) allowRecompute() {
-	d.rcosts = make([][]stageCost, len(d.costs))
-	for id, cs := range d.costs {
-		d.rcosts[id] = make([]stageCost, len(cs))
-		for k := 1; k < len(cs); k++ {
-			d.rcosts[id][k] = recomputed(cs[k], d.sp.blocks[id])
-		}
-	}
-	d.rfit = d.fitEntries(d.rcosts)
+	d.rfit = d.recFit
 	d.ts = nil // the recomputing stages' times are candidates too
 }
 
 // keeps says whether block id on k devices, depth stages from the end, fits
 // at T keeping its activations.
 func (d *dp) keeps(id, k, depth int) bool {
-	e := &d.fit[id*(d.kmax+1)+k]
+	e := &d.fit[d.fitIndex(id, k)]
 	return e.t <= d.T && d.inflight(depth) <= e.maxIn
 }
 
 // cost is the price of a solution's stage: recomputing where the DP may
 // choose that and keeping does not fit.
 func (d *dp) cost(a assignment) stageCost {
-	if d.rcosts != nil && !d.keeps(a.block, a.k, a.depth) {
-		return d.rcosts[a.block][a.k]
+	c := d.keepCost(a.block, a.k)
+	if d.rfit != nil && !d.keeps(a.block, a.k, a.depth) {
+		return recomputed(c, d.sp.blocks[a.block])
 	}
-	return d.costs[a.block][a.k]
+	return c
 }
 
 // recomputeMayHelp says whether letting stages recompute could find a plan
@@ -53,17 +47,12 @@ func (d *dp) recomputeMayHelp(T float64) bool {
 	if !d.gpipe {
 		most = min(d.mbs, d.D)
 	}
-	for id, cs := range d.costs {
-		for k := 1; k <= d.kmax; k++ {
-			r := recomputed(cs[k], d.sp.blocks[id])
-			if math.Max(r.period, r.link) >= T {
-				continue
-			}
-			keep := d.fit[id*(d.kmax+1)+k].maxIn
-			rec := maxInFlight(satAdd(r.static, r.work), r.stashPerMB, d.sp.cm.limit)
-			if min(rec, most) > min(keep, most) {
-				return true
-			}
+	for at, r := range d.recFit {
+		if r.t >= T {
+			continue // too slow recomputing (a column of no devices holds none either way)
+		}
+		if min(r.maxIn, most) > min(d.fit[at].maxIn, most) {
+			return true
 		}
 	}
 	return false
@@ -75,14 +64,13 @@ func (d *dp) recomputeMayHelp(T float64) bool {
 // d's least bottleneck) and simulates faster.
 func (pl *planner) recomputeAt(d *dp, keep least, out *sized) error {
 	T := math.Inf(1)
-	if keep.ok && keep.k == d.D {
+	if keep.ok && keep.k == d.devs.full {
 		T = d.ts[keep.i]
 	}
 	if !d.recomputeMayHelp(T) {
 		return nil
 	}
-	r := &dp{sp: d.sp, D: d.D, g: d.g, b: d.b, mbs: d.mbs, gpipe: d.gpipe, kmax: d.kmax,
-		costs: d.costs, fit: d.fit, tailFloor: d.tailFloor, headFloor: d.headFloor}
+	r := &dp{prices: d.prices}
 	r.allowRecompute()
 	k2, i2, ok2 := r.minTOnMost(r.D)
 	if !ok2 || keep.ok && k2 == keep.k && r.ts[i2] >= d.ts[keep.i] {

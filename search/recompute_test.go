@@ -141,7 +141,7 @@ func checkRecExtract(t *testing.T, tc oracleCase, cm *costModel, d *dp, gpipe bo
 		if c.memory(inflight) > cm.limit {
 			t.Fatalf("seed %d: stage %v (recompute %v) needs %d bytes at %d in flight, over %d", tc.seed, ops, c.recompute, c.memory(inflight), inflight, cm.limit)
 		}
-		keep := d.costs[a.block][a.k]
+		keep := d.keepCost(a.block, a.k)
 		if c.recompute && keep.memory(inflight) <= cm.limit && math.Max(keep.period, keep.link) <= T {
 			t.Fatalf("seed %d: stage %v recomputes where keeping fits", tc.seed, ops)
 		}

@@ -27,10 +27,22 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
-	best, err := searchOn(g, o)
+	sp := &spaces{}
+	if o.Cluster != nil {
+		return sp.searchKinds(g, o, start)
+	}
+	return sp.search(g, o, start)
+}
+
+// search is Search on devices of one kind, o with its defaults.
+func (sp *spaces) search(g *dag.Graph, o Options, start time.Time) (*plan.Plan, error) {
+	if err := refuse(g, &o); err != nil && refuseFirst {
+		return nil, err
+	}
+	best, err := sp.searchOn(g, o)
 	var np *NoPlanError
 	if errors.As(err, &np) {
-		best, o, err = smallerMicroBatch(g, o, err)
+		best, o, err = sp.smallerMicroBatch(g, o, err)
 	}
 	if err != nil {
 		return nil, err
@@ -50,7 +62,7 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 		if o.OpTimes == nil && perSample > 0 && best.Predicted.SamplesPerS >= ideal {
 			break
 		}
-		q, err := searchOn(g, sub)
+		q, err := sp.searchOn(g, sub)
 		if err != nil {
 			break // nothing fits on fewer
 		}
@@ -71,6 +83,58 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 	return best, nil
 }
 
+// searchKinds is Search on a cluster of several device kinds: the DP over
+// every device, each stage of one kind, and a search on each kind's
+// devices alone (as Search of them would, fewer devices included); the
+// fastest plan, which may leave a kind idle (its notes say so).
+func (sp *spaces) searchKinds(g *dag.Graph, o Options, start time.Time) (*plan.Plan, error) {
+	if err := refuseKinds(g, &o); err != nil && refuseFirst {
+		return nil, err
+	}
+	best, err := sp.searchOn(g, o)
+	var np *NoPlanError
+	if err != nil && !errors.As(err, &np) {
+		return nil, err
+	}
+	failed := err
+	candidates := 0
+	var seq *plan.Baseline
+	if best != nil {
+		candidates, seq = best.Search.Candidates, best.Search.Sequential
+	}
+	for _, k := range o.Cluster.Kinds {
+		one := o.kindAlone(k)
+		q, err := sp.search(g, one, start)
+		if errors.As(err, &np) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		candidates += q.Search.Candidates
+		seq = betterBaseline(seq, q.Search.Sequential)
+		if best == nil || better(q, best) {
+			q.Search.Notes = append(q.Search.Notes, fmt.Sprintf("uses only the cluster's %d %s: no plan over its %d devices of %d kinds was faster",
+				k.Devices, k.Name(), o.Devices, len(o.Cluster.Kinds)))
+			best = q
+		}
+	}
+	if best == nil {
+		return nil, failed
+	}
+	best.Search.Sequential = seq
+	best.Search.Seconds = time.Since(start).Seconds()
+	best.Search.Candidates = candidates
+	return best, nil
+}
+
+// kindAlone is o on kind k's devices alone.
+func (o Options) kindAlone(k plan.Kind) Options {
+	o.Cluster = nil
+	o.Device, o.Devices, o.DevicesPerNode, o.MemoryLimit = k.Device, k.Devices, k.DevicesPerNode, k.MemoryLimit
+	return o
+}
+
 // smallerMicroBatch is Search's answer when nothing fits at the sizes the
 // planner tries first (at most MaxMicroBatches micro-batches per iteration):
 // the plan at the largest smaller size that fits, with options forcing that
@@ -80,13 +144,13 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 // its activations at a smaller size: while the recompute choice is the
 // planner's, smaller sizes are searched on until a plan recomputes nothing,
 // and the fastest is kept.
-func smallerMicroBatch(g *dag.Graph, o Options, failed error) (*plan.Plan, Options, error) {
+func (sp *spaces) smallerMicroBatch(g *dag.Graph, o Options, failed error) (*plan.Plan, Options, error) {
 	var best *plan.Plan
 	bestO, first := o, true
 	for _, b := range o.smallerMicroBatches() {
 		forced := o
 		forced.MicroBatch = b
-		p, err := searchOn(g, forced)
+		p, err := sp.searchOn(g, forced)
 		var np *NoPlanError
 		if errors.As(err, &np) {
 			continue
@@ -125,10 +189,43 @@ func betterBaseline(a, b *plan.Baseline) *plan.Baseline {
 	return a
 }
 
+// spaces are a Search's search spaces, built by its first search and shared
+// by the others (on fewer devices, at smaller micro-batches): they depend on
+// the graph and the options that do not change between them.
+type spaces struct {
+	tree       *partition.Tree
+	gpp, chain *space
+}
+
+// graph is gpp's space (and the tree it is built on).
+func (sp *spaces) graph(g *dag.Graph, o *Options, cm *costModel) *space {
+	if sp.gpp == nil {
+		sp.tree = partition.Decompose(g, o.MaxSeries)
+		sp.gpp = newSpace(cm, sp.tree.Root, cm.boundary)
+	}
+	return sp.gpp
+}
+
+// sequential is spp's space.
+func (sp *spaces) sequential(g *dag.Graph, o *Options, cm *costModel) *space {
+	if sp.chain == nil {
+		sp.chain = chainSpace(g, o, cm)
+	}
+	return sp.chain
+}
+
 // searchOn is Search on exactly o's devices at most.
-func searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
+func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	start := time.Now()
 	cm := newCostModel(g, &o)
+	if o.Cluster != nil { // a cost model per kind, each pricing its stages
+		for _, k := range o.Cluster.Kinds {
+			ko := o.kindAlone(k)
+			ko.Devices = o.Devices // a link inside the DP is between nodes, as the run spans them
+			cm.kinds = append(cm.kinds, newCostModel(g, &ko))
+		}
+		cm.kinds[0] = cm
+	}
 	// the fastest few of each planner's candidates, whose schedules are tuned
 	// at the end (tune): the same ones whichever strategy offers them, so gpp,
 	// which also offers spp's, is never worse than spp; only those close
@@ -145,24 +242,24 @@ func searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 		}
 		tops[who] = keepFastest(tops[who], p, tuneTop)
 	}
-	run := func(sp *space, chain bool, who string) error {
-		return (&planner{g: g, o: &o, cm: cm, sp: sp, chain: chain, who: who}).plans(consider)
+	run := func(s *space, chain bool, who string) error {
+		return (&planner{g: g, o: &o, cm: cm, sp: s, chain: chain, who: who}).plans(consider)
 	}
 	var notes []string
 	switch o.Strategy {
 	case "gpp":
-		tree := partition.Decompose(g, o.MaxSeries)
-		if tree.Cuts > 0 {
-			notes = append(notes, fmt.Sprintf("the graph is not series-parallel: %d cut(s) made it so", tree.Cuts))
+		gs := sp.graph(g, &o, cm)
+		if sp.tree.Cuts > 0 {
+			notes = append(notes, fmt.Sprintf("the graph is not series-parallel: %d cut(s) made it so", sp.tree.Cuts))
 		}
-		if err := run(newSpace(cm, tree.Root, cm.boundary), false, "gpp"); err != nil {
+		if err := run(gs, false, "gpp"); err != nil {
 			return nil, err
 		}
-		if err := run(chainSpace(g, &o, cm), true, "spp"); err != nil {
+		if err := run(sp.sequential(g, &o, cm), true, "spp"); err != nil {
 			return nil, err
 		}
 	case "spp":
-		if err := run(chainSpace(g, &o, cm), true, "spp"); err != nil {
+		if err := run(sp.sequential(g, &o, cm), true, "spp"); err != nil {
 			return nil, err
 		}
 	case "spp-exact":
@@ -170,25 +267,39 @@ func searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 			return nil, err
 		}
 		// spp's plans lie in spp-exact's space; the simulator may prefer one
-		if err := run(chainSpace(g, &o, cm), true, "spp"); err != nil {
+		if err := run(sp.sequential(g, &o, cm), true, "spp"); err != nil {
 			return nil, err
 		}
 	}
-	var best, seq *plan.Plan
-	for _, who := range families {
-		for _, p := range tops[who] {
-			if p.Predicted.IterationS > tuneWithin*tops[who][0].Predicted.IterationS {
+	// tune each planner's fastest plan, then the others within tuneWithin
+	// of it as tuned, each plan on its own (in parallel), and weigh them in
+	// order
+	if err := each(len(families), func(i int) error { return tune(tops[families[i]][0]) }); err != nil {
+		return nil, err
+	}
+	var tuned, rest []*plan.Plan
+	var who []string
+	for _, w := range families {
+		for j, p := range tops[w] {
+			if p.Predicted.IterationS > tuneWithin*tops[w][0].Predicted.IterationS {
 				break
 			}
-			if err := tune(p); err != nil {
-				return nil, err
+			if j > 0 {
+				rest = append(rest, p)
 			}
-			if best == nil || better(p, best) {
-				best = p
-			}
-			if who == "spp" && (seq == nil || better(p, seq)) {
-				seq = p
-			}
+			tuned, who = append(tuned, p), append(who, w)
+		}
+	}
+	if err := each(len(rest), func(i int) error { return tune(rest[i]) }); err != nil {
+		return nil, err
+	}
+	var best, seq *plan.Plan
+	for i, p := range tuned {
+		if best == nil || better(p, best) {
+			best = p
+		}
+		if who[i] == "spp" && (seq == nil || better(p, seq)) {
+			seq = p
 		}
 	}
 	if best == nil {
@@ -253,10 +364,9 @@ func noPlan(g *dag.Graph, o *Options, cm *costModel) error {
 			biggest, name = need, g.Op(i).Name
 		}
 	}
-	gb := func(b int64) string { return fmt.Sprintf("%.3g GB", float64(b)/1e9) }
 	if biggest > o.MemoryLimit {
-		return &NoPlanError{fmt.Sprintf("memory: op %q alone needs %s for its weights, gradients and optimizer state, over the %s a device has",
-			name, gb(biggest), gb(o.MemoryLimit))}
+		return &NoPlanError{Reason: fmt.Sprintf("memory: op %q alone needs %s for its weights, gradients and optimizer state, over the %s a device has",
+			name, gb(biggest), gb(o.MemoryLimit)), Op: name, Need: biggest, Limit: o.MemoryLimit}
 	}
 	at := "at any micro-batch size"
 	if o.MicroBatch > 0 {
@@ -264,6 +374,6 @@ func noPlan(g *dag.Graph, o *Options, cm *costModel) error {
 	} else if o.Batch > plan.MicroBatchLimit {
 		at = fmt.Sprintf("at any micro-batch size that makes at most %d micro-batches per iteration (the most a plan may have)", plan.MicroBatchLimit)
 	}
-	return &NoPlanError{fmt.Sprintf("memory: no %s plan of %q on %d devices fits in %s per device %s (weights, gradients and optimizer state take %s in all, %s per device if split evenly)",
+	return &NoPlanError{Reason: fmt.Sprintf("memory: no %s plan of %q on %d devices fits in %s per device %s (weights, gradients and optimizer state take %s in all, %s per device if split evenly)",
 		o.Strategy, g.Name(), o.Devices, gb(o.MemoryLimit), at, gb(total), gb(total/int64(o.Devices)))}
 }

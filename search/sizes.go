@@ -3,6 +3,7 @@ package search
 import (
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 
@@ -23,14 +24,23 @@ type planner struct {
 
 // dp is the planner's DP at micro-batch b.
 func (pl *planner) dp(b int64) *dp {
-	return newDP(pl.sp, pl.o.Devices, b, int(pl.o.Batch/b), pl.o.Schedule == "gpipe")
+	mbs, gpipe := int(pl.o.Batch/b), pl.o.Schedule == "gpipe"
+	if c := pl.o.Cluster; c != nil {
+		var devices []int
+		for _, k := range c.Kinds {
+			devices = append(devices, k.Devices)
+		}
+		return &dp{prices: newKindPrices(pl.cm.kinds, devices, pl.sp, b, mbs, gpipe)}
+	}
+	return &dp{prices: newPrices(pl.cm, pl.sp, pl.o.Devices, b, mbs, gpipe)}
 }
 
 // assemble builds the plan of d's current solution on k devices.
 func (pl *planner) assemble(d *dp, k int) (*plan.Plan, error) {
 	var in []stageIn
 	for _, a := range d.extract(d.sp.root, k) {
-		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: a.k * d.g, cost: d.cost(a), blk: d.sp.blocks[a.block]})
+		t, n := d.devs.part(a.k)
+		in = append(in, stageIn{ops: d.sp.blocks[a.block].ops, k: n * d.devs.g[t], kind: t, cost: d.cost(a), blk: d.sp.blocks[a.block]})
 	}
 	return assemble(pl.g, pl.o, pl.cm, d.b, in, pl.chain)
 }
@@ -42,8 +52,10 @@ func (pl *planner) assemble(d *dp, k int) (*plan.Plan, error) {
 func (pl *planner) plans(consider func(*plan.Plan, string)) error {
 	sizes := pl.o.microBatches()
 	first := make([]sized, len(sizes))
+	var keep keeper
 	if err := each(len(sizes), func(i int) (err error) {
 		first[i], err = pl.planAt(sizes[i])
+		keep.offer(first, i)
 		return err
 	}); err != nil {
 		return err
@@ -83,6 +95,41 @@ func (pl *planner) plans(consider func(*plan.Plan, string)) error {
 	return nil
 }
 
+// keeper keeps the prices of the sizes the frontier may follow, the
+// frontierSizes whose first plans are fastest among those with a gain
+// (what plans' order ranks first, but for its filter on the best plan of
+// all, known only at the end): the DP at those sizes is not priced again.
+// Only the kept sizes' prices stay in memory; a size whose prices were
+// dropped is priced again if the frontier follows it after all.
+type keeper struct {
+	mu   sync.Mutex // guards kept
+	kept []int      // indices into the sizes, fastest first
+}
+
+// offer ranks size i of first, which planAt has just filled.
+func (k *keeper) offer(first []sized, i int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	f := &first[i]
+	if f.gain <= 0 || f.pr == nil {
+		f.pr = nil
+		return
+	}
+	ahead := func(a, b int) bool { // a before b, as plans orders them
+		ta, tb := first[a].plans[0].Predicted.IterationS, first[b].plans[0].Predicted.IterationS
+		return ta < tb || ta == tb && a < b
+	}
+	j := len(k.kept)
+	for j > 0 && ahead(i, k.kept[j-1]) {
+		j--
+	}
+	k.kept = slices.Insert(k.kept, j, i)
+	if len(k.kept) > frontierSizes {
+		first[k.kept[frontierSizes]].pr = nil
+		k.kept = k.kept[:frontierSizes]
+	}
+}
+
 // each runs f(0..n-1) on every core and returns the first error by index.
 func each(n int, f func(i int) error) error {
 	errs := make([]error, n)
@@ -118,8 +165,9 @@ type least struct {
 type sized struct {
 	plans    []*plan.Plan
 	gain     float64
-	k, i, at int  // the DP's devices, candidate index and depth
-	rec      bool // the DP's plan is the one with recomputation allowed (recomputeAt)
+	k, i, at int     // the DP's devices, candidate index and depth
+	rec      bool    // the DP's plan is the one with recomputation allowed (recomputeAt)
+	pr       *prices // the DP's prices, while the frontier may want them (keeper)
 }
 
 // planAt returns, at micro-batch b, the DP's plan (the least bottleneck time
@@ -133,7 +181,7 @@ func (pl *planner) planAt(b int64) (sized, error) {
 	var out sized
 	d := pl.dp(b)
 	var keep least
-	keep.k, keep.i, keep.ok = d.minTOnMost(d.D)
+	keep.k, keep.i, keep.ok = d.minTOnMost(d.devs.full)
 	if keep.ok {
 		p, err := pl.assemble(d, keep.k)
 		if err != nil {
@@ -152,14 +200,12 @@ func (pl *planner) planAt(b int64) (sized, error) {
 	if len(out.plans) > 0 && out.at > 1 {
 		out.gain = d.gain(out.at)
 	}
-	id, k := pl.sp.root.whole(), d.kmax
-	if c := &d.costs[id][k]; k >= 1 && c.memory(d.inflight(1)) <= pl.cm.limit && (len(out.plans) == 0 || len(out.plans[0].Stages) > 1) {
-		blk := pl.sp.blocks[id]
-		p, err := assemble(pl.g, pl.o, pl.cm, b, []stageIn{{ops: blk.ops, k: k * d.g, cost: *c, blk: blk}}, pl.chain)
+	if len(out.plans) == 0 || len(out.plans[0].Stages) > 1 {
+		p, err := pl.dataParallel(d)
 		if err != nil {
 			return out, err
 		}
-		if p.Predicted.Feasible {
+		if p != nil && p.Predicted.Feasible {
 			out.plans = append(out.plans, p)
 		}
 	}
@@ -167,7 +213,23 @@ func (pl *planner) planAt(b int64) (sized, error) {
 		out.gain = 0
 	}
 	d.noteGroups(out.plans)
+	out.pr = d.prices
 	return out, nil
+}
+
+// dataParallel is the whole model as one stage on every device d may use,
+// or nil where that does not fit with one micro-batch in flight.
+func (pl *planner) dataParallel(d *dp) (*plan.Plan, error) {
+	id, k := pl.sp.root.whole(), d.kmax
+	if k < 1 || d.devs.kinds() > 1 { // several kinds: a search on each kind's alone tries it
+		return nil, nil
+	}
+	c := d.keepCost(id, k)
+	if c.memory(d.inflight(1)) > pl.cm.limit {
+		return nil, nil
+	}
+	blk := pl.sp.blocks[id]
+	return assemble(pl.g, pl.o, pl.cm, d.b, []stageIn{{ops: blk.ops, k: k * d.g, cost: c, blk: blk}}, pl.chain)
 }
 
 // frontier samples the DP's frontier at micro-batch b past its least
@@ -179,7 +241,10 @@ func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error
 	if shallowerPlans == 0 {
 		return nil, nil
 	}
-	d := pl.dp(b)
+	d := &dp{prices: f.pr} // planAt's, where kept
+	if f.pr == nil {
+		d = pl.dp(b)
+	}
 	if f.rec {
 		d.allowRecompute()
 	}

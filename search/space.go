@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/graphpipe/graphpipe/partition"
+	"github.com/graphpipe/graphpipe/plan"
 )
 
 // snode is a node of the search space: an SP tree node whose children
@@ -16,12 +17,17 @@ type snode struct {
 	kids  []*snode // none for a leaf
 	units [][]int  // per unit, its ops: the kids' ops, or a leaf's own ops as one unit
 	blk   [][]int  // blk[i][p-i]: the block of units i..p
-	sums  map[int64][][3]float64
+	sums  map[sumKey][][3]float64
 }
 
-// space is every candidate stage of a planner and the tree that combines them.
+// space is every candidate stage of a planner and the tree that combines
+// them. It depends on the graph and on how its ops are priced (cm's device
+// and op times: the prefix sums of op times it caches), not on the devices
+// or the memory: a Search's searches on fewer devices and at smaller
+// micro-batches share it, each pricing its stages with a cost model of its
+// own (price).
 type space struct {
-	cm     *costModel
+	cm     *costModel // prices the ops (unitSums)
 	root   *snode
 	nodes  []*snode
 	blocks []*block
@@ -30,6 +36,7 @@ type space struct {
 	tailAt map[[3]int]*tailSpec // (series node, i, p) → tail
 	heads  []*tailSpec
 	headAt map[[2]int]*tailSpec // (series node, i) → unit i as a head
+	hosts  [][]int              // per node, hostBlocks
 	mu     sync.Mutex           // guards every node's sums
 }
 
@@ -45,12 +52,17 @@ type blockRef struct {
 // absorption), or before it, into a branch's source stage (a head: fork
 // absorption); see doc.go.
 type tailSpec struct {
-	id     int
-	n      *snode // the series node
-	i, p   int    // its units i..p
-	ops    []int
-	unions map[int]int // host block → union block
+	id      int
+	n       *snode // the series node
+	i, p    int    // its units i..p
+	ops     []int
+	kid     *snode      // a tail's: the parallel kid whose sink stages absorb it
+	unions  map[int]int // host block → union block
+	unionOf []int32     // unions as a slice over every block (0 where it has none, as the map reads)
 }
+
+// union is the union block of host block h and the run.
+func (t *tailSpec) union(h int) int { return int(t.unionOf[h]) }
 
 // newSpace builds the search space over an SP tree. Parallel children are
 // ordered by descending cost so that similar branches sit side by side.
@@ -63,6 +75,18 @@ func newSpace(cm *costModel, root *partition.Node, cross func([]int) (int64, int
 	for _, n := range sp.nodes {
 		sp.makeTails(n, cross)
 		sp.makeHeads(n, cross)
+	}
+	sp.hosts = make([][]int, len(sp.nodes))
+	for _, n := range sp.nodes {
+		sp.hosts[n.id] = sp.hostBlocks(n)
+	}
+	for _, runs := range [][]*tailSpec{sp.tails, sp.heads} {
+		for _, t := range runs {
+			t.unionOf = make([]int32, len(sp.blocks))
+			for h, u := range t.unions {
+				t.unionOf[h] = int32(u)
+			}
+		}
 	}
 	return sp
 }
@@ -124,7 +148,7 @@ func (sp *space) makeTails(n *snode, cross func([]int) (int64, int64)) {
 		var ops []int
 		for p := i + 1; p < len(n.units); p++ {
 			ops = append(ops, n.units[p]...)
-			t := &tailSpec{id: len(sp.tails), n: n, i: i + 1, p: p, ops: append([]int(nil), ops...), unions: map[int]int{}}
+			t := &tailSpec{id: len(sp.tails), n: n, i: i + 1, p: p, ops: append([]int(nil), ops...), kid: kid, unions: map[int]int{}}
 			for _, h := range hosts {
 				u := sp.cm.newBlock(append(append([]int(nil), sp.blocks[h].ops...), t.ops...), cross)
 				t.unions[h] = len(sp.blocks)
@@ -172,7 +196,7 @@ func (sp *space) groupBlocks(n *snode, kid func(*snode) []int) []int {
 }
 
 func (sp *space) convert(pn *partition.Node) *snode {
-	n := &snode{id: len(sp.nodes), kind: pn.Kind, ops: pn.Ops, sums: map[int64][][3]float64{}}
+	n := &snode{id: len(sp.nodes), kind: pn.Kind, ops: pn.Ops, sums: map[sumKey][][3]float64{}}
 	sp.nodes = append(sp.nodes, n)
 	for _, c := range pn.Children {
 		n.kids = append(n.kids, sp.convert(c))
@@ -216,17 +240,42 @@ func (sp *space) makeBlocks(n *snode, cross func([]int) (int64, int64)) {
 	}
 }
 
+// chain says whether n is a series node of leaves: spp's chain, or a
+// branch of single ops.
+func (n *snode) chain() bool {
+	if n.kind != partition.Series {
+		return false
+	}
+	for _, k := range n.kids {
+		if k.kind != partition.Leaf {
+			return false
+		}
+	}
+	return true
+}
+
 // whole is the block of all of n's ops.
 func (n *snode) whole() int { return n.blk[0][len(n.units)-1] }
 
+// sumKey names a node's prefix sums: the device that times its ops, and
+// the micro-batch.
+type sumKey struct {
+	dev plan.Device
+	m   int64
+}
+
 // unitSums returns prefix sums of (f, bi, bw) over n's units at micro-batch m.
-func (sp *space) unitSums(n *snode, m int64) [][3]float64 {
+func (sp *space) unitSums(n *snode, m int64) [][3]float64 { return sp.unitSumsFor(sp.cm, n, m) }
+
+// unitSumsFor is unitSums with cm's op times (its device's).
+func (sp *space) unitSumsFor(cm *costModel, n *snode, m int64) [][3]float64 {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if s, ok := n.sums[m]; ok {
+	key := sumKey{cm.dev, m}
+	if s, ok := n.sums[key]; ok {
 		return s
 	}
-	t := sp.cm.times(m)
+	t := cm.times(m)
 	s := make([][3]float64, len(n.units)+1)
 	for i, unit := range n.units {
 		s[i+1] = s[i]
@@ -236,37 +285,74 @@ func (sp *space) unitSums(n *snode, m int64) [][3]float64 {
 			s[i+1][2] += t[op].bw
 		}
 	}
-	n.sums[m] = s
+	n.sums[key] = s
 	return s
 }
 
-// price computes a block's stage cost on k devices at micro-batch b.
-func (sp *space) price(id, k int, b int64, mbs int) stageCost {
-	blk := sp.blocks[id]
-	m := ceilDiv(b, int64(k))
-	t := sp.times(id, m)
-	c := stageCost{m: m, f: t[0], bi: t[1], bw: t[2]}
-	c.flush = sp.cm.flush(blk.params, k)
-	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
-	bytes := float64(max(blk.inB, blk.outB)) * float64(m)
-	c.link = 2 * transfer(sp.cm.dev, bytes, sp.cm.interDP())
-	sp.cm.setMemory(&c, blk, m)
-	unsplittable(&c, blk, k)
-	return sp.cm.variant(c, blk)
+// price computes a block's stage cost under cm on k devices at
+// micro-batch b.
+func (sp *space) price(cm *costModel, id, k int, b int64, mbs int) stageCost {
+	return sp.priceAt(cm, id, k, b, mbs, sp.timesFor(cm, id, ceilDiv(b, int64(k))))
 }
 
-// times sums a block's (f, bi, bw) at micro-batch m from prefix sums.
-func (sp *space) times(id int, m int64) [3]float64 {
+// priceAt is price given the block's times t at its per-device micro-batch.
+func (sp *space) priceAt(cm *costModel, id, k int, b int64, mbs int, t [3]float64) stageCost {
+	blk := sp.blocks[id]
+	m := ceilDiv(b, int64(k))
+	c := stageCost{m: m, f: t[0], bi: t[1], bw: t[2]}
+	c.flush = cm.flush(blk.params, k)
+	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
+	bytes := float64(max(blk.inB, blk.outB)) * float64(m)
+	c.link = 2 * transfer(cm.dev, bytes, cm.interDP())
+	cm.setMemory(&c, blk, m)
+	unsplittable(&c, blk, k)
+	return cm.variant(c, blk)
+}
+
+// nodeSums is every node's prefix sums of its units' (f, bi, bw) at
+// micro-batch m (unitSums), by node id.
+func (sp *space) nodeSums(cm *costModel, m int64) [][][3]float64 {
+	out := make([][][3]float64, len(sp.nodes))
+	for _, n := range sp.nodes {
+		out[n.id] = sp.unitSumsFor(cm, n, m)
+	}
+	return out
+}
+
+// timesIn is times from the nodes' prefix sums at the micro-batch (nodeSums).
+func (sp *space) timesIn(id int, sums [][][3]float64) [3]float64 {
 	ref := sp.owner[id]
 	if ref.tail != nil {
-		h := sp.times(ref.host, m)
-		s := sp.unitSums(ref.tail.n, m)
+		h := sp.timesIn(ref.host, sums)
+		s := sums[ref.tail.n.id]
 		for j := range h {
 			h[j] += s[ref.tail.p+1][j] - s[ref.tail.i][j]
 		}
 		return h
 	}
-	s := sp.unitSums(ref.n, m)
+	s := sums[ref.n.id]
+	var out [3]float64
+	for j := range out {
+		out[j] = s[ref.p+1][j] - s[ref.i][j]
+	}
+	return out
+}
+
+// times sums a block's (f, bi, bw) at micro-batch m from prefix sums.
+func (sp *space) times(id int, m int64) [3]float64 { return sp.timesFor(sp.cm, id, m) }
+
+// timesFor is times with cm's op times (its device's).
+func (sp *space) timesFor(cm *costModel, id int, m int64) [3]float64 {
+	ref := sp.owner[id]
+	if ref.tail != nil {
+		h := sp.timesFor(cm, ref.host, m)
+		s := sp.unitSumsFor(cm, ref.tail.n, m)
+		for j := range h {
+			h[j] += s[ref.tail.p+1][j] - s[ref.tail.i][j]
+		}
+		return h
+	}
+	s := sp.unitSumsFor(cm, ref.n, m)
 	var out [3]float64
 	for j := range out {
 		out[j] = s[ref.p+1][j] - s[ref.i][j]

@@ -27,9 +27,13 @@ func tune(p *plan.Plan) error {
 	if err != nil {
 		return err
 	}
+	var sched *microbatch.Schedule // the best so far, built with warm
 	build := func(w []int) (*microbatch.Schedule, error) {
-		if p.Schedule == "zb" {
+		switch {
+		case p.Schedule == "zb":
 			return microbatch.ZeroBubble(pipe, t, w)
+		case sched != nil: // only the stages whose counts changed
+			return microbatch.OneFOneBWarmFrom(sched, warm, w)
 		}
 		return microbatch.OneFOneBWarm(pipe, w)
 	}
@@ -42,14 +46,15 @@ func tune(p *plan.Plan) error {
 		if err != nil {
 			return 0, nil, false
 		}
-		for _, m := range r.PeakMemory {
-			if m > p.MemoryLimit {
+		for s, m := range r.PeakMemory {
+			if m > p.StageMemoryLimit(s) {
 				return 0, nil, false
 			}
 		}
 		return r.Iteration, s, true
 	}
-	cur, sched, ok := eval(warm)
+	cur, first, ok := eval(warm)
+	sched = first
 	if !ok {
 		return schedule(p) // the lists it was simulated with
 	}

@@ -4,8 +4,12 @@ import "fmt"
 
 // cpuBackend computes on the host: the executor's Params, Grads and Buffers
 // are the state, values in flight are host values, and a step's pieces run
-// on the host (hostStep, step_host.go).
-type cpuBackend struct{ hostStep }
+// on the host (hostStep, step_host.go), the ones after the check fused into
+// one pass (fused below).
+type cpuBackend struct {
+	hostStep
+	fused
+}
 
 func (b *cpuBackend) Name() string { return "cpu" }
 
@@ -46,5 +50,53 @@ func (b *cpuBackend) precision(p string) error {
 	if p != "fp32" {
 		return fmt.Errorf("precision %s: the CPU backend computes in float32 only; %s runs on the CUDA backend", p, p)
 	}
+	return nil
+}
+
+// fused is the CPU backend's step after EndStep's one read of the gradients
+// (the finite check, or the squared norms that tell it): the clip's scale
+// is kept rather than applied, and the optimizer's pass over the
+// parameters reads each gradient, scales it, zeroes it and updates with it
+// (fusedOptimizer). Two passes over the gradients where there were four
+// (check or norms, scale, update, clear), with the same arithmetic for
+// every element. Between EndStep and ApplyStep the host's gradients stay as
+// they were before the clip; nothing reads them then but FirstNonFinite,
+// which answers as things were before the clip.
+type fused struct {
+	scale   float32 // the clip's coefficient, when scaled
+	scaled  bool
+	cleared bool // the update zeroed the gradients
+}
+
+func (b *cpuBackend) scaleGrads(c float32) error {
+	b.scale, b.scaled = c, c != 1
+	return nil
+}
+
+func (b *cpuBackend) update(rate float64) error {
+	f, ok := b.opt.(fusedOptimizer)
+	if !ok {
+		if b.scaled {
+			b.scaled = false
+			if err := b.hostStep.scaleGrads(b.scale); err != nil {
+				return err
+			}
+		}
+		return b.hostStep.update(rate)
+	}
+	scale := float32(1)
+	if b.scaled {
+		scale = b.scale
+	}
+	f.step(b.e.Params, b.e.Grads, rate, scale, true)
+	b.scaled, b.cleared = false, true
+	return nil
+}
+
+func (b *cpuBackend) clearGrads() error {
+	if !b.cleared {
+		b.hostStep.clearGrads()
+	}
+	b.fused = fused{}
 	return nil
 }

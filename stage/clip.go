@@ -18,34 +18,32 @@ import (
 const normBlock = 1 << 14
 
 // SquaredNorms is ‖g‖² of each gradient, by parameter name, summed in
-// float64 in a fixed order.
+// float64 in a fixed order: one pass over every gradient (eachPiece), each
+// block of normBlock elements summed in order, a gradient's blocks added in
+// block order.
 func SquaredNorms(grads map[string]*Value[float32]) map[string]float64 {
+	names := sortedKeys(grads)
+	sizes, parts := make([]int, len(names)), make([][]float64, len(names))
+	for k, name := range names {
+		sizes[k] = len(grads[name].Data)
+		parts[k] = make([]float64, (sizes[k]+normBlock-1)/normBlock)
+	}
+	eachPiece(sizes, func(k, lo, hi int) {
+		s := 0.0
+		for _, v := range grads[names[k]].Data[lo:hi] {
+			s += float64(v) * float64(v)
+		}
+		parts[k][lo/normBlock] = s
+	})
 	out := make(map[string]float64, len(grads))
-	for name, g := range grads {
-		out[name] = sumSquares(g.Data)
+	for k, name := range names {
+		total := 0.0
+		for _, p := range parts[k] {
+			total += p
+		}
+		out[name] = total
 	}
 	return out
-}
-
-// sumSquares is Σx² in float64: blocks of normBlock elements summed in
-// parallel, their sums added in block order. A block belongs to the span
-// its first element falls in.
-func sumSquares(x []float32) float64 {
-	parts := make([]float64, (len(x)+normBlock-1)/normBlock)
-	eachSpan(len(x), func(lo, hi int) {
-		for b := (lo + normBlock - 1) / normBlock; b*normBlock < hi; b++ {
-			s := 0.0
-			for _, v := range x[b*normBlock : min(len(x), (b+1)*normBlock)] {
-				s += float64(v) * float64(v)
-			}
-			parts[b] = s
-		}
-	})
-	total := 0.0
-	for _, p := range parts {
-		total += p
-	}
-	return total
 }
 
 // GlobalNorm is √ of the squared norms' sum, taken in name order.
@@ -73,17 +71,35 @@ func ClipCoef(maxNorm, norm float64) float32 {
 	return c
 }
 
-// ScaleGrads multiplies every gradient by c (nothing when c is 1).
+// ScaleGrads multiplies every gradient by c (nothing when c is 1), in one
+// pass over them all.
 func ScaleGrads(grads map[string]*Value[float32], c float32) {
 	if c == 1 {
 		return
 	}
-	for _, g := range grads {
-		d := g.Data
-		eachSpan(len(d), func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				d[i] *= c
-			}
-		})
+	all := gradData(grads)
+	eachPiece(sizesOf(all), func(k, lo, hi int) {
+		d := all[k][lo:hi]
+		for i := range d {
+			d[i] *= c
+		}
+	})
+}
+
+// gradData is every gradient's data, in name order.
+func gradData(grads map[string]*Value[float32]) [][]float32 {
+	names := sortedKeys(grads)
+	out := make([][]float32, len(names))
+	for k, name := range names {
+		out[k] = grads[name].Data
 	}
+	return out
+}
+
+func sizesOf(x [][]float32) []int {
+	out := make([]int, len(x))
+	for k, d := range x {
+		out[k] = len(d)
+	}
+	return out
 }

@@ -71,7 +71,11 @@
 //     where a value is not finite); ApplyStep(skip) updates (or, skipping,
 //     restores the buffers and leaves the optimizer alone) and clears the
 //     gradients. One process (Trainer, no StepComm) and a pipeline run the
-//     same pieces in the same order.
+//     same pieces in the same order. On the CPU the pieces after the check
+//     are one pass over the parameters (backend_cpu.go's fused): the clip's
+//     scale, the optimizer's update and the gradients' clear, element by
+//     element in the arithmetic of the passes one after another; every
+//     pass over the state is split across the cores in pieces (eachPiece).
 //  7. Executor.Recompute (recompute.go) keeps only a micro-batch's feeds
 //     between its forward and its backward, which reruns the forward
 //     first (batch_norm then leaves its running statistics alone): the

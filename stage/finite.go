@@ -9,9 +9,16 @@ import (
 // Finite says whether every value of x is a finite number (neither NaN nor
 // an infinity). It reads x once, over the cores: v−v is 0 for a finite v
 // and NaN otherwise, and a sum of them stays 0 until it meets one NaN.
-func Finite(x []float32) bool {
+func Finite(x []float32) bool { return allFinite([][]float32{x}) }
+
+// allFinite is Finite of every slice of xs, in one pass over them all.
+func allFinite(xs [][]float32) bool {
 	var bad atomic.Bool
-	eachSpan(len(x), func(lo, hi int) {
+	eachPiece(sizesOf(xs), func(k, lo, hi int) {
+		if bad.Load() {
+			return
+		}
+		x := xs[k]
 		var s0, s1, s2, s3 float32
 		i := lo
 		for ; i+4 <= hi; i += 4 {

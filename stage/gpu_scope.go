@@ -19,9 +19,25 @@ import (
 type gpuScope struct {
 	d    *cuda.Device
 	dev  *devState
+	opts scopeOpts
 	bufs []cuda.Buffer
 	err  error
 }
+
+// scopeOpts are what a test asks of a kernel used alone (without a device
+// state, whose precision the kernels otherwise follow): products in TF32,
+// and conv2d's im2col path where cuDNN is loaded.
+type scopeOpts struct {
+	tf32   bool
+	im2col bool
+}
+
+// tf32 says whether the scope's products (GEMMs, cuDNN's convolutions)
+// run in TF32: the device state's precision, or the test's.
+func (s *gpuScope) tf32() bool { return s.dev != nil && s.dev.tf32 || s.opts.tf32 }
+
+// bf16 says whether the scope's GEMMs round their operands to bf16.
+func (s *gpuScope) bf16() bool { return s.dev != nil && s.dev.bf16 }
 
 func (s *gpuScope) fail(err error) {
 	if s.err == nil {
@@ -415,10 +431,15 @@ func (s *gpuScope) done() error {
 // OS thread and the device's context current there (CUDA contexts are
 // current per thread and goroutines move between threads).
 func onDevice(d *cuda.Device, dev *devState, f func(s *gpuScope)) error {
+	return onDeviceWith(d, dev, scopeOpts{}, f)
+}
+
+// onDeviceWith is onDevice with a test's options for the scope.
+func onDeviceWith(d *cuda.Device, dev *devState, opts scopeOpts, f func(s *gpuScope)) error {
 	defer d.Exclusive()()
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
-	s := &gpuScope{d: d, dev: dev}
+	s := &gpuScope{d: d, dev: dev, opts: opts}
 	s.fail(d.Bind())
 	if s.err == nil {
 		f(s)
@@ -432,6 +453,7 @@ func onDevice(d *cuda.Device, dev *devState, f func(s *gpuScope)) error {
 type gpuKernel struct {
 	d    *cuda.Device
 	dev  *devState
+	opts scopeOpts // a test's (see scopeOpts)
 	errp *error
 	fwd  func(s *gpuScope, x, p []*Value[float32]) (*Value[float32], any, error)
 	bwd  func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32])
@@ -441,7 +463,7 @@ func (k *gpuKernel) forward(x, p []*Value[float32]) (*Value[float32], any, error
 	var y *Value[float32]
 	var st any
 	var err error
-	derr := onDevice(k.d, k.dev, func(s *gpuScope) { y, st, err = k.fwd(s, x, p) })
+	derr := onDeviceWith(k.d, k.dev, k.opts, func(s *gpuScope) { y, st, err = k.fwd(s, x, p) })
 	if err == nil && derr != nil {
 		err = fmt.Errorf("gpu: %w", derr)
 	}
@@ -449,7 +471,7 @@ func (k *gpuKernel) forward(x, p []*Value[float32]) (*Value[float32], any, error
 }
 
 func (k *gpuKernel) backward(gy *Value[float32], x, p []*Value[float32], y *Value[float32], st any, gx, gp []*Value[float32]) {
-	err := onDevice(k.d, k.dev, func(s *gpuScope) { k.bwd(s, gy, x, p, y, st, gx, gp) })
+	err := onDeviceWith(k.d, k.dev, k.opts, func(s *gpuScope) { k.bwd(s, gy, x, p, y, st, gx, gp) })
 	if err != nil && *k.errp == nil {
 		*k.errp = fmt.Errorf("gpu: %w", err)
 	}

@@ -245,7 +245,7 @@ func (t *devTrain) keepLoss(s *gpuScope, slot int, v *Value[float32]) {
 
 // readStep computes each gradient's squared norm on the device (blocks of
 // normBlock elements summed in float64 in order, then each parameter's
-// blocks in order: sumSquares's numbers) and brings them down with the
+// blocks in order: SquaredNorms's numbers) and brings them down with the
 // step's losses: one copy and one wait.
 func (t *devTrain) readStep(s *gpuScope) *readback {
 	if t.read != nil {

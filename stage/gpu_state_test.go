@@ -111,7 +111,7 @@ func checkDeviceOptimizers(t *testing.T, d *cuda.Device) {
 }
 
 // TestDeviceNormsEmulated: the squared norms the device reduces (float64
-// blocks of normBlock in order) are sumSquares's numbers exactly, for
+// blocks of normBlock in order) are SquaredNorms's numbers exactly, for
 // gradients of more than one block; a NaN or an infinity anywhere makes
 // its parameter's not finite, which is the finite check.
 func TestDeviceNormsEmulated(t *testing.T) {

@@ -120,6 +120,15 @@ func opCtx() *runCtx { return &runCtx{seed: 5, pos: Position{Step: 2, Sample: 7,
 // the buffers the forward updates (batch_norm's running statistics: each
 // side moves its own copy), and every gradient.
 func checkOpOn(t *testing.T, d *cuda.Device, c opCase, worst *closeness) {
+	checkOpWith(t, d, c, worst, scopeOpts{}, 1e-3)
+}
+
+// checkOpWith is checkOpOn with the GPU kernel run as opts says, within
+// tol relative (to 1 + |want|). With opts.tf32 the inputs, parameters and
+// the output's gradient are rounded to TF32 first, on both sides, so that
+// the CPU's FP32 computes what TF32 products of them compute, up to the
+// order of the sums (and what an algorithm's own transforms round).
+func checkOpWith(t *testing.T, d *cuda.Device, c opCase, worst *closeness, opts scopeOpts, tol float64) {
 	g, i := oneOp(t, c)
 	cpu, err := newKernel[float32](g, i, opCtx())
 	if err != nil {
@@ -130,12 +139,28 @@ func checkOpOn(t *testing.T, d *cuda.Device, c opCase, worst *closeness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, generic := gpu.(*gpuKernel); !generic {
+	gk, generic := gpu.(*gpuKernel)
+	if !generic {
 		t.Fatalf("%s: the GPU kernel is the CPU's %T", c.name, gpu)
+	}
+	gk.opts = opts
+	close3 := func(t *testing.T, what string, got, want []float32) float64 {
+		t.Helper()
+		return closeTol(t, what, got, want, tol)
 	}
 	x64, p64 := randomValues(g, i, 3, rand.New(rand.NewSource(11)))
 	positive(c, x64)
 	x, p, pg := narrow(x64), narrow(p64), narrow(p64)
+	round := func(vs []*Value[float32]) {
+		for _, v := range vs {
+			if opts.tf32 && v != nil && v.Data != nil {
+				v.Data = tf32Round(v.Data)
+			}
+		}
+	}
+	round(x)
+	round(p)
+	round(pg)
 	yc, stc, err := cpu.forward(x, p)
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +177,7 @@ func checkOpOn(t *testing.T, d *cuda.Device, c opCase, worst *closeness) {
 	for j := range gy.Data {
 		gy.Data[j] = float32(j%7-3) / 3
 	}
+	round([]*Value[float32]{gy})
 	for _, mode := range []struct {
 		name    string
 		inputs  bool
@@ -215,6 +241,12 @@ func (c *closeness) note(what string, rel float64) {
 // the largest such difference.
 func close3(t *testing.T, what string, got, want []float32) float64 {
 	t.Helper()
+	return closeTol(t, what, got, want, 1e-3)
+}
+
+// closeTol is close3 within tol.
+func closeTol(t *testing.T, what string, got, want []float32, tol float64) float64 {
+	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
@@ -224,7 +256,7 @@ func close3(t *testing.T, what string, got, want []float32) float64 {
 			continue
 		}
 		rel := math.Abs(float64(got[j])-float64(want[j])) / (1 + math.Abs(float64(want[j])))
-		if !(rel <= 1e-3) { // NaN on one side fails
+		if !(rel <= tol) { // NaN on one side fails
 			t.Fatalf("%s[%d]: device %v, CPU %v", what, j, got[j], want[j])
 		}
 		worst = max(worst, rel)

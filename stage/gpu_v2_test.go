@@ -50,8 +50,9 @@ var gpuV2Cases = []opCase{
 func init() { positiveInputs["pow-neg"] = true }
 
 // TestConv2DChunksOnEmulator: with an im2col buffer of one or two samples,
-// conv2d's samples go through in chunks (gpuConv2D), and the outputs and
-// gradients (the weight's summed over the chunks) still match the CPU.
+// conv2d's samples go through in chunks (gpuConv2DCols: the im2col path,
+// even where cuDNN is loaded), and the outputs and gradients (the
+// weight's summed over the chunks) still match the CPU.
 func TestConv2DChunksOnEmulator(t *testing.T) { checkConv2DChunks(t, emulatedDevice(t)) }
 
 // TestConv2DChunksOnGPU is TestConv2DChunksOnEmulator on a real GPU (skipped without one).
@@ -67,7 +68,13 @@ func checkConv2DChunks(t *testing.T, d *cuda.Device) {
 		cols := cv.c * cv.kh * cv.kw * cv.oh * cv.ow // one sample's im2col
 		for _, samples := range []int{1, 2} {
 			convColElems = samples * cols
-			t.Run(c.name+"/"+string(rune('0'+samples)), func(t *testing.T) { checkOpOn(t, d, c, &worst) })
+			t.Run(c.name+"/"+string(rune('0'+samples)), func(t *testing.T) {
+				before := d.Counts()
+				checkOpWith(t, d, c, &worst, scopeOpts{im2col: true}, 1e-3)
+				if n := d.Counts().Sub(before).DNN; n != 0 {
+					t.Errorf("%d cuDNN calls on the im2col path", n)
+				}
+			})
 		}
 	}
 	t.Logf("largest relative difference, device against CPU: %.3g (%s)", worst.rel, worst.what)

@@ -275,23 +275,17 @@ func (k *matmul[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 	batch, m, kk, p := k.dims(x[0].Shape, x[1].Shape)
 	shape := append(append([]int(nil), x[0].Shape[:len(x[0].Shape)-1]...), p)
 	y := NewValue[T](shape...)
-	for s := 0; s < batch; s++ {
-		a, b, c := x[0].Data[s*m*kk:(s+1)*m*kk], x[1].Data[s*kk*p:(s+1)*kk*p], y.Data[s*m*p:(s+1)*m*p]
-		gemm(false, false, m, p, kk, a, kk, b, p, 0, c, p) // c[m,p] = a[m,k]·b[k,p]
-	}
+	gemmBatched(false, false, m, p, kk, x[0].Data, kk, m*kk, x[1].Data, p, kk*p, 0, y.Data, p, m*p, batch) // c[m,p] = a[m,k]·b[k,p], each sample
 	return y, nil, nil
 }
 
 func (k *matmul[T]) backward(gy *Value[T], x, _ []*Value[T], _ *Value[T], _ any, gx, _ []*Value[T]) {
 	batch, m, kk, p := k.dims(x[0].Shape, x[1].Shape)
-	for s := 0; s < batch; s++ {
-		g := gy.Data[s*m*p : (s+1)*m*p]
-		if gx[0] != nil { // ga[m,k] += g[m,p]·bᵀ[p,k]
-			gemm(false, true, m, kk, p, g, p, x[1].Data[s*kk*p:(s+1)*kk*p], p, 1, gx[0].Data[s*m*kk:(s+1)*m*kk], kk)
-		}
-		if gx[1] != nil { // gb[k,p] += aᵀ[k,m]·g[m,p]
-			gemm(true, false, kk, p, m, x[0].Data[s*m*kk:(s+1)*m*kk], kk, g, p, 1, gx[1].Data[s*kk*p:(s+1)*kk*p], p)
-		}
+	if gx[0] != nil { // ga[m,k] += g[m,p]·bᵀ[p,k], each sample
+		gemmBatched(false, true, m, kk, p, gy.Data, p, m*p, x[1].Data, p, kk*p, 1, gx[0].Data, kk, m*kk, batch)
+	}
+	if gx[1] != nil { // gb[k,p] += aᵀ[k,m]·g[m,p], each sample
+		gemmBatched(true, false, kk, p, m, x[0].Data, kk, m*kk, gy.Data, p, m*p, 1, gx[1].Data, p, kk*p, batch)
 	}
 }
 

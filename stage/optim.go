@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/graphpipe/graphpipe/tensor"
 )
 
 // Optimizer updates parameters from their accumulated gradients, once per
@@ -48,20 +50,37 @@ type SGD struct {
 }
 
 func (o *SGD) Step(params, grads map[string]*Value[float32], lr float64) {
+	o.step(params, grads, lr, 1, false)
+}
+
+// step is Step with the step's other passes over the gradients fused in
+// (fusedOptimizer): each gradient read times scale (the clip's
+// coefficient, rounded as ScaleGrads rounds it) and, with clear, zeroed
+// once read. Every element's arithmetic is Step's, in Step's order.
+func (o *SGD) step(params, grads map[string]*Value[float32], lr float64, scale float32, clear bool) {
 	rate := float32(lr)
-	for _, name := range sortedKeys(params) {
+	names := sortedKeys(params)
+	sizes, loops := make([]int, len(names)), make([]func(lo, hi int), len(names))
+	for k, name := range names {
 		p, g := params[name].Data, grads[name].Data
 		wd := float32(decay(o.WeightDecay, o.MatricesOnly, params[name])) // PyTorch's alpha, cast to the tensor's type
+		sizes[k] = len(p)
 		if o.Momentum == 0 {
-			eachSpan(len(p), func(lo, hi int) {
+			loops[k] = func(lo, hi int) {
 				for i := lo; i < hi; i++ {
 					d := g[i]
+					if scale != 1 {
+						d = float32(d * scale)
+					}
+					if clear {
+						g[i] = 0
+					}
 					if wd != 0 {
 						d += wd * p[i]
 					}
 					p[i] -= rate * d
 				}
-			})
+			}
 			continue
 		}
 		b, first := o.buf[name], false
@@ -69,26 +88,34 @@ func (o *SGD) Step(params, grads map[string]*Value[float32], lr float64) {
 			b, first = make([]float32, len(g)), true
 			o.buf[name] = b
 		}
-		eachSpan(len(p), func(lo, hi int) {
+		mu, nesterov := o.Momentum, o.Nesterov
+		loops[k] = func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				d := g[i]
+				if scale != 1 {
+					d = float32(d * scale)
+				}
+				if clear {
+					g[i] = 0
+				}
 				if wd != 0 {
 					d += wd * p[i]
 				}
 				if first {
 					b[i] = d
 				} else {
-					b[i] = o.Momentum*b[i] + d
+					b[i] = mu*b[i] + d
 				}
-				if o.Nesterov {
-					d += o.Momentum * b[i]
+				if nesterov {
+					d += mu * b[i]
 				} else {
 					d = b[i]
 				}
 				p[i] -= rate * d
 			}
-		})
+		}
 	}
+	eachPiece(sizes, func(k, lo, hi int) { loops[k](lo, hi) })
 }
 
 // Adam is torch.optim.Adam, or torch.optim.AdamW when Decoupled. Adam's
@@ -107,12 +134,22 @@ type Adam struct {
 }
 
 func (o *Adam) Step(params, grads map[string]*Value[float32], lr float64) {
+	o.step(params, grads, lr, 1, false)
+}
+
+// step is Step with the step's other passes over the gradients fused in,
+// as SGD's step: each element's arithmetic is tensor.AdamStep's (16 lanes
+// at a time where the CPU has AVX-512, the same bits as its loop).
+func (o *Adam) step(params, grads map[string]*Value[float32], lr float64, scale float32, clear bool) {
 	o.t++
 	bc1 := 1 - math.Pow(float64(o.Beta1), float64(o.t))
 	bc2 := 1 - math.Pow(float64(o.Beta2), float64(o.t))
 	step := float32(lr / bc1)
 	sqrtBC2 := float32(math.Sqrt(bc2))
-	for _, name := range sortedKeys(params) {
+	beta1, beta2, eps := o.Beta1, o.Beta2, o.Eps
+	names := sortedKeys(params)
+	sizes, loops := make([]int, len(names)), make([]func(lo, hi int), len(names))
+	for k, name := range names {
 		p, g := params[name].Data, grads[name].Data
 		m, ok := o.m[name]
 		if !ok {
@@ -127,22 +164,19 @@ func (o *Adam) Step(params, grads map[string]*Value[float32], lr float64) {
 		} else {
 			coupled = float32(wd)
 		}
-		eachSpan(len(p), func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				gi := g[i]
-				if coupled != 0 {
-					gi += coupled * p[i]
-				}
-				if shrink != 1 {
-					p[i] *= shrink
-				}
-				m[i] = o.Beta1*m[i] + (1-o.Beta1)*gi
-				v[i] = o.Beta2*v[i] + (1-o.Beta2)*gi*gi
-				denom := float32(math.Sqrt(float64(v[i])))/sqrtBC2 + o.Eps
-				p[i] -= step * m[i] / denom
-			}
-		})
+		sizes[k] = len(p)
+		a := &tensor.AdamStep{Scale: scale, Coupled: coupled, Shrink: shrink, Beta1: beta1, Beta2: beta2, Eps: eps,
+			Step: step, SqrtBC2: sqrtBC2, Clear: clear}
+		loops[k] = func(lo, hi int) { a.Apply(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi]) }
 	}
+	eachPiece(sizes, func(k, lo, hi int) { loops[k](lo, hi) })
+}
+
+// fusedOptimizer is an optimizer whose update also scales the gradients it
+// reads and clears them (the CPU backend's one pass over the state: see
+// step_host.go). SGD and Adam are.
+type fusedOptimizer interface {
+	step(params, grads map[string]*Value[float32], lr float64, scale float32, clear bool)
 }
 
 // Stateful optimizers export and load their state, keyed by parameter name,

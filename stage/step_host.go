@@ -41,14 +41,8 @@ func (h *hostStep) allReduce(ctx context.Context, c StepComm) error {
 	return c.AllReduce(ctx, grads)
 }
 
-func (h *hostStep) gradsFinite() (bool, error) {
-	for _, g := range h.e.Grads {
-		if !Finite(g.Data) {
-			return false, nil
-		}
-	}
-	return true, nil
-}
+// gradsFinite reads every gradient once, all of them split over the cores.
+func (h *hostStep) gradsFinite() (bool, error) { return allFinite(gradData(h.e.Grads)), nil }
 
 func (h *hostStep) firstNonFinite() (op, what string, err error) {
 	op, what = h.e.scanNonFinite()
@@ -68,9 +62,8 @@ func (h *hostStep) update(rate float64) error {
 }
 
 func (h *hostStep) clearGrads() error {
-	for _, g := range h.e.Grads {
-		clear(g.Data)
-	}
+	all := gradData(h.e.Grads)
+	eachPiece(sizesOf(all), func(k, lo, hi int) { clear(all[k][lo:hi]) })
 	return nil
 }
 

@@ -57,6 +57,19 @@ func gemm[T Num](transA, transB bool, m, n, k int, a []T, lda int, b []T, ldb in
 	}
 }
 
+// gemmBatched is gemm on batch products at fixed strides (product i at
+// a[i·sa:], b[i·sb:], c[i·sc:]): tensor.SgemmBatched for float32 (the
+// library's batched call where it has one), gemm in turn for float64.
+func gemmBatched[T Num](transA, transB bool, m, n, k int, a []T, lda, sa int, b []T, ldb, sb int, beta T, c []T, ldc, sc, batch int) {
+	if a32, ok := any(a).([]float32); ok {
+		tensor.SgemmBatched(transA, transB, m, n, k, 1, a32, lda, sa, any(b).([]float32), ldb, sb, float32(beta), any(c).([]float32), ldc, sc, batch)
+		return
+	}
+	for i := 0; i < batch; i++ {
+		gemm(transA, transB, m, n, k, a[i*sa:], lda, b[i*sb:], ldb, beta, c[i*sc:], ldc)
+	}
+}
+
 // Clone is a copy of v that shares no storage with it.
 func (v *Value[T]) Clone() *Value[T] {
 	c := &Value[T]{Shape: append([]int(nil), v.Shape...)}

@@ -9,11 +9,21 @@
 //     packs panels of A and B and runs a 6×16 register-tiled micro-kernel (in
 //     AVX2/FMA assembly where the CPU has it, in Go otherwise), in parallel
 //     over blocks of C's rows; products of at most 1024 multiply-adds skip
-//     the packing (sgemmTiny). Results do not depend on the number of cores.
+//     the packing (sgemmTiny). The Go kernels' results do not depend on the
+//     number of cores.
 //  3. Every fast kernel keeps its naive counterpart (SgemmNaive) as the
 //     oracle its tests compare against.
-//  4. Kernels comment their shapes; backward kernels accumulate (+=).
-//  5. Exp, GELU and GELUGrad run element-wise in AVX2/FMA assembly where the
+//  4. Where an optimized CBLAS is installed (OpenBLAS, BLIS or MKL, found by
+//     their sonames) or named by GRAPHPIPE_BLAS=/path/lib.so, Sgemm hands it
+//     every product past sgemmTiny's, called through purego without cgo
+//     (blas.go, blas_loader.go); GRAPHPIPE_BLAS=go, or no library, runs the
+//     Go kernels (SgemmGo). The reference BLAS is never looked for. The
+//     library's threads follow GOMAXPROCS (a worker's share of the cores).
+//     A library named that does not load is a BLASLoadError naming it and
+//     the symbol. The Go kernels are the library's oracle: its results
+//     agree with theirs to float32 rounding, not bit for bit.
+//  5. Kernels comment their shapes; backward kernels accumulate (+=).
+//  6. Exp, GELU and GELUGrad run element-wise in AVX2/FMA assembly where the
 //     CPU has it, within a few float32 ulps of their float64 oracles
 //     (ExpNaive, GELUNaive, GELUGradNaive), special values included; the
 //     methods and their sources are in vmath.go.

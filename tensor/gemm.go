@@ -20,8 +20,22 @@ const (
 // nr is the micro-kernel's tile width.
 var nr = 16
 
-// Sgemm computes C = alpha·op(A)·op(B) + beta·C with the shapes of SgemmNaive.
+// Sgemm computes C = alpha·op(A)·op(B) + beta·C with the shapes of
+// SgemmNaive: on the system BLAS where one is loaded (blas.go) and the
+// product is larger than sgemmTiny's, on the Go kernels (SgemmGo) otherwise.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if l := library(); l != nil && k > 0 && alpha != 0 && m*n*k > tinyGemm {
+		l.libSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	SgemmGo(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// SgemmGo is Sgemm on the Go kernels alone, whatever library is loaded.
+func SgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -123,6 +137,15 @@ func packA(trans bool, a []float32, lda, ic, pc, mb, kb int, alpha float32, ap [
 			o += mr * kb
 			continue
 		}
+		if trans && s+mr <= mb { // op(A)'s six rows are six adjacent columns of A: a row of A gives each step of k
+			for p := 0; p < kb; p++ {
+				src := a[(pc+p)*lda+ic+s : (pc+p)*lda+ic+s+mr : (pc+p)*lda+ic+s+mr]
+				d := ap[o : o+mr : o+mr]
+				d[0], d[1], d[2], d[3], d[4], d[5] = alpha*src[0], alpha*src[1], alpha*src[2], alpha*src[3], alpha*src[4], alpha*src[5]
+				o += mr
+			}
+			continue
+		}
 		for p := 0; p < kb; p++ {
 			for r := 0; r < mr; r++ {
 				if s+r < mb {
@@ -136,17 +159,31 @@ func packA(trans bool, a []float32, lda, ic, pc, mb, kb int, alpha float32, ap [
 	}
 }
 
-// packRows interleaves six full rows of A[row:row+6, pc:pc+kb] into dst.
+// packRows interleaves six full rows of A[row:row+6, pc:pc+kb] into dst
+// [kb·6], scaled by alpha. Every slice is cut to kb first, so the loop's
+// loads and stores carry no bounds checks.
 func packRows(a []float32, lda, row, pc, kb int, alpha float32, dst []float32) {
-	r0 := a[row*lda+pc : row*lda+pc+kb]
-	r1 := a[(row+1)*lda+pc : (row+1)*lda+pc+kb]
-	r2 := a[(row+2)*lda+pc : (row+2)*lda+pc+kb]
-	r3 := a[(row+3)*lda+pc : (row+3)*lda+pc+kb]
-	r4 := a[(row+4)*lda+pc : (row+4)*lda+pc+kb]
-	r5 := a[(row+5)*lda+pc : (row+5)*lda+pc+kb]
+	o := row*lda + pc
+	r0 := a[o : o+kb : o+kb]
+	r1 := a[o+lda : o+lda+kb : o+lda+kb]
+	r2 := a[o+2*lda : o+2*lda+kb : o+2*lda+kb]
+	r3 := a[o+3*lda : o+3*lda+kb : o+3*lda+kb]
+	r4 := a[o+4*lda : o+4*lda+kb : o+4*lda+kb]
+	r5 := a[o+5*lda : o+5*lda+kb : o+5*lda+kb]
+	r1, r2, r3, r4, r5 = r1[:len(r0)], r2[:len(r0)], r3[:len(r0)], r4[:len(r0)], r5[:len(r0)]
 	dst = dst[:6*kb]
+	if alpha == 1 {
+		for p := range r0 {
+			d := dst[:6:6]
+			dst = dst[6:]
+			d[0], d[1], d[2] = r0[p], r1[p], r2[p]
+			d[3], d[4], d[5] = r3[p], r4[p], r5[p]
+		}
+		return
+	}
 	for p := range r0 {
-		d := dst[6*p : 6*p+6 : 6*p+6]
+		d := dst[:6:6]
+		dst = dst[6:]
 		d[0], d[1], d[2] = alpha*r0[p], alpha*r1[p], alpha*r2[p]
 		d[3], d[4], d[5] = alpha*r3[p], alpha*r4[p], alpha*r5[p]
 	}
@@ -157,6 +194,17 @@ func packRows(a []float32, lda, row, pc, kb int, alpha float32, dst []float32) {
 func packB(trans bool, b []float32, ldb, pc, jc, kb, nb int, bp []float32) {
 	o := 0
 	for s := 0; s < nb; s += nr {
+		if trans && s+nr <= nb { // op(B)'s nr columns are nr rows of B: each row gives one column of the sliver
+			sliver := bp[o : o+kb*nr : o+kb*nr]
+			for j := 0; j < nr; j++ {
+				row := b[(jc+s+j)*ldb+pc : (jc+s+j)*ldb+pc+kb : (jc+s+j)*ldb+pc+kb]
+				for p, v := range row {
+					sliver[p*nr+j] = v
+				}
+			}
+			o += kb * nr
+			continue
+		}
 		for p := 0; p < kb; p++ {
 			if !trans && s+nr <= nb {
 				copy(bp[o:o+nr], b[(pc+p)*ldb+jc+s:])

@@ -49,7 +49,7 @@ func testSgemmAgainstNaive(t *testing.T) {
 		c := randSlice(r, m*ldc)
 		want := append([]float32(nil), c...)
 		SgemmNaive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, want, ldc)
-		Sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		SgemmGo(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		for i := 0; i < m; i++ {
 			for j := 0; j < ldc; j++ {
 				g, w := c[i*ldc+j], want[i*ldc+j]

@@ -50,3 +50,16 @@ func kernel(k int, a, b, c []float32, ldc int) {
 	_ = c[(mr-1)*ldc+nr-1]
 	asm(k, &a[0], &b[0], &c[0], ldc)
 }
+
+// coreType is the OpenBLAS kernels for this CPU's vector units: SkylakeX
+// with AVX-512, Haswell with AVX2 and FMA, "" (OpenBLAS's own choice)
+// otherwise.
+func coreType() string {
+	switch {
+	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL:
+		return "SkylakeX"
+	case cpu.X86.HasAVX2 && cpu.X86.HasFMA:
+		return "Haswell"
+	}
+	return ""
+}

@@ -15,6 +15,21 @@ TEXT ·kernel6x16(SB), NOSPLIT, $0-40
 	MOVQ ldc+32(FP), R8
 	SHLQ $2, R8
 
+	// fetch C's tile (6 rows of 64 bytes) while the loop runs: past L2 it
+	// would stall the stores at the end
+	MOVQ       DX, R9
+	PREFETCHT0 (R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -94,7 +109,9 @@ store:
 //
 // C[6,32] += A[6,k]·B[k,32]. a is packed 6 floats per step of k, b 32 per
 // step; c has a row stride of ldc floats. Z0..Z11 hold the tile: row r in
-// Z(2r) (columns 0-15) and Z(2r+1) (columns 16-31).
+// Z(2r) (columns 0-15) and Z(2r+1) (columns 16-31); the loop runs two steps
+// of k a trip, B's rows in Z12-Z13 then Z16-Z17, A's in Z14-Z15 then
+// Z18-Z19.
 TEXT ·kernel6x32(SB), NOSPLIT, $0-40
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
@@ -102,6 +119,27 @@ TEXT ·kernel6x32(SB), NOSPLIT, $0-40
 	MOVQ c+24(FP), DX
 	MOVQ ldc+32(FP), R8
 	SHLQ $2, R8
+
+	// fetch C's tile (6 rows of two 64-byte lines) while the loop runs:
+	// past L2 it would stall the stores at the end
+	MOVQ       DX, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
 
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -116,10 +154,12 @@ TEXT ·kernel6x32(SB), NOSPLIT, $0-40
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
 
-	TESTQ CX, CX
-	JZ    store
+	// two steps of k per trip (SI by 48 bytes, DI by 256), then one if k is odd
+	MOVQ CX, BX
+	SHRQ $1, BX
+	JZ   tail
 
-loop:
+loop2:
 	VMOVUPS      (DI), Z12
 	VMOVUPS      64(DI), Z13
 	VBROADCASTSS (SI), Z14
@@ -140,10 +180,54 @@ loop:
 	VBROADCASTSS 20(SI), Z15
 	VFMADD231PS  Z12, Z15, Z10
 	VFMADD231PS  Z13, Z15, Z11
-	ADDQ         $24, SI
-	ADDQ         $128, DI
-	DECQ         CX
-	JNZ          loop
+	VMOVUPS      128(DI), Z16
+	VMOVUPS      192(DI), Z17
+	VBROADCASTSS 24(SI), Z18
+	VFMADD231PS  Z16, Z18, Z0
+	VFMADD231PS  Z17, Z18, Z1
+	VBROADCASTSS 28(SI), Z19
+	VFMADD231PS  Z16, Z19, Z2
+	VFMADD231PS  Z17, Z19, Z3
+	VBROADCASTSS 32(SI), Z18
+	VFMADD231PS  Z16, Z18, Z4
+	VFMADD231PS  Z17, Z18, Z5
+	VBROADCASTSS 36(SI), Z19
+	VFMADD231PS  Z16, Z19, Z6
+	VFMADD231PS  Z17, Z19, Z7
+	VBROADCASTSS 40(SI), Z18
+	VFMADD231PS  Z16, Z18, Z8
+	VFMADD231PS  Z17, Z18, Z9
+	VBROADCASTSS 44(SI), Z19
+	VFMADD231PS  Z16, Z19, Z10
+	VFMADD231PS  Z17, Z19, Z11
+	ADDQ         $48, SI
+	ADDQ         $256, DI
+	DECQ         BX
+	JNZ          loop2
+
+tail:
+	TESTQ $1, CX
+	JZ    store
+	VMOVUPS      (DI), Z12
+	VMOVUPS      64(DI), Z13
+	VBROADCASTSS (SI), Z14
+	VFMADD231PS  Z12, Z14, Z0
+	VFMADD231PS  Z13, Z14, Z1
+	VBROADCASTSS 4(SI), Z15
+	VFMADD231PS  Z12, Z15, Z2
+	VFMADD231PS  Z13, Z15, Z3
+	VBROADCASTSS 8(SI), Z14
+	VFMADD231PS  Z12, Z14, Z4
+	VFMADD231PS  Z13, Z14, Z5
+	VBROADCASTSS 12(SI), Z15
+	VFMADD231PS  Z12, Z15, Z6
+	VFMADD231PS  Z13, Z15, Z7
+	VBROADCASTSS 16(SI), Z14
+	VFMADD231PS  Z12, Z14, Z8
+	VFMADD231PS  Z13, Z14, Z9
+	VBROADCASTSS 20(SI), Z15
+	VFMADD231PS  Z12, Z15, Z10
+	VFMADD231PS  Z13, Z15, Z11
 
 store:
 	VADDPS  (DX), Z0, Z0

@@ -22,3 +22,11 @@ func geluVec(y, x *float32, n int)
 //
 //go:noescape
 func geluGradVec(gx, x, gy *float32, n int)
+
+// hasAVX512 says whether AdamStep's vector kernel runs.
+var hasAVX512 = cpu.X86.HasAVX512F
+
+// adamVec is AdamStep.Apply on n elements, n a positive multiple of 16.
+//
+//go:noescape
+func adamVec(p, gr, m, v *float32, n int, a *AdamStep, flags int)

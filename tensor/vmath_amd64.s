@@ -171,3 +171,85 @@ gradLoop:
 	JNZ         gradLoop
 	VZEROUPPER
 	RET
+
+// func adamVec(p, gr, m, v *float32, n int, a *AdamStep, flags int)
+//
+// AdamStep.Apply on n elements (n > 0, a multiple of 16), 16 lanes a trip,
+// each operation rounded on its own as ApplyGo's loop rounds it (no FMA;
+// VSQRTPS is correctly rounded, as float32(math.Sqrt(float64(x))) is).
+// a's fields at their offsets: Scale 0, Coupled 4, Shrink 8, Beta1 12,
+// Beta2 16, Eps 20, Step 24, SqrtBC2 28 (TestAdamStepLayout). flags: 1
+// scale, 2 clear g, 4 coupled decay, 8 shrink. Z0 gi, Z1 p, Z3 m, Z5 v.
+TEXT ·adamVec(SB), NOSPLIT, $0-56
+	MOVQ p+0(FP), DI
+	MOVQ gr+8(FP), SI
+	MOVQ m+16(FP), R10
+	MOVQ v+24(FP), R11
+	MOVQ n+32(FP), CX
+	MOVQ a+40(FP), AX
+	MOVQ flags+48(FP), R8
+
+	VBROADCASTSS 0(AX), Z16  // Scale
+	VBROADCASTSS 4(AX), Z17  // Coupled
+	VBROADCASTSS 8(AX), Z18  // Shrink
+	VBROADCASTSS 12(AX), Z19 // Beta1
+	VBROADCASTSS 16(AX), Z20 // Beta2
+	VBROADCASTSS 20(AX), Z21 // Eps
+	VBROADCASTSS 24(AX), Z22 // Step
+	VBROADCASTSS 28(AX), Z23 // SqrtBC2
+	MOVL         $0x3f800000, BX
+	VPBROADCASTD BX, Z24     // 1
+	VSUBPS       Z19, Z24, Z25 // 1 − Beta1
+	VSUBPS       Z20, Z24, Z26 // 1 − Beta2
+	VPXORD       Z27, Z27, Z27 // 0
+
+adamloop:
+	VMOVUPS (SI), Z0
+	TESTQ   $1, R8
+	JZ      noscale
+	VMULPS  Z16, Z0, Z0 // gi·Scale
+
+noscale:
+	TESTQ   $2, R8
+	JZ      noclear
+	VMOVUPS Z27, (SI)   // g = 0
+
+noclear:
+	VMOVUPS (DI), Z1
+	TESTQ   $4, R8
+	JZ      nocoupled
+	VMULPS  Z1, Z17, Z2 // Coupled·p
+	VADDPS  Z2, Z0, Z0  // gi + Coupled·p
+
+nocoupled:
+	TESTQ  $8, R8
+	JZ     noshrink
+	VMULPS Z18, Z1, Z1 // p·Shrink
+
+noshrink:
+	VMOVUPS (R10), Z3
+	VMULPS  Z3, Z19, Z3 // Beta1·m
+	VMULPS  Z0, Z25, Z4 // (1 − Beta1)·gi
+	VADDPS  Z4, Z3, Z3
+	VMOVUPS Z3, (R10)
+	VMOVUPS (R11), Z5
+	VMULPS  Z5, Z20, Z5 // Beta2·v
+	VMULPS  Z0, Z26, Z6 // (1 − Beta2)·gi
+	VMULPS  Z0, Z6, Z6  // ·gi
+	VADDPS  Z6, Z5, Z5
+	VMOVUPS Z5, (R11)
+	VSQRTPS Z5, Z7
+	VDIVPS  Z23, Z7, Z7 // √v / SqrtBC2
+	VADDPS  Z21, Z7, Z7 // + Eps
+	VMULPS  Z3, Z22, Z8 // Step·m
+	VDIVPS  Z7, Z8, Z8  // / denom
+	VSUBPS  Z8, Z1, Z1  // p − …
+	VMOVUPS Z1, (DI)
+	ADDQ    $64, DI
+	ADDQ    $64, SI
+	ADDQ    $64, R10
+	ADDQ    $64, R11
+	SUBQ    $16, CX
+	JNZ     adamloop
+	VZEROUPPER
+	RET

@@ -8,3 +8,9 @@ var hasVMath = false
 func expVec(dst, x *float32, n int)         { panic("tensor: no vector math on this platform") }
 func geluVec(y, x *float32, n int)          { panic("tensor: no vector math on this platform") }
 func geluGradVec(gx, x, gy *float32, n int) { panic("tensor: no vector math on this platform") }
+
+const hasAVX512 = false
+
+func adamVec(p, gr, m, v *float32, n int, a *AdamStep, flags int) {
+	panic("tensor: no AVX-512 on this platform")
+}

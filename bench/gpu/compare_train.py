@@ -41,6 +41,20 @@ def gp_time(doc, warmup):
     return doc["batch_size"] / doc["samples_per_s"], False
 
 
+def convs(gp, pt, precs):
+    """Says how each side ran conv2d, where the runs say: graphpipe's train --json 'conv' (cudnn VERSION or
+    im2col), PyTorch's cuDNN version and allow_tf32 per precision."""
+    line = []
+    for p in precs:
+        g = gp.get(p, {}).get("conv")
+        t = pt.get(p, {}).get("cudnn")
+        if g or t:
+            tt = "cuDNN %s, allow_tf32 %s" % (t["version"], t["allow_tf32"]) if t else "-"
+            line.append("%s: graphpipe %s, PyTorch %s" % (p, g or "-", tt))
+    if line:
+        print("conv2d: " + "; ".join(line))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--graphpipe", action="append", metavar="PRECISION=FILE")
@@ -54,6 +68,7 @@ def main(argv=None):
     some = next(iter(pt.values()), None)
     if some:
         print("PyTorch %s on %s, %s, batch %d" % (some["torch"], some["device"], some["optimizer"], some["batch_size"]))
+    convs(gp, pt, precs)
     steps = max(len(d["losses"]) for d in list(gp.values()) + list(pt.values()))
     head = "%5s" % "step"
     for p in precs:

@@ -14,13 +14,17 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt" || true
 # every op's forward and backward on the GPU against the CPU kernels (1e-3),
 # and the model@2 checks: training, evaluation, recomputation, tf32 and bf16
-# GEMMs, conv2d's chunks, dropout's mask, op timing
+# GEMMs, conv2d's chunks, dropout's mask, op timing; conv2d through cuDNN
+# in fp32 and tf32 (TestConvDNNOnGPU: skipped, saying why, where no cuDNN
+# loads), and ResNet-50's layer1 3x3 and 1x1 convolutions and batch norm
+# timed through cuDNN and im2col (TestConvTimesOnGPU)
 (cd stage && ../$B/stage.test -test.run 'OnGPU' -test.v) 2>&1 | tee "$OUT/ops.txt"
 # the step's contract on the GPU: EndStep and ApplyStep against the host's
 # primitives (the device's norms, finite check, clip and optimizer), the
 # report before clipping, a skip undone, failures named
 (cd stage && ../$B/stage.test -test.run '^TestBackendStepContract$/^cuda$' -test.v) 2>&1 | tee "$OUT/step.txt"
-# GEMMs (FP32, batched, TF32, BF16/FP16) against the naive oracle
+# GEMMs (FP32, batched, TF32, BF16/FP16) and cuDNN's convolutions (FP32,
+# TF32) against the naive oracle
 $B/cuda.test -test.run 'GPU' -test.v 2>&1 | tee "$OUT/gemm.txt"
 # graphpipe train against PyTorch eager: MMT at batch 16, Adam at lr 1e-3,
 # 20 steps from the same weights and batches, in fp32, tf32 and bf16: both
@@ -43,6 +47,8 @@ tr ',{}' '\n\n\n' <"$OUT/device-calls.txt" | awk -F: '
 # resnet50-train-vs-torch.txt); cut off after 180 s, so that the script stays near 5 minutes
 timeout 180 env GP=$B/graphpipe OUT="$OUT" MODEL=bench/gpu/resnet50.json BATCH=64 STEPS=10 PRECISIONS="fp32 tf32" \
 	sh bench/gpu/train_vs_torch.sh 2>&1 | tee "$OUT/resnet50-train-vs-torch.log" || true
+# how graphpipe's convolutions ran there (cuDNN, or im2col + GEMM and why)
+grep -h 'conv2d' "$OUT"/resnet50-train-*.log 2>/dev/null | sort | uniq -c | tee "$OUT/resnet50-conv.txt" || true
 if [ "$QUICK" = 1 ]; then
 	exit 0
 fi

@@ -3,12 +3,13 @@
 
 usage: python3 bench/gpu/torch_step.py MODEL.json DIR --optimizer adam --lr 0.001
     [--precision fp32|tf32|bf16] [--device cuda|cpu] [--steps N] [--micro-batch B] [--warmup W] [--json FILE]
-    [--momentum M] [--nesterov] [--weight-decay WD] [--no-decay-bias-norm]
+    [--momentum M] [--nesterov] [--weight-decay WD] [--no-decay-bias-norm] [--threads N]
 
 The model is stage/testdata/torch/gptorch.py's interpreter of the model file (the one `make replay` checks
 graphpipe against), built on the device from DIR/init.safetensors; each step trains on DIR/data.safetensors'
 batch of that step with torch.optim's optimizer as graphpipe's flags configure it (replay.py's optimizer), so the
-run is the computation graphpipe's run was. Precisions: fp32 (TF32 off, as cuBLAS SGEMM computes), tf32
+run is the computation graphpipe's run was. Precisions: fp32 (TF32 off, as cuBLAS SGEMM computes, in cuDNN's
+convolutions too: torch.backends.cudnn.allow_tf32, on by default in PyTorch, is turned off), tf32
 (torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 on), bf16 (torch.autocast to bfloat16 around the
 forward pass; weights, gradients and optimizer state stay float32), fp64 (the model, its state and the batches
 in float64: the reference that says how far float32 alone moves a model's losses, where fp32's losses part
@@ -52,6 +53,7 @@ def parse(argv):
     ap.add_argument("--micro-batch", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=2, help="steps left out of the median")
     ap.add_argument("--json", default="", help="write the losses and times to FILE")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: PyTorch's own choice)")
     return ap.parse_args(argv)
 
 
@@ -78,6 +80,16 @@ def batches(a, steps):
     return out
 
 
+def cudnn_setting(dev):
+    """How PyTorch ran its convolutions: cuDNN's version and the settings that choose its algorithms and math
+    (benchmark off: cuDNN's heuristics, as graphpipe; allow_tf32, which PyTorch turns on by default and this
+    script sets per precision)."""
+    if dev.type != "cuda" or not torch.backends.cudnn.is_available():
+        return None
+    return {"version": torch.backends.cudnn.version(), "enabled": torch.backends.cudnn.enabled,
+            "benchmark": torch.backends.cudnn.benchmark, "allow_tf32": torch.backends.cudnn.allow_tf32}
+
+
 def main(argv=None):
     a = parse(argv)
     dev = torch.device(a.device)
@@ -86,6 +98,8 @@ def main(argv=None):
         torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
     elif a.precision == "tf32":
         print("torch_step: tf32 is a CUDA setting; on %s it computes fp32" % dev, file=sys.stderr)
+    if a.threads:
+        torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     doc, model = build(a, dev)
     lname = gptorch.loss_name(doc)
@@ -130,7 +144,7 @@ def main(argv=None):
         with open(a.json, "w") as f:
             json.dump({"format": "graphpipe/torch-step@1", "torch": torch.__version__, "device": name, "precision": a.precision,
                        "optimizer": a.optimizer, "lr": a.lr, "batch_size": n, "losses": losses, "iteration_s": times,
-                       "warmup": a.warmup, "median_iteration_s": med}, f)
+                       "warmup": a.warmup, "median_iteration_s": med, "cudnn": cudnn_setting(dev)}, f)
 
 
 if __name__ == "__main__":

@@ -74,9 +74,13 @@ func stepCalls(t *testing.T, backend, model string, micro string) cuda.Counts {
 	}
 	var sum struct {
 		DeviceCalls *cuda.Counts `json:"device_calls"`
+		Conv        string       `json:"conv"`
 	}
 	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.DeviceCalls == nil {
 		t.Fatalf("train --json: no device_calls (%v): %s", err, out)
+	}
+	if sum.Conv != "im2col" && !strings.HasPrefix(sum.Conv, "cudnn ") {
+		t.Errorf("train --json: conv %q, want im2col or cudnn VERSION", sum.Conv)
 	}
 	return *sum.DeviceCalls
 }

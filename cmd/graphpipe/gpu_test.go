@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -204,8 +205,14 @@ func checkImportedModelOn(t *testing.T, backend, device string, tol float64) {
 	if want["bn1.running_var"] == nil {
 		t.Fatalf("no batch-norm statistics among the %d tensors dumped", len(want))
 	}
-	if c, _, e := gp(t, "", append([]string{"train", model, "--micro-batch", "4", "--backend", backend, "--dump", filepath.Join(dir, "train-emu")}, common...)...); c != 0 {
+	c, _, e := gp(t, "", append([]string{"train", model, "--micro-batch", "4", "--backend", backend, "--dump", filepath.Join(dir, "train-emu")}, common...)...)
+	if c != 0 {
 		t.Fatal(e)
+	}
+	if line := regexp.MustCompile(`graphpipe: conv2d on .*: (cudnn [0-9.]+|im2col \+ GEMM \(.*\))\n`).FindString(e); line == "" {
+		t.Errorf("train on %s does not say how conv2d runs: %s", backend, e)
+	} else {
+		t.Log(strings.TrimSpace(line))
 	}
 	rel := sameParams(t, readParams(t, filepath.Join(dir, "train-emu", "final.safetensors")), want, tol)
 	t.Logf("train on %s against the CPU: largest difference %.3g of the tensor's largest value", backend, rel)

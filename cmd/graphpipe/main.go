@@ -98,7 +98,9 @@ Models are graphpipe/model@1 JSON files; 'graphpipe models export' writes the zo
 		SilenceUsage:  true,
 		Version:       versionText(),
 	}
-	root.SetVersionTemplate("{{.Version}}\n")
+	cobra.AddTemplateFunc("blasLine", blasLine)
+	root.SetVersionTemplate("{{.Version}}\n{{blasLine}}\n")
+	root.PersistentPreRunE = checkBLAS
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err.Error()} })
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return positiveFlags(c, "batch", "epochs") }
 	root.AddCommand(newModelsCmd(), newInspectCmd(stdin), newValidateCmd(stdin), newSearchCmd(stdin), newSimCmd(stdin), newExplainCmd(stdin), newTrainCmd(stdin), newRunCmd(stdin), newWorkerCmd(), newExportCmd(), newProfileCmd(), newImportCmd(stdin), newDataCmd(stdin), newEvalCmd(stdin), newCompareCmd(stdin), newVersionCmd())

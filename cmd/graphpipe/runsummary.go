@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -38,7 +39,10 @@ type runSummary struct {
 	PredictedIter float64  `json:"predicted_iteration_s"`
 	Workers       string   `json:"workers"`
 	Devices       []string `json:"devices,omitempty"` // where each worker computed
-	Emulated      string   `json:"emulated,omitempty"`
+	// BLAS is what computed the cpu workers' matrix products, each
+	// distinct answer once, in worker order (tensor.BLASInfo's words).
+	BLAS     []string `json:"blas,omitempty"`
+	Emulated string   `json:"emulated,omitempty"`
 	// StageTimes: each stage's compute per micro-batch, planned and measured
 	// in the last iteration.
 	StageTimes []runtime.StageTime `json:"stage_times,omitempty"`
@@ -93,6 +97,11 @@ func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float
 		sum.LRs = append(sum.LRs, o.Train.Rate(k))
 	}
 	sum.GradNorms = res.GradNorms
+	for _, j := range res.Joined {
+		if j.BLAS != "" && !slices.Contains(sum.BLAS, j.BLAS) {
+			sum.BLAS = append(sum.BLAS, j.BLAS)
+		}
+	}
 	for _, i := range res.Skipped {
 		sum.Skipped = append(sum.Skipped, i+1)
 	}

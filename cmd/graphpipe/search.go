@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -29,12 +30,16 @@ type searchFlags struct {
 	// --optimizer); 0: search's default, Adam's.
 	optBytes  int64
 	recompute string
+	cluster   string         // --cluster FILE
+	cmd       *cobra.Command // the command registered with: which flags were set
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
-var searchFlagNames = []string{"devices", "device", "devices-per-node", "memory-gb", "batch", "strategy", "schedule", "micro-batch", "op-times", "recompute"}
+var searchFlagNames = []string{"devices", "device", "devices-per-node", "cluster", "memory-gb", "batch", "strategy", "schedule", "micro-batch", "op-times", "recompute"}
 
 func (f *searchFlags) register(cmd *cobra.Command) {
+	f.cmd = cmd
+	cmd.Flags().StringVar(&f.cluster, "cluster", "", "plan for the devices a cluster `FILE` (graphpipe/cluster@1) describes: groups of nodes, each of one device profile, and the link between nodes (instead of --devices, --device and --devices-per-node)")
 	cmd.Flags().IntVar(&f.devices, "devices", 8, "number of devices")
 	cmd.Flags().StringVar(&f.device, "device", "v100", "device profile: "+strings.Join(plan.ProfileNames(), ", ")+", or a JSON profile file")
 	cmd.Flags().IntVar(&f.perNode, "devices-per-node", 4, "devices per node (faster links inside a node)")
@@ -48,6 +53,9 @@ func (f *searchFlags) register(cmd *cobra.Command) {
 }
 
 func (f *searchFlags) options() (search.Options, error) {
+	if f.cluster != "" {
+		return f.clusterOptions()
+	}
 	dev, err := plan.LookupDevice(f.device)
 	if err != nil {
 		data, _, rerr := readInput(f.device, f.stdin)
@@ -84,6 +92,41 @@ func (f *searchFlags) options() (search.Options, error) {
 	return o, nil
 }
 
+// clusterOptions is options with --cluster: the devices its file says, a
+// device profile file it names read beside it.
+func (f *searchFlags) clusterOptions() (search.Options, error) {
+	if f.cmd != nil {
+		for _, name := range []string{"devices", "device", "devices-per-node"} {
+			if f.cmd.Flags().Changed(name) {
+				return search.Options{}, usagef("--%s: --cluster %s says what the devices are; leave out --%s", name, f.cluster, name)
+			}
+		}
+	}
+	data, path, err := readInput(f.cluster, f.stdin)
+	if err != nil {
+		return search.Options{}, flagInputError("--cluster", err)
+	}
+	dir := filepath.Dir(path)
+	c, err := plan.DecodeCluster(data, func(name string) ([]byte, error) {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(dir, name)
+		}
+		return os.ReadFile(name)
+	})
+	if err != nil {
+		return search.Options{}, inputf("--cluster %s: %v", f.cluster, err)
+	}
+	if f.memoryGB < 0 || f.memoryGB > 1e6 {
+		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
+	}
+	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Cluster: c, Recompute: f.recompute,
+		MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes}
+	if f.opTimes != "" {
+		return o, usagef("--op-times: op times are measured on one device; not with --cluster")
+	}
+	return o, nil
+}
+
 // planFor makes the search plan for o's optimizer state.
 func (f *searchFlags) planFor(o stage.TrainOptions) {
 	f.optBytes = stateBytes(o)
@@ -99,11 +142,18 @@ func looksLikePath(s string) bool {
 	return err == nil || strings.ContainsAny(s, `/\`) || strings.HasSuffix(strings.ToLower(s), ".json")
 }
 
-// searchError maps the planner's errors onto exit codes.
+// searchError maps the planner's errors onto exit codes: a flag it cannot
+// use is a usage error and a refusal before any search (the model cannot
+// fit the devices as given, which a bound says without a plan) bad input,
+// both exit 2; when the search found nothing, exit 1.
 func searchError(err error) error {
 	var oe *search.OptionError
 	if errors.As(err, &oe) {
 		return usagef("%v", oe)
+	}
+	var np *search.NoPlanError
+	if errors.As(err, &np) && np.Bound {
+		return inputf("%v", np)
 	}
 	return err // NoPlanError and the rest: exit 1
 }
@@ -155,13 +205,25 @@ func stagesWord(n int) string {
 }
 
 func printSummary(w io.Writer, p *plan.Plan) {
-	fmt.Fprintf(w, "plan        %s for %s on %d × %s (%d per node, %.3g GB each)\n", p.Strategy, p.Model.Name, p.Devices, p.Device.Name, p.DevicesPerNode, float64(p.MemoryLimit)/1e9)
+	if c := p.Cluster; c != nil {
+		var kinds []string
+		for _, k := range c.Kinds {
+			kinds = append(kinds, fmt.Sprintf("%d × %s (%d per node, %.3g GB each)", k.Devices, k.Name(), k.DevicesPerNode, float64(k.MemoryLimit)/1e9))
+		}
+		fmt.Fprintf(w, "plan        %s for %s on %s\n", p.Strategy, p.Model.Name, strings.Join(kinds, " + "))
+	} else {
+		fmt.Fprintf(w, "plan        %s for %s on %d × %s (%d per node, %.3g GB each)\n", p.Strategy, p.Model.Name, p.Devices, p.Device.Name, p.DevicesPerNode, float64(p.MemoryLimit)/1e9)
+	}
 	if p.Search.Chosen != p.Strategy {
 		fmt.Fprintf(w, "            the best plan found is the %s planner's\n", p.Search.Chosen)
 	}
 	fmt.Fprintf(w, "stages      %d, depth %d, micro-batch %d (%d per iteration of %d samples), schedule %s\n", len(p.Stages), p.Predicted.Depth, p.MicroBatch, p.MicroBatches, p.BatchSize, p.Schedule)
 	fmt.Fprintf(w, "predicted   %.4g s per iteration, %.4g samples/s, bubble %.1f%%\n", p.Predicted.IterationS, p.Predicted.SamplesPerS, 100*p.Predicted.Bubble)
-	fmt.Fprintf(w, "memory      peak %.3g GB per device of %.3g GB\n", float64(p.Predicted.PeakMemory)/1e9, float64(p.MemoryLimit)/1e9)
+	if p.Cluster != nil {
+		fmt.Fprintf(w, "memory      peak %.3g GB per device, each within its kind's\n", float64(p.Predicted.PeakMemory)/1e9)
+	} else {
+		fmt.Fprintf(w, "memory      peak %.3g GB per device of %.3g GB\n", float64(p.Predicted.PeakMemory)/1e9, float64(p.MemoryLimit)/1e9)
+	}
 	if r := recomputing(p); r != "" {
 		fmt.Fprintf(w, "recompute   %s rerun their forward during backward, keeping only their inputs per micro-batch in flight\n", r)
 	}
@@ -187,7 +249,10 @@ func newSearchCmd(stdin io.Reader) *cobra.Command {
 micro-batch size, order its passes, and predict the iteration time with the
 simulator. gpp also runs spp's search and keeps the faster plan, so it is
 never worse than spp, and prints the best sequential plan beside its own.
-Exit 1 when no plan fits, saying which limit failed.`,
+Exit 2 when the model cannot fit the devices whatever the plan (an op's
+weights, gradients, optimizer state and fewest activations over a device's
+memory, or the model's over all of them: checked before any search), exit 1
+when the search finds no plan that fits; each says which limit failed.`,
 		Example: "  graphpipe search mmt.json --devices 32 --device v100 -o plan.json\n  graphpipe search dlrm.json --devices 16 --strategy spp --json",
 		Args:    args("MODEL"),
 		RunE: func(cmd *cobra.Command, a []string) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,7 +98,7 @@ func TestSearchFailures(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"search", model, "--devices", "2", "--device", profile}, 1, "no plan fits: memory"},
+		{[]string{"search", model, "--devices", "2", "--device", profile}, 2, "no plan fits: memory: op"},
 		{[]string{"search", model, "--devices", "2", "--device", badProfile}, 2, "peak_flops"},
 		{[]string{"search", model, "--devices", "2", "--device", "tpu"}, 2, `unknown device "tpu"`},
 		{[]string{"search", model, "--devices", "2", "--device", "./missing.json"}, 2, "--device ./missing.json: cannot read: no such file or directory"},
@@ -167,5 +168,32 @@ func TestSearchPlansTheOptimizersState(t *testing.T) {
 	code, _, errs := gp(t, "", "search", model, "--optimizer", "lion")
 	if code != 2 || !strings.Contains(errs, `unknown optimizer "lion" (known: sgd, adam, adamw)`) {
 		t.Errorf("exit %d: %s", code, errs)
+	}
+}
+
+// TestSearchRefusesAtOnce: models that no plan can fit (the issue's: DLRM
+// with 64 dense branches on 64 v100 with Adam, CANDLE-Uno with 64 branches
+// on 32 v100, and DLRM on one v100, whose ops each fit but whose total does
+// not) are refused before any search with exit 2, one line naming the op
+// and the numbers.
+func TestSearchRefusesAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		model, args []string
+		want        string
+	}{
+		{[]string{"dlrm", "--branches", "64"}, []string{"--devices", "64"}, `no plan fits: memory: op "top.fc0" alone needs 17.2 GB for its weights, gradients and optimizer state, over the 16 GB a device has`},
+		{[]string{"candle-uno", "--branches", "64"}, []string{"--devices", "32"}, `no plan fits: memory: op "top.fc0" alone needs`},
+		{[]string{"dlrm"}, []string{"--devices", "1"}, `the model's weights, gradients and optimizer state take 17.4 GB in all, over the 16 GB that 1 device of 16 GB hold (its largest op, "top.fc0"`},
+	}
+	for i, c := range cases {
+		model := filepath.Join(dir, fmt.Sprintf("m%d.json", i))
+		if code, _, errs := gp(t, "", append(append([]string{"models", "export"}, c.model...), "-o", model)...); code != 0 {
+			t.Fatal(errs)
+		}
+		code, out, errs := gp(t, "", append([]string{"search", model, "--device", "v100"}, c.args...)...)
+		if code != 2 || out != "" || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v %v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", c.model, c.args, code, out, errs, c.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -121,7 +122,13 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 			}
 			printSummary(w, p)
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "\nSTAGE\tDEVICES\tMICRO-BATCH/DEVICE\tIN FLIGHT\tFWD S\tBWD S\tWGRAD S\tPEAK GB\tRECOMPUTE\tOPS")
+			kind := func(plan.PlanStage) string { return "" } // a column on a cluster of several kinds
+			head := "\nSTAGE\tDEVICES\tMICRO-BATCH/DEVICE\tIN FLIGHT\tFWD S\tBWD S\tWGRAD S\tPEAK GB\tRECOMPUTE\tOPS"
+			if p.Cluster != nil {
+				kind = func(s plan.PlanStage) string { return s.Kind + "\t" }
+				head = strings.Replace(head, "DEVICES\t", "DEVICES\tKIND\t", 1)
+			}
+			fmt.Fprintln(tw, head)
 			for _, s := range p.Stages {
 				ops := s.Ops[0]
 				if len(s.Ops) > 1 {
@@ -131,7 +138,7 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 				if s.WeightS > 0 {
 					wgrad = fmt.Sprintf("%.3g", s.WeightS)
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.3g\t%.3g\t%s\t%.3g\t%s\t%s\n", s.ID, plan.DeviceList(s.Devices), s.MicroBatch, s.InFlight, s.ForwardS, s.BackwardS, wgrad, float64(s.PeakBytes)/1e9, yesNo(s.Recompute), ops)
+				fmt.Fprintf(tw, "%d\t%s\t%s%d\t%d\t%.3g\t%.3g\t%s\t%.3g\t%s\t%s\n", s.ID, plan.DeviceList(s.Devices), kind(s), s.MicroBatch, s.InFlight, s.ForwardS, s.BackwardS, wgrad, float64(s.PeakBytes)/1e9, yesNo(s.Recompute), ops)
 			}
 			tw.Flush()
 			if len(p.Edges) > 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -42,6 +43,8 @@ type trainSummary struct {
 	// IterationS is each step's seconds, from its batch to its update
 	// (on a GPU, the update is waited for by the next step's loss).
 	IterationS []float64 `json:"iteration_s"`
+	// BLAS is what computed the matrix products on the cpu (absent on a GPU).
+	BLAS *tensor.BLASInfo `json:"blas,omitempty"`
 	// with --eval-data: the last evaluation, and every one
 	EvalLoss     *float64   `json:"eval_loss,omitempty"`
 	EvalAccuracy *float64   `json:"eval_accuracy,omitempty"`
@@ -49,6 +52,9 @@ type trainSummary struct {
 	// DeviceCalls, on a CUDA backend: what the last step (a steady-state
 	// one after the first) asked of the device, its evaluation aside.
 	DeviceCalls *cuda.Counts `json:"device_calls,omitempty"`
+	// Conv, on a CUDA backend: how the device runs conv2d, "cudnn 9.1.2"
+	// or "im2col" (im2col + GEMM: no cuDNN, or GRAPHPIPE_CONV=im2col).
+	Conv string `json:"conv,omitempty"`
 }
 
 // addEval records an evaluation in the summary.
@@ -148,7 +154,18 @@ func (f *trainFlags) run(cmd *cobra.Command, path string) error {
 		return err
 	}
 	defer release()
-	return train(cmd, t, o, d, f.dump, f.json, f.nonFinite, trainSummary{Format: trainFormat, Model: g.Name(), Steps: f.steps, Optimizer: o.Optimizer, LR: o.LR, Skipped: []int{}})
+	sum := trainSummary{Format: trainFormat, Model: g.Name(), Steps: f.steps, Optimizer: o.Optimizer, LR: o.LR, Skipped: []int{}}
+	if t.Ex.Backend().Name() == "cpu" {
+		info := tensor.BLAS()
+		sum.BLAS = &info
+	}
+	if dev := t.Ex.Device(); dev != nil {
+		sum.Conv = dev.ConvPath()
+		if hasConv(g) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: conv2d on %s: %s\n", dev.Name, convLine(dev))
+		}
+	}
+	return train(cmd, t, o, d, f.dump, f.json, f.nonFinite, sum)
 }
 
 // model is the model at path, its seed replaced by --seed's, once the
@@ -319,4 +336,29 @@ func initCheckpoint(g *dag.Graph, vals map[string]*stage.Value[float32]) *runtim
 	c := &runtime.Checkpoint{Params: vals, Optim: map[string][]float32{}}
 	c.Manifest.Model, c.Manifest.ModelHash = g.Name(), dag.ModelHash(g)
 	return c
+}
+
+// hasConv says whether g has a conv2d op.
+func hasConv(g *dag.Graph) bool {
+	for i := 0; i < g.NumOps(); i++ {
+		if g.Op(i).Kind == dag.Conv2D {
+			return true
+		}
+	}
+	return false
+}
+
+// convLine says how dev runs conv2d, and why not through cuDNN where it
+// does not (a missing cuDNN's reason was said when the device opened).
+func convLine(dev *cuda.Device) string {
+	err := dev.ConvPathReason()
+	switch {
+	case dev.ConvPath() != "im2col":
+		return dev.ConvPath()
+	case errors.Is(err, cuda.ErrDNNOff):
+		return "im2col + GEMM (" + cuda.ConvEnv + "=im2col)"
+	case dev.Emulated:
+		return "im2col + GEMM (the emulator has no cuDNN)"
+	}
+	return "im2col + GEMM (no cuDNN: why is said above)"
 }

@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/tensor"
 )
 
 // Set at link time by make build (-ldflags -X), where the toolchain's own
@@ -62,13 +64,37 @@ func formatVersion(ver, rev string, dirty bool) string {
 	return fmt.Sprintf("graphpipe %s (commit %s; %s %s/%s)", ver, rev, goruntime.Version(), goruntime.GOOS, goruntime.GOARCH)
 }
 
+// blasLine is version's second line: what computes the CPU's matrix
+// products (GRAPHPIPE_BLAS, the system BLAS found, or the Go kernels).
+func blasLine() string {
+	info, err := tensor.LoadBLAS()
+	if err != nil {
+		return fmt.Sprintf("blas: %s=%s did not load: %v", tensor.BLASEnv, tensor.BLASChoice(), err)
+	}
+	return "blas: " + info.String()
+}
+
+// computes are the commands that compute on the CPU: a library that
+// GRAPHPIPE_BLAS names and that does not load stops them before they start.
+var computes = map[string]bool{"train": true, "run": true, "worker": true, "profile": true, "eval": true, "agent": true}
+
+func checkBLAS(cmd *cobra.Command, _ []string) error {
+	if !computes[cmd.Name()] {
+		return nil
+	}
+	if _, err := tensor.LoadBLAS(); err != nil {
+		return inputf("%s=%s: %v (unset it to use the system BLAS found, or set it to go for the Go kernels)", tensor.BLASEnv, tensor.BLASChoice(), err)
+	}
+	return nil
+}
+
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print graphpipe's version and the commit it was built from",
 		Args:  args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), versionText())
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s\n", versionText(), blasLine())
 			return err
 		},
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/runtime/wire"
@@ -46,6 +47,7 @@ type workerFlags struct {
 	joinTimeout time.Duration
 	managed     bool
 	pool, host  string
+	profile     string // --device-profile: a built-in profile's name or a profile file
 }
 
 func (f *workerFlags) register(cmd *cobra.Command) {
@@ -61,6 +63,26 @@ func (f *workerFlags) register(cmd *cobra.Command) {
 	fl.MarkHidden("managed")
 	fl.DurationVar(&f.connectWait, "connect-wait", 30*time.Second, "while no NATS server answers at --nats, keep trying this long (a worker may start before the server)")
 	fl.DurationVar(&f.joinTimeout, "join-timeout", 10*time.Minute, "with --run: leave (exit 1) when no coordinator of the run has been heard for this long before it gives this worker a stage (0: wait for ever)")
+	fl.StringVar(&f.profile, "device-profile", "", "the device profile this worker computes as (a built-in `NAME` or a profile file): on a plan of several device kinds (search --cluster) it takes a stage of that kind only, and an agent of a pool advertises it (default: cpu, or the GPU's nearest profile)")
+}
+
+// kind is the device profile's name --device-profile gives ("" if not set).
+func (f *workerFlags) kind() (string, error) {
+	if f.profile == "" {
+		return "", nil
+	}
+	if d, err := plan.LookupDevice(f.profile); err == nil {
+		return d.Name, nil
+	}
+	data, err := os.ReadFile(f.profile)
+	if err != nil {
+		return "", flagInputError("--device-profile", err)
+	}
+	d, err := plan.ParseDevice(data)
+	if err != nil {
+		return "", inputf("--device-profile %s: %v", f.profile, err)
+	}
+	return d.Name, nil
 }
 
 // serve joins the run, or serves the pool, until it ends.
@@ -126,6 +148,9 @@ func (f *workerFlags) check(cmd *cobra.Command) error {
 	if err := f.nats.check(); err != nil {
 		return err
 	}
+	if _, err := f.kind(); err != nil {
+		return err
+	}
 	if f.runID != "" {
 		return checkRunID(f.runID)
 	}
@@ -156,14 +181,22 @@ func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t, bulk *wir
 	// connection for state streams
 	c := runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv),
 		Bulk: bulk, StreamCheckpoints: os.Getenv(runtime.StreamEnv) == "1"}
+	kind, err := f.kind()
+	if err != nil {
+		return err
+	}
 	if f.pool != "" {
 		logf("connected to %s", t.ConnectedURL())
-		a := &supervise.Agent{Pool: f.pool, Host: f.host, Profile: agentProfile(dev), Log: logf, Config: c}
+		profile := agentProfile(dev)
+		if kind != "" {
+			profile = kind
+		}
+		a := &supervise.Agent{Pool: f.pool, Host: f.host, Profile: profile, Log: logf, Config: c}
 		return a.Serve(ctx, t)
 	}
 	logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", t.ConnectedURL(), f.runID, f.gen, deviceName(dev))
 	c.JoinTimeout = f.joinTimeout
-	return runtime.Serve(ctx, t, runtime.Join{Run: f.runID, Gen: f.gen, Config: c, Log: logf})
+	return runtime.Serve(ctx, t, runtime.Join{Run: f.runID, Gen: f.gen, Config: c, Log: logf, Kind: kind})
 }
 
 // agentProfile is the device profile an agent advertises: cpu, or its GPU's

@@ -29,7 +29,7 @@ func deviceName(dev *cuda.Device) string {
 	if dev.Emulated {
 		return "the CUDA kernels' CPU emulator"
 	}
-	return fmt.Sprintf("GPU %d (%s)", dev.Ordinal, dev.Name)
+	return fmt.Sprintf("GPU %d (%s; conv2d: %s)", dev.Ordinal, dev.Name, dev.ConvPath())
 }
 
 // redactURLs is a --nats list with the user information of each URL (a

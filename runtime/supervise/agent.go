@@ -231,7 +231,7 @@ func (a *Agent) serve(st *agentState, t wire.Transport, o *agentOrder, events ch
 	st.endServe, st.gen = end, o.Gen
 	slot := o.Slot.Worker
 	go func() {
-		err := runtime.Serve(sctx, t, runtime.Join{Run: o.Run, Gen: o.Gen, Config: a.Config, Log: a.Log, Host: a.Host, Slot: &slot, Agent: a.id})
+		err := runtime.Serve(sctx, t, runtime.Join{Run: o.Run, Gen: o.Gen, Config: a.Config, Log: a.Log, Host: a.Host, Slot: &slot, Agent: a.id, Kind: a.Profile})
 		end(nil)
 		events <- agentEvent{done: &serveDone{seq: seq, err: err}}
 	}()

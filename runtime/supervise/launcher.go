@@ -49,15 +49,18 @@ type Slot struct {
 	Replica int `json:"replica"`
 	Device  int `json:"device"`
 	Node    int `json:"node"`
+	// Kind is the device profile the slot's stage runs on, on a plan of
+	// several device kinds ("" on one of one kind): a pool places it on an
+	// agent of that profile only.
+	Kind string `json:"kind,omitempty"`
 }
 
 // Slots are plan's workers in worker id order.
 func Slots(plan *plan.Plan) []Slot {
 	var out []Slot
-	per := max(plan.DevicesPerNode, 1)
 	for s, st := range plan.Stages {
 		for r, d := range st.Devices {
-			out = append(out, Slot{Worker: len(out), Stage: s, Replica: r, Device: d, Node: d / per})
+			out = append(out, Slot{Worker: len(out), Stage: s, Replica: r, Device: d, Node: plan.NodeOf(d), Kind: st.Kind})
 		}
 	}
 	return out

@@ -86,7 +86,10 @@ func CheckPoolName(name string) error {
 type PlacementError struct {
 	Pool  string
 	Nodes []int          // per plan node (that has workers), its workers
-	Hosts map[string]int // per host, its free live agents
+	Hosts map[string]int // per host, its free live agents (per host and profile, with Kinds)
+	// Kinds: the plan's stages run on several device kinds, each node's on
+	// agents of its profile
+	Kinds bool
 }
 
 func (e *PlacementError) Error() string {
@@ -107,6 +110,10 @@ func (e *PlacementError) Reason() string {
 	for i, n := range e.Nodes {
 		nodes[i] = fmt.Sprint(n)
 	}
+	if e.Kinds {
+		return fmt.Sprintf("cannot honour the plan's nodes and device kinds: the plan puts %s workers on its %d nodes, each node's on one host and on agents of its node's device profile, but the pool has %s free agents (by host [profile]); start agents with the profiles the plan's kinds name (graphpipe worker --pool --device-profile)",
+			strings.Join(nodes, "+"), len(e.Nodes), strings.Join(hosts, ", "))
+	}
 	return fmt.Sprintf("cannot honour the plan's nodes: the plan puts %s workers on its %d nodes, each node's on one host, but the pool's hosts have %s free agents; start agents so that one host holds each node's, or search with --devices-per-node for the hosts there are",
 		strings.Join(nodes, "+"), len(e.Nodes), strings.Join(hosts, ", "))
 }
@@ -118,19 +125,25 @@ func (e *PlacementError) Reason() string {
 func place(pool string, slots []Slot, agents []Advert) (map[int]Advert, error) {
 	byNode := map[int][]Slot{}
 	var nodes []int
+	kinds := false // a plan of several device kinds: a node's slots go to agents of its kind
 	for _, s := range slots {
 		if len(byNode[s.Node]) == 0 {
 			nodes = append(nodes, s.Node)
 		}
 		byNode[s.Node] = append(byNode[s.Node], s)
+		kinds = kinds || s.Kind != ""
 	}
-	byHost := map[string][]Advert{}
+	byHost := map[string][]Advert{} // by host, or by host and profile where kinds
 	var hosts []string
 	for _, a := range agents {
-		if len(byHost[a.Host]) == 0 {
-			hosts = append(hosts, a.Host)
+		h := a.Host
+		if kinds {
+			h = hostKind(a.Host, a.Profile)
 		}
-		byHost[a.Host] = append(byHost[a.Host], a)
+		if len(byHost[h]) == 0 {
+			hosts = append(hosts, h)
+		}
+		byHost[h] = append(byHost[h], a)
 	}
 	sort.Strings(hosts)
 	for _, h := range hosts {
@@ -144,7 +157,7 @@ func place(pool string, slots []Slot, agents []Advert) (map[int]Advert, error) {
 	}
 	hostOf := map[int]string{}
 	if !fitNodes(nodes, byNode, hosts, free, hostOf) {
-		e := &PlacementError{Pool: pool, Hosts: map[string]int{}}
+		e := &PlacementError{Pool: pool, Hosts: map[string]int{}, Kinds: kinds}
 		sort.Ints(nodes)
 		for _, n := range nodes {
 			e.Nodes = append(e.Nodes, len(byNode[n]))
@@ -167,8 +180,12 @@ func place(pool string, slots []Slot, agents []Advert) (map[int]Advert, error) {
 	return out, nil
 }
 
+// hostKind keys a host's agents of one profile, on a plan of several kinds.
+func hostKind(host, profile string) string { return host + " [" + profile + "]" }
+
 // fitNodes puts nodes[0:] on hosts with room (free), backtracking; hostOf
-// receives the answer.
+// receives the answer. On a plan of several kinds hosts are keyed by host
+// and profile (hostKind), and a node goes to agents of its kind only.
 func fitNodes(nodes []int, byNode map[int][]Slot, hosts []string, free map[string]int, hostOf map[int]string) bool {
 	if len(nodes) == 0 {
 		return true
@@ -177,7 +194,7 @@ func fitNodes(nodes []int, byNode map[int][]Slot, hosts []string, free map[strin
 	order := append([]string(nil), hosts...)
 	sort.SliceStable(order, func(i, j int) bool { return free[order[i]] < free[order[j]] }) // best fit first
 	for _, h := range order {
-		if free[h] < need {
+		if k := byNode[n][0].Kind; k != "" && !strings.HasSuffix(h, " ["+k+"]") || free[h] < need {
 			continue
 		}
 		free[h] -= need

@@ -3,9 +3,11 @@ package supervise
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,6 +65,29 @@ func TestPlaceAgainstBruteForce(t *testing.T) {
 	}
 	if found < 100 || found > 400 {
 		t.Fatalf("%d of 500 trials placeable: the trials test too little", found)
+	}
+}
+
+// TestPlaceByKind: on a plan of several device kinds, place puts each
+// node's slots on agents of its kind's profile only (one host's agents of
+// two profiles serve two nodes), and refuses in one line when the pool has
+// too few agents of a kind, naming hosts by profile.
+func TestPlaceByKind(t *testing.T) {
+	slots := []Slot{{Worker: 0, Node: 0, Kind: "cpu"}, {Worker: 1, Node: 0, Kind: "cpu"}, {Worker: 2, Node: 1, Kind: "cpu-slow"}, {Worker: 3, Node: 1, Kind: "cpu-slow"}}
+	agents := []Advert{{Agent: "a", Host: "h", Profile: "cpu-slow"}, {Agent: "b", Host: "h", Profile: "cpu"}, {Agent: "c", Host: "h", Profile: "cpu-slow"}, {Agent: "d", Host: "h", Profile: "cpu"}}
+	got, err := place("p", slots, agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range slots {
+		if a := got[s.Worker]; a.Profile != s.Kind {
+			t.Errorf("slot %d of kind %s on agent %s, profile %s", s.Worker, s.Kind, a.Agent, a.Profile)
+		}
+	}
+	_, err = place("p", slots, append(agents[:2:2], Advert{Agent: "e", Host: "h", Profile: "cpu"}, Advert{Agent: "f", Host: "h", Profile: "cpu"}))
+	var pe *PlacementError
+	if !errors.As(err, &pe) || !pe.Kinds || !strings.Contains(err.Error(), "h [cpu-slow] (1)") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("one cpu-slow agent for two cpu-slow slots: %v", err)
 	}
 }
 

@@ -204,12 +204,13 @@ func (s *Supervisor) generation(ctx context.Context, g *Generation, run runtime.
 
 // Final says whether a generation's failure must not be met with a
 // restart: a divergence (deterministic: it would diverge again), a
-// requested stop, or a pool whose hosts cannot hold the plan's nodes (the
+// requested stop, a pool whose hosts cannot hold the plan's nodes (the
 // same agents would be refused again; the user must start others or plan
-// for other nodes).
+// for other nodes), or a worker of a device kind its stage does not run on.
 func Final(err error) bool {
 	var se *runtime.StoppedError
 	var ne *runtime.NonFiniteError
 	var pe *PlacementError
-	return errors.As(err, &se) || errors.As(err, &ne) || errors.As(err, &pe)
+	var je *runtime.JobError
+	return errors.As(err, &se) || errors.As(err, &ne) || errors.As(err, &pe) || errors.As(err, &je) && je.Op == "join"
 }

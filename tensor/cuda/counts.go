@@ -5,7 +5,8 @@ package cuda
 // to now. Each field counts calls, or bytes where its name says so; a copy
 // is counted when it is queued, a wait when it is asked for. Take a Counts
 // before and after a piece of work and Sub them to price it: an iteration's
-// synchronisations, bytes copied, launches, cuBLAS calls and allocations.
+// synchronisations, bytes copied, launches, cuBLAS and cuDNN calls and
+// allocations.
 // Counting is a few integer additions per call: a Device is used by one
 // goroutine at a time, so the counters need no atomics (read them from the
 // goroutine that uses the device, or under Exclusive).
@@ -32,6 +33,7 @@ type Counts struct {
 
 	Launches    int64 `json:"launches"` // kernels.cu kernels (cuLaunchKernel)
 	GEMMs       int64 `json:"gemms"`    // cuBLAS calls; a strided batch is one
+	DNN         int64 `json:"dnn"`      // cuDNN calls that queue work: a convolution, its gradients, a bias
 	Memsets     int64 `json:"memsets"`  // cuMemsetD32Async
 	MemsetBytes int64 `json:"memset_bytes"`
 
@@ -45,7 +47,7 @@ type Counts struct {
 func (c *Counts) fields() []*int64 {
 	return []*int64{&c.Syncs, &c.Events, &c.H2DCalls, &c.H2DBytes, &c.D2HCalls, &c.D2HBytes,
 		&c.PageableCopies, &c.PageableBytes, &c.PinnedCopies, &c.PinnedBytes, &c.D2DCalls, &c.D2DBytes,
-		&c.Launches, &c.GEMMs, &c.Memsets, &c.MemsetBytes, &c.Allocs, &c.PoolHits, &c.Frees, &c.HostAllocs}
+		&c.Launches, &c.GEMMs, &c.DNN, &c.Memsets, &c.MemsetBytes, &c.Allocs, &c.PoolHits, &c.Frees, &c.HostAllocs}
 }
 
 // Sub is c − o, counter by counter: what was asked between two snapshots.

@@ -30,10 +30,14 @@ type Device struct {
 	pinned   *Pool[unsafe.Pointer]
 	bad      Buffer // an int the index kernels set on an out-of-range index
 	counts   Counts // what the device was asked (counts.go)
-	mu       sync.Mutex
-	recorded uint64    // events recorded so far (Event.seq)
-	events   []uintptr // event handles waited for, to record again
-	retiring []retired // staging buffers of queued uploads (UploadAsync)
+	dnn      *dnn   // cuDNN for the convolutions (dnn.go); nil: im2col
+	dnnErr   error  // why dnn is nil, on a GPU
+	// the system's cuDNN is to be loaded at first use (dnnReady)
+	dnnPending bool
+	mu         sync.Mutex
+	recorded   uint64    // events recorded so far (Event.seq)
+	events     []uintptr // event handles waited for, to record again
+	retiring   []retired // staging buffers of queued uploads (UploadAsync)
 }
 
 // retired is a staging buffer whose upload was queued after event number
@@ -80,6 +84,7 @@ func Open(ordinal int) (*Device, error) {
 		d.Close()
 		return nil, err
 	}
+	d.attachDNN()
 	return d, d.start()
 }
 
@@ -162,6 +167,10 @@ func (d *Device) Close() error {
 	}
 	for _, e := range d.events {
 		_ = d.b.freeEvent(e)
+	}
+	if d.dnn != nil {
+		d.dnn.close()
+		d.dnn = nil
 	}
 	d.events, d.retiring = nil, nil
 	if cerr := d.b.close(); err == nil {

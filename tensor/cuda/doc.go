@@ -1,7 +1,7 @@
 // Package cuda is the GPU backend beside package tensor's CPU one: the CUDA
-// driver API, cuBLAS and NVRTC, loaded at run time with purego, so the
-// default build stays CGO_ENABLED=0 and builds on machines with no CUDA at
-// all.
+// driver API, cuBLAS, NVRTC and (optional) cuDNN, loaded at run time with
+// purego, so the default build stays CGO_ENABLED=0 and builds on machines
+// with no CUDA at all.
 //
 // The contract:
 //
@@ -55,6 +55,25 @@
 //     operation for operation: every float operation rounded on its own
 //     (CUDA's _rn intrinsics; the emulator is compiled with
 //     -ffp-contract=off), never fused into an FMA.
+//  9. Convolutions (ConvShape: NCHW float32, PyTorch's conv2d) run
+//     through cuDNN where a libcudnn (9 or 8) loads, at a device's first
+//     convolution (or ConvPath): GRAPHPIPE_LIBCUDNN names the file, else
+//     the loader's path, the toolkit's directories, a conda environment's
+//     lib and the nvidia/cudnn/lib of a pip-installed PyTorch's wheel under
+//     any Python package directory are searched (dnn.go). Where none
+//     loads, or GRAPHPIPE_CONV=im2col, that is said once per process and
+//     the Device has none (ConvPath "im2col": package stage runs im2col +
+//     GEMM). Only cuDNN's legacy convolution API is called. Each shape's
+//     plan (descriptors; per direction the first of cuDNN's _v7
+//     heuristics' algorithms whose math the precision allows and whose
+//     workspace fits a 32nd of the device's memory, at most 2 GiB) is made
+//     once; a cuDNN call failing there drops cuDNN for the device (said
+//     once, im2col then); workspaces come from the pool. FP32 runs in
+//     CUDNN_FMA_MATH (no TF32), TF32 in the default math, as PyTorch's
+//     cudnn.allow_tf32. The gradients are added (beta 1). Each call that
+//     queues work counts in Counts.DNN. The emulator has no cuDNN, except
+//     in tests, which give it a fake one (BuildFakeDNN, UseDNN) that
+//     computes naively on the CPU.
 //
 // What is verified where: the loading, the error paths, the pool and the
 // staging buffers are tested on every machine; everything that needs a GPU

@@ -873,7 +873,8 @@ __global__ void gp_avgpool_bwd(const float* gy, float* gx, long nc, long h, long
 // column sums: a thread per (chunk of samples k, channel ch, lane l) sums
 // its chunk's values j ≡ l (mod lanes) into part[k, ch, l] (lanes 32 for
 // planes of 32 values or more, 1 otherwise: neighbouring threads read
-// neighbouring values of a plane), gp_fold_d folds the parts in order.
+// neighbouring values of a plane); gp_fold_lanes_d folds each part's lanes
+// in order, then gp_fold_d the chunks in order.
 // Each pass reads x (and gy, x̂) once and writes parts·c·lanes doubles.
 // part = Σ x (mean null) or Σ (x − mean[ch])²
 __global__ void gp_bn_part(const float* x, const double* mean, double* part, long n, long c, long s, long chunk, long parts, long lanes) {
@@ -899,6 +900,18 @@ __global__ void gp_bn_bwd_part(const float* gy, const float* xhat, double* p1, d
       for (long j = l; j < s; j += lanes) { s1 += gy[lo + j]; s2 += (double)gy[lo + j] * (double)xhat[lo + j]; }
     }
     p1[i] = s1; p2[i] = s2;
+  }
+}
+
+// mid[i] = Σ_l part[i, l], l in order, i over n (chunk, channel) parts:
+// a part's lanes folded first, by a thread per part, so that gp_fold_d's
+// thread per channel then sums parts values, not parts·lanes (one thread
+// summing thousands of values in turn waits on memory thousands of times)
+__global__ void gp_fold_lanes_d(const double* part, double* mid, long n, long lanes) {
+  LOOP(i, n) {
+    double s = 0.0;
+    for (long l = 0; l < lanes; l++) s += part[i * lanes + l];
+    mid[i] = s;
   }
 }
 

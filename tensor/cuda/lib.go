@@ -31,16 +31,20 @@ type library struct {
 	what  string   // the NVIDIA driver
 	env   string   // variable naming a file to use instead
 	files []string // sonames, newest first
+	// more lists directories searched after the toolkit's (nil: none);
+	// only those that exist are tried
+	more func() []string
 }
 
 var (
-	libCUDA   = library{"libcuda", "the NVIDIA driver", "GRAPHPIPE_LIBCUDA", []string{"libcuda.so.1", "libcuda.so"}}
-	libCUBLAS = library{"libcublas", "cuBLAS, from the CUDA toolkit", "GRAPHPIPE_LIBCUBLAS", []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so"}}
-	libNVRTC  = library{"libnvrtc", "NVRTC, from the CUDA toolkit", "GRAPHPIPE_LIBNVRTC", []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}}
+	libCUDA   = library{name: "libcuda", what: "the NVIDIA driver", env: "GRAPHPIPE_LIBCUDA", files: []string{"libcuda.so.1", "libcuda.so"}}
+	libCUBLAS = library{name: "libcublas", what: "cuBLAS, from the CUDA toolkit", env: "GRAPHPIPE_LIBCUBLAS", files: []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so"}}
+	libNVRTC  = library{name: "libnvrtc", what: "NVRTC, from the CUDA toolkit", env: "GRAPHPIPE_LIBNVRTC", files: []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}}
 )
 
 // candidates lists the paths to try for l: the override alone when set,
-// else each soname on the loader's path, then in the toolkit directories.
+// else each soname on the loader's path, then in the toolkit directories,
+// then in l's more directories that exist.
 func (l library) candidates() []string {
 	if p := os.Getenv(l.env); p != "" {
 		return []string{p}
@@ -52,9 +56,19 @@ func (l library) candidates() []string {
 		}
 	}
 	dirs = append(dirs, "/usr/local/cuda/lib64")
+	if l.more != nil {
+		for _, d := range l.more() {
+			if st, err := os.Stat(d); err == nil && st.IsDir() {
+				dirs = append(dirs, d)
+			}
+		}
+	}
 	out := append([]string(nil), l.files...)
 	for _, d := range dirs {
 		for _, f := range l.files {
+			if filepath.IsAbs(f) {
+				continue
+			}
 			out = append(out, filepath.Join(d, f))
 		}
 	}
@@ -63,18 +77,24 @@ func (l library) candidates() []string {
 
 // open dlopens the first candidate that loads.
 func (l library) open() (uintptr, error) {
+	h, _, err := l.openPath()
+	return h, err
+}
+
+// openPath is open, also returning the candidate that loaded.
+func (l library) openPath() (uintptr, string, error) {
 	tried := l.candidates()
 	var first error
 	for _, p := range tried {
 		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err == nil {
-			return h, nil
+			return h, p, nil
 		}
 		if first == nil {
 			first = err
 		}
 	}
-	return 0, &LoadError{Lib: l.name, What: l.what, Tried: tried, Err: first}
+	return 0, "", &LoadError{Lib: l.name, What: l.what, Tried: tried, Err: first}
 }
 
 // bind resolves each symbol into its function pointer; names list

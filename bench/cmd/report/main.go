@@ -6,9 +6,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,11 +20,20 @@ import (
 func main() {
 	quick := flag.Bool("quick", false, "run the quick subset")
 	root := flag.String("root", ".", "where to write BENCHMARKS.md (and bench/results/)")
+	only := flag.String("only", "", "run these sections alone (comma-separated: "+strings.Join(slices.Sorted(maps.Keys(alone)), ", ")+
+		") and put them into the BENCHMARKS.md a full run wrote")
 	flag.Parse()
 	start := time.Now()
 	c := bench.Config{Quick: *quick, Log: func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "[%5.0fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}}
+	if *only != "" {
+		if err := runOnly(c, strings.Split(*only, ","), *root, *quick, start); err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	r, err := build(c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -76,16 +87,23 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, st)
+	sc, err := bench.ScalingSection(c)
+	if err != nil {
+		return nil, err
+	}
+	r.Sections = append(r.Sections, sc)
 	rt, err := bench.Runtime(c)
 	if err != nil {
 		return nil, err
 	}
-	sgemm, err := sgemmRows(c)
-	if err != nil {
-		return nil, err
-	}
-	rt.Rows = append(rt.Rows, sgemm...)
 	r.Sections = append(r.Sections, rt)
+	for _, name := range []string{"sgemm", "cpu-training"} {
+		s, err := alone[name](c)
+		if err != nil {
+			return nil, err
+		}
+		r.Sections = append(r.Sections, s)
+	}
 	imp, err := bench.ImportSection(c)
 	if err != nil {
 		return nil, err
@@ -102,6 +120,36 @@ func build(c bench.Config) (*bench.Report, error) {
 	}
 	r.Sections = append(r.Sections, calls)
 	return r, nil
+}
+
+// alone are the sections report -only runs, by name.
+var alone = map[string]func(bench.Config) (*bench.Section, error){
+	"scaling":      bench.ScalingSection,
+	"sgemm":        bench.SgemmSection,
+	"cpu-training": bench.CPUTraining,
+}
+
+// runOnly runs the named sections and splices them into root's BENCHMARKS.md.
+func runOnly(c bench.Config, names []string, root string, quick bool, start time.Time) error {
+	r := &bench.Report{}
+	for _, name := range names {
+		f, ok := alone[name]
+		if !ok {
+			return fmt.Errorf("-only %s: no such section (%s)", name, strings.Join(slices.Sorted(maps.Keys(alone)), ", "))
+		}
+		s, err := f(c)
+		if err != nil {
+			return err
+		}
+		r.Sections = append(r.Sections, s)
+	}
+	r.Stamp = "This section: " + strings.TrimPrefix(stamp(quick, time.Since(start)), "Run: ")
+	r.Stamp = strings.Replace(r.Stamp, "`make bench`", "`go run ./bench/cmd/report -only "+strings.Join(names, ",")+"`", 1)
+	if err := r.Splice(root); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s into BENCHMARKS.md in %.0f s\n", strings.Join(names, ", "), time.Since(start).Seconds())
+	return nil
 }
 
 // stamp names the machine, the commit and the date of the run.

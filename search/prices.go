@@ -1,0 +1,278 @@
+package search
+
+import "math"
+
+// prices are what the DP at one micro-batch knows of every candidate stage
+// on every device count of every kind: what fits needs. They do not depend
+// on T, and the DPs at one micro-batch share them (the search's,
+// recomputation's and the frontier's).
+type prices struct {
+	sp    *space
+	cm    *costModel   // prices the stages (the first kind's)
+	kinds []*costModel // per device kind, what prices its stages (just cm, for devices of one kind)
+	D     int          // devices, in groups, of every kind: every count below counts groups
+	g     int          // devices per group of the first kind (dpGroup)
+	b     int64        // micro-batch
+	mbs   int          // micro-batches per iteration
+	gpipe bool
+	// fit is what fits needs, packed: [block·W + column], a column per
+	// kind and count, off[t]+k for k groups of kind t (k ≤ kmax of it;
+	// for devices of one kind, column k)
+	fit  []fitEntry
+	kmax int // the first kind's most groups per stage: min(its groups, b/g)
+	W    int
+	devs devSets
+	// recFit is fit for the stages recomputing their forward during
+	// backward, where the planner may let them (the cost model's recompute
+	// is "auto"); nil otherwise.
+	recFit []fitEntry
+	// tailFloor is, per tail, the least per-micro-batch time of any stage that
+	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
+	// longer one.
+	tailFloor []float64
+	headFloor []float64 // the same for heads (fork absorption)
+	// hostFloor is, per tail, per node of the parallel kid before it, the
+	// least T at which a stage of the tail and one of the node's sink
+	// stages (hostBlocks) meets T and fits one micro-batch in flight,
+	// keeping [0] or either way [1] (index by tail id, then node id;
+	// +Inf where no union fits)
+	hostFloor [][2][]float64
+	// keepTs and recTs are the candidate times (dp.candidates), keeping
+	// and with recomputation allowed, once asked for
+	keepTs, recTs []float64
+	// runs are, per series node of leaves (a chain: spp's space, or a
+	// branch), when its split loop reaches each unit (runTimes); nil for
+	// other nodes
+	runs []*runTimes
+}
+
+// runTimes bound how many stages the units of a series node of leaves
+// need at T (dp.stagesAt): from unit a, suffix's split loop on k devices
+// reaches p when every interval a..p' (p' ≤ p) meets T and fits one
+// micro-batch in flight on k devices, and the last interval a..last is a
+// stage of its own when it does.
+type runTimes struct {
+	reach [][]float64 // [a][p-a]: the least T at which the loop reaches p from a, on some device count
+	last  []float64   // [a]: the least T at which units a..last meet T as one stage, on some device count
+}
+
+// newPrices prices every block of sp under cm on every device count.
+func newPrices(cm *costModel, sp *space, devices int, b int64, mbs int, gpipe bool) *prices {
+	return newKindPrices([]*costModel{cm}, []int{devices}, sp, b, mbs, gpipe)
+}
+
+// newKindPrices prices every block of sp on every count of devices of each
+// kind, kinds[t] pricing the devices[t] of kind t.
+func newKindPrices(kinds []*costModel, devices []int, sp *space, b int64, mbs int, gpipe bool) *prices {
+	d := &prices{sp: sp, cm: kinds[0], kinds: kinds, b: b, mbs: mbs, gpipe: gpipe}
+	d.devs = newDevSets(devices, b)
+	d.D, d.g, d.kmax, d.W = d.devs.total, d.devs.g[0], d.devs.kmax[0], d.devs.w
+	d.fit = make([]fitEntry, len(sp.blocks)*d.W)
+	if d.cm.recompute == "auto" {
+		d.recFit = make([]fitEntry, len(d.fit))
+	}
+	for t := range kinds {
+		d.priceAll(t)
+	}
+	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
+	d.hostFloor = d.hostFloors()
+	d.runs = make([]*runTimes, len(sp.nodes))
+	for _, n := range sp.nodes {
+		if n.chain() {
+			d.runs[n.id] = d.runTimes(n)
+		}
+	}
+	return d
+}
+
+// hostFloors computes hostFloor from fit and recFit.
+func (d *prices) hostFloors() [][2][]float64 {
+	sp := d.sp
+	least := func(fit []fitEntry, u int) float64 { // the least time at which u fits one in flight
+		t := math.Inf(1)
+		for _, e := range fit[u*d.W : (u+1)*d.W] { // a column of no devices never fits
+			if e.maxIn >= 1 {
+				t = min(t, e.t)
+			}
+		}
+		return t
+	}
+	out := make([][2][]float64, len(sp.tails))
+	for _, t := range sp.tails {
+		for v := range out[t.id] {
+			out[t.id][v] = make([]float64, len(sp.nodes))
+		}
+		var walk func(n *snode)
+		walk = func(n *snode) {
+			keep, either := math.Inf(1), math.Inf(1)
+			for _, h := range sp.hosts[n.id] {
+				u := t.union(h)
+				lk := least(d.fit, u)
+				keep, either = min(keep, lk), min(either, lk)
+				if d.recFit != nil {
+					either = min(either, least(d.recFit, u))
+				}
+			}
+			out[t.id][0][n.id], out[t.id][1][n.id] = keep, either
+			for _, k := range n.kids {
+				walk(k)
+			}
+		}
+		walk(t.kid)
+	}
+	return out
+}
+
+// runTimes computes n's runTimes from fit.
+func (d *prices) runTimes(n *snode) *runTimes {
+	u := len(n.units)
+	r := &runTimes{reach: make([][]float64, u), last: make([]float64, u)}
+	inf := math.Inf(1)
+	for a := 0; a < u; a++ {
+		r.reach[a] = make([]float64, u-a)
+		for q := range r.reach[a] {
+			r.reach[a][q] = inf
+		}
+		r.last[a] = inf
+		for col := 0; col < d.W; col++ { // a column of no devices never fits
+			worst := 0.0 // the slowest interval a..p' so far on the column's devices
+			for q, id := range n.blk[a] {
+				e := &d.fit[id*d.W+col]
+				if e.maxIn < 1 {
+					worst = inf
+				}
+				worst = max(worst, e.t)
+				r.reach[a][q] = min(r.reach[a][q], worst)
+				if e.maxIn >= 1 && a+q == u-1 {
+					r.last[a] = min(r.last[a], e.t)
+				}
+			}
+		}
+	}
+	return r
+}
+
+// onK is what pricing a block on k devices (groups) shares with every
+// block: the per-device micro-batch and its nodes' prefix sums, and the
+// terms of the all-reduce (allReduce's, taken apart).
+type onK struct {
+	m          int64
+	sums       [][][3]float64 // per node, its unitSums at m
+	arLat, arF float64        // 2(k−1)·latency and 2(k−1)/k, when k·g > 1
+	arBW       float64
+	split      bool // k·g > 1: replicas all-reduce, a whole block does not fit
+}
+
+// priceAll fills fit's (and recFit's) columns of kind t block by block,
+// in their order, with exactly the arithmetic of space.priceAt, fitEntry
+// and recomputed (TestPriceAllIsPriceAt): the planner's innermost pricing,
+// written out with what does not depend on the block hoisted out of its
+// loop.
+func (d *prices) priceAll(t int) {
+	cm, sp, g, kmax, off := d.kinds[t], d.sp, d.devs.g[t], d.devs.kmax[t], d.devs.off[t]
+	ks := make([]onK, kmax+1)
+	for k := 1; k <= kmax; k++ {
+		kg := k * g
+		e := &ks[k]
+		e.m = ceilDiv(d.b, int64(kg))
+		if k > 1 && ks[k-1].m == e.m {
+			e.sums = ks[k-1].sums // the micro-batch only shrinks as k grows
+		} else {
+			e.sums = sp.nodeSums(cm, e.m)
+		}
+		if e.split = kg > 1; e.split {
+			lat, bw := cm.dev.IntraLat, cm.dev.IntraBW
+			if kg > cm.perNode {
+				lat, bw = cm.dev.InterLat, cm.dev.InterBW
+			}
+			e.arLat, e.arF, e.arBW = 2*float64(kg-1)*lat, 2*float64(kg-1)/float64(kg), bw
+		}
+	}
+	linkLat, linkBW := cm.dev.IntraLat, cm.dev.IntraBW
+	if cm.interDP() {
+		linkLat, linkBW = cm.dev.InterLat, cm.dev.InterBW
+	}
+	all := cm.recompute == "all"
+	mbs, limit := float64(d.mbs), cm.limit
+	for id, blk := range sp.blocks {
+		ref := sp.owner[id]
+		host, n := ref, ref.n // the interval whose sums give the times, and a tail's node
+		if ref.tail != nil {
+			host, n = sp.owner[ref.host], ref.tail.n
+		}
+		p := float64(blk.params)
+		arBytes, opt := 4*p, 0.0
+		if blk.params > 0 {
+			opt = p * float64(8+2*cm.optBytes) / cm.dev.MemBW
+		}
+		static, linkBytes := cm.static(blk.params), float64(max(blk.inB, blk.outB))
+		for k := 1; k <= kmax; k++ {
+			e := &ks[k]
+			s := e.sums[host.n.id]
+			f, bi, bw := s[host.p+1][0]-s[host.i][0], s[host.p+1][1]-s[host.i][1], s[host.p+1][2]-s[host.i][2]
+			if ref.tail != nil {
+				t := e.sums[n.id]
+				f += t[ref.tail.p+1][0] - t[ref.tail.i][0]
+				bi += t[ref.tail.p+1][1] - t[ref.tail.i][1]
+				bw += t[ref.tail.p+1][2] - t[ref.tail.i][2]
+			}
+			flush := 0.0
+			if e.split && arBytes > 0 {
+				flush = e.arLat + e.arF*arBytes/e.arBW
+			}
+			flush += opt
+			period := f + bi + bw + flush/mbs
+			link := 0.0
+			if lb := linkBytes * float64(e.m); lb > 0 {
+				link = 2 * (linkLat + lb/linkBW)
+			}
+			st, stash, work := static, satMul(blk.stash, e.m), satMul(blk.work, e.m)
+			if blk.whole && e.split {
+				st = math.MaxInt64
+			}
+			if all { // recomputed's
+				period += f
+				stash, work = satMul(blk.inputs, e.m), satAdd(work, stash)
+			}
+			at := id*d.W + off + k
+			d.fit[at] = fitEntry{max(period, link), maxInFlight(satAdd(st, work), stash, limit)}
+			if d.recFit != nil {
+				rs := satMul(blk.inputs, e.m)
+				d.recFit[at] = fitEntry{max(period+f, link), maxInFlight(satAdd(st, satAdd(work, stash)), rs, limit)}
+			}
+		}
+	}
+}
+
+// fitEntry packs what fits needs of a priced stage of the first kind.
+func (d *prices) fitEntry(c *stageCost) fitEntry { return d.fitEntryOf(0, c) }
+
+// fitEntryOf packs what fits needs of a priced stage of kind t.
+func (d *prices) fitEntryOf(t int, c *stageCost) fitEntry {
+	return fitEntry{math.Max(c.period, c.link), maxInFlight(satAdd(c.static, c.work), c.stashPerMB, d.kinds[t].limit)}
+}
+
+// keepCost is block id's price on the devices of device set kv (of one
+// kind, in groups) keeping its activations (or recomputing, where the cost
+// model makes every stage do so).
+func (d *prices) keepCost(id, kv int) stageCost {
+	t, k := d.devs.part(kv)
+	return d.sp.price(d.kinds[t], id, k*d.devs.g[t], d.b, d.mbs)
+}
+
+// floors is, per run of units, the least per-micro-batch time of any stage
+// that absorbs it.
+func (d *prices) floors(runs []*tailSpec) []float64 {
+	out := make([]float64, len(runs))
+	for _, t := range runs {
+		out[t.id] = math.Inf(1)
+		for _, u := range t.unions {
+			for _, e := range d.fit[u*d.W : (u+1)*d.W] {
+				if e.maxIn >= 1 { // fits with one micro-batch in flight (a column of no devices never does)
+					out[t.id] = math.Min(out[t.id], e.t)
+				}
+			}
+		}
+	}
+	return out
+}
