@@ -18,6 +18,9 @@ type TaskEnv struct {
 	RankVar string
 	Rank    int // this task's, 0 to Tasks-1: 0 coordinates
 	Tasks   int
+	// TasksVar and PerNodeVar are the variables that said how many tasks
+	// there are and how many on each node.
+	TasksVar, PerNodeVar string
 	// Node is this task's node (0 to Nodes-1) and Local its rank on it;
 	// PerNode is the tasks on each node, alike on every node.
 	Node, Local, Nodes, PerNode int

@@ -13,7 +13,7 @@ import (
 // (CUDA_VISIBLE_DEVICES, else SLURM_STEP_GPUS). Task 0 runs on the step's
 // first node, whose host its server listens on.
 func slurmEnv(getenv func(string) string) (*TaskEnv, error) {
-	e := &TaskEnv{Source: "slurm", RankVar: "SLURM_PROCID", JobID: getenv("SLURM_JOB_ID")}
+	e := &TaskEnv{Source: "slurm", RankVar: "SLURM_PROCID", TasksVar: "SLURM_NTASKS", JobID: getenv("SLURM_JOB_ID")}
 	var err error
 	if e.Tasks, err = envInt(getenv, "SLURM_NTASKS", 1); err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (e *TaskEnv) slurmNodes(getenv func(string) string) error {
 	if e.Node >= e.Nodes {
 		return envErr("SLURM_NODEID", "%d is beyond the %d nodes of %s %s", e.Node, e.Nodes, listVar, getenv(listVar))
 	}
-	if e.PerNode, err = slurmPerNode(getenv, e.Tasks, e.Nodes); err != nil {
+	if e.PerNode, e.PerNodeVar, err = slurmPerNode(getenv, e.Tasks, e.Nodes); err != nil {
 		return err
 	}
 	if e.Local, err = envInt(getenv, "SLURM_LOCALID", 0); err != nil {
@@ -74,7 +74,7 @@ func (e *TaskEnv) slurmNodes(getenv func(string) string) error {
 // slurmPerNode is the tasks on each node (SLURM_STEP_TASKS_PER_NODE, else
 // SLURM_TASKS_PER_NODE, else tasks/nodes), refusing nodes with different
 // counts or counts that do not add up to the tasks.
-func slurmPerNode(getenv func(string) string, tasks, nodes int) (int, error) {
+func slurmPerNode(getenv func(string) string, tasks, nodes int) (int, string, error) {
 	v := "SLURM_STEP_TASKS_PER_NODE"
 	if getenv(v) == "" {
 		v = "SLURM_TASKS_PER_NODE"
@@ -82,28 +82,28 @@ func slurmPerNode(getenv func(string) string, tasks, nodes int) (int, error) {
 	spec := getenv(v)
 	if spec == "" {
 		if tasks%nodes != 0 {
-			return 0, envErr("SLURM_NTASKS", "%d tasks do not spread evenly over %d nodes (--ntasks-per-node)", tasks, nodes)
+			return 0, "", envErr("SLURM_NTASKS", "%d tasks do not spread evenly over %d nodes (--ntasks-per-node)", tasks, nodes)
 		}
-		return tasks / nodes, nil
+		return tasks / nodes, "SLURM_NTASKS", nil
 	}
 	counts, err := ExpandTaskCounts(spec)
 	if err != nil {
-		return 0, envErr(v, "%v", err)
+		return 0, "", envErr(v, "%v", err)
 	}
 	sum := 0
 	for _, c := range counts {
 		sum += c
 		if c != counts[0] {
-			return 0, envErr(v, "%q: the nodes run different numbers of tasks; a plan's nodes are alike (--ntasks-per-node)", spec)
+			return 0, "", envErr(v, "%q: the nodes run different numbers of tasks; a plan's nodes are alike (--ntasks-per-node)", spec)
 		}
 	}
 	switch {
 	case len(counts) != nodes:
-		return 0, envErr(v, "%q counts %d nodes, but the node list has %d", spec, len(counts), nodes)
+		return 0, "", envErr(v, "%q counts %d nodes, but the node list has %d", spec, len(counts), nodes)
 	case sum != tasks:
-		return 0, envErr(v, "%q counts %d tasks, but SLURM_NTASKS is %d", spec, sum, tasks)
+		return 0, "", envErr(v, "%q counts %d tasks, but SLURM_NTASKS is %d", spec, sum, tasks)
 	}
-	return counts[0], nil
+	return counts[0], v, nil
 }
 
 // ExpandTaskCounts expands Slurm's per-node counts, "2(x3),1" being 2, 2, 2

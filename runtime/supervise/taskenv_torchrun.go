@@ -12,7 +12,7 @@ import (
 // holds MASTER_PORT, and the server takes the port after it. A GPU is
 // CUDA_VISIBLE_DEVICES's, else LOCAL_RANK's (PyTorch's convention).
 func torchrunEnv(getenv func(string) string) (*TaskEnv, error) {
-	e := &TaskEnv{Source: "torchrun", RankVar: "RANK"}
+	e := &TaskEnv{Source: "torchrun", RankVar: "RANK", TasksVar: "WORLD_SIZE", PerNodeVar: "LOCAL_WORLD_SIZE"}
 	var err error
 	if e.Tasks, err = envInt(getenv, "WORLD_SIZE", 1); err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func (e *TaskEnv) master(getenv func(string) string) error {
 // a node of its own, pod 0 at MASTER_ADDR:MASTER_PORT (its name under the
 // Job's headless service).
 func kubernetesEnv(getenv func(string) string) (*TaskEnv, error) {
-	e := &TaskEnv{Source: "kubernetes", RankVar: "JOB_COMPLETION_INDEX", PerNode: 1}
+	e := &TaskEnv{Source: "kubernetes", RankVar: "JOB_COMPLETION_INDEX", TasksVar: "WORLD_SIZE", PerNodeVar: "WORLD_SIZE", PerNode: 1}
 	var err error
 	if e.Tasks, err = envInt(getenv, "WORLD_SIZE", 1); err != nil {
 		return nil, &EnvError{Var: "WORLD_SIZE", Msg: err.(*EnvError).Msg + ": an Indexed Job's pods need it (its completions)"}
