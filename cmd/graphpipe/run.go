@@ -403,7 +403,7 @@ func (f *runFlags) start(cmd *cobra.Command, s *runSetup) error {
 // and prints its summary.
 func (f *runFlags) supervise(cmd *cobra.Command, s *runSetup) error {
 	job, log := s.job, cmd.ErrOrStderr()
-	ctx, sig := watchSignals(cmd.Context(), log)
+	ctx, sig := watchSignals(cmd.Context(), log, f.preempt, f.tasks != nil)
 	defer sig.done()
 	job.Config.Stop, job.Config.Skipped, job.Config.OnEval = sig.stop, s.prog.skipped, s.prog.eval
 	t, bulk, ns, stop, err := connect(&f.nats, job.Run, log)

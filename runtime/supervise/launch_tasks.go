@@ -28,9 +28,12 @@ type TaskLauncher struct {
 	t   wire.Transport
 	run string
 
-	unsub  func()
-	mu     sync.Mutex // guards seen and conflict
-	seen   map[int]seenTask
+	unsub func()
+	mu    sync.Mutex // guards seen, aside and conflict
+	seen  map[int]seenTask
+	// aside is the tasks a failed generation found quiet, and when: lost
+	// until heard again (Stop)
+	aside  map[int]time.Time
 	change chan struct{} // a new advert came (buffered, 1)
 	// conflict is two live tasks claiming one rank, "" if none.
 	conflict string
@@ -50,7 +53,9 @@ type TaskConfig struct {
 	// Worker is the command of a worker process (graphpipe worker
 	// --plan-device D --gen G) for task 0's own device (w.Own), or, with
 	// Replace, for a task lost for good.
-	Worker func(w TaskWorker) (*exec.Cmd, error)
+	// The command ends with ctx (exec.CommandContext), its Cancel, when
+	// set, being how to end it (srun's SIGTERM ends its step's task).
+	Worker func(ctx context.Context, w TaskWorker) (*exec.Cmd, error)
 	// Replace says a lost task's device is given a worker process of
 	// Worker's within the allocation; false: the environment starts the
 	// task again, and a generation waits for it.
@@ -72,12 +77,13 @@ type TaskWorker struct {
 	Own     bool   // task 0's own device
 	Host    string // the node's host, "" when not known (task 0's own)
 	Visible string // the task's CUDA_VISIBLE_DEVICES
+	GPU     int    // the task's GPU ordinal (after Visible), -1 for none
 }
 
 // NewTaskLauncher starts listening to the adverts of run's tasks over t.
 func NewTaskLauncher(t wire.Transport, run string, c TaskConfig) (*TaskLauncher, error) {
 	c.Timings = c.Timings.WithDefaults()
-	l := &TaskLauncher{cfg: c, t: t, run: run, seen: map[int]seenTask{}, change: make(chan struct{}, 1)}
+	l := &TaskLauncher{cfg: c, t: t, run: run, seen: map[int]seenTask{}, aside: map[int]time.Time{}, change: make(chan struct{}, 1)}
 	unsub, err := t.Subscribe(tasksAdverts(run), l.heard)
 	if err != nil {
 		return nil, err
@@ -129,11 +135,11 @@ func (l *TaskLauncher) Start(ctx context.Context, gen *Generation) error {
 		switch {
 		case !used[d]:
 		case rank == 0:
-			workers = append(workers, TaskWorker{Run: gen.Run, Gen: gen.Gen, Device: d, Own: true, Visible: ad.Visible})
+			workers = append(workers, TaskWorker{Run: gen.Run, Gen: gen.Gen, Device: d, Own: true, Visible: ad.Visible, GPU: ad.GPU})
 		case !lost[rank]:
 			order.Devices[rank] = d
 		default:
-			w := TaskWorker{Run: gen.Run, Gen: gen.Gen, Device: d, Rank: rank, Host: ad.Host, Visible: ad.Visible}
+			w := TaskWorker{Run: gen.Run, Gen: gen.Gen, Device: d, Rank: rank, Host: ad.Host, Visible: ad.Visible, GPU: ad.GPU}
 			l.say("task %d (%s %d, host %s, pid %d) is gone: device %d of the plan gets a worker started in its place\n", rank, l.cfg.Env.RankVar, rank, ad.Host, ad.PID, d)
 			workers = append(workers, w)
 		}
@@ -197,11 +203,12 @@ func (l *TaskLauncher) tasks() (ads map[int]TaskAdvert, lost map[int]bool, missi
 	if l.conflict != "" {
 		return nil, nil, nil, envErr(e.RankVar, "%s", l.conflict)
 	}
-	ads = map[int]TaskAdvert{0: {Rank: 0, Node: e.Node, Local: e.Local, Visible: e.Visible}}
+	ads = map[int]TaskAdvert{0: {Rank: 0, Node: e.Node, Local: e.Local, Visible: e.Visible, GPU: e.GPU}}
 	lost = map[int]bool{}
 	for rank := 1; rank < e.Tasks; rank++ {
 		s, ok := l.seen[rank]
-		gone := ok && time.Since(s.last) > l.cfg.Timings.HeartbeatTimeout
+		at, aside := l.aside[rank]
+		gone := ok && (time.Since(s.last) > l.cfg.Timings.HeartbeatTimeout || aside && !s.last.After(at))
 		if !ok || gone && !l.cfg.Replace {
 			missing = append(missing, rank)
 			continue
@@ -216,7 +223,7 @@ func (l *TaskLauncher) tasks() (ads map[int]TaskAdvert, lost map[int]bool, missi
 func (l *TaskLauncher) startWorkers(ctx context.Context, gen *Generation, ws []TaskWorker) error {
 	l.procs = nil
 	for _, w := range ws {
-		c, err := l.cfg.Worker(w)
+		c, err := l.cfg.Worker(ctx, w)
 		if err == nil {
 			err = c.Start()
 		}
@@ -278,12 +285,18 @@ func (l *TaskLauncher) watch(ctx context.Context, gen *Generation, order TaskOrd
 
 // Stop tells a failed generation's tasks to leave it, and ends the worker
 // processes it started: at once when the generation failed, otherwise
-// once they have left (briefly waited for).
+// once they have left (briefly waited for). A task of a failed generation
+// not heard for two heartbeats is taken for lost until it is heard again:
+// it is likely the one lost, whose worker's silence the coordinator can
+// notice up to a beat before its adverts have been silent for the
+// heartbeat timeout; ordered to join the next generation, it would fail
+// that one too.
 func (l *TaskLauncher) Stop(gen *Generation, failed bool) {
 	if failed {
+		l.setAside()
 		l.publish(gen.Run, TaskOrder{Gen: gen.Gen, Stop: true})
 		for _, p := range l.procs {
-			p.Process.Kill()
+			end(p)
 		}
 	}
 	if l.exited == nil {
@@ -298,6 +311,28 @@ func (l *TaskLauncher) Stop(gen *Generation, failed bool) {
 		<-l.exited
 	}
 	l.procs, l.exited = nil, nil
+}
+
+// setAside takes the tasks quiet for two heartbeats for lost until heard
+// again.
+func (l *TaskLauncher) setAside() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for rank, s := range l.seen {
+		if now.Sub(s.last) > 2*l.cfg.Timings.HeartbeatEvery {
+			l.aside[rank] = now
+		}
+	}
+}
+
+// end ends a worker process: as its Cancel says, else by SIGKILL.
+func end(p *exec.Cmd) {
+	if p.Cancel != nil {
+		p.Cancel()
+		return
+	}
+	p.Process.Kill()
 }
 
 // Close tells the tasks the run is over (they leave), and stops

@@ -395,12 +395,12 @@ func tasksHarness() launcherHarness {
 			}
 			dir := t.TempDir()
 			l, err := NewTaskLauncher(tr, run, TaskConfig{Env: env(0), Replace: true, JoinTimeout: 30 * time.Second, Timings: shortTimings(), Log: os.Stderr,
-				Worker: func(w TaskWorker) (*exec.Cmd, error) {
+				Worker: func(ctx context.Context, w TaskWorker) (*exec.Cmd, error) {
 					self, err := os.Executable()
 					if err != nil {
 						return nil, err
 					}
-					c := exec.Command(self, "worker", "--nats", srv.URL(), "--run", w.Run, "--gen", fmt.Sprint(w.Gen), "--plan-device", fmt.Sprint(w.Device))
+					c := exec.CommandContext(ctx, self, "worker", "--nats", srv.URL(), "--run", w.Run, "--gen", fmt.Sprint(w.Gen), "--plan-device", fmt.Sprint(w.Device))
 					c.Env, c.Stderr = append(os.Environ(), TokenEnv+"="+srv.Token, testWorkerEnv+"="+dir), os.Stderr
 					return c, nil
 				}})

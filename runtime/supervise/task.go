@@ -62,7 +62,7 @@ func (k *Task) Serve(ctx context.Context, t wire.Transport) error {
 		k.Host, _ = os.Hostname()
 	}
 	k.ad = TaskAdvert{Rank: k.Env.Rank, Node: k.Env.Node, Local: k.Env.Local, Host: k.Host, PID: os.Getpid(),
-		Device: runtime.DeviceLabel(k.Config.Device), Visible: k.Env.Visible}
+		Device: runtime.DeviceLabel(k.Config.Device), Visible: k.Env.Visible, GPU: k.Env.GPU}
 	orders := make(chan TaskOrder, 64)
 	unsub, err := t.Subscribe(tasksOrders(k.Run), func(b []byte) {
 		var o TaskOrder

@@ -28,6 +28,7 @@ type TaskAdvert struct {
 	PID     int    `json:"pid"`
 	Device  string `json:"device"`            // where it computes: "cpu", or its GPU
 	Visible string `json:"visible,omitempty"` // its CUDA_VISIBLE_DEVICES, for one started in its place
+	GPU     int    `json:"gpu"`               // its GPU ordinal (after Visible), -1 for none
 	Gen     uint32 `json:"gen,omitempty"`     // the generation it serves or last joined
 }
 

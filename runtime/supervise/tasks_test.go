@@ -106,12 +106,12 @@ func (r *taskRun) stop(rank int) {
 func (r *taskRun) launcher(tr wire.Transport) *TaskLauncher {
 	dir := r.t.TempDir()
 	l, err := NewTaskLauncher(tr, r.run, TaskConfig{Env: r.env(0), Replace: true, JoinTimeout: 30 * time.Second, Timings: shortTimings(), Log: SyncWriter(&r.log),
-		Worker: func(w TaskWorker) (*exec.Cmd, error) {
+		Worker: func(ctx context.Context, w TaskWorker) (*exec.Cmd, error) {
 			self, err := os.Executable()
 			if err != nil {
 				return nil, err
 			}
-			c := exec.Command(self, "worker", "--nats", r.srv.URL(), "--run", w.Run, "--gen", fmt.Sprint(w.Gen), "--plan-device", fmt.Sprint(w.Device))
+			c := exec.CommandContext(ctx, self, "worker", "--nats", r.srv.URL(), "--run", w.Run, "--gen", fmt.Sprint(w.Gen), "--plan-device", fmt.Sprint(w.Device))
 			c.Env, c.Stderr = append(os.Environ(), TokenEnv+"="+r.srv.Token, testWorkerEnv+"="+dir), os.Stderr
 			return c, nil
 		}})
