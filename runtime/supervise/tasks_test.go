@@ -159,9 +159,10 @@ func TestTasksReplaceALostTask(t *testing.T) {
 	}
 }
 
-// TestTasksTwoClaimOneRank: two live tasks of one rank fail the start with
-// an *EnvError naming the rank's variable and both tasks; no restart meets
-// it (Final).
+// TestTasksTwoClaimOneRank: two live tasks of one rank fail the
+// generation (its start, or, when the second is heard after the start,
+// gen.Lost) with an *EnvError naming the rank's variable and both tasks;
+// no restart meets it (Final).
 func TestTasksTwoClaimOneRank(t *testing.T) {
 	r := newTaskRun(t, 3)
 	_, p := smallPlan(t, "mlp", 3, 8)
@@ -173,7 +174,16 @@ func TestTasksTwoClaimOneRank(t *testing.T) {
 	defer l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := l.Start(ctx, &Generation{Run: r.run, Gen: 1, Plan: p, Slots: Slots(p)})
+	lost := make(chan error, 4)
+	gen := &Generation{Run: r.run, Gen: 1, Plan: p, Slots: Slots(p), Lost: func(err error) { lost <- err }}
+	err := l.Start(ctx, gen)
+	if err == nil {
+		select {
+		case err = <-lost:
+		case <-time.After(10 * time.Second):
+		}
+		l.Stop(gen, true)
+	}
 	var ee *EnvError
 	if !errors.As(err, &ee) || ee.Var != "RANK" || !strings.Contains(err.Error(), "two tasks claim rank 2: host h") || !Final(err) {
 		t.Fatalf("got %v, want an EnvError: two tasks claim rank 2", err)
