@@ -91,8 +91,8 @@ func (k *Task) Serve(ctx context.Context, t wire.Transport) error {
 	beatCtx, stopBeat := context.WithCancel(ctx)
 	defer stopBeat()
 	go k.Config.Timings.Beat(beatCtx, t, tasksAdverts(k.Run), k.advert)
-	k.Log("task %d of %d (%s) on host %s, node %d, computing on %s: waiting for task 0's orders (run %s)",
-		k.Env.Rank, k.Env.Tasks, k.Env.RankVar, k.Host, k.Env.Node, k.ad.Device, k.Run)
+	k.Log("task %d of %d (%s %d) on host %s, node %d, computing on %s: waiting for task 0's orders (run %s)",
+		k.Env.Rank, k.Env.Tasks, k.Env.RankVar, k.Env.Rank, k.Host, k.Env.Node, k.ad.Device, k.Run)
 	done := make(chan served, 1)
 	tick := time.NewTicker(st.tm.HeartbeatEvery)
 	defer tick.Stop()
