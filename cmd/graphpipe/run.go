@@ -75,7 +75,7 @@ type runFlags struct {
 	preemptName                      string
 	json                             bool
 
-	preempt os.Signal           // --preempt-signal's
+	preempt os.Signal          // --preempt-signal's
 	tasks   *supervise.TaskEnv // the environment that started this task (--workers tasks), nil for none
 }
 
