@@ -135,7 +135,10 @@ func jobError(err error) error {
 	var je *runtime.JobError
 	var oe *supervise.OutputError
 	var pe *supervise.PlacementError
+	var ee *supervise.EnvError
 	switch {
+	case errors.As(err, &ee):
+		return inputf("%v", ee)
 	case errors.As(err, &je) && strings.HasPrefix(je.Msg, `"`):
 		return usagef("%s %s", jobFlag(je.Field), je.Msg)
 	case errors.As(err, &je):

@@ -77,6 +77,7 @@ type runFlags struct {
 
 	preempt os.Signal          // --preempt-signal's
 	tasks   *supervise.TaskEnv // the environment that started this task (--workers tasks), nil for none
+	met     bool               // task 0 wrote the rendezvous file
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -147,10 +148,15 @@ func (f *runFlags) run(cmd *cobra.Command, arg string) error {
 	}
 	s, err := f.setup(cmd, arg)
 	if err != nil {
+		f.taskZeroFailed(err)
 		return err
 	}
 	defer s.data.close()
-	return f.start(cmd, s)
+	if err := f.start(cmd, s); err != nil {
+		f.taskZeroFailed(err)
+		return err
+	}
+	return nil
 }
 
 // setup reads what the flags name (the model and plan, the data, a
@@ -290,7 +296,7 @@ func (f *runFlags) job(cmd *cobra.Command, pl *planned, d *runData) (*supervise.
 	if err := f.capSteps(cmd, &j.Job); err != nil {
 		return nil, err
 	}
-	if f.init != "" {
+	if f.init != "" && j.Config.Resume == nil { // --resume auto found none
 		vals, err := readInit(f.init, pl.g, f.stdin)
 		if err != nil {
 			return nil, err
@@ -324,7 +330,7 @@ func (f *runFlags) options(pl *planned, j *runtime.Job) error {
 func (f *runFlags) config(cmd *cobra.Command, j *runtime.Job) error {
 	j.Config = runtime.Config{CheckpointDir: f.checkpoint, JoinTimeout: f.joinTimeout, MaxSkips: f.nonFinite.maxSkips,
 		Timings: runtime.Timings{HeartbeatTimeout: f.elastic.heartbeat}}
-	if f.init != "" && f.resume != "" {
+	if f.init != "" && f.resume != "" && f.resume != "auto" {
 		return usagef("--init and --resume: a resumed run takes its parameters from the checkpoint")
 	}
 	if f.resume == "" {
@@ -342,8 +348,8 @@ func (f *runFlags) config(cmd *cobra.Command, j *runtime.Job) error {
 }
 
 // resumeAuto is --resume auto: the newest whole checkpoint of
-// --checkpoint's directory when it holds one, else a fresh start, said
-// either way.
+// --checkpoint's directory when it holds one, else a fresh start (from
+// --init's values, if given), said either way.
 func (f *runFlags) resumeAuto(cmd *cobra.Command, j *runtime.Job) error {
 	dir := f.checkpoint
 	if dir == "" {
@@ -364,7 +370,7 @@ func (f *runFlags) resumeAuto(cmd *cobra.Command, j *runtime.Job) error {
 	if err != nil {
 		return err
 	}
-	j.Config.Resume = c
+	j.Config.Resume = c // the checkpoint's values, not --init's
 	return nil
 }
 
@@ -484,7 +490,7 @@ func (f *runFlags) supervise(cmd *cobra.Command, s *runSetup) error {
 	job.Config.Stop, job.Config.Skipped, job.Config.OnEval = sig.stop, s.prog.skipped, s.prog.eval
 	t, bulk, ns, stop, err := connect(&f.nats, job.Run, log)
 	if err != nil {
-		return err
+		return f.tasksListenError(err)
 	}
 	defer stop()
 	job.Config.Bulk = bulk

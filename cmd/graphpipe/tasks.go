@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	goruntime "runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,22 +30,26 @@ import (
 // supervise.TaskLauncher; every other task joins as a supervise.Task.
 
 // detectTasks reads the environment when --workers is tasks, or left out
-// and an environment started this process: f.tasks, nil for none. A wrong
-// or partial environment is exit 2, naming the variable.
+// and an environment started this process as one of several tasks (one
+// task alone, as in 'srun --pty bash', runs as it would anywhere):
+// f.tasks, nil for none. A wrong or partial environment is exit 2, naming
+// the variable.
 func (f *runFlags) detectTasks(cmd *cobra.Command) error {
-	if cmd.Flags().Changed("workers") && f.workers != "tasks" {
+	given := cmd.Flags().Changed("workers")
+	if given && f.workers != "tasks" {
 		return nil
 	}
 	e, err := supervise.DetectEnv(os.Getenv)
 	if err != nil {
 		return inputf("%v", err)
 	}
-	if e == nil && f.workers == "tasks" {
+	switch {
+	case e == nil && given:
 		return usagef("--workers tasks: no task environment here: run it as srun's tasks (SLURM_PROCID), torchrun's (RANK, WORLD_SIZE) or a Kubernetes Indexed Job's (JOB_COMPLETION_INDEX)")
+	case e == nil || e.Tasks == 1 && !given:
+		return nil
 	}
-	if e != nil {
-		f.tasks, f.workers = e, "tasks"
-	}
+	f.tasks, f.workers = e, "tasks"
 	return nil
 }
 
@@ -69,6 +74,34 @@ func (f *runFlags) forTasks(cmd *cobra.Command) {
 	if f.device.backend == "cuda" && f.device.gpus == "" && e.GPU >= 0 {
 		f.device.gpus = strconv.Itoa(e.GPU)
 	}
+}
+
+// taskZeroFailed tells the other tasks, through the rendezvous file, that
+// task 0 failed with err before the run began: they leave at once instead
+// of waiting for it for --join-timeout.
+func (f *runFlags) taskZeroFailed(err error) {
+	if f.tasks == nil || f.tasks.Rank != 0 || f.met {
+		return
+	}
+	wd, werr := os.Getwd()
+	if werr != nil {
+		return
+	}
+	rv := supervise.Rendezvous{Key: f.tasks.Key, PID: os.Getpid(), Failed: err.Error()}
+	rv.Host, _ = os.Hostname()
+	supervise.WriteRendezvous(supervise.RendezvousPath(wd, f.tasks), rv)
+}
+
+// tasksListenError words task 0's failure to listen where its
+// environment says (MASTER_ADDR:MASTER_PORT) as the environment's fault:
+// another task claims rank 0, or another program holds the port.
+func (f *runFlags) tasksListenError(err error) error {
+	e := f.tasks
+	var ie *inputError
+	if e == nil || e.Port == 0 || !errors.As(err, &ie) || !strings.HasPrefix(err.Error(), "--nats-listen") {
+		return err
+	}
+	return inputf("%s: 0, but %s is taken: another task claims rank 0, or another program holds the port (%v)", e.RankVar, net.JoinHostPort(e.Addr, strconv.Itoa(e.Port)), err)
 }
 
 // taskWorkerArgs are the device flags of task 0's own worker process.
@@ -110,7 +143,7 @@ func (f *runFlags) taskLauncher(t wire.Transport, ns *runNATS, job *supervise.Jo
 	if err := supervise.WriteRendezvous(path, rv); err != nil {
 		return nil, nil, inputf("rendezvous file %s: %v (the tasks meet through the job's working directory)", path, cause(err))
 	}
-	remove = func() { os.Remove(path) }
+	f.met, remove = true, func() { os.Remove(path) }
 	fmt.Fprintf(log, "graphpipe: task 0 of %d (%s 0) coordinates run %s; the other tasks reach its NATS server at %s (said in %s, mode 0600)\n",
 		e.Tasks, e.RankVar, job.Run, redactURLs(url), path)
 	srun, _ := exec.LookPath("srun")

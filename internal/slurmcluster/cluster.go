@@ -156,6 +156,7 @@ MpiDefault=none
 MailProg=/bin/true
 ReturnToService=2
 KillWait=5
+MinJobAge=4
 SchedulerType=sched/builtin
 SchedulerParameters=sched_interval=1
 SelectType=select/cons_tres
@@ -245,16 +246,23 @@ func (c *Cluster) Logs() string {
 	return b.String()
 }
 
-// Leftovers is every process still running under the cluster (its
-// configuration in its environment: job steps, their tasks, daemons), one
-// line each, "" for none.
+// Leftovers is every process of the cluster's jobs still running (its
+// configuration in its environment: job steps, their tasks; not the
+// daemons, unless they are stopped), one line each, "" for none.
 func (c *Cluster) Leftovers() string {
 	entries, _ := os.ReadDir("/proc")
 	var out []string
-	me := os.Getpid()
+	skip := map[int]bool{os.Getpid(): true}
+	for _, d := range c.proc {
+		select {
+		case <-d.done:
+		default:
+			skip[d.cmd.Process.Pid] = true
+		}
+	}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == me {
+		if err != nil || skip[pid] {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
@@ -265,6 +273,9 @@ func (c *Cluster) Leftovers() string {
 			continue // a zombie its parent has yet to reap
 		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if bytes.HasPrefix(cmdline, []byte("slurmctld: ")) && skip[ppid(e.Name())] {
+			continue // slurmctld's own helper (slurmscriptd)
+		}
 		out = append(out, fmt.Sprintf("pid %d: %s", pid, strings.ReplaceAll(strings.TrimSpace(string(cmdline)), "\x00", " ")))
 	}
 	return strings.Join(out, "\n")
@@ -292,6 +303,18 @@ func (c *Cluster) stop() {
 		c.t.Errorf("processes left after the cluster stopped:\n%s", left)
 	}
 	os.RemoveAll(c.Dir)
+}
+
+// ppid is process pid's parent.
+func ppid(pid string) int {
+	st, _ := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	_, after, _ := bytes.Cut(st, []byte(") "))
+	f := strings.Fields(string(after))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
 }
 
 func currentUser() string {

@@ -9,7 +9,8 @@
 //  1. Start(t) writes the configuration into a temporary directory
 //     (ProctrackType=proctrack/linuxproc, TaskPlugin=task/none, one node of
 //     the machine's CPUs named after the host, a requeued job eligible
-//     again after 5 s), starts munged, slurmctld and slurmd and returns once
+//     again after 5 s, a finished one kept 4 s, which keeps sbatch --wait
+//     polling every 2 s), starts munged, slurmctld and slurmd and returns once
 //     the node is idle. It skips the test when a binary is missing, or fails
 //     it when $GRAPHPIPE_REQUIRE_SLURM is 1 (.ci/run installs slurm-wlm and
 //     munge and sets it, so CI never skips); it fails it when the daemons do

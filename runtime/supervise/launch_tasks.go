@@ -208,7 +208,7 @@ func (l *TaskLauncher) tasks() (ads map[int]TaskAdvert, lost map[int]bool, missi
 	for rank := 1; rank < e.Tasks; rank++ {
 		s, ok := l.seen[rank]
 		at, aside := l.aside[rank]
-		gone := ok && (time.Since(s.last) > l.cfg.Timings.HeartbeatTimeout || aside && !s.last.After(at))
+		gone := ok && (s.ad.Left || time.Since(s.last) > l.cfg.Timings.HeartbeatTimeout || aside && !s.last.After(at))
 		if !ok || gone && !l.cfg.Replace {
 			missing = append(missing, rank)
 			continue
@@ -335,15 +335,44 @@ func end(p *exec.Cmd) {
 	p.Process.Kill()
 }
 
-// Close tells the tasks the run is over (they leave), and stops
-// listening.
+// Close tells the tasks the run is over, again every beat until each one
+// heard has said it leaves or has been quiet for two beats (for at most
+// the heartbeat timeout): once Close returns, task 0 may shut its server
+// down without a task missing the word. It stops listening.
 func (l *TaskLauncher) Close() error {
+	tm := l.cfg.Timings
+	deadline := time.After(tm.HeartbeatTimeout)
+	tick := time.NewTicker(tm.HeartbeatEvery)
+	defer tick.Stop()
 	l.publish(l.run, TaskOrder{End: true})
+	for l.staying() {
+		select {
+		case <-deadline:
+		case <-tick.C:
+			l.publish(l.run, TaskOrder{End: true})
+			continue
+		case <-l.change:
+			continue
+		}
+		break
+	}
 	if l.unsub != nil {
 		l.unsub()
 		l.unsub = nil
 	}
 	return nil
+}
+
+// staying says some task heard within two beats has not said it leaves.
+func (l *TaskLauncher) staying() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.seen {
+		if !s.ad.Left && time.Since(s.last) < 2*l.cfg.Timings.HeartbeatEvery {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *TaskLauncher) say(format string, args ...any) {

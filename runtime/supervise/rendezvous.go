@@ -23,6 +23,10 @@ type Rendezvous struct {
 	Run   string `json:"run"`
 	Host  string `json:"host"` // task 0's
 	PID   int    `json:"pid"`
+	// Failed, when task 0 failed before the run began, says why: the
+	// tasks leave at once instead of waiting for it (the file stays, so
+	// that the job's directory says why too).
+	Failed string `json:"failed,omitempty"`
 }
 
 // RendezvousPath is the launch's rendezvous file in dir.
@@ -77,6 +81,8 @@ func ReadRendezvous(ctx context.Context, path, key string, wait time.Duration) (
 	for {
 		r, err := readRendezvous(path)
 		switch {
+		case err == nil && r.Key == key && r.Failed != "":
+			return r, &RendezvousError{path, fmt.Errorf("task 0 (host %s, pid %d) failed: %s", r.Host, r.PID, r.Failed)}
 		case err == nil && r.Key == key:
 			return r, nil
 		case err != nil && !errors.Is(err, fs.ErrNotExist):
@@ -101,7 +107,7 @@ func readRendezvous(path string) (Rendezvous, error) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return r, fmt.Errorf("not a rendezvous file: %v", err)
 	}
-	if r.URL == "" || r.Run == "" {
+	if r.Failed == "" && (r.URL == "" || r.Run == "") {
 		return r, errors.New("not a rendezvous file: no url or run")
 	}
 	return r, nil

@@ -89,7 +89,13 @@ func (k *Task) Serve(ctx context.Context, t wire.Transport) error {
 	}
 	defer unbeat()
 	beatCtx, stopBeat := context.WithCancel(ctx)
-	defer stopBeat()
+	defer func() {
+		stopBeat()
+		k.mu.Lock()
+		k.ad.Left = true
+		k.mu.Unlock()
+		t.Publish(tasksAdverts(k.Run), k.advert()) // its last word, which task 0 waits for
+	}()
 	go k.Config.Timings.Beat(beatCtx, t, tasksAdverts(k.Run), k.advert)
 	k.Log("task %d of %d (%s %d) on host %s, node %d, computing on %s: waiting for task 0's orders (run %s)",
 		k.Env.Rank, k.Env.Tasks, k.Env.RankVar, k.Env.Rank, k.Host, k.Env.Node, k.ad.Device, k.Run)

@@ -16,6 +16,8 @@ import (
 // An order names a generation and the plan device of each task that joins
 // it; it is said again every heartbeat until each of them says it serves
 // that generation, so that a task that starts late (or again) hears it.
+// The order that ends the run is said again until every task has said it
+// leaves (or fallen silent), before task 0 shuts its server down.
 func tasksAdverts(run string) string { return "graphpipe." + run + ".tasks.adverts" }
 func tasksOrders(run string) string  { return "graphpipe." + run + ".tasks.orders" }
 
@@ -30,6 +32,7 @@ type TaskAdvert struct {
 	Visible string `json:"visible,omitempty"` // its CUDA_VISIBLE_DEVICES, for one started in its place
 	GPU     int    `json:"gpu"`               // its GPU ordinal (after Visible), -1 for none
 	Gen     uint32 `json:"gen,omitempty"`     // the generation it serves or last joined
+	Left    bool   `json:"left,omitempty"`    // its last word: it is leaving
 }
 
 // TaskOrder is task 0's word to the tasks: join generation Gen, each as
