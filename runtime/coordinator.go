@@ -161,12 +161,13 @@ func (c *collector) hello(joinCtx context.Context, n int) (hello, error) {
 type freeSlots struct {
 	taken    []bool
 	next     int
-	kinds    []string    // per worker id, its stage's device kind; nil on a plan of one kind
-	byDevice map[int]int // the plan's device -> its worker id
+	kinds    []string      // per worker id, its stage's device kind; nil on a plan of one kind
+	byDevice map[int]int   // the plan's device -> its worker id
+	byTask   map[int]hello // the plan's device -> the task that stands for it
 }
 
 func newFreeSlots(p *plan.Plan, lay replicas) *freeSlots {
-	f := &freeSlots{taken: make([]bool, lay.total), kinds: slotKinds(p, lay), byDevice: map[int]int{}}
+	f := &freeSlots{taken: make([]bool, lay.total), kinds: slotKinds(p, lay), byDevice: map[int]int{}, byTask: map[int]hello{}}
 	for s, st := range p.Stages {
 		for r, d := range st.Devices {
 			f.byDevice[d] = int(lay.id(s, r))
@@ -233,7 +234,9 @@ func (f *freeSlots) take(h hello) (int, error) {
 }
 
 // takeDevice gives a task the worker of the plan's device it stands for
-// (hello.PlanDevice), of its kind when it says one.
+// (hello.PlanDevice), of its kind when it says one. Two tasks standing for
+// one device are the environment's fault, final (a *JobError on
+// PlanDevice).
 func (f *freeSlots) takeDevice(h hello) (int, error) {
 	d := *h.PlanDevice
 	s, ok := f.byDevice[d]
@@ -241,11 +244,12 @@ func (f *freeSlots) takeDevice(h hello) (int, error) {
 	case !ok:
 		return 0, fmt.Errorf("worker %d (host %s, pid %d) stands for device %d of the plan, which runs no stage on it", h.Worker, h.Host, h.PID, d)
 	case f.taken[s]:
-		return 0, fmt.Errorf("worker %d (host %s, pid %d) stands for device %d of the plan, which another worker already does", h.Worker, h.Host, h.PID, d)
+		o := f.byTask[d]
+		return 0, &JobError{Op: "join", Field: "PlanDevice", Msg: fmt.Sprintf("two tasks stand for device %d of the plan: host %s pid %d and host %s pid %d", d, o.Host, o.PID, h.Host, h.PID)}
 	case f.kinds != nil && h.Kind != "" && h.Kind != f.kinds[s]:
 		return 0, kindError(h, "computes as %s, but device %d of the plan (worker %d) runs a stage on %s", h.Kind, d, s, f.kinds[s])
 	}
-	f.taken[s] = true
+	f.taken[s], f.byTask[d] = true, h
 	return s, nil
 }
 

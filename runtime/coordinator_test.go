@@ -180,7 +180,7 @@ func TestFreeSlotsRefuse(t *testing.T) {
 		want  string // the last hello's refusal
 	}{
 		{"beyond the plan", []hello{dev(plan.Devices)}, false, fmt.Sprintf("stands for device %d of the plan, which runs no stage on it", plan.Devices)},
-		{"twice", []hello{dev(1), dev(1)}, false, "stands for device 1 of the plan, which another worker already does"},
+		{"twice", []hello{dev(1), dev(1)}, false, "two tasks stand for device 1 of the plan: host h pid 1 and host h pid 1"},
 		{"another kind", []hello{kind(dev(1), "a100")}, true, "computes as a100, but device 1 of the plan"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -146,6 +146,9 @@ func (f *runFlags) run(cmd *cobra.Command, arg string) error {
 	if f.tasks != nil && f.tasks.Rank != 0 {
 		return f.serveTask(cmd)
 	}
+	if err := f.probeListen(); err != nil {
+		return err
+	}
 	s, err := f.setup(cmd, arg)
 	if err != nil {
 		f.taskZeroFailed(err)
@@ -512,6 +515,9 @@ func (f *runFlags) supervise(cmd *cobra.Command, s *runSetup) error {
 		Replanned: func(_, p *plan.Plan) { describePlan(log, p, "re-planned", "") }}
 	res, secs, err := sup.Run(ctx)
 	if err != nil {
+		if e := f.tasksError(err); e != nil {
+			return e
+		}
 		if e := jobError(err); e != nil {
 			return e
 		}

@@ -92,6 +92,32 @@ func (f *runFlags) taskZeroFailed(err error) {
 	supervise.WriteRendezvous(supervise.RendezvousPath(wd, f.tasks), rv)
 }
 
+// tasksError words a run's failure that is its tasks' environment's fault:
+// two tasks standing for one device of the plan (the coordinator's
+// refusal) names the rank's variable; nil for any other.
+func (f *runFlags) tasksError(err error) error {
+	var je *runtime.JobError
+	if f.tasks == nil || !errors.As(err, &je) || je.Field != "PlanDevice" {
+		return nil
+	}
+	return inputf("%s: %s", f.tasks.RankVar, je.Msg)
+}
+
+// probeListen refuses, before task 0 plans anything, an address its
+// environment names (MASTER_ADDR:MASTER_PORT) that another process holds:
+// another task claims rank 0, or another program the port.
+func (f *runFlags) probeListen() error {
+	e := f.tasks
+	if e == nil || e.Port == 0 || f.nats.url != "" || f.nats.listen != "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(e.Addr, strconv.Itoa(e.Port)))
+	if err != nil {
+		return f.tasksListenError(inputf("--nats-listen: %v", cause(err)))
+	}
+	return l.Close()
+}
+
 // tasksListenError words task 0's failure to listen where its
 // environment says (MASTER_ADDR:MASTER_PORT) as the environment's fault:
 // another task claims rank 0, or another program holds the port.
@@ -101,7 +127,8 @@ func (f *runFlags) tasksListenError(err error) error {
 	if e == nil || e.Port == 0 || !errors.As(err, &ie) || !strings.HasPrefix(err.Error(), "--nats-listen") {
 		return err
 	}
-	return inputf("%s: 0, but %s is taken: another task claims rank 0, or another program holds the port (%v)", e.RankVar, net.JoinHostPort(e.Addr, strconv.Itoa(e.Port)), err)
+	_, why, _ := strings.Cut(err.Error(), ": ")
+	return inputf("%s: 0, but %s is taken: another task claims rank 0, or another program holds the port (%s)", e.RankVar, net.JoinHostPort(e.Addr, strconv.Itoa(e.Port)), why)
 }
 
 // taskWorkerArgs are the device flags of task 0's own worker process.
