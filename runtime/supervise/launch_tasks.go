@@ -45,6 +45,9 @@ type TaskLauncher struct {
 type seenTask struct {
 	ad   TaskAdvert
 	last time.Time
+	// prev is the task of this rank it displaced (another process: one
+	// started again in its place, or a second claiming its rank)
+	prev *TaskAdvert
 }
 
 // TaskConfig is how a TaskLauncher finds and starts its workers.
@@ -99,10 +102,17 @@ func (l *TaskLauncher) heard(b []byte) {
 	}
 	now := time.Now()
 	l.mu.Lock()
-	if s, ok := l.seen[ad.Rank]; ok && (s.ad.PID != ad.PID || s.ad.Host != ad.Host) && now.Sub(s.last) < l.cfg.Timings.HeartbeatTimeout && l.conflict == "" {
-		l.conflict = fmt.Sprintf("two tasks claim rank %d: host %s pid %d and host %s pid %d", ad.Rank, s.ad.Host, s.ad.PID, ad.Host, ad.PID)
+	s, ok := l.seen[ad.Rank]
+	next := seenTask{ad: ad, last: now, prev: s.prev}
+	if ok && !sameTask(s.ad, ad) {
+		// another process of this rank: one started again in the place of
+		// a task lost, unless the one it displaced speaks again
+		if p := s.prev; p != nil && sameTask(*p, ad) && now.Sub(s.last) < l.cfg.Timings.HeartbeatTimeout && l.conflict == "" {
+			l.conflict = fmt.Sprintf("two tasks claim rank %d: host %s pid %d and host %s pid %d", ad.Rank, s.ad.Host, s.ad.PID, ad.Host, ad.PID)
+		}
+		next.prev = &s.ad
 	}
-	l.seen[ad.Rank] = seenTask{ad: ad, last: now}
+	l.seen[ad.Rank] = next
 	l.mu.Unlock()
 	select {
 	case l.change <- struct{}{}:
@@ -312,6 +322,9 @@ func (l *TaskLauncher) Stop(gen *Generation, failed bool) {
 	}
 	l.procs, l.exited = nil, nil
 }
+
+// sameTask says a and b are one process.
+func sameTask(a, b TaskAdvert) bool { return a.PID == b.PID && a.Host == b.Host }
 
 // setAside takes the tasks quiet for two heartbeats for lost until heard
 // again.

@@ -103,9 +103,13 @@ func (r *taskRun) stop(rank int) {
 	r.stops[rank]()
 }
 
-func (r *taskRun) launcher(tr wire.Transport) *TaskLauncher {
+func (r *taskRun) launcher(tr wire.Transport) *TaskLauncher { return r.launcherReplacing(tr, true) }
+
+// launcherReplacing is task 0's launcher, which starts a worker in the
+// place of a lost task when replace, and otherwise waits for it.
+func (r *taskRun) launcherReplacing(tr wire.Transport, replace bool) *TaskLauncher {
 	dir := r.t.TempDir()
-	l, err := NewTaskLauncher(tr, r.run, TaskConfig{Env: r.env(0), Replace: true, JoinTimeout: 30 * time.Second, Timings: shortTimings(), Log: SyncWriter(&r.log),
+	l, err := NewTaskLauncher(tr, r.run, TaskConfig{Env: r.env(0), Replace: replace, JoinTimeout: 30 * time.Second, Timings: shortTimings(), Log: SyncWriter(&r.log),
 		Worker: func(ctx context.Context, w TaskWorker) (*exec.Cmd, error) {
 			self, err := os.Executable()
 			if err != nil {
@@ -156,6 +160,50 @@ func TestTasksReplaceALostTask(t *testing.T) {
 	if len(res.Recoveries) != 1 || !strings.Contains(log, "task 2 (RANK 2, host h2, pid") || !strings.Contains(log, "device 2 of the plan gets a worker started in its place") ||
 		!strings.Contains(log, "as generation 2 from the checkpoint at step") {
 		t.Fatalf("%d recoveries; log:\n%s", len(res.Recoveries), log)
+	}
+}
+
+// TestTasksWaitForATaskStartedAgain: where the environment starts a lost
+// task again (torchrun, Kubernetes), the next generation waits for it, takes
+// the new process for the rank (no conflict with the one it replaces) and
+// ends bit-identical to a run in one process.
+func TestTasksWaitForATaskStartedAgain(t *testing.T) {
+	r := newTaskRun(t, 3)
+	g, p := smallPlan(t, "mlp", 3, 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	o := runtime.Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 0.01}, CheckpointEvery: 1}
+	want, err := runtime.RunLocal(ctx, &runtime.Job{Run: "ref", Graph: g, Plan: p, Steps: 8, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.task(1, "h1")
+	r.task(2, "h2")
+	tr := dialServer(t, r.srv, "coordinator")
+	job := &Job{Job: runtime.Job{Run: r.run, Graph: g, Plan: p, Steps: 8, Options: o,
+		Config: runtime.Config{CheckpointDir: t.TempDir(), Timings: shortTimings(), JoinTimeout: 60 * time.Second}}, Local: Local{Restarts: 1}}
+	var once sync.Once
+	sup := &Supervisor{Job: job, T: tr, Launcher: r.launcherReplacing(tr, false), Log: SyncWriter(&r.log), Progress: func(iter int64, _ float64) {
+		if iter == 2 {
+			once.Do(func() {
+				r.stop(2)
+				time.AfterFunc(300*time.Millisecond, func() { r.task(2, "h2-again") })
+			})
+		}
+	}}
+	res, _, err := sup.Run(ctx)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, r.log.String())
+	}
+	equalParams(t, res.Params, want.Params, 0)
+	id := -1
+	for _, s := range Slots(p) {
+		if s.Device == 2 {
+			id = s.Worker
+		}
+	}
+	if len(res.Recoveries) != 1 || res.Joined[id].Host != "h2-again" || strings.Contains(r.log.String(), "is gone") {
+		t.Fatalf("%d recoveries, device 2 on %s; log:\n%s", len(res.Recoveries), res.Joined[id].Host, r.log.String())
 	}
 }
 
