@@ -145,3 +145,23 @@ func TestTaskEnvRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestParsePreempt: --preempt-signal takes a signal's name, with or
+// without SIG, in any case, or its number; anything else is refused.
+func TestParsePreempt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want string // signalName's, "" for refused
+	}{
+		{"USR1", "SIGUSR1"}, {"sigusr2", "SIGUSR2"}, {"SIGTERM", "SIGTERM"}, {"15", "SIGTERM"}, {"int", "SIGINT"}, {"HUP", "SIGHUP"},
+		{"KILL", ""}, {"9", ""}, {"", ""}, {"USR3", ""},
+	} {
+		sig, err := parsePreempt(tc.name)
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("%q: took %v", tc.name, sig)
+		case tc.want != "" && (err != nil || signalName(sig) != tc.want):
+			t.Errorf("%q: %v, %v; want %s", tc.name, sig, err, tc.want)
+		}
+	}
+}
