@@ -192,7 +192,11 @@ func (f *runFlags) taskLauncher(t wire.Transport, ns *runNATS, job *supervise.Jo
 			if f.device.backend == "cuda" {
 				args = append(args, "--gpu", strconv.Itoa(max(w.GPU, 0)))
 			}
-			c := exec.CommandContext(ctx, srun, append([]string{"--overlap", "--jobid=" + e.JobID, "--nodelist=" + w.Host, "--nodes=1", "--ntasks=1", "--quiet", self}, args...)...)
+			node := w.Host // Slurm's name for the lost task's node
+			if w.Node < len(e.Hosts) {
+				node = e.Hosts[w.Node]
+			}
+			c := exec.CommandContext(ctx, srun, append([]string{"--overlap", "--jobid=" + e.JobID, "--nodelist=" + node, "--nodes=1", "--ntasks=1", "--quiet", self}, args...)...)
 			c.Env, c.Stderr = env, log
 			if w.Visible != "" {
 				c.Env = append(c.Env, "CUDA_VISIBLE_DEVICES="+w.Visible)

@@ -33,7 +33,8 @@ type Cluster struct {
 	t    testing.TB
 	Dir  string // its configuration, key, state, spool and logs
 	Conf string // slurm.conf
-	Node string // the node's name (the host's short name)
+	Node string // the node's name: localhost, which resolves wherever the tests run
+	host string // the controller's: the host's short name, as slurmctld wants
 	bin  map[string]string
 	proc []*daemon
 }
@@ -116,7 +117,8 @@ func (c *Cluster) configure() error {
 	if err != nil {
 		return err
 	}
-	c.Node, _, _ = strings.Cut(host, ".")
+	c.Node = "localhost"
+	c.host, _, _ = strings.Cut(host, ".")
 	u, err := user.Current()
 	if err != nil {
 		return err
@@ -133,7 +135,7 @@ func (c *Cluster) configure() error {
 		return err
 	}
 	conf := fmt.Sprintf(`ClusterName=graphpipe
-SlurmctldHost=%[1]s(127.0.0.1)
+SlurmctldHost=%[9]s(127.0.0.1)
 SlurmctldPort=%[2]d
 SlurmdPort=%[3]d
 SrunPortRange=%[4]d-%[5]d
@@ -164,9 +166,9 @@ SelectTypeParameters=CR_CPU
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-NodeName=%[1]s NodeAddr=127.0.0.1 CPUs=%[8]d State=UNKNOWN
+NodeName=%[1]s NodeAddr=127.0.0.1 NodeHostname=%[1]s CPUs=%[8]d State=UNKNOWN
 PartitionName=test Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
-`, c.Node, ports[0], ports[1], srun, srun+19, u.Username, c.Dir, runtime.NumCPU())
+`, c.Node, ports[0], ports[1], srun, srun+19, u.Username, c.Dir, runtime.NumCPU(), c.host)
 	return os.WriteFile(c.Conf, []byte(conf), 0o644)
 }
 

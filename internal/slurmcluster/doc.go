@@ -8,7 +8,8 @@
 //
 //  1. Start(t) writes the configuration into a temporary directory
 //     (ProctrackType=proctrack/linuxproc, TaskPlugin=task/none, one node of
-//     the machine's CPUs named after the host, a requeued job eligible
+//     the machine's CPUs named localhost, which resolves wherever the tests
+//     run, the controller named after the host, a requeued job eligible
 //     again after 5 s, a finished one kept 4 s, which keeps sbatch --wait
 //     polling every 2 s), starts munged, slurmctld and slurmd and returns once
 //     the node is idle. It skips the test when a binary is missing, or fails

@@ -78,7 +78,8 @@ type TaskWorker struct {
 	Device  int    // the plan's
 	Rank    int    // the task it stands in for
 	Own     bool   // task 0's own device
-	Host    string // the node's host, "" when not known (task 0's own)
+	Node    int    // the task's node (TaskEnv.Hosts names it, where known)
+	Host    string // the task's host, "" when not known (task 0's own)
 	Visible string // the task's CUDA_VISIBLE_DEVICES
 	GPU     int    // the task's GPU ordinal (after Visible), -1 for none
 }
@@ -149,7 +150,7 @@ func (l *TaskLauncher) Start(ctx context.Context, gen *Generation) error {
 		case !lost[rank]:
 			order.Devices[rank] = d
 		default:
-			w := TaskWorker{Run: gen.Run, Gen: gen.Gen, Device: d, Rank: rank, Host: ad.Host, Visible: ad.Visible, GPU: ad.GPU}
+			w := TaskWorker{Run: gen.Run, Gen: gen.Gen, Device: d, Rank: rank, Node: ad.Node, Host: ad.Host, Visible: ad.Visible, GPU: ad.GPU}
 			l.say("task %d (%s %d, host %s, pid %d) is gone: device %d of the plan gets a worker started in its place\n", rank, l.cfg.Env.RankVar, rank, ad.Host, ad.PID, d)
 			workers = append(workers, w)
 		}
