@@ -20,7 +20,7 @@ build:
 test:
 	$(GO) test ./...
 	# the CUDA path as shipped (CGO_ENABLED=0: purego without cgo), on the kernels' emulator
-	CGO_ENABLED=0 $(GO) test ./tensor/cuda ./stage ./cmd/graphpipe -run 'Emulat|Staging|ParamCache|Mixed|Driver'
+	CGO_ENABLED=0 $(GO) test ./tensor/cuda ./stage ./cmd/graphpipe -run 'Emulat|Staging|ParamCache|Mixed|Driver|IPC'
 	# a toy op kind added by one row per table (docs/adding-an-op.md), end to end
 	CGO_ENABLED=0 $(GO) test -tags toyop ./dag ./onnx ./stage -run 'Toy|Table|Gradients|Float32Matches|OpsOnEmulator'
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
@@ -37,6 +37,7 @@ test:
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensorsFrom$$' -fuzztime 50000x
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime 20000x
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime 20000x
+	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeDeviceTensors$$' -fuzztime 20000x
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime 20000x
 	$(GO) test ./runtime/supervise -run '^$$' -fuzz '^FuzzExpandHostlist$$' -fuzztime 20000x
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 20000x
@@ -85,6 +86,7 @@ fuzz:
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensorsFrom$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeDeviceTensors$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/supervise -run '^$$' -fuzz '^FuzzExpandHostlist$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME)

@@ -60,6 +60,9 @@ func Coordinate(ctx context.Context, job *Job, t wire.Transport, progress func(i
 	if err != nil {
 		return nil, err
 	}
+	if err := c.introduce(ctx, who); err != nil {
+		return nil, err
+	}
 	if r := job.Config.Resume; r != nil && !job.Options.Emulate {
 		if err := sendResume(ctx, bulk, job, c.lay, r); err != nil {
 			return nil, err
@@ -134,8 +137,30 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 		}
 		c.workers[a.Stage] = h.Worker
 		who[a.Stage] = Joined{Host: h.Host, PID: h.PID, Device: h.Device, BLAS: h.BLAS, Agent: h.Agent}
+		if h.Link != nil {
+			who[a.Stage].link = *h.Link
+		}
 	}
 	return who, nil
+}
+
+// introduce tells every worker, once all have joined, who the others are
+// for same-host links (mbPeers).
+func (c *collector) introduce(ctx context.Context, who []Joined) error {
+	ids := make([]linkID, len(who))
+	for i, j := range who {
+		ids[i] = j.link
+	}
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	for _, w := range c.workers {
+		if err := c.ctl.Send(ctx, w, msgKey(0, mbPeers, ctlEdge, 'a'), b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hello takes the next worker's hello, n having joined before it.
@@ -308,6 +333,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 	total := 0.0
 	bad, badStage := "", 0
 	c.res.Events = make([][]Event, len(c.job.Plan.Stages))
+	c.res.Links = make([][]LinkTime, len(c.workers))
 	for s := range c.workers {
 		r, err := c.ctl.Receive(ctx, msgKey(int64(n)*reportStride+int64(s), mbReport, ctlEdge, 'a'))
 		if err != nil {
@@ -318,6 +344,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 			return err
 		}
 		total += float64(rep.Loss)
+		c.res.Links[s] = rep.Links
 		if s == 0 && c.job.Options.Train.ClipGradNorm > 0 && !c.job.Options.Emulate {
 			c.res.GradNorms = append(c.res.GradNorms, rep.GradNorm)
 		}

@@ -281,7 +281,7 @@ func (f *runFlags) job(cmd *cobra.Command, pl *planned, d *runData) (*supervise.
 	train := pl.train
 	train.Steps, train.MicroBatch = f.steps, int(pl.p.MicroBatch) // --epochs may have set the steps
 	j := &supervise.Job{Job: runtime.Job{Run: f.runID, Graph: pl.g, Plan: pl.p, Steps: f.steps,
-		Options: runtime.Options{Train: train, Data: d.optionsSpec(), OnNonFinite: f.nonFinite.policy}}}
+		Options: runtime.Options{Train: train, Data: d.optionsSpec(), OnNonFinite: f.nonFinite.policy, NoIPC: f.device.noIPC}}}
 	if j.Run == "" {
 		j.Run = randomID()
 	}
