@@ -20,6 +20,14 @@ type Timing struct {
 	// stages run on devices of different kinds (nil: the one limit a
 	// caller passes, for every stage)
 	Limit []int64
+	// Post and Take, per edge (nil: free), are what one message costs the
+	// stage that sends it (the send call: its clock moves on by Post after
+	// the transfer starts) and the stage that takes it (its clock moves on
+	// by Take, and no earlier than the data lands); both ways alike.
+	Post, Take []float64
+	// Fixed is what an iteration costs beyond its stages' actions (the
+	// coordinator's go and the reports): added to Result.Iteration.
+	Fixed float64
 }
 
 // Event is one compute action, or one transfer seen from one end: Kind Send
@@ -37,7 +45,7 @@ type Event struct {
 
 // Result is a simulated iteration.
 type Result struct {
-	Iteration  float64   // seconds, first action to last flush
+	Iteration  float64   // seconds, first action to last flush, and Timing.Fixed
 	Busy, Idle []float64 // per stage: compute seconds, and the rest of the iteration
 	Bubble     float64   // idle device-time over all device-time
 	InFlight   []int     // per stage: most micro-batches stashed at once
@@ -135,6 +143,7 @@ func (r *Result) finish(t Timing, cur []Cursor, transfers []Event) {
 		r.Iteration = max(r.Iteration, end)
 		r.Busy[s], r.InFlight[s] = cur[s].Busy(), cur[s].InFlight()
 	}
+	r.Iteration += t.Fixed
 	for s := range cur {
 		d := 1.0
 		if t.Devices != nil {
@@ -190,6 +199,14 @@ func (t Timing) check(sch *Schedule) error {
 	}
 	if sch.Split && len(t.W) != n {
 		return fmt.Errorf("timing: W has %d entries, want %d", len(t.W), n)
+	}
+	for _, v := range []struct {
+		name string
+		len  int
+	}{{"Post", len(t.Post)}, {"Take", len(t.Take)}} {
+		if v.len != 0 && v.len != e {
+			return fmt.Errorf("timing: %s has %d entries, want %d or none", v.name, v.len, e)
+		}
 	}
 	if len(sch.Lists) != n {
 		return fmt.Errorf("schedule: %d action lists for %d stages", len(sch.Lists), n)

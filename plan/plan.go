@@ -31,16 +31,20 @@ type Plan struct {
 	// Cluster, for devices of more than one kind, is the kinds (Device,
 	// DevicesPerNode and MemoryLimit are then the first kind's, and each
 	// stage names its kind); nil for devices of one kind.
-	Cluster      *Cluster     `json:"cluster,omitempty"`
-	MemoryLimit  int64        `json:"memory_limit_bytes"`
-	BatchSize    int64        `json:"batch_size"`
-	MicroBatch   int64        `json:"micro_batch"`
-	MicroBatches int          `json:"micro_batches"`
-	Stages       []PlanStage  `json:"stages"`
-	Edges        []PlanEdge   `json:"edges"`
-	Actions      [][]string   `json:"actions"`
-	Predicted    Prediction   `json:"predicted"`
-	Search       SearchReport `json:"search"`
+	Cluster      *Cluster    `json:"cluster,omitempty"`
+	MemoryLimit  int64       `json:"memory_limit_bytes"`
+	BatchSize    int64       `json:"batch_size"`
+	MicroBatch   int64       `json:"micro_batch"`
+	MicroBatches int         `json:"micro_batches"`
+	Stages       []PlanStage `json:"stages"`
+	Edges        []PlanEdge  `json:"edges"`
+	Actions      [][]string  `json:"actions"`
+	// FixedS is what an iteration costs beyond its stages' actions: the
+	// coordinator's go and the workers' reports (Device.IterationFixed);
+	// zero where the profile measured none.
+	FixedS    float64      `json:"iteration_fixed_s,omitempty"`
+	Predicted Prediction   `json:"predicted"`
+	Search    SearchReport `json:"search"`
 
 	sched *microbatch.Schedule // the schedule behind Actions; Actions is filled by FillActions
 }
@@ -85,6 +89,14 @@ type PlanEdge struct {
 	Bytes    int64    `json:"bytes_per_sample"`
 	Transfer float64  `json:"transfer_s"` // per micro-batch, each direction
 	Inter    bool     `json:"inter_node"`
+	// Transport is how the run moves the edge's tensors (TransportIPC or
+	// TransportNATS); plans made before it was recorded have none.
+	Transport string `json:"transport,omitempty"`
+	// SendS and RecvS are what one message of the edge (a micro-batch's
+	// tensors, either way) costs the stage sending it and the one taking
+	// it, in their own seconds; zero where the profile measured none.
+	SendS float64 `json:"send_s,omitempty"`
+	RecvS float64 `json:"recv_s,omitempty"`
 }
 
 // Prediction is what the simulator says of one iteration.
@@ -215,10 +227,19 @@ func (p *Plan) Timing() microbatch.Timing {
 		t.Static = append(t.Static, s.StaticBytes)
 		t.Stash = append(t.Stash, s.StashBytes)
 	}
+	messages := false
 	for _, e := range p.Edges {
 		t.Act = append(t.Act, e.Transfer)
 		t.Grad = append(t.Grad, e.Transfer)
+		messages = messages || e.SendS > 0 || e.RecvS > 0
 	}
+	if messages { // nil otherwise: what plans without them always had
+		for _, e := range p.Edges {
+			t.Post = append(t.Post, e.SendS)
+			t.Take = append(t.Take, e.RecvS)
+		}
+	}
+	t.Fixed = p.FixedS
 	return t
 }
 
@@ -275,7 +296,7 @@ func (p *Plan) Recomputes() bool {
 }
 
 // Scaled is a copy of p with every planned duration (compute, flush,
-// transfer) and the predicted iteration k times as long: an emulated run of
+// transfer, a message's cost at either end, the iteration's fixed cost) and the predicted iteration k times as long: an emulated run of
 // it at k > 1 weighs a fixed cost per action k times less against the plan.
 func (p *Plan) Scaled(k float64) *Plan {
 	q := *p
@@ -286,8 +307,10 @@ func (p *Plan) Scaled(k float64) *Plan {
 		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS
 	}
 	for i := range q.Edges {
-		q.Edges[i].Transfer *= k
+		e := &q.Edges[i]
+		e.Transfer, e.SendS, e.RecvS = k*e.Transfer, k*e.SendS, k*e.RecvS
 	}
+	q.FixedS *= k
 	q.Predicted.IterationS *= k
 	return &q
 }

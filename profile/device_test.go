@@ -37,16 +37,17 @@ func (m modelMeter) gemm(n int, half bool) (float64, error) {
 	return kernelTime(d, 2*math.Pow(float64(n), 3)), nil
 }
 
-func (m modelMeter) links(bool) ([]int, []float64, bool, error) {
+func (m modelMeter) runCosts(bool) (plan.RunCosts, *RunCostsResult, error) {
 	if !m.probe {
-		return nil, nil, false, nil
+		return plan.RunCosts{}, nil, nil
 	}
 	sizes := []int{1 << 10, 1 << 16, 1 << 20}
 	t := make([]float64, len(sizes))
 	for i, s := range sizes {
 		t[i] = linkTime(m.d, float64(s))
 	}
-	return sizes, t, true, nil
+	rc := plan.RunCosts{NATSLat: m.d.IntraLat, NATSBW: m.d.IntraBW, IterS: 1e-4}
+	return rc, &RunCostsResult{LinkSizes: sizes, OneWay: t}, nil
 }
 
 // TestMeasure: from measurements made by the cost model, Measure writes a

@@ -106,19 +106,35 @@ func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 		st.Devices = devs[i]
 		st.FlushS = cm.kind(in[i].kind).flushAt(in[i].blk.params, in[i].k, spans(p, st.Devices))
 	}
+	workers := 0
+	for _, st := range p.Stages {
+		workers += len(st.Devices)
+	}
+	p.FixedS = p.Device.IterationFixed(workers)
 	for i := range p.Edges {
-		e := &p.Edges[i]
-		from, to := p.Stages[e.From], p.Stages[e.To]
-		m := ceilDiv(p.MicroBatch, int64(min(len(from.Devices), len(to.Devices))))
-		e.Inter = node(p, from.Devices[0]) != node(p, to.Devices[0]) || spans(p, from.Devices) || spans(p, to.Devices)
-		if a, b := in[e.From].kind, in[e.To].kind; a != b { // between kinds: the cluster's link between nodes
-			bw, lat := p.Cluster.Link(a, b)
-			e.Transfer = lat + float64(e.Bytes*m)/bw
-		} else {
-			e.Transfer = transfer(cm.kind(a).dev, float64(e.Bytes*m), e.Inter)
-		}
+		priceEdge(p, &p.Edges[i], in, cm)
 	}
 	return schedule(p)
+}
+
+// priceEdge prices edge e of p where its stages are: the transport the run
+// will use, a micro-batch's transfer over it, and what a message costs the
+// stage at either end.
+func priceEdge(p *plan.Plan, e *plan.PlanEdge, in []stageIn, cm *costModel) {
+	from, to := p.Stages[e.From], p.Stages[e.To]
+	m := ceilDiv(p.MicroBatch, int64(min(len(from.Devices), len(to.Devices))))
+	bytes := float64(e.Bytes * m)
+	e.Inter = node(p, from.Devices[0]) != node(p, to.Devices[0]) || spans(p, from.Devices) || spans(p, to.Devices)
+	a, b := in[e.From].kind, in[e.To].kind
+	if a != b { // between kinds: the cluster's link between nodes, over NATS
+		bw, lat := p.Cluster.Link(a, b)
+		e.Transport, e.Transfer = plan.TransportNATS, lat+bytes/bw
+	} else {
+		l := edgeLink(cm.kind(a).dev, e.Inter)
+		e.Transport, e.Transfer = l.transport, l.time(bytes)
+	}
+	e.SendS, _ = cm.kind(a).dev.MessageCPU(bytes)
+	_, e.RecvS = cm.kind(b).dev.MessageCPU(bytes)
 }
 
 // kindPlacements are placements of each kind's stages on its devices (the

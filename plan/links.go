@@ -1,0 +1,180 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// The transports a stage edge's tensors take in a run (PlanEdge.Transport).
+const (
+	// TransportIPC: workers on one host whose devices are GPUs (or the CUDA
+	// emulator); the bytes stay on the device, NATS carries a handle, the
+	// receiver copies device to device.
+	TransportIPC = "ipc"
+	// TransportNATS: the bytes travel over NATS (CPU workers, and workers
+	// on different hosts).
+	TransportNATS = "nats"
+)
+
+// MaxCoreSlowdown is the most worker counts a profile's CoreSlowdown
+// lists (beyond them, Slowdown extrapolates).
+const MaxCoreSlowdown = 16
+
+// RunCosts are what a run pays beyond its ops, as graphpipe profile
+// measures them on the device it runs on: its links as the runtime has
+// them, what a message costs the stages at either end, the fixed cost of an
+// iteration, and what workers sharing one host's cores lose. A zero field
+// was not measured: the cost model then prices as profiles without it
+// always were (links from IntraLat/IntraBW and InterLat/InterBW, nothing
+// per message, per iteration or per shared core), so the built-in profiles
+// and old profile files price as they did.
+type RunCosts struct {
+	// NATSLat and NATSBW: one message from one worker to another through
+	// NATS, one way, latency + bytes/bandwidth (the runtime's reliable
+	// endpoints over an embedded server on loopback).
+	NATSLat float64 `json:"nats_lat_s,omitempty"`
+	NATSBW  float64 `json:"nats_bw,omitempty"`
+	// IPCLat and IPCBW: the same-host device path, a handle over NATS and
+	// a device-to-device copy (IPCBW: the copy's bytes/s); measured on a
+	// CUDA backend or its emulator, never on the CPU.
+	IPCLat float64 `json:"ipc_lat_s,omitempty"`
+	IPCBW  float64 `json:"ipc_bw,omitempty"`
+	// RingLat and RingBW: one step of the ring all-reduce between the
+	// replicas of a stage, latency + bytes/bandwidth.
+	RingLat float64 `json:"allreduce_lat_s,omitempty"`
+	RingBW  float64 `json:"allreduce_bw,omitempty"`
+	// SendS and SendBW: the sender's own time per message (its send
+	// call), SendS + bytes/SendBW; RecvS and RecvBW the receiver's, for a
+	// message that has landed. The stage computes nothing meanwhile.
+	SendS  float64 `json:"send_s,omitempty"`
+	SendBW float64 `json:"send_bw,omitempty"`
+	RecvS  float64 `json:"recv_s,omitempty"`
+	RecvBW float64 `json:"recv_bw,omitempty"`
+	// IterS and IterWorkerS: the fixed cost of an iteration, the
+	// coordinator's go and every worker's report, IterS + workers ×
+	// IterWorkerS.
+	IterS       float64 `json:"iteration_s,omitempty"`
+	IterWorkerS float64 `json:"iteration_worker_s,omitempty"`
+	// HostCores is the host's logical cores; CoreSlowdown[k-1] is an op's
+	// time with k workers busy on them at once, each with its share of the
+	// cores (GOMAXPROCS cores/k, at least 1, as local workers get), over
+	// its time in one process with all of them (what op times measure).
+	HostCores    int       `json:"host_cores,omitempty"`
+	CoreSlowdown Slowdowns `json:"core_slowdown,omitzero"`
+}
+
+// Slowdowns is a list of at most MaxCoreSlowdown figures, written as a
+// JSON list, and comparable: a profile is a map key to the planner.
+type Slowdowns struct {
+	n int
+	v [MaxCoreSlowdown]float64
+}
+
+// NewSlowdowns is a list of vs; it keeps the first MaxCoreSlowdown.
+func NewSlowdowns(vs ...float64) Slowdowns {
+	var s Slowdowns
+	s.n = copy(s.v[:], vs)
+	return s
+}
+
+// Values is the list.
+func (s Slowdowns) Values() []float64 { return append([]float64(nil), s.v[:s.n]...) }
+
+// Len is its length.
+func (s Slowdowns) Len() int { return s.n }
+
+// MarshalJSON writes the list.
+func (s Slowdowns) MarshalJSON() ([]byte, error) { return json.Marshal(s.v[:s.n]) }
+
+// UnmarshalJSON reads a list of at most MaxCoreSlowdown numbers.
+func (s *Slowdowns) UnmarshalJSON(data []byte) error {
+	var vs []float64
+	if err := json.Unmarshal(data, &vs); err != nil {
+		return fmt.Errorf("core_slowdown: %v", err)
+	}
+	if len(vs) > MaxCoreSlowdown {
+		return fmt.Errorf("core_slowdown: at most %d worker counts, got %d", MaxCoreSlowdown, len(vs))
+	}
+	*s = NewSlowdowns(vs...)
+	return nil
+}
+
+// validate refuses a negative, infinite or NaN figure, and a slowdown list
+// that is empty of sense (a non-positive entry, too many).
+func (r RunCosts) validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"nats_lat_s", r.NATSLat}, {"nats_bw", r.NATSBW}, {"ipc_lat_s", r.IPCLat}, {"ipc_bw", r.IPCBW},
+		{"allreduce_lat_s", r.RingLat}, {"allreduce_bw", r.RingBW}, {"send_s", r.SendS}, {"send_bw", r.SendBW},
+		{"recv_s", r.RecvS}, {"recv_bw", r.RecvBW}, {"iteration_s", r.IterS}, {"iteration_worker_s", r.IterWorkerS},
+		{"host_cores", float64(r.HostCores)},
+	} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%s: must be ≥ 0, got %g", f.name, f.v)
+		}
+	}
+	for i, v := range r.CoreSlowdown.Values() {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("core_slowdown[%d]: must be a positive number, got %g", i, v)
+		}
+	}
+	return nil
+}
+
+// IsCPU says whether d is a CPU: a profile named "cpu", or "cpu ..." (a
+// measured one, "cpu (measured)").
+func (d Device) IsCPU() bool {
+	n := strings.ToLower(d.Name)
+	return n == "cpu" || strings.HasPrefix(n, "cpu ")
+}
+
+// IPCCapable says whether workers on one host move d's tensors device to
+// device (TransportIPC): every device but a CPU.
+func (d Device) IPCCapable() bool { return !d.IsCPU() }
+
+// Slowdown is how much longer an op takes with k workers busy on one host
+// than in one process with the host to itself: CoreSlowdown[k-1], beyond
+// the list its last entry's share of the cores divided among k (time
+// sliced), 1 where the profile measured none.
+func (d Device) Slowdown(k int) float64 {
+	s := d.CoreSlowdown.Values()
+	switch {
+	case len(s) == 0 || k < 1:
+		return 1
+	case k <= len(s):
+		return s[k-1]
+	}
+	return s[len(s)-1] * float64(k) / float64(len(s))
+}
+
+// HostWorkers is how many workers the cost model takes to share one host
+// in a run on devices devices, perNode to a node: a node's, or all of them
+// on fewer.
+func HostWorkers(devices, perNode int) int { return max(1, min(devices, perNode)) }
+
+// IterationFixed is the fixed cost of one iteration of a run of workers
+// workers: the coordinator's go and their reports.
+func (d Device) IterationFixed(workers int) float64 {
+	return d.IterS + float64(workers)*d.IterWorkerS
+}
+
+// MessageCPU is what a message of bytes costs its sender (the send call)
+// and its receiver (taking it once it has landed), in seconds of their own
+// time.
+func (d Device) MessageCPU(bytes float64) (send, recv float64) {
+	if bytes <= 0 {
+		return 0, 0
+	}
+	send, recv = d.SendS, d.RecvS
+	if d.SendBW > 0 {
+		send += bytes / d.SendBW
+	}
+	if d.RecvBW > 0 {
+		recv += bytes / d.RecvBW
+	}
+	return send, recv
+}

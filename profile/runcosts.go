@@ -1,0 +1,672 @@
+package profile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	goruntime "runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
+)
+
+// RunCostsResult is every measurement of what a run pays beside its ops
+// (MeasureRunCosts), as graphpipe profile --json prints it.
+type RunCostsResult struct {
+	// InProcess: the program could not start measuring children (it does
+	// not call Child), so the workers were goroutines of this process.
+	InProcess bool `json:"in_process,omitempty"`
+	// LinkSizes: the messages probed, bytes; OneWay their median one-way
+	// times (a round trip halved), Send the sender's send call, Recv the
+	// receiver's taking one that has landed, each in seconds.
+	LinkSizes []int     `json:"link_sizes"`
+	OneWay    []float64 `json:"link_one_way_s"`
+	Send      []float64 `json:"send_s"`
+	Recv      []float64 `json:"recv_s"`
+	// RingReplicas, RingSizes and RingS: the ring all-reduces timed, a
+	// round's median seconds per replica count and size.
+	RingReplicas []int       `json:"ring_replicas"`
+	RingSizes    []int       `json:"ring_sizes"`
+	RingS        [][]float64 `json:"ring_s"`
+	// IterWorkers and IterS: the coordinator's go and every worker's
+	// report, a round's median seconds per worker count.
+	IterWorkers []int     `json:"iteration_workers"`
+	IterS       []float64 `json:"iteration_s"`
+	// BusyS, on a CPU: a pass of busyWork's model with k workers busy at
+	// once (index k-1), each worker's median seconds, averaged.
+	BusyS []float64 `json:"busy_s,omitempty"`
+}
+
+// RunCostsPlan says how much MeasureRunCosts measures.
+type RunCostsPlan struct {
+	Cores int  // the host's logical cores
+	CPU   bool // measure the sharing of cores (CoreSlowdown): workers compute on them
+	Quick bool
+}
+
+// reportBytes is the size of a worker's report to its coordinator that the
+// fixed cost of an iteration is measured with (its timeline of a few
+// dozen actions, as JSON).
+const reportBytes = 2048
+
+// MeasureRunCosts measures what a run pays beside its ops on this host, as
+// workers on it pay it: messages between two workers over NATS (an
+// embedded server on loopback, the runtime's reliable endpoints, tensors
+// encoded as workers encode them) at sizes from a few hundred bytes to
+// megabytes, with what the send call and taking a landed message cost; the
+// ring all-reduce among 2 (and 3) replicas; the coordinator's go and the
+// reports of 1 to several workers; and, on a CPU, the slowdown of an op
+// with k workers busy at once, each with its share of the cores. The
+// workers are processes of their own, as a run's are, where the program
+// calls Child. It returns the fitted costs and every measurement.
+func MeasureRunCosts(o RunCostsPlan) (plan.RunCosts, *RunCostsResult, error) {
+	var rc plan.RunCosts
+	res := &RunCostsResult{InProcess: !childCapable.Load()}
+	cores := max(1, o.Cores)
+	rc.HostCores = cores
+	srv, err := wire.StartEmbedded(0)
+	if err != nil {
+		return rc, nil, err
+	}
+	defer srv.Shutdown()
+	w := &workers{srv: srv, inProcess: res.InProcess}
+	if err := w.links(o, res, &rc); err != nil {
+		return rc, nil, err
+	}
+	if err := w.rings(o, res, &rc); err != nil {
+		return rc, nil, err
+	}
+	if err := w.iterations(o, res, &rc); err != nil {
+		return rc, nil, err
+	}
+	if o.CPU {
+		if err := coreSlowdown(o, res, &rc); err != nil {
+			return rc, nil, err
+		}
+	}
+	return rc, res, nil
+}
+
+// linkSizes are the message sizes probed, and the rounds per size.
+func linkSizes(quick bool) ([]int, int) {
+	if quick {
+		return []int{1 << 10, 64 << 10, 1 << 20}, 10
+	}
+	return []int{256, 4 << 10, 64 << 10, 1 << 20, 8 << 20}, 30
+}
+
+// workers starts the measurements' workers: measuring children connected
+// to srv, or goroutines of this process.
+type workers struct {
+	srv       *wire.Embedded
+	inProcess bool
+	run       int // numbers the probes' runs
+}
+
+// started is a set of workers: their stop and, for ring workers, their
+// answers.
+type started struct {
+	procs []*proc
+	// answering: how many of them answer (all but echoes)
+	answering int
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	errs      []error
+	out       map[int32][]byte // each worker's answer, as JSON
+	stop      func()
+}
+
+// start starts one worker per spec (its ID set), each with GOMAXPROCS
+// procs; in process, as goroutines.
+func (w *workers) start(specs []childSpec, procs int) (*started, error) {
+	s := &started{out: map[int32][]byte{}}
+	for _, spec := range specs {
+		if spec.Mode != "echo" {
+			s.answering++
+		}
+	}
+	if !w.inProcess {
+		for _, spec := range specs {
+			spec.URL, spec.Token = w.srv.URL(), w.srv.Token
+			p, err := startChild(spec, procs)
+			if err != nil {
+				for _, q := range s.procs {
+					q.stop()
+				}
+				return nil, err
+			}
+			s.procs = append(s.procs, p)
+		}
+		s.stop = func() {
+			for _, p := range s.procs {
+				p.stop()
+			}
+		}
+		return s, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var closers []func()
+	s.stop = func() {
+		cancel()
+		s.wg.Wait()
+		for _, c := range closers {
+			c()
+		}
+	}
+	for _, spec := range specs {
+		t, err := dial(w.srv)
+		if err != nil {
+			s.stop()
+			return nil, err
+		}
+		ep, err := wire.NewEndpoint(t, spec.Run, 1, spec.ID)
+		if err != nil {
+			t.Close()
+			s.stop()
+			return nil, err
+		}
+		closers = append(closers, ep.Close, func() { t.Close() })
+		s.wg.Add(1)
+		go func(spec childSpec, chunk int) {
+			defer s.wg.Done()
+			answer, err := work(ctx, ep, spec, chunk)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if answer != nil {
+				s.out[spec.ID], _ = json.Marshal(answer)
+			}
+			if err != nil && ctx.Err() == nil {
+				s.errs = append(s.errs, err)
+			}
+		}(spec, max(t.MaxPayload()-256, 64))
+	}
+	return s, nil
+}
+
+// work is a link worker's part (echo, probe or ring) on ep: its answer,
+// nil for an echo, which answers until ctx ends. chunk is its transport's
+// chunk size.
+func work(ctx context.Context, ep *wire.Endpoint, spec childSpec, chunk int) (any, error) {
+	switch spec.Mode {
+	case "echo":
+		return nil, echo(ctx, ep, spec.ID, spec.To, spec.Reply)
+	case "probe":
+		return probe(ctx, ep, int32(spec.Peers), chunk, spec.Sizes, spec.Reps)
+	case "ring":
+		return ring(ctx, ep, int(spec.ID)-1, spec.Peers, spec.Sizes, spec.Reps)
+	}
+	return nil, fmt.Errorf("unknown mode %q", spec.Mode)
+}
+
+// answers tells the workers to go and gathers the answers of those that
+// answer (all but echoes), by ID, as JSON.
+func (s *started) answers() (map[int32][]byte, error) {
+	if s.procs == nil {
+		s.mu.Lock()
+		n := len(s.out)
+		s.mu.Unlock()
+		for n < s.answering { // the echoes answer until stopped
+			time.Sleep(time.Millisecond)
+			s.mu.Lock()
+			n = len(s.out)
+			if len(s.errs) > 0 {
+				n = s.answering
+			}
+			s.mu.Unlock()
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.out, errors.Join(s.errs...)
+	}
+	for _, p := range s.procs {
+		if err := p.start(); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range s.procs {
+		if p.mode == "echo" {
+			continue
+		}
+		var answer json.RawMessage
+		if err := p.answer(&answer); err != nil {
+			return nil, fmt.Errorf("profile: %s worker %d: %w", p.mode, i+1, err)
+		}
+		s.out[p.id] = answer
+	}
+	return s.out, nil
+}
+
+// parent is the measuring process's endpoint on a fresh run of the
+// probes, and the chunk size of its transport.
+func (w *workers) parent() (ep *wire.Endpoint, run string, chunk int, closeEp func(), err error) {
+	w.run++
+	run = "probe" + strconv.Itoa(w.run)
+	t, err := dial(w.srv)
+	if err != nil {
+		return nil, "", 0, nil, err
+	}
+	if ep, err = wire.NewEndpoint(t, run, 1, parentID); err != nil {
+		t.Close()
+		return nil, "", 0, nil, err
+	}
+	return ep, run, max(t.MaxPayload()-256, 64), func() { ep.Close(); t.Close() }, nil
+}
+
+// links probes the NATS path between two workers, each a process with
+// its share of the cores, through this process's server, as a run's
+// workers talk through their coordinator's: each size's round trip, send
+// call and receive (probe), fitted to NATSLat/NATSBW, SendS/SendBW and
+// RecvS/RecvBW.
+func (w *workers) links(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) error {
+	sizes, reps := linkSizes(o.Quick)
+	w.run++
+	run := "link" + strconv.Itoa(w.run)
+	s, err := w.start([]childSpec{{Mode: "echo", Run: run, ID: 2, To: 1}, {Mode: "probe", Run: run, ID: 1, Peers: 2, Sizes: sizes, Reps: reps}}, max(1, o.Cores/2))
+	if err != nil {
+		return err
+	}
+	out, err := s.answers()
+	s.stop()
+	if err != nil {
+		return err
+	}
+	var lp linkProbe
+	if err := json.Unmarshal(out[1], &lp); err != nil {
+		return fmt.Errorf("profile: the link probe's answer: %w", err)
+	}
+	res.LinkSizes, res.OneWay, res.Send, res.Recv = lp.Sizes, lp.OneWay, lp.Send, lp.Recv
+	if rc.NATSLat, rc.NATSBW, err = FitLink(samples(res.LinkSizes, res.OneWay)); err != nil {
+		return fmt.Errorf("profile: fitting the NATS path: %w", err)
+	}
+	rc.SendS, rc.SendBW = fitCost(res.LinkSizes, res.Send)
+	rc.RecvS, rc.RecvBW = fitCost(res.LinkSizes, res.Recv)
+	return nil
+}
+
+// linkProbe is what probe measured: per message size (bytes, as encoded),
+// the median one-way time (a round trip halved), send call, and taking of
+// a message that has landed, in seconds.
+type linkProbe struct {
+	Sizes  []int     `json:"sizes"`
+	OneWay []float64 `json:"one_way_s"`
+	Send   []float64 `json:"send_s"`
+	Recv   []float64 `json:"recv_s"`
+}
+
+// probe bounces messages of each size (float32 tensors encoded as a worker
+// encodes them) between ep and the echo peer, reps times each after a
+// warm-up: the round trips and the send calls; then reps more, each
+// answer taken only once it has landed. chunk is the transport's chunk
+// size.
+func probe(ctx context.Context, ep *wire.Endpoint, peer int32, chunk int, sizes []int, reps int) (linkProbe, error) {
+	var lp linkProbe
+	round := int64(0)
+	for _, size := range sizes {
+		msg, err := wire.EncodeTensors([]wire.Tensor{{Name: "x", Shape: []int{size / 4}, F32: make([]float32, size/4)}})
+		if err != nil {
+			return lp, err
+		}
+		var trips, sends, recvs []float64
+		for i := -1; i < 2*reps; i++ { // -1 warms up; then reps round trips, reps landed receives
+			before := ep.Stats().Received
+			start := time.Now()
+			if err := ep.Send(ctx, peer, echoKey(round), msg); err != nil {
+				return lp, err
+			}
+			sent := time.Since(start).Seconds()
+			if i >= reps { // wait until the answer has landed, then time taking it
+				if err := landed(ctx, ep, before, (len(msg)+chunk-1)/chunk); err != nil {
+					return lp, err
+				}
+				start = time.Now()
+			}
+			got, err := ep.Receive(ctx, replyKey(round, peer))
+			if err == nil {
+				_, err = wire.DecodeTensors(got)
+			}
+			if err != nil {
+				return lp, fmt.Errorf("profile: probing links with %d-byte messages: %w", size, err)
+			}
+			took := time.Since(start).Seconds()
+			round++
+			switch {
+			case i < 0:
+			case i < reps:
+				trips, sends = append(trips, took), append(sends, sent)
+			default:
+				recvs = append(recvs, took)
+			}
+		}
+		lp.Sizes = append(lp.Sizes, len(msg))
+		lp.OneWay = append(lp.OneWay, median(trips)/2)
+		lp.Send = append(lp.Send, median(sends))
+		lp.Recv = append(lp.Recv, median(recvs))
+	}
+	return lp, nil
+}
+
+// landed waits until an answer of chunks chunks is whole at ep, which had
+// received before chunks before it: a receive of it would not wait. It
+// gives up after a second, which only makes the measurement of taking it
+// include waiting.
+func landed(ctx context.Context, ep *wire.Endpoint, before int64, chunks int) error {
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if ep.Stats().Received >= before+int64(chunks) {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	return nil
+}
+
+// samples pairs sizes with times for a fit.
+func samples(sizes []int, times []float64) []KernelSample {
+	out := make([]KernelSample, len(sizes))
+	for i, s := range sizes {
+		out[i] = KernelSample{Work: float64(s), Seconds: times[i]}
+	}
+	return out
+}
+
+// fitCost fits a cost that may not grow with the bytes, fixed +
+// bytes/bw: FitLink where the times grow with the sizes, else the least
+// of them, fixed, with nothing per byte (bw 0).
+func fitCost(sizes []int, times []float64) (fixed, bw float64) {
+	if lat, b, err := FitLink(samples(sizes, times)); err == nil {
+		return lat, b
+	}
+	fixed = math.Inf(1)
+	for _, t := range times {
+		fixed = min(fixed, t)
+	}
+	return fixed, 0
+}
+
+// ringPlan is the replica counts and sizes the ring all-reduce is timed
+// at, and the rounds of each.
+func ringPlan(quick bool) (ks, sizes []int, reps int) {
+	if quick {
+		return []int{2}, []int{16 << 10, 1 << 20}, 5
+	}
+	return []int{2, 3}, []int{16 << 10, 256 << 10, 4 << 20}, 10
+}
+
+// rings times the ring all-reduce among k replicas, each a worker with its
+// share of the cores, and fits a step (a chunk of bytes/k one way) to
+// RingLat/RingBW.
+func (w *workers) rings(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) error {
+	ks, sizes, reps := ringPlan(o.Quick)
+	res.RingReplicas, res.RingSizes = ks, sizes
+	var steps []KernelSample
+	for _, k := range ks {
+		w.run++
+		run := "ring" + strconv.Itoa(w.run)
+		var specs []childSpec
+		for r := 0; r < k; r++ {
+			specs = append(specs, childSpec{Mode: "ring", Run: run, ID: int32(r + 1), Peers: k, Sizes: sizes, Reps: reps})
+		}
+		s, err := w.start(specs, max(1, o.Cores/k))
+		if err != nil {
+			return err
+		}
+		out, err := s.answers()
+		s.stop()
+		if err != nil {
+			return err
+		}
+		var rounds []float64
+		if err := json.Unmarshal(out[1], &rounds); err != nil || len(rounds) != len(sizes) {
+			return fmt.Errorf("profile: ring replica 1's answer %s: %v", out[1], err)
+		}
+		res.RingS = append(res.RingS, rounds)
+		for j, size := range sizes {
+			steps = append(steps, KernelSample{Work: float64(size / k), Seconds: rounds[j] / float64(2*(k-1))})
+		}
+	}
+	var err error
+	if rc.RingLat, rc.RingBW, err = FitLink(steps); err != nil {
+		return fmt.Errorf("profile: fitting the ring all-reduce: %w", err)
+	}
+	return nil
+}
+
+// iterationWorkers is the most workers the fixed cost of an iteration is
+// timed with (1 to one more than the cores, at least 3), and the rounds of
+// each count.
+func iterationWorkers(cores int, quick bool) (int, int) {
+	if quick {
+		return 2, 20
+	}
+	return max(3, cores+1), 50
+}
+
+// iterations times the coordinator's part of an iteration with k = 1, 2,
+// ... workers, the counts in turn, round after round: a go to each of the
+// first k workers, then each one's report; and fits IterS + k·IterWorkerS
+// to each count's median.
+func (w *workers) iterations(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) error {
+	ks, reps := iterationWorkers(o.Cores, o.Quick)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ep, run, _, closeEp, err := w.parent()
+	if err != nil {
+		return err
+	}
+	defer closeEp()
+	var specs []childSpec
+	for i := 0; i < ks; i++ {
+		specs = append(specs, childSpec{Mode: "echo", Run: run, ID: int32(i + 1), To: parentID, Reply: reportBytes})
+	}
+	s, err := w.start(specs, max(1, o.Cores/ks))
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	goMsg := make([]byte, 64)
+	rounds := make([][]float64, ks)
+	next := make([]int64, ks+1) // per worker, its next round
+	for i := 0; i <= reps; i++ {
+		for k := 1; k <= ks; k++ {
+			start := time.Now()
+			for id := 1; id <= k && err == nil; id++ {
+				err = ep.Send(ctx, int32(id), echoKey(next[id]), goMsg)
+			}
+			for id := 1; id <= k && err == nil; id++ {
+				_, err = ep.Receive(ctx, replyKey(next[id], int32(id)))
+				next[id]++
+			}
+			if err != nil {
+				return fmt.Errorf("profile: timing iterations of %d workers: %w", k, err)
+			}
+			if i > 0 { // the first round warms up
+				rounds[k-1] = append(rounds[k-1], time.Since(start).Seconds())
+			}
+		}
+	}
+	for k := 1; k <= ks; k++ {
+		res.IterWorkers, res.IterS = append(res.IterWorkers, k), append(res.IterS, median(rounds[k-1]))
+	}
+	rc.IterS, rc.IterWorkerS = fitAffine(res.IterWorkers, res.IterS)
+	return nil
+}
+
+// fitAffine fits y = a + b·x by least squares, b at least 0 (a at least
+// 0).
+func fitAffine(xs []int, ys []float64) (a, b float64) {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i, x := range xs {
+		fx := float64(x)
+		sx, sy, sxx, sxy = sx+fx, sy+ys[i], sxx+fx*fx, sxy+fx*ys[i]
+	}
+	if det := n*sxx - sx*sx; det > 0 {
+		b = (n*sxy - sx*sy) / det
+	}
+	if b < 0 {
+		b = 0
+	}
+	return max(0, (sy-b*sx)/n), b
+}
+
+// busyPlan is the most workers the sharing of cores is timed with (twice
+// the cores, at least 3, at most plan.MaxCoreSlowdown), how long each
+// round runs, and how many rounds of every count there are.
+func busyPlan(cores int, quick bool) (ks int, seconds float64, rounds int) {
+	if quick {
+		return min(plan.MaxCoreSlowdown, max(2, cores+1)), 0.1, 1
+	}
+	return min(plan.MaxCoreSlowdown, max(3, 2*cores)), 0.2, 3
+}
+
+// coreSlowdown times busy workers k = 1, 2, ... at once, each with
+// GOMAXPROCS cores/k (at least 1) as local workers get (in process: the
+// process's), in rounds of every k, and records each k's time over one
+// worker's with all the cores, the median over the rounds of each round's
+// ratio: a round's counts are timed close together, under the same load
+// from elsewhere.
+func coreSlowdown(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) error {
+	ks, seconds, rounds := busyPlan(o.Cores, o.Quick)
+	pools := make([]*busyPool, ks+1) // per k: its workers, each with cores/k
+	defer func() {
+		for _, p := range pools {
+			if p != nil {
+				p.stop()
+			}
+		}
+	}()
+	ratios := make([][]float64, ks)
+	times := make([][]float64, ks)
+	for r := 0; r < rounds; r++ {
+		var one float64
+		for k := 1; k <= ks; k++ {
+			if pools[k] == nil {
+				p, err := newBusyPool(k, max(1, o.Cores/k), res.InProcess)
+				if err != nil {
+					return err
+				}
+				pools[k] = p
+			}
+			t, err := pools[k].round(seconds)
+			if err != nil {
+				return err
+			}
+			if k == 1 {
+				one = t
+			}
+			ratios[k-1], times[k-1] = append(ratios[k-1], t/one), append(times[k-1], t)
+		}
+	}
+	slow := make([]float64, ks)
+	for k := range slow {
+		slow[k] = median(ratios[k])
+		res.BusyS = append(res.BusyS, median(times[k]))
+	}
+	rc.CoreSlowdown = plan.NewSlowdowns(slow...)
+	return nil
+}
+
+// busyPool is k busy workers, each a measuring child with its GOMAXPROCS,
+// or in process a goroutine.
+type busyPool struct {
+	procs []*proc
+	gos   []chan float64 // in process: each worker's go, carrying the seconds
+	out   chan busyAnswer
+	quit  chan struct{}
+}
+
+type busyAnswer struct {
+	t   float64
+	err error
+}
+
+// newBusyPool starts k busy workers, each with procs cores.
+func newBusyPool(k, procs int, inProcess bool) (*busyPool, error) {
+	p := &busyPool{out: make(chan busyAnswer, k), quit: make(chan struct{})}
+	for i := 0; i < k; i++ {
+		if !inProcess {
+			c, err := startChild(childSpec{Mode: "busy", Seconds: 0}, procs)
+			if err != nil {
+				p.stop()
+				return nil, err
+			}
+			p.procs = append(p.procs, c)
+			continue
+		}
+		b, err := newBusy()
+		if err != nil {
+			p.stop()
+			return nil, err
+		}
+		g := make(chan float64)
+		p.gos = append(p.gos, g)
+		go func() {
+			goruntime.LockOSThread()
+			defer goruntime.UnlockOSThread()
+			for {
+				select {
+				case s := <-g:
+					t, err := b.run(s)
+					p.out <- busyAnswer{t, err}
+				case <-p.quit:
+					return
+				}
+			}
+		}()
+	}
+	return p, nil
+}
+
+// round has every worker busy for seconds at once and returns their
+// median pass times, averaged.
+func (p *busyPool) round(seconds float64) (float64, error) {
+	var times []float64
+	if p.procs == nil {
+		for _, g := range p.gos {
+			g <- seconds
+		}
+		var errs []error
+		for range p.gos {
+			a := <-p.out
+			times, errs = append(times, a.t), append(errs, a.err)
+		}
+		return mean(times), errors.Join(errs...)
+	}
+	for _, c := range p.procs {
+		if _, err := fmt.Fprintf(c.in, "go %g\n", seconds); err != nil {
+			return 0, err
+		}
+	}
+	for i, c := range p.procs {
+		var t float64
+		if err := c.next(&t); err != nil {
+			return 0, fmt.Errorf("profile: busy worker %d of %d: %w", i+1, len(p.procs), err)
+		}
+		times = append(times, t)
+	}
+	return mean(times), nil
+}
+
+// stop ends the workers.
+func (p *busyPool) stop() {
+	close(p.quit)
+	for _, c := range p.procs {
+		c.stop()
+	}
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
