@@ -125,11 +125,31 @@ func (r RunCosts) validate() error {
 	return nil
 }
 
-// IsCPU says whether d is a CPU: a profile named "cpu", or "cpu ..." (a
-// measured one, "cpu (measured)").
-func (d Device) IsCPU() bool {
-	n := strings.ToLower(d.Name)
-	return n == "cpu" || strings.HasPrefix(n, "cpu ")
+// IsCPU says whether d is a CPU: a profile whose name starts with "cpu"
+// ("cpu", a measured "cpu (measured)", a user's "cpu-slow").
+func (d Device) IsCPU() bool { return isCPU(d.Name) }
+
+func isCPU(name string) bool { return strings.HasPrefix(strings.ToLower(name), "cpu") }
+
+// SameDevice says whether profiles named a and b are of one device, as a
+// pool matches an agent's profile to a plan's: both CPUs, the same name
+// (its case and a " (measured)" aside), or both naming one built-in GPU
+// ("h100" and "NVIDIA H100 80GB HBM3 sm_90 (measured)").
+func SameDevice(a, b string) bool {
+	if isCPU(a) && isCPU(b) {
+		return true
+	}
+	norm := func(s string) string { return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), " (measured)") }
+	a, b = norm(a), norm(b)
+	if a == b {
+		return true
+	}
+	for name := range Profiles {
+		if name != "cpu" && strings.Contains(a, name) && strings.Contains(b, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // IPCCapable says whether workers on one host move d's tensors device to
