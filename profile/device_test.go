@@ -94,6 +94,9 @@ func TestMeasure(t *testing.T) {
 			if got.Launch < tc.launched || (tc.launched == 1 && got.Launch != 1) {
 				t.Errorf("launch %g with a bare launch of %g", got.Launch, tc.launched)
 			}
+			if probed := res.RunCosts != nil; probed != tc.m.probe || probed && (got.NATSBW != want.IntraBW || got.IterS != 1e-4) {
+				t.Errorf("run costs %+v in the profile, measurements %v", got.RunCosts, res.RunCosts)
+			}
 			if !strings.HasPrefix(res.LinksOf, tc.linksOf) || len(res.FP32) != 4 || len(res.BF16) != 0 || res.Format != "" {
 				t.Errorf("links of %q, %d FP32 and %d BF16 times, format %q", res.LinksOf, len(res.FP32), len(res.BF16), res.Format)
 			}

@@ -1,0 +1,109 @@
+package search
+
+import (
+	"math"
+	"testing"
+
+	"github.com/graphpipe/graphpipe/models"
+	"github.com/graphpipe/graphpipe/plan"
+)
+
+// TestRunCostsPricing: a tiny plan, an MLP cut in two stages on two CPU
+// workers of one host, at one micro-batch per iteration, priced with a
+// profile whose run costs are round numbers and op times of one value per
+// op, against the arithmetic done by hand: every op slowed by the two
+// workers' share of the cores, the edge over NATS at its latency and
+// bandwidth, a message's cost at either end, the iteration's fixed cost,
+// the DP's period with its stage's messages, and the iteration the
+// simulator gives, written out step by step.
+func TestRunCostsPricing(t *testing.T) {
+	e, err := models.Lookup("mlp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.Small
+	cfg.Layers, cfg.Hidden, cfg.Input, cfg.Classes, cfg.Batch = 2, 8, 4, 2, 4
+	g, err := e.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const f, bi, bw = 100e-6, 60e-6, 40e-6 // every op, at every micro-batch
+	ot := &plan.OpTimes{Format: plan.OpTimesFormat, Model: g.Name(), SHA256: plan.OpsHash(g), Device: "by hand", Ops: map[string]plan.OpSeries{}}
+	for i := 0; i < g.NumOps(); i++ {
+		ot.Ops[g.Op(i).Name] = plan.OpSeries{MicroBatch: []int64{1, 4}, Forward: []float64{f, f}, InputGrad: []float64{bi, bi}, WeightGrad: []float64{bw, bw}}
+	}
+	dev := plan.Profiles["cpu"]
+	dev.Name = "cpu (measured)"
+	dev.RunCosts = plan.RunCosts{NATSLat: 50e-6, NATSBW: 1e8, SendS: 10e-6, SendBW: 1e9, RecvS: 5e-6, RecvBW: 2e9,
+		IterS: 200e-6, IterWorkerS: 30e-6, RingLat: 1e-3, RingBW: 1e7, HostCores: 2, CoreSlowdown: plan.NewSlowdowns(1, 1.25, 1.5)}
+	o, err := Options{Device: dev, Devices: 2, DevicesPerNode: 4, Batch: 4, MicroBatch: 4, OpTimes: ot, Schedule: "1f1b", Recompute: "off"}.withDefaults(g.BatchSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := newCostModel(g, &o)
+	half := g.NumOps() / 2
+	var in []stageIn
+	for _, ops := range [][]int{seq(0, half), seq(half, g.NumOps())} {
+		blk := cm.newBlock(ops, cm.boundary)
+		in = append(in, stageIn{ops: ops, k: 1, cost: cm.priceOps(ops, blk, 1, 4, 1), blk: blk})
+	}
+	p, err := assemble(g, &o, cm, 4, in, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const slow = 1.25 // two workers on the host
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-12*math.Max(1, math.Abs(want)) {
+			t.Errorf("%s: %.9g, want %.9g", what, got, want)
+		}
+	}
+	var fwd, bwd, flush [2]float64
+	for s, st := range p.Stages {
+		n := float64(len(in[s].ops))
+		fwd[s], bwd[s] = slow*n*f, slow*n*(bi+bw)
+		flush[s] = slow * float64(st.Params) * float64(8+2*8) / dev.MemBW // Adam's state; one replica: no all-reduce
+		near("stage forward", st.ForwardS, fwd[s])
+		near("stage backward", st.BackwardS, bwd[s])
+		near("stage flush", st.FlushS, flush[s])
+	}
+	if len(p.Edges) != 1 {
+		t.Fatalf("%d edges, want 1", len(p.Edges))
+	}
+	e0 := p.Edges[0]
+	bytes := float64(e0.Bytes * 4)
+	T, S, R := 50e-6+bytes/1e8, 10e-6+bytes/1e9, 5e-6+bytes/2e9
+	if e0.Transport != plan.TransportNATS || e0.Inter {
+		t.Errorf("edge over %q, inter-node %v; want nats inside the node", e0.Transport, e0.Inter)
+	}
+	near("transfer", e0.Transfer, T)
+	near("send", e0.SendS, S)
+	near("receive", e0.RecvS, R)
+	near("fixed cost", p.FixedS, 200e-6+2*30e-6)
+
+	// the DP's period of stage 0: its work, its flush over the one
+	// micro-batch, and its boundary's messages (it sends its largest
+	// output's activations and takes their gradients)
+	out := float64(in[0].blk.outB * 4)
+	period := fwd[0] + bwd[0] + flush[0] + (10e-6 + out/1e9) + (5e-6 + out/2e9)
+	near("stage 0's period", in[0].cost.period, period)
+
+	// one micro-batch under 1F1B: stage 0 forwards and sends (busy for the
+	// send call); stage 1 takes the activations when they land, runs
+	// forward and backward and sends the gradients back; stage 0 takes
+	// them when they land, runs its backward, flushes
+	land := fwd[0] + T
+	sent := land + fwd[1] + bwd[1]
+	end1 := sent + S + flush[1]
+	end0 := math.Max(fwd[0]+S+R, sent+T) + bwd[0] + flush[0]
+	near("iteration", p.Predicted.IterationS, math.Max(end0, end1)+p.FixedS)
+}
+
+func seq(lo, hi int) []int {
+	var out []int
+	for i := lo; i < hi; i++ {
+		out = append(out, i)
+	}
+	return out
+}
