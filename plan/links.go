@@ -18,6 +18,11 @@ const (
 	TransportNATS = "nats"
 )
 
+// HandleBytes is what an IPC message carries over NATS in place of the
+// tensors' bytes (a handle, offsets, the frame's header), for pricing
+// its costs to either end.
+const HandleBytes = 256
+
 // MaxCoreSlowdown is the most worker counts a profile's CoreSlowdown
 // lists (beyond them, Slowdown extrapolates).
 const MaxCoreSlowdown = 16
@@ -197,4 +202,56 @@ func (d Device) MessageCPU(bytes float64) (send, recv float64) {
 		recv += bytes / d.RecvBW
 	}
 	return send, recv
+}
+
+// MessageBytes is the bytes a message of an edge's transport carries for a
+// payload of bytes: the bytes over NATS, a handle over IPC.
+func MessageBytes(transport string, bytes float64) float64 {
+	if transport == TransportIPC {
+		return HandleBytes
+	}
+	return bytes
+}
+
+// EdgeSeconds is what the plan's profile prices edge i's messages of one
+// iteration at, both directions, every replica: the time their ends spend
+// sending and taking them (Device.MessageCPU; over IPC a handle's), what
+// a run reports as an edge's measured seconds. A micro-batch's rows go in
+// one message per pair of the two stages' replicas whose rows overlap,
+// each priced at the average of their bytes. 0 where the profile measured
+// no message costs.
+func (p *Plan) EdgeSeconds(i int) float64 {
+	e := p.Edges[i]
+	from, to := p.Stages[e.From], p.Stages[e.To]
+	a, b := len(from.Devices), len(to.Devices)
+	n := overlaps(p.MicroBatch, a, b)
+	bytes := MessageBytes(e.Transport, float64(e.Bytes*p.MicroBatch)/float64(n))
+	send, _ := p.stageDevice(e.From).MessageCPU(bytes)
+	_, recv := p.stageDevice(e.To).MessageCPU(bytes)
+	return 2 * float64(p.MicroBatches) * float64(n) * (send + recv)
+}
+
+// stageDevice is the profile stage s was priced on: its kind's, or the
+// plan's.
+func (p *Plan) stageDevice(s int) Device {
+	if p.Cluster != nil {
+		return p.Cluster.Kinds[p.KindOf(s)].Device
+	}
+	return p.Device
+}
+
+// overlaps is how many pairs of a replica of a and one of b hold rows in
+// common when mb rows are split among each's replicas as a run splits
+// them (replica r of k: rows r·mb/k to (r+1)·mb/k).
+func overlaps(mb int64, a, b int) int {
+	n := 0
+	for i := 0; i < a; i++ {
+		lo, hi := int64(i)*mb/int64(a), int64(i+1)*mb/int64(a)
+		for j := 0; j < b; j++ {
+			if max(lo, int64(j)*mb/int64(b)) < min(hi, int64(j+1)*mb/int64(b)) {
+				n++
+			}
+		}
+	}
+	return max(n, 1)
 }

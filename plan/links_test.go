@@ -184,3 +184,50 @@ func TestSameDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestEdgeSeconds: an edge's messages of an iteration, priced by hand:
+// both directions of every micro-batch, one message per pair of
+// overlapping replicas, each costing its ends the send and the receive of
+// its share of the bytes; over IPC a handle's; none without message costs.
+func TestEdgeSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		mb   int64
+		a, b int
+		want int
+	}{{8, 1, 1, 1}, {8, 1, 3, 3}, {8, 2, 2, 2}, {8, 2, 3, 4}, {6, 3, 2, 4}, {4, 4, 1, 4}} {
+		if got := overlaps(tc.mb, tc.a, tc.b); got != tc.want {
+			t.Errorf("%d rows on %d and %d replicas: %d overlapping pairs, want %d", tc.mb, tc.a, tc.b, got, tc.want)
+		}
+	}
+	data, err := os.ReadFile("testdata/plans/candle-uno-replicas-6cpu.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := DecodePlan(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.EdgeSeconds(0) != 0 {
+		t.Errorf("no message costs in the profile, and yet %g s", p.EdgeSeconds(0))
+	}
+	p.Device.SendS, p.Device.SendBW, p.Device.RecvS = 1e-5, 1e9, 2e-6
+	checked := false
+	for i, e := range p.Edges {
+		a, b := len(p.Stages[e.From].Devices), len(p.Stages[e.To].Devices)
+		n := overlaps(p.MicroBatch, a, b)
+		bytes := float64(e.Bytes*p.MicroBatch) / float64(n)
+		want := 2 * float64(p.MicroBatches) * float64(n) * (1e-5 + bytes/1e9 + 2e-6)
+		if got := p.EdgeSeconds(i); math.Abs(got-want) > 1e-12*want {
+			t.Errorf("edge %d (%d → %d replicas): %g s, want %g", i, a, b, got, want)
+		}
+		p.Edges[i].Transport = TransportIPC
+		handle := 2 * float64(p.MicroBatches) * float64(n) * (1e-5 + HandleBytes/1e9 + 2e-6)
+		if got := p.EdgeSeconds(i); math.Abs(got-handle) > 1e-12*handle {
+			t.Errorf("edge %d over IPC: %g s, want %g", i, got, handle)
+		}
+		checked = checked || a != b
+	}
+	if !checked {
+		t.Error("the stored plan has no edge between stages of different replica counts")
+	}
+}

@@ -133,8 +133,9 @@ func priceEdge(p *plan.Plan, e *plan.PlanEdge, in []stageIn, cm *costModel) {
 		l := edgeLink(cm.kind(a).dev, e.Inter)
 		e.Transport, e.Transfer = l.transport, l.time(bytes)
 	}
-	e.SendS, _ = cm.kind(a).dev.MessageCPU(bytes)
-	_, e.RecvS = cm.kind(b).dev.MessageCPU(bytes)
+	msg := plan.MessageBytes(e.Transport, bytes)
+	e.SendS, _ = cm.kind(a).dev.MessageCPU(msg)
+	_, e.RecvS = cm.kind(b).dev.MessageCPU(msg)
 }
 
 // kindPlacements are placements of each kind's stages on its devices (the
