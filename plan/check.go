@@ -130,7 +130,7 @@ func (p *Plan) checkNumbers() error {
 		{"predicted.bubble_fraction", p.Predicted.Bubble}, {"predicted.peak_memory_bytes", float64(p.Predicted.PeakMemory)},
 		{"predicted.depth", float64(p.Predicted.Depth)}, {"predicted.bottleneck_s", p.Predicted.BottleneckS},
 		{"search.seconds", p.Search.Seconds}, {"search.candidates", float64(p.Search.Candidates)},
-		{"model.ops", float64(p.Model.Ops)}, {"iteration_fixed_s", p.FixedS},
+		{"model.ops", float64(p.Model.Ops)}, {"iteration_fixed_s", p.FixedS}, {"core_slowdown", p.Slowdown},
 	} {
 		if err := nonNegative(-1, f.name, f.v); err != nil {
 			return err

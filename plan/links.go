@@ -181,6 +181,18 @@ func (d Device) Slowdown(k int) float64 {
 // on fewer.
 func HostWorkers(devices, perNode int) int { return max(1, min(devices, perNode)) }
 
+// SlowdownAt is Slowdown for k workers busy at once on average, k a
+// fraction: linear between the whole counts around it, 1 at one worker or
+// fewer.
+func (d Device) SlowdownAt(k float64) float64 {
+	if k <= 1 || math.IsNaN(k) {
+		return d.Slowdown(1)
+	}
+	lo := math.Floor(k)
+	f := k - lo
+	return (1-f)*d.Slowdown(int(lo)) + f*d.Slowdown(int(lo)+1)
+}
+
 // IterationFixed is the fixed cost of one iteration of a run of workers
 // workers: the coordinator's go and their reports.
 func (d Device) IterationFixed(workers int) float64 {

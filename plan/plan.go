@@ -42,7 +42,12 @@ type Plan struct {
 	// FixedS is what an iteration costs beyond its stages' actions: the
 	// coordinator's go and the workers' reports (Device.IterationFixed);
 	// zero where the profile measured none.
-	FixedS    float64      `json:"iteration_fixed_s,omitempty"`
+	FixedS float64 `json:"iteration_fixed_s,omitempty"`
+	// Slowdown is how much longer the stages' ops take than alone, their
+	// hosts' cores shared by the workers busy at once (the largest factor
+	// of any stage: Device.SlowdownAt); 0 where the profile measured no
+	// sharing. The stages' times include it.
+	Slowdown  float64      `json:"core_slowdown,omitempty"`
 	Predicted Prediction   `json:"predicted"`
 	Search    SearchReport `json:"search"`
 

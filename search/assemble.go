@@ -81,20 +81,27 @@ func placeBest(p *plan.Plan, in []stageIn, cm *costModel) error {
 		if len(cands) == 1 {
 			break
 		}
-		if err := setDevices(p, in, devs, cm); err != nil {
-			return err
-		}
-		if err := p.Predict(); err != nil {
+		if err := placeOn(p, in, devs, cm); err != nil {
 			return err
 		}
 		if c == 0 || p.Predicted.IterationS < bestS {
 			best, bestS = c, p.Predicted.IterationS
 		}
 	}
-	if err := setDevices(p, in, cands[best], cm); err != nil {
+	return placeOn(p, in, cands[best], cm)
+}
+
+// placeOn places the stages on devs, prices and predicts the plan, and
+// prices the sharing of its hosts' cores by how many workers are busy at
+// once (shareCores).
+func placeOn(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
+	if err := setDevices(p, in, devs, cm); err != nil {
 		return err
 	}
-	return p.Predict()
+	if err := p.Predict(); err != nil {
+		return err
+	}
+	return shareCores(p, in, cm)
 }
 
 // setDevices gives the stages their devices, prices what depends on where

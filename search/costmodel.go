@@ -188,18 +188,28 @@ func (cm *costModel) flush(params int64, k int) float64 {
 }
 
 func (cm *costModel) flushAt(params int64, k int, inter bool) float64 {
-	return allReduce(cm.dev, 4*float64(params), k, inter) + cm.optimizerStep(params)
+	return cm.flushSlowed(params, k, inter, cm.slow)
+}
+
+// flushSlowed is flushAt with the optimizer step slowed by slow.
+func (cm *costModel) flushSlowed(params int64, k int, inter bool, slow float64) float64 {
+	return allReduce(cm.dev, 4*float64(params), k, inter) + cm.optimizerStepAt(params, slow)
 }
 
 // optimizerStep is a stage's optimizer step: weights, gradients and state
 // read and written once, on a host its node's workers share.
 func (cm *costModel) optimizerStep(params int64) float64 {
+	return cm.optimizerStepAt(params, cm.slow)
+}
+
+// optimizerStepAt is optimizerStep slowed by slow.
+func (cm *costModel) optimizerStepAt(params int64, slow float64) float64 {
 	if params <= 0 {
 		return 0
 	}
 	opt := float64(params) * float64(8+2*cm.optBytes) / cm.dev.MemBW
-	if cm.slow != 1 {
-		opt *= cm.slow
+	if slow != 1 {
+		opt *= slow
 	}
 	return opt
 }

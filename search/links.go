@@ -1,6 +1,8 @@
 package search
 
 import (
+	"math"
+
 	"github.com/graphpipe/graphpipe/plan"
 )
 
@@ -72,4 +74,83 @@ func messageCPU(d plan.Device, inBytes, outBytes float64) float64 {
 		t += s + r
 	}
 	return t
+}
+
+// shareRounds is how many times shareCores prices and simulates again.
+const shareRounds = 4
+
+// shareCores prices the sharing of each host's cores by the workers busy on
+// it at once, on average, rather than by all of its workers busy all the
+// time, which the DP assumes (costModel.slow): each stage's ops and
+// optimizer step are slowed by its profile's slowdown (SlowdownAt) at the
+// simulated busy time of its node's workers over the iteration's actions
+// (the most of its nodes'), priced and simulated again until that count
+// settles (a few rounds). p.Slowdown records the largest factor it
+// applied. Plans on profiles that measured no sharing are left as they
+// are.
+func shareCores(p *plan.Plan, in []stageIn, cm *costModel) error {
+	if !sharesCores(in, cm) {
+		return nil
+	}
+	applied := make([]float64, len(p.Stages)) // each stage's factor as priced
+	for s := range applied {
+		applied[s] = cm.kind(in[s].kind).slow
+	}
+	for round := 0; round < shareRounds; round++ {
+		res, err := p.Simulate()
+		if err != nil {
+			return err
+		}
+		span := res.Iteration - p.FixedS
+		if !(span > 0) {
+			return nil
+		}
+		busy := map[int]float64{} // per node, its workers' compute seconds
+		for s, st := range p.Stages {
+			for _, d := range st.Devices {
+				busy[node(p, d)] += res.Busy[s]
+			}
+		}
+		changed := false
+		for s := range p.Stages {
+			st, k := &p.Stages[s], 0.0
+			for _, d := range st.Devices {
+				k = max(k, busy[node(p, d)]/span)
+			}
+			kc := cm.kind(in[s].kind)
+			f := kc.dev.SlowdownAt(k)
+			if math.Abs(f-applied[s]) <= 1e-9*f {
+				continue
+			}
+			r := f / applied[s]
+			st.ForwardS, st.BackwardS, st.WeightS = r*st.ForwardS, r*st.BackwardS, r*st.WeightS
+			st.FlushS = kc.flushSlowed(in[s].blk.params, in[s].k, spans(p, st.Devices), f)
+			applied[s], changed = f, true
+		}
+		if !changed {
+			break
+		}
+		if err := schedule(p); err != nil {
+			return err
+		}
+		if err := p.Predict(); err != nil {
+			return err
+		}
+	}
+	p.Slowdown = 0
+	for _, f := range applied {
+		p.Slowdown = max(p.Slowdown, f)
+	}
+	return nil
+}
+
+// sharesCores says whether some stage's profile measured the sharing of
+// its host's cores.
+func sharesCores(in []stageIn, cm *costModel) bool {
+	for _, s := range in {
+		if cm.kind(s.kind).dev.CoreSlowdown.Len() > 0 {
+			return true
+		}
+	}
+	return false
 }

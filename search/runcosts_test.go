@@ -35,7 +35,7 @@ func TestRunCostsPricing(t *testing.T) {
 	dev := plan.Profiles["cpu"]
 	dev.Name = "cpu (measured)"
 	dev.RunCosts = plan.RunCosts{NATSLat: 50e-6, NATSBW: 1e8, SendS: 10e-6, SendBW: 1e9, RecvS: 5e-6, RecvBW: 2e9,
-		IterS: 200e-6, IterWorkerS: 30e-6, RingLat: 1e-3, RingBW: 1e7, HostCores: 2, CoreSlowdown: plan.NewSlowdowns(1, 1.25, 1.5)}
+		IterS: 200e-6, IterWorkerS: 30e-6, RingLat: 1e-3, RingBW: 1e7, HostCores: 2, CoreSlowdown: plan.NewSlowdowns(1.25, 1.25, 1.25)}
 	o, err := Options{Device: dev, Devices: 2, DevicesPerNode: 4, Batch: 4, MicroBatch: 4, OpTimes: ot, Schedule: "1f1b", Recompute: "off"}.withDefaults(g.BatchSize())
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestRunCostsPricing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	const slow = 1.25 // two workers on the host
+	const slow = 1.25 // the host's workers, however many are busy at once
 	near := func(what string, got, want float64) {
 		t.Helper()
 		if math.Abs(got-want) > 1e-12*math.Max(1, math.Abs(want)) {
@@ -81,6 +81,7 @@ func TestRunCostsPricing(t *testing.T) {
 	near("send", e0.SendS, S)
 	near("receive", e0.RecvS, R)
 	near("fixed cost", p.FixedS, 200e-6+2*30e-6)
+	near("slowdown", p.Slowdown, slow)
 
 	// the DP's period of stage 0: its work, its flush over the one
 	// micro-batch, and its boundary's messages (it sends its largest
@@ -106,4 +107,42 @@ func seq(lo, hi int) []int {
 		out = append(out, i)
 	}
 	return out
+}
+
+// TestShareCoresSettles: on a profile whose slowdown grows with the
+// workers busy at once, the zoo's small presets planned for 2 and 3 CPU
+// workers come out priced at the slowdown of their own simulated
+// concurrency (each node's busy time over the iteration's actions): the
+// fixed point shareCores looks for, within a few percent; and never at
+// more than the DP's every-worker-busy price.
+func TestShareCoresSettles(t *testing.T) {
+	dev := plan.Profiles["cpu"]
+	dev.Name = "cpu (measured)"
+	dev.RunCosts = plan.RunCosts{NATSLat: 50e-6, NATSBW: 2e8, SendS: 10e-6, RecvS: 5e-6, IterS: 1e-4, HostCores: 2,
+		CoreSlowdown: plan.NewSlowdowns(1, 1.1, 1.6, 2.2)}
+	for _, name := range []string{"mmt", "dlrm", "candle-uno"} {
+		e, _ := models.Lookup(name)
+		g, err := e.Build(e.Small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []int{2, 3} {
+			p, err := Search(g, Options{Device: dev, Devices: d})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := p.Simulate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			busy := 0.0
+			for s, st := range p.Stages {
+				busy += res.Busy[s] * float64(len(st.Devices))
+			}
+			k := busy / (res.Iteration - p.FixedS)
+			if want := dev.SlowdownAt(k); math.Abs(p.Slowdown-want) > 0.05*want || p.Slowdown > dev.Slowdown(d)+1e-12 {
+				t.Errorf("%s on %d: priced at ×%.4g, its own %.3g workers busy at once give ×%.4g (all %d: ×%.4g)", name, d, p.Slowdown, k, want, d, dev.Slowdown(d))
+			}
+		}
+	}
 }

@@ -248,12 +248,13 @@ func runCosts(p *plan.Plan) string {
 	if p.FixedS > 0 {
 		parts = append(parts, fmt.Sprintf("%.3g ms fixed per iteration (the coordinator's go and the reports)", p.FixedS*1e3))
 	}
-	if k := plan.HostWorkers(p.Devices, p.DevicesPerNode); p.Device.CoreSlowdown.Len() > 0 {
+	if k := plan.HostWorkers(p.Devices, p.DevicesPerNode); p.Slowdown > 0 {
 		cores := ""
 		if c := p.Device.HostCores; c > 0 {
 			cores = fmt.Sprintf(" of %d cores", c)
 		}
-		parts = append(parts, fmt.Sprintf("%s share a host%s: every op ×%.3g", plural(k, "worker"), cores, p.Device.Slowdown(k)))
+		parts = append(parts, fmt.Sprintf("%s share a host%s: every op ×%.3g for those busy at once (×%.3g were all busy all the time)",
+			plural(k, "worker"), cores, p.Slowdown, p.Device.Slowdown(k)))
 	}
 	send, recv := 0.0, 0.0
 	for _, e := range p.Edges {
