@@ -55,8 +55,8 @@ type Cursor struct {
 	peak    int       // most micro-batches stashed at once
 }
 
-// NewCursor is stage s's cursor over its list in sch, the clock at 0, with
-// the durations t.
+// NewCursor is stage s's cursor over its list in sch, the clock at the
+// stage's Timing.Begin (0 without), with the durations t.
 func NewCursor(sch *Schedule, s int, t Timing) (*Cursor, error) {
 	if err := t.check(sch); err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func NewCursor(sch *Schedule, s int, t Timing) (*Cursor, error) {
 // it sends on).
 func newCursor(s int, list []Action, split bool, t Timing, links []Link) Cursor {
 	return Cursor{stage: s, list: list, split: split, f: t.F[s], b: t.B[s], w: at(t.W, s), flush: at(t.Flush, s),
-		act: t.Act, grad: t.Grad, post: t.Post, take: t.Take, links: links}
+		act: t.Act, grad: t.Grad, post: t.Post, take: t.Take, links: links, clock: at(t.Begin, s)}
 }
 
 // Next is the action at the cursor; false once the list is done.

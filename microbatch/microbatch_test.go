@@ -139,7 +139,9 @@ func TestSimulateChainByHand(t *testing.T) {
 //	    act1 landed at 2.6 but taking it ends at 4.6+0.3: F1 4.9–5.9,
 //	    B1 5.9–7.9, grad1 sent, lands 8.4
 //
-// and the iteration 10.4 + 1.
+// and the iteration 10.4 + 1. With stage 1 beginning at 3, it takes act0
+// at 3.3, sends grad0 at 6.3 (landing 6.8), takes act1 at 6.4+0.3, and
+// grad1 lands at 10.2.
 func TestSimulateMessageCostsByHand(t *testing.T) {
 	s := mustSchedule(t, "1f1b", chain(2, 2))
 	r, err := Simulate(s, Timing{F: []float64{1, 1}, B: []float64{2, 2}, Act: []float64{0.5}, Grad: []float64{0.5},
@@ -157,6 +159,17 @@ func TestSimulateMessageCostsByHand(t *testing.T) {
 	if _, err := Simulate(s, Timing{F: []float64{1, 1}, B: []float64{2, 2}, Act: []float64{0.5}, Grad: []float64{0.5}, Post: []float64{0.1, 0.1}}); err == nil {
 		t.Error("a Post of 2 entries for 1 edge was taken")
 	}
+	// stage 1 begins at 3 (making its inputs): act0, landed at 1.5, is
+	// taken at 3.3; everything of it and after it moves on by 1.8
+	r, err = Simulate(s, Timing{F: []float64{1, 1}, B: []float64{2, 2}, Act: []float64{0.5}, Grad: []float64{0.5},
+		Post: []float64{0.1}, Take: []float64{0.3}, Begin: []float64{0, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTimeline(t, timeline(r, 2), [][]span{
+		{{"F0", 0, 1}, {"F1", 1.1, 2.1}, {"B0", 6.8, 8.8}, {"B1", 10.2, 12.2}},
+		{{"F0", 3.3, 4.3}, {"B0", 4.3, 6.3}, {"F1", 6.7, 7.7}, {"B1", 7.7, 9.7}},
+	})
 }
 
 // TestSimulateTwoBranchByHand: stages A=0 and B=1 feed C=2; 2 micro-batches;

@@ -28,6 +28,9 @@ type Timing struct {
 	// Fixed is what an iteration costs beyond its stages' actions (the
 	// coordinator's go and the reports): added to Result.Iteration.
 	Fixed float64
+	// Begin, per stage (nil: none), is what it does before its first
+	// action (making the model inputs it reads): its clock starts there.
+	Begin []float64
 }
 
 // Event is one compute action, or one transfer seen from one end: Kind Send
@@ -203,9 +206,10 @@ func (t Timing) check(sch *Schedule) error {
 	for _, v := range []struct {
 		name string
 		len  int
-	}{{"Post", len(t.Post)}, {"Take", len(t.Take)}} {
-		if v.len != 0 && v.len != e {
-			return fmt.Errorf("timing: %s has %d entries, want %d or none", v.name, v.len, e)
+		want int
+	}{{"Post", len(t.Post), e}, {"Take", len(t.Take), e}, {"Begin", len(t.Begin), n}} {
+		if v.len != 0 && v.len != v.want {
+			return fmt.Errorf("timing: %s has %d entries, want %d or none", v.name, v.len, v.want)
 		}
 	}
 	if len(sch.Lists) != n {

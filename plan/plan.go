@@ -77,6 +77,10 @@ type PlanStage struct {
 	StashBytes  int64    `json:"stash_bytes_per_micro_batch"`
 	PeakBytes   int64    `json:"peak_memory_bytes"`
 	Params      int64    `json:"params"`
+	// BeginS is what the stage does before its first action of an
+	// iteration: making the model inputs it reads (op times' input_s);
+	// zero where not measured.
+	BeginS float64 `json:"begin_s,omitempty"`
 	// Recompute: the stage keeps only what it reads from outside for each
 	// micro-batch in flight and reruns its forward at the start of each
 	// backward (BackwardS includes that forward; StashBytes is what it
@@ -224,6 +228,14 @@ func (p *Plan) Timing() microbatch.Timing {
 		}
 	}
 	for _, s := range p.Stages {
+		if s.BeginS > 0 && t.Begin == nil {
+			t.Begin = make([]float64, len(p.Stages))
+		}
+	}
+	for i, s := range p.Stages {
+		if t.Begin != nil {
+			t.Begin[i] = s.BeginS
+		}
 		t.F = append(t.F, s.ForwardS)
 		t.B = append(t.B, s.BackwardS)
 		t.W = append(t.W, s.WeightS)
@@ -309,7 +321,7 @@ func (p *Plan) Scaled(k float64) *Plan {
 	q.Edges = append([]PlanEdge(nil), p.Edges...)
 	for i := range q.Stages {
 		st := &q.Stages[i]
-		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS
+		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS, st.BeginS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS, k*st.BeginS
 	}
 	for i := range q.Edges {
 		e := &q.Edges[i]

@@ -60,6 +60,7 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 		}
 		st.StaticBytes = s.cost.static + s.cost.work
 		st.StashBytes = s.cost.stashPerMB
+		st.BeginS = cm.kind(s.kind).slow * o.OpTimes.InputSeconds(modelInputs(g, s.ops), o.Batch)
 		p.Stages = append(p.Stages, st)
 	}
 	if chain {
@@ -236,4 +237,19 @@ func schedule(p *plan.Plan) error {
 	}
 	p.SetSchedule(sch)
 	return nil
+}
+
+// modelInputs is the model inputs ops read, each once, in order.
+func modelInputs(g *dag.Graph, ops []int) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, i := range ops {
+		for _, t := range g.OpInputs(i) {
+			if t.Producer < 0 && !seen[t.Name] {
+				seen[t.Name] = true
+				out = append(out, t.Name)
+			}
+		}
+	}
+	return out
 }

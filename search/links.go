@@ -123,7 +123,7 @@ func shareCores(p *plan.Plan, in []stageIn, cm *costModel) error {
 				continue
 			}
 			r := f / applied[s]
-			st.ForwardS, st.BackwardS, st.WeightS = r*st.ForwardS, r*st.BackwardS, r*st.WeightS
+			st.ForwardS, st.BackwardS, st.WeightS, st.BeginS = r*st.ForwardS, r*st.BackwardS, r*st.WeightS, r*st.BeginS
 			st.FlushS = kc.flushSlowed(in[s].blk.params, in[s].k, spans(p, st.Devices), f)
 			applied[s], changed = f, true
 		}

@@ -11,11 +11,12 @@ import (
 // TestRunCostsPricing: a tiny plan, an MLP cut in two stages on two CPU
 // workers of one host, at one micro-batch per iteration, priced with a
 // profile whose run costs are round numbers and op times of one value per
-// op, against the arithmetic done by hand: every op slowed by the two
-// workers' share of the cores, the edge over NATS at its latency and
-// bandwidth, a message's cost at either end, the iteration's fixed cost,
-// the DP's period with its stage's messages, and the iteration the
-// simulator gives, written out step by step.
+// op (and per input made), against the arithmetic done by hand: every op
+// slowed by the workers' share of the cores, each stage's making of the
+// inputs it reads, the edge over NATS at its latency and bandwidth, a
+// message's cost at either end, the iteration's fixed cost, the DP's
+// period with its stage's messages, and the iteration the simulator gives,
+// written out step by step.
 func TestRunCostsPricing(t *testing.T) {
 	e, err := models.Lookup("mlp")
 	if err != nil {
@@ -31,6 +32,18 @@ func TestRunCostsPricing(t *testing.T) {
 	ot := &plan.OpTimes{Format: plan.OpTimesFormat, Model: g.Name(), SHA256: plan.OpsHash(g), Device: "by hand", Ops: map[string]plan.OpSeries{}}
 	for i := 0; i < g.NumOps(); i++ {
 		ot.Ops[g.Op(i).Name] = plan.OpSeries{MicroBatch: []int64{1, 4}, Forward: []float64{f, f}, InputGrad: []float64{bi, bi}, WeightGrad: []float64{bw, bw}}
+	}
+	// making the inputs: 40 µs for the features and 1 ms for the labels
+	// (what the loss reads) of 8 samples, measured at twice the batch
+	// planned
+	ot.Inputs, ot.InputBatch = map[string]float64{}, 8
+	for _, in := range g.Inputs() {
+		ot.Inputs[in.Name] = 40e-6
+	}
+	for _, t := range g.OpInputs(g.Loss()) {
+		if t.Producer < 0 {
+			ot.Inputs[t.Name] = 1e-3
+		}
 	}
 	dev := plan.Profiles["cpu"]
 	dev.Name = "cpu (measured)"
@@ -59,8 +72,12 @@ func TestRunCostsPricing(t *testing.T) {
 			t.Errorf("%s: %.9g, want %.9g", what, got, want)
 		}
 	}
-	var fwd, bwd, flush [2]float64
+	var fwd, bwd, flush, begin [2]float64
 	for s, st := range p.Stages {
+		for _, name := range modelInputs(g, in[s].ops) {
+			begin[s] += slow * ot.Inputs[name] * 4 / 8
+		}
+		near("stage begin", st.BeginS, begin[s])
 		n := float64(len(in[s].ops))
 		fwd[s], bwd[s] = slow*n*f, slow*n*(bi+bw)
 		flush[s] = slow * float64(st.Params) * float64(8+2*8) / dev.MemBW // Adam's state; one replica: no all-reduce
@@ -90,14 +107,19 @@ func TestRunCostsPricing(t *testing.T) {
 	period := fwd[0] + bwd[0] + flush[0] + (10e-6 + out/1e9) + (5e-6 + out/2e9)
 	near("stage 0's period", in[0].cost.period, period)
 
-	// one micro-batch under 1F1B: stage 0 forwards and sends (busy for the
-	// send call); stage 1 takes the activations when they land, runs
-	// forward and backward and sends the gradients back; stage 0 takes
-	// them when they land, runs its backward, flushes
-	land := fwd[0] + T
-	sent := land + fwd[1] + bwd[1]
+	// one micro-batch under 1F1B: each stage first makes its inputs;
+	// stage 0 forwards and sends (busy for the send call); stage 1 takes
+	// the activations when they land, or when it has made its labels and
+	// taken them if that is later, runs forward and backward and sends the
+	// gradients back; stage 0 takes them when they land, runs its
+	// backward, flushes
+	if !(begin[1]+R > begin[0]+fwd[0]+T) {
+		t.Fatalf("the labels (%g s) do not delay stage 1 past the activations' landing (%g s): the oracle would not see Begin and Take", begin[1], begin[0]+fwd[0]+T)
+	}
+	land := begin[0] + fwd[0] + T
+	sent := math.Max(begin[1]+R, land) + fwd[1] + bwd[1]
 	end1 := sent + S + flush[1]
-	end0 := math.Max(fwd[0]+S+R, sent+T) + bwd[0] + flush[0]
+	end0 := math.Max(begin[0]+fwd[0]+S+R, sent+T) + bwd[0] + flush[0]
 	near("iteration", p.Predicted.IterationS, math.Max(end0, end1)+p.FixedS)
 }
 
