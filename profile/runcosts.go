@@ -524,15 +524,15 @@ func busyPlan(cores int, quick bool) (ks int, seconds float64, rounds int) {
 	if quick {
 		return min(plan.MaxCoreSlowdown, max(2, cores+1)), 0.1, 1
 	}
-	return min(plan.MaxCoreSlowdown, max(3, 2*cores)), 0.2, 3
+	return min(plan.MaxCoreSlowdown, max(3, 2*cores)), 0.15, 5
 }
 
 // coreSlowdown times busy workers k = 1, 2, ... at once, each with
 // GOMAXPROCS cores/k (at least 1) as local workers get (in process: the
 // process's), in rounds of every k, and records each k's time over one
 // worker's with all the cores, the median over the rounds of each round's
-// ratio: a round's counts are timed close together, under the same load
-// from elsewhere.
+// ratio (a round's counts are timed close together, under the same load
+// from elsewhere), made never to fall with k nor to be below 1 (monotone).
 func coreSlowdown(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) error {
 	ks, seconds, rounds := busyPlan(o.Cores, o.Quick)
 	pools := make([]*busyPool, ks+1) // per k: its workers, each with cores/k
@@ -570,8 +570,35 @@ func coreSlowdown(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) error 
 		slow[k] = median(ratios[k])
 		res.BusyS = append(res.BusyS, median(times[k]))
 	}
-	rc.CoreSlowdown = plan.NewSlowdowns(slow...)
+	rc.CoreSlowdown = plan.NewSlowdowns(monotone(slow)...)
 	return nil
+}
+
+// monotone is the closest list to xs, each at least 1, that never falls
+// (least squares: pool adjacent violators): more workers busy never make an
+// op faster than alone, so a fall is noise.
+func monotone(xs []float64) []float64 {
+	type block struct {
+		sum float64
+		n   int
+	}
+	var bs []block
+	for _, x := range xs {
+		bs = append(bs, block{max(x, 1), 1})
+		for len(bs) > 1 && bs[len(bs)-2].sum/float64(bs[len(bs)-2].n) > bs[len(bs)-1].sum/float64(bs[len(bs)-1].n) {
+			last := bs[len(bs)-1]
+			bs = bs[:len(bs)-1]
+			bs[len(bs)-1].sum += last.sum
+			bs[len(bs)-1].n += last.n
+		}
+	}
+	var out []float64
+	for _, b := range bs {
+		for i := 0; i < b.n; i++ {
+			out = append(out, b.sum/float64(b.n))
+		}
+	}
+	return out
 }
 
 // busyPool is k busy workers, each a measuring child with its GOMAXPROCS,

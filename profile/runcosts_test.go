@@ -61,3 +61,22 @@ func TestFitAffine(t *testing.T) {
 		t.Errorf("falling: %g + %g k, want 5 + 0 k", a, b)
 	}
 }
+
+// TestMonotone: a slowdown list made never to fall nor to be below 1, the
+// closest such in least squares.
+func TestMonotone(t *testing.T) {
+	for _, c := range []struct{ in, want []float64 }{
+		{[]float64{1, 1.2, 1.8}, []float64{1, 1.2, 1.8}},
+		{[]float64{1, 3.3, 1.5, 3.2}, []float64{1, 2.4, 2.4, 3.2}},
+		{[]float64{1, 0.9, 1.6}, []float64{1, 1, 1.6}},
+		{[]float64{1, 2, 1.5, 1}, []float64{1, 1.5, 1.5, 1.5}},
+	} {
+		got := monotone(c.in)
+		for i := range got {
+			if d := got[i] - c.want[i]; d > 1e-12 || d < -1e-12 {
+				t.Errorf("%v: %v, want %v", c.in, got, c.want)
+				break
+			}
+		}
+	}
+}
