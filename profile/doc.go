@@ -40,9 +40,10 @@
 //     cores/k), talking through an embedded server in the measuring
 //     process as workers talk through their coordinator's: messages of a
 //     few hundred bytes to megabytes between two workers (tensors encoded
-//     as workers encode them), their round trip halved fitted to the NATS
-//     path, the send call and the taking of a landed message fitted to
-//     their costs at either end; the ring all-reduce among 2 and 3
+//     as workers encode them), their mean round trip halved fitted to the
+//     NATS path, the send call and the taking of a landed message fitted
+//     to their costs at either end (means: an iteration pays for dozens of
+//     messages, their tail as often as it comes); the ring all-reduce among 2 and 3
 //     replicas, a step fitted; the coordinator's go and the reports of 1 to
 //     cores+1 workers, fitted to a fixed cost and one per worker; and on a
 //     CPU, a pass of the small MMT with k workers busy at once over one

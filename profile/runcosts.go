@@ -21,7 +21,7 @@ type RunCostsResult struct {
 	// InProcess: the program could not start measuring children (it does
 	// not call Child), so the workers were goroutines of this process.
 	InProcess bool `json:"in_process,omitempty"`
-	// LinkSizes: the messages probed, bytes; OneWay their median one-way
+	// LinkSizes: the messages probed, bytes; OneWay their mean one-way
 	// times (a round trip halved), Send the sender's send call, Recv the
 	// receiver's taking one that has landed, each in seconds.
 	LinkSizes []int     `json:"link_sizes"`
@@ -29,15 +29,15 @@ type RunCostsResult struct {
 	Send      []float64 `json:"send_s"`
 	Recv      []float64 `json:"recv_s"`
 	// RingReplicas, RingSizes and RingS: the ring all-reduces timed, a
-	// round's median seconds per replica count and size.
+	// round's mean seconds per replica count and size.
 	RingReplicas []int       `json:"ring_replicas"`
 	RingSizes    []int       `json:"ring_sizes"`
 	RingS        [][]float64 `json:"ring_s"`
 	// IterWorkers and IterS: the coordinator's go and every worker's
-	// report, a round's median seconds per worker count.
+	// report, a round's mean seconds per worker count.
 	IterWorkers []int     `json:"iteration_workers"`
 	IterS       []float64 `json:"iteration_s"`
-	// BusyS, on a CPU: a pass of busyWork's model with k workers busy at
+	// BusyS, on a CPU: a pass of a busy worker's model with k workers busy at
 	// once (index k-1), each worker's median seconds, averaged.
 	BusyS []float64 `json:"busy_s,omitempty"`
 }
@@ -289,8 +289,10 @@ func (w *workers) links(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) 
 }
 
 // linkProbe is what probe measured: per message size (bytes, as encoded),
-// the median one-way time (a round trip halved), send call, and taking of
-// a message that has landed, in seconds.
+// the mean one-way time (a round trip halved), send call, and taking of a
+// message that has landed, in seconds. Means, not medians: an iteration
+// pays for dozens of messages in a row, and so for their tail (a worker
+// woken late) as often as it comes.
 type linkProbe struct {
 	Sizes  []int     `json:"sizes"`
 	OneWay []float64 `json:"one_way_s"`
@@ -343,9 +345,9 @@ func probe(ctx context.Context, ep *wire.Endpoint, peer int32, chunk int, sizes 
 			}
 		}
 		lp.Sizes = append(lp.Sizes, len(msg))
-		lp.OneWay = append(lp.OneWay, median(trips)/2)
-		lp.Send = append(lp.Send, median(sends))
-		lp.Recv = append(lp.Recv, median(recvs))
+		lp.OneWay = append(lp.OneWay, mean(trips)/2)
+		lp.Send = append(lp.Send, mean(sends))
+		lp.Recv = append(lp.Recv, mean(recvs))
 	}
 	return lp, nil
 }
@@ -452,7 +454,7 @@ func iterationWorkers(cores int, quick bool) (int, int) {
 // iterations times the coordinator's part of an iteration with k = 1, 2,
 // ... workers, the counts in turn, round after round: a go to each of the
 // first k workers, then each one's report; and fits IterS + k·IterWorkerS
-// to each count's median.
+// to each count's mean.
 func (w *workers) iterations(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) error {
 	ks, reps := iterationWorkers(o.Cores, o.Quick)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -493,7 +495,7 @@ func (w *workers) iterations(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCo
 		}
 	}
 	for k := 1; k <= ks; k++ {
-		res.IterWorkers, res.IterS = append(res.IterWorkers, k), append(res.IterS, median(rounds[k-1]))
+		res.IterWorkers, res.IterS = append(res.IterWorkers, k), append(res.IterS, mean(rounds[k-1]))
 	}
 	rc.IterS, rc.IterWorkerS = fitAffine(res.IterWorkers, res.IterS)
 	return nil

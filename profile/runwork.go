@@ -139,7 +139,7 @@ func echo(ctx context.Context, ep *wire.Endpoint, id, to int32, reply int) error
 // (endpoints 1..k), as a data-parallel stage's replicas run it: for each
 // size, reps rounds of 2(k−1) steps, each step a chunk of size/k bytes
 // encoded, sent to the next, the previous one's received, decoded and
-// added. It returns, per size, the median seconds of a round.
+// added. It returns, per size, the mean seconds of a round.
 func ring(ctx context.Context, ep *wire.Endpoint, r, k int, sizes []int, reps int) ([]float64, error) {
 	if k < 2 || r < 0 || r >= k {
 		return nil, fmt.Errorf("ring: replica %d of %d", r, k)
@@ -179,7 +179,7 @@ func ring(ctx context.Context, ep *wire.Endpoint, r, k int, sizes []int, reps in
 			}
 			times = append(times, time.Since(start).Seconds())
 		}
-		out[j] = median(times)
+		out[j] = mean(times)
 	}
 	return out, nil
 }
