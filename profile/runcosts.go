@@ -280,9 +280,7 @@ func (w *workers) links(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) 
 		return fmt.Errorf("profile: the link probe's answer: %w", err)
 	}
 	res.LinkSizes, res.OneWay, res.Send, res.Recv = lp.Sizes, lp.OneWay, lp.Send, lp.Recv
-	if rc.NATSLat, rc.NATSBW, err = FitLink(samples(res.LinkSizes, res.OneWay)); err != nil {
-		return fmt.Errorf("profile: fitting the NATS path: %w", err)
-	}
+	rc.NATSLat, rc.NATSBW = fitLinkAnyway(samples(res.LinkSizes, res.OneWay))
 	rc.SendS, rc.SendBW = fitCost(res.LinkSizes, res.Send)
 	rc.RecvS, rc.RecvBW = fitCost(res.LinkSizes, res.Recv)
 	return nil
@@ -397,7 +395,7 @@ func fitCost(sizes []int, times []float64) (fixed, bw float64) {
 // at, and the rounds of each.
 func ringPlan(quick bool) (ks, sizes []int, reps int) {
 	if quick {
-		return []int{2}, []int{16 << 10, 1 << 20}, 5
+		return []int{2}, []int{16 << 10, 1 << 20}, 10
 	}
 	return []int{2, 3}, []int{16 << 10, 256 << 10, 4 << 20}, 10
 }
@@ -434,11 +432,28 @@ func (w *workers) rings(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) 
 			steps = append(steps, KernelSample{Work: float64(size / k), Seconds: rounds[j] / float64(2*(k-1))})
 		}
 	}
-	var err error
-	if rc.RingLat, rc.RingBW, err = FitLink(steps); err != nil {
-		return fmt.Errorf("profile: fitting the ring all-reduce: %w", err)
-	}
+	rc.RingLat, rc.RingBW = fitLinkAnyway(steps)
 	return nil
+}
+
+// fitLinkAnyway is FitLink, or where the times do not grow with the bytes
+// (noise from elsewhere on a busy machine), the largest message's rate
+// and what the smallest took beyond it.
+func fitLinkAnyway(samples []KernelSample) (latency, bandwidth float64) {
+	if lat, bw, err := FitLink(samples); err == nil {
+		return lat, bw
+	}
+	small, large := samples[0], samples[0]
+	for _, s := range samples {
+		if s.Work < small.Work {
+			small = s
+		}
+		if s.Work > large.Work {
+			large = s
+		}
+	}
+	bandwidth = large.Work / large.Seconds
+	return max(0, small.Seconds-small.Work/bandwidth), bandwidth
 }
 
 // iterationWorkers is the most workers the fixed cost of an iteration is
