@@ -25,11 +25,12 @@ type Timing struct {
 	// the transfer starts) and the stage that takes it (its clock moves on
 	// by Take, and no earlier than the data lands); both ways alike.
 	Post, Take []float64
-	// Fixed is what an iteration costs beyond its stages' actions (the
-	// coordinator's go and the reports): added to Result.Iteration.
+	// Fixed is what an iteration costs after its stages' actions (the
+	// reports to the coordinator): added to Result.Iteration.
 	Fixed float64
-	// Begin, per stage (nil: none), is what it does before its first
-	// action (making the model inputs it reads): its clock starts there.
+	// Begin, per stage (nil: none), is when it can begin its first action
+	// (the go reaching it, the model inputs it reads made): its clock
+	// starts there.
 	Begin []float64
 }
 

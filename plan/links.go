@@ -57,11 +57,16 @@ type RunCosts struct {
 	SendBW float64 `json:"send_bw,omitempty"`
 	RecvS  float64 `json:"recv_s,omitempty"`
 	RecvBW float64 `json:"recv_bw,omitempty"`
-	// IterS and IterWorkerS: the fixed cost of an iteration, the
-	// coordinator's go and every worker's report, IterS + workers ×
-	// IterWorkerS.
-	IterS       float64 `json:"iteration_s,omitempty"`
-	IterWorkerS float64 `json:"iteration_worker_s,omitempty"`
+	// GoS and GoWorkerS: when the coordinator's go reaches worker w (from
+	// 0, in the order it tells them: stage by stage), GoS + w·GoWorkerS
+	// after it begins to tell them; the worker's stage begins then.
+	GoS       float64 `json:"go_s,omitempty"`
+	GoWorkerS float64 `json:"go_worker_s,omitempty"`
+	// ReportS and ReportWorkerS: what an iteration costs after its last
+	// action, every worker's report to the coordinator, ReportS +
+	// workers·ReportWorkerS.
+	ReportS       float64 `json:"report_s,omitempty"`
+	ReportWorkerS float64 `json:"report_worker_s,omitempty"`
 	// HostCores is the host's logical cores; CoreSlowdown[k-1] is an op's
 	// time with k workers busy on them at once, each with its share of the
 	// cores (GOMAXPROCS cores/k, at least 1, as local workers get), over
@@ -115,7 +120,8 @@ func (r RunCosts) validate() error {
 	}{
 		{"nats_lat_s", r.NATSLat}, {"nats_bw", r.NATSBW}, {"ipc_lat_s", r.IPCLat}, {"ipc_bw", r.IPCBW},
 		{"allreduce_lat_s", r.RingLat}, {"allreduce_bw", r.RingBW}, {"send_s", r.SendS}, {"send_bw", r.SendBW},
-		{"recv_s", r.RecvS}, {"recv_bw", r.RecvBW}, {"iteration_s", r.IterS}, {"iteration_worker_s", r.IterWorkerS},
+		{"recv_s", r.RecvS}, {"recv_bw", r.RecvBW}, {"go_s", r.GoS}, {"go_worker_s", r.GoWorkerS},
+		{"report_s", r.ReportS}, {"report_worker_s", r.ReportWorkerS},
 		{"host_cores", float64(r.HostCores)},
 	} {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
@@ -193,11 +199,15 @@ func (d Device) SlowdownAt(k float64) float64 {
 	return (1-f)*d.Slowdown(int(lo)) + f*d.Slowdown(int(lo)+1)
 }
 
-// IterationFixed is the fixed cost of one iteration of a run of workers
-// workers: the coordinator's go and their reports.
+// IterationFixed is what an iteration of a run of workers workers costs
+// after its last action: their reports to the coordinator.
 func (d Device) IterationFixed(workers int) float64 {
-	return d.IterS + float64(workers)*d.IterWorkerS
+	return d.ReportS + float64(workers)*d.ReportWorkerS
 }
+
+// GoDelay is when the coordinator's go reaches worker w (from 0) after it
+// begins to tell the workers.
+func (d Device) GoDelay(w int) float64 { return d.GoS + float64(w)*d.GoWorkerS }
 
 // MessageCPU is what a message of bytes costs its sender (the send call)
 // and its receiver (taking it once it has landed), in seconds of their own

@@ -123,7 +123,7 @@ func TestRunCostsInProfiles(t *testing.T) {
 	d := Profiles["cpu"]
 	d.Name = "cpu (measured)"
 	d.RunCosts = RunCosts{NATSLat: 4e-5, NATSBW: 3e8, IPCLat: 5e-5, IPCBW: 2e11, RingLat: 1e-4, RingBW: 1e8, SendS: 1e-5,
-		SendBW: 1e9, RecvS: 2e-6, RecvBW: 1.5e9, IterS: 1e-4, IterWorkerS: 5e-5, HostCores: 2, CoreSlowdown: NewSlowdowns(1, 1.1, 1.6, 2.2)}
+		SendBW: 1e9, RecvS: 2e-6, RecvBW: 1.5e9, GoS: 3e-5, GoWorkerS: 4e-5, ReportS: 1e-4, ReportWorkerS: 5e-5, HostCores: 2, CoreSlowdown: NewSlowdowns(1, 1.1, 1.6, 2.2)}
 	back, err := ParseDevice(EncodeDevice(d))
 	if err != nil || back != d {
 		t.Fatalf("read back %+v (%v), wrote %+v", back, err, d)
@@ -144,8 +144,8 @@ func TestRunCostsInProfiles(t *testing.T) {
 
 // TestSlowdownAndFixedCost: a profile's slowdown is its measured list,
 // beyond it the last entry's share of the cores divided among more
-// workers, 1 where it measured none; an iteration's fixed cost grows by
-// one worker's share per worker.
+// workers, 1 where it measured none; an iteration's fixed cost (the
+// reports) and the go's arrival grow by one worker's share per worker.
 func TestSlowdownAndFixedCost(t *testing.T) {
 	d := Profiles["cpu"]
 	for _, k := range []int{0, 1, 5} {
@@ -159,9 +159,12 @@ func TestSlowdownAndFixedCost(t *testing.T) {
 			t.Errorf("%d workers: %g, want %g", k, s, want)
 		}
 	}
-	d.IterS, d.IterWorkerS = 1e-4, 2e-5
+	d.ReportS, d.ReportWorkerS, d.GoS, d.GoWorkerS = 1e-4, 2e-5, 3e-5, 5e-5
 	if f := d.IterationFixed(3); math.Abs(f-1.6e-4) > 1e-15 {
 		t.Errorf("fixed cost of 3 workers: %g, want 1.6e-4", f)
+	}
+	if g := d.GoDelay(2); math.Abs(g-1.3e-4) > 1e-15 {
+		t.Errorf("the go reaching worker 2: %g, want 1.3e-4", g)
 	}
 	if HostWorkers(8, 4) != 4 || HostWorkers(3, 4) != 3 || HostWorkers(0, 4) != 1 {
 		t.Error("HostWorkers")

@@ -39,9 +39,9 @@ type Plan struct {
 	Stages       []PlanStage `json:"stages"`
 	Edges        []PlanEdge  `json:"edges"`
 	Actions      [][]string  `json:"actions"`
-	// FixedS is what an iteration costs beyond its stages' actions: the
-	// coordinator's go and the workers' reports (Device.IterationFixed);
-	// zero where the profile measured none.
+	// FixedS is what an iteration costs after its stages' actions: the
+	// workers' reports to the coordinator (Device.IterationFixed); zero
+	// where the profile measured none.
 	FixedS float64 `json:"iteration_fixed_s,omitempty"`
 	// Slowdown is how much longer the stages' ops take than alone, their
 	// hosts' cores shared by the workers busy at once (the largest factor
@@ -77,9 +77,10 @@ type PlanStage struct {
 	StashBytes  int64    `json:"stash_bytes_per_micro_batch"`
 	PeakBytes   int64    `json:"peak_memory_bytes"`
 	Params      int64    `json:"params"`
-	// BeginS is what the stage does before its first action of an
-	// iteration: making the model inputs it reads (op times' input_s);
-	// zero where not measured.
+	// BeginS is when the stage can begin its first action of an
+	// iteration: once the coordinator's go has reached its workers
+	// (Device.GoDelay) and it has made the model inputs it reads (op
+	// times' input_s); zero where neither was measured.
 	BeginS float64 `json:"begin_s,omitempty"`
 	// Recompute: the stage keeps only what it reads from outside for each
 	// micro-batch in flight and reruns its forward at the start of each

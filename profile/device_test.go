@@ -46,7 +46,7 @@ func (m modelMeter) runCosts(bool) (plan.RunCosts, *RunCostsResult, error) {
 	for i, s := range sizes {
 		t[i] = linkTime(m.d, float64(s))
 	}
-	rc := plan.RunCosts{NATSLat: m.d.IntraLat, NATSBW: m.d.IntraBW, IterS: 1e-4}
+	rc := plan.RunCosts{NATSLat: m.d.IntraLat, NATSBW: m.d.IntraBW, ReportS: 1e-4}
 	return rc, &RunCostsResult{LinkSizes: sizes, OneWay: t}, nil
 }
 
@@ -94,7 +94,7 @@ func TestMeasure(t *testing.T) {
 			if got.Launch < tc.launched || (tc.launched == 1 && got.Launch != 1) {
 				t.Errorf("launch %g with a bare launch of %g", got.Launch, tc.launched)
 			}
-			if probed := res.RunCosts != nil; probed != tc.m.probe || probed && (got.NATSBW != want.IntraBW || got.IterS != 1e-4) {
+			if probed := res.RunCosts != nil; probed != tc.m.probe || probed && (got.NATSBW != want.IntraBW || got.ReportS != 1e-4) {
 				t.Errorf("run costs %+v in the profile, measurements %v", got.RunCosts, res.RunCosts)
 			}
 			if !strings.HasPrefix(res.LinksOf, tc.linksOf) || len(res.FP32) != 4 || len(res.BF16) != 0 || res.Format != "" {

@@ -43,13 +43,15 @@
 //     as workers encode them), their mean round trip halved fitted to the
 //     NATS path, the send call and the taking of a landed message fitted
 //     to their costs at either end (means: an iteration pays for dozens of
-//     messages, their tail as often as it comes); the ring all-reduce among 2 and 3
-//     replicas, a step fitted; the coordinator's go and the reports of 1 to
-//     cores+1 workers, fitted to a fixed cost and one per worker; and on a
-//     CPU, a pass of the small MMT with k workers busy at once over one
+//     messages, their tail as often as it comes); the ring all-reduce
+//     among 2 and 3 replicas, a step fitted; the coordinator's go to 1 to
+//     cores+1 workers and their reports, the go's arrival at each (on the
+//     host's clock) fitted to a delay and one per worker told before it,
+//     what follows the last arrival to a cost and one per worker; and on
+//     a CPU, a pass of the small MMT with k workers busy at once over one
 //     with all the cores, k up to twice the cores, in rounds of every k
 //     (the ratio's median over rounds: a round's counts share the load
-//     from elsewhere). On a GPU (or the emulator), the same-host device
+//     from elsewhere; made never to fall with k). On a GPU (or the emulator), the same-host device
 //     path: a device-to-device copy fitted, plus the NATS latency of its
 //     handle.
 //   - Op times (MeasureOpTimes): stage.TimeOps runs the whole model forward,

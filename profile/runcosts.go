@@ -2,6 +2,7 @@ package profile
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,10 +34,13 @@ type RunCostsResult struct {
 	RingReplicas []int       `json:"ring_replicas"`
 	RingSizes    []int       `json:"ring_sizes"`
 	RingS        [][]float64 `json:"ring_s"`
-	// IterWorkers and IterS: the coordinator's go and every worker's
-	// report, a round's mean seconds per worker count.
+	// GoS: when the coordinator's go reached each worker (by its index in
+	// the order told) after it began to tell them, mean seconds over
+	// every round; IterWorkers and ReportS: per worker count, what a round
+	// took after the last go arrived (the reports), mean seconds.
+	GoS         []float64 `json:"go_s"`
 	IterWorkers []int     `json:"iteration_workers"`
-	IterS       []float64 `json:"iteration_s"`
+	ReportS     []float64 `json:"report_s"`
 	// BusyS, on a CPU: a pass of a busy worker's model with k workers busy at
 	// once (index k-1), each worker's median seconds, averaged.
 	BusyS []float64 `json:"busy_s,omitempty"`
@@ -468,8 +472,11 @@ func iterationWorkers(cores int, quick bool) (int, int) {
 
 // iterations times the coordinator's part of an iteration with k = 1, 2,
 // ... workers, the counts in turn, round after round: a go to each of the
-// first k workers, then each one's report; and fits IterS + k·IterWorkerS
-// to each count's mean.
+// first k workers in turn, then each one's report (sent at once). The go's
+// arrival at worker w (its report says when, on the host's clock) after
+// the first go was sent is fitted to GoS + w·GoWorkerS over every round;
+// what a round takes after the last go arrived, to ReportS +
+// k·ReportWorkerS over the counts' means.
 func (w *workers) iterations(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) error {
 	ks, reps := iterationWorkers(o.Cores, o.Quick)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -489,30 +496,49 @@ func (w *workers) iterations(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCo
 	}
 	defer s.stop()
 	goMsg := make([]byte, 64)
-	rounds := make([][]float64, ks)
-	next := make([]int64, ks+1) // per worker, its next round
+	tails := make([][]float64, ks)
+	goes := make([][]float64, ks) // per worker index, its go's arrivals
+	next := make([]int64, ks+1)   // per worker, its next round
 	for i := 0; i <= reps; i++ {
 		for k := 1; k <= ks; k++ {
 			start := time.Now()
 			for id := 1; id <= k && err == nil; id++ {
 				err = ep.Send(ctx, int32(id), echoKey(next[id]), goMsg)
 			}
+			came := make([]float64, k)
 			for id := 1; id <= k && err == nil; id++ {
-				_, err = ep.Receive(ctx, replyKey(next[id], int32(id)))
+				var rep []byte
+				if rep, err = ep.Receive(ctx, replyKey(next[id], int32(id))); err == nil && len(rep) >= 8 {
+					came[id-1] = float64(int64(binary.LittleEndian.Uint64(rep))-start.UnixNano()) / 1e9
+				}
 				next[id]++
 			}
 			if err != nil {
 				return fmt.Errorf("profile: timing iterations of %d workers: %w", k, err)
 			}
-			if i > 0 { // the first round warms up
-				rounds[k-1] = append(rounds[k-1], time.Since(start).Seconds())
+			if i == 0 { // the first round warms up
+				continue
 			}
+			last := 0.0
+			for j, t := range came {
+				goes[j], last = append(goes[j], t), max(last, t)
+			}
+			tails[k-1] = append(tails[k-1], time.Since(start).Seconds()-last)
+		}
+	}
+	var idx []int
+	var arrive []float64
+	for j := range goes {
+		res.GoS = append(res.GoS, mean(goes[j]))
+		for _, t := range goes[j] {
+			idx, arrive = append(idx, j), append(arrive, t)
 		}
 	}
 	for k := 1; k <= ks; k++ {
-		res.IterWorkers, res.IterS = append(res.IterWorkers, k), append(res.IterS, mean(rounds[k-1]))
+		res.IterWorkers, res.ReportS = append(res.IterWorkers, k), append(res.ReportS, mean(tails[k-1]))
 	}
-	rc.IterS, rc.IterWorkerS = fitAffine(res.IterWorkers, res.IterS)
+	rc.GoS, rc.GoWorkerS = fitAffine(idx, arrive)
+	rc.ReportS, rc.ReportWorkerS = fitAffine(res.IterWorkers, res.ReportS)
 	return nil
 }
 

@@ -28,7 +28,7 @@ func TestMeasureRunCosts(t *testing.T) {
 				name string
 				v    float64
 			}{{"nats_lat_s", rc.NATSLat}, {"nats_bw", rc.NATSBW}, {"allreduce_bw", rc.RingBW}, {"send_s + send_bw", rc.SendS + rc.SendBW},
-				{"recv_s + recv_bw", rc.RecvS + rc.RecvBW}, {"iteration_s + iteration_worker_s", rc.IterS + rc.IterWorkerS}} {
+				{"recv_s + recv_bw", rc.RecvS + rc.RecvBW}, {"go_s + go_worker_s", rc.GoS + rc.GoWorkerS}, {"report_s + report_worker_s", rc.ReportS + rc.ReportWorkerS}} {
 				if !(f.v > 0) {
 					t.Errorf("%s: %g, want a positive figure", f.name, f.v)
 				}
@@ -42,11 +42,11 @@ func TestMeasureRunCosts(t *testing.T) {
 			if len(s) != ks || s[0] != 1 || len(res.BusyS) != ks {
 				t.Errorf("slowdown %v and busy times %v for %d worker counts", s, res.BusyS, ks)
 			}
-			if n, _ := iterationWorkers(2, true); len(res.IterS) != n || rc.HostCores != 2 {
+			if n, _ := iterationWorkers(2, true); len(res.ReportS) != n || len(res.GoS) != n || rc.HostCores != 2 {
 				t.Errorf("iterations timed for %v workers, %d host cores", res.IterWorkers, rc.HostCores)
 			}
-			t.Logf("NATS %.3g µs + bytes / %.3g GB/s; send %.3g µs, receive %.3g µs; ring %.3g µs + bytes / %.3g GB/s; iteration %.3g µs + %.3g µs per worker; slowdown %.3g",
-				rc.NATSLat*1e6, rc.NATSBW/1e9, rc.SendS*1e6, rc.RecvS*1e6, rc.RingLat*1e6, rc.RingBW/1e9, rc.IterS*1e6, rc.IterWorkerS*1e6, s)
+			t.Logf("NATS %.3g µs + bytes / %.3g GB/s; send %.3g µs, receive %.3g µs; ring %.3g µs + bytes / %.3g GB/s; go %.3g µs + %.3g µs per worker, reports %.3g µs + %.3g µs per worker; slowdown %.3g",
+				rc.NATSLat*1e6, rc.NATSBW/1e9, rc.SendS*1e6, rc.RecvS*1e6, rc.RingLat*1e6, rc.RingBW/1e9, rc.GoS*1e6, rc.GoWorkerS*1e6, rc.ReportS*1e6, rc.ReportWorkerS*1e6, s)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package profile
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"time"
@@ -105,7 +106,8 @@ const parentID = 0
 
 // echo answers every message to ep (endpoint id), in rounds from 0, to endpoint to: the
 // message itself, decoded and encoded again as a worker does (reply 0), or
-// reply bytes (a report), until ctx ends.
+// reply bytes (a report, its first 8 the wall clock's nanoseconds when the
+// message came, little-endian), until ctx ends.
 func echo(ctx context.Context, ep *wire.Endpoint, id, to int32, reply int) error {
 	answer := make([]byte, reply)
 	for i := int64(0); ; i++ {
@@ -117,6 +119,9 @@ func echo(ctx context.Context, ep *wire.Endpoint, id, to int32, reply int) error
 			return err
 		}
 		out := answer
+		if reply >= 8 { // a report: it says when the go came
+			binary.LittleEndian.PutUint64(out, uint64(time.Now().UnixNano()))
+		}
 		if reply == 0 {
 			ts, err := wire.DecodeTensors(msg)
 			if err != nil {

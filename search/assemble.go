@@ -60,7 +60,7 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 		}
 		st.StaticBytes = s.cost.static + s.cost.work
 		st.StashBytes = s.cost.stashPerMB
-		st.BeginS = cm.kind(s.kind).slow * o.OpTimes.InputSeconds(modelInputs(g, s.ops), o.Batch)
+		st.BeginS = stageBegin(g, o, cm, in, i, cm.kind(s.kind).slow)
 		p.Stages = append(p.Stages, st)
 	}
 	if chain {
@@ -252,4 +252,11 @@ func modelInputs(g *dag.Graph, ops []int) []string {
 		}
 	}
 	return out
+}
+
+// stageBegin is when stage s of in can begin its first action: once the
+// coordinator's go has reached its last worker (workers are told stage by
+// stage) and it has made the model inputs it reads, slowed by slow.
+func stageBegin(g *dag.Graph, o *Options, cm *costModel, in []stageIn, s int, slow float64) float64 {
+	return cm.kind(in[s].kind).dev.GoDelay(lastWorker(in, s)) + slow*o.OpTimes.InputSeconds(modelInputs(g, in[s].ops), o.Batch)
 }

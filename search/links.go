@@ -123,7 +123,9 @@ func shareCores(p *plan.Plan, in []stageIn, cm *costModel) error {
 				continue
 			}
 			r := f / applied[s]
-			st.ForwardS, st.BackwardS, st.WeightS, st.BeginS = r*st.ForwardS, r*st.BackwardS, r*st.WeightS, r*st.BeginS
+			st.ForwardS, st.BackwardS, st.WeightS = r*st.ForwardS, r*st.BackwardS, r*st.WeightS
+			goes := kc.dev.GoDelay(lastWorker(in, s)) // its inputs' making is slowed, not the go
+			st.BeginS = goes + r*(st.BeginS-goes)
 			st.FlushS = kc.flushSlowed(in[s].blk.params, in[s].k, spans(p, st.Devices), f)
 			applied[s], changed = f, true
 		}
@@ -153,4 +155,14 @@ func sharesCores(in []stageIn, cm *costModel) bool {
 		}
 	}
 	return false
+}
+
+// lastWorker is the worker id of stage s's last replica: ids go stage by
+// stage.
+func lastWorker(in []stageIn, s int) int {
+	last := -1
+	for t := 0; t <= s; t++ {
+		last += in[t].k
+	}
+	return last
 }

@@ -12,8 +12,8 @@ import (
 // workers of one host, at one micro-batch per iteration, priced with a
 // profile whose run costs are round numbers and op times of one value per
 // op (and per input made), against the arithmetic done by hand: every op
-// slowed by the workers' share of the cores, each stage's making of the
-// inputs it reads, the edge over NATS at its latency and bandwidth, a
+// slowed by the workers' share of the cores, each stage beginning once the
+// coordinator's go reached it and it made the inputs it reads, the edge over NATS at its latency and bandwidth, a
 // message's cost at either end, the iteration's fixed cost, the DP's
 // period with its stage's messages, and the iteration the simulator gives,
 // written out step by step.
@@ -48,7 +48,7 @@ func TestRunCostsPricing(t *testing.T) {
 	dev := plan.Profiles["cpu"]
 	dev.Name = "cpu (measured)"
 	dev.RunCosts = plan.RunCosts{NATSLat: 50e-6, NATSBW: 1e8, SendS: 10e-6, SendBW: 1e9, RecvS: 5e-6, RecvBW: 2e9,
-		IterS: 200e-6, IterWorkerS: 30e-6, RingLat: 1e-3, RingBW: 1e7, HostCores: 2, CoreSlowdown: plan.NewSlowdowns(1.25, 1.25, 1.25)}
+		ReportS: 200e-6, ReportWorkerS: 30e-6, GoS: 20e-6, GoWorkerS: 70e-6, RingLat: 1e-3, RingBW: 1e7, HostCores: 2, CoreSlowdown: plan.NewSlowdowns(1.25, 1.25, 1.25)}
 	o, err := Options{Device: dev, Devices: 2, DevicesPerNode: 4, Batch: 4, MicroBatch: 4, OpTimes: ot, Schedule: "1f1b", Recompute: "off"}.withDefaults(g.BatchSize())
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +74,7 @@ func TestRunCostsPricing(t *testing.T) {
 	}
 	var fwd, bwd, flush, begin [2]float64
 	for s, st := range p.Stages {
+		begin[s] = 20e-6 + float64(s)*70e-6 // the go reaches worker s
 		for _, name := range modelInputs(g, in[s].ops) {
 			begin[s] += slow * ot.Inputs[name] * 4 / 8
 		}
@@ -107,7 +108,8 @@ func TestRunCostsPricing(t *testing.T) {
 	period := fwd[0] + bwd[0] + flush[0] + (10e-6 + out/1e9) + (5e-6 + out/2e9)
 	near("stage 0's period", in[0].cost.period, period)
 
-	// one micro-batch under 1F1B: each stage first makes its inputs;
+	// one micro-batch under 1F1B: each stage first waits for the go and
+	// makes its inputs;
 	// stage 0 forwards and sends (busy for the send call); stage 1 takes
 	// the activations when they land, or when it has made its labels and
 	// taken them if that is later, runs forward and backward and sends the
@@ -140,7 +142,7 @@ func seq(lo, hi int) []int {
 func TestShareCoresSettles(t *testing.T) {
 	dev := plan.Profiles["cpu"]
 	dev.Name = "cpu (measured)"
-	dev.RunCosts = plan.RunCosts{NATSLat: 50e-6, NATSBW: 2e8, SendS: 10e-6, RecvS: 5e-6, IterS: 1e-4, HostCores: 2,
+	dev.RunCosts = plan.RunCosts{NATSLat: 50e-6, NATSBW: 2e8, SendS: 10e-6, RecvS: 5e-6, ReportS: 1e-4, GoWorkerS: 5e-5, HostCores: 2,
 		CoreSlowdown: plan.NewSlowdowns(1, 1.1, 1.6, 2.2)}
 	for _, name := range []string{"mmt", "dlrm", "candle-uno"} {
 		e, _ := models.Lookup(name)

@@ -30,7 +30,8 @@ reported beside it); a large copy gives memory bandwidth. Then what a run
 pays beside its ops, with worker processes started for it, as a run's are:
 messages between two workers over NATS (their latency and bandwidth, and
 what a message costs its sender and its receiver), the ring all-reduce, the
-coordinator's go and reports (an iteration's fixed cost), and on the CPU the
+coordinator's go (when it reaches each worker) and the reports (an
+iteration's fixed costs), and on the CPU the
 slowdown of an op with k workers sharing the cores; on a GPU, its
 device-to-device copy (the path workers on one host use). On the CPU the
 NATS path is the links between workers; links between GPUs cannot be

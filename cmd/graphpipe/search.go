@@ -241,12 +241,15 @@ func printSummary(w io.Writer, p *plan.Plan) {
 }
 
 // runCosts says what the plan's profile prices beyond ops and links (its
-// RunCosts): the iteration's fixed cost, the workers sharing a host's
+// RunCosts): the iteration's fixed cost and its go, the workers sharing a host's
 // cores, a message's cost at either end; "" where it prices none.
 func runCosts(p *plan.Plan) string {
 	var parts []string
 	if p.FixedS > 0 {
-		parts = append(parts, fmt.Sprintf("%.3g ms fixed per iteration (the coordinator's go and the reports)", p.FixedS*1e3))
+		parts = append(parts, fmt.Sprintf("%.3g ms per iteration after the last action (the reports to the coordinator)", p.FixedS*1e3))
+	}
+	if late := lastGo(p); late > 0 {
+		parts = append(parts, fmt.Sprintf("the coordinator's go reaches the last stage after %.3g ms", late*1e3))
 	}
 	if k := plan.HostWorkers(p.Devices, p.DevicesPerNode); p.Slowdown > 0 {
 		cores := ""
@@ -264,6 +267,19 @@ func runCosts(p *plan.Plan) string {
 		parts = append(parts, fmt.Sprintf("a message costs its sender up to %.3g µs and its receiver up to %.3g µs", send*1e6, recv*1e6))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// lastGo is when the coordinator's go reaches the plan's last worker, by
+// its profile (0 where it measured none).
+func lastGo(p *plan.Plan) float64 {
+	workers := 0
+	for _, s := range p.Stages {
+		workers += len(s.Devices)
+	}
+	if p.Device.GoS == 0 && p.Device.GoWorkerS == 0 {
+		return 0
+	}
+	return p.Device.GoDelay(workers - 1)
 }
 
 func newSearchCmd(stdin io.Reader) *cobra.Command {
