@@ -57,6 +57,8 @@ type childSpec struct {
 	Reps    int     `json:"reps,omitempty"`    // ring, probe: rounds per size
 	Seconds float64 `json:"seconds,omitempty"` // busy: how long, unless its go says ("go SECONDS")
 	Reply   int     `json:"reply,omitempty"`   // echo: bytes of each reply (0: the message back)
+	Stamp   bool    `json:"stamp,omitempty"`   // echo: stamp a reply when the message is taken and decoded
+	Stamper int32   `json:"stamper,omitempty"` // probe: the stamping echo's ID
 }
 
 // runChild is a child's life: set up, say "ready", wait for "go", measure,

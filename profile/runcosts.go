@@ -23,10 +23,13 @@ type RunCostsResult struct {
 	// not call Child), so the workers were goroutines of this process.
 	InProcess bool `json:"in_process,omitempty"`
 	// LinkSizes: the messages probed, bytes; OneWay their mean one-way
-	// times (a round trip halved), Send the sender's send call, Recv the
-	// receiver's taking one that has landed, each in seconds.
+	// times, from the send's start to the receiver's taking, the sender
+	// computing on after it (Idle: a round trip halved, the sender
+	// waiting), Send the sender's send call, Recv the receiver's taking
+	// one that has landed, each in seconds.
 	LinkSizes []int     `json:"link_sizes"`
 	OneWay    []float64 `json:"link_one_way_s"`
+	Idle      []float64 `json:"link_idle_one_way_s"`
 	Send      []float64 `json:"send_s"`
 	Recv      []float64 `json:"recv_s"`
 	// RingReplicas, RingSizes and RingS: the ring all-reduces timed, a
@@ -198,9 +201,9 @@ func (w *workers) start(specs []childSpec, procs int) (*started, error) {
 func work(ctx context.Context, ep *wire.Endpoint, spec childSpec, chunk int) (any, error) {
 	switch spec.Mode {
 	case "echo":
-		return nil, echo(ctx, ep, spec.ID, spec.To, spec.Reply)
+		return nil, echo(ctx, ep, spec.ID, spec.To, spec.Reply, spec.Stamp)
 	case "probe":
-		return probe(ctx, ep, int32(spec.Peers), chunk, spec.Sizes, spec.Reps)
+		return probe(ctx, ep, int32(spec.Peers), spec.Stamper, chunk, spec.Sizes, spec.Reps)
 	case "ring":
 		return ring(ctx, ep, int(spec.ID)-1, spec.Peers, spec.Sizes, spec.Reps)
 	}
@@ -270,7 +273,8 @@ func (w *workers) links(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) 
 	sizes, reps := linkSizes(o.Quick)
 	w.run++
 	run := "link" + strconv.Itoa(w.run)
-	s, err := w.start([]childSpec{{Mode: "echo", Run: run, ID: 2, To: 1}, {Mode: "probe", Run: run, ID: 1, Peers: 2, Sizes: sizes, Reps: reps}}, max(1, o.Cores/2))
+	s, err := w.start([]childSpec{{Mode: "echo", Run: run, ID: 2, To: 1}, {Mode: "echo", Run: run, ID: 3, To: 1, Reply: 8, Stamp: true},
+		{Mode: "probe", Run: run, ID: 1, Peers: 2, Stamper: 3, Sizes: sizes, Reps: reps}}, max(1, o.Cores/2))
 	if err != nil {
 		return err
 	}
@@ -283,7 +287,7 @@ func (w *workers) links(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) 
 	if err := json.Unmarshal(out[1], &lp); err != nil {
 		return fmt.Errorf("profile: the link probe's answer: %w", err)
 	}
-	res.LinkSizes, res.OneWay, res.Send, res.Recv = lp.Sizes, lp.OneWay, lp.Send, lp.Recv
+	res.LinkSizes, res.OneWay, res.Idle, res.Send, res.Recv = lp.Sizes, lp.OneWay, lp.Idle, lp.Send, lp.Recv
 	rc.NATSLat, rc.NATSBW = fitLinkAnyway(samples(res.LinkSizes, res.OneWay))
 	rc.SendS, rc.SendBW = fitCost(res.LinkSizes, res.Send)
 	rc.RecvS, rc.RecvBW = fitCost(res.LinkSizes, res.Recv)
@@ -291,38 +295,88 @@ func (w *workers) links(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) 
 }
 
 // linkProbe is what probe measured: per message size (bytes, as encoded),
-// the mean one-way time (a round trip halved), send call, and taking of a
-// message that has landed, in seconds. Means, not medians: an iteration
-// pays for dozens of messages in a row, and so for their tail (a worker
-// woken late) as often as it comes.
+// the mean one-way time from the send call's start until the receiver has
+// taken the message, with the sender computing on after its send as a
+// stage does (OneWay), and with it waiting instead (Idle: a round trip
+// halved); the send call; and the taking of a message that has landed;
+// in seconds. Means, not medians: an iteration pays for dozens of messages
+// in a row, and so for their tail (a worker woken late) as often as it
+// comes.
 type linkProbe struct {
 	Sizes  []int     `json:"sizes"`
 	OneWay []float64 `json:"one_way_s"`
+	Idle   []float64 `json:"idle_one_way_s"`
 	Send   []float64 `json:"send_s"`
 	Recv   []float64 `json:"recv_s"`
 }
 
-// probe bounces messages of each size (float32 tensors encoded as a worker
-// encodes them) between ep and the echo peer, reps times each after a
-// warm-up: the round trips and the send calls; then reps more, each
-// answer taken only once it has landed. chunk is the transport's chunk
-// size.
-func probe(ctx context.Context, ep *wire.Endpoint, peer int32, chunk int, sizes []int, reps int) (linkProbe, error) {
+// busyAfterSend is how long the probe computes after each send it times
+// one way: a stage computes on after it sends (its next forward or
+// backward), and on a host of few cores the message then goes no faster
+// than what is left of them lets it. On this project's 2-core machine,
+// loaded from elsewhere: 66 µs one way (median, 6 KiB) with the sender
+// waiting, 150 µs with it computing 100 µs on, 230-260 µs with 200 µs or
+// more; in a run of the small CANDLE-Uno (its actions 50-110 µs), 250 µs.
+// 100 µs is a small preset's forward or backward of a micro-batch.
+const busyAfterSend = 100 * time.Microsecond
+
+// spin computes for d, as a stage does between its messages.
+func spin(d time.Duration) {
+	x := 1.0
+	for start := time.Now(); time.Since(start) < d; {
+		for i := 0; i < 100; i++ {
+			x = x*1.0000001 + 1e-9
+		}
+	}
+	sink = x
+}
+
+var sink float64
+
+// probe sends messages of each size (float32 tensors encoded as a worker
+// encodes them), reps times each after a warm-up: to the stamping echo
+// stamper, computing busyAfterSend after each send, the time from the
+// send's start to the echo's taking of it (on the host's clock, which the
+// echo's answer carries); then to the echo peer and back, reps round trips
+// with this side waiting (Idle) and reps more each answer taken only once
+// it has landed. chunk is the transport's chunk size.
+func probe(ctx context.Context, ep *wire.Endpoint, peer, stamper int32, chunk int, sizes []int, reps int) (linkProbe, error) {
 	var lp linkProbe
 	round := int64(0)
+	stamps := int64(0)
 	for _, size := range sizes {
 		msg, err := wire.EncodeTensors([]wire.Tensor{{Name: "x", Shape: []int{size / 4}, F32: make([]float32, size/4)}})
 		if err != nil {
 			return lp, err
 		}
-		var trips, sends, recvs []float64
+		var ways, sends []float64
+		for i := -1; i < reps; i++ { // -1 warms up
+			start := time.Now()
+			if err := ep.Send(ctx, stamper, echoKey(stamps), msg); err != nil {
+				return lp, err
+			}
+			sent := time.Since(start).Seconds()
+			spin(busyAfterSend)
+			got, err := ep.Receive(ctx, replyKey(stamps, stamper))
+			stamps++
+			if err == nil && len(got) < 8 {
+				err = fmt.Errorf("a stamp of %d bytes", len(got))
+			}
+			if err != nil {
+				return lp, fmt.Errorf("profile: probing links with %d-byte messages: %w", size, err)
+			}
+			if i >= 0 {
+				took := int64(binary.LittleEndian.Uint64(got)) - start.UnixNano()
+				ways, sends = append(ways, float64(took)/1e9), append(sends, sent)
+			}
+		}
+		var trips, recvs []float64
 		for i := -1; i < 2*reps; i++ { // -1 warms up; then reps round trips, reps landed receives
 			before := ep.Stats().Received
 			start := time.Now()
 			if err := ep.Send(ctx, peer, echoKey(round), msg); err != nil {
 				return lp, err
 			}
-			sent := time.Since(start).Seconds()
 			if i >= reps { // wait until the answer has landed, then time taking it
 				if err := landed(ctx, ep, before, (len(msg)+chunk-1)/chunk); err != nil {
 					return lp, err
@@ -341,13 +395,14 @@ func probe(ctx context.Context, ep *wire.Endpoint, peer int32, chunk int, sizes 
 			switch {
 			case i < 0:
 			case i < reps:
-				trips, sends = append(trips, took), append(sends, sent)
+				trips = append(trips, took)
 			default:
 				recvs = append(recvs, took)
 			}
 		}
 		lp.Sizes = append(lp.Sizes, len(msg))
-		lp.OneWay = append(lp.OneWay, mean(trips)/2)
+		lp.OneWay = append(lp.OneWay, mean(ways))
+		lp.Idle = append(lp.Idle, mean(trips)/2)
 		lp.Send = append(lp.Send, mean(sends))
 		lp.Recv = append(lp.Recv, mean(recvs))
 	}

@@ -104,11 +104,12 @@ func replyKey(i int64, id int32) wire.Key { return wire.Key{Iter: i, MB: id, Edg
 // parentID is the measuring process's endpoint; children are 1, 2, ...
 const parentID = 0
 
-// echo answers every message to ep (endpoint id), in rounds from 0, to endpoint to: the
-// message itself, decoded and encoded again as a worker does (reply 0), or
-// reply bytes (a report, its first 8 the wall clock's nanoseconds when the
-// message came, little-endian), until ctx ends.
-func echo(ctx context.Context, ep *wire.Endpoint, id, to int32, reply int) error {
+// echo answers every message to ep (endpoint id), in rounds from 0, to
+// endpoint to: the message itself, decoded and encoded again as a worker
+// does (reply 0), or reply bytes (a report), its first 8 the host's wall
+// clock in nanoseconds, little-endian, when the message came, or with
+// stamp when it had taken and decoded it; until ctx ends.
+func echo(ctx context.Context, ep *wire.Endpoint, id, to int32, reply int, stamp bool) error {
 	answer := make([]byte, reply)
 	for i := int64(0); ; i++ {
 		msg, err := ep.Receive(ctx, echoKey(i))
@@ -119,17 +120,19 @@ func echo(ctx context.Context, ep *wire.Endpoint, id, to int32, reply int) error
 			return err
 		}
 		out := answer
-		if reply >= 8 { // a report: it says when the go came
-			binary.LittleEndian.PutUint64(out, uint64(time.Now().UnixNano()))
-		}
-		if reply == 0 {
+		if reply == 0 || stamp {
 			ts, err := wire.DecodeTensors(msg)
 			if err != nil {
 				return err
 			}
-			if out, err = wire.EncodeTensors(ts); err != nil {
-				return err
+			if reply == 0 {
+				if out, err = wire.EncodeTensors(ts); err != nil {
+					return err
+				}
 			}
+		}
+		if reply >= 8 {
+			binary.LittleEndian.PutUint64(out, uint64(time.Now().UnixNano()))
 		}
 		if err := ep.Send(ctx, to, replyKey(i, id), out); err != nil {
 			if ctx.Err() != nil {
