@@ -54,6 +54,10 @@ type hello struct {
 	// offered; nil: the coordinator's next free one (join order).
 	Slot  *int   `json:"slot,omitempty"`
 	Agent string `json:"agent,omitempty"` // the agent's id in its pool
+	// PlanDevice, for a task an environment started (Slurm, torchrun, a
+	// Kubernetes Indexed Job), is the plan's device it stands for; the
+	// coordinator gives it that device's worker id.
+	PlanDevice *int `json:"plan_device,omitempty"`
 	// Kind is the device profile the worker computes as (graphpipe worker
 	// --device-profile, an agent's advertised profile), "" if not said: on
 	// a plan of several device kinds it takes a stage of its kind only.
@@ -129,6 +133,12 @@ type Join struct {
 	Host  string
 	Slot  *int
 	Agent string
+	// PlanDevice, for a task an environment started (Slurm's srun,
+	// torchrun, a Kubernetes Indexed Job), is the device of the plan it
+	// stands for (its node's first device plus its local rank): it is
+	// given the worker of that device, whatever the order the tasks join
+	// in. nil: as Slot says.
+	PlanDevice *int
 	// Kind is the device profile this worker computes as ("": not said),
 	// which must be its stage's device kind on a plan of several kinds.
 	Kind string
@@ -181,7 +191,7 @@ func join(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, j Join, id 
 		}
 		defer stop()
 	}
-	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), BLAS: BLASLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent, Kind: j.Kind}
+	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), BLAS: BLASLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent, PlanDevice: j.PlanDevice, Kind: j.Kind}
 	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, h); err != nil {
 		return nil, fmt.Errorf("joining run %s: %w", j.Run, err)
 	}

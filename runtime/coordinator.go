@@ -120,7 +120,7 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 		Timings: job.Config.Timings, Steps: job.Steps, Workers: lay.total, Checkpoint: c.target}
 	c.workers = make([]int32, lay.total) // by worker id: each one's control address
 	who := make([]Joined, lay.total)
-	slots := freeSlots{taken: make([]bool, lay.total), kinds: slotKinds(job.Plan, lay)}
+	slots := newFreeSlots(job.Plan, lay)
 	if job.Plan.Cluster == nil && !job.Options.Emulate {
 		slots.device = job.Plan.Device.Name
 	}
@@ -158,17 +158,30 @@ func (c *collector) hello(joinCtx context.Context, n int) (hello, error) {
 }
 
 // freeSlots hands out worker ids to the workers that join: the one a
-// launcher placed a worker on (hello.Slot), or the next free one; on a plan
-// of several device kinds, one of the worker's kind (kinds); on a plan of
+// launcher placed a worker on (hello.Slot), the one of the plan's device a
+// task stands for (hello.PlanDevice), or the next free one; on a plan of
+// several device kinds, one of the worker's kind (kinds); on a plan of
 // one, to a worker of its device (plan.SameDevice) or one that does not
 // say.
 type freeSlots struct {
-	taken []bool
-	next  int
-	kinds []string // per worker id, its stage's device kind; nil on a plan of one kind
+	taken    []bool
+	next     int
+	kinds    []string      // per worker id, its stage's device kind; nil on a plan of one kind
+	byDevice map[int]int   // the plan's device -> its worker id
+	byTask   map[int]hello // the plan's device -> the task that stands for it
 	// device, on a plan of one kind that computes, is its device profile:
 	// a worker that says it computes as another is refused
 	device string
+}
+
+func newFreeSlots(p *plan.Plan, lay replicas) *freeSlots {
+	f := &freeSlots{taken: make([]bool, lay.total), kinds: slotKinds(p, lay), byDevice: map[int]int{}, byTask: map[int]hello{}}
+	for s, st := range p.Stages {
+		for r, d := range st.Devices {
+			f.byDevice[d] = int(lay.id(s, r))
+		}
+	}
+	return f
 }
 
 // slotKinds is each worker id's device kind on a plan of several kinds,
@@ -194,6 +207,9 @@ func kindError(h hello, format string, args ...any) error {
 func (f *freeSlots) take(h hello) (int, error) {
 	if f.device != "" && h.Kind != "" && !plan.SameDevice(h.Kind, f.device) {
 		return 0, kindError(h, "computes as %s, but the plan is for %s devices", h.Kind, f.device)
+	}
+	if h.PlanDevice != nil {
+		return f.takeDevice(h)
 	}
 	if f.kinds != nil && h.Kind == "" && h.Slot == nil {
 		return 0, kindError(h, "the plan's stages run on devices of several kinds; start each worker with the device profile it computes as")
@@ -226,6 +242,26 @@ func (f *freeSlots) take(h hello) (int, error) {
 	}
 	f.taken[f.next] = true
 	return f.next, nil
+}
+
+// takeDevice gives a task the worker of the plan's device it stands for
+// (hello.PlanDevice), of its kind when it says one. Two tasks standing for
+// one device are the environment's fault, final (a *JobError on
+// PlanDevice).
+func (f *freeSlots) takeDevice(h hello) (int, error) {
+	d := *h.PlanDevice
+	s, ok := f.byDevice[d]
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("worker %d (host %s, pid %d) stands for device %d of the plan, which runs no stage on it", h.Worker, h.Host, h.PID, d)
+	case f.taken[s]:
+		o := f.byTask[d]
+		return 0, &JobError{Op: "join", Field: "PlanDevice", Msg: fmt.Sprintf("two tasks stand for device %d of the plan: host %s pid %d and host %s pid %d", d, o.Host, o.PID, h.Host, h.PID)}
+	case f.kinds != nil && h.Kind != "" && h.Kind != f.kinds[s]:
+		return 0, kindError(h, "computes as %s, but device %d of the plan (worker %d) runs a stage on %s", h.Kind, d, s, f.kinds[s])
+	}
+	f.taken[s], f.byTask[d] = true, h
+	return s, nil
 }
 
 // distinct is the values of xs, each once, in their order.

@@ -212,13 +212,14 @@ func (s *Supervisor) generation(ctx context.Context, g *Generation, run runtime.
 // requested stop, a pool whose hosts cannot hold the plan's nodes (the
 // same agents would be refused again; the user must start others or plan
 // for other nodes), a pool whose agents are of another device than the
-// plan's (DeviceError), or a worker of a device kind its stage does not
-// run on.
+// plan's (DeviceError), a worker of a device kind its stage does not run
+// on, or tasks whose environment is wrong (two claiming one rank).
 func Final(err error) bool {
 	var se *runtime.StoppedError
 	var ne *runtime.NonFiniteError
 	var pe *PlacementError
 	var de *DeviceError
 	var je *runtime.JobError
-	return errors.As(err, &se) || errors.As(err, &ne) || errors.As(err, &pe) || errors.As(err, &de) || errors.As(err, &je) && je.Op == "join"
+	var ee *EnvError
+	return errors.As(err, &se) || errors.As(err, &ne) || errors.As(err, &pe) || errors.As(err, &de) || errors.As(err, &je) && je.Op == "join" || errors.As(err, &ee)
 }
