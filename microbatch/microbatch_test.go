@@ -141,7 +141,8 @@ func TestSimulateChainByHand(t *testing.T) {
 //
 // and the iteration 10.4 + 1. With stage 1 beginning at 3, it takes act0
 // at 3.3, sends grad0 at 6.3 (landing 6.8), takes act1 at 6.4+0.3, and
-// grad1 lands at 10.2.
+// grad1 lands at 10.2. A hold of 0.25 delays act0 alone, the one message
+// whose sender computes next.
 func TestSimulateMessageCostsByHand(t *testing.T) {
 	s := mustSchedule(t, "1f1b", chain(2, 2))
 	r, err := Simulate(s, Timing{F: []float64{1, 1}, B: []float64{2, 2}, Act: []float64{0.5}, Grad: []float64{0.5},
@@ -159,6 +160,17 @@ func TestSimulateMessageCostsByHand(t *testing.T) {
 	if _, err := Simulate(s, Timing{F: []float64{1, 1}, B: []float64{2, 2}, Act: []float64{0.5}, Grad: []float64{0.5}, Post: []float64{0.1, 0.1}}); err == nil {
 		t.Error("a Post of 2 entries for 1 edge was taken")
 	}
+	// a message waits up to 0.25 for its sender's next computing: act0
+	// (stage 0 forwards again next) lands at 1.75; act1 and both
+	// gradients (their senders wait next, or are done) as before
+	r, err = Simulate(s, Timing{F: []float64{1, 1}, B: []float64{2, 2}, Act: []float64{0.5}, Grad: []float64{0.5}, Hold: []float64{0.25}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTimeline(t, timeline(r, 2), [][]span{
+		{{"F0", 0, 1}, {"F1", 1, 2}, {"B0", 5.25, 7.25}, {"B1", 8.25, 10.25}},
+		{{"F0", 1.75, 2.75}, {"B0", 2.75, 4.75}, {"F1", 4.75, 5.75}, {"B1", 5.75, 7.75}},
+	})
 	// stage 1 begins at 3 (making its inputs): act0, landed at 1.5, is
 	// taken at 3.3; everything of it and after it moves on by 1.8
 	r, err = Simulate(s, Timing{F: []float64{1, 1}, B: []float64{2, 2}, Act: []float64{0.5}, Grad: []float64{0.5},

@@ -28,6 +28,11 @@ type Timing struct {
 	// Fixed is what an iteration costs after its stages' actions (the
 	// reports to the coordinator): added to Result.Iteration.
 	Fixed float64
+	// Hold, per edge (nil: none), is the most a message waits for its
+	// sender's next computing action to end before it travels (on a host
+	// whose cores are all busy, the message's delivery needs one): its
+	// transfer takes the shorter of the two longer.
+	Hold []float64
 	// Begin, per stage (nil: none), is when it can begin its first action
 	// (the go reaching it, the model inputs it reads made): its clock
 	// starts there.
@@ -208,7 +213,7 @@ func (t Timing) check(sch *Schedule) error {
 		name string
 		len  int
 		want int
-	}{{"Post", len(t.Post), e}, {"Take", len(t.Take), e}, {"Begin", len(t.Begin), n}} {
+	}{{"Post", len(t.Post), e}, {"Take", len(t.Take), e}, {"Hold", len(t.Hold), e}, {"Begin", len(t.Begin), n}} {
 		if v.len != 0 && v.len != v.want {
 			return fmt.Errorf("timing: %s has %d entries, want %d or none", v.name, v.len, v.want)
 		}

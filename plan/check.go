@@ -261,7 +261,7 @@ func (p *Plan) checkEdges() error {
 		for _, f := range []struct {
 			name string
 			v    float64
-		}{{".transfer_s", e.Transfer}, {".send_s", e.SendS}, {".recv_s", e.RecvS}} {
+		}{{".transfer_s", e.Transfer}, {".send_s", e.SendS}, {".recv_s", e.RecvS}, {".hold_s", e.HoldS}} {
 			if err := nonNegative(-1, field+f.name, f.v); err != nil {
 				return err
 			}

@@ -55,8 +55,12 @@ type RunCosts struct {
 	// message that has landed. The stage computes nothing meanwhile.
 	SendS  float64 `json:"send_s,omitempty"`
 	SendBW float64 `json:"send_bw,omitempty"`
-	RecvS  float64 `json:"recv_s,omitempty"`
-	RecvBW float64 `json:"recv_bw,omitempty"`
+	// SendHoldS is the most a message waits for its sender's next
+	// computing action to end before it travels: on a host whose cores are
+	// all busy (the sender's, the others'), delivering it needs one.
+	SendHoldS float64 `json:"send_hold_s,omitempty"`
+	RecvS     float64 `json:"recv_s,omitempty"`
+	RecvBW    float64 `json:"recv_bw,omitempty"`
 	// GoS and GoWorkerS: when the coordinator's go reaches worker w (from
 	// 0, in the order it tells them: stage by stage), GoS + w·GoWorkerS
 	// after it begins to tell them; the worker's stage begins then.
@@ -120,7 +124,7 @@ func (r RunCosts) validate() error {
 	}{
 		{"nats_lat_s", r.NATSLat}, {"nats_bw", r.NATSBW}, {"ipc_lat_s", r.IPCLat}, {"ipc_bw", r.IPCBW},
 		{"allreduce_lat_s", r.RingLat}, {"allreduce_bw", r.RingBW}, {"send_s", r.SendS}, {"send_bw", r.SendBW},
-		{"recv_s", r.RecvS}, {"recv_bw", r.RecvBW}, {"go_s", r.GoS}, {"go_worker_s", r.GoWorkerS},
+		{"recv_s", r.RecvS}, {"recv_bw", r.RecvBW}, {"send_hold_s", r.SendHoldS}, {"go_s", r.GoS}, {"go_worker_s", r.GoWorkerS},
 		{"report_s", r.ReportS}, {"report_worker_s", r.ReportWorkerS},
 		{"host_cores", float64(r.HostCores)},
 	} {

@@ -23,7 +23,7 @@ func TestEdgeTransportRoundTrips(t *testing.T) {
 	if len(p.Edges) < 2 {
 		t.Fatalf("the stored plan has %d edges, want at least 2", len(p.Edges))
 	}
-	p.Edges[0].Transport, p.Edges[0].SendS, p.Edges[0].RecvS = TransportIPC, 1.5e-5, 2.5e-6
+	p.Edges[0].Transport, p.Edges[0].SendS, p.Edges[0].RecvS, p.Edges[0].HoldS = TransportIPC, 1.5e-5, 2.5e-6, 4e-4
 	p.Edges[1].Transport = TransportNATS
 	p.FixedS = 3e-4
 	out := p.Encode()
@@ -32,7 +32,7 @@ func TestEdgeTransportRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, e := range q.Edges {
-		if w := p.Edges[i]; e.Transport != w.Transport || e.SendS != w.SendS || e.RecvS != w.RecvS {
+		if w := p.Edges[i]; e.Transport != w.Transport || e.SendS != w.SendS || e.RecvS != w.RecvS || e.HoldS != w.HoldS {
 			t.Errorf("edge %d read back as %q, %g, %g; wrote %q, %g, %g", i, e.Transport, e.SendS, e.RecvS, w.Transport, w.SendS, w.RecvS)
 		}
 	}
@@ -43,8 +43,8 @@ func TestEdgeTransportRoundTrips(t *testing.T) {
 		t.Error("written again, the plan differs")
 	}
 	tm := q.Timing()
-	if len(tm.Post) != len(q.Edges) || tm.Post[0] != 1.5e-5 || tm.Take[0] != 2.5e-6 || tm.Post[1] != 0 || tm.Fixed != 3e-4 {
-		t.Errorf("timing: post %v, take %v, fixed %g", tm.Post, tm.Take, tm.Fixed)
+	if len(tm.Post) != len(q.Edges) || tm.Post[0] != 1.5e-5 || tm.Take[0] != 2.5e-6 || tm.Hold[0] != 4e-4 || tm.Post[1] != 0 || tm.Fixed != 3e-4 {
+		t.Errorf("timing: post %v, take %v, hold %v, fixed %g", tm.Post, tm.Take, tm.Hold, tm.Fixed)
 	}
 	bad := strings.Replace(string(out), `"transport": "ipc"`, `"transport": "pigeon"`, 1)
 	if bad == string(out) {
@@ -88,7 +88,7 @@ func TestOldPlansDecode(t *testing.T) {
 				}
 			}
 			tm := p.Timing()
-			if p.FixedS != 0 || tm.Post != nil || tm.Take != nil || tm.Fixed != 0 {
+			if p.FixedS != 0 || tm.Post != nil || tm.Take != nil || tm.Hold != nil || tm.Begin != nil || tm.Fixed != 0 {
 				t.Errorf("fixed %g, timing post %v take %v fixed %g", p.FixedS, tm.Post, tm.Take, tm.Fixed)
 			}
 			stored := p.Predicted.IterationS

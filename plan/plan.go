@@ -107,6 +107,10 @@ type PlanEdge struct {
 	// it, in their own seconds; zero where the profile measured none.
 	SendS float64 `json:"send_s,omitempty"`
 	RecvS float64 `json:"recv_s,omitempty"`
+	// HoldS is the most a message of the edge waits for its sender's next
+	// computing action to end before it travels (Device.SendHoldS); zero
+	// where the profile measured none.
+	HoldS float64 `json:"hold_s,omitempty"`
 }
 
 // Prediction is what the simulator says of one iteration.
@@ -249,12 +253,13 @@ func (p *Plan) Timing() microbatch.Timing {
 	for _, e := range p.Edges {
 		t.Act = append(t.Act, e.Transfer)
 		t.Grad = append(t.Grad, e.Transfer)
-		messages = messages || e.SendS > 0 || e.RecvS > 0
+		messages = messages || e.SendS > 0 || e.RecvS > 0 || e.HoldS > 0
 	}
 	if messages { // nil otherwise: what plans without them always had
 		for _, e := range p.Edges {
 			t.Post = append(t.Post, e.SendS)
 			t.Take = append(t.Take, e.RecvS)
+			t.Hold = append(t.Hold, e.HoldS)
 		}
 	}
 	t.Fixed = p.FixedS
@@ -326,7 +331,7 @@ func (p *Plan) Scaled(k float64) *Plan {
 	}
 	for i := range q.Edges {
 		e := &q.Edges[i]
-		e.Transfer, e.SendS, e.RecvS = k*e.Transfer, k*e.SendS, k*e.RecvS
+		e.Transfer, e.SendS, e.RecvS, e.HoldS = k*e.Transfer, k*e.SendS, k*e.RecvS, k*e.HoldS
 	}
 	q.FixedS *= k
 	q.Predicted.IterationS *= k

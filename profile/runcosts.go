@@ -23,13 +23,16 @@ type RunCostsResult struct {
 	// not call Child), so the workers were goroutines of this process.
 	InProcess bool `json:"in_process,omitempty"`
 	// LinkSizes: the messages probed, bytes; OneWay their mean one-way
-	// times, from the send's start to the receiver's taking, the sender
-	// computing on after it (Idle: a round trip halved, the sender
-	// waiting), Send the sender's send call, Recv the receiver's taking
-	// one that has landed, each in seconds.
+	// times, from the send's start to the receiver's taking (Idle: a round
+	// trip halved), Send the sender's send call, Recv the receiver's taking
+	// one that has landed, each in seconds. HoldIdle and HoldBusy: a small
+	// message's one-way time with the sender waiting after its send and
+	// with it computing on (SendHoldS is the difference).
 	LinkSizes []int     `json:"link_sizes"`
 	OneWay    []float64 `json:"link_one_way_s"`
-	Idle      []float64 `json:"link_idle_one_way_s"`
+	Idle      []float64 `json:"link_round_trip_half_s"`
+	HoldIdle  float64   `json:"hold_idle_s"`
+	HoldBusy  float64   `json:"hold_busy_s"`
 	Send      []float64 `json:"send_s"`
 	Recv      []float64 `json:"recv_s"`
 	// RingReplicas, RingSizes and RingS: the ring all-reduces timed, a
@@ -266,9 +269,10 @@ func (w *workers) parent() (ep *wire.Endpoint, run string, chunk int, closeEp fu
 
 // links probes the NATS path between two workers, each a process with
 // its share of the cores, through this process's server, as a run's
-// workers talk through their coordinator's: each size's round trip, send
+// workers talk through their coordinator's: each size's one-way time, send
 // call and receive (probe), fitted to NATSLat/NATSBW, SendS/SendBW and
-// RecvS/RecvBW.
+// RecvS/RecvBW, and how long a message waits for its sender computing on
+// (SendHoldS, at most holdSpin).
 func (w *workers) links(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) error {
 	sizes, reps := linkSizes(o.Quick)
 	w.run++
@@ -288,6 +292,8 @@ func (w *workers) links(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) 
 		return fmt.Errorf("profile: the link probe's answer: %w", err)
 	}
 	res.LinkSizes, res.OneWay, res.Idle, res.Send, res.Recv = lp.Sizes, lp.OneWay, lp.Idle, lp.Send, lp.Recv
+	res.HoldIdle, res.HoldBusy = lp.HoldIdle, lp.HoldBusy
+	rc.SendHoldS = min(max(0, lp.HoldBusy-lp.HoldIdle), holdSpin.Seconds())
 	rc.NATSLat, rc.NATSBW = fitLinkAnyway(samples(res.LinkSizes, res.OneWay))
 	rc.SendS, rc.SendBW = fitCost(res.LinkSizes, res.Send)
 	rc.RecvS, rc.RecvBW = fitCost(res.LinkSizes, res.Recv)
@@ -296,29 +302,36 @@ func (w *workers) links(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) 
 
 // linkProbe is what probe measured: per message size (bytes, as encoded),
 // the mean one-way time from the send call's start until the receiver has
-// taken the message, with the sender computing on after its send as a
-// stage does (OneWay), and with it waiting instead (Idle: a round trip
-// halved); the send call; and the taking of a message that has landed;
-// in seconds. Means, not medians: an iteration pays for dozens of messages
+// taken the message (OneWay), and a round trip halved (Idle); the send
+// call; and the taking of a message that has landed; in seconds. And, for
+// messages of holdBytes, the one-way time with the sender waiting after
+// its send and with it computing holdSpin on, in turns (HoldIdle,
+// HoldBusy). Means, not medians: an iteration pays for dozens of messages
 // in a row, and so for their tail (a worker woken late) as often as it
 // comes.
 type linkProbe struct {
-	Sizes  []int     `json:"sizes"`
-	OneWay []float64 `json:"one_way_s"`
-	Idle   []float64 `json:"idle_one_way_s"`
-	Send   []float64 `json:"send_s"`
-	Recv   []float64 `json:"recv_s"`
+	Sizes    []int     `json:"sizes"`
+	OneWay   []float64 `json:"one_way_s"`
+	Idle     []float64 `json:"idle_one_way_s"`
+	Send     []float64 `json:"send_s"`
+	Recv     []float64 `json:"recv_s"`
+	HoldIdle float64   `json:"hold_idle_s"`
+	HoldBusy float64   `json:"hold_busy_s"`
 }
 
-// busyAfterSend is how long the probe computes after each send it times
-// one way: a stage computes on after it sends (its next forward or
-// backward), and on a host of few cores the message then goes no faster
-// than what is left of them lets it. On this project's 2-core machine,
-// loaded from elsewhere: 66 µs one way (median, 6 KiB) with the sender
-// waiting, 150 µs with it computing 100 µs on, 230-260 µs with 200 µs or
-// more; in a run of the small CANDLE-Uno (its actions 50-110 µs), 250 µs.
-// 100 µs is a small preset's forward or backward of a micro-batch.
-const busyAfterSend = 100 * time.Microsecond
+// holdSpin is how long the probe computes after a send to see how long a
+// message waits for its sender's computing (Device.SendHoldS): a stage
+// computes on after it sends, and on a host whose cores are all busy the
+// message travels only once a core is free. On this project's 2-core
+// machine, loaded from elsewhere: 66 µs one way (median, 6 KiB) with the
+// sender waiting, 150 µs with it computing 100 µs on, 265 µs 200 µs on,
+// 590 µs 1 ms on, 140 µs 2 ms on (preempted); in runs of the small
+// presets a worker's message to a waiting stage took 250-420 µs. holdBytes
+// is the size of those messages.
+const (
+	holdSpin  = time.Millisecond
+	holdBytes = 4 << 10
+)
 
 // spin computes for d, as a stage does between its messages.
 func spin(d time.Duration) {
@@ -333,41 +346,54 @@ func spin(d time.Duration) {
 
 var sink float64
 
+// stamped sends msg to the stamping echo stamper as message stamps and
+// returns the time from the send's start to the echo's taking of it (on
+// the host's clock, which the echo's answer carries) and the send call's,
+// computing busy after the send.
+func stamped(ctx context.Context, ep *wire.Endpoint, stamper int32, stamps int64, msg []byte, busy time.Duration) (way, sent float64, err error) {
+	start := time.Now()
+	if err := ep.Send(ctx, stamper, echoKey(stamps), msg); err != nil {
+		return 0, 0, err
+	}
+	sent = time.Since(start).Seconds()
+	spin(busy)
+	got, err := ep.Receive(ctx, replyKey(stamps, stamper))
+	if err == nil && len(got) < 8 {
+		err = fmt.Errorf("a stamp of %d bytes", len(got))
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(int64(binary.LittleEndian.Uint64(got))-start.UnixNano()) / 1e9, sent, nil
+}
+
 // probe sends messages of each size (float32 tensors encoded as a worker
 // encodes them), reps times each after a warm-up: to the stamping echo
-// stamper, computing busyAfterSend after each send, the time from the
-// send's start to the echo's taking of it (on the host's clock, which the
-// echo's answer carries); then to the echo peer and back, reps round trips
-// with this side waiting (Idle) and reps more each answer taken only once
-// it has landed. chunk is the transport's chunk size.
+// stamper, one way (stamped); then to the echo peer and back, reps round
+// trips and reps more each answer taken only once it has landed. Then
+// messages of holdBytes to the stamper, reps pairs, the sender waiting
+// after one and computing holdSpin after the other. chunk is the
+// transport's chunk size.
 func probe(ctx context.Context, ep *wire.Endpoint, peer, stamper int32, chunk int, sizes []int, reps int) (linkProbe, error) {
 	var lp linkProbe
-	round := int64(0)
-	stamps := int64(0)
+	round, stamps := int64(0), int64(0)
+	tensors := func(size int) ([]byte, error) {
+		return wire.EncodeTensors([]wire.Tensor{{Name: "x", Shape: []int{size / 4}, F32: make([]float32, size/4)}})
+	}
 	for _, size := range sizes {
-		msg, err := wire.EncodeTensors([]wire.Tensor{{Name: "x", Shape: []int{size / 4}, F32: make([]float32, size/4)}})
+		msg, err := tensors(size)
 		if err != nil {
 			return lp, err
 		}
 		var ways, sends []float64
 		for i := -1; i < reps; i++ { // -1 warms up
-			start := time.Now()
-			if err := ep.Send(ctx, stamper, echoKey(stamps), msg); err != nil {
-				return lp, err
-			}
-			sent := time.Since(start).Seconds()
-			spin(busyAfterSend)
-			got, err := ep.Receive(ctx, replyKey(stamps, stamper))
+			way, sent, err := stamped(ctx, ep, stamper, stamps, msg, 0)
 			stamps++
-			if err == nil && len(got) < 8 {
-				err = fmt.Errorf("a stamp of %d bytes", len(got))
-			}
 			if err != nil {
 				return lp, fmt.Errorf("profile: probing links with %d-byte messages: %w", size, err)
 			}
 			if i >= 0 {
-				took := int64(binary.LittleEndian.Uint64(got)) - start.UnixNano()
-				ways, sends = append(ways, float64(took)/1e9), append(sends, sent)
+				ways, sends = append(ways, way), append(sends, sent)
 			}
 		}
 		var trips, recvs []float64
@@ -406,6 +432,26 @@ func probe(ctx context.Context, ep *wire.Endpoint, peer, stamper int32, chunk in
 		lp.Send = append(lp.Send, mean(sends))
 		lp.Recv = append(lp.Recv, mean(recvs))
 	}
+	msg, err := tensors(holdBytes)
+	if err != nil {
+		return lp, err
+	}
+	var idle, busy []float64
+	for i := 0; i < reps; i++ {
+		for _, d := range []time.Duration{0, holdSpin} {
+			way, _, err := stamped(ctx, ep, stamper, stamps, msg, d)
+			stamps++
+			if err != nil {
+				return lp, fmt.Errorf("profile: probing a busy sender's messages: %w", err)
+			}
+			if d == 0 {
+				idle = append(idle, way)
+			} else {
+				busy = append(busy, way)
+			}
+		}
+	}
+	lp.HoldIdle, lp.HoldBusy = mean(idle), mean(busy)
 	return lp, nil
 }
 

@@ -144,6 +144,7 @@ func priceEdge(p *plan.Plan, e *plan.PlanEdge, in []stageIn, cm *costModel) {
 	msg := plan.MessageBytes(e.Transport, bytes)
 	e.SendS, _ = cm.kind(a).dev.MessageCPU(msg)
 	_, e.RecvS = cm.kind(b).dev.MessageCPU(msg)
+	e.HoldS = cm.kind(a).dev.SendHoldS
 }
 
 // kindPlacements are placements of each kind's stages on its devices (the
