@@ -168,8 +168,10 @@ func SameDevice(a, b string) bool {
 }
 
 // IPCCapable says whether workers on one host move d's tensors device to
-// device (TransportIPC): every device but a CPU.
-func (d Device) IPCCapable() bool { return !d.IsCPU() }
+// device (TransportIPC): every device but a CPU, and any whose profile
+// measured the same-host device path (the CUDA emulator's, which is named
+// as the CPU it runs on).
+func (d Device) IPCCapable() bool { return d.IPCBW > 0 || !d.IsCPU() }
 
 // Slowdown is how much longer an op takes with k workers busy on one host
 // than in one process with the host to itself: CoreSlowdown[k-1], beyond

@@ -234,3 +234,19 @@ func TestEdgeSeconds(t *testing.T) {
 		t.Error("the stored plan has no edge between stages of different replica counts")
 	}
 }
+
+// TestIPCCapable: GPUs move tensors device to device, CPUs over NATS, and
+// a profile that measured the device path (the emulator's, named as its
+// CPU) device to device.
+func TestIPCCapable(t *testing.T) {
+	emu := Profiles["cpu"]
+	emu.Name, emu.IPCBW = "CPU emulator (measured)", 1e10
+	for _, c := range []struct {
+		d    Device
+		want bool
+	}{{Profiles["h100"], true}, {Profiles["v100"], true}, {Profiles["cpu"], false}, {emu, true}} {
+		if got := c.d.IPCCapable(); got != c.want {
+			t.Errorf("%s: IPC %v, want %v", c.d.Name, got, c.want)
+		}
+	}
+}
