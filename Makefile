@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test race demo fuzz loaded bench bench-quick bench-scaling bench-go lint clean replay gpu-build readme
+.PHONY: build test race demo fuzz loaded bench bench-quick bench-scaling bench-cpu-runs bench-go lint clean replay gpu-build readme
 
 # graphpipe version prints the commit (and whether the tree had changes)
 COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
@@ -134,6 +134,11 @@ bench-quick:
 # a100; about half an hour on 2 cores).
 bench-scaling:
 	$(REPORT) -only scaling
+
+# Real CPU runs of the small presets on 2 and 3 worker processes against
+# the prediction from a profile of this machine (a few minutes).
+bench-cpu-runs:
+	$(REPORT) -only cpu-runs
 
 # The Go benchmarks behind the report, one by one (go test -bench).
 bench-go:

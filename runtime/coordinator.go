@@ -124,6 +124,9 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 	c.workers = make([]int32, lay.total) // by worker id: each one's control address
 	who := make([]Joined, lay.total)
 	slots := newFreeSlots(job.Plan, lay)
+	if job.Plan.Cluster == nil && !job.Options.Emulate {
+		slots.device = job.Plan.Device.Name
+	}
 	for n := range c.workers {
 		h, err := c.hello(joinCtx, n)
 		if err != nil {
@@ -182,13 +185,18 @@ func (c *collector) hello(joinCtx context.Context, n int) (hello, error) {
 // freeSlots hands out worker ids to the workers that join: the one a
 // launcher placed a worker on (hello.Slot), the one of the plan's device a
 // task stands for (hello.PlanDevice), or the next free one; on a plan of
-// several device kinds, one of the worker's kind (kinds).
+// several device kinds, one of the worker's kind (kinds); on a plan of
+// one, to a worker of its device (plan.SameDevice) or one that does not
+// say.
 type freeSlots struct {
 	taken    []bool
 	next     int
 	kinds    []string      // per worker id, its stage's device kind; nil on a plan of one kind
 	byDevice map[int]int   // the plan's device -> its worker id
 	byTask   map[int]hello // the plan's device -> the task that stands for it
+	// device, on a plan of one kind that computes, is its device profile:
+	// a worker that says it computes as another is refused
+	device string
 }
 
 func newFreeSlots(p *plan.Plan, lay replicas) *freeSlots {
@@ -222,6 +230,9 @@ func kindError(h hello, format string, args ...any) error {
 }
 
 func (f *freeSlots) take(h hello) (int, error) {
+	if f.device != "" && h.Kind != "" && !plan.SameDevice(h.Kind, f.device) {
+		return 0, kindError(h, "computes as %s, but the plan is for %s devices", h.Kind, f.device)
+	}
 	if h.PlanDevice != nil {
 		return f.takeDevice(h)
 	}

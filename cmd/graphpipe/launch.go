@@ -135,6 +135,7 @@ func jobError(err error) error {
 	var je *runtime.JobError
 	var oe *supervise.OutputError
 	var pe *supervise.PlacementError
+	var de *supervise.DeviceError
 	var ee *supervise.EnvError
 	switch {
 	case errors.As(err, &ee):
@@ -151,6 +152,8 @@ func jobError(err error) error {
 		return fmt.Errorf("%s %s: %w", jobFlag(oe.Field), oe.Path, oe.Err)
 	case errors.As(err, &pe):
 		return inputf("--workers pool:%s: %s", pe.Pool, pe.Reason())
+	case errors.As(err, &de):
+		return inputf("--workers pool:%s: %s", de.Pool, de.Reason())
 	case runtime.IsDataError(err):
 		return inputf("%v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/runtime/wire"
@@ -195,7 +196,7 @@ func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t, bulk *wir
 		if kind != "" {
 			profile = kind
 		}
-		a := &supervise.Agent{Pool: f.pool, Host: f.host, Profile: profile, Log: logf, Config: c}
+		a := &supervise.Agent{Pool: f.pool, Host: f.host, Profile: profile, Memory: agentMemory(dev), Log: logf, Config: c}
 		return a.Serve(ctx, t)
 	}
 	logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", t.ConnectedURL(), f.runID, f.gen, deviceName(dev))
@@ -209,6 +210,15 @@ func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t, bulk *wir
 
 // agentProfile is the device profile an agent advertises: cpu, or its GPU's
 // nearest built-in profile ("" when none is near).
+// agentMemory is the memory an agent advertises: its GPU's, or its
+// host's for the CPU (and the emulator); 0 when unknown.
+func agentMemory(dev *cuda.Device) int64 {
+	if dev != nil && !dev.Emulated {
+		return int64(dev.Memory)
+	}
+	return profile.HostMemory()
+}
+
 func agentProfile(dev *cuda.Device) string {
 	if dev == nil || dev.Emulated {
 		return "cpu"

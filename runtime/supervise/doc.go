@@ -22,7 +22,8 @@
 //     run's Timings (PoolConfig), which its agents are judged live by.
 //  3. Read the Result (the last generation's, with the Recoveries), or the
 //     typed error: runtime's, PlacementError (a pool that cannot honour the
-//     plan's nodes), OutputError (an output that could not be written).
+//     plan's nodes), DeviceError (a pool whose agents are of another device
+//     than the plan's), OutputError (an output that could not be written).
 //
 // What the supervisor and its launchers do:
 //
@@ -40,7 +41,10 @@
 //  3. A pool's agents (Agent) advertise themselves (host, device, pid, who
 //     holds them) every heartbeat; a PoolLauncher offers slots only to
 //     agents heard within the heartbeat timeout, counts an agent only once
-//     it confirms within the confirmation timeout, puts each plan node's
+//     it confirms within the confirmation timeout, takes only agents of the
+//     plan's device (the profile and memory they advertise against each
+//     slot's: plan.SameDevice; enough agents, too few of them of the
+//     plan's device, are refused: DeviceError), puts each plan node's
 //     workers on agents of one host (or refuses: PlacementError), fails the
 //     generation when a taken agent falls silent, and releases its agents at
 //     the end. An agent held by a coordinator that falls silent goes back
