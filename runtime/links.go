@@ -140,7 +140,7 @@ func EdgeTimes(p *plan.Plan, res *Result) []EdgeTime {
 			et := byEdge[lt.Edge]
 			if et == nil {
 				e := p.Edges[lt.Edge]
-				et = &EdgeTime{Edge: lt.Edge, From: e.From, To: e.To}
+				et = &EdgeTime{Edge: lt.Edge, From: e.From, To: e.To, Predicted: p.EdgeSeconds(lt.Edge)}
 				byEdge[lt.Edge] = et
 			}
 			if et.Transport != TransportNATS {
