@@ -244,6 +244,12 @@ func (d *dp) leastT(k int) (float64, bool) {
 	var sample []uint64
 	var hi uint64 // the least probe so far where the root fits
 	p := probeKey(keys, &sample)
+	if h := d.hint; h > 0 {
+		d.hint = 0
+		if q, ok := keyAtMost(keys, math.Float64bits(h)); ok {
+			p = q // where the root fits as at the hint
+		}
+	}
 	if feasible(p) {
 		hi, keys = p, keysBelow(keys, p)
 	} else {
@@ -265,6 +271,17 @@ func (d *dp) leastT(k int) (float64, bool) {
 	d.reset(T)
 	d.solve(d.sp.root, k, 0)
 	return T, true
+}
+
+// keyAtMost is the largest key at most h.
+func keyAtMost(keys []uint64, h uint64) (uint64, bool) {
+	q, ok := uint64(0), false
+	for _, k := range keys {
+		if k <= h && (!ok || k > q) {
+			q, ok = k, true
+		}
+	}
+	return q, ok
 }
 
 // probeKey is the median of a sample of keys (every len/255-th), one of them.

@@ -195,6 +195,7 @@ func betterBaseline(a, b *plan.Baseline) *plan.Baseline {
 type spaces struct {
 	tree       *partition.Tree
 	gpp, chain *space
+	hints      hints // the least bottlenecks its searches found, where the next may look first
 }
 
 // graph is gpp's space (and the tree it is built on).
@@ -243,7 +244,7 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 		tops[who] = keepFastest(tops[who], p, tuneTop)
 	}
 	run := func(s *space, chain bool, who string) error {
-		return (&planner{g: g, o: &o, cm: cm, sp: s, chain: chain, who: who}).plans(consider)
+		return (&planner{g: g, o: &o, cm: cm, sp: s, chain: chain, who: who, hints: &sp.hints}).plans(consider)
 	}
 	var notes []string
 	switch o.Strategy {
