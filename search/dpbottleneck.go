@@ -243,28 +243,36 @@ func (d *dp) leastT(k int) (float64, bool) {
 	defer d.endBounds()
 	var sample []uint64
 	var hi uint64 // the least probe so far where the root fits
-	p := probeKey(keys, &sample)
+	found := false
+	p, hinted := probeKey(keys, &sample), false
 	if h := d.hint; h > 0 {
 		d.hint = 0
-		if q, ok := keyAtMost(keys, math.Float64bits(h)); ok {
-			p = q // where the root fits as at the hint
+		p, hinted = keyAtMost(keys, math.Float64bits(h)) // where the root fits as at the hint
+		if !hinted {
+			p = probeKey(keys, &sample)
 		}
 	}
-	if feasible(p) {
-		hi, keys = p, keysBelow(keys, p)
-	} else {
+	switch {
+	case feasible(p):
+		hi, found, keys = p, true, keysBelow(keys, p)
+	case hinted: // the least T lies above the hint, most likely close: bisect on, the top solved last if at all
+		keys = keysAbove(keys, p)
+	default: // the median: whether anything fits at all, before the rest
 		top := slices.Max(keys)
 		if top == p || !feasible(top) {
 			return 0, false
 		}
-		hi, keys = top, keysAbove(keysBelow(keys, top), p)
+		hi, found, keys = top, true, keysAbove(keysBelow(keys, top), p)
 	}
 	for len(keys) > 0 {
 		if p = probeKey(keys, &sample); feasible(p) {
-			hi, keys = p, keysBelow(keys, p)
+			hi, found, keys = p, true, keysBelow(keys, p)
 		} else {
 			keys = keysAbove(keys, p)
 		}
+	}
+	if !found { // every probe failed, the largest candidate last
+		return 0, false
 	}
 	d.choicesBounds()
 	T := math.Float64frombits(hi)
