@@ -222,10 +222,12 @@ var valueBisection = true
 // leastT finds the least candidate T at which the root fits on k devices,
 // and leaves the DP solved there: minTBelow(k, 0, inf, +Inf)'s answer,
 // without sorting the candidates, which on a large space costs more than
-// the solves. It bisects their values: each probe is the median of a
-// sample of those left (the median of them all first, then, where nothing
-// fits there, the largest, whether anything fits at all), and keeps those
-// below a probe where the root fits, those above it where it does not.
+// the solves. It bisects their values, keeping those below a probe where
+// the root fits and those above it where it does not; each probe is the
+// median of a sample of those left. The first is the largest at most the
+// DP's hint where it has one (hints.go), and the bisection goes on above
+// it where the root does not fit there; else the median of them all, and
+// where nothing fits there the largest next: whether anything fits at all.
 // The solves carry their bounds as minTBelow's do (dpmemo.go).
 func (d *dp) leastT(k int) (float64, bool) {
 	keys := slices.Clone(d.candidateKeys())
@@ -244,13 +246,13 @@ func (d *dp) leastT(k int) (float64, bool) {
 	var sample []uint64
 	var hi uint64 // the least probe so far where the root fits
 	found := false
-	p, hinted := probeKey(keys, &sample), false
+	p, hinted := uint64(0), false
 	if h := d.hint; h > 0 {
 		d.hint = 0
 		p, hinted = keyAtMost(keys, math.Float64bits(h)) // where the root fits as at the hint
-		if !hinted {
-			p = probeKey(keys, &sample)
-		}
+	}
+	if !hinted {
+		p = probeKey(keys, &sample)
 	}
 	switch {
 	case feasible(p):
