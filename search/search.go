@@ -274,7 +274,8 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	}
 	// tune each planner's fastest plan, then the others within tuneWithin
 	// of it as tuned, each plan on its own (in parallel), and weigh them in
-	// order
+	// order; one whose floor (iterationFloor) lies above its planner's
+	// fastest as tuned is weighed as it is: no warm-up makes it as fast
 	if err := each(len(families), func(i int) error { return tune(tops[families[i]][0]) }); err != nil {
 		return nil, err
 	}
@@ -285,7 +286,7 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 			if p.Predicted.IterationS > tuneWithin*tops[w][0].Predicted.IterationS {
 				break
 			}
-			if j > 0 {
+			if j > 0 && !(restFloor && iterationFloor(p.Pipeline(), p.Timing(), p.Schedule == "zb")*(1-1e-10) > tops[w][0].Predicted.IterationS) {
 				rest = append(rest, p)
 			}
 			tuned, who = append(tuned, p), append(who, w)
@@ -316,6 +317,10 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	best.Search.Notes = append(notes, best.Search.Notes...)
 	return best, nil
 }
+
+// restFloor lets Search weigh untuned the plans no tuning could make as
+// fast as their planner's fastest (tests compare the plans without).
+var restFloor = true
 
 // Tuning takes each planner's fastest tuneTop plans that are within
 // tuneWithin of its fastest: those that tuning could make the fastest.
