@@ -35,7 +35,8 @@ func SgemmSection(c Config) (*Section, error) {
 		Columns: []string{"C = A·B, float32", "threads", "ours (tensor.Sgemm), GFLOP/s", "system BLAS alone", "Go kernels alone", "Go kernels / BLAS"},
 		Intro: "Square row-major products, each side called in turn on the same matrices until each has run a second or more; " +
 			"the median of each side's calls. ours is tensor.Sgemm as graphpipe runs it: the system BLAS where one loads (" + info.String() +
-			"), the Go kernels otherwise. Threads: GOMAXPROCS, which sets the library's threads too."}
+			"), the Go kernels otherwise. Threads: GOMAXPROCS. The library runs one thread per call: on 2 threads, tensor.Sgemm " +
+			"cuts a product into 2 halves, each a library call on its own goroutine, and the library's column is that."}
 	if lib == nil {
 		s.Notes = append(s.Notes, "No system BLAS loaded: "+info.Why+"; the library's column is empty.")
 	}

@@ -18,7 +18,11 @@
 //     every product past sgemmTiny's, called through purego without cgo
 //     (blas.go, blas_loader.go); GRAPHPIPE_BLAS=go, or no library, runs the
 //     Go kernels (SgemmGo). The reference BLAS is never looked for. The
-//     library's threads follow GOMAXPROCS (a worker's share of the cores).
+//     library runs one thread per call; a product of at least splitFlops
+//     (2·m·n·k) is cut along C's longer side into GOMAXPROCS parts (a
+//     worker's share of the cores), each a library call on its own
+//     goroutine, and batched products below it are shared out in runs
+//     (blas_split.go): no library threads spin beside the Go scheduler's.
 //     A library named that does not load is a BLASLoadError naming it and
 //     the symbol. The Go kernels are the library's oracle: its results
 //     agree with theirs to float32 rounding, not bit for bit.
