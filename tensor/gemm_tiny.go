@@ -7,9 +7,14 @@ package tensor
 const tinyGemm = 1024
 
 // sgemmTiny adds alpha·op(A)·op(B) to C [m,n] row by row: an axpy of B's rows
-// when B is not transposed, dot products with B's rows when it is. Each
-// element of C sums over k in order.
+// when B is not transposed, dot products with B's rows when it is; with
+// AVX2 and at least 8 columns, sgemmTinyVec. Each element of C sums over k
+// in order (k > 0).
 func sgemmTiny(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if hasVMath && n >= 8 {
+		sgemmTinyVec(transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+		return
+	}
 	if transA {
 		sgemmTinyTA(transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
 		return
@@ -52,4 +57,61 @@ func tinyRow(transB bool, n, k int, alpha float32, ar, b []float32, ldb int, cr 
 		}
 		cr[j] += alpha * s
 	}
+}
+
+// sgemmTinyVec is sgemmTiny with AVX2: op(B) as [k,n] rows (copied out of
+// B first when transposed), each row of alpha·op(A) gathered where it is
+// not a row of A as it stands, and C's row updated by tinyRowVec 8 columns
+// at a time, the last n mod 8 in Go, each element c + Σ_p a_p·b_p in
+// order. n ≥ 8, so k ≤ tinyGemm/8 and, with m ≥ 2 where B is transposed,
+// n·k ≤ tinyGemm/2: the scratch is sized to that (Go clears it each call).
+func sgemmTinyVec(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if transB {
+		if m == 1 { // the copy would cost what the product does
+			tinyRow(true, n, k, alpha, rowOf(transA, a, lda, 0, k), b, ldb, c[:n])
+			return
+		}
+		var bbuf [tinyGemm / 2]float32
+		bt := bbuf[: k*n : k*n] // bt[p,j] = B[j,p]
+		for j := 0; j < n; j++ {
+			for p, v := range b[j*ldb : j*ldb+k] {
+				bt[p*n+j] = v
+			}
+		}
+		b, ldb = bt, n
+	}
+	_ = b[(k-1)*ldb+n-1] // every row of op(B) the kernel reads
+	n8 := n &^ 7
+	var abuf [tinyGemm / 8]float32
+	for i := 0; i < m; i++ {
+		ar := abuf[:k:k]
+		if !transA && alpha == 1 {
+			ar = a[i*lda : i*lda+k : i*lda+k]
+		} else {
+			for p := range ar {
+				ar[p] = alpha * at(a, transA, i, p, lda)
+			}
+		}
+		cr := c[i*ldc : i*ldc+n : i*ldc+n]
+		tinyRowVec(&cr[0], &ar[0], &b[0], n8, k, ldb)
+		for j := n8; j < n; j++ {
+			s := cr[j]
+			for p, av := range ar {
+				s += av * b[p*ldb+j]
+			}
+			cr[j] = s
+		}
+	}
+}
+
+// rowOf is row i of op(A) [.,k]: A's row as it stands, or gathered.
+func rowOf(trans bool, a []float32, lda, i, k int) []float32 {
+	if !trans {
+		return a[i*lda : i*lda+k]
+	}
+	r := make([]float32, k)
+	for p := range r {
+		r[p] = a[p*lda+i]
+	}
+	return r
 }
