@@ -58,6 +58,12 @@ var blas struct {
 // not load (the Go kernels run instead): a caller that was told to use it
 // should stop.
 func LoadBLAS() (BLASInfo, error) {
+	load()
+	return info(), blas.err
+}
+
+// load is LoadBLAS without the report: what every product calls.
+func load() {
 	blas.once.Do(func() {
 		blas.lib, blas.err = loadBLAS()
 		switch {
@@ -69,7 +75,6 @@ func LoadBLAS() (BLASInfo, error) {
 			blas.why = "no optimized BLAS installed"
 		}
 	})
-	return info(), blas.err
 }
 
 // BLASChoice is GRAPHPIPE_BLAS as set, "auto" when unset.
@@ -96,7 +101,7 @@ func info() BLASInfo {
 
 // library is the loaded BLAS, nil for the Go kernels.
 func library() *blasLib {
-	LoadBLAS()
+	load()
 	if blas.off.Load() {
 		return nil
 	}

@@ -47,9 +47,9 @@ func SgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda i
 		sgemmTiny(transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
 		return
 	}
-	workers := runtime.GOMAXPROCS(0)
-	if 2*float64(m)*float64(n)*float64(k) < smallGemm {
-		workers = 1 // goroutines cost more than they save
+	workers := 1 // below smallGemm goroutines cost more than they save
+	if 2*float64(m)*float64(n)*float64(k) >= smallGemm {
+		workers = runtime.GOMAXPROCS(0)
 	}
 	bp := getBuf(kc * roundUp(min(n, nc), maxNR))
 	defer putBuf(bp)
