@@ -16,3 +16,5 @@ func adamVec(p, gr, m, v *float32, n int, a *AdamStep, flags int) {
 }
 
 func tinyRowVec(cr, ar, b *float32, n8, k, ldb int) { panic("tensor: no vector math on this platform") }
+
+func finiteVec(x *float32, n int) bool { panic("tensor: no vector math on this platform") }
