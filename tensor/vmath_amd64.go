@@ -35,3 +35,13 @@ func adamVec(p, gr, m, v *float32, n int, a *AdamStep, flags int)
 //
 //go:noescape
 func finiteVec(x *float32, n int) bool
+
+// reluVec is ReLU on n elements, n a positive multiple of 8.
+//
+//go:noescape
+func reluVec(y, x *float32, n int)
+
+// reluGradVec is ReLUGrad on n elements, n a positive multiple of 8.
+//
+//go:noescape
+func reluGradVec(gx, x, gy *float32, n int)

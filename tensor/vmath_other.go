@@ -18,3 +18,6 @@ func adamVec(p, gr, m, v *float32, n int, a *AdamStep, flags int) {
 func tinyRowVec(cr, ar, b *float32, n8, k, ldb int) { panic("tensor: no vector math on this platform") }
 
 func finiteVec(x *float32, n int) bool { panic("tensor: no vector math on this platform") }
+
+func reluVec(y, x *float32, n int)          { panic("tensor: no vector math on this platform") }
+func reluGradVec(gx, x, gy *float32, n int) { panic("tensor: no vector math on this platform") }
