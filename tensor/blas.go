@@ -183,7 +183,7 @@ func SgemmBatched(transA, transB bool, m, n, k int, alpha float32, a []float32, 
 		return
 	}
 	l := library()
-	strided := l != nil && l.sgemmStrided != nil && k > 0 && alpha != 0 && m*n*k > tinyGemm
+	strided := l != nil && l.sgemmStrided != nil && k > 0 && alpha != 0 && !isTiny(m, n, k)
 	if strided {
 		checkBatch("A", transA, m, k, a, lda, strideA, batch)
 		checkBatch("B", transB, k, n, b, ldb, strideB, batch)

@@ -98,7 +98,7 @@ func TestSgemmUsesLibrary(t *testing.T) {
 		l.libSgemm(false, false, m, n, k, 1, a, k, b, n, 0, lib, n)
 		SgemmGo(false, false, m, n, k, 1, a, k, b, n, 0, goK, n)
 		want := lib
-		if m*n*k <= tinyGemm {
+		if isTiny(m, n, k) {
 			want = goK
 		}
 		for i := range got {

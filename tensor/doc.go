@@ -8,8 +8,8 @@
 //  2. Sgemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices. It
 //     packs panels of A and B and runs a 6×16 register-tiled micro-kernel (in
 //     AVX2/FMA assembly where the CPU has it, in Go otherwise), in parallel
-//     over blocks of C's rows; products of at most 1024 multiply-adds skip
-//     the packing (sgemmTiny). The Go kernels' results do not depend on the
+//     over blocks of C's rows; products of at most 1024 multiply-adds (8192
+//     with AVX2 and 8 columns or more) skip the packing (sgemmTiny). The Go kernels' results do not depend on the
 //     number of cores.
 //  3. Every fast kernel keeps its naive counterpart (SgemmNaive) as the
 //     oracle its tests compare against.

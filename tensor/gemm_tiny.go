@@ -3,8 +3,20 @@ package tensor
 // tinyGemm is the multiply-add count (m·n·k) up to which a product skips
 // packing: below it, copying A and B into slivers and walking the blocks
 // costs more than the arithmetic (attention's per-head products on small
-// models; bench/history.md has the figures).
-const tinyGemm = 1024
+// models; bench/history.md has the figures). With AVX2 and at least 8
+// columns (sgemmTinyVec) the bound is tinyGemmVec: up to it the unpacked
+// vector rows beat the packed Go kernels 2-10x and the system BLAS, whose
+// call costs about a microsecond, too (BenchmarkTinyVsLibrary).
+const (
+	tinyGemm    = 1024
+	tinyGemmVec = 8192
+)
+
+// isTiny says whether Sgemm and SgemmGo hand a product to sgemmTiny.
+func isTiny(m, n, k int) bool {
+	mnk := m * n * k
+	return mnk <= tinyGemm || hasVMath && n >= 8 && mnk <= tinyGemmVec
+}
 
 // sgemmTiny adds alpha·op(A)·op(B) to C [m,n] row by row: an axpy of B's rows
 // when B is not transposed, dot products with B's rows when it is; with
@@ -63,16 +75,21 @@ func tinyRow(transB bool, n, k int, alpha float32, ar, b []float32, ldb int, cr 
 // B first when transposed), each row of alpha·op(A) gathered where it is
 // not a row of A as it stands, and C's row updated by tinyRowVec 8 columns
 // at a time, the last n mod 8 in Go, each element c + Σ_p a_p·b_p in
-// order. n ≥ 8, so k ≤ tinyGemm/8 and, with m ≥ 2 where B is transposed,
-// n·k ≤ tinyGemm/2: the scratch is sized to that (Go clears it each call).
+// order. The scratch is on the stack where it is small (Go clears it each
+// call) and from the packing buffers' pool otherwise.
 func sgemmTinyVec(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	if transB {
 		if m == 1 { // the copy would cost what the product does
 			tinyRow(true, n, k, alpha, rowOf(transA, a, lda, 0, k), b, ldb, c[:n])
 			return
 		}
-		var bbuf [tinyGemm / 2]float32
-		bt := bbuf[: k*n : k*n] // bt[p,j] = B[j,p]
+		var small [512]float32
+		bt := small[:]
+		if k*n > len(small) {
+			bt = getBuf(k * n)
+			defer putBuf(bt)
+		}
+		bt = bt[: k*n : k*n] // bt[p,j] = B[j,p]
 		for j := 0; j < n; j++ {
 			for p, v := range b[j*ldb : j*ldb+k] {
 				bt[p*n+j] = v
@@ -82,7 +99,12 @@ func sgemmTinyVec(transA, transB bool, m, n, k int, alpha float32, a []float32, 
 	}
 	_ = b[(k-1)*ldb+n-1] // every row of op(B) the kernel reads
 	n8 := n &^ 7
-	var abuf [tinyGemm / 8]float32
+	var small [128]float32
+	abuf := small[:]
+	if k > len(small) {
+		abuf = getBuf(k)
+		defer putBuf(abuf)
+	}
 	for i := 0; i < m; i++ {
 		ar := abuf[:k:k]
 		if !transA && alpha == 1 {

@@ -8,9 +8,10 @@ import (
 )
 
 // TestSgemmTinyAgainstNaive holds sgemmTiny, with the vector path and
-// without, to the oracle on the products it takes (m·n·k ≤ tinyGemm): both
-// transposes, strides wider than the matrix, alpha and beta, column counts
-// around the vector width (8).
+// without, to the oracle on the products it takes (m·n·k ≤ tinyGemm, and
+// tinyGemmVec for the vector path): both transposes, strides wider than
+// the matrix, alpha and beta, column counts around the vector width (8),
+// scratch on the stack and from the pool.
 func TestSgemmTinyAgainstNaive(t *testing.T) {
 	defer func(v bool) { hasVMath = v }(hasVMath)
 	paths := []bool{false}
@@ -20,7 +21,7 @@ func TestSgemmTinyAgainstNaive(t *testing.T) {
 	for _, vec := range paths {
 		hasVMath = vec
 		r := rand.New(rand.NewSource(11))
-		for _, s := range [][3]int{{8, 8, 8}, {1, 8, 1}, {3, 9, 7}, {2, 15, 16}, {4, 16, 16}, {1, 17, 60}, {5, 24, 8}, {6, 7, 3}, {1, 1, 1}, {2, 33, 15}} {
+		for _, s := range [][3]int{{8, 8, 8}, {1, 8, 1}, {3, 9, 7}, {2, 15, 16}, {4, 16, 16}, {1, 17, 60}, {5, 24, 8}, {6, 7, 3}, {1, 1, 1}, {2, 33, 15}, {2, 16, 200}, {32, 16, 16}, {4, 64, 32}, {1, 9, 900}} {
 			m, n, k := s[0], s[1], s[2]
 			for _, ta := range []bool{false, true} {
 				for _, tb := range []bool{false, true} {
