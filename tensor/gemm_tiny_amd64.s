@@ -5,8 +5,10 @@
 // func tinyRowVec(cr, ar, b *float32, n8, k, ldb int)
 //
 // cr[0:n8] += Σ_p ar[p]·b[p·ldb : p·ldb+n8], 8 columns of C a trip (n8 > 0,
-// a multiple of 8; k > 0): each element sums over p in order, one FMA a
-// step, as sgemmTiny's contract says.
+// a multiple of 8; k > 0): each element's sum runs over p in order from 0,
+// one FMA a step, and is then added to C, as a packed product's is (C
+// rounded once, not once per step: C accumulating many small products
+// would lose their low bits).
 TEXT ·tinyRowVec(SB), NOSPLIT, $0-48
 	MOVQ cr+0(FP), DI
 	MOVQ ar+8(FP), SI
@@ -17,7 +19,7 @@ TEXT ·tinyRowVec(SB), NOSPLIT, $0-48
 	SHLQ $2, R9
 
 cols:
-	VMOVUPS (DI), Y0
+	VXORPS  Y0, Y0, Y0
 	MOVQ    SI, R11
 	MOVQ    DX, R12
 	MOVQ    R8, R13
@@ -30,6 +32,7 @@ steps:
 	DECQ         R13
 	JNZ          steps
 
+	VADDPS  (DI), Y0, Y0
 	VMOVUPS Y0, (DI)
 	ADDQ    $32, DI
 	ADDQ    $32, DX
