@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test race demo fuzz loaded bench bench-quick bench-scaling bench-go lint clean replay gpu-build readme
+.PHONY: build test race demo fuzz loaded bench bench-quick bench-scaling bench-cpu-runs bench-go lint clean replay gpu-build readme
 
 # graphpipe version prints the commit (and whether the tree had changes)
 COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
@@ -20,7 +20,7 @@ build:
 test:
 	$(GO) test ./...
 	# the CUDA path as shipped (CGO_ENABLED=0: purego without cgo), on the kernels' emulator
-	CGO_ENABLED=0 $(GO) test ./tensor/cuda ./stage ./cmd/graphpipe -run 'Emulat|Staging|ParamCache|Mixed|Driver'
+	CGO_ENABLED=0 $(GO) test ./tensor/cuda ./stage ./cmd/graphpipe -run 'Emulat|Staging|ParamCache|Mixed|Driver|IPC'
 	# a toy op kind added by one row per table (docs/adding-an-op.md), end to end
 	CGO_ENABLED=0 $(GO) test -tags toyop ./dag ./onnx ./stage -run 'Toy|Table|Gradients|Float32Matches|OpsOnEmulator'
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
@@ -37,7 +37,9 @@ test:
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensorsFrom$$' -fuzztime 50000x
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime 20000x
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime 20000x
+	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeDeviceTensors$$' -fuzztime 20000x
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime 20000x
+	$(GO) test ./runtime/supervise -run '^$$' -fuzz '^FuzzExpandHostlist$$' -fuzztime 20000x
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 20000x
 	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 20000x
 
@@ -84,7 +86,9 @@ fuzz:
 	$(GO) test ./tensor -run '^$$' -fuzz '^FuzzDecodeSafetensorsFrom$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeTensors$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime/wire -run '^$$' -fuzz '^FuzzDecodeDeviceTensors$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime/supervise -run '^$$' -fuzz '^FuzzExpandHostlist$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cmd/graphpipe -run '^$$' -fuzz '^FuzzDecodeRun$$' -fuzztime $(FUZZTIME)
@@ -130,6 +134,11 @@ bench-quick:
 # a100; about half an hour on 2 cores).
 bench-scaling:
 	$(REPORT) -only scaling
+
+# Real CPU runs of the small presets on 2 and 3 worker processes against
+# the prediction from a profile of this machine (a few minutes).
+bench-cpu-runs:
+	$(REPORT) -only cpu-runs
 
 # The Go benchmarks behind the report, one by one (go test -bench).
 bench-go:

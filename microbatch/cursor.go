@@ -21,13 +21,17 @@ import "math"
 //     has it the stage is blocked there: a simulator turns to another
 //     stage, a worker waits for the message. With it, call Step with when
 //     the data landed by the model (the End of the Send's span, step 4), or
-//     later where it really came later (a worker); the clock moves up to it.
+//     later where it really came later (a worker); the clock moves up to it,
+//     or on by the cost of taking a message (Timing.Take) if that is later.
 //  3. A Forward, Backward or Weight: call Step, which returns the action's
 //     span on the clock, [start, end), and do the work (compute it, or
 //     sleep until end).
 //  4. A Send: call Step, which returns the transfer's span on its link
 //     (Link.Carry), [start, end) with end when the data lands; deliver the
-//     data with end to the stage at the other end (step 2 there).
+//     data with end to the stage at the other end (step 2 there). The
+//     stage's clock moves on by the send call's cost (Timing.Post). Where
+//     a message waits for its sender to stop computing (Timing.Hold), it
+//     lands later by the sender's next computing action, up to the hold.
 //
 // Then go back to 1. A builder that chooses the list as it plays
 // (ZeroBubble) calls Do instead of Next and Step: it appends an action and
@@ -44,6 +48,9 @@ type Cursor struct {
 	flush   float64   // this stage's flush
 	act     []float64 // per edge: activations' transfer time (Timing.Act)
 	grad    []float64 // per edge: gradients' transfer time (Timing.Grad)
+	post    []float64 // per edge: a send's cost to the sender (Timing.Post; nil: none)
+	take    []float64 // per edge: a receive's cost to the receiver (Timing.Take; nil: none)
+	hold    []float64 // per edge: the most a message waits for its sender's next computing (Timing.Hold; nil: none)
 	links   []Link    // per (edge, dir): linkIndex
 	clock   float64   // when the stage is next free
 	busy    float64   // compute seconds so far
@@ -51,8 +58,8 @@ type Cursor struct {
 	peak    int       // most micro-batches stashed at once
 }
 
-// NewCursor is stage s's cursor over its list in sch, the clock at 0, with
-// the durations t.
+// NewCursor is stage s's cursor over its list in sch, the clock at the
+// stage's Timing.Begin (0 without), with the durations t.
 func NewCursor(sch *Schedule, s int, t Timing) (*Cursor, error) {
 	if err := t.check(sch); err != nil {
 		return nil, err
@@ -66,7 +73,7 @@ func NewCursor(sch *Schedule, s int, t Timing) (*Cursor, error) {
 // it sends on).
 func newCursor(s int, list []Action, split bool, t Timing, links []Link) Cursor {
 	return Cursor{stage: s, list: list, split: split, f: t.F[s], b: t.B[s], w: at(t.W, s), flush: at(t.Flush, s),
-		act: t.Act, grad: t.Grad, links: links}
+		act: t.Act, grad: t.Grad, post: t.Post, take: t.Take, hold: t.Hold, links: links, clock: at(t.Begin, s)}
 }
 
 // Next is the action at the cursor; false once the list is done.
@@ -96,14 +103,19 @@ func (c *Cursor) step(a Action, land float64) (start, end float64) {
 	switch a.Kind {
 	case Recv:
 		start = c.clock
-		c.clock = max(c.clock, land)
+		c.clock = max(c.clock+at(c.take, a.Edge), land)
 		return start, c.clock
 	case Send:
 		dur := c.act[a.Edge]
 		if a.Dir == Grad {
 			dur = c.grad[a.Edge]
 		}
-		return c.links[linkIndex(a.Edge, a.Dir)].Carry(c.clock, dur)
+		if c.hold != nil {
+			dur += min(c.hold[a.Edge], c.nextCompute())
+		}
+		start, end = c.links[linkIndex(a.Edge, a.Dir)].Carry(c.clock, dur)
+		c.clock += at(c.post, a.Edge)
+		return start, end
 	}
 	dur := c.duration(a.Kind)
 	start = c.clock
@@ -112,6 +124,22 @@ func (c *Cursor) step(a Action, land float64) (start, end float64) {
 	c.held += stashDelta(a.Kind, c.split)
 	c.peak = max(c.peak, c.held)
 	return start, c.clock
+}
+
+// nextCompute is how long the stage computes next, past the sends at the
+// cursor: the compute action's duration, or 0 where it waits for data or
+// its list ends first (or a builder has not yet chosen it).
+func (c *Cursor) nextCompute() float64 {
+	for _, a := range c.list[c.pc:] {
+		switch a.Kind {
+		case Send:
+			continue
+		case Recv:
+			return 0
+		}
+		return c.duration(a.Kind)
+	}
+	return 0
 }
 
 // Finish ends the iteration with the stage's flush, and returns its span.

@@ -33,7 +33,9 @@
 // Check verifies a schedule: every micro-batch's F, B (and W) once per stage in
 // that order, sends and receives that pair up in the same order on every edge,
 // and no deadlock. Simulate runs a schedule against per-stage and per-edge
-// durations and returns the iteration time, busy and idle time per stage, the
+// durations (and, where a profile measured them, what a message costs the
+// stage sending it and the stage taking it, and a fixed cost per iteration:
+// Timing.Post, Take and Fixed) and returns the iteration time, busy and idle time per stage, the
 // bubble fraction and peak memory, and every event (each transfer at both
 // ends: a Send on the sender's stage, a Recv on the receiver's), which render
 // as a step × stage grid and as Chrome trace JSON (Trace), which ParseTrace

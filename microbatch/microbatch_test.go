@@ -128,6 +128,62 @@ func TestSimulateChainByHand(t *testing.T) {
 	}
 }
 
+// TestSimulateMessageCostsByHand: the chain of TestSimulateChainByHand
+// with a message costing its sender 0.1 (Post) and its receiver 0.3
+// (Take), and 1 per iteration (Fixed). Worked out on paper:
+//
+//	s0: F0 0–1, act0 lands 1.5, busy to 1.1; F1 1.1–2.1, act1 lands 2.6
+//	    (its link free at 1.5), busy to 2.2; grad0 lands 5: B0 5–7;
+//	    grad1 lands 8.4: B1 8.4–10.4
+//	s1: act0 at 1.5: F0 1.5–2.5, B0 2.5–4.5, grad0 sent (busy to 4.6);
+//	    act1 landed at 2.6 but taking it ends at 4.6+0.3: F1 4.9–5.9,
+//	    B1 5.9–7.9, grad1 sent, lands 8.4
+//
+// and the iteration 10.4 + 1. With stage 1 beginning at 3, it takes act0
+// at 3.3, sends grad0 at 6.3 (landing 6.8), takes act1 at 6.4+0.3, and
+// grad1 lands at 10.2. A hold of 0.25 delays act0 alone, the one message
+// whose sender computes next.
+func TestSimulateMessageCostsByHand(t *testing.T) {
+	s := mustSchedule(t, "1f1b", chain(2, 2))
+	r, err := Simulate(s, Timing{F: []float64{1, 1}, B: []float64{2, 2}, Act: []float64{0.5}, Grad: []float64{0.5},
+		Post: []float64{0.1}, Take: []float64{0.3}, Fixed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTimeline(t, timeline(r, 2), [][]span{
+		{{"F0", 0, 1}, {"F1", 1.1, 2.1}, {"B0", 5, 7}, {"B1", 8.4, 10.4}},
+		{{"F0", 1.5, 2.5}, {"B0", 2.5, 4.5}, {"F1", 4.9, 5.9}, {"B1", 5.9, 7.9}},
+	})
+	if math.Abs(r.Iteration-11.4) > 1e-12 || r.Busy[0] != 6 || r.Busy[1] != 6 {
+		t.Errorf("iteration %v busy %v", r.Iteration, r.Busy)
+	}
+	if _, err := Simulate(s, Timing{F: []float64{1, 1}, B: []float64{2, 2}, Act: []float64{0.5}, Grad: []float64{0.5}, Post: []float64{0.1, 0.1}}); err == nil {
+		t.Error("a Post of 2 entries for 1 edge was taken")
+	}
+	// a message waits up to 0.25 for its sender's next computing: act0
+	// (stage 0 forwards again next) lands at 1.75; act1 and both
+	// gradients (their senders wait next, or are done) as before
+	r, err = Simulate(s, Timing{F: []float64{1, 1}, B: []float64{2, 2}, Act: []float64{0.5}, Grad: []float64{0.5}, Hold: []float64{0.25}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTimeline(t, timeline(r, 2), [][]span{
+		{{"F0", 0, 1}, {"F1", 1, 2}, {"B0", 5.25, 7.25}, {"B1", 8.25, 10.25}},
+		{{"F0", 1.75, 2.75}, {"B0", 2.75, 4.75}, {"F1", 4.75, 5.75}, {"B1", 5.75, 7.75}},
+	})
+	// stage 1 begins at 3 (making its inputs): act0, landed at 1.5, is
+	// taken at 3.3; everything of it and after it moves on by 1.8
+	r, err = Simulate(s, Timing{F: []float64{1, 1}, B: []float64{2, 2}, Act: []float64{0.5}, Grad: []float64{0.5},
+		Post: []float64{0.1}, Take: []float64{0.3}, Begin: []float64{0, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTimeline(t, timeline(r, 2), [][]span{
+		{{"F0", 0, 1}, {"F1", 1.1, 2.1}, {"B0", 6.8, 8.8}, {"B1", 10.2, 12.2}},
+		{{"F0", 3.3, 4.3}, {"B0", 4.3, 6.3}, {"F1", 6.7, 7.7}, {"B1", 7.7, 9.7}},
+	})
+}
+
 // TestSimulateTwoBranchByHand: stages A=0 and B=1 feed C=2; 2 micro-batches;
 // forward A=1 B=2 C=1, backward A=2 B=1 C=1, free transfers, C flushes in 0.5.
 //

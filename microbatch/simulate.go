@@ -20,6 +20,23 @@ type Timing struct {
 	// stages run on devices of different kinds (nil: the one limit a
 	// caller passes, for every stage)
 	Limit []int64
+	// Post and Take, per edge (nil: free), are what one message costs the
+	// stage that sends it (the send call: its clock moves on by Post after
+	// the transfer starts) and the stage that takes it (its clock moves on
+	// by Take, and no earlier than the data lands); both ways alike.
+	Post, Take []float64
+	// Fixed is what an iteration costs after its stages' actions (the
+	// reports to the coordinator): added to Result.Iteration.
+	Fixed float64
+	// Hold, per edge (nil: none), is the most a message waits for its
+	// sender's next computing action to end before it travels (on a host
+	// whose cores are all busy, the message's delivery needs one): its
+	// transfer takes the shorter of the two longer.
+	Hold []float64
+	// Begin, per stage (nil: none), is when it can begin its first action
+	// (the go reaching it, the model inputs it reads made): its clock
+	// starts there.
+	Begin []float64
 }
 
 // Event is one compute action, or one transfer seen from one end: Kind Send
@@ -37,7 +54,7 @@ type Event struct {
 
 // Result is a simulated iteration.
 type Result struct {
-	Iteration  float64   // seconds, first action to last flush
+	Iteration  float64   // seconds, first action to last flush, and Timing.Fixed
 	Busy, Idle []float64 // per stage: compute seconds, and the rest of the iteration
 	Bubble     float64   // idle device-time over all device-time
 	InFlight   []int     // per stage: most micro-batches stashed at once
@@ -135,6 +152,7 @@ func (r *Result) finish(t Timing, cur []Cursor, transfers []Event) {
 		r.Iteration = max(r.Iteration, end)
 		r.Busy[s], r.InFlight[s] = cur[s].Busy(), cur[s].InFlight()
 	}
+	r.Iteration += t.Fixed
 	for s := range cur {
 		d := 1.0
 		if t.Devices != nil {
@@ -190,6 +208,15 @@ func (t Timing) check(sch *Schedule) error {
 	}
 	if sch.Split && len(t.W) != n {
 		return fmt.Errorf("timing: W has %d entries, want %d", len(t.W), n)
+	}
+	for _, v := range []struct {
+		name string
+		len  int
+		want int
+	}{{"Post", len(t.Post), e}, {"Take", len(t.Take), e}, {"Hold", len(t.Hold), e}, {"Begin", len(t.Begin), n}} {
+		if v.len != 0 && v.len != v.want {
+			return fmt.Errorf("timing: %s has %d entries, want %d or none", v.name, v.len, v.want)
+		}
 	}
 	if len(sch.Lists) != n {
 		return fmt.Errorf("schedule: %d action lists for %d stages", len(sch.Lists), n)

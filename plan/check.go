@@ -130,7 +130,7 @@ func (p *Plan) checkNumbers() error {
 		{"predicted.bubble_fraction", p.Predicted.Bubble}, {"predicted.peak_memory_bytes", float64(p.Predicted.PeakMemory)},
 		{"predicted.depth", float64(p.Predicted.Depth)}, {"predicted.bottleneck_s", p.Predicted.BottleneckS},
 		{"search.seconds", p.Search.Seconds}, {"search.candidates", float64(p.Search.Candidates)},
-		{"model.ops", float64(p.Model.Ops)},
+		{"model.ops", float64(p.Model.Ops)}, {"iteration_fixed_s", p.FixedS}, {"core_slowdown", p.Slowdown},
 	} {
 		if err := nonNegative(-1, f.name, f.v); err != nil {
 			return err
@@ -173,7 +173,7 @@ func (p *Plan) checkStages() error {
 			name string
 			v    float64
 		}{
-			{"forward_s", s.ForwardS}, {"backward_s", s.BackwardS}, {"weight_grad_s", s.WeightS}, {"flush_s", s.FlushS},
+			{"forward_s", s.ForwardS}, {"backward_s", s.BackwardS}, {"weight_grad_s", s.WeightS}, {"flush_s", s.FlushS}, {"begin_s", s.BeginS},
 			{"static_bytes", float64(s.StaticBytes)}, {"stash_bytes_per_micro_batch", float64(s.StashBytes)},
 			{"peak_memory_bytes", float64(s.PeakBytes)}, {"params", float64(s.Params)},
 		} {
@@ -258,8 +258,18 @@ func (p *Plan) checkEdges() error {
 		if err := nonNegative(-1, field+".bytes_per_sample", float64(e.Bytes)); err != nil {
 			return err
 		}
-		if err := nonNegative(-1, field+".transfer_s", e.Transfer); err != nil {
-			return err
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{".transfer_s", e.Transfer}, {".send_s", e.SendS}, {".recv_s", e.RecvS}, {".hold_s", e.HoldS}} {
+			if err := nonNegative(-1, field+f.name, f.v); err != nil {
+				return err
+			}
+		}
+		switch e.Transport {
+		case "", TransportIPC, TransportNATS:
+		default:
+			return planErr(-1, field+".transport", "is %q, want %q or %q", e.Transport, TransportIPC, TransportNATS)
 		}
 	}
 	return nil

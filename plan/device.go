@@ -29,6 +29,11 @@ type Device struct {
 	HostBW     float64 `json:"host_bw,omitempty"`     // bytes/s of copies between pinned host memory and the device
 	PageableBW float64 `json:"pageable_bw,omitempty"` // bytes/s of copies from or to pageable host memory, waited for
 	SyncS      float64 `json:"sync_s,omitempty"`      // seconds a host wait for the device costs beyond the work it waits for
+	// What the run itself pays, as graphpipe profile measures it on the
+	// device it runs on (links.go); zero or absent: not measured, and the
+	// cost model prices links from IntraLat/IntraBW/InterLat/InterBW and
+	// nothing per message, per iteration or per shared core, as before.
+	RunCosts
 }
 
 // Host-link assumptions where a profile gives none (docs/planner.md): a
@@ -181,6 +186,9 @@ func (d Device) Validate() error {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("device profile %q: %s: must be ≥ 0, got %g", d.Name, f.name, f.v)
 		}
+	}
+	if err := d.RunCosts.validate(); err != nil {
+		return fmt.Errorf("device profile %q: %v", d.Name, err)
 	}
 	if d.MaxEff > 1 {
 		return fmt.Errorf("device profile %q: max_eff: must be at most 1, got %g", d.Name, d.MaxEff)

@@ -13,8 +13,11 @@
 //     priced with, the devices and their nodes, the memory limit, the batch
 //     and its micro-batches, the stages with their ops, devices, per-device
 //     micro-batch and predicted times and memory, the stage edges with the
-//     tensors that cross them, every stage's action list, the predictions,
-//     and how the search found it. Running it needs nothing else but the
+//     tensors that cross them, the transport each takes (TransportIPC or
+//     TransportNATS) and what a message costs either end, an iteration's
+//     fixed cost, every stage's action list, the predictions, and how the
+//     search found it. Plans written before edges recorded a transport
+//     decode with none, and simulate as they always did. Running it needs nothing else but the
 //     model.
 //  3. DecodePlan reads a plan strictly (unknown fields, trailing data, an
 //     empty file, a model file or another format are refused, each with a
@@ -33,8 +36,15 @@
 //  4. A device profile (graphpipe/device@1, Device) is what the cost model
 //     knows of an accelerator and its links; Profiles are the built-in ones.
 //     ParseDevice reads a profile file strictly and refuses a missing or
-//     non-positive number. The arithmetic that prices ops and links with a
-//     profile is search's.
+//     non-positive number. What a run pays beside its ops (RunCosts: the
+//     NATS path, the same-host device path, the ring all-reduce, a
+//     message's cost to either end, an iteration's fixed cost, the
+//     slowdown of workers sharing a host's cores), as graphpipe profile
+//     measures it, is optional: a profile without it, the built-in ones
+//     and every file written before it, prices as it always did. The
+//     arithmetic that prices ops and links with a profile is search's.
+//     SameDevice says whether two profiles name one device (a pool matches
+//     agents to a plan by it).
 //  5. A cluster file (graphpipe/cluster@1, DecodeCluster) describes devices
 //     of several kinds: groups of nodes, each node's devices of one device
 //     profile (a built-in name, a profile file or one inline), and

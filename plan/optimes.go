@@ -28,6 +28,13 @@ type OpTimes struct {
 	Device string `json:"device"`       // where they were measured, in words
 	// Ops maps every op's name to its times per call.
 	Ops map[string]OpSeries `json:"ops"`
+	// Inputs, where measured, maps model inputs to the seconds a worker
+	// takes to make each for a batch of InputBatch samples (the model's
+	// synthetic data, a target with its teacher's labels): what a stage
+	// that reads it pays before its first action of an iteration. Files
+	// written before it have none.
+	Inputs     map[string]float64 `json:"input_s,omitempty"`
+	InputBatch int64              `json:"input_batch,omitempty"`
 }
 
 // OpSeries is one op's time per call at each measured per-device micro-batch.
@@ -90,7 +97,29 @@ func (t *OpTimes) Validate() error {
 			return &OpTimesError{"ops." + name, err.Error()}
 		}
 	}
+	if len(t.Inputs) > 0 && t.InputBatch < 1 {
+		return &OpTimesError{"input_batch", fmt.Sprintf("the batch the inputs were made for must be positive, got %d", t.InputBatch)}
+	}
+	for name, v := range t.Inputs {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return &OpTimesError{"input_s." + name, fmt.Sprintf("must be finite and ≥ 0, got %g", v)}
+		}
+	}
 	return nil
+}
+
+// InputSeconds is what making the named model inputs for a batch of batch
+// samples costs by these times (in proportion to the batch they were
+// measured at); 0 for inputs not measured.
+func (t *OpTimes) InputSeconds(names []string, batch int64) float64 {
+	if t == nil || t.InputBatch < 1 {
+		return 0
+	}
+	s := 0.0
+	for _, n := range names {
+		s += t.Inputs[n]
+	}
+	return s * float64(batch) / float64(t.InputBatch)
 }
 
 func (s OpSeries) validate() error {

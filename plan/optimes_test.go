@@ -23,6 +23,8 @@ func TestDecodeOpTimesErrors(t *testing.T) {
 		{"unknown field", `"device":"cpu"`, `"device":"cpu","extra":1`, "file"},
 		{"trailing", `}}}`, `}}}{}`, "file"},
 		{"not json", good, `[`, "file"},
+		{"inputs without a batch", `"device":"cpu"`, `"device":"cpu","input_s":{"x":1}`, "input_batch"},
+		{"negative input", `"device":"cpu"`, `"device":"cpu","input_s":{"x":-1},"input_batch":4`, "input_s.x"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bad := strings.Replace(good, c.from, c.to, 1)
@@ -41,6 +43,7 @@ func TestDecodeOpTimesErrors(t *testing.T) {
 func FuzzDecodeOpTimes(f *testing.F) {
 	f.Add([]byte(`{"format":"graphpipe/optimes@1","model":"m","model_sha256":"ab","device":"cpu","ops":{"x":{"micro_batch":[1,2],"forward_s":[1,2],"input_grad_s":[1,2],"weight_grad_s":[0,0]}}}`))
 	f.Add([]byte(`{"format":"graphpipe/optimes@1","ops":{}}`))
+	f.Add([]byte(`{"format":"graphpipe/optimes@1","model":"m","model_sha256":"ab","device":"cpu","ops":{"x":{"micro_batch":[1],"forward_s":[1],"input_grad_s":[1],"weight_grad_s":[0]}},"input_s":{"a":1e-4},"input_batch":8}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ot, err := DecodeOpTimes(data)
 		if err != nil {
@@ -55,4 +58,24 @@ func FuzzDecodeOpTimes(f *testing.F) {
 			t.Fatalf("round trip: %v\n%+v\n%+v", err, back, ot)
 		}
 	})
+}
+
+// TestInputSeconds: making inputs costs their measured seconds, in
+// proportion to the batch; files without input times (all written before
+// them) cost nothing.
+func TestInputSeconds(t *testing.T) {
+	ot := &OpTimes{Inputs: map[string]float64{"a": 1e-4, "b": 3e-4}, InputBatch: 8}
+	for _, c := range []struct {
+		names []string
+		batch int64
+		want  float64
+	}{{[]string{"a"}, 8, 1e-4}, {[]string{"a", "b"}, 16, 8e-4}, {[]string{"b", "c"}, 4, 1.5e-4}, {nil, 8, 0}} {
+		if got := ot.InputSeconds(c.names, c.batch); got < c.want*(1-1e-12) || got > c.want*(1+1e-12) {
+			t.Errorf("%v at %d: %g s, want %g", c.names, c.batch, got, c.want)
+		}
+	}
+	var none *OpTimes
+	if none.InputSeconds([]string{"a"}, 8) != 0 || (&OpTimes{}).InputSeconds([]string{"a"}, 8) != 0 {
+		t.Error("no input times, and yet a cost")
+	}
 }

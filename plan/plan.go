@@ -31,16 +31,25 @@ type Plan struct {
 	// Cluster, for devices of more than one kind, is the kinds (Device,
 	// DevicesPerNode and MemoryLimit are then the first kind's, and each
 	// stage names its kind); nil for devices of one kind.
-	Cluster      *Cluster     `json:"cluster,omitempty"`
-	MemoryLimit  int64        `json:"memory_limit_bytes"`
-	BatchSize    int64        `json:"batch_size"`
-	MicroBatch   int64        `json:"micro_batch"`
-	MicroBatches int          `json:"micro_batches"`
-	Stages       []PlanStage  `json:"stages"`
-	Edges        []PlanEdge   `json:"edges"`
-	Actions      [][]string   `json:"actions"`
-	Predicted    Prediction   `json:"predicted"`
-	Search       SearchReport `json:"search"`
+	Cluster      *Cluster    `json:"cluster,omitempty"`
+	MemoryLimit  int64       `json:"memory_limit_bytes"`
+	BatchSize    int64       `json:"batch_size"`
+	MicroBatch   int64       `json:"micro_batch"`
+	MicroBatches int         `json:"micro_batches"`
+	Stages       []PlanStage `json:"stages"`
+	Edges        []PlanEdge  `json:"edges"`
+	Actions      [][]string  `json:"actions"`
+	// FixedS is what an iteration costs after its stages' actions: the
+	// workers' reports to the coordinator (Device.IterationFixed); zero
+	// where the profile measured none.
+	FixedS float64 `json:"iteration_fixed_s,omitempty"`
+	// Slowdown is how much longer the stages' ops take than alone, their
+	// hosts' cores shared by the workers busy at once (the largest factor
+	// of any stage: Device.SlowdownAt); 0 where the profile measured no
+	// sharing. The stages' times include it.
+	Slowdown  float64      `json:"core_slowdown,omitempty"`
+	Predicted Prediction   `json:"predicted"`
+	Search    SearchReport `json:"search"`
 
 	sched *microbatch.Schedule // the schedule behind Actions; Actions is filled by FillActions
 }
@@ -68,6 +77,11 @@ type PlanStage struct {
 	StashBytes  int64    `json:"stash_bytes_per_micro_batch"`
 	PeakBytes   int64    `json:"peak_memory_bytes"`
 	Params      int64    `json:"params"`
+	// BeginS is when the stage can begin its first action of an
+	// iteration: once the coordinator's go has reached its workers
+	// (Device.GoDelay) and it has made the model inputs it reads (op
+	// times' input_s); zero where neither was measured.
+	BeginS float64 `json:"begin_s,omitempty"`
 	// Recompute: the stage keeps only what it reads from outside for each
 	// micro-batch in flight and reruns its forward at the start of each
 	// backward (BackwardS includes that forward; StashBytes is what it
@@ -85,6 +99,18 @@ type PlanEdge struct {
 	Bytes    int64    `json:"bytes_per_sample"`
 	Transfer float64  `json:"transfer_s"` // per micro-batch, each direction
 	Inter    bool     `json:"inter_node"`
+	// Transport is how the run moves the edge's tensors (TransportIPC or
+	// TransportNATS); plans made before it was recorded have none.
+	Transport string `json:"transport,omitempty"`
+	// SendS and RecvS are what one message of the edge (a micro-batch's
+	// tensors, either way) costs the stage sending it and the one taking
+	// it, in their own seconds; zero where the profile measured none.
+	SendS float64 `json:"send_s,omitempty"`
+	RecvS float64 `json:"recv_s,omitempty"`
+	// HoldS is the most a message of the edge waits for its sender's next
+	// computing action to end before it travels (Device.SendHoldS); zero
+	// where the profile measured none.
+	HoldS float64 `json:"hold_s,omitempty"`
 }
 
 // Prediction is what the simulator says of one iteration.
@@ -207,6 +233,14 @@ func (p *Plan) Timing() microbatch.Timing {
 		}
 	}
 	for _, s := range p.Stages {
+		if s.BeginS > 0 && t.Begin == nil {
+			t.Begin = make([]float64, len(p.Stages))
+		}
+	}
+	for i, s := range p.Stages {
+		if t.Begin != nil {
+			t.Begin[i] = s.BeginS
+		}
 		t.F = append(t.F, s.ForwardS)
 		t.B = append(t.B, s.BackwardS)
 		t.W = append(t.W, s.WeightS)
@@ -215,10 +249,20 @@ func (p *Plan) Timing() microbatch.Timing {
 		t.Static = append(t.Static, s.StaticBytes)
 		t.Stash = append(t.Stash, s.StashBytes)
 	}
+	messages := false
 	for _, e := range p.Edges {
 		t.Act = append(t.Act, e.Transfer)
 		t.Grad = append(t.Grad, e.Transfer)
+		messages = messages || e.SendS > 0 || e.RecvS > 0 || e.HoldS > 0
 	}
+	if messages { // nil otherwise: what plans without them always had
+		for _, e := range p.Edges {
+			t.Post = append(t.Post, e.SendS)
+			t.Take = append(t.Take, e.RecvS)
+			t.Hold = append(t.Hold, e.HoldS)
+		}
+	}
+	t.Fixed = p.FixedS
 	return t
 }
 
@@ -275,7 +319,7 @@ func (p *Plan) Recomputes() bool {
 }
 
 // Scaled is a copy of p with every planned duration (compute, flush,
-// transfer) and the predicted iteration k times as long: an emulated run of
+// transfer, a message's cost at either end, the iteration's fixed cost) and the predicted iteration k times as long: an emulated run of
 // it at k > 1 weighs a fixed cost per action k times less against the plan.
 func (p *Plan) Scaled(k float64) *Plan {
 	q := *p
@@ -283,11 +327,13 @@ func (p *Plan) Scaled(k float64) *Plan {
 	q.Edges = append([]PlanEdge(nil), p.Edges...)
 	for i := range q.Stages {
 		st := &q.Stages[i]
-		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS
+		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS, st.BeginS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS, k*st.BeginS
 	}
 	for i := range q.Edges {
-		q.Edges[i].Transfer *= k
+		e := &q.Edges[i]
+		e.Transfer, e.SendS, e.RecvS, e.HoldS = k*e.Transfer, k*e.SendS, k*e.RecvS, k*e.HoldS
 	}
+	q.FixedS *= k
 	q.Predicted.IterationS *= k
 	return &q
 }

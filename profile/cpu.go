@@ -1,6 +1,8 @@
 package profile
 
 import (
+	goruntime "runtime"
+
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
@@ -63,12 +65,11 @@ func (cpuMeter) memory() int64 {
 
 func (cpuMeter) base() plan.Device { return plan.Profiles["cpu"] }
 
-// links probes the links CPU workers on this host use: endpoints over an
-// embedded NATS server on loopback.
-func (cpuMeter) links(quick bool) ([]int, []float64, bool, error) {
-	sizes, reps := HostLinkSizes(quick)
-	t, err := ProbeLinks(sizes, reps)
-	return sizes, t, err == nil, err
+// runCosts measures what CPU workers on this host pay beside their ops:
+// the NATS path between them (their links), message costs, the ring
+// all-reduce, an iteration's fixed cost, and the sharing of the cores.
+func (cpuMeter) runCosts(quick bool) (plan.RunCosts, *RunCostsResult, error) {
+	return MeasureRunCosts(RunCostsPlan{Cores: goruntime.NumCPU(), CPU: true, Quick: quick})
 }
 
 func (cpuMeter) device() *cuda.Device { return nil }

@@ -22,9 +22,10 @@ type Meter interface {
 	copyRate(bytes int) (float64, error)    // bytes moved (read + written) per second
 	memory() int64
 	base() plan.Device // where the links come from when links cannot measure them
-	// links measures the links between workers of this kind on one host:
-	// one-way seconds per message size, or ok false when it cannot
-	links(quick bool) (sizes []int, oneWay []float64, ok bool, err error)
+	// runCosts measures what a run of workers of this kind on this host
+	// pays beside its ops (MeasureRunCosts, and on a GPU its same-host
+	// device copies); nil measurements where it measures none
+	runCosts(quick bool) (plan.RunCosts, *RunCostsResult, error)
 	sizes(quick bool) []int
 }
 
@@ -44,6 +45,9 @@ type Result struct {
 	// where the links were measured.
 	LinkSizes []int     `json:"link_sizes,omitempty"`
 	LinkS     []float64 `json:"link_one_way_s,omitempty"`
+	// RunCosts is every measurement of what a run pays beside its ops
+	// (Device.RunCosts is their fit).
+	RunCosts *RunCostsResult `json:"run_costs,omitempty"`
 }
 
 // timeIt runs f reps times after one warm-up and returns the fastest run.
@@ -128,20 +132,25 @@ func sweep(m Meter, res *Result, launch float64, log io.Writer) (peak, half floa
 	return FitCompute(samples, launch)
 }
 
-// measureLinks is m's base profile with its links fitted to a probe where m
-// can probe them (recorded in res), and res.LinksOf saying where they came
-// from.
+// measureLinks is m's base profile with what a run pays beside its ops
+// (m.runCosts, recorded in res) and, on a CPU, whose workers' links are
+// the NATS path it probed, its links fitted to that probe; res.LinksOf
+// says where the links came from.
 func measureLinks(m Meter, res *Result, quick bool) (plan.Device, error) {
 	d := m.base()
 	res.LinksOf = d.Name
-	sizes, oneWay, ok, err := m.links(quick)
-	if err != nil || !ok {
+	rc, rr, err := m.runCosts(quick)
+	if err != nil || rr == nil {
 		return d, err
 	}
-	if d, err = WithLinks(d, sizes, oneWay); err != nil {
+	d.RunCosts, res.RunCosts = rc, rr
+	if m.device() != nil { // a GPU's links to other GPUs are not the NATS path
+		return d, nil
+	}
+	if d, err = WithLinks(d, rr.LinkSizes, rr.OneWay); err != nil {
 		return d, err
 	}
-	res.LinkSizes, res.LinkS = sizes, oneWay
+	res.LinkSizes, res.LinkS = rr.LinkSizes, rr.OneWay
 	res.LinksOf = fmt.Sprintf("measured between workers on this host (%.3g µs + bytes / %.3g GB/s)", d.IntraLat*1e6, d.IntraBW/1e9)
 	return d, nil
 }

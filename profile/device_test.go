@@ -37,16 +37,17 @@ func (m modelMeter) gemm(n int, half bool) (float64, error) {
 	return kernelTime(d, 2*math.Pow(float64(n), 3)), nil
 }
 
-func (m modelMeter) links(bool) ([]int, []float64, bool, error) {
+func (m modelMeter) runCosts(bool) (plan.RunCosts, *RunCostsResult, error) {
 	if !m.probe {
-		return nil, nil, false, nil
+		return plan.RunCosts{}, nil, nil
 	}
 	sizes := []int{1 << 10, 1 << 16, 1 << 20}
 	t := make([]float64, len(sizes))
 	for i, s := range sizes {
 		t[i] = linkTime(m.d, float64(s))
 	}
-	return sizes, t, true, nil
+	rc := plan.RunCosts{NATSLat: m.d.IntraLat, NATSBW: m.d.IntraBW, ReportS: 1e-4}
+	return rc, &RunCostsResult{LinkSizes: sizes, OneWay: t}, nil
 }
 
 // TestMeasure: from measurements made by the cost model, Measure writes a
@@ -92,6 +93,9 @@ func TestMeasure(t *testing.T) {
 			}
 			if got.Launch < tc.launched || (tc.launched == 1 && got.Launch != 1) {
 				t.Errorf("launch %g with a bare launch of %g", got.Launch, tc.launched)
+			}
+			if probed := res.RunCosts != nil; probed != tc.m.probe || probed && (got.NATSBW != want.IntraBW || got.ReportS != 1e-4) {
+				t.Errorf("run costs %+v in the profile, measurements %v", got.RunCosts, res.RunCosts)
 			}
 			if !strings.HasPrefix(res.LinksOf, tc.linksOf) || len(res.FP32) != 4 || len(res.BF16) != 0 || res.Format != "" {
 				t.Errorf("links of %q, %d FP32 and %d BF16 times, format %q", res.LinksOf, len(res.FP32), len(res.BF16), res.Format)

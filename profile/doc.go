@@ -32,6 +32,28 @@
 //     the cost model's latency + bytes/bandwidth is fitted to (FitLink).
 //     Transport streams messages one way and returns bytes per second
 //     through the endpoints and through raw NATS publish→subscribe.
+//   - What a run pays beside its ops (MeasureRunCosts, part of Measure;
+//     plan.RunCosts): with workers that are processes of their own, as a
+//     run's are (the program calls Child first thing, and measuring
+//     children are this binary run again; elsewhere goroutines, and the
+//     result says so), each with its share of the cores (GOMAXPROCS
+//     cores/k), talking through an embedded server in the measuring
+//     process as workers talk through their coordinator's: messages of a
+//     few hundred bytes to megabytes between two workers (tensors encoded
+//     as workers encode them), their mean round trip halved fitted to the
+//     NATS path, the send call and the taking of a landed message fitted
+//     to their costs at either end (means: an iteration pays for dozens of
+//     messages, their tail as often as it comes); the ring all-reduce
+//     among 2 and 3 replicas, a step fitted; the coordinator's go to 1 to
+//     cores+1 workers and their reports, the go's arrival at each (on the
+//     host's clock) fitted to a delay and one per worker told before it,
+//     what follows the last arrival to a cost and one per worker; and on
+//     a CPU, a pass of the small MMT with k workers busy at once over one
+//     with all the cores, k up to twice the cores, in rounds of every k
+//     (the ratio's median over rounds: a round's counts share the load
+//     from elsewhere; made never to fall with k). On a GPU (or the emulator), the same-host device
+//     path: a device-to-device copy fitted, plus the NATS latency of its
+//     handle.
 //   - Op times (MeasureOpTimes): stage.TimeOps runs the whole model forward,
 //     backward for the inputs and backward for the weights at each
 //     micro-batch size, and each op keeps its mean per pass, in the op-times

@@ -2,6 +2,7 @@ package profile
 
 import (
 	"fmt"
+	goruntime "runtime"
 	"strings"
 
 	"github.com/graphpipe/graphpipe/plan"
@@ -137,5 +138,52 @@ func (g *gpuMeter) base() plan.Device {
 
 func (g *gpuMeter) device() *cuda.Device { return g.d }
 
-// links: one GPU cannot measure the links between GPUs.
-func (g *gpuMeter) links(bool) ([]int, []float64, bool, error) { return nil, nil, false, nil }
+// runCosts measures what GPU workers on this host pay beside their ops:
+// the NATS path their host side uses, message costs, the ring all-reduce
+// and an iteration's fixed cost (MeasureRunCosts), and the same-host
+// device path, a handle over NATS and a device-to-device copy (ipcCopy).
+// One GPU cannot measure its links to other GPUs: they stay the base
+// profile's.
+func (g *gpuMeter) runCosts(quick bool) (plan.RunCosts, *RunCostsResult, error) {
+	rc, rr, err := MeasureRunCosts(RunCostsPlan{Cores: goruntime.NumCPU(), Quick: quick})
+	if err != nil {
+		return rc, nil, err
+	}
+	lat, bw, err := g.ipcCopy()
+	if err != nil {
+		return rc, nil, err
+	}
+	rc.IPCLat, rc.IPCBW = rc.NATSLat+lat, bw
+	return rc, rr, nil
+}
+
+// ipcCopy fits a device-to-device copy's time, latency + bytes/bandwidth
+// (bytes copied once), to copies of a few sizes.
+func (g *gpuMeter) ipcCopy() (lat, bw float64, err error) {
+	var samples []KernelSample
+	for _, size := range []int{64 << 10, 1 << 20, 16 << 20} {
+		n := size / 4
+		src, err := g.d.Zeros(n)
+		if err != nil {
+			return 0, 0, err
+		}
+		dst, err := g.d.Zeros(n)
+		if err != nil {
+			g.d.Free(src)
+			return 0, 0, err
+		}
+		t, err := timeIt(5, func() error {
+			if err := g.d.Copy(dst, src, n); err != nil {
+				return err
+			}
+			return g.d.Sync()
+		})
+		g.d.Free(src)
+		g.d.Free(dst)
+		if err != nil {
+			return 0, 0, err
+		}
+		samples = append(samples, KernelSample{Work: float64(size), Seconds: t})
+	}
+	return FitLink(samples)
+}

@@ -24,7 +24,36 @@ func MeasureOpTimes(g *dag.Graph, sizes []int, minTime time.Duration, dev *cuda.
 	for name, s := range timed {
 		t.Ops[name] = plan.OpSeries{MicroBatch: s.MicroBatch, Forward: s.Forward, InputGrad: s.InputGrad, WeightGrad: s.WeightGrad}
 	}
+	batch := sizes[len(sizes)-1]
+	if t.Inputs, err = timeInputs(g, batch, minTime/10); err != nil {
+		return nil, err
+	}
+	t.InputBatch = int64(batch)
 	return t, t.Validate()
+}
+
+// timeInputs times making each of g's inputs for a batch of batch samples,
+// as a worker that reads it makes it each iteration (the model's synthetic
+// data; a target with its teacher's labels): the median of runs over
+// minTime (at least 3), each a batch of a step of its own.
+func timeInputs(g *dag.Graph, batch int, minTime time.Duration) (map[string]float64, error) {
+	d, err := stage.NewDataset(g)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, in := range g.Inputs() {
+		var times []float64
+		for start, step := time.Now(), 0; time.Since(start) < minTime || len(times) < 3; step++ {
+			t := time.Now()
+			if _, err := d.Inputs(step, batch, map[string]bool{in.Name: true}); err != nil {
+				return nil, err
+			}
+			times = append(times, time.Since(t).Seconds())
+		}
+		out[in.Name] = median(times)
+	}
+	return out, nil
 }
 
 // MicroBatches are the sizes op times are measured at for a batch: every

@@ -44,6 +44,9 @@ type Config struct {
 	// Precision is what a worker's matrix products compute in on Device:
 	// "" or "fp32", or "bf16" (stage.Executor.SetPrecision).
 	Precision string
+	// NoIPC keeps a worker process off same-host device links: its peers
+	// send it bytes over NATS, and it sends them bytes (ipc.go).
+	NoIPC bool
 	// KillPoints is a test hook of a worker process (KillEnv's format):
 	// the points at which it exits or hangs.
 	KillPoints string

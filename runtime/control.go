@@ -38,6 +38,7 @@ const (
 	mbEval       = 8
 	mbVerdict    = 9       // step or skip the update of an iteration (OnNonFinite skip)
 	mbStopState  = 10      // a stage's state, handed over as the run stops
+	mbPeers      = 11      // every worker's linkID, once all have joined (ipc.go)
 	reportStride = 1 << 20 // report keys: iter·reportStride + stage
 )
 
@@ -54,10 +55,16 @@ type hello struct {
 	// offered; nil: the coordinator's next free one (join order).
 	Slot  *int   `json:"slot,omitempty"`
 	Agent string `json:"agent,omitempty"` // the agent's id in its pool
+	// PlanDevice, for a task an environment started (Slurm, torchrun, a
+	// Kubernetes Indexed Job), is the plan's device it stands for; the
+	// coordinator gives it that device's worker id.
+	PlanDevice *int `json:"plan_device,omitempty"`
 	// Kind is the device profile the worker computes as (graphpipe worker
 	// --device-profile, an agent's advertised profile), "" if not said: on
 	// a plan of several device kinds it takes a stage of its kind only.
 	Kind string `json:"kind,omitempty"`
+	// Link is who it is for same-host links: its host and device (ipc.go).
+	Link *linkID `json:"link,omitempty"`
 }
 
 type assignment struct {
@@ -94,6 +101,9 @@ type Report struct {
 	// (or the emulator): what it asked of the device in its last iteration
 	// whose update was done (Worker.DeviceCalls).
 	DeviceCalls *cuda.Counts `json:"device_calls,omitempty"`
+	// Links is what the worker's ends of its edges took in the iteration
+	// (Worker.Links).
+	Links []LinkTime `json:"links,omitempty"`
 }
 
 func sendJSON(ctx context.Context, ep *wire.Endpoint, peer int32, iter int64, mb int32, v any) error {
@@ -129,6 +139,12 @@ type Join struct {
 	Host  string
 	Slot  *int
 	Agent string
+	// PlanDevice, for a task an environment started (Slurm's srun,
+	// torchrun, a Kubernetes Indexed Job), is the device of the plan it
+	// stands for (its node's first device plus its local rank): it is
+	// given the worker of that device, whatever the order the tasks join
+	// in. nil: as Slot says.
+	PlanDevice *int
 	// Kind is the device profile this worker computes as ("": not said),
 	// which must be its stage's device kind on a plan of several kinds.
 	Kind string
@@ -181,7 +197,9 @@ func join(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, j Join, id 
 		}
 		defer stop()
 	}
-	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), BLAS: BLASLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent, Kind: j.Kind}
+	link := localLinkID(j.Config.Device, j.Config.NoIPC)
+	h := hello{Worker: id, Host: host, PID: os.Getpid(), Device: DeviceLabel(j.Config.Device), BLAS: BLASLabel(j.Config.Device), Slot: j.Slot, Agent: j.Agent,
+		PlanDevice: j.PlanDevice, Kind: j.Kind, Link: &link}
 	if err := sendJSON(ctx, ctl, coordinator, int64(id), mbHello, h); err != nil {
 		return nil, fmt.Errorf("joining run %s: %w", j.Run, err)
 	}
@@ -379,7 +397,7 @@ func iterate(ctx context.Context, ctl, bulk *wire.Endpoint, w *Worker, a *assign
 			return false, err
 		}
 	}
-	r.Secs, r.Events = since(start), w.Events()
+	r.Secs, r.Events, r.Links = since(start), w.Events(), w.Links()
 	if n == a.Steps-1 {
 		r.OpSeconds, r.DeviceCalls = w.OpSeconds(), w.DeviceCalls()
 	}
@@ -437,6 +455,24 @@ func stopWorker(ctx context.Context, ctl, bulk *wire.Endpoint, w *Worker, a *ass
 	return ctl.Drain(ctx)
 }
 
+// receivePeers takes every worker's linkID from the coordinator, which
+// sends them once all have joined, and has the worker use the same-host
+// links they allow (none with Options.NoIPC).
+func receivePeers(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignment) error {
+	msg, err := ctl.Receive(ctx, msgKey(0, mbPeers, ctlEdge, 'a'))
+	if err != nil {
+		return fmt.Errorf("waiting for the other workers: %w", err)
+	}
+	var ids []linkID
+	if err := json.Unmarshal(msg, &ids); err != nil {
+		return fmt.Errorf("the other workers: %w", err)
+	}
+	if !a.Options.NoIPC {
+		w.setPeers(ids)
+	}
+	return nil
+}
+
 // serveWork loads the model and plan a carries into job and runs the
 // stage's iterations to the end, or to the coordinator's stop.
 func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *Job, a *assignment, started func(*Worker)) error {
@@ -463,6 +499,9 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 	}
 	defer w.Close()
 	started(w)
+	if err := receivePeers(ctx, ctl, w, a); err != nil {
+		return err
+	}
 	if (a.Options.Start > 0 || a.Options.Init) && !w.Emulate {
 		if err := w.receiveResume(ctx, bulk); err != nil {
 			return err

@@ -60,6 +60,9 @@ func Coordinate(ctx context.Context, job *Job, t wire.Transport, progress func(i
 	if err != nil {
 		return nil, err
 	}
+	if err := c.introduce(ctx, who); err != nil {
+		return nil, err
+	}
 	if r := job.Config.Resume; r != nil && !job.Options.Emulate {
 		if err := sendResume(ctx, bulk, job, c.lay, r); err != nil {
 			return nil, err
@@ -120,7 +123,10 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 		Timings: job.Config.Timings, Steps: job.Steps, Workers: lay.total, Checkpoint: c.target}
 	c.workers = make([]int32, lay.total) // by worker id: each one's control address
 	who := make([]Joined, lay.total)
-	slots := freeSlots{taken: make([]bool, lay.total), kinds: slotKinds(job.Plan, lay)}
+	slots := newFreeSlots(job.Plan, lay)
+	if job.Plan.Cluster == nil && !job.Options.Emulate {
+		slots.device = job.Plan.Device.Name
+	}
 	for n := range c.workers {
 		h, err := c.hello(joinCtx, n)
 		if err != nil {
@@ -134,8 +140,30 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 		}
 		c.workers[a.Stage] = h.Worker
 		who[a.Stage] = Joined{Host: h.Host, PID: h.PID, Device: h.Device, BLAS: h.BLAS, Agent: h.Agent}
+		if h.Link != nil {
+			who[a.Stage].link = *h.Link
+		}
 	}
 	return who, nil
+}
+
+// introduce tells every worker, once all have joined, who the others are
+// for same-host links (mbPeers).
+func (c *collector) introduce(ctx context.Context, who []Joined) error {
+	ids := make([]linkID, len(who))
+	for i, j := range who {
+		ids[i] = j.link
+	}
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	for _, w := range c.workers {
+		if err := c.ctl.Send(ctx, w, msgKey(0, mbPeers, ctlEdge, 'a'), b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hello takes the next worker's hello, n having joined before it.
@@ -155,12 +183,30 @@ func (c *collector) hello(joinCtx context.Context, n int) (hello, error) {
 }
 
 // freeSlots hands out worker ids to the workers that join: the one a
-// launcher placed a worker on (hello.Slot), or the next free one; on a plan
-// of several device kinds, one of the worker's kind (kinds).
+// launcher placed a worker on (hello.Slot), the one of the plan's device a
+// task stands for (hello.PlanDevice), or the next free one; on a plan of
+// several device kinds, one of the worker's kind (kinds); on a plan of
+// one, to a worker of its device (plan.SameDevice) or one that does not
+// say.
 type freeSlots struct {
-	taken []bool
-	next  int
-	kinds []string // per worker id, its stage's device kind; nil on a plan of one kind
+	taken    []bool
+	next     int
+	kinds    []string      // per worker id, its stage's device kind; nil on a plan of one kind
+	byDevice map[int]int   // the plan's device -> its worker id
+	byTask   map[int]hello // the plan's device -> the task that stands for it
+	// device, on a plan of one kind that computes, is its device profile:
+	// a worker that says it computes as another is refused
+	device string
+}
+
+func newFreeSlots(p *plan.Plan, lay replicas) *freeSlots {
+	f := &freeSlots{taken: make([]bool, lay.total), kinds: slotKinds(p, lay), byDevice: map[int]int{}, byTask: map[int]hello{}}
+	for s, st := range p.Stages {
+		for r, d := range st.Devices {
+			f.byDevice[d] = int(lay.id(s, r))
+		}
+	}
+	return f
 }
 
 // slotKinds is each worker id's device kind on a plan of several kinds,
@@ -184,6 +230,12 @@ func kindError(h hello, format string, args ...any) error {
 }
 
 func (f *freeSlots) take(h hello) (int, error) {
+	if f.device != "" && h.Kind != "" && !plan.SameDevice(h.Kind, f.device) {
+		return 0, kindError(h, "computes as %s, but the plan is for %s devices", h.Kind, f.device)
+	}
+	if h.PlanDevice != nil {
+		return f.takeDevice(h)
+	}
 	if f.kinds != nil && h.Kind == "" && h.Slot == nil {
 		return 0, kindError(h, "the plan's stages run on devices of several kinds; start each worker with the device profile it computes as")
 	}
@@ -215,6 +267,26 @@ func (f *freeSlots) take(h hello) (int, error) {
 	}
 	f.taken[f.next] = true
 	return f.next, nil
+}
+
+// takeDevice gives a task the worker of the plan's device it stands for
+// (hello.PlanDevice), of its kind when it says one. Two tasks standing for
+// one device are the environment's fault, final (a *JobError on
+// PlanDevice).
+func (f *freeSlots) takeDevice(h hello) (int, error) {
+	d := *h.PlanDevice
+	s, ok := f.byDevice[d]
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("worker %d (host %s, pid %d) stands for device %d of the plan, which runs no stage on it", h.Worker, h.Host, h.PID, d)
+	case f.taken[s]:
+		o := f.byTask[d]
+		return 0, &JobError{Op: "join", Field: "PlanDevice", Msg: fmt.Sprintf("two tasks stand for device %d of the plan: host %s pid %d and host %s pid %d", d, o.Host, o.PID, h.Host, h.PID)}
+	case f.kinds != nil && h.Kind != "" && h.Kind != f.kinds[s]:
+		return 0, kindError(h, "computes as %s, but device %d of the plan (worker %d) runs a stage on %s", h.Kind, d, s, f.kinds[s])
+	}
+	f.taken[s], f.byTask[d] = true, h
+	return s, nil
 }
 
 // distinct is the values of xs, each once, in their order.
@@ -272,6 +344,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 	total := 0.0
 	bad, badStage := "", 0
 	c.res.Events = make([][]Event, len(c.job.Plan.Stages))
+	c.res.Links = make([][]LinkTime, len(c.workers))
 	for s := range c.workers {
 		r, err := c.ctl.Receive(ctx, msgKey(int64(n)*reportStride+int64(s), mbReport, ctlEdge, 'a'))
 		if err != nil {
@@ -282,6 +355,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 			return err
 		}
 		total += float64(rep.Loss)
+		c.res.Links[s] = rep.Links
 		if s == 0 && c.job.Options.Train.ClipGradNorm > 0 && !c.job.Options.Emulate {
 			c.res.GradNorms = append(c.res.GradNorms, rep.GradNorm)
 		}

@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,4 +119,85 @@ func TestCoordinatorStopsWhenAsked(t *testing.T) {
 	}
 	join(errs)
 	equalParams(t, res.Params, want.Params, 0)
+}
+
+// TestCoordinatorGivesTasksTheirDevices: tasks an environment started
+// (Join.PlanDevice) join in the reverse of the plan's device order and
+// each is given the worker of its own device.
+func TestCoordinatorGivesTasksTheirDevices(t *testing.T) {
+	srv, err := wire.StartEmbedded(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	g, plan := smallPlan(t, "case-study", 3, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dial := func() wire.Transport {
+		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nt
+	}
+	errs := make(chan error, plan.Devices)
+	for d := plan.Devices - 1; d >= 0; d-- {
+		go func() {
+			errs <- Serve(ctx, dial(), Join{Run: "tasks", Host: fmt.Sprint("task-of-device-", d), PlanDevice: &d})
+		}()
+		time.Sleep(20 * time.Millisecond) // join in this order
+	}
+	res, err := Coordinate(ctx, &Job{Run: "tasks", Graph: g, Plan: plan, Steps: 2, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05}}}, dial(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range plan.Devices {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for s, st := range plan.Stages {
+		for r, d := range st.Devices {
+			id := layout(plan).id(s, r)
+			if want := fmt.Sprint("task-of-device-", d); res.Joined[id].Host != want {
+				t.Errorf("worker %d (stage %d, replica %d, device %d) was %s", id, s, r, d, res.Joined[id].Host)
+			}
+		}
+	}
+}
+
+// TestFreeSlotsRefuse: a task standing for a device no stage runs on, or
+// for one another task already stands for, or of another kind than the
+// stage on its device, is refused, naming the device.
+func TestFreeSlotsRefuse(t *testing.T) {
+	_, plan := smallPlan(t, "case-study", 3, 4)
+	dev := func(d int) hello { return hello{Worker: 7, Host: "h", PID: 1, PlanDevice: &d} }
+	kind := func(h hello, k string) hello { h.Kind = k; return h }
+	for _, tc := range []struct {
+		name  string
+		hello []hello
+		kinds bool   // every stage on kind cpu, of a plan of several kinds
+		want  string // the last hello's refusal
+	}{
+		{"beyond the plan", []hello{dev(plan.Devices)}, false, fmt.Sprintf("stands for device %d of the plan, which runs no stage on it", plan.Devices)},
+		{"twice", []hello{dev(1), dev(1)}, false, "two tasks stand for device 1 of the plan: host h pid 1 and host h pid 1"},
+		{"another kind", []hello{kind(dev(1), "a100")}, true, "computes as a100, but device 1 of the plan"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFreeSlots(plan, layout(plan))
+			if tc.kinds {
+				f.kinds = make([]string, len(f.taken))
+				for s := range f.kinds {
+					f.kinds[s] = "cpu"
+				}
+			}
+			var err error
+			for _, h := range tc.hello {
+				_, err = f.take(h)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -32,6 +33,9 @@ func killPoint(points string, gen uint32, worker int32, iter int) string {
 // die exits the process if this iteration's kill point is point, or hangs
 // (computing forever, as far as anyone can tell) if it is "hang-"+point.
 func (w *Worker) die(point string) {
+	if w.kill == point || w.kill == "hang-"+point {
+		w.out.drain(context.Background()) // what was sent before the point is out
+	}
 	if w.kill == "hang-"+point {
 		fmt.Fprintf(os.Stderr, "test hook: worker %d hangs %s\n", w.ID, point)
 		w.busy("a hang the test hook asked for at " + point)

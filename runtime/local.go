@@ -39,6 +39,9 @@ type Result struct {
 	// GradNorms, with clipping, is each iteration's global gradient norm
 	// before clipping (what clip_grad_norm_ returns; 0 where not finite).
 	GradNorms []float64
+	// Links is, by worker id, what its ends of the edges took in the last
+	// iteration (EdgeTimes sums them by edge).
+	Links [][]LinkTime
 }
 
 // Joined is a worker that joined a run.
@@ -48,6 +51,7 @@ type Joined struct {
 	Device string `json:"device"`
 	BLAS   string `json:"blas,omitempty"`  // on the cpu, what computed its matrix products
 	Agent  string `json:"agent,omitempty"` // its id in the pool it came from
+	link   linkID // who it is for same-host links (ipc.go)
 }
 
 // RunLocal trains job in this process, one goroutine per worker, over
@@ -102,6 +106,7 @@ func RunLocal(ctx context.Context, job *Job, t wire.Transport) (*Result, error) 
 		}
 	}
 	for _, w := range workers {
+		res.Links = append(res.Links, w.Links())
 		if w.Replica != 0 {
 			continue // replicas hold the same parameters; report each stage once
 		}

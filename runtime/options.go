@@ -22,4 +22,7 @@ type Options struct {
 	Init bool `json:"init,omitempty"`
 	// Data is the run's own data and evaluation set; nil: synthetic data.
 	Data *DataSpec `json:"data,omitempty"`
+	// NoIPC sends every edge's tensors over NATS as bytes, even between
+	// workers whose devices share a host (ipc.go).
+	NoIPC bool `json:"no_ipc,omitempty"`
 }

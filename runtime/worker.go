@@ -33,6 +33,13 @@ type Worker struct {
 	do      executor          // computer, or sleeper when emulating
 	ex      *stage.Executor
 	ep      *wire.Endpoint
+	out     *sender      // sends the computer's messages in order, while it computes on
+	meter   linkMeter    // this iteration's transfers, by edge and direction
+	ipc     map[int]bool // the plan's edges whose tensors go device to device (ipc.go)
+	lent    []lentSend   // messages of device tensors not yet acknowledged
+	// devSends: values the stage lent that go as bytes, downloaded as
+	// their frames go out (devsend.go)
+	devSends deviceSends
 	// lastStep is the executor's report of the last iteration's step
 	// (stage.Executor.EndStep; zero when emulating).
 	lastStep stage.StepReport
@@ -129,6 +136,8 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 		timing: plan.Timing(), ep: ep, ops: map[string]bool{}, reads: map[string]bool{}, spec: o.Data, evalRows: -1,
 		timings: job.Config.Timings.WithDefaults(), streamShards: job.Config.StreamCheckpoints}
 	w.do = computer{w}
+	w.out = newSender(ep)
+	w.meter.reset()
 	if !sch.Split { // a whole backward is one action
 		for s := range w.timing.B {
 			w.timing.B[s] += w.timing.W[s]
@@ -166,6 +175,7 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 	if err := w.ex.SetPrecision(job.Config.Precision); err != nil {
 		return nil, err
 	}
+	w.deviceSets()
 	if err := w.openData(g); err != nil {
 		w.Close()
 		return nil, err
@@ -185,6 +195,7 @@ type iteration struct {
 	grads   map[int]map[string]*stage.Value[float32] // per micro-batch: gradients received
 	ingrads map[int]map[string]*stage.Value[float32] // per micro-batch: gradients of what was fed
 	loss    float64
+	msgs    [][]byte // the messages received, whose memory feeds and gradients may be
 }
 
 // Run executes iteration n and steps the optimizer. It returns this stage's
@@ -211,12 +222,22 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 	if err := w.do.begin(it); err != nil {
 		return 0, err
 	}
+	w.meter.reset()
 	for a, ok := cur.Next(); ok; a, ok = cur.Next() {
 		start := time.Now()
 		if a.Kind != microbatch.Send && a.Kind != microbatch.Recv {
 			w.busy(fmt.Sprintf("iteration %d action %v", n, a))
 		}
-		err := w.step(ctx, it, cur, a)
+		err := w.release(ctx, a)
+		if err == nil {
+			err = w.giveBack(ctx, false)
+		}
+		if err == nil {
+			err = w.finished()
+		}
+		if err == nil {
+			err = w.step(ctx, it, cur, a)
+		}
 		w.busy("")
 		if err != nil {
 			return 0, fmt.Errorf("stage %d replica %d, iteration %d, action %v: %w", w.Stage, w.Replica, n, a, err)
@@ -229,11 +250,41 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 		w.events = append(w.events, Event{Kind: byte(a.Kind), MB: a.MB, Start: start.Sub(w.iterZero).Seconds(), End: time.Since(w.iterZero).Seconds(),
 			Edge: a.Edge, Dir: byte(a.Dir)})
 	}
+	if err := w.out.drain(ctx); err != nil {
+		return 0, fmt.Errorf("stage %d replica %d, iteration %d, sending: %w", w.Stage, w.Replica, n, err)
+	}
+	if err := w.giveBack(ctx, true); err != nil {
+		return 0, fmt.Errorf("stage %d replica %d, iteration %d: %w", w.Stage, w.Replica, n, err)
+	}
+	if err := w.finished(); err != nil {
+		return 0, err
+	}
 	_, end := cur.Finish()
 	if err := w.do.flush(ctx, it, end); err != nil {
 		return 0, err
 	}
+	w.recycle(it)
+	w.meter.finish()
 	return it.loss, nil
+}
+
+// release waits, before a pass that may end micro-batch a.MB (its
+// backward, its weight gradients), until the micro-batch's messages are
+// sent: they read its values where they lie.
+func (w *Worker) release(ctx context.Context, a microbatch.Action) error {
+	if a.Kind != microbatch.Backward && a.Kind != microbatch.Weight {
+		return nil
+	}
+	return w.out.wait(ctx, a.MB)
+}
+
+// recycle gives the endpoint back the messages iteration it received,
+// which nothing reads once its step is done.
+func (w *Worker) recycle(it *iteration) {
+	for _, m := range it.msgs {
+		w.ep.Recycle(m)
+	}
+	it.msgs = nil
 }
 
 // flush has the executor end iteration n's step (stage.Executor.EndStep):
@@ -471,44 +522,91 @@ func (w *Worker) peers(a microbatch.Action) []peer {
 
 // send ships the edge's tensors, each overlapping replica its rows:
 // activations from this stage's outputs or, for a relay, from what it was
-// fed; gradients of what it was fed.
+// fed; gradients of what it was fed. The messages are queued (sender):
+// their frames are made from the tensors' memory as they go out.
 func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) error {
-	e := w.plan.Edges[a.Edge]
-	lo, _ := w.rows()
-	for _, p := range w.peers(a) {
-		var ts []wire.Tensor
-		for _, name := range e.Tensors {
-			var v *stage.Value[float32]
-			if a.Dir == microbatch.Act {
-				if v = it.outs[a.MB][name]; v == nil {
-					v = it.feeds[a.MB][name]
-				}
-			} else {
-				v = it.ingrads[a.MB][name]
+	peers := w.peers(a)
+	if len(peers) == 0 {
+		return nil // no replica across shares rows with this one (an evaluation's partial batch)
+	}
+	names, vals, err := w.edgeValues(it, a)
+	if err != nil {
+		return err
+	}
+	for _, p := range peers {
+		if w.ipc[a.Edge] && !w.Emulate {
+			sent, err := w.sendDevice(ctx, it, a, p, names, vals)
+			if err != nil {
+				return err
 			}
-			if v == nil {
-				if a.Dir == microbatch.Act {
-					return fmt.Errorf("edge %d: tensor %q was neither computed nor received", a.Edge, name)
-				}
-				continue // no gradient flows to it (an int32 tensor)
+			if sent {
+				continue
 			}
-			part := stage.SliceRows(v, p.lo-lo, p.hi-lo)
-			ts = append(ts, wire.Tensor{Name: name, Shape: part.Shape, F32: part.Data, I32: part.Ints})
 		}
-		payload, err := wire.EncodeTensors(ts)
-		if err != nil {
-			return err
-		}
-		if err := w.ep.Send(ctx, p.id, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir)), payload); err != nil {
+		if err := w.sendBytes(ctx, it, a, p, names, vals); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// edgeValues is what a Send carries, by name: activations from this
+// stage's outputs or, for a relay, from what it was fed; gradients of what
+// it was fed (none for an int32 tensor).
+func (w *Worker) edgeValues(it *iteration, a microbatch.Action) ([]string, []*stage.Value[float32], error) {
+	var names []string
+	var vals []*stage.Value[float32]
+	for _, name := range w.plan.Edges[a.Edge].Tensors {
+		var v *stage.Value[float32]
+		if a.Dir == microbatch.Act {
+			if v = it.outs[a.MB][name]; v == nil {
+				v = it.feeds[a.MB][name]
+			}
+		} else {
+			v = it.ingrads[a.MB][name]
+		}
+		if v == nil {
+			if a.Dir == microbatch.Act {
+				return nil, nil, fmt.Errorf("edge %d: tensor %q was neither computed nor received", a.Edge, name)
+			}
+			continue // no gradient flows to it (an int32 tensor)
+		}
+		names, vals = append(names, name), append(vals, v)
+	}
+	return names, vals, nil
+}
+
+// sendBytes queues the message of vals to peer p as bytes: its rows of
+// them, from host memory or downloaded as the frames go (devsend.go).
+func (w *Worker) sendBytes(ctx context.Context, it *iteration, a microbatch.Action, p peer, names []string, vals []*stage.Value[float32]) error {
+	lo, _ := w.rows()
+	specs, pieces, lent, err := w.messageSpecs(names, vals, p.lo-lo, p.hi-lo)
+	if err != nil {
+		return err
+	}
+	payload, err := wire.LayoutTensors(specs)
+	if err != nil {
+		return err
+	}
+	for _, v := range lent {
+		w.devSends.add(v)
+	}
+	meter := w.meter.sent(a.Edge, byte(a.Dir), TransportNATS, payload.Len())
+	done := func(err error, secs float64) {
+		meter(err, secs)
+		for i, p := range pieces {
+			p.release(err != nil)
+			w.devSends.done(lent[i])
+		}
+	}
+	k := msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir))
+	return w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload, done: done})
+}
+
 // recv takes an edge's messages from every overlapping replica and places
 // their rows: activations become feeds; gradients are summed per tensor in
-// the order the schedule receives them.
+// the order the schedule receives them. A message from the one replica
+// across the edge is read where it lies (wire.DecodeTensorsView).
 func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) error {
 	lo, hi := w.rows()
 	parts := map[string]*stage.Value[float32]{}
@@ -517,33 +615,63 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 		if err != nil {
 			return err
 		}
-		ts, err := wire.DecodeTensors(msg)
+		if wire.IsDeviceTensors(msg) {
+			if err := w.recvDevice(ctx, it, a, p, msg, parts); err != nil {
+				return err
+			}
+			continue
+		}
+		start := time.Now()
+		it.msgs = append(it.msgs, msg)
+		ts, err := wire.DecodeTensorsView(msg)
 		if err != nil {
 			return err
 		}
 		for _, t := range ts {
-			if len(t.Shape) == 0 || t.Shape[0] != p.hi-p.lo {
-				return fmt.Errorf("edge %d: tensor %q has shape %v for rows [%d, %d)", a.Edge, t.Name, t.Shape, p.lo, p.hi)
-			}
-			whole := parts[t.Name]
-			if whole == nil {
-				shape := append([]int{hi - lo}, t.Shape[1:]...)
-				whole = &stage.Value[float32]{Shape: shape}
-				if t.I32 != nil {
-					whole.Ints = make([]int32, sizeOf(shape))
-				} else {
-					whole.Data = make([]float32, sizeOf(shape))
-				}
-				parts[t.Name] = whole
-			}
-			per := sizeOf(t.Shape[1:])
-			if t.I32 != nil {
-				copy(whole.Ints[(p.lo-lo)*per:], t.I32)
-			} else {
-				copy(whole.Data[(p.lo-lo)*per:], t.F32)
+			if err := place(parts, t, p, lo, hi); err != nil {
+				return fmt.Errorf("edge %d: %w", a.Edge, err)
 			}
 		}
+		w.meter.received(a.Edge, byte(a.Dir), TransportNATS, len(msg), time.Since(start).Seconds())
 	}
+	w.deliver(it, a, parts)
+	return nil
+}
+
+// place puts tensor t, rows [p.lo, p.hi) of the micro-batch from peer p,
+// into its whole value of this replica's rows [lo, hi): t itself when it
+// holds them all.
+func place(parts map[string]*stage.Value[float32], t wire.Tensor, p peer, lo, hi int) error {
+	if len(t.Shape) == 0 || t.Shape[0] != p.hi-p.lo {
+		return fmt.Errorf("tensor %q has shape %v for rows [%d, %d)", t.Name, t.Shape, p.lo, p.hi)
+	}
+	whole := parts[t.Name]
+	if whole == nil && p.lo == lo && p.hi == hi {
+		parts[t.Name] = &stage.Value[float32]{Shape: t.Shape, Data: t.F32, Ints: t.I32}
+		return nil
+	}
+	if whole == nil {
+		shape := append([]int{hi - lo}, t.Shape[1:]...)
+		whole = &stage.Value[float32]{Shape: shape}
+		if t.I32 != nil {
+			whole.Ints = make([]int32, sizeOf(shape))
+		} else {
+			whole.Data = make([]float32, sizeOf(shape))
+		}
+		parts[t.Name] = whole
+	}
+	per := sizeOf(t.Shape[1:])
+	if t.I32 != nil {
+		copy(whole.Ints[(p.lo-lo)*per:], t.I32)
+	} else {
+		copy(whole.Data[(p.lo-lo)*per:], t.F32)
+	}
+	return nil
+}
+
+// deliver makes a Recv's tensors the micro-batch's: activations its feeds,
+// gradients added to those received before.
+func (w *Worker) deliver(it *iteration, a microbatch.Action, parts map[string]*stage.Value[float32]) {
 	for name, v := range parts {
 		if a.Dir == microbatch.Act {
 			w.feedsOf(it, a.MB)[name] = v
@@ -560,7 +688,6 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 			it.grads[a.MB][name] = v
 		}
 	}
-	return nil
 }
 
 func sizeOf(shape []int) int {

@@ -70,6 +70,10 @@ func (w *Worker) openData(g *dag.Graph) error {
 
 // Close lets go of the worker's data files.
 func (w *Worker) Close() {
+	if w.out != nil {
+		w.out.close()
+		w.out = nil
+	}
 	for _, s := range w.sets {
 		s.Close()
 	}
@@ -121,6 +125,10 @@ func (w *Worker) Eval(ctx context.Context, n int64, samples int) (stage.EvalSums
 				return sums, fmt.Errorf("stage %d replica %d, evaluation after step %d, batch %d, action %v: %w", w.Stage, w.Replica, n+1, k, a, err)
 			}
 		}
+		if err := w.out.drain(ctx); err != nil {
+			return sums, fmt.Errorf("stage %d replica %d, evaluation after step %d, batch %d, sending: %w", w.Stage, w.Replica, n+1, k, err)
+		}
+		w.recycle(it)
 	}
 	return sums, nil
 }

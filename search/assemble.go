@@ -60,6 +60,7 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 		}
 		st.StaticBytes = s.cost.static + s.cost.work
 		st.StashBytes = s.cost.stashPerMB
+		st.BeginS = stageBegin(g, o, cm, in, i, cm.kind(s.kind).slow)
 		p.Stages = append(p.Stages, st)
 	}
 	if chain {
@@ -81,20 +82,27 @@ func placeBest(p *plan.Plan, in []stageIn, cm *costModel) error {
 		if len(cands) == 1 {
 			break
 		}
-		if err := setDevices(p, in, devs, cm); err != nil {
-			return err
-		}
-		if err := p.Predict(); err != nil {
+		if err := placeOn(p, in, devs, cm); err != nil {
 			return err
 		}
 		if c == 0 || p.Predicted.IterationS < bestS {
 			best, bestS = c, p.Predicted.IterationS
 		}
 	}
-	if err := setDevices(p, in, cands[best], cm); err != nil {
+	return placeOn(p, in, cands[best], cm)
+}
+
+// placeOn places the stages on devs, prices and predicts the plan, and
+// prices the sharing of its hosts' cores by how many workers are busy at
+// once (shareCores).
+func placeOn(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
+	if err := setDevices(p, in, devs, cm); err != nil {
 		return err
 	}
-	return p.Predict()
+	if err := p.Predict(); err != nil {
+		return err
+	}
+	return shareCores(p, in, cm)
 }
 
 // setDevices gives the stages their devices, prices what depends on where
@@ -106,19 +114,37 @@ func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 		st.Devices = devs[i]
 		st.FlushS = cm.kind(in[i].kind).flushAt(in[i].blk.params, in[i].k, spans(p, st.Devices))
 	}
+	workers := 0
+	for _, st := range p.Stages {
+		workers += len(st.Devices)
+	}
+	p.FixedS = p.Device.IterationFixed(workers)
 	for i := range p.Edges {
-		e := &p.Edges[i]
-		from, to := p.Stages[e.From], p.Stages[e.To]
-		m := ceilDiv(p.MicroBatch, int64(min(len(from.Devices), len(to.Devices))))
-		e.Inter = node(p, from.Devices[0]) != node(p, to.Devices[0]) || spans(p, from.Devices) || spans(p, to.Devices)
-		if a, b := in[e.From].kind, in[e.To].kind; a != b { // between kinds: the cluster's link between nodes
-			bw, lat := p.Cluster.Link(a, b)
-			e.Transfer = lat + float64(e.Bytes*m)/bw
-		} else {
-			e.Transfer = transfer(cm.kind(a).dev, float64(e.Bytes*m), e.Inter)
-		}
+		priceEdge(p, &p.Edges[i], in, cm)
 	}
 	return schedule(p)
+}
+
+// priceEdge prices edge e of p where its stages are: the transport the run
+// will use, a micro-batch's transfer over it, and what a message costs the
+// stage at either end.
+func priceEdge(p *plan.Plan, e *plan.PlanEdge, in []stageIn, cm *costModel) {
+	from, to := p.Stages[e.From], p.Stages[e.To]
+	m := ceilDiv(p.MicroBatch, int64(min(len(from.Devices), len(to.Devices))))
+	bytes := float64(e.Bytes * m)
+	e.Inter = node(p, from.Devices[0]) != node(p, to.Devices[0]) || spans(p, from.Devices) || spans(p, to.Devices)
+	a, b := in[e.From].kind, in[e.To].kind
+	if a != b { // between kinds: the cluster's link between nodes, over NATS
+		bw, lat := p.Cluster.Link(a, b)
+		e.Transport, e.Transfer = plan.TransportNATS, lat+bytes/bw
+	} else {
+		l := edgeLink(cm.kind(a).dev, e.Inter)
+		e.Transport, e.Transfer = l.transport, l.time(bytes)
+	}
+	msg := plan.MessageBytes(e.Transport, bytes)
+	e.SendS, _ = cm.kind(a).dev.MessageCPU(msg)
+	_, e.RecvS = cm.kind(b).dev.MessageCPU(msg)
+	e.HoldS = cm.kind(a).dev.SendHoldS
 }
 
 // kindPlacements are placements of each kind's stages on its devices (the
@@ -212,4 +238,26 @@ func schedule(p *plan.Plan) error {
 	}
 	p.SetSchedule(sch)
 	return nil
+}
+
+// modelInputs is the model inputs ops read, each once, in order.
+func modelInputs(g *dag.Graph, ops []int) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, i := range ops {
+		for _, t := range g.OpInputs(i) {
+			if t.Producer < 0 && !seen[t.Name] {
+				seen[t.Name] = true
+				out = append(out, t.Name)
+			}
+		}
+	}
+	return out
+}
+
+// stageBegin is when stage s of in can begin its first action: once the
+// coordinator's go has reached its last worker (workers are told stage by
+// stage) and it has made the model inputs it reads, slowed by slow.
+func stageBegin(g *dag.Graph, o *Options, cm *costModel, in []stageIn, s int, slow float64) float64 {
+	return cm.kind(in[s].kind).dev.GoDelay(lastWorker(in, s)) + slow*o.OpTimes.InputSeconds(modelInputs(g, in[s].ops), o.Batch)
 }

@@ -159,35 +159,40 @@ func TestPriceAllIsPriceAt(t *testing.T) {
 		graphs = append(graphs, g)
 	}
 	checked := 0
-	for gi, g := range graphs {
-		for _, c := range []struct {
-			devices   int
-			b         int64
-			recompute string
-			opt       int64
-			memory    int64
-		}{{3, 16, "auto", 0, 0}, {4, 4, "all", NoOptimizerState, 1 << 22}, {100, 256, "auto", 4, 0}, {8, 64, "off", 0, 1 << 20}} {
-			o, err := Options{Device: plan.Profiles["v100"], Devices: c.devices, Batch: 1024, Recompute: c.recompute, OptimizerBytes: c.opt, MemoryLimit: c.memory}.withDefaults(g.BatchSize())
-			if err != nil {
-				t.Fatal(err)
-			}
-			cm := newCostModel(g, &o)
-			for _, sp := range []*space{newSpace(cm, partition.Decompose(g, 0).Root, cm.boundary), chainSpace(g, &o, cm)} {
-				d := newPrices(cm, sp, c.devices, c.b, int(o.Batch/c.b), false)
-				for id, blk := range sp.blocks {
-					for k := 1; k <= d.kmax; k++ {
-						s := sp.price(cm, id, k*d.g, d.b, d.mbs)
-						at := id*(d.kmax+1) + k
-						if want := d.fitEntry(&s); d.fit[at] != want {
-							t.Fatalf("graph %d %+v block %d on %d: fit %+v, priceAt %+v", gi, c, id, k, d.fit[at], want)
-						}
-						if d.recFit != nil {
-							r := recomputed(s, blk)
-							if want := d.fitEntry(&r); d.recFit[at] != want {
-								t.Fatalf("graph %d %+v block %d on %d: recomputing %+v, priceAt %+v", gi, c, id, k, d.recFit[at], want)
+	measured := plan.Profiles["v100"] // and what a run pays beside its ops
+	measured.RunCosts = plan.RunCosts{NATSLat: 3e-5, NATSBW: 5e8, RingLat: 7e-5, RingBW: 2e8, SendS: 1e-5, SendBW: 2e9,
+		RecvS: 4e-6, RecvBW: 3e9, HostCores: 2, CoreSlowdown: plan.NewSlowdowns(1, 1.2, 1.7)}
+	for di, dev := range []plan.Device{plan.Profiles["v100"], measured} {
+		for gi, g := range graphs {
+			for _, c := range []struct {
+				devices   int
+				b         int64
+				recompute string
+				opt       int64
+				memory    int64
+			}{{3, 16, "auto", 0, 0}, {4, 4, "all", NoOptimizerState, 1 << 22}, {100, 256, "auto", 4, 0}, {8, 64, "off", 0, 1 << 20}} {
+				o, err := Options{Device: dev, Devices: c.devices, Batch: 1024, Recompute: c.recompute, OptimizerBytes: c.opt, MemoryLimit: c.memory}.withDefaults(g.BatchSize())
+				if err != nil {
+					t.Fatal(err)
+				}
+				cm := newCostModel(g, &o)
+				for _, sp := range []*space{newSpace(cm, partition.Decompose(g, 0).Root, cm.boundary), chainSpace(g, &o, cm)} {
+					d := newPrices(cm, sp, c.devices, c.b, int(o.Batch/c.b), false)
+					for id, blk := range sp.blocks {
+						for k := 1; k <= d.kmax; k++ {
+							s := sp.price(cm, id, k*d.g, d.b, d.mbs)
+							at := id*(d.kmax+1) + k
+							if want := d.fitEntry(&s); d.fit[at] != want {
+								t.Fatalf("device %d graph %d %+v block %d on %d: fit %+v, priceAt %+v", di, gi, c, id, k, d.fit[at], want)
 							}
+							if d.recFit != nil {
+								r := recomputed(s, blk)
+								if want := d.fitEntry(&r); d.recFit[at] != want {
+									t.Fatalf("device %d graph %d %+v block %d on %d: recomputing %+v, priceAt %+v", di, gi, c, id, k, d.recFit[at], want)
+								}
+							}
+							checked++
 						}
-						checked++
 					}
 				}
 			}

@@ -34,6 +34,13 @@ type costModel struct {
 	// during backward), "off" or "all" (every stage does: price and
 	// priceOps return the recomputing variant)
 	recompute string
+
+	// slow is how much longer every op takes than alone, with a node's
+	// workers sharing its host's cores (plan.Device.Slowdown): 1 where the
+	// profile measured no sharing
+	slow float64
+	// msgs says whether the profile prices messages (messageCPU)
+	msgs bool
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.
@@ -41,7 +48,9 @@ type opTime struct{ f, bi, bw float64 }
 
 func newCostModel(g *dag.Graph, o *Options) *costModel {
 	cm := &costModel{g: g, dev: o.Device, devices: o.Devices, perNode: o.DevicesPerNode,
-		limit: o.MemoryLimit, optBytes: o.OptimizerBytes, opTimes: map[int64][]opTime{}, recompute: o.Recompute}
+		limit: o.MemoryLimit, optBytes: o.OptimizerBytes, opTimes: map[int64][]opTime{}, recompute: o.Recompute,
+		slow: o.Device.Slowdown(plan.HostWorkers(o.Devices, o.DevicesPerNode))}
+	cm.msgs = o.Device.SendS > 0 || o.Device.SendBW > 0 || o.Device.RecvS > 0 || o.Device.RecvBW > 0
 	if o.OpTimes != nil {
 		cm.measured, _ = resolveOpTimes(o.OpTimes, g) // checked by withDefaults
 	}
@@ -62,7 +71,8 @@ func (cm *costModel) modelHash() string {
 	return cm.hash
 }
 
-// times returns every op's time at per-device micro-batch m (cached).
+// times returns every op's time at per-device micro-batch m (cached), on
+// a host its node's workers share (slow).
 func (cm *costModel) times(m int64) []opTime {
 	cm.mu.Lock()
 	defer cm.mu.Unlock()
@@ -72,6 +82,9 @@ func (cm *costModel) times(m int64) []opTime {
 	t := make([]opTime, cm.g.NumOps())
 	for i := range t {
 		t[i] = cm.opTime(i, m)
+		if cm.slow != 1 {
+			t[i] = opTime{cm.slow * t[i].f, cm.slow * t[i].bi, cm.slow * t[i].bw}
+		}
 	}
 	cm.opTimes[m] = t
 	return t
@@ -175,12 +188,39 @@ func (cm *costModel) flush(params int64, k int) float64 {
 }
 
 func (cm *costModel) flushAt(params int64, k int, inter bool) float64 {
-	p := float64(params)
-	opt := 0.0
-	if params > 0 {
-		opt = p * float64(8+2*cm.optBytes) / cm.dev.MemBW
+	return cm.flushSlowed(params, k, inter, cm.slow)
+}
+
+// flushSlowed is flushAt with the optimizer step slowed by slow.
+func (cm *costModel) flushSlowed(params int64, k int, inter bool, slow float64) float64 {
+	return allReduce(cm.dev, 4*float64(params), k, inter) + cm.optimizerStepAt(params, slow)
+}
+
+// optimizerStep is a stage's optimizer step: weights, gradients and state
+// read and written once, on a host its node's workers share.
+func (cm *costModel) optimizerStep(params int64) float64 {
+	return cm.optimizerStepAt(params, cm.slow)
+}
+
+// optimizerStepAt is optimizerStep slowed by slow.
+func (cm *costModel) optimizerStepAt(params int64, slow float64) float64 {
+	if params <= 0 {
+		return 0
 	}
-	return allReduce(cm.dev, 4*p, k, inter) + opt
+	opt := float64(params) * float64(8+2*cm.optBytes) / cm.dev.MemBW
+	if slow != 1 {
+		opt *= slow
+	}
+	return opt
+}
+
+// messages is what a block's boundary messages cost it per micro-batch at
+// per-device micro-batch m (messageCPU).
+func (cm *costModel) messages(blk *block, m int64) float64 {
+	if !cm.msgs {
+		return 0
+	}
+	return messageCPU(cm.dev, float64(blk.inB)*float64(m), float64(blk.outB)*float64(m))
 }
 
 // interDP says whether the planner prices a stage-to-stage link as crossing
@@ -324,7 +364,7 @@ func (cm *costModel) priceOps(ops []int, blk *block, k int, b int64, mbs int) st
 		c.bw += t[op].bw
 	}
 	c.flush = cm.flush(blk.params, k)
-	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
+	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs) + cm.messages(blk, m)
 	c.link = 2 * transfer(cm.dev, float64(max(blk.inB, blk.outB))*float64(m), cm.interDP())
 	cm.setMemory(&c, blk, m)
 	unsplittable(&c, blk, k)

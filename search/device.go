@@ -20,15 +20,10 @@ func kernel(d plan.Device, work, bytes float64) float64 {
 	return d.Launch + t
 }
 
-// transfer is the time to move bytes over one link.
+// transfer is the time to move bytes between two stages on devices d, over
+// the link the run will use (edgeLink).
 func transfer(d plan.Device, bytes float64, inter bool) float64 {
-	if bytes <= 0 {
-		return 0
-	}
-	if inter {
-		return d.InterLat + bytes/d.InterBW
-	}
-	return d.IntraLat + bytes/d.IntraBW
+	return edgeLink(d, inter).time(bytes)
 }
 
 // allReduce is a ring all-reduce of bytes over k devices.
@@ -36,9 +31,6 @@ func allReduce(d plan.Device, bytes float64, k int, inter bool) float64 {
 	if k <= 1 || bytes <= 0 {
 		return 0
 	}
-	bw, lat := d.IntraBW, d.IntraLat
-	if inter {
-		bw, lat = d.InterBW, d.InterLat
-	}
+	lat, bw := ringLink(d, inter)
 	return 2*float64(k-1)*lat + 2*float64(k-1)/float64(k)*bytes/bw
 }

@@ -23,6 +23,15 @@
 //     owns the plan file, its checks at load, the device profile file and
 //     the op-times file, the contract search shares with the runtime.
 //     search keeps the cost model's arithmetic over a profile and op times.
+//  5. Each stage edge is priced on the transport the run will use (links.go:
+//     workers of one node on GPUs copy device to device through an IPC
+//     handle, all others send over NATS), from the profile's measured
+//     links where it has them, and the plan records the transport; where
+//     the profile measured what a run pays beside its ops (plan.RunCosts),
+//     every op is slowed by its node's workers sharing the host's cores, a
+//     stage's period and the simulator charge each message to both ends,
+//     and the prediction includes an iteration's fixed cost. A profile
+//     without them (the built-in ones) prices as before.
 //
 // How the planners search and what the cost model prices, with the figures
 // it assumes, is the design note docs/planner.md.

@@ -181,17 +181,12 @@ func (d *prices) priceAll(t int) {
 			e.sums = sp.nodeSums(cm, e.m)
 		}
 		if e.split = kg > 1; e.split {
-			lat, bw := cm.dev.IntraLat, cm.dev.IntraBW
-			if kg > cm.perNode {
-				lat, bw = cm.dev.InterLat, cm.dev.InterBW
-			}
+			lat, bw := ringLink(cm.dev, kg > cm.perNode)
 			e.arLat, e.arF, e.arBW = 2*float64(kg-1)*lat, 2*float64(kg-1)/float64(kg), bw
 		}
 	}
-	linkLat, linkBW := cm.dev.IntraLat, cm.dev.IntraBW
-	if cm.interDP() {
-		linkLat, linkBW = cm.dev.InterLat, cm.dev.InterBW
-	}
+	stageLink := edgeLink(cm.dev, cm.interDP())
+	linkLat, linkBW := stageLink.lat, stageLink.bw
 	all := cm.recompute == "all"
 	mbs, limit := float64(d.mbs), cm.limit
 	for id, blk := range sp.blocks {
@@ -200,11 +195,7 @@ func (d *prices) priceAll(t int) {
 		if ref.tail != nil {
 			host, n = sp.owner[ref.host], ref.tail.n
 		}
-		p := float64(blk.params)
-		arBytes, opt := 4*p, 0.0
-		if blk.params > 0 {
-			opt = p * float64(8+2*cm.optBytes) / cm.dev.MemBW
-		}
+		arBytes, opt := 4*float64(blk.params), cm.optimizerStep(blk.params)
 		static, linkBytes := cm.static(blk.params), float64(max(blk.inB, blk.outB))
 		for k := 1; k <= kmax; k++ {
 			e := &ks[k]
@@ -221,7 +212,7 @@ func (d *prices) priceAll(t int) {
 				flush = e.arLat + e.arF*arBytes/e.arBW
 			}
 			flush += opt
-			period := f + bi + bw + flush/mbs
+			period := f + bi + bw + flush/mbs + cm.messages(blk, e.m)
 			link := 0.0
 			if lb := linkBytes * float64(e.m); lb > 0 {
 				link = 2 * (linkLat + lb/linkBW)

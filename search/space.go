@@ -257,11 +257,12 @@ func (n *snode) chain() bool {
 // whole is the block of all of n's ops.
 func (n *snode) whole() int { return n.blk[0][len(n.units)-1] }
 
-// sumKey names a node's prefix sums: the device that times its ops, and
-// the micro-batch.
+// sumKey names a node's prefix sums: the device that times its ops, how
+// much its host's sharing slows them, and the micro-batch.
 type sumKey struct {
-	dev plan.Device
-	m   int64
+	dev  plan.Device
+	slow float64 // the cost model's shared-host slowdown
+	m    int64
 }
 
 // unitSums returns prefix sums of (f, bi, bw) over n's units at micro-batch m.
@@ -271,7 +272,7 @@ func (sp *space) unitSums(n *snode, m int64) [][3]float64 { return sp.unitSumsFo
 func (sp *space) unitSumsFor(cm *costModel, n *snode, m int64) [][3]float64 {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	key := sumKey{cm.dev, m}
+	key := sumKey{cm.dev, cm.slow, m}
 	if s, ok := n.sums[key]; ok {
 		return s
 	}
@@ -301,7 +302,7 @@ func (sp *space) priceAt(cm *costModel, id, k int, b int64, mbs int, t [3]float6
 	m := ceilDiv(b, int64(k))
 	c := stageCost{m: m, f: t[0], bi: t[1], bw: t[2]}
 	c.flush = cm.flush(blk.params, k)
-	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs)
+	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs) + cm.messages(blk, m)
 	bytes := float64(max(blk.inB, blk.outB)) * float64(m)
 	c.link = 2 * transfer(cm.dev, bytes, cm.interDP())
 	cm.setMemory(&c, blk, m)

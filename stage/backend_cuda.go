@@ -84,14 +84,23 @@ func (b *cudaBackend) resume(mb int) {
 // outputs downloads, into pinned staging memory, what leaves the stage:
 // the outputs read outside it; with eval, the loss and its inputs (in
 // training the loss stays on the device: keepLoss).
+// In training, the outputs the worker keeps on the device (KeepOnDevice)
+// are lent to it instead (gpu_link.go).
 func (b *cudaBackend) outputs(out map[string]*Value[float32], eval bool) error {
 	return b.dev.fetch(out, func(name string) bool {
+		if !eval && b.dev.keepOut[name] && b.dev.lend(out[name]) {
+			return false
+		}
 		return b.dev.external[name] && (eval || name != b.dev.loss) || eval && b.e.lossReads(name)
 	}, true)
 }
 
+// inputGrads downloads the gradients of what was fed, but those the worker
+// keeps on the device, which are lent to it.
 func (b *cudaBackend) inputGrads(out map[string]*Value[float32]) error {
-	return b.dev.fetch(out, func(string) bool { return true }, false)
+	return b.dev.fetch(out, func(name string) bool {
+		return !(b.dev.keepGrad[name] && b.dev.lend(out[name]))
+	}, false)
 }
 
 // detach copies an evaluation's outputs out of their staging memory, which

@@ -54,7 +54,12 @@
 //     there, and a step's losses and squared norms come down in one copy.
 //     Values in flight stay on the device while a micro-batch is; only
 //     what crosses the stage's boundary is copied, through pinned staging,
-//     one wait a pass (gpu_exec.go). Callers never touch the state in a
+//     one wait a pass (gpu_exec.go), but what the caller takes from the
+//     device itself (gpu_link.go): a training Forward leaves the outputs
+//     it names (KeepOnDevice) on the device, and Backward the gradients of
+//     the fed values it names, each lent to the caller (DeviceBuffer)
+//     until Return, which the micro-batch's release does not free; Adopt
+//     makes a device buffer a micro-batch's fed value or given gradient. Callers never touch the state in a
 //     step: they read it between steps with HostState (a checkpoint, a
 //     dump, an export; State alone is the host's copies, which a device
 //     may have left behind) and OptimizerState, and write it with

@@ -36,10 +36,17 @@ type devState struct {
 	loss     string          // the loss op's name when the stage holds it
 	bf16     bool            // matrix products round their operands to bf16 (SetPrecision)
 	tf32     bool            // matrix products run in TF32 on the tensor cores (SetPrecision)
+	// values that leave the stage device to device (gpu_link.go): outputs
+	// and gradients of fed values kept there, the buffers lent out, and
+	// buffers adopted for micro-batches not yet begun
+	keepOut, keepGrad map[string]bool
+	lent              map[*Value[float32]]lentBuf
+	pending           map[int][]adopted
 }
 
 // residency is one micro-batch's device copies.
 type residency struct {
+	mb     int
 	vals   map[*Value[float32]]cuda.Buffer
 	ints   map[*Value[float32]]cuda.Buffer // int32 values' copies (indices, labels)
 	owned  []cuda.Buffer                   // freed with the micro-batch
@@ -85,8 +92,9 @@ func newDevState(d *cuda.Device, e *Executor) *devState {
 
 // begin starts micro-batch mb's residency; use resumes it.
 func (dev *devState) begin(mb int) {
-	dev.cur = &residency{vals: map[*Value[float32]]cuda.Buffer{}, ints: map[*Value[float32]]cuda.Buffer{}}
+	dev.cur = &residency{mb: mb, vals: map[*Value[float32]]cuda.Buffer{}, ints: map[*Value[float32]]cuda.Buffer{}}
 	dev.mbs[mb] = dev.cur
+	dev.adoptPending(mb)
 }
 
 func (dev *devState) use(mb int) { dev.cur = dev.mbs[mb] }
@@ -166,6 +174,7 @@ func (dev *devState) free() error {
 			s.fail(dev.d.Free(b))
 			delete(dev.consts, k)
 		}
+		dev.freeLinked(s)
 		dev.train.free(s)
 	})
 }

@@ -3,7 +3,8 @@
 # repository root after `make gpu-build` built build/gpu here (no Go needed
 # there). Writes what it measured under ${OUT:-build/gpu/out}. Meant to
 # take about 5 minutes on an H100 or H200 (143.5 s on an H200 before
-# the ResNet-50 comparison was added, which is cut off at 180 s). QUICK=1
+# the ResNet-50 comparison was added, which is cut off at 180 s; the
+# same-host links' section adds four short MMT runs). QUICK=1
 # runs only the op and GEMM tests, the step contract, the comparisons with
 # PyTorch eager (MMT, ResNet-50) and the device-call budgets of MMT's steps.
 set -eu
@@ -74,6 +75,34 @@ $B/graphpipe search "$OUT/mmt.json" --devices 8 --device "$OUT/gpu-profile.json"
 $B/graphpipe run "$OUT/mmt.json" --devices 1 --device "$OUT/gpu-profile.json" --op-times "$OUT/mmt.optimes.json" --batch 16 --backend cuda --steps 4 2>&1 | tail -1 | tee "$OUT/run-optimes.txt"
 # and priced by the built-in h100 profile, the one the estimate's test uses
 $B/graphpipe run "$OUT/mmt.json" --devices 1 --device h100 --batch 16 --backend cuda --steps 4 2>&1 | tail -1 | tee "$OUT/run-h100.txt"
+# same-host links (not yet run on a GPU when written): the IPC copy's
+# bandwidth between two processes on one GPU (TestIPCOnGPU: a 16.8 MB
+# activation copied through its CUDA IPC handle), and MMT at batch 16 as a
+# 2- and a 3-stage pipeline with every worker on GPU 0, priced by this
+# GPU's measured profile and op times: run --json's edges say ipc on each
+# edge, and the measured iteration stands beside the predicted one; the
+# same with --no-ipc (bytes over NATS) for the links' share
+$B/cuda.test -test.run '^TestIPCOnGPU$' -test.v 2>&1 | tee "$OUT/ipc-copy.txt"
+for st in 2 3; do
+	for how in ipc nats; do
+		flag=""
+		[ "$how" = nats ] && flag="--no-ipc"
+		$B/graphpipe run "$OUT/mmt.json" --devices "$st" --device "$OUT/gpu-profile.json" --op-times "$OUT/mmt.optimes.json" --batch 16 \
+			--backend cuda --gpus 0 --steps 6 $flag --json >"$OUT/ipc-mmt-$st-$how.json" 2>"$OUT/ipc-mmt-$st-$how.log" || true
+		if command -v python3 >/dev/null; then
+			python3 - "$OUT/ipc-mmt-$st-$how.json" "$st" "$how" <<'PY' | tee -a "$OUT/ipc-mmt.txt"
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("MMT batch 16, %s stages on one GPU, %s: no result (%s)" % (sys.argv[2], sys.argv[3], e)); sys.exit()
+m, p = r["measured_iteration_s"], r["predicted_iteration_s"]
+edges = ", ".join("%d->%d %s %.3g MB %.3g ms" % (e["from"], e["to"], e["transport"], e["bytes"] / 1e6, 1e3 * e["measured_s"]) for e in r.get("edges", []))
+print("MMT batch 16, %s stages on one GPU, %s: %.4g s measured, %.4g s predicted, measured / predicted %.3f; edges: %s" % (sys.argv[2], sys.argv[3], m, p, m / p, edges))
+PY
+		fi
+	done
+done
 # GEMM throughput against torch.matmul, when PyTorch is there
 if python3 -c 'import torch' 2>/dev/null; then
 	python3 bench/gpu/compare.py "$OUT/profile.json" | tee "$OUT/compare.txt"

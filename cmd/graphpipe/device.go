@@ -20,21 +20,26 @@ type deviceFlags struct {
 	gpus      string
 	gpu       int
 	precision string // what matrix products compute in: fp32, tf32 or bf16 (tf32 and bf16 on CUDA backends)
+	noIPC     bool   // --no-ipc: every edge's tensors as bytes over NATS
 }
 
 const backendHelp = "where ops run: cpu, cuda (NVIDIA GPUs through the driver, cuBLAS and NVRTC), or cuda-emulator (the CUDA code path with its kernels compiled for the CPU by g++: for testing)"
+
+const noIPCHelp = "send every edge's tensors over NATS as bytes, even between workers whose GPUs (or CUDA emulators) share a host, which otherwise copy them device to device through an IPC handle"
 
 const precisionHelp = "fp32; or, with a CUDA backend, tf32 (float32 storage, matrix products on TF32 tensor cores: PyTorch's allow_tf32) or bf16 (matrix products on bf16 operands with float32 accumulation, everything else and the weights in float32: PyTorch's autocast)"
 
 func (f *deviceFlags) registerRun(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.backend, "backend", "cpu", backendHelp)
 	cmd.Flags().StringVar(&f.precision, "precision", "fp32", precisionHelp)
+	cmd.Flags().BoolVar(&f.noIPC, "no-ipc", false, noIPCHelp)
 	cmd.Flags().StringVar(&f.gpus, "gpus", "", "with --backend cuda: GPU ordinals (after CUDA_VISIBLE_DEVICES) for the local workers in turn, e.g. 0,1,2,3; \"cpu\" entries keep a worker on the CPU (default: every GPU the driver sees)")
 }
 
 func (f *deviceFlags) registerWorker(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.backend, "backend", "cpu", backendHelp)
 	cmd.Flags().IntVar(&f.gpu, "gpu", 0, "with --backend cuda: the GPU ordinal (after CUDA_VISIBLE_DEVICES)")
+	cmd.Flags().BoolVar(&f.noIPC, "no-ipc", false, noIPCHelp)
 	cmd.Flags().StringVar(&f.precision, "precision", "fp32", precisionHelp)
 }
 

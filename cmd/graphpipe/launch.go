@@ -63,10 +63,10 @@ func bulkOptions(o wire.NATSOptions) wire.NATSOptions {
 func checkWorkers(workers, natsURL string) error {
 	pool, isPool := strings.CutPrefix(workers, "pool:")
 	switch {
-	case workers == "local" || workers == "external":
+	case workers == "local" || workers == "external" || workers == "tasks":
 		return nil
 	case !isPool:
-		return usagef(`--workers: must be "local", "external" or "pool:NAME", got %q`, workers)
+		return usagef(`--workers: must be "local", "external", "pool:NAME" or "tasks", got %q`, workers)
 	case natsURL == "":
 		return usagef("--workers %s: needs --nats, the server the pool's agents are on", workers)
 	}
@@ -135,7 +135,11 @@ func jobError(err error) error {
 	var je *runtime.JobError
 	var oe *supervise.OutputError
 	var pe *supervise.PlacementError
+	var de *supervise.DeviceError
+	var ee *supervise.EnvError
 	switch {
+	case errors.As(err, &ee):
+		return inputf("%v", ee)
 	case errors.As(err, &je) && strings.HasPrefix(je.Msg, `"`):
 		return usagef("%s %s", jobFlag(je.Field), je.Msg)
 	case errors.As(err, &je):
@@ -148,6 +152,8 @@ func jobError(err error) error {
 		return fmt.Errorf("%s %s: %w", jobFlag(oe.Field), oe.Path, oe.Err)
 	case errors.As(err, &pe):
 		return inputf("--workers pool:%s: %s", pe.Pool, pe.Reason())
+	case errors.As(err, &de):
+		return inputf("--workers pool:%s: %s", de.Pool, de.Reason())
 	case runtime.IsDataError(err):
 		return inputf("%v", err)
 	}

@@ -251,3 +251,32 @@ func (p *testPool) agentOf(t testing.TB, errs, pool string, w int) *agentProc {
 	t.Fatalf("worker %d's agent (pid %d) is none of the agents started:\n%s", w, pid, errs)
 	return nil
 }
+
+// TestPoolRefusesAnotherDevice: a plan made for h100 devices, offered to a
+// pool of CPU agents (as many as it has workers), is refused at once, in
+// one line, exit 2, naming the plan's device and the agents'; no restart
+// is spent on it. The same agents then train a plan made for the CPU.
+func TestPoolRefusesAnotherDevice(t *testing.T) {
+	model := smallModel(t, "mmt")
+	dir := t.TempDir()
+	gpu, cpu := filepath.Join(dir, "h100.json"), filepath.Join(dir, "cpu.json")
+	for plan, device := range map[string]string{gpu: "h100", cpu: "cpu"} {
+		if code, _, errs := gp(t, "", "search", model, "--devices", "2", "--device", device, "--micro-batch", "4", "-o", plan); code != 0 {
+			t.Fatal(errs)
+		}
+	}
+	p := newTestPool(t)
+	p.agent(t, "kinds", "")
+	p.agent(t, "kinds", "")
+	code, _, errs := p.run(t, "kinds", gpu, "--model", model, "--steps", "2", "--run", "kinds-gpu", "--restarts", "2", "--join-timeout", "30s")
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	last := lines[len(lines)-1]
+	if code != 2 || !strings.HasPrefix(last, "--workers pool:kinds: the plan is for h100 devices") || !strings.Contains(last, "2 × cpu (") ||
+		strings.Count(errs, "the plan is for") != 1 || strings.Contains(errs, "restarting") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if code, _, errs := p.run(t, "kinds", cpu, "--model", model, "--steps", "2", "--run", "kinds-cpu"); code != 0 {
+		t.Fatalf("the CPU plan on the CPU agents: exit %d: %s", code, errs)
+	}
+	p.clean(t, "kinds-cpu", "kinds")
+}

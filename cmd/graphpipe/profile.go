@@ -26,11 +26,18 @@ func newProfileCmd() *cobra.Command {
 model's compute term (the rate large calls approach, and the work at which a
 call reaches half of it); a chain of tiny ops trained through the stage
 executor gives the fixed cost of an op call (the bare kernel launch is
-reported beside it); a large copy gives memory bandwidth. On the CPU, the
-links between workers on this host (endpoints over an embedded NATS server)
-are probed with messages of growing size; links between GPUs cannot be
+reported beside it); a large copy gives memory bandwidth. Then what a run
+pays beside its ops, with worker processes started for it, as a run's are:
+messages between two workers over NATS (their latency and bandwidth, and
+what a message costs its sender and its receiver), the ring all-reduce, the
+coordinator's go (when it reaches each worker) and the reports (an
+iteration's fixed costs), and on the CPU the
+slowdown of an op with k workers sharing the cores; on a GPU, its
+device-to-device copy (the path workers on one host use). On the CPU the
+NATS path is the links between workers; links between GPUs cannot be
 measured from one device: they are copied from the nearest built-in
-profile, which the output names.
+profile, which the output names. The machine should be quiet: the costs
+hold for the load they were measured under.
 
 With --model, time the model's own ops instead, as the paper's planner
 does: the whole model runs forward, backward for its inputs and backward for

@@ -2,8 +2,11 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -69,7 +72,12 @@ type runFlags struct {
 	dump, trace, timeline, profile   string
 	checkpoint, resume, init         string
 	metrics                          string
+	preemptName                      string
 	json                             bool
+
+	preempt os.Signal          // --preempt-signal's
+	tasks   *supervise.TaskEnv // the environment that started this task (--workers tasks), nil for none
+	met     bool               // task 0 wrote the rendezvous file
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -82,7 +90,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.IntVar(&f.steps, "steps", 10, "training iterations")
 	f.optim.register(cmd)
-	fl.StringVar(&f.workers, "workers", "local", "local: start one worker process per stage; external: wait for workers to join; pool:NAME: take agents of that pool (graphpipe worker --pool NAME)")
+	fl.StringVar(&f.workers, "workers", "local", "local: start one worker process per stage; external: wait for workers to join; pool:NAME: take agents of that pool (graphpipe worker --pool NAME); tasks: every task srun, torchrun or a Kubernetes Indexed Job started runs this command, task 0 coordinating (the default in such a task)")
+	fl.StringVar(&f.preemptName, "preempt-signal", "USR1", "the `SIGNAL` a workload manager warns with before it ends the job (Slurm's --signal=B:USR1@120): the run checkpoints at the step reached and exits 128 + it, as on SIGTERM and SIGINT")
 	fl.StringVar(&f.model, "model", "", "with a PLAN: the model `FILE` it was made for")
 	fl.StringVar(&f.dump, "dump", "", "write init, data, final parameters and losses to `DIR`, as graphpipe train --dump")
 	fl.StringVar(&f.runID, "run", "", "run ID (default: random); scopes every subject of the run")
@@ -93,7 +102,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.checkpoint, "checkpoint", "", "write checkpoints (parameters and optimizer state by name) to `DIR`, keeping the last two")
 	fl.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "checkpoint after every K iterations (default: a tenth of --steps)")
 	fl.StringVar(&f.init, "init", "", "start from the parameters and buffers in safetensors `FILE` (by name, e.g. graphpipe import --weights)")
-	fl.StringVar(&f.resume, "resume", "", "resume from the newest whole checkpoint in `DIR` (any plan: parameters are keyed by name)")
+	fl.StringVar(&f.resume, "resume", "", "resume from the newest whole checkpoint in `DIR` (any plan: parameters are keyed by name); auto: from --checkpoint's newest when it has one, else start fresh (a requeued job)")
 	f.elastic.register(cmd)
 	fl.DurationVar(&f.joinTimeout, "join-timeout", 10*time.Minute, "give up when not every worker has joined within this long (0: wait for ever)")
 	fl.StringVar(&f.profile, "profile", "", "write each op's time, per stage and pass, as a pprof profile to `FILE` (go tool pprof FILE)")
@@ -124,14 +133,33 @@ type planned struct {
 	why   string
 }
 
-// run builds the job, validates it once, and runs it under a supervisor.
+// run builds the job, validates it once, and runs it under a supervisor;
+// a task an environment started other than task 0 joins task 0's run.
 func (f *runFlags) run(cmd *cobra.Command, arg string) error {
+	var err error
+	if f.preempt, err = parsePreempt(f.preemptName); err != nil {
+		return err
+	}
+	if err := f.detectTasks(cmd); err != nil {
+		return err
+	}
+	if f.tasks != nil && f.tasks.Rank != 0 {
+		return f.serveTask(cmd)
+	}
+	if err := f.probeListen(); err != nil {
+		return err
+	}
 	s, err := f.setup(cmd, arg)
 	if err != nil {
+		f.taskZeroFailed(err)
 		return err
 	}
 	defer s.data.close()
-	return f.start(cmd, s)
+	if err := f.start(cmd, s); err != nil {
+		f.taskZeroFailed(err)
+		return err
+	}
+	return nil
 }
 
 // setup reads what the flags name (the model and plan, the data, a
@@ -181,7 +209,15 @@ func (f *runFlags) setupWith(cmd *cobra.Command, pl *planned, d *runData) (*runS
 	if s.replan, err = f.elastic.replanner(pl.g, pl.p, &f.search, f.model == ""); err != nil {
 		return nil, err
 	}
-	if s.wargs, err = f.device.workerArgs(f.workers, job.Options.Emulate, pl.p, cmd.ErrOrStderr()); err != nil {
+	if f.tasks != nil {
+		if err := supervise.CheckPlanOnTasks(pl.p, f.tasks); err != nil {
+			return nil, inputf("%v", err)
+		}
+		s.wargs, err = f.taskWorkerArgs(job.Options.Emulate)
+	} else {
+		s.wargs, err = f.device.workerArgs(f.workers, job.Options.Emulate, pl.p, cmd.ErrOrStderr())
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := f.checkHostMemory(job); err != nil {
@@ -203,6 +239,9 @@ func (f *runFlags) plan(cmd *cobra.Command, arg string) (*planned, error) {
 	var reseed *int64
 	if cmd.Flags().Changed("seed") {
 		reseed = &f.seed
+	}
+	if f.tasks != nil {
+		f.forTasks(cmd)
 	}
 	if !cmd.Flags().Changed("device") {
 		var err error
@@ -242,7 +281,7 @@ func (f *runFlags) job(cmd *cobra.Command, pl *planned, d *runData) (*supervise.
 	train := pl.train
 	train.Steps, train.MicroBatch = f.steps, int(pl.p.MicroBatch) // --epochs may have set the steps
 	j := &supervise.Job{Job: runtime.Job{Run: f.runID, Graph: pl.g, Plan: pl.p, Steps: f.steps,
-		Options: runtime.Options{Train: train, Data: d.optionsSpec(), OnNonFinite: f.nonFinite.policy}}}
+		Options: runtime.Options{Train: train, Data: d.optionsSpec(), OnNonFinite: f.nonFinite.policy, NoIPC: f.device.noIPC}}}
 	if j.Run == "" {
 		j.Run = randomID()
 	}
@@ -260,7 +299,7 @@ func (f *runFlags) job(cmd *cobra.Command, pl *planned, d *runData) (*supervise.
 	if err := f.capSteps(cmd, &j.Job); err != nil {
 		return nil, err
 	}
-	if f.init != "" {
+	if f.init != "" && j.Config.Resume == nil { // --resume auto found none
 		vals, err := readInit(f.init, pl.g, f.stdin)
 		if err != nil {
 			return nil, err
@@ -294,13 +333,16 @@ func (f *runFlags) options(pl *planned, j *runtime.Job) error {
 func (f *runFlags) config(cmd *cobra.Command, j *runtime.Job) error {
 	j.Config = runtime.Config{CheckpointDir: f.checkpoint, JoinTimeout: f.joinTimeout, MaxSkips: f.nonFinite.maxSkips,
 		Timings: runtime.Timings{HeartbeatTimeout: f.elastic.heartbeat}}
-	if f.init != "" && f.resume != "" {
+	if f.init != "" && f.resume != "" && f.resume != "auto" {
 		return usagef("--init and --resume: a resumed run takes its parameters from the checkpoint")
 	}
 	if f.resume == "" {
 		return nil
 	}
-	c, err := f.loadResume(cmd, j)
+	if f.resume == "auto" {
+		return f.resumeAuto(cmd, j)
+	}
+	c, err := f.loadResume(cmd, f.resume, j)
 	if err != nil {
 		return err
 	}
@@ -308,19 +350,62 @@ func (f *runFlags) config(cmd *cobra.Command, j *runtime.Job) error {
 	return nil
 }
 
-// loadResume reads --resume's newest whole checkpoint, and refuses one made
-// for another model or another optimizer.
-func (f *runFlags) loadResume(cmd *cobra.Command, j *runtime.Job) (*runtime.Checkpoint, error) {
-	c, err := loadCheckpoint("--resume", f.resume, func(step int, why error) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d in %s is not whole (%v): falling back to the one before\n", step, f.resume, why)
-	})
+// resumeAuto is --resume auto: the newest whole checkpoint of
+// --checkpoint's directory when it holds one, else a fresh start (from
+// --init's values, if given), said either way.
+func (f *runFlags) resumeAuto(cmd *cobra.Command, j *runtime.Job) error {
+	dir := f.checkpoint
+	if dir == "" {
+		return usagef("--resume auto: needs --checkpoint DIR, where it looks for the newest checkpoint")
+	}
+	fresh := func() error {
+		fmt.Fprintf(cmd.ErrOrStderr(), "--resume auto: no checkpoint in %s yet: starting at step 0\n", dir)
+		return nil
+	}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return fresh()
+	}
+	c, err := f.loadResume(cmd, dir, j)
+	var ne *runtime.NoCheckpointError
+	if errors.As(err, &ne) {
+		return fresh()
+	}
+	if err != nil {
+		return err
+	}
+	j.Config.Resume = c // the checkpoint's values, not --init's
+	return nil
+}
+
+// resumeDir is the directory the run resumes from: --resume's, or
+// --checkpoint's with --resume auto.
+func (f *runFlags) resumeDir() string {
+	if f.resume == "auto" {
+		return f.checkpoint
+	}
+	return f.resume
+}
+
+// loadResume reads dir's newest whole checkpoint (--resume's), and refuses
+// one made for another model or another optimizer.
+func (f *runFlags) loadResume(cmd *cobra.Command, dir string, j *runtime.Job) (*runtime.Checkpoint, error) {
+	skipped := func(step int, why error) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: checkpoint at step %d in %s is not whole (%v): falling back to the one before\n", step, dir, why)
+	}
+	var c *runtime.Checkpoint
+	var err error
+	if f.resume == "auto" {
+		c, err = runtime.LoadCheckpoint(dir, skipped) // one that holds none is no error: a fresh start
+	} else {
+		c, err = loadCheckpoint("--resume", dir, skipped)
+	}
 	if err != nil {
 		return nil, err // exit 1: no whole checkpoint
 	}
 	if h := dag.ModelHash(j.Graph); c.Manifest.ModelHash != h {
-		return nil, inputf("--resume %s: checkpoint step-%d was made for model %q (hash %.12s), not for this %q (hash %.12s)", f.resume, c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash, j.Graph.Name(), h)
+		return nil, inputf("--resume %s: checkpoint step-%d was made for model %q (hash %.12s), not for this %q (hash %.12s)", dir, c.Manifest.Step, c.Manifest.Model, c.Manifest.ModelHash, j.Graph.Name(), h)
 	}
-	if err := c.CheckOptimizer(f.resume, j.Options.Train.Optimizer); err != nil {
+	if err := c.CheckOptimizer(dir, j.Options.Train.Optimizer); err != nil {
 		return nil, inputf("%v", err)
 	}
 	return c, nil
@@ -385,7 +470,7 @@ func (f *runFlags) start(cmd *cobra.Command, s *runSetup) error {
 		defer lock.Unlock()
 	}
 	if c := job.Config.Resume; c != nil && !job.Options.Init {
-		fmt.Fprintf(log, "resuming at step %d from %s\n", c.Manifest.Step, f.resume)
+		fmt.Fprintf(log, "resuming at step %d from %s\n", c.Manifest.Step, f.resumeDir())
 	}
 	describePlan(log, job.Plan, s.source, s.why)
 	if f.metrics != "" {
@@ -403,20 +488,26 @@ func (f *runFlags) start(cmd *cobra.Command, s *runSetup) error {
 // and prints its summary.
 func (f *runFlags) supervise(cmd *cobra.Command, s *runSetup) error {
 	job, log := s.job, cmd.ErrOrStderr()
-	ctx, sig := watchSignals(cmd.Context(), log)
+	ctx, sig := watchSignals(cmd.Context(), log, f.preempt, f.tasks != nil)
 	defer sig.done()
 	job.Config.Stop, job.Config.Skipped, job.Config.OnEval = sig.stop, s.prog.skipped, s.prog.eval
 	t, bulk, ns, stop, err := connect(&f.nats, job.Run, log)
 	if err != nil {
-		return err
+		return f.tasksListenError(err)
 	}
 	defer stop()
 	job.Config.Bulk = bulk
-	if f.workers != "external" && !strings.HasPrefix(f.workers, "pool:") {
+	if f.workers != "external" && f.workers != "tasks" && !strings.HasPrefix(f.workers, "pool:") {
 		ns.announce(log, f.workers, runtime.Workers(job.Plan), job.Run)
 	}
-	l, err := launcher(f.workers, t, ns, job.Config, s.wargs, log)
-	if err != nil {
+	var l supervise.Launcher
+	if f.tasks != nil {
+		var remove func()
+		if l, remove, err = f.taskLauncher(t, ns, job, s.wargs, log); err != nil {
+			return err
+		}
+		defer remove()
+	} else if l, err = launcher(f.workers, t, ns, job.Config, s.wargs, log); err != nil {
 		return err
 	}
 	sup := &supervise.Supervisor{Job: job, T: t, Launcher: l, Log: log,
@@ -424,6 +515,9 @@ func (f *runFlags) supervise(cmd *cobra.Command, s *runSetup) error {
 		Replanned: func(_, p *plan.Plan) { describePlan(log, p, "re-planned", "") }}
 	res, secs, err := sup.Run(ctx)
 	if err != nil {
+		if e := f.tasksError(err); e != nil {
+			return e
+		}
 		if e := jobError(err); e != nil {
 			return e
 		}

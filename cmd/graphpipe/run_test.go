@@ -20,6 +20,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
+	gpprofile "github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/tensor"
 )
@@ -27,6 +28,7 @@ import (
 // The test binary stands in for graphpipe when re-executed: as a worker
 // (GRAPHPIPE_TEST_MAIN) or as a separate NATS server (GRAPHPIPE_TEST_NATS).
 func TestMain(m *testing.M) {
+	gpprofile.Child()                                                         // a measuring child of graphpipe profile, when it is one
 	fuzzWorker := len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-test.") // go test -fuzz's workers re-execute this binary too
 	if os.Getenv("GRAPHPIPE_TEST_MAIN") == "1" && !fuzzWorker {
 		if os.Getenv("GRAPHPIPE_TEST_CRASH_WORKER") == "1" && len(os.Args) > 1 && os.Args[1] == "worker" {

@@ -30,6 +30,8 @@ func (f *deviceFlags) defaultDevice(workers, emulate string) (name, why string, 
 		return "cpu", "external workers, taken for CPU workers: --device names theirs", nil
 	case strings.HasPrefix(workers, "pool:"):
 		return "cpu", "the agents of a pool, taken for CPU workers: --device names theirs", nil
+	case f.backend != "cuda" && workers == "tasks":
+		return "cpu", "the tasks compute on the CPU", nil
 	case f.backend != "cuda":
 		return "cpu", "the local workers compute on the CPU", nil
 	}

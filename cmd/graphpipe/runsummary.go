@@ -46,6 +46,9 @@ type runSummary struct {
 	// StageTimes: each stage's compute per micro-batch, planned and measured
 	// in the last iteration.
 	StageTimes []runtime.StageTime `json:"stage_times,omitempty"`
+	// Edges: each plan edge's transfers in the last iteration, both ways:
+	// the transport they took (ipc or nats), bytes, seconds measured.
+	Edges []runtime.EdgeTime `json:"edges,omitempty"`
 	// with --eval-data: the last evaluation, and every one
 	// Assignment, for a run on a pool's agents: which agent ran each
 	// worker, on which host.
@@ -106,6 +109,7 @@ func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float
 		sum.Skipped = append(sum.Skipped, i+1)
 	}
 	sum.StageTimes = runtime.StageTimes(plan, res.Result)
+	sum.Edges = runtime.EdgeTimes(plan, res.Result)
 	sum.DeviceCalls, sum.DeviceEstimateS = deviceCalls(plan, res.Result)
 	sum.Recoveries, sum.Replans = recoveriesJSON(res.Recoveries)
 	if strings.HasPrefix(workers, "pool:") {

@@ -231,10 +231,55 @@ func printSummary(w io.Writer, p *plan.Plan) {
 		fmt.Fprintf(w, "sequential  the best sequential plan found: %.4g samples/s (%s, depth %d, micro-batch %d); this plan %.3f×\n",
 			q.SamplesPerS, stagesWord(q.Stages), q.Depth, q.MicroBatch, p.Predicted.SamplesPerS/q.SamplesPerS)
 	}
+	if c := runCosts(p); c != "" {
+		fmt.Fprintf(w, "run costs   %s\n", c)
+	}
 	fmt.Fprintf(w, "search      %.3g s, %d candidate plans simulated\n", p.Search.Seconds, p.Search.Candidates)
 	for _, n := range p.Search.Notes {
 		fmt.Fprintf(w, "note        %s\n", n)
 	}
+}
+
+// runCosts says what the plan's profile prices beyond ops and links (its
+// RunCosts): the iteration's fixed cost and its go, the workers sharing a host's
+// cores, a message's cost at either end; "" where it prices none.
+func runCosts(p *plan.Plan) string {
+	var parts []string
+	if p.FixedS > 0 {
+		parts = append(parts, fmt.Sprintf("%.3g ms per iteration after the last action (the reports to the coordinator)", p.FixedS*1e3))
+	}
+	if late := lastGo(p); late > 0 {
+		parts = append(parts, fmt.Sprintf("the coordinator's go reaches the last stage after %.3g ms", late*1e3))
+	}
+	if k := plan.HostWorkers(p.Devices, p.DevicesPerNode); p.Slowdown > 0 {
+		cores := ""
+		if c := p.Device.HostCores; c > 0 {
+			cores = fmt.Sprintf(" of %d cores", c)
+		}
+		parts = append(parts, fmt.Sprintf("%s share a host%s: every op ×%.3g for those busy at once (×%.3g were all busy all the time)",
+			plural(k, "worker"), cores, p.Slowdown, p.Device.Slowdown(k)))
+	}
+	send, recv := 0.0, 0.0
+	for _, e := range p.Edges {
+		send, recv = max(send, e.SendS), max(recv, e.RecvS)
+	}
+	if send > 0 || recv > 0 {
+		parts = append(parts, fmt.Sprintf("a message costs its sender up to %.3g µs and its receiver up to %.3g µs", send*1e6, recv*1e6))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// lastGo is when the coordinator's go reaches the plan's last worker, by
+// its profile (0 where it measured none).
+func lastGo(p *plan.Plan) float64 {
+	workers := 0
+	for _, s := range p.Stages {
+		workers += len(s.Devices)
+	}
+	if p.Device.GoS == 0 && p.Device.GoWorkerS == 0 {
+		return 0
+	}
+	return p.Device.GoDelay(workers - 1)
 }
 
 func newSearchCmd(stdin io.Reader) *cobra.Command {

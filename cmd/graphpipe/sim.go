@@ -144,7 +144,7 @@ func newExplainCmd(stdin io.Reader) *cobra.Command {
 			if len(p.Edges) > 0 {
 				fmt.Fprintln(w, "\nedges")
 				for _, e := range p.Edges {
-					fmt.Fprintf(w, "  %d -> %d  %d tensor(s), %d bytes/sample\n", e.From, e.To, len(e.Tensors), e.Bytes)
+					fmt.Fprintf(w, "  %d -> %d  %d tensor(s), %d bytes/sample%s\n", e.From, e.To, len(e.Tensors), e.Bytes, edgeLink(e))
 				}
 			}
 			return nil
@@ -163,4 +163,14 @@ func yesNo(on bool) string {
 		return "yes"
 	}
 	return "-"
+}
+
+// edgeLink is how explain says an edge's link: its transport and a
+// micro-batch's transfer each way ("" for a plan that records no
+// transport).
+func edgeLink(e plan.PlanEdge) string {
+	if e.Transport == "" {
+		return ""
+	}
+	return fmt.Sprintf(", %s, %.3g s per micro-batch each way", e.Transport, e.Transfer)
 }

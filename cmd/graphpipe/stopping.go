@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -51,10 +53,14 @@ func (f *nonFiniteFlags) checkMaxSkips() error {
 	return nil
 }
 
-// signals turns SIGINT and SIGTERM into a graceful stop: the first closes
-// stop (the run finishes its iteration in flight, checkpoints and exits with
-// 128 + the signal), naming the signal once; a second cancels the returned
-// context (the run stops at once). done stops listening.
+// signals turns SIGINT and SIGTERM, and the workload manager's warning
+// (run --preempt-signal), into a graceful stop: the first closes stop (the
+// run finishes its iteration in flight, checkpoints and exits with 128 +
+// the signal), naming the signal once; a second cancels the returned
+// context (the run stops at once), unless once: then later ones are only
+// said (a Slurm job's warning may come to a task more than once: from
+// slurmstepd, from srun and from the batch script passing it on).
+// done stops listening.
 type signals struct {
 	stop   chan struct{}
 	mu     sync.Mutex // guards first
@@ -63,10 +69,15 @@ type signals struct {
 	ch     chan os.Signal
 }
 
-func watchSignals(ctx context.Context, log io.Writer) (context.Context, *signals) {
+// watchSignals listens for SIGINT, SIGTERM and preempt.
+func watchSignals(ctx context.Context, log io.Writer, preempt os.Signal, once bool) (context.Context, *signals) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	s := &signals{stop: make(chan struct{}), cancel: cancel, ch: make(chan os.Signal, 2)}
-	signal.Notify(s.ch, os.Interrupt, syscall.SIGTERM)
+	s := &signals{stop: make(chan struct{}), cancel: cancel, ch: make(chan os.Signal, 4)}
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if preempt != nil && preempt != os.Interrupt && preempt != syscall.SIGTERM {
+		sigs = append(sigs, preempt)
+	}
+	signal.Notify(s.ch, sigs...)
 	go func() {
 		select {
 		case sig := <-s.ch:
@@ -76,10 +87,22 @@ func watchSignals(ctx context.Context, log io.Writer) (context.Context, *signals
 			if isTerminal(log) {
 				fmt.Fprintln(log) // below the progress bar
 			}
-			fmt.Fprintf(log, "graphpipe: %s: finishing the step in flight, then stopping (send it again to stop at once)\n", signalName(sig))
+			again := " (send it again to stop at once)"
+			if once {
+				again = ""
+			}
+			fmt.Fprintf(log, "graphpipe: %s: finishing the step in flight, then stopping%s\n", signalName(sig), again)
 			close(s.stop)
 		case <-ctx.Done():
 			return
+		}
+		for once {
+			select {
+			case sig := <-s.ch:
+				fmt.Fprintf(log, "graphpipe: %s again: already stopping after the step in flight\n", signalName(sig))
+			case <-ctx.Done():
+				return
+			}
 		}
 		select {
 		case sig := <-s.ch:
@@ -123,6 +146,12 @@ func signalName(sig os.Signal) string {
 		return "SIGINT"
 	case syscall.SIGTERM:
 		return "SIGTERM"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
+	case syscall.SIGUSR2:
+		return "SIGUSR2"
+	case syscall.SIGHUP:
+		return "SIGHUP"
 	}
 	return sig.String()
 }
@@ -188,4 +217,24 @@ func finiteOrNil(v *float64) *float64 {
 		return nil
 	}
 	return v
+}
+
+// preemptSignals are the signals --preempt-signal may name.
+var preemptSignals = map[string]syscall.Signal{"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP}
+
+// parsePreempt reads --preempt-signal: USR1, USR2, TERM, INT or HUP, with
+// or without SIG, or a number Slurm's --signal would take for one of them.
+func parsePreempt(name string) (os.Signal, error) {
+	n := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(name)), "SIG")
+	if sig, ok := preemptSignals[n]; ok {
+		return sig, nil
+	}
+	if v, err := strconv.Atoi(n); err == nil {
+		for _, sig := range preemptSignals {
+			if int(sig) == v {
+				return sig, nil
+			}
+		}
+	}
+	return nil, usagef("--preempt-signal: %q: want USR1, USR2, TERM, INT or HUP (Slurm's --signal=B:USR1@120 names it)", name)
 }

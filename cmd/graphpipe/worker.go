@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/runtime/wire"
@@ -48,6 +49,7 @@ type workerFlags struct {
 	managed     bool
 	pool, host  string
 	profile     string // --device-profile: a built-in profile's name or a profile file
+	planDevice  int    // --plan-device: the plan's device a task's worker stands for, -1 for none
 }
 
 func (f *workerFlags) register(cmd *cobra.Command) {
@@ -61,6 +63,8 @@ func (f *workerFlags) register(cmd *cobra.Command) {
 	fl.Uint32Var(&f.gen, "gen", 1, "the generation to join (restarts start new ones)")
 	fl.BoolVar(&f.managed, "managed", false, "started by graphpipe run: leave SIGINT and SIGTERM to it")
 	fl.MarkHidden("managed")
+	fl.IntVar(&f.planDevice, "plan-device", -1, "with --run: join as this device of the plan (a task's worker: graphpipe run in a Slurm, torchrun or Kubernetes task starts it)")
+	fl.MarkHidden("plan-device")
 	fl.DurationVar(&f.connectWait, "connect-wait", 30*time.Second, "while no NATS server answers at --nats, keep trying this long (a worker may start before the server)")
 	fl.DurationVar(&f.joinTimeout, "join-timeout", 10*time.Minute, "with --run: leave (exit 1) when no coordinator of the run has been heard for this long before it gives this worker a stage (0: wait for ever)")
 	fl.StringVar(&f.profile, "device-profile", "", "the device profile this worker computes as (a built-in `NAME` or a profile file): on a plan of several device kinds (search --cluster) it takes a stage of that kind only, and an agent of a pool advertises it (default: cpu, or the GPU's nearest profile)")
@@ -94,8 +98,9 @@ func (f *workerFlags) serve(cmd *cobra.Command) error {
 	if f.managed {
 		// SIGINT and SIGTERM are the coordinator's to act on (it stops the
 		// run after the step in flight); a terminal's Ctrl-C reaches its
-		// whole process group
-		signal.Ignore(os.Interrupt, syscall.SIGTERM)
+		// whole process group, a Slurm job's warning (USR1, USR2) every
+		// process of the job
+		signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2)
 	} else {
 		var stop context.CancelFunc
 		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -179,7 +184,7 @@ func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t, bulk *wir
 	logf := workerLog(cmd.ErrOrStderr(), f.quiet)
 	// the process's own: its device, precision, test hooks and its
 	// connection for state streams
-	c := runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv),
+	c := runtime.Config{Device: dev, Precision: f.device.precision, NoIPC: f.device.noIPC, KillPoints: os.Getenv(runtime.KillEnv),
 		Bulk: bulk, StreamCheckpoints: os.Getenv(runtime.StreamEnv) == "1"}
 	kind, err := f.kind()
 	if err != nil {
@@ -191,16 +196,29 @@ func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t, bulk *wir
 		if kind != "" {
 			profile = kind
 		}
-		a := &supervise.Agent{Pool: f.pool, Host: f.host, Profile: profile, Log: logf, Config: c}
+		a := &supervise.Agent{Pool: f.pool, Host: f.host, Profile: profile, Memory: agentMemory(dev), Log: logf, Config: c}
 		return a.Serve(ctx, t)
 	}
 	logf("connected to %s as a worker of run %s (generation %d), computing on %s; waiting for the coordinator to give it a stage", t.ConnectedURL(), f.runID, f.gen, deviceName(dev))
 	c.JoinTimeout = f.joinTimeout
-	return runtime.Serve(ctx, t, runtime.Join{Run: f.runID, Gen: f.gen, Config: c, Log: logf, Kind: kind})
+	j := runtime.Join{Run: f.runID, Gen: f.gen, Config: c, Log: logf, Kind: kind}
+	if f.planDevice >= 0 {
+		j.PlanDevice = &f.planDevice
+	}
+	return runtime.Serve(ctx, t, j)
 }
 
 // agentProfile is the device profile an agent advertises: cpu, or its GPU's
 // nearest built-in profile ("" when none is near).
+// agentMemory is the memory an agent advertises: its GPU's, or its
+// host's for the CPU (and the emulator); 0 when unknown.
+func agentMemory(dev *cuda.Device) int64 {
+	if dev != nil && !dev.Emulated {
+		return int64(dev.Memory)
+	}
+	return profile.HostMemory()
+}
+
 func agentProfile(dev *cuda.Device) string {
 	if dev == nil || dev.Emulated {
 		return "cpu"

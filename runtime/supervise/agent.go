@@ -21,6 +21,7 @@ type Agent struct {
 	Pool    string
 	Host    string // its host's label; "": os.Hostname
 	Profile string // the device profile it plans as: "cpu", "h100", ...
+	Memory  int64  // its device's memory in bytes, which it advertises (0: not said)
 	// Log hears what it joins and runs; nil: nothing said.
 	Log func(format string, args ...any)
 	// Config is its worker process's (runtime.Join.Config): Device (nil:
@@ -81,7 +82,7 @@ func (a *Agent) Serve(ctx context.Context, t wire.Transport) error {
 	}
 	a.mu.Lock()
 	a.id = randomHex(6)
-	a.ad = Advert{Agent: a.id, Host: a.Host, PID: os.Getpid(), Device: runtime.DeviceLabel(a.Config.Device), Profile: a.Profile}
+	a.ad = Advert{Agent: a.id, Host: a.Host, PID: os.Getpid(), Device: runtime.DeviceLabel(a.Config.Device), Profile: a.Profile, Memory: a.Memory}
 	a.mu.Unlock()
 	events := make(chan agentEvent, 16)
 	unsub, err := t.Subscribe(poolAgent(a.Pool, a.id), func(b []byte) {

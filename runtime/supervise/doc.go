@@ -1,6 +1,8 @@
 // Package supervise runs a training run to its end: a Supervisor drives the
 // run's generations through a Launcher (worker processes of this host,
-// workers started elsewhere, agents taken from a pool), restarts a failed
+// workers started elsewhere, agents taken from a pool, the tasks an
+// environment started: Slurm's srun, torchrun, a Kubernetes Indexed Job),
+// restarts a failed
 // generation from the last checkpoint, re-plans onto the devices left when
 // elastic, and writes the run's outputs (trace, timeline, profile, dump)
 // once it is over. It plans nothing: an elastic run's caller supplies the
@@ -20,7 +22,8 @@
 //     run's Timings (PoolConfig), which its agents are judged live by.
 //  3. Read the Result (the last generation's, with the Recoveries), or the
 //     typed error: runtime's, PlacementError (a pool that cannot honour the
-//     plan's nodes), OutputError (an output that could not be written).
+//     plan's nodes), DeviceError (a pool whose agents are of another device
+//     than the plan's), OutputError (an output that could not be written).
 //
 // What the supervisor and its launchers do:
 //
@@ -38,7 +41,10 @@
 //  3. A pool's agents (Agent) advertise themselves (host, device, pid, who
 //     holds them) every heartbeat; a PoolLauncher offers slots only to
 //     agents heard within the heartbeat timeout, counts an agent only once
-//     it confirms within the confirmation timeout, puts each plan node's
+//     it confirms within the confirmation timeout, takes only agents of the
+//     plan's device (the profile and memory they advertise against each
+//     slot's: plan.SameDevice; enough agents, too few of them of the
+//     plan's device, are refused: DeviceError), puts each plan node's
 //     workers on agents of one host (or refuses: PlacementError), fails the
 //     generation when a taken agent falls silent, and releases its agents at
 //     the end. An agent held by a coordinator that falls silent goes back
@@ -53,4 +59,17 @@
 //     (runtime.SilentError) to training again.
 //  5. Once the run is over, the outputs Local.Outputs names are written,
 //     each atomically; one that cannot be is an *OutputError naming it.
+//  6. Where an environment started every task of a run with the same
+//     command, DetectEnv reads which task this is (an *EnvError names the
+//     variable of a wrong or partial environment; ExpandHostlist reads
+//     Slurm's node lists). Task 0 writes the Rendezvous file (its server's
+//     URL, a generated token, the run, mode 0600) and coordinates with a
+//     TaskLauncher, which refuses a plan the tasks cannot run
+//     (CheckPlanOnTasks), orders every other task (a Task) to join each
+//     generation as the plan device its node and local rank make
+//     (PlanDevice), starts a worker process for task 0's own device,
+//     replaces a task lost for good with a worker process within the
+//     allocation (srun) or waits for the environment to start it again,
+//     and, on Close, tells the tasks the run is over and waits for them to
+//     say they leave. Two live tasks of one rank are a final *EnvError.
 package supervise

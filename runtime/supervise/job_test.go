@@ -40,7 +40,8 @@ func TestJobValidate(t *testing.T) {
 }
 
 // TestSlots: one slot per device of the plan, in worker id order, each on
-// its device's node.
+// its device's node, of the plan's device profile and needing its stage's
+// peak memory.
 func TestSlots(t *testing.T) {
 	_, plan := smallPlan(t, "candle-uno", 6, 8)
 	plan.DevicesPerNode = 2
@@ -51,7 +52,7 @@ func TestSlots(t *testing.T) {
 	i := 0
 	for st, s := range plan.Stages {
 		for r, d := range s.Devices {
-			if got := slots[i]; got != (Slot{Worker: i, Stage: st, Replica: r, Device: d, Node: d / 2}) {
+			if got := slots[i]; got != (Slot{Worker: i, Stage: st, Replica: r, Device: d, Node: d / 2, Profile: plan.Device.Name, Memory: s.PeakBytes}) {
 				t.Errorf("slot %d: %+v", i, got)
 			}
 			i++

@@ -120,8 +120,11 @@ func (p *PoolLauncher) live() []Advert {
 }
 
 // Start takes gen's agents: it waits (up to JoinTimeout) until the pool's
-// live agents can be placed, offers each its slot, and tries again without
-// those that refuse or do not confirm within the confirmation timeout.
+// live agents of the plan's device (matching) can be placed, offers each
+// its slot, and tries again without those that refuse or do not confirm
+// within the confirmation timeout. Enough agents, but too few of the
+// plan's device or placeable, for a heartbeat timeout: a *DeviceError or
+// a *PlacementError.
 func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 	// the coordinator's heartbeats start now: a taken agent leaves when
 	// they stop
@@ -148,7 +151,11 @@ func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 		var err error
 		if len(agents) >= len(gen.Slots) {
 			var placed map[int]Advert
-			if placed, err = place(p.cfg.Pool, gen.Slots, agents); err == nil {
+			var usable []Advert
+			if usable, err = matching(p.cfg.Pool, gen.Slots, agents); err == nil {
+				placed, err = place(p.cfg.Pool, gen.Slots, usable)
+			}
+			if err == nil {
 				if p.offer(ctx, gen, placed) {
 					p.placed[gen.Gen] = placed
 					p.report(gen, placed)

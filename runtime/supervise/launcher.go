@@ -53,14 +53,25 @@ type Slot struct {
 	// several device kinds ("" on one of one kind): a pool places it on an
 	// agent of that profile only.
 	Kind string `json:"kind,omitempty"`
+	// Profile is the device profile the slot's stage was planned for (its
+	// kind's, or the plan's) and Memory the bytes its device holds at the
+	// peak: a pool places it only on an agent of a matching device
+	// (plan.SameDevice) with as much memory, where the agent says.
+	Profile string `json:"profile,omitempty"`
+	Memory  int64  `json:"memory,omitempty"`
 }
 
 // Slots are plan's workers in worker id order.
-func Slots(plan *plan.Plan) []Slot {
+func Slots(p *plan.Plan) []Slot {
 	var out []Slot
-	for s, st := range plan.Stages {
+	for s, st := range p.Stages {
+		profile := p.Device.Name
+		if p.Cluster != nil {
+			profile = p.Cluster.Kinds[p.KindOf(s)].Name()
+		}
 		for r, d := range st.Devices {
-			out = append(out, Slot{Worker: len(out), Stage: s, Replica: r, Device: d, Node: plan.NodeOf(d), Kind: st.Kind})
+			out = append(out, Slot{Worker: len(out), Stage: s, Replica: r, Device: d, Node: p.NodeOf(d), Kind: st.Kind,
+				Profile: profile, Memory: st.PeakBytes})
 		}
 	}
 	return out

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -53,6 +54,7 @@ func TestLaunchers(t *testing.T) {
 		"Local":    localHarness(),
 		"External": externalHarness(),
 		"Pool":     poolHarness(),
+		"Tasks":    tasksHarness(),
 	} {
 		t.Run(name, func(t *testing.T) { testLauncher(t, h) })
 	}
@@ -257,7 +259,8 @@ func TestMain(m *testing.M) {
 }
 
 // testWorker is `graphpipe worker --quiet --nats URL --run ID --gen N
-// --managed`, as LocalLauncher starts it, the token in TokenEnv.
+// --managed [--plan-device D]`, as LocalLauncher (and a TaskLauncher's
+// Worker) starts it, the token in TokenEnv.
 func testWorker(dir string, args []string) int {
 	flags := map[string]string{}
 	for i := 0; i+1 < len(args); i++ {
@@ -266,6 +269,10 @@ func testWorker(dir string, args []string) int {
 		}
 	}
 	gen, _ := strconv.Atoi(flags["--gen"])
+	var device *int
+	if d, err := strconv.Atoi(flags["--plan-device"]); err == nil {
+		device = &d
+	}
 	os.WriteFile(filepath.Join(dir, strconv.Itoa(os.Getpid())), nil, 0o644)
 	n, err := wire.DialNATS(wire.NATSOptions{URL: flags["--nats"], Token: os.Getenv(TokenEnv)})
 	if err != nil {
@@ -273,7 +280,7 @@ func testWorker(dir string, args []string) int {
 		return 1
 	}
 	defer n.Close()
-	if err := runtime.Serve(context.Background(), n, runtime.Join{Run: flags["--run"], Gen: uint32(gen)}); err != nil {
+	if err := runtime.Serve(context.Background(), n, runtime.Join{Run: flags["--run"], Gen: uint32(gen), PlanDevice: device}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -366,6 +373,53 @@ func poolHarness() launcherHarness {
 			if stop == nil {
 				t.Fatalf("no agent %s", ad.Agent)
 			}
+			stop()
+		},
+	}
+}
+
+// tasksHarness: a TaskLauncher whose tasks are goroutines here, task 0's
+// own device a worker process (this test binary), as are the workers it
+// starts in the place of a lost task; a task is lost when it stops (its
+// adverts fall silent, as a killed task's would). The plan's two devices
+// are one node's, a task each.
+func tasksHarness() launcherHarness {
+	var mu sync.Mutex // guards tasks
+	tasks := map[Launcher][]context.CancelFunc{}
+	return launcherHarness{
+		mk: func(t *testing.T, srv *wire.Embedded, tr wire.Transport) Launcher {
+			run := strings.NewReplacer("/", "-", "#", "-").Replace(t.Name())
+			env := func(rank int) *TaskEnv {
+				return &TaskEnv{Source: "test", RankVar: "RANK", TasksVar: "WORLD_SIZE", PerNodeVar: "LOCAL_WORLD_SIZE",
+					Rank: rank, Tasks: 2, Local: rank, Nodes: 1, PerNode: 2, GPU: -1, Key: run}
+			}
+			dir := t.TempDir()
+			l, err := NewTaskLauncher(tr, run, TaskConfig{Env: env(0), Replace: true, JoinTimeout: 30 * time.Second, Timings: shortTimings(), Log: os.Stderr,
+				Worker: func(ctx context.Context, w TaskWorker) (*exec.Cmd, error) {
+					self, err := os.Executable()
+					if err != nil {
+						return nil, err
+					}
+					c := exec.CommandContext(ctx, self, "worker", "--nats", srv.URL(), "--run", w.Run, "--gen", fmt.Sprint(w.Gen), "--plan-device", fmt.Sprint(w.Device))
+					c.Env, c.Stderr = append(os.Environ(), TokenEnv+"="+srv.Token, testWorkerEnv+"="+dir), os.Stderr
+					return c, nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			k := &Task{Env: env(1), Run: run, Host: "h1", Config: runtime.Config{Timings: shortTimings(), JoinTimeout: 30 * time.Second}}
+			go k.Serve(ctx, dialServer(t, srv, "task 1"))
+			mu.Lock()
+			tasks[l] = append(tasks[l], cancel)
+			mu.Unlock()
+			return l
+		},
+		lose: func(t *testing.T, l Launcher, _ *Generation) {
+			mu.Lock()
+			stop := tasks[l][0]
+			mu.Unlock()
 			stop()
 		},
 	}

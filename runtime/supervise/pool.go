@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
 )
 
@@ -31,6 +32,9 @@ type Advert struct {
 	PID     int    `json:"pid"`     // its process
 	Device  string `json:"device"`  // "cpu", or its GPU
 	Profile string `json:"profile"` // the device profile it plans as ("cpu", "h100", ...)
+	// Memory is its device's, in bytes (the GPU's, or its host's for the
+	// CPU); 0: not said.
+	Memory int64 `json:"memory,omitempty"`
 	// Claim is the coordinator (a PoolLauncher's claim) holding it, "" while
 	// it is free; Run and Gen, what it serves or last served.
 	Claim string `json:"claim,omitempty"`
@@ -116,6 +120,68 @@ func (e *PlacementError) Reason() string {
 	}
 	return fmt.Sprintf("cannot honour the plan's nodes: the plan puts %s workers on its %d nodes, each node's on one host, but the pool's hosts have %s free agents; start agents so that one host holds each node's, or search with --devices-per-node for the hosts there are",
 		strings.Join(nodes, "+"), len(e.Nodes), strings.Join(hosts, ", "))
+}
+
+// DeviceError is a pool whose live agents are enough for a plan's slots
+// but too few of them of the plan's device (plan.SameDevice) with the
+// memory its stages need: the same agents would be refused again; the user
+// must start agents of that device or plan for the agents' own.
+type DeviceError struct {
+	Pool   string
+	Plan   string         // the plan's device profile (its kinds', joined)
+	Need   int64          // the most bytes a slot's device holds
+	Slots  int            // the plan's workers
+	Match  int            // the live agents that match a slot
+	Agents map[string]int // per profile (with its memory), the live agents
+}
+
+func (e *DeviceError) Error() string { return fmt.Sprintf("pool %s: %s", e.Pool, e.Reason()) }
+
+// Reason is the error without the pool's name.
+func (e *DeviceError) Reason() string {
+	var have []string
+	for a, n := range e.Agents {
+		have = append(have, fmt.Sprintf("%d × %s", n, a))
+	}
+	sort.Strings(have)
+	return fmt.Sprintf("the plan is for %s devices (up to %.3g GB a worker), but %d of the pool's free agents match and it needs %d; the agents are %s: start agents with graphpipe worker --pool %s --device-profile %s, or plan for the agents' device (search --device)",
+		e.Plan, float64(e.Need)/1e9, e.Match, e.Slots, strings.Join(have, ", "), e.Pool, e.Plan)
+}
+
+// matching is the agents that can take a slot of slots: each of a device
+// of a slot's profile (plan.SameDevice), with as much memory as the
+// largest need of that profile's slots where it says its own; and, where
+// too few can for all of them, the *DeviceError that says so.
+func matching(pool string, slots []Slot, agents []Advert) ([]Advert, error) {
+	e := &DeviceError{Pool: pool, Slots: len(slots), Agents: map[string]int{}}
+	need := map[string]int64{} // per profile, the most bytes of its slots
+	var profiles []string
+	for _, s := range slots {
+		if _, ok := need[s.Profile]; !ok {
+			profiles = append(profiles, s.Profile)
+		}
+		need[s.Profile] = max(need[s.Profile], s.Memory)
+		e.Need = max(e.Need, s.Memory)
+	}
+	e.Plan = strings.Join(profiles, " and ")
+	var out []Advert
+	for _, a := range agents {
+		what := a.Profile
+		if a.Memory > 0 {
+			what = fmt.Sprintf("%s (%.3g GB)", a.Profile, float64(a.Memory)/1e9)
+		}
+		e.Agents[what]++
+		for _, p := range profiles {
+			if (p == "" || plan.SameDevice(p, a.Profile)) && (a.Memory == 0 || a.Memory >= need[p]) {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	if e.Match = len(out); e.Match < len(slots) {
+		return out, e
+	}
+	return out, nil
 }
 
 // place gives each slot an agent: the slots of one plan node all to agents

@@ -101,6 +101,11 @@ func (s *Supervisor) Run(ctx context.Context) (*Result, float64, error) {
 // restart waits for its spare no longer than the re-plan would.
 func (s *Supervisor) next(run *runtime.Job) *Generation {
 	g := &Generation{Run: run.Run, Gen: run.Config.Gen, Plan: run.Plan, Slots: Slots(run.Plan), From: run.From()}
+	if run.Options.Emulate { // any worker sleeps any device's times
+		for i := range g.Slots {
+			g.Slots[i].Profile, g.Slots[i].Memory = "", 0
+		}
+	}
 	if s.Starting != nil {
 		s.Starting(g.From)
 	}
@@ -206,11 +211,15 @@ func (s *Supervisor) generation(ctx context.Context, g *Generation, run runtime.
 // restart: a divergence (deterministic: it would diverge again), a
 // requested stop, a pool whose hosts cannot hold the plan's nodes (the
 // same agents would be refused again; the user must start others or plan
-// for other nodes), or a worker of a device kind its stage does not run on.
+// for other nodes), a pool whose agents are of another device than the
+// plan's (DeviceError), a worker of a device kind its stage does not run
+// on, or tasks whose environment is wrong (two claiming one rank).
 func Final(err error) bool {
 	var se *runtime.StoppedError
 	var ne *runtime.NonFiniteError
 	var pe *PlacementError
+	var de *DeviceError
 	var je *runtime.JobError
-	return errors.As(err, &se) || errors.As(err, &ne) || errors.As(err, &pe) || errors.As(err, &je) && je.Op == "join"
+	var ee *EnvError
+	return errors.As(err, &se) || errors.As(err, &ne) || errors.As(err, &pe) || errors.As(err, &de) || errors.As(err, &je) && je.Op == "join" || errors.As(err, &ee)
 }

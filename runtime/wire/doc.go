@@ -15,10 +15,26 @@
 //     field; each names (run, generation, iteration, micro-batch, edge,
 //     direction, chunk). DecodeFrame and DecodeTensors check every length
 //     against the bytes left before allocating, so a small frame that
-//     declares a huge array is refused, not obeyed.
+//     declares a huge array is refused, not obeyed. A tensor message
+//     (tensors.go) carries each tensor's little-endian data whole, at a
+//     multiple of 4 bytes from its start: it is written from the tensors'
+//     own memory (TensorPayload, LayoutTensors: no per-element loop, no
+//     copy on a little-endian machine) and read in place
+//     (DecodeTensorsView) from a message assembled in memory of its own.
+//     A message of device tensors (ipc.go) carries, instead of bytes, IPC
+//     handles of the sender's device buffers, for a receiver on the same
+//     host to copy from; the two are told apart by their first bytes.
 //  3. An Endpoint is one party of a run's generation (its Inbox). A message
 //     larger than the transport's payload limit is cut into chunks and
-//     reassembled. Core NATS is at-most-once, so each link (a sender, a
+//     reassembled: each chunk's frame is made from the payload as it goes
+//     out (SendPayload: a Payload read piece by piece, which may still be
+//     arriving from a device), into frame buffers reused once acknowledged,
+//     or, over a SplitTransport (NATS, with headers), split: its fields in a
+//     header and its payload sent from the caller's memory, which
+//     SendPayload then holds until those chunks are acknowledged. The
+//     receiver copies each chunk into its place in one buffer as it comes;
+//     Recycle gives a message's buffer back for a later one of its size.
+//     Core NATS is at-most-once, so each link (a sender, a
 //     receiver, an edge, a direction) numbers its frames, acknowledges each
 //     one and keeps a window of unacknowledged frames, resending after a
 //     timeout that follows the measured round trip (RFC 6298) and backs

@@ -1,12 +1,8 @@
 package wire
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"math"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // FrameVersion is the wire version this build speaks.
@@ -40,31 +36,30 @@ const frameFields = 13
 // EncodeFrame renders a frame as a msgpack array with the payload as one
 // binary field, in a single buffer sized for it.
 func EncodeFrame(f *Frame) ([]byte, error) {
-	b := bytes.NewBuffer(make([]byte, 0, 96+len(f.Run)+len(f.Payload)))
-	e := msgpack.NewEncoder(b)
-	steps := []func() error{
-		func() error { return e.EncodeArrayLen(frameFields) },
-		func() error { return e.EncodeUint(uint64(f.Version)) },
-		func() error { return e.EncodeUint(uint64(f.Kind)) },
-		func() error { return e.EncodeString(f.Run) },
-		func() error { return e.EncodeUint(uint64(f.Gen)) },
-		func() error { return e.EncodeInt(f.Iter) },
-		func() error { return e.EncodeInt(int64(f.MB)) },
-		func() error { return e.EncodeInt(int64(f.Edge)) },
-		func() error { return e.EncodeUint(uint64(f.Dir)) },
-		func() error { return e.EncodeInt(int64(f.From)) },
-		func() error { return e.EncodeInt(int64(f.Chunk)) },
-		func() error { return e.EncodeInt(int64(f.Chunks)) },
-		func() error { return e.EncodeUint(f.Seq) },
-		func() error { return e.EncodeBytesLen(len(f.Payload)) }, // a bin header even when empty
-	}
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return nil, err
-		}
-	}
-	b.Write(f.Payload)
-	return b.Bytes(), nil
+	b := appendFrameHeader(make([]byte, 0, frameHeaderMax+len(f.Run)+len(f.Payload)), f, len(f.Payload))
+	return append(b, f.Payload...), nil
+}
+
+// frameHeaderMax bounds a frame's bytes before its payload, its run ID aside.
+const frameHeaderMax = 96
+
+// appendFrameHeader appends f's fields, up to the payload's binary header
+// for n bytes: the payload's bytes follow it.
+func appendFrameHeader(b []byte, f *Frame, n int) []byte {
+	b = appendArrayLen(b, frameFields)
+	b = appendUint(b, uint64(f.Version))
+	b = appendUint(b, uint64(f.Kind))
+	b = appendString(b, f.Run)
+	b = appendUint(b, uint64(f.Gen))
+	b = appendInt(b, f.Iter)
+	b = appendInt(b, int64(f.MB))
+	b = appendInt(b, int64(f.Edge))
+	b = appendUint(b, uint64(f.Dir))
+	b = appendInt(b, int64(f.From))
+	b = appendInt(b, int64(f.Chunk))
+	b = appendInt(b, int64(f.Chunks))
+	b = appendUint(b, f.Seq)
+	return appendBinLen(b, n) // a bin header even when empty
 }
 
 // FrameError is a frame that does not decode.
@@ -75,7 +70,14 @@ func (e *FrameError) Error() string { return "frame: " + e.Msg }
 // DecodeFrame reads a frame with explicit bounds: every declared length is
 // checked against the bytes that remain before anything is allocated. The
 // payload aliases b, which the caller must not reuse.
-func DecodeFrame(b []byte) (*Frame, error) {
+func DecodeFrame(b []byte) (*Frame, error) { return decodeFrame(b, nil, false) }
+
+// DecodeFrameSplit reads a frame that came as its head (every field, up to
+// the payload's binary header) and its payload apart (SplitTransport): the
+// payload is body, whose length the head must declare.
+func DecodeFrameSplit(head, body []byte) (*Frame, error) { return decodeFrame(head, body, true) }
+
+func decodeFrame(b, body []byte, split bool) (*Frame, error) {
 	r := &reader{b: b}
 	if n := r.arrayLen(); r.err == nil && n != frameFields {
 		return nil, &FrameError{fmt.Sprintf("has %d fields, want %d", n, frameFields)}
@@ -96,7 +98,14 @@ func DecodeFrame(b []byte) (*Frame, error) {
 	f.Chunk = int32(r.int(0, math.MaxInt32, "chunk"))
 	f.Chunks = int32(r.int(0, math.MaxInt32, "chunks"))
 	f.Seq = r.uint(math.MaxUint64, "sequence")
-	f.Payload = r.binView("payload")
+	if split {
+		if n := r.binLenOf("payload", len(body)); r.err == nil && n != len(body) {
+			r.fail("payload: declares %d bytes, %d came", n, len(body))
+		}
+		f.Payload = body
+	} else {
+		f.Payload = r.binView("payload")
+	}
 	switch {
 	case r.err != nil:
 		return nil, r.err
@@ -147,7 +156,11 @@ func (r *reader) byte1(what string) byte {
 }
 
 // length reads a big-endian length of size bytes.
-func (r *reader) length(size int, what string) int {
+func (r *reader) length(size int, what string) int { return r.lengthOf(size, what, 0) }
+
+// lengthOf is length of a field that may reach past the bytes read by up
+// to extra.
+func (r *reader) lengthOf(size int, what string, extra int) int {
 	s := r.take(size, what)
 	if s == nil {
 		return 0
@@ -156,8 +169,8 @@ func (r *reader) length(size int, what string) int {
 	for _, c := range s {
 		n = n<<8 | uint64(c)
 	}
-	if n > uint64(len(r.b)) {
-		r.fail("%s: declares %d, more than the frame's %d bytes", what, n, len(r.b))
+	if n > uint64(len(r.b)+extra) {
+		r.fail("%s: declares %d, more than the frame's %d bytes", what, n, len(r.b)+extra)
 		return 0
 	}
 	return int(n)
@@ -254,122 +267,21 @@ func (r *reader) binView(what string) []byte {
 	return s
 }
 
-func (r *reader) binLen(what string) int {
+func (r *reader) binLen(what string) int { return r.binLenOf(what, 0) }
+
+// binLenOf reads a binary field's header, whose length may reach past the
+// bytes read by up to extra (a payload that came apart).
+func (r *reader) binLenOf(what string, extra int) int {
 	var n int
 	switch c := r.byte1(what); c {
 	case 0xc4:
-		n = r.length(1, what)
+		n = r.lengthOf(1, what, extra)
 	case 0xc5:
-		n = r.length(2, what)
+		n = r.lengthOf(2, what, extra)
 	case 0xc6:
-		n = r.length(4, what)
+		n = r.lengthOf(4, what, extra)
 	default:
 		r.fail("%s: want bytes, got 0x%02x", what, c)
 	}
 	return n
-}
-
-func (r *reader) bin(what string) []byte {
-	s := r.take(r.binLen(what), what)
-	if s == nil {
-		return nil
-	}
-	return append([]byte{}, s...)
-}
-
-// Tensor is one named tensor of a message: float32 or int32 data.
-type Tensor struct {
-	Name  string
-	Shape []int
-	F32   []float32
-	I32   []int32
-}
-
-// EncodeTensors packs tensors as a msgpack array of [name, dtype, shape,
-// data]: dtype 0 is float32, 1 int32; data is one little-endian binary field.
-func EncodeTensors(ts []Tensor) ([]byte, error) {
-	var b bytes.Buffer
-	e := msgpack.NewEncoder(&b)
-	if err := e.EncodeArrayLen(len(ts)); err != nil {
-		return nil, err
-	}
-	for _, t := range ts {
-		e.EncodeArrayLen(4)
-		e.EncodeString(t.Name)
-		var data []byte
-		if t.I32 != nil {
-			e.EncodeUint(1)
-			data = make([]byte, 4*len(t.I32))
-			for i, v := range t.I32 {
-				binary.LittleEndian.PutUint32(data[4*i:], uint32(v))
-			}
-		} else {
-			e.EncodeUint(0)
-			data = make([]byte, 4*len(t.F32))
-			for i, v := range t.F32 {
-				binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
-			}
-		}
-		e.EncodeArrayLen(len(t.Shape))
-		for _, d := range t.Shape {
-			e.EncodeUint(uint64(d))
-		}
-		if err := e.EncodeBytes(data); err != nil {
-			return nil, err
-		}
-	}
-	return b.Bytes(), nil
-}
-
-// DecodeTensors reads EncodeTensors' output with the same bounds.
-func DecodeTensors(b []byte) ([]Tensor, error) {
-	r := &reader{b: b}
-	n := r.arrayLen()
-	var out []Tensor
-	for i := 0; i < n && r.err == nil; i++ {
-		if m := r.arrayLen(); r.err == nil && m != 4 {
-			r.fail("tensor %d: %d fields, want 4", i, m)
-		}
-		t := Tensor{Name: r.str(1024, "tensor name")}
-		dtype := r.uint(1, "dtype")
-		rank := r.arrayLen()
-		if rank > 16 {
-			r.fail("tensor %q: rank %d", t.Name, rank)
-		}
-		elems := uint64(1)
-		for d := 0; d < rank && r.err == nil; d++ {
-			v := r.uint(math.MaxInt32, "dim")
-			t.Shape = append(t.Shape, int(v))
-			elems *= v
-			if elems > uint64(len(b)) {
-				r.fail("tensor %q: shape %v is larger than the message", t.Name, t.Shape)
-			}
-		}
-		data := r.bin("tensor data")
-		if r.err == nil && uint64(len(data)) != 4*elems {
-			r.fail("tensor %q: %d bytes for shape %v", t.Name, len(data), t.Shape)
-		}
-		if r.err != nil {
-			break
-		}
-		if dtype == 1 {
-			t.I32 = make([]int32, elems)
-			for j := range t.I32 {
-				t.I32[j] = int32(binary.LittleEndian.Uint32(data[4*j:]))
-			}
-		} else {
-			t.F32 = make([]float32, elems)
-			for j := range t.F32 {
-				t.F32[j] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*j:]))
-			}
-		}
-		out = append(out, t)
-	}
-	if r.err == nil && r.pos != len(b) {
-		r.fail("%d bytes after the tensors", len(b)-r.pos)
-	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	return out, nil
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -258,7 +259,11 @@ func (n *NATS) Publish(subject string, data []byte) error {
 func (n *NATS) ConnectedURL() string { return n.nc.ConnectedUrlRedacted() }
 
 func (n *NATS) Subscribe(subject string, fn func([]byte)) (func(), error) {
-	sub, err := n.nc.Subscribe(subject, func(m *nats.Msg) { fn(m.Data) })
+	return n.subscribe(subject, func(m *nats.Msg) { fn(m.Data) })
+}
+
+func (n *NATS) subscribe(subject string, fn func(*nats.Msg)) (func(), error) {
+	sub, err := n.nc.Subscribe(subject, fn)
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +275,40 @@ func (n *NATS) Subscribe(subject string, fn func([]byte)) (func(), error) {
 	n.subs = append(n.subs, sub)
 	n.mu.Unlock()
 	return func() { sub.Unsubscribe() }, nil
+}
+
+// splitHeader is the NATS header that carries a split message's head.
+const splitHeader = "Gp-Frame"
+
+// Splits says whether the server takes headers, which carry a split
+// message's head.
+func (n *NATS) Splits() bool { return n.nc.HeadersSupported() }
+
+// PublishSplit publishes body with head in a header: the client copies
+// body into its buffer, and nothing else does.
+func (n *NATS) PublishSplit(subject string, head, body []byte) error {
+	m := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{splitHeader: []string{base64.RawStdEncoding.EncodeToString(head)}}}
+	err := n.nc.PublishMsg(m)
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		return nil
+	}
+	return err
+}
+
+// SubscribeSplit is Subscribe for messages published whole (head nil) or
+// split.
+func (n *NATS) SubscribeSplit(subject string, fn func(head, body []byte)) (func(), error) {
+	return n.subscribe(subject, func(m *nats.Msg) {
+		if m.Header == nil {
+			fn(nil, m.Data)
+			return
+		}
+		head, err := base64.RawStdEncoding.DecodeString(m.Header.Get(splitHeader))
+		if err != nil || len(head) == 0 {
+			return // not ours: a split message always has its head
+		}
+		fn(head, m.Data)
+	})
 }
 
 // MaxPayload is the server's limit, checked at start: larger messages are chunked.

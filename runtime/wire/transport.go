@@ -22,6 +22,20 @@ type Transport interface {
 	Close() error
 }
 
+// SplitTransport is a Transport that also carries a message as a small
+// head beside its body, never joined: the body is copied once, by the
+// transport itself, from where it lies. An endpoint sends a frame's payload
+// so, from the sender's memory (its fields are the head); its subscription
+// hears both kinds, head nil for a message published whole.
+type SplitTransport interface {
+	Transport
+	// Splits says whether the connection carries heads (a NATS server
+	// before 2.2 does not).
+	Splits() bool
+	PublishSplit(subject string, head, body []byte) error
+	SubscribeSplit(subject string, fn func(head, body []byte)) (unsubscribe func(), err error)
+}
+
 // PayloadError is a message over a transport's payload limit.
 type PayloadError struct {
 	Subject     string

@@ -41,10 +41,14 @@ type gpu struct {
 	dev    int32
 	ctx    uintptr
 	stream uintptr
-	blas   uintptr
-	arch   string
-	module uintptr
-	funcs  map[string]uintptr
+	copy   uintptr // the copy stream: peers' memory copied in (ipc_gpu.go)
+	copyEv uintptr // marks the stream's work for the copy stream to wait for
+	// exported is each allocation's IPC handle, made at its first export
+	exported map[uint64]IPCHandle
+	blas     uintptr
+	arch     string
+	module   uintptr
+	funcs    map[string]uintptr
 }
 
 func (g *gpu) alloc(n uint64) (uint64, error) {
@@ -52,7 +56,10 @@ func (g *gpu) alloc(n uint64) (uint64, error) {
 	return p, check("cuMemAlloc", cuMemAlloc(&p, n))
 }
 
-func (g *gpu) free(p uint64) error { return check("cuMemFree", cuMemFree(p)) }
+func (g *gpu) free(p uint64) error {
+	delete(g.exported, p) // a later allocation at p is another one
+	return check("cuMemFree", cuMemFree(p))
+}
 
 func (g *gpu) hostAlloc(n uint64) (unsafe.Pointer, error) {
 	var p unsafe.Pointer
@@ -137,6 +144,13 @@ func (g *gpu) close() error {
 	}
 	if g.stream != 0 {
 		cuStreamDestroy(g.stream)
+	}
+	if g.copy != 0 {
+		cuStreamSynchronize(g.copy)
+		cuStreamDestroy(g.copy)
+	}
+	if g.copyEv != 0 {
+		cuEventDestroy(g.copyEv)
 	}
 	if g.ctx != 0 {
 		cuDevicePrimaryCtxRelease(g.dev)

@@ -41,13 +41,23 @@ type Counts struct {
 	PoolHits   int64 `json:"pool_hits"`   // device allocations the pool served from its cache
 	Frees      int64 `json:"frees"`       // device memory given back to the driver (cuMemFree)
 	HostAllocs int64 `json:"host_allocs"` // pinned host memory asked of the driver (cuMemHostAlloc)
+
+	// Same-host transfers between devices (ipc.go): allocations exported
+	// (cuIpcGetMemHandle; each once), peers' handles opened
+	// (cuIpcOpenMemHandle; each once), and copies from a peer's memory on
+	// the copy stream.
+	IPCExports int64 `json:"ipc_exports,omitempty"`
+	IPCOpens   int64 `json:"ipc_opens,omitempty"`
+	PeerCopies int64 `json:"peer_copies,omitempty"`
+	PeerBytes  int64 `json:"peer_bytes,omitempty"`
 }
 
 // fields are c's counters, in declaration order.
 func (c *Counts) fields() []*int64 {
 	return []*int64{&c.Syncs, &c.Events, &c.H2DCalls, &c.H2DBytes, &c.D2HCalls, &c.D2HBytes,
 		&c.PageableCopies, &c.PageableBytes, &c.PinnedCopies, &c.PinnedBytes, &c.D2DCalls, &c.D2DBytes,
-		&c.Launches, &c.GEMMs, &c.DNN, &c.Memsets, &c.MemsetBytes, &c.Allocs, &c.PoolHits, &c.Frees, &c.HostAllocs}
+		&c.Launches, &c.GEMMs, &c.DNN, &c.Memsets, &c.MemsetBytes, &c.Allocs, &c.PoolHits, &c.Frees, &c.HostAllocs,
+		&c.IPCExports, &c.IPCOpens, &c.PeerCopies, &c.PeerBytes}
 }
 
 // Sub is c − o, counter by counter: what was asked between two snapshots.

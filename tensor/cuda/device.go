@@ -38,6 +38,9 @@ type Device struct {
 	recorded   uint64    // events recorded so far (Event.seq)
 	events     []uintptr // event handles waited for, to record again
 	retiring   []retired // staging buffers of queued uploads (UploadAsync)
+	// peers' allocations opened (ipc.go), and in the order they were
+	opened    map[IPCHandle]uint64
+	openOrder []IPCHandle
 }
 
 // retired is a staging buffer whose upload was queued after event number
@@ -120,6 +123,9 @@ func (d *Device) initGPU(g *gpu) error {
 	if err := check("cuStreamCreate", cuStreamCreate(&g.stream, streamNonBlocking)); err != nil {
 		return err
 	}
+	if err := check("cuStreamCreate", cuStreamCreate(&g.copy, streamNonBlocking)); err != nil {
+		return err
+	}
 	if err := checkBLAS("cublasCreate", cublasCreate(&g.blas)); err != nil {
 		return err
 	}
@@ -168,6 +174,7 @@ func (d *Device) Close() error {
 	for _, e := range d.events {
 		_ = d.b.freeEvent(e)
 	}
+	d.closeOpened()
 	if d.dnn != nil {
 		d.dnn.close()
 		d.dnn = nil
@@ -347,6 +354,26 @@ func (d *Device) Wait(e Event) error {
 	return err
 }
 
+// WaitFree waits for e as Wait does, for a goroutine other than the
+// device's user (a sender of frames): it holds the device only for the
+// bookkeeping after the wait, so the user queues work meanwhile. It binds
+// the device on its own thread.
+func (d *Device) WaitFree(e Event) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := d.Bind()
+	if err == nil {
+		err = d.b.waitEvent(e.h)
+	}
+	defer d.Exclusive()()
+	d.counts.Syncs++
+	if err == nil {
+		d.events = append(d.events, e.h)
+		d.reclaim(e.seq)
+	}
+	return err
+}
+
 // reclaim gives back the staging buffers of the uploads queued before
 // event number seq.
 func (d *Device) reclaim(seq uint64) {
@@ -436,6 +463,14 @@ func (s Staging) Bytes() []byte { return unsafe.Slice((*byte)(s.ptr), s.n) }
 
 // Float32s is the buffer's memory as float32s (n/4 of them).
 func (s Staging) Float32s() []float32 { return unsafe.Slice((*float32)(s.ptr), s.n/4) }
+
+// Slice is the n bytes of s from off.
+func (s Staging) Slice(off, n int) Staging {
+	if off < 0 || n < 0 || off+n > s.n {
+		panic(fmt.Sprintf("cuda: staging slice [%d, %d) of %d bytes", off, off+n, s.n))
+	}
+	return Staging{unsafe.Add(s.ptr, off), n}
+}
 
 // Stage takes a pinned buffer of n bytes; Unstage gives it back.
 func (d *Device) Stage(n int) (Staging, error) {

@@ -74,6 +74,21 @@
 //     queues work counts in Counts.DNN. The emulator has no cuDNN, except
 //     in tests, which give it a fake one (BuildFakeDNN, UseDNN) that
 //     computes naively on the CPU.
+//  10. Same-host transfers (ipc.go): Export is the CUDA IPC handle of the
+//     allocation holding a buffer (cuIpcGetMemHandle, made once per
+//     allocation) and the buffer's offset in it; CopyFromPeer opens a
+//     peer's handle once (cuIpcOpenMemHandle, lazy peer access; at most 256
+//     kept, the oldest closed) and copies device to device on the device's
+//     copy stream, behind an event of its stream, and waits for the copy.
+//     Identity and PeerIdentities (cuDeviceGetUuid, cuDeviceCanAccessPeer)
+//     say which devices of a host reach each other. The emulator's device
+//     memory is one shared memory file per device (memfd, mapped shared,
+//     filled as written: emuarena.go), which another process of the host
+//     maps through /proc/PID/fd, so the same calls work between emulated
+//     processes. The exporter keeps the buffer unchanged until the
+//     importer's copy is done. WaitFree waits for an event from a
+//     goroutine other than the device's user, holding the device only for
+//     the bookkeeping after.
 //
 // What is verified where: the loading, the error paths, the pool and the
 // staging buffers are tested on every machine; everything that needs a GPU

@@ -52,7 +52,18 @@ var (
 	cuModuleLoadData          func(m *uintptr, image unsafe.Pointer) int32
 	cuModuleGetFunction       func(f *uintptr, m uintptr, name string) int32
 	cuLaunchKernel            func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, s uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
+	cuStreamWaitEvent         func(s uintptr, e uintptr, flags uint32) int32
+	cuMemGetAddressRange      func(base *uint64, size *uint64, p uint64) int32
+	cuIpcGetMemHandle         func(h *ipcMemHandle, p uint64) int32
+	cuIpcOpenMemHandle        func(p *uint64, h ipcMemHandle, flags uint32) int32
+	cuIpcCloseMemHandle       func(p uint64) int32
+	cuDeviceGetUuid           func(uuid *[16]byte, d int32) int32
+	cuDeviceCanAccessPeer     func(can *int32, d, peer int32) int32
 )
+
+// ipcMemHandle is CUipcMemHandle, passed by value to cuIpcOpenMemHandle
+// (purego passes structs by value on linux amd64 and arm64).
+type ipcMemHandle struct{ Reserved [64]byte }
 
 const (
 	attrComputeMajor  = 75 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
@@ -61,6 +72,7 @@ const (
 	hostAllocPortable = 1  // CU_MEMHOSTALLOC_PORTABLE
 	streamNonBlocking = 1  // CU_STREAM_NON_BLOCKING
 	eventNoTiming     = 2  // CU_EVENT_DISABLE_TIMING
+	ipcLazyPeerAccess = 1  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 )
 
 func driverBindings() []binding {
@@ -93,6 +105,13 @@ func driverBindings() []binding {
 		bind(&cuModuleLoadData, "cuModuleLoadData"),
 		bind(&cuModuleGetFunction, "cuModuleGetFunction"),
 		bind(&cuLaunchKernel, "cuLaunchKernel"),
+		bind(&cuStreamWaitEvent, "cuStreamWaitEvent"),
+		bind(&cuMemGetAddressRange, "cuMemGetAddressRange_v2"),
+		bind(&cuIpcGetMemHandle, "cuIpcGetMemHandle"),
+		bind(&cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"),
+		bind(&cuIpcCloseMemHandle, "cuIpcCloseMemHandle"),
+		bind(&cuDeviceGetUuid, "cuDeviceGetUuid_v2", "cuDeviceGetUuid"),
+		bind(&cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer"),
 	}
 }
 

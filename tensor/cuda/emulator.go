@@ -208,19 +208,21 @@ func BuildEmulator(dir string) (string, error) {
 	return lib, nil
 }
 
-// emu is the emulator backend.
+// emu is the emulator backend. Its device memory is a shared arena
+// (emuarena.go), which processes on the host open for each other.
 type emu struct {
-	alloc_  func(n uint64) uint64
-	free_   func(p uint64)
-	copyIn  func(dst uint64, src unsafe.Pointer, n uint64)
-	copyOut func(dst unsafe.Pointer, src uint64, n uint64)
-	copyDD  func(dst, src uint64, n uint64)
-	zero_   func(p uint64, words uint64)
-	launch_ func(name string, grid, block int32, params unsafe.Pointer) int32
-	sgemm_  func(ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32)
-	batch_  func(ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32)
-	gemmEx_ func(in, compute, ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32)
-	batchEx func(in, compute, ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32)
+	arena      *arena
+	exported   bool                  // the arena was exported (counted once)
+	peerArenas map[uint64]*peerArena // peers' arenas opened, by address here
+	copyIn     func(dst uint64, src unsafe.Pointer, n uint64)
+	copyOut    func(dst unsafe.Pointer, src uint64, n uint64)
+	copyDD     func(dst, src uint64, n uint64)
+	zero_      func(p uint64, words uint64)
+	launch_    func(name string, grid, block int32, params unsafe.Pointer) int32
+	sgemm_     func(ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32)
+	batch_     func(ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32)
+	gemmEx_    func(in, compute, ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32)
+	batchEx    func(in, compute, ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32)
 }
 
 // OpenEmulator opens a Device on the emulator library BuildEmulator made.
@@ -232,24 +234,22 @@ func OpenEmulator(lib string) (*Device, error) {
 	e := &emu{}
 	l := library{name: "the emulator", what: lib}
 	if err := l.bind(h, []binding{
-		bind(&e.alloc_, "gp_emu_alloc"), bind(&e.free_, "gp_emu_free"), bind(&e.copyIn, "gp_emu_copy"), bind(&e.copyOut, "gp_emu_copy"), bind(&e.copyDD, "gp_emu_copy"),
+		bind(&e.copyIn, "gp_emu_copy"), bind(&e.copyOut, "gp_emu_copy"), bind(&e.copyDD, "gp_emu_copy"),
 		bind(&e.zero_, "gp_emu_zero"), bind(&e.launch_, "gp_emu_launch"), bind(&e.sgemm_, "gp_emu_sgemm"),
 		bind(&e.batch_, "gp_emu_sgemm_batched"), bind(&e.gemmEx_, "gp_emu_gemm_ex"), bind(&e.batchEx, "gp_emu_gemm_ex_batched"),
 	}); err != nil {
+		return nil, err
+	}
+	if e.arena, err = newArena(); err != nil {
 		return nil, err
 	}
 	d := &Device{Name: "CPU emulator", Arch: "emulator", Emulated: true, b: e}
 	return d, d.start()
 }
 
-func (e *emu) alloc(n uint64) (uint64, error) {
-	if p := e.alloc_(n); p != 0 {
-		return p, nil
-	}
-	return 0, &Error{Call: "gp_emu_alloc", Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY"}
-}
+func (e *emu) alloc(n uint64) (uint64, error) { return e.arena.alloc(n) }
 
-func (e *emu) free(p uint64) error { e.free_(p); return nil }
+func (e *emu) free(p uint64) error { return e.arena.release(p) }
 
 func (e *emu) hostAlloc(n uint64) (unsafe.Pointer, error) {
 	b := make([]byte, n) // Go memory stands in for pinned memory
@@ -313,7 +313,13 @@ func (e *emu) newEvent() (uintptr, error) { return 0, nil }
 func (e *emu) record(uintptr) error       { return nil }
 func (e *emu) waitEvent(uintptr) error    { return nil }
 func (e *emu) freeEvent(uintptr) error    { return nil }
-func (e *emu) close() error               { return nil }
+func (e *emu) close() error {
+	for p := range e.peerArenas {
+		e.ipcClose(p)
+	}
+	e.arena.close()
+	return nil
+}
 
 // EmulatorLibrary returns the emulator library for this kernels.cu,
 // building it into the user cache directory on first use (keyed by the

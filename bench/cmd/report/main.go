@@ -97,7 +97,7 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, rt)
-	for _, name := range []string{"sgemm", "cpu-training"} {
+	for _, name := range []string{"sgemm", "cpu-training", "cpu-runs"} {
 		s, err := alone[name](c)
 		if err != nil {
 			return nil, err
@@ -127,6 +127,7 @@ var alone = map[string]func(bench.Config) (*bench.Section, error){
 	"scaling":      bench.ScalingSection,
 	"sgemm":        bench.SgemmSection,
 	"cpu-training": bench.CPUTraining,
+	"cpu-runs":     bench.CPURuns,
 }
 
 // runOnly runs the named sections and splices them into root's BENCHMARKS.md.

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/graphpipe/graphpipe/runtime"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
+	"github.com/graphpipe/graphpipe/runtime/wire"
+)
+
+// A run whose tasks an environment started, each running the same
+// 'graphpipe run' (srun in a Slurm allocation, torchrun, a Kubernetes
+// Indexed Job): task 0 plans (for the tasks, without a plan file), starts
+// the NATS server on its node's address, tells the others where it is
+// through a rendezvous file (supervise.Rendezvous) and coordinates with a
+// supervise.TaskLauncher; every other task joins as a supervise.Task.
+
+// detectTasks reads the environment when --workers is tasks, or left out
+// and an environment started this process as one of several tasks (one
+// task alone, as in 'srun --pty bash', runs as it would anywhere):
+// f.tasks, nil for none. A wrong or partial environment is exit 2, naming
+// the variable.
+func (f *runFlags) detectTasks(cmd *cobra.Command) error {
+	given := cmd.Flags().Changed("workers")
+	if given && f.workers != "tasks" {
+		return nil
+	}
+	e, err := supervise.DetectEnv(os.Getenv)
+	if err != nil {
+		return inputf("%v", err)
+	}
+	switch {
+	case e == nil && given:
+		return usagef("--workers tasks: no task environment here: run it as srun's tasks (SLURM_PROCID), torchrun's (RANK, WORLD_SIZE) or a Kubernetes Indexed Job's (JOB_COMPLETION_INDEX)")
+	case e == nil || e.Tasks == 1 && !given:
+		return nil
+	}
+	f.tasks, f.workers = e, "tasks"
+	return nil
+}
+
+// forTasks makes task 0's defaults the allocation's: a model is planned for
+// one device per task, as many on a node as the tasks on each node; the
+// embedded server listens on task 0's node's address (MASTER_ADDR:PORT);
+// the run is named after the launch.
+func (f *runFlags) forTasks(cmd *cobra.Command) {
+	e, fl := f.tasks, cmd.Flags()
+	if !fl.Changed("devices") {
+		f.search.devices = e.Tasks
+	}
+	if !fl.Changed("devices-per-node") {
+		f.search.perNode = e.PerNode
+	}
+	if f.nats.url == "" && f.nats.listen == "" {
+		f.nats.listen = net.JoinHostPort(e.Addr, strconv.Itoa(e.Port))
+	}
+	if f.runID == "" {
+		f.runID = e.Key
+	}
+	if f.device.backend == "cuda" && f.device.gpus == "" && e.GPU >= 0 {
+		f.device.gpus = strconv.Itoa(e.GPU)
+	}
+}
+
+// taskZeroFailed tells the other tasks, through the rendezvous file, that
+// task 0 failed with err before the run began: they leave at once instead
+// of waiting for it for --join-timeout.
+func (f *runFlags) taskZeroFailed(err error) {
+	if f.tasks == nil || f.tasks.Rank != 0 || f.met {
+		return
+	}
+	wd, werr := os.Getwd()
+	if werr != nil {
+		return
+	}
+	rv := supervise.Rendezvous{Key: f.tasks.Key, PID: os.Getpid(), Failed: err.Error()}
+	rv.Host, _ = os.Hostname()
+	supervise.WriteRendezvous(supervise.RendezvousPath(wd, f.tasks), rv)
+}
+
+// tasksError words a run's failure that is its tasks' environment's fault:
+// two tasks standing for one device of the plan (the coordinator's
+// refusal) names the rank's variable; nil for any other.
+func (f *runFlags) tasksError(err error) error {
+	var je *runtime.JobError
+	if f.tasks == nil || !errors.As(err, &je) || je.Field != "PlanDevice" {
+		return nil
+	}
+	return inputf("%s: %s", f.tasks.RankVar, je.Msg)
+}
+
+// probeListen refuses, before task 0 plans anything, an address its
+// environment names (MASTER_ADDR:MASTER_PORT) that another process holds:
+// another task claims rank 0, or another program the port.
+func (f *runFlags) probeListen() error {
+	e := f.tasks
+	if e == nil || e.Port == 0 || f.nats.url != "" || f.nats.listen != "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(e.Addr, strconv.Itoa(e.Port)))
+	if err != nil {
+		return f.tasksListenError(inputf("--nats-listen: %v", cause(err)))
+	}
+	return l.Close()
+}
+
+// tasksListenError words task 0's failure to listen where its
+// environment says (MASTER_ADDR:MASTER_PORT) as the environment's fault:
+// another task claims rank 0, or another program holds the port.
+func (f *runFlags) tasksListenError(err error) error {
+	e := f.tasks
+	var ie *inputError
+	if e == nil || e.Port == 0 || !errors.As(err, &ie) || !strings.HasPrefix(err.Error(), "--nats-listen") {
+		return err
+	}
+	_, why, _ := strings.Cut(err.Error(), ": ")
+	return inputf("%s: 0, but %s is taken: another task claims rank 0, or another program holds the port (%s)", e.RankVar, net.JoinHostPort(e.Addr, strconv.Itoa(e.Port)), why)
+}
+
+// taskWorkerArgs are the device flags of task 0's own worker process.
+func (f *runFlags) taskWorkerArgs(emulate bool) (func(int) []string, error) {
+	d := &f.device
+	if err := d.checkBackend(); err != nil {
+		return nil, err
+	}
+	if d.backend != "cpu" && emulate {
+		return nil, usagef("--backend %s: an emulated run computes nothing", d.backend)
+	}
+	args := []string{"--backend", d.backend, "--precision", d.precision}
+	if d.backend == "cuda" {
+		args = append(args, "--gpu", strconv.Itoa(max(f.tasks.GPU, 0)))
+	}
+	return func(int) []string { return args }, nil
+}
+
+// taskLauncher is task 0's launcher: the rendezvous file written (remove
+// takes it away), the tasks ordered, task 0's own worker and the
+// replacements of lost tasks started as processes (srun within the
+// allocation, on Slurm).
+func (f *runFlags) taskLauncher(t wire.Transport, ns *runNATS, job *supervise.Job, wargs func(int) []string, log io.Writer) (l supervise.Launcher, remove func(), err error) {
+	e := f.tasks
+	url := ns.opts.URL
+	if ns.srv != nil {
+		url = ns.reachableURL()
+	}
+	rv := supervise.Rendezvous{Key: e.Key, URL: url, Run: job.Run, PID: os.Getpid()}
+	rv.Host, _ = os.Hostname()
+	if ns.srv != nil && f.nats.token == "" && os.Getenv(tokenEnv) == "" {
+		rv.Token = ns.srv.Token // generated here: the file is the only way the tasks learn it
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, nil, err
+	}
+	path := supervise.RendezvousPath(wd, e)
+	if err := supervise.WriteRendezvous(path, rv); err != nil {
+		return nil, nil, inputf("rendezvous file %s: %v (the tasks meet through the job's working directory)", path, cause(err))
+	}
+	f.met, remove = true, func() { os.Remove(path) }
+	fmt.Fprintf(log, "graphpipe: task 0 of %d (%s 0) coordinates run %s; the other tasks reach its NATS server at %s (said in %s, mode 0600)\n",
+		e.Tasks, e.RankVar, job.Run, redactURLs(url), path)
+	srun, _ := exec.LookPath("srun")
+	self, err := os.Executable()
+	if err != nil {
+		remove()
+		return nil, nil, err
+	}
+	env := workerEnv(e.PerNode, ns.opts.Token) // a share of the node's cores and memory
+	cfg := supervise.TaskConfig{Env: e, Replace: e.Source == "slurm" && e.JobID != "" && srun != "", JoinTimeout: job.Config.JoinTimeout, Timings: job.Config.Timings, Log: log,
+		Worker: func(ctx context.Context, w supervise.TaskWorker) (*exec.Cmd, error) {
+			args := append([]string{"worker", "--quiet", "--nats", ns.opts.URL, "--run", w.Run, "--gen", fmt.Sprint(w.Gen), "--managed", "--plan-device", fmt.Sprint(w.Device)}, wargs(0)...)
+			if w.Own {
+				c := exec.CommandContext(ctx, self, args...)
+				c.Env, c.Stderr = env, log
+				return c, nil
+			}
+			args[3] = url // reached from the lost task's node
+			if f.device.backend == "cuda" {
+				args = append(args, "--gpu", strconv.Itoa(max(w.GPU, 0)))
+			}
+			node := w.Host // Slurm's name for the lost task's node
+			if w.Node < len(e.Hosts) {
+				node = e.Hosts[w.Node]
+			}
+			c := exec.CommandContext(ctx, srun, append([]string{"--overlap", "--jobid=" + e.JobID, "--nodelist=" + node, "--nodes=1", "--ntasks=1", "--quiet", self}, args...)...)
+			c.Env, c.Stderr = env, log
+			if w.Visible != "" {
+				c.Env = append(c.Env, "CUDA_VISIBLE_DEVICES="+w.Visible)
+			}
+			c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) } // srun ends its step's task
+			c.WaitDelay = 3 * time.Second
+			return c, nil
+		}}
+	tl, err := supervise.NewTaskLauncher(t, job.Run, cfg)
+	if err != nil {
+		remove()
+		return nil, nil, err
+	}
+	return tl, remove, nil
+}
+
+// serveTask is every task but task 0: it joins the generations task 0
+// orders, on the device its environment gives it, until the run is over.
+// The signals that stop a run are task 0's to act on.
+func (f *runFlags) serveTask(cmd *cobra.Command) error {
+	e, log := f.tasks, cmd.ErrOrStderr()
+	signal.Ignore(os.Interrupt, syscall.SIGTERM, f.preempt)
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		goruntime.GOMAXPROCS(max(1, goruntime.NumCPU()/e.PerNode))
+	}
+	if f.device.backend == "cuda" {
+		f.device.gpu = max(e.GPU, 0)
+	}
+	dev, err := f.device.open()
+	if err != nil {
+		return err
+	}
+	if dev != nil {
+		defer dev.Close()
+	}
+	ctx := cmd.Context()
+	rv, err := f.rendezvous(ctx, e)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("graphpipe task %d of run %s", e.Rank, rv.Run)
+	opts := wire.NATSOptions{URL: rv.URL, Token: rv.Token, CredsFile: f.nats.creds, CAFile: f.nats.ca, Name: name}
+	logConnection(&opts, log, "graphpipe task")
+	t, err := wire.DialNATSWaiting(ctx, opts, 30*time.Second, func(err error) {
+		fmt.Fprintf(log, "graphpipe: %v: waiting up to 30s for task 0's server\n", err)
+	})
+	if err != nil {
+		return dialError(err)
+	}
+	defer t.Close()
+	bulk, err := wire.DialNATS(bulkOptions(opts))
+	if err != nil {
+		return dialError(err)
+	}
+	defer bulk.Close()
+	k := &supervise.Task{Env: e, Run: rv.Run, Log: workerLog(log, false),
+		Config: runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv), Bulk: bulk, JoinTimeout: f.joinTimeout,
+			StreamCheckpoints: os.Getenv(runtime.StreamEnv) == "1"}}
+	err = k.Serve(ctx, t)
+	var ee *supervise.EnvError
+	if errors.As(err, &ee) {
+		return inputf("%v", err)
+	}
+	return err
+}
+
+// rendezvous is where a task finds task 0: the URL and run its
+// environment and flags make when they say them all (--nats, or
+// MASTER_ADDR:MASTER_PORT, and a token every task has), else task 0's
+// rendezvous file, waited for up to --join-timeout.
+func (f *runFlags) rendezvous(ctx context.Context, e *supervise.TaskEnv) (supervise.Rendezvous, error) {
+	run := f.runID
+	if run == "" {
+		run = e.Key
+	}
+	tok := f.nats.token
+	if tok == "" {
+		tok = os.Getenv(tokenEnv)
+	}
+	known := tok != "" || f.nats.creds != "" || f.nats.noToken()
+	switch {
+	case f.nats.url != "" && known:
+		return supervise.Rendezvous{URL: f.nats.url, Token: tok, Run: run}, nil
+	case f.nats.url == "" && f.nats.listen == "" && e.Port > 0 && known:
+		return supervise.Rendezvous{URL: "nats://" + net.JoinHostPort(e.Addr, strconv.Itoa(e.Port)), Token: tok, Run: run}, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return supervise.Rendezvous{}, err
+	}
+	rv, err := supervise.ReadRendezvous(ctx, supervise.RendezvousPath(wd, e), e.Key, f.joinTimeout)
+	if err != nil {
+		return rv, err
+	}
+	if rv.Token == "" {
+		rv.Token = tok
+	}
+	return rv, nil
+}

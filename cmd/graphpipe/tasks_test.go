@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// twoTower imports the two-tower model of onnx/testdata into dir and plans
+// it on 3 cpu devices: the model, its weights, the plan.
+func twoTower(t *testing.T, dir string) (model, weights, plan string) {
+	t.Helper()
+	model, weights, plan = filepath.Join(dir, "m.json"), filepath.Join(dir, "w.safetensors"), filepath.Join(dir, "plan.json")
+	if code, _, errs := gp(t, "", "import", "../../onnx/testdata/models/two_tower.onnx", "-o", model, "--weights", weights,
+		"--loss", "softmax_cross_entropy", "--batch", "12"); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := gp(t, "", "search", model, "--devices", "3", "--device", "cpu", "--micro-batch", "4", "-o", plan); code != 0 {
+		t.Fatal(errs)
+	}
+	return model, weights, plan
+}
+
+// task is graphpipe run as one task of an environment: this test binary,
+// in dir, with env added to its own.
+func task(t *testing.T, dir string, env []string, args ...string) *runProc {
+	t.Helper()
+	self, _ := os.Executable()
+	p := &runProc{Cmd: exec.Command(self, append([]string{"run"}, args...)...)}
+	p.Dir, p.Env, p.Stderr = dir, append(append(os.Environ(), "GRAPHPIPE_TEST_MAIN=1"), env...), &p.stderr
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Process.Kill(); p.Wait() })
+	return p
+}
+
+// torchrun is torchrun's environment for rank of world on one host, rank 0
+// at 127.0.0.1:port.
+func torchrun(rank, world, port int) []string {
+	return []string{fmt.Sprint("RANK=", rank), fmt.Sprint("WORLD_SIZE=", world), fmt.Sprint("LOCAL_RANK=", rank),
+		"MASTER_ADDR=127.0.0.1", fmt.Sprint("MASTER_PORT=", port)}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestTorchrunByHand: 3 processes started by hand with torchrun's
+// variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), each
+// running the same command, train the two-tower model to the parameters
+// of a local run of the same plan, bit for bit; rank 0 coordinated, the
+// others joined as devices 1 and 2, and the rendezvous file is gone.
+func TestTorchrunByHand(t *testing.T) {
+	dir := t.TempDir()
+	model, weights, plan := twoTower(t, dir)
+	common := []string{plan, "--model", model, "--init", weights, "--steps", "6", "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"}
+	port := freePort(t)
+	var procs []*runProc
+	for _, rank := range []int{2, 1, 0} { // rank 0 last: the others wait for it
+		procs = append(procs, task(t, dir, torchrun(rank, 3, port), append(common, "--dump", filepath.Join(dir, fmt.Sprint("rank", rank)))...))
+	}
+	for i, p := range procs {
+		if code := p.exitCode(t, 60*time.Second); code != 0 {
+			t.Fatalf("rank %d exited %d:\n%s", 2-i, code, p.errs())
+		}
+	}
+	if errs := procs[2].errs(); !strings.Contains(errs, "task 0 of 3 (RANK 0) coordinates run torchrun-127-0-0-1-") {
+		t.Fatalf("rank 0 did not say it coordinates:\n%s", errs)
+	}
+	for i, d := range []int{2, 1} {
+		if errs := procs[i].errs(); !strings.Contains(errs, fmt.Sprintf("joining generation 1 of run torchrun-127-0-0-1-%d-0 as device %d of the plan", port, d)) {
+			t.Fatalf("rank %d did not join as device %d:\n%s", d, d, errs)
+		}
+	}
+	if code, _, errs := gp(t, "", append([]string{"run", "--workers", "local", "--dump", filepath.Join(dir, "local")}, common...)...); code != 0 {
+		t.Fatal(errs)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "rank0", "final.safetensors")), readParams(t, filepath.Join(dir, "local", "final.safetensors")), 0)
+	if rv, _ := filepath.Glob(filepath.Join(dir, ".graphpipe-*")); len(rv) != 0 {
+		t.Fatalf("the rendezvous file is left: %v", rv)
+	}
+}
+
+// TestTaskEnvRefused: a wrong or partial environment exits 2 in one line
+// naming the variable at fault.
+func TestTaskEnvRefused(t *testing.T) {
+	dir := t.TempDir()
+	model, _, plan := twoTower(t, dir)
+	slurm := []string{"SLURM_JOB_ID=7", "SLURM_STEP_ID=0", "SLURM_NTASKS=3", "SLURM_NODEID=0", "SLURM_LOCALID=0", "SLURM_JOB_NODELIST=vm"}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"SLURM_PROCID beyond SLURM_NTASKS", append(slurm, "SLURM_PROCID=3"), "SLURM_PROCID: 3 is beyond SLURM_NTASKS 3 (ranks 0 to 2)"},
+		{"no MASTER_ADDR", []string{"RANK=1", "WORLD_SIZE=3", "MASTER_PORT=29500"}, "MASTER_ADDR: not set"},
+		{"a task more than the plan's devices", torchrun(0, 4, freePort(t)), "WORLD_SIZE: 4 tasks, but the plan runs on 3 devices"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := task(t, dir, tc.env, plan, "--model", model, "--steps", "2")
+			code := p.exitCode(t, 30*time.Second)
+			if errs := strings.TrimSuffix(p.errs(), "\n"); code != 2 || !strings.HasPrefix(errs, tc.want) || strings.Contains(errs, "\n") {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 and one line starting %q", code, errs, tc.want)
+			}
+		})
+	}
+	t.Run("two tasks claiming rank 0", func(t *testing.T) {
+		port := freePort(t)
+		// given the model, rank 0 plans for the 2 tasks
+		first := task(t, dir, torchrun(0, 2, port), model, "--steps", "2")
+		first.waitFor(t, "coordinates run")
+		second := task(t, dir, torchrun(0, 2, port), model, "--steps", "2")
+		code := second.exitCode(t, 30*time.Second)
+		if errs := strings.TrimSuffix(second.errs(), "\n"); code != 2 || !strings.HasPrefix(errs, fmt.Sprintf("RANK: 0, but 127.0.0.1:%d is taken: another task claims rank 0", port)) ||
+			!strings.HasSuffix(errs, "address already in use)") || strings.Contains(errs, "\n") {
+			t.Fatalf("the second rank 0 exited %d:\n%s", code, errs)
+		}
+	})
+	t.Run("two tasks claiming rank 1", func(t *testing.T) {
+		port := freePort(t)
+		args := []string{plan, "--model", model, "--steps", "100000"}
+		zero := task(t, dir, torchrun(0, 3, port), args...)
+		task(t, dir, torchrun(1, 3, port), args...)
+		task(t, dir, torchrun(1, 3, port), args...)
+		task(t, dir, torchrun(2, 3, port), args...)
+		code := zero.exitCode(t, 60*time.Second)
+		errs := zero.errs()
+		last := errs[strings.LastIndex(strings.TrimSuffix(errs, "\n"), "\n")+1:]
+		// the launcher hears both (two tasks claim rank 1), or the
+		// coordinator refuses the second (two tasks stand for device 1)
+		if code != 2 || !strings.HasPrefix(last, "RANK: two tasks claim rank 1: host ") && !strings.HasPrefix(last, "RANK: two tasks stand for device 1 of the plan: host ") {
+			t.Fatalf("rank 0 exited %d:\n%s", code, errs)
+		}
+	})
+}
+
+// TestParsePreempt: --preempt-signal takes a signal's name, with or
+// without SIG, in any case, or its number; anything else is refused.
+func TestParsePreempt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want string // signalName's, "" for refused
+	}{
+		{"USR1", "SIGUSR1"}, {"sigusr2", "SIGUSR2"}, {"SIGTERM", "SIGTERM"}, {"15", "SIGTERM"}, {"int", "SIGINT"}, {"HUP", "SIGHUP"},
+		{"KILL", ""}, {"9", ""}, {"", ""}, {"USR3", ""},
+	} {
+		sig, err := parsePreempt(tc.name)
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("%q: took %v", tc.name, sig)
+		case tc.want != "" && (err != nil || signalName(sig) != tc.want):
+			t.Errorf("%q: %v, %v; want %s", tc.name, sig, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package search
+
+import (
+	"math"
+
+	"github.com/graphpipe/graphpipe/plan"
+)
+
+// link is how a run moves one stage edge's tensors on a device kind, and
+// its price per message: lat + bytes/bw.
+type link struct {
+	transport string // plan.TransportIPC or plan.TransportNATS
+	lat, bw   float64
+}
+
+// edgeLink is the link the run will use between two stages on devices d,
+// on one node or not (inter): workers on one host whose devices can share
+// memory (a GPU) copy device to device through an IPC handle, priced at
+// the profile's measured IPC copy where it has one; otherwise the bytes go
+// over NATS, priced at the profile's measured NATS path (across nodes, no
+// faster than the link between them). A profile that measured neither
+// prices as profiles always did: IntraLat/IntraBW inside a node,
+// InterLat/InterBW between nodes.
+func edgeLink(d plan.Device, inter bool) link {
+	if !inter && d.IPCCapable() {
+		if d.IPCBW > 0 {
+			return link{plan.TransportIPC, d.IPCLat, d.IPCBW}
+		}
+		return link{plan.TransportIPC, d.IntraLat, d.IntraBW}
+	}
+	switch {
+	case d.NATSBW > 0 && inter:
+		return link{plan.TransportNATS, max(d.NATSLat, d.InterLat), min(d.NATSBW, d.InterBW)}
+	case d.NATSBW > 0:
+		return link{plan.TransportNATS, d.NATSLat, d.NATSBW}
+	case inter:
+		return link{plan.TransportNATS, d.InterLat, d.InterBW}
+	}
+	return link{plan.TransportNATS, d.IntraLat, d.IntraBW}
+}
+
+// time is one message of bytes over the link (none for no bytes).
+func (l link) time(bytes float64) float64 {
+	if bytes <= 0 {
+		return 0
+	}
+	return l.lat + bytes/l.bw
+}
+
+// ringLink is the link of one step of a stage's ring all-reduce on d: the
+// profile's measured ring (across nodes, no faster than the link between
+// them), or, unmeasured, the links as profiles always priced it.
+func ringLink(d plan.Device, inter bool) (lat, bw float64) {
+	switch {
+	case d.RingBW > 0 && inter:
+		return max(d.RingLat, d.InterLat), min(d.RingBW, d.InterBW)
+	case d.RingBW > 0:
+		return d.RingLat, d.RingBW
+	case inter:
+		return d.InterLat, d.InterBW
+	}
+	return d.IntraLat, d.IntraBW
+}
+
+// messageCPU is what a stage's boundary costs it per micro-batch in its own
+// time on d: each side that carries bytes (in: the activations it takes
+// and the gradients it sends back; out: the activations it sends and the
+// gradients it takes) one send and one receive of its largest tensor. Zero
+// where the profile measured no message costs.
+func messageCPU(d plan.Device, inBytes, outBytes float64) float64 {
+	t := 0.0
+	for _, b := range []float64{inBytes, outBytes} {
+		s, r := d.MessageCPU(b)
+		t += s + r
+	}
+	return t
+}
+
+// shareRounds is how many times shareCores prices and simulates again.
+const shareRounds = 4
+
+// shareCores prices the sharing of each host's cores by the workers busy on
+// it at once, on average, rather than by all of its workers busy all the
+// time, which the DP assumes (costModel.slow): each stage's ops and
+// optimizer step are slowed by its profile's slowdown (SlowdownAt) at the
+// simulated busy time of its node's workers over the iteration's actions
+// (the most of its nodes'), priced and simulated again until that count
+// settles (a few rounds). p.Slowdown records the largest factor it
+// applied. Plans on profiles that measured no sharing are left as they
+// are.
+func shareCores(p *plan.Plan, in []stageIn, cm *costModel) error {
+	if !sharesCores(in, cm) {
+		return nil
+	}
+	applied := make([]float64, len(p.Stages)) // each stage's factor as priced
+	for s := range applied {
+		applied[s] = cm.kind(in[s].kind).slow
+	}
+	for round := 0; round < shareRounds; round++ {
+		res, err := p.Simulate()
+		if err != nil {
+			return err
+		}
+		span := res.Iteration - p.FixedS
+		if !(span > 0) {
+			return nil
+		}
+		busy := map[int]float64{} // per node, its workers' compute seconds
+		for s, st := range p.Stages {
+			for _, d := range st.Devices {
+				busy[node(p, d)] += res.Busy[s]
+			}
+		}
+		changed := false
+		for s := range p.Stages {
+			st, k := &p.Stages[s], 0.0
+			for _, d := range st.Devices {
+				k = max(k, busy[node(p, d)]/span)
+			}
+			kc := cm.kind(in[s].kind)
+			f := kc.dev.SlowdownAt(k)
+			if math.Abs(f-applied[s]) <= 1e-9*f {
+				continue
+			}
+			r := f / applied[s]
+			st.ForwardS, st.BackwardS, st.WeightS = r*st.ForwardS, r*st.BackwardS, r*st.WeightS
+			goes := kc.dev.GoDelay(lastWorker(in, s)) // its inputs' making is slowed, not the go
+			st.BeginS = goes + r*(st.BeginS-goes)
+			st.FlushS = kc.flushSlowed(in[s].blk.params, in[s].k, spans(p, st.Devices), f)
+			applied[s], changed = f, true
+		}
+		if !changed {
+			break
+		}
+		if err := schedule(p); err != nil {
+			return err
+		}
+		if err := p.Predict(); err != nil {
+			return err
+		}
+	}
+	p.Slowdown = 0
+	for _, f := range applied {
+		p.Slowdown = max(p.Slowdown, f)
+	}
+	return nil
+}
+
+// sharesCores says whether some stage's profile measured the sharing of
+// its host's cores.
+func sharesCores(in []stageIn, cm *costModel) bool {
+	for _, s := range in {
+		if cm.kind(s.kind).dev.CoreSlowdown.Len() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// lastWorker is the worker id of stage s's last replica: ids go stage by
+// stage.
+func lastWorker(in []stageIn, s int) int {
+	last := -1
+	for t := 0; t <= s; t++ {
+		last += in[t].k
+	}
+	return last
+}
