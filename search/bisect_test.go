@@ -3,6 +3,7 @@ package search
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -22,13 +23,14 @@ func encodeNoTime(p *plan.Plan) []byte {
 	return q.Encode()
 }
 
-// searchBounded is Search with the bisection's bounds on and off (dpmemo.go).
-func searchBounded(t *testing.T, g *dag.Graph, o Options) (bounded, plain []byte) {
+// searchToggled is Search with a switch of the search's (a package
+// variable) on and off.
+func searchToggled(t *testing.T, g *dag.Graph, o Options, flag *bool) (on, off []byte) {
 	t.Helper()
-	run := func(on bool) []byte {
-		saved := boundedBisection
-		boundedBisection = on
-		defer func() { boundedBisection = saved }()
+	run := func(v bool) []byte {
+		saved := *flag
+		*flag = v
+		defer func() { *flag = saved }()
 		p, err := Search(g, o)
 		if err != nil {
 			return []byte("error: " + err.Error())
@@ -38,18 +40,18 @@ func searchBounded(t *testing.T, g *dag.Graph, o Options) (bounded, plain []byte
 	return run(true), run(false)
 }
 
-// TestBoundedBisectionSamePlans: the bisection over T with the bounds that
-// earlier solves give (dpmemo.go) finds the same plans as the plain
-// bisection, byte for byte: on random DAGs, fork-join chains and the zoo's
-// branchy models, every strategy and schedule, with memory squeezed so that
+// bisectCase is a search the bisection's tests run both ways.
+type bisectCase struct {
+	name string
+	g    *dag.Graph
+	o    Options
+}
+
+// bisectCases are random DAGs, fork-join chains and the zoo's branchy
+// models, every strategy and schedule, with memory squeezed so that
 // recomputation and the depth rule bind, and with devices in groups.
-func TestBoundedBisectionSamePlans(t *testing.T) {
-	type tc struct {
-		name string
-		g    *dag.Graph
-		o    Options
-	}
-	var cases []tc
+func bisectCases(t *testing.T) []bisectCase {
+	var cases []bisectCase
 	v100 := plan.Profiles["v100"]
 	for seed := int64(0); seed < 24; seed++ {
 		g, err := models.RandomDAG(seed, 6+int(seed%5)*6, 256)
@@ -66,14 +68,14 @@ func TestBoundedBisectionSamePlans(t *testing.T) {
 			}
 			o.MemoryLimit = static/int64(o.Devices) + 1<<20
 		}
-		cases = append(cases, tc{fmt.Sprintf("random-%d", seed), g, o})
+		cases = append(cases, bisectCase{fmt.Sprintf("random-%d", seed), g, o})
 	}
 	fj, err := models.ForkJoin(6, 3, 256)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases = append(cases, tc{"forkjoin-8", fj, Options{Device: v100, Devices: 8, Batch: 256}},
-		tc{"forkjoin-8-tight", fj, Options{Device: v100, Devices: 8, Batch: 256, MemoryLimit: 9 << 20}})
+	cases = append(cases, bisectCase{"forkjoin-8", fj, Options{Device: v100, Devices: 8, Batch: 256}},
+		bisectCase{"forkjoin-8-tight", fj, Options{Device: v100, Devices: 8, Batch: 256, MemoryLimit: 9 << 20}})
 	for _, m := range []struct {
 		name    string
 		devices int
@@ -86,25 +88,143 @@ func TestBoundedBisectionSamePlans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases = append(cases, tc{m.name, g, Options{Device: plan.Profiles["cpu"], Devices: m.devices}})
+		cases = append(cases, bisectCase{m.name, g, Options{Device: plan.Profiles["cpu"], Devices: m.devices}})
 	}
+	return cases
+}
+
+// samePlansToggled checks that every bisectCase plans the same, byte for
+// byte, with flag on and off.
+func samePlansToggled(t *testing.T, flag *bool, what string) {
+	cases := bisectCases(t)
 	plans := 0
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			bounded, plain := searchBounded(t, c.g, c.o)
-			if !bytes.HasPrefix(plain, []byte("error")) {
+			on, off := searchToggled(t, c.g, c.o, flag)
+			if !bytes.HasPrefix(off, []byte("error")) {
 				plans++
 			} else {
-				t.Log(string(plain))
+				t.Log(string(off))
 			}
-			if !bytes.Equal(bounded, plain) {
-				t.Errorf("the bounded bisection's plan differs from the plain one's:\n%s\n---\n%s", bounded, plain)
+			if !bytes.Equal(on, off) {
+				t.Errorf("the plan %s differs from the one without:\n%s\n---\n%s", what, on, off)
 			}
 		})
 	}
 	if plans < len(cases)*3/4 {
 		t.Errorf("only %d of %d cases have a plan: the test barely ran", plans, len(cases))
 	}
+}
+
+// TestBoundedBisectionSamePlans: the bisection over T with the bounds that
+// earlier solves give (dpmemo.go) finds the same plans as the plain
+// bisection, byte for byte (bisectCases).
+func TestBoundedBisectionSamePlans(t *testing.T) {
+	samePlansToggled(t, &boundedBisection, "with the bisection's bounds")
+}
+
+// TestMidFirstSamePlans: the bisection that solves its middle candidate
+// first (midFirst) finds the same plans as the one that checks the top
+// first, byte for byte (bisectCases).
+func TestMidFirstSamePlans(t *testing.T) {
+	samePlansToggled(t, &midFirst, "solving the middle first")
+}
+
+// TestValueBisectionSamePlans: bisecting the candidates' values (leastT)
+// finds the same plans as bisecting their sorted list, byte for byte
+// (bisectCases).
+func TestValueBisectionSamePlans(t *testing.T) {
+	samePlansToggled(t, &valueBisection, "bisecting the candidates' values")
+}
+
+// TestReuseProbeSamePlans: a frontier's bisection that takes the values
+// its probe solved at its first candidate (reuseProbe) finds the same plans
+// as one that solves it again, byte for byte (bisectCases).
+func TestReuseProbeSamePlans(t *testing.T) {
+	samePlansToggled(t, &reuseProbe, "reusing the frontier's probe")
+}
+
+// TestMinTBelowIsLinearScan: the bisection's least T (minTBelow, uncapped,
+// in either order, bounded or not) is the first candidate, from the from-th
+// on and at most maxT, at which a fresh solve of the root on k devices holds
+// fewer than depth, found by trying them all; none where none does. Every k
+// up to the devices (some fit nothing), several micro-batch sizes, depth
+// caps and starting points, memory tight and loose. Over every candidate
+// with no cap, leastT (the bisection of their values) finds the same T and
+// leaves the DP solved there.
+func TestMinTBelowIsLinearScan(t *testing.T) {
+	checked, found := 0, 0
+	for seed := int64(0); seed < 8; seed++ {
+		g, err := models.RandomDAG(100+seed, 6+int(seed%3)*5, 256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := Options{Device: plan.Profiles["v100"], Devices: 3 + int(seed%4), Batch: 64}.withDefaults(g.BatchSize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seed%2 == 1 {
+			var static int64
+			for i := 0; i < g.NumOps(); i++ {
+				static += g.Cost(i).Params*16 + 2*g.Cost(i).OutBytes*64
+			}
+			o.MemoryLimit = static/int64(o.Devices) + 1<<20
+		}
+		cm := newCostModel(g, &o)
+		sp := newSpace(cm, partition.Decompose(g, o.MaxSeries).Root, cm.boundary)
+		for _, b := range []int64{1, 8, 64} {
+			pr := newPrices(cm, sp, o.Devices, b, int(o.Batch/b), false)
+			oracle := &dp{prices: pr}
+			ts := oracle.candidates()
+			fresh := func(k, i int) int {
+				oracle.reset(ts[i])
+				return oracle.solve(sp.root, k, 0)
+			}
+			for k := 1; k <= pr.D; k++ {
+				for _, q := range []struct{ from, depth, top int }{{0, inf, len(ts)}, {0, 3, len(ts)}, {len(ts) / 3, inf, len(ts)}, {0, inf, len(ts) / 2}, {len(ts) / 4, 2, len(ts) * 3 / 4}} {
+					want := -1
+					for i := q.from; i < q.top; i++ {
+						if fresh(k, i) < q.depth {
+							want = i
+							break
+						}
+					}
+					maxT := math.Inf(1)
+					if q.top < len(ts) {
+						maxT = ts[q.top-1]
+					}
+					for _, mid := range []bool{true, false} {
+						for _, bounded := range []bool{true, false} {
+							midFirst, boundedBisection = mid, bounded
+							d := &dp{prices: pr}
+							T, i, ok := d.minTBelow(k, q.from, q.depth, maxT)
+							if mid && q.from == 0 && q.depth == inf && q.top == len(ts) { // what leastT answers
+								lt := &dp{prices: pr}
+								if T2, ok2 := lt.leastT(k); ok2 != ok || ok && (T2 != T || lt.depth(k) != fresh(k, want)) {
+									t.Fatalf("seed %d b %d k %d bounded %v: leastT (%v, %v), minTBelow (%v, %v)", seed, b, k, bounded, T2, ok2, T, ok)
+								}
+							}
+							midFirst, boundedBisection = true, true
+							if ok != (want >= 0) || ok && (i != want || T != ts[want]) {
+								t.Fatalf("seed %d b %d k %d %+v mid %v bounded %v: minTBelow (%v, %d, %v), first fitting candidate %d", seed, b, k, q, mid, bounded, T, i, ok, want)
+							}
+							if ok && d.depth(k) != fresh(k, want) {
+								t.Fatalf("seed %d b %d k %d %+v: left solved at depth %d, a fresh solve has %d", seed, b, k, q, d.depth(k), fresh(k, want))
+							}
+							checked++
+							if ok {
+								found++
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if found < checked/4 || found == checked {
+		t.Errorf("%d of %d bisections found a T: the test does not tell", found, checked)
+	}
+	t.Logf("%d bisections checked, %d found a T", checked, found)
 }
 
 // TestSortTimes: the radix sort orders times as sort.Float64s does.
@@ -133,11 +253,42 @@ func TestSortTimes(t *testing.T) {
 	}
 }
 
+// TestDistinctTimes: the candidates of a fit table are its entries' times
+// that fit one in flight and are not below the floor, sorted, each once;
+// tables large and small, many times repeated.
+func TestDistinctTimes(t *testing.T) {
+	for _, n := range []int{0, 7, 300, 20000} {
+		r := rand.New(rand.NewPCG(uint64(n), 2))
+		fit := make([]fitEntry, n)
+		for i := range fit {
+			fit[i] = fitEntry{float64(r.IntN(n/3+1)) * 1e-4, r.IntN(4) - 1}
+			if i%5 == 0 {
+				fit[i].t = r.ExpFloat64()
+			}
+		}
+		for _, floor := range []float64{0, 1e-3} {
+			var want []float64
+			for _, e := range fit {
+				if e.maxIn >= 1 && e.t >= floor {
+					want = append(want, e.t)
+				}
+			}
+			sort.Float64s(want)
+			want = slices.Compact(want)
+			if got := distinctTimes(fit, floor); !slices.Equal(got, want) {
+				t.Fatalf("%d entries, floor %v: %d distinct times, want %d", n, floor, len(got), len(want))
+			}
+		}
+	}
+}
+
 // TestPriceAllIsPriceAt: the written-out pricing of every block on every
 // device count (priceAll) gives what fits needs exactly as pricing each
 // stage does (space.priceAt, fitEntry, recomputed): on the zoo's models
 // and random DAGs, grouped devices, every recompute setting, within a node
-// and across nodes, with and without optimizer state.
+// and across nodes, with and without optimizer state. And recHelp, priced
+// with fit, answers recomputeMayHelp at every candidate time as the scan
+// over recFit does.
 func TestPriceAllIsPriceAt(t *testing.T) {
 	var graphs []*dag.Graph
 	for _, name := range []string{"mmt", "dlrm", "candle-uno", "case-study"} {
@@ -178,6 +329,28 @@ func TestPriceAllIsPriceAt(t *testing.T) {
 				cm := newCostModel(g, &o)
 				for _, sp := range []*space{newSpace(cm, partition.Decompose(g, 0).Root, cm.boundary), chainSpace(g, &o, cm)} {
 					d := newPrices(cm, sp, c.devices, c.b, int(o.Batch/c.b), false)
+					help := d.recHelp
+					d.recFits()
+					checkRecHelp(t, &dp{prices: d}, help)
+					for id := range sp.blocks { // least and recLeast: the least time of each row that fits one in flight
+						for _, f := range []struct {
+							fit   []fitEntry
+							least []float64
+						}{{d.fit, d.least}, {d.recFit, d.recLeast}} {
+							if f.fit == nil {
+								continue
+							}
+							want := math.Inf(1)
+							for _, e := range f.fit[id*d.W : (id+1)*d.W] {
+								if e.maxIn >= 1 {
+									want = min(want, e.t)
+								}
+							}
+							if f.least[id] != want {
+								t.Fatalf("device %d graph %d %+v block %d: least %v, its row's %v", di, gi, c, id, f.least[id], want)
+							}
+						}
+					}
 					for id, blk := range sp.blocks {
 						for k := 1; k <= d.kmax; k++ {
 							s := sp.price(cm, id, k*d.g, d.b, d.mbs)
@@ -199,6 +372,42 @@ func TestPriceAllIsPriceAt(t *testing.T) {
 		}
 	}
 	t.Logf("%d prices checked", checked)
+}
+
+// checkRecHelp checks recomputeMayHelp by recHelp (help, priced with fit)
+// against the scan over recFit: at times of fit and recFit (a sample of
+// them), past them, and on either side of help; it returns how many times
+// the scan said yes.
+func checkRecHelp(t *testing.T, d *dp, help float64) (yes int) {
+	t.Helper()
+	var ts []float64
+	for _, all := range [][]float64{distinctTimes(d.fit, 0), distinctTimes(d.recFit, 0)} {
+		for i := 0; i < len(all); i += max(1, len(all)/40) {
+			ts = append(ts, all[i])
+		}
+	}
+	ts = append(ts, math.Inf(1), help, math.Nextafter(help, math.Inf(1)), math.Nextafter(help, 0))
+	for _, T := range ts {
+		d.recHelp = help
+		lazy := d.recomputeMayHelp(T)
+		eagerRecFit = true
+		scan := d.recomputeMayHelp(T)
+		eagerRecFit = false
+		if lazy != scan {
+			t.Fatalf("recomputeMayHelp at %v: %v by recHelp (%v), %v by the scan over recFit", T, lazy, help, scan)
+		}
+		if scan {
+			yes++
+		}
+	}
+	return yes
+}
+
+// TestEagerRecFitSamePlans: pricing recFit only where a DP lets stages
+// recompute (recFits, recHelp) gives the same plans as pricing it with fit
+// and scanning it, byte for byte (bisectCases).
+func TestEagerRecFitSamePlans(t *testing.T) {
+	samePlansToggled(t, &eagerRecFit, "pricing recFit with fit")
 }
 
 // TestMergeTimes: the candidates with recomputation allowed, merged from

@@ -21,7 +21,8 @@ type costModel struct {
 	opTimes  map[int64][]opTime
 	measured []*plan.OpSeries // by op, from Options.OpTimes; nil: priced from FLOPs and bytes
 
-	sets opSets // scratch for newBlock
+	sets  opSets // scratch for newBlock
+	mixes []bool // per op: its kind mixes samples (dag.Kind.MixesSamples), looked up once
 
 	hashOnce sync.Once
 	hash     string // dag.ModelHash(g), for every plan assembled
@@ -53,6 +54,10 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 	cm.msgs = o.Device.SendS > 0 || o.Device.SendBW > 0 || o.Device.RecvS > 0 || o.Device.RecvBW > 0
 	if o.OpTimes != nil {
 		cm.measured, _ = resolveOpTimes(o.OpTimes, g) // checked by withDefaults
+	}
+	cm.mixes = make([]bool, g.NumOps())
+	for i := range cm.mixes {
+		cm.mixes[i] = g.Op(i).Kind.MixesSamples()
 	}
 	return cm
 }
@@ -252,7 +257,7 @@ func (cm *costModel) newBlock(ops []int, cross func(ops []int) (int64, int64)) *
 		b.stash += c.StashBytes
 		b.work = max(b.work, 2*c.OutBytes)
 		b.fwdSamples += c.FwdFLOPs
-		b.whole = b.whole || cm.g.Op(i).Kind.MixesSamples()
+		b.whole = b.whole || cm.mixes[i]
 	}
 	b.inB, b.outB = cross(ops)
 	b.inputs = cm.inputBytes(ops)

@@ -1,5 +1,7 @@
 package search
 
+import "math"
+
 // Device sets: the DP counts a subproblem's devices as one integer. For
 // devices of one kind it is their count (in groups, dpGroup); for a cluster
 // of several kinds (plan.Cluster) it is a vector of counts, one per kind,
@@ -27,6 +29,9 @@ type devSets struct {
 	// -1 for the empty set, sets of several kinds and over kmax
 	col []int32
 	ids []int32 // 0..n-1: the lists for one kind are its slices
+	// need, per set, is the fewest stages its devices make, each taking at
+	// most kmax groups of one kind (math.MaxInt32 where a kind's kmax is 0)
+	need []int32
 	// parts and capped, per set (several kinds only), are the first parts
 	// it may give, ascending: every nonempty proper subset; those with at
 	// most kmax of each kind
@@ -84,6 +89,18 @@ func newDevSets(devices []int, b int64) devSets {
 	for t := range devices {
 		for c := 1; c <= s.kmax[t]; c++ {
 			s.col[c*s.stride[t]] = int32(s.off[t] + c)
+		}
+	}
+	s.need = make([]int32, s.n)
+	for v := range s.need {
+		for t := range devices {
+			switch c := s.digit(v, t); {
+			case c == 0:
+			case s.kmax[t] == 0:
+				s.need[v] = math.MaxInt32
+			case s.need[v] < math.MaxInt32:
+				s.need[v] += int32((c + s.kmax[t] - 1) / s.kmax[t])
+			}
 		}
 	}
 	if k > 1 {
@@ -160,6 +177,14 @@ func (s *devSets) kRange(last bool, v int) []int32 {
 		return s.ids[v : v+1]
 	}
 	return s.firstParts(v, false)
+}
+
+// overfull says whether set k has more devices than units i.. of n can
+// use: the stages they make hold a leaf each (n.most), fewer than the
+// set's devices need (need). Every subproblem on k's devices exactly is
+// then inf, without a look at its options.
+func (s *devSets) overfull(n *snode, i, k int) bool {
+	return k > 0 && int(s.need[k]) > n.most[i]
 }
 
 // kinds is how many device kinds there are.

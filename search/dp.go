@@ -32,10 +32,12 @@ const inf = math.MaxInt16
 type dp struct {
 	*prices
 	T       float64
+	solved  bool       // the memo holds values at T (reset), until the fits change (allowRecompute)
 	solveM  []*table   // [node], index k·(D+1)+δ
 	suffixM []*table   // [node], index at(sub)
 	groupM  []*table   // [node], as suffixM
 	hostG   [][]*table // [tail][node]: groupHost, index as suffixM, ×2 for need
+	feedM   []*table   // [node]: groupHost with no tail left to place, whatever the tail (as suffixM)
 	hostS   [][]*table // [tail][node]: suffixHost, index as suffixM
 	memo               // what the tables hold at T, and what the bisection knows (dpmemo.go)
 	ts      []float64  // candidates(), once computed
@@ -137,7 +139,7 @@ func newDP(sp *space, devices int, b int64, mbs int, gpipe bool) *dp {
 
 // reset sets the target time and forgets every memoised value.
 func (d *dp) reset(T float64) {
-	d.T = T
+	d.T, d.solved = T, true
 	if d.forkM == nil {
 		d.forkM = map[forkKey]forkChoice{}
 	}
@@ -145,12 +147,13 @@ func (d *dp) reset(T float64) {
 	clear(d.stages)
 	if d.solveM == nil {
 		n, w, depths := len(d.sp.nodes), d.devs.n, d.D+1
-		d.solveM, d.suffixM, d.groupM = make([]*table, n), make([]*table, n), make([]*table, n)
+		d.solveM, d.suffixM, d.groupM, d.feedM = make([]*table, n), make([]*table, n), make([]*table, n), make([]*table, n)
 		for _, nd := range d.sp.nodes {
 			d.solveM[nd.id] = newTable(w, depths)
 			if len(nd.kids) > 0 {
 				d.suffixM[nd.id] = newTable(len(nd.kids)*w, depths)
 				d.groupM[nd.id] = newTable(len(nd.kids)*w, depths)
+				d.feedM[nd.id] = newTable(len(nd.kids)*w, depths)
 			}
 		}
 		d.hostG, d.hostS = make([][]*table, len(d.sp.tails)), make([][]*table, len(d.sp.tails))
@@ -173,6 +176,17 @@ func (d *dp) inflight(depth int) int {
 	}
 	return min(d.mbs, depth)
 }
+
+// overfull says whether k's devices are more than units i.. of n can use
+// (devSets.overfull): every subproblem on exactly them is inf.
+func (d *dp) overfull(n *snode, i, k int) bool {
+	return deviceBounds && d.devs.overfull(n, i, k)
+}
+
+// deviceBounds turns on what the DP knows from device counts alone:
+// overfull subproblems, and that a chain on k devices holds at least the
+// stages they need (tests compare the plans without them).
+var deviceBounds = true
 
 // fits says whether block id on the devices of set k (devsets.go: one
 // kind's, for a stage), depth stages from the end, runs within T and fits

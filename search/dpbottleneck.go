@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -30,6 +31,40 @@ func (d *dp) candidates() []float64 {
 	return p.recTs
 }
 
+// candidateKeys are the candidates' bits, unsorted, each time once per
+// entry that has it: what leastT bisects without sorting them.
+func (d *dp) candidateKeys() []uint64 {
+	p := d.prices
+	if p.keepKeys == nil {
+		p.keepKeys = timeKeys(nil, p.fit, p.opFloor())
+	}
+	if d.rfit == nil {
+		return p.keepKeys
+	}
+	if p.recKeys == nil {
+		p.recKeys = timeKeys(slices.Clip(p.keepKeys), d.rfit, p.opFloor())
+	}
+	return p.recKeys
+}
+
+// timeKeys appends to keys the bits of the times, not below floor, of the
+// entries that fit one micro-batch in flight.
+func timeKeys(keys []uint64, fit []fitEntry, floor float64) []uint64 {
+	n := 0
+	for i := range fit {
+		if e := &fit[i]; e.maxIn >= 1 && e.t >= floor { // fits with one micro-batch in flight (k = 0 never does)
+			n++
+		}
+	}
+	keys = slices.Grow(keys, n)
+	for i := range fit {
+		if e := &fit[i]; e.maxIn >= 1 && e.t >= floor {
+			keys = append(keys, math.Float64bits(e.t))
+		}
+	}
+	return keys
+}
+
 // opFloor is a time below which no plan fits: the slowest op's forward and
 // backward at the per-device micro-batch that makes them fastest (every
 // stage's time per micro-batch is at least the sum of its ops', and the
@@ -55,19 +90,20 @@ func (d *prices) opFloor() float64 {
 }
 
 // distinctTimes are the distinct times, not below floor, of the entries
-// that fit one micro-batch in flight, ascending.
+// that fit one micro-batch in flight, ascending: their bits sorted
+// (sortBits), each run of equal ones kept once.
 func distinctTimes(fit []fitEntry, floor float64) []float64 {
-	var ts []float64
-	for _, e := range fit {
-		if e.maxIn >= 1 && e.t >= floor { // fits with one micro-batch in flight (k = 0 never does)
-			ts = append(ts, e.t)
+	keys := sortBits(timeKeys(nil, fit, floor))
+	distinct := 0
+	for i, k := range keys {
+		if i == 0 || k != keys[i-1] {
+			distinct++
 		}
 	}
-	sortTimes(ts)
-	out := ts[:0]
-	for i, t := range ts {
-		if i == 0 || t != ts[i-1] {
-			out = append(out, t)
+	out := make([]float64, 0, distinct)
+	for i, k := range keys {
+		if i == 0 || k != keys[i-1] {
+			out = append(out, math.Float64frombits(k))
 		}
 	}
 	return out
@@ -92,47 +128,158 @@ func mergeTimes(a, b []float64) []float64 {
 }
 
 // sortTimes sorts times (non-negative, not NaN) in ascending order: by their
-// bits, which order such floats as they order the numbers, a byte at a time
-// (a radix sort: the candidates number up to a million, and each DP sorts
-// them).
+// bits (sortBits), which order such floats as they order the numbers.
 func sortTimes(ts []float64) {
-	if len(ts) < 256 {
-		sort.Float64s(ts)
-		return
-	}
 	keys := make([]uint64, len(ts))
 	for i, t := range ts {
 		keys[i] = math.Float64bits(t)
 	}
-	tmp := make([]uint64, len(keys))
-	for shift := 0; shift < 64; shift += 8 {
-		var count [257]int
+	for i, k := range sortBits(keys) {
+		ts[i] = math.Float64frombits(k)
+	}
+}
+
+// radixBits is the digit of sortBits: 11 bits, six passes at most over
+// the keys (the exponents of one search's times share their top digits,
+// which are skipped), with counts that stay in cache.
+const (
+	radixBits   = 11
+	radixPasses = (64 + radixBits - 1) / radixBits
+)
+
+// sortBits sorts keys in ascending order, a radix sort (the candidates
+// number up to a million, and each DP's are sorted): every digit's counts
+// in one pass, then a pass per digit where the keys differ. It returns the
+// sorted keys, in keys or in a slice of its own.
+func sortBits(keys []uint64) []uint64 {
+	if len(keys) < 256 {
+		slices.Sort(keys)
+		return keys
+	}
+	const mask = 1<<radixBits - 1
+	count := make([][1 << radixBits]int, radixPasses)
+	for _, k := range keys {
+		for p := range count {
+			count[p][(k>>(p*radixBits))&mask]++
+		}
+	}
+	var tmp []uint64
+	for p := range count {
+		shift, c := p*radixBits, &count[p]
+		if c[(keys[0]>>shift)&mask] == len(keys) {
+			continue // every key has this digit
+		}
+		at := 0
+		for d, m := range c {
+			c[d], at = at, at+m
+		}
+		if tmp == nil {
+			tmp = make([]uint64, len(keys))
+		}
 		for _, k := range keys {
-			count[(k>>shift)&0xff+1]++
-		}
-		if count[(keys[0]>>shift)&0xff+1] == len(keys) {
-			continue // every key has this byte
-		}
-		for b := 1; b < 257; b++ {
-			count[b] += count[b-1]
-		}
-		for _, k := range keys {
-			b := (k >> shift) & 0xff
-			tmp[count[b]] = k
-			count[b]++
+			d := (k >> shift) & mask
+			tmp[c[d]] = k
+			c[d]++
 		}
 		keys, tmp = tmp, keys
 	}
-	for i, k := range keys {
-		ts[i] = math.Float64frombits(k)
-	}
+	return keys
 }
 
 // minT finds the smallest candidate T at which the root fits on k devices,
 // by binary search over the candidates. ok is false if none fits.
 func (d *dp) minT(k int) (float64, bool) {
+	if valueBisection {
+		return d.leastT(k)
+	}
 	T, _, ok := d.minTBelow(k, 0, inf, math.Inf(1))
 	return T, ok
+}
+
+// valueBisection makes minT and minTOnMost bisect the candidates' values
+// (leastT) rather than their sorted list (minTBelow); tests compare.
+var valueBisection = true
+
+// leastT finds the least candidate T at which the root fits on k devices,
+// and leaves the DP solved there: minTBelow(k, 0, inf, +Inf)'s answer,
+// without sorting the candidates, which on a large space costs more than
+// the solves. It bisects their values: each probe is the median of a
+// sample of those left (the median of them all first, then, where nothing
+// fits there, the largest, whether anything fits at all), and keeps those
+// below a probe where the root fits, those above it where it does not.
+// The solves carry their bounds as minTBelow's do (dpmemo.go).
+func (d *dp) leastT(k int) (float64, bool) {
+	keys := slices.Clone(d.candidateKeys())
+	if len(keys) == 0 {
+		return 0, false
+	}
+	feasible := func(key uint64) bool {
+		d.budget--
+		d.reset(math.Float64frombits(key))
+		ok := d.solve(d.sp.root, k, 0) < inf
+		d.keepBounds(ok)
+		return ok
+	}
+	d.beginBounds()
+	defer d.endBounds()
+	var sample []uint64
+	var hi uint64 // the least probe so far where the root fits
+	p := probeKey(keys, &sample)
+	if feasible(p) {
+		hi, keys = p, keysBelow(keys, p)
+	} else {
+		top := slices.Max(keys)
+		if top == p || !feasible(top) {
+			return 0, false
+		}
+		hi, keys = top, keysAbove(keysBelow(keys, top), p)
+	}
+	for len(keys) > 0 {
+		if p = probeKey(keys, &sample); feasible(p) {
+			hi, keys = p, keysBelow(keys, p)
+		} else {
+			keys = keysAbove(keys, p)
+		}
+	}
+	d.choicesBounds()
+	T := math.Float64frombits(hi)
+	d.reset(T)
+	d.solve(d.sp.root, k, 0)
+	return T, true
+}
+
+// probeKey is the median of a sample of keys (every len/255-th), one of them.
+func probeKey(keys []uint64, sample *[]uint64) uint64 {
+	step := max(1, len(keys)/255)
+	s := (*sample)[:0]
+	for i := step / 2; i < len(keys); i += step {
+		s = append(s, keys[i])
+	}
+	slices.Sort(s)
+	*sample = s
+	return s[len(s)/2]
+}
+
+// keysBelow keeps the keys below p, in place.
+func keysBelow(keys []uint64, p uint64) []uint64 {
+	out := keys[:0]
+	for _, k := range keys {
+		if k < p {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// keysAbove keeps the keys above p, in place.
+func keysAbove(keys []uint64, p uint64) []uint64 {
+	out := keys[:0]
+	for _, k := range keys {
+		if k > p {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // minTBelow finds the smallest candidate T, from the from-th on and at most
@@ -159,7 +306,9 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	// extracted, pins nothing
 	feasible := func(i int) bool {
 		d.budget--
-		d.reset(ts[i])
+		if !reuseProbe || !d.solved || d.T != ts[i] { // a frontier's probe (depthAt) may have solved it: its values stand
+			d.reset(ts[i])
+		}
 		ok := d.solve(d.sp.root, k, 0) < depth
 		d.keepBounds(ok)
 		return ok
@@ -167,11 +316,19 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	spent := func() bool { return d.capped && d.budget <= 0 }
 	d.beginBounds()
 	defer d.endBounds()
-	// check the top, then bisect
-	if spent() || !feasible(top-1) {
-		return 0, 0, false
-	}
 	lo, hi := from, top-1
+	switch {
+	case d.capped || !midFirst || lo == hi: // check the top, then bisect
+		if spent() || !feasible(hi) {
+			return 0, 0, false
+		}
+	case feasible((lo + hi) / 2): // the middle first (midFirst)
+		hi = (lo + hi) / 2
+	default: // then the top, whether any fits
+		if lo = (lo+hi)/2 + 1; !feasible(hi) {
+			return 0, 0, false
+		}
+	}
 	for lo < hi && !spent() { // out of budget: hi is a frontier point, if not the least T of its depth
 		mid := (lo + hi) / 2
 		if feasible(mid) {
@@ -185,6 +342,20 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	d.solve(d.sp.root, k, 0)
 	return ts[hi], hi, true
 }
+
+// midFirst makes an uncapped bisection solve first at its middle candidate
+// and at the top only when nothing fits there: the top's solve, where every
+// stage meets T and every tail may be absorbed, is the costliest of the
+// bisection, its bounds the loosest, and the least T lies mostly in the
+// lower half of the candidates. The least T is the same in either order
+// (the DP's value never grows with T); a capped bisection (the frontier's)
+// keeps its order, in which its budget is spent. Tests compare the orders.
+var midFirst = true
+
+// reuseProbe lets a bisection take the values the memo holds at its first
+// candidate instead of solving it again: a frontier's bisection starts at
+// the candidate its probe (depthAt) has just solved. Tests turn it off.
+var reuseProbe = true
 
 // depthAt solves at the largest candidate T at most T on k devices and
 // returns the root's depth there (inf when nothing fits); ok is false when
@@ -213,15 +384,15 @@ func (d *dp) depthAt(k int, T float64) (int, bool) {
 func (d *dp) depth(k int) int { return d.solve(d.sp.root, k, 0) }
 
 // minTOnMost solves at the least bottleneck on the most devices (up to n)
-// that have a plan, and returns that count and the candidate's index.
-func (d *dp) minTOnMost(n int) (k, i int, ok bool) {
+// that have a plan, and returns that count and the bottleneck.
+func (d *dp) minTOnMost(n int) (k int, T float64, ok bool) {
 	least := 1
 	if d.devs.kinds() > 1 {
 		least = n // several kinds: every device (a search on one kind's alone tries fewer)
 	}
 	for k := n; k >= least; k-- {
-		if _, i, ok := d.minTBelow(k, 0, inf, math.Inf(1)); ok {
-			return k, i, true
+		if T, ok := d.minT(k); ok {
+			return k, T, true
 		}
 	}
 	return 0, 0, false

@@ -81,7 +81,7 @@ func tailID(t *tailSpec) int {
 // placed; roleTail, roleTailKid), and every other part feeds that stage, from
 // δ+1. Parts that absorb nothing are rolePlain.
 func (d *dp) forkGroup(f forkSub) bool {
-	if f.k < 1 || f.c >= d.D {
+	if f.k < 1 || f.c >= d.D || d.overfull(f.n, f.i, f.k) {
 		return false
 	}
 	base := f.base()
@@ -164,7 +164,7 @@ func (d *dp) part(alone bool, blk, k, δ int, solve func() int) int {
 // parallel node's group (roleGroup), or a series node's (forkSeries). f is
 // a kidHead subproblem: i = 0, no tail.
 func (d *dp) forkSolve(f forkSub) bool {
-	if f.k < 1 || f.c >= d.D || f.δ+1 > f.c+1 {
+	if f.k < 1 || f.c >= d.D || f.δ+1 > f.c+1 || d.overfull(f.n, 0, f.k) {
 		return false
 	}
 	key := f.key(true)

@@ -42,7 +42,7 @@ func (d *dp) joinSuffix(s sub, best, floor int) (int, choice) {
 // The tail's stage sits δ+1 from the end; every other branch feeds it, so
 // its exit is δ+1.
 func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
-	if s.k < 1 || s.δ+1 >= d.D {
+	if s.k < 1 || s.δ+1 >= d.D || d.overfull(s.n, s.i, s.k) {
 		return inf
 	}
 	tab, idx := d.hostGroupIdx(s, t, need)
@@ -122,6 +122,10 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 	return best
 }
 
+// shareFeeds lets groupHost's answers with no tail left to place be shared
+// by every tail (tests compare the plans without).
+var shareFeeds = true
+
 // hostTable returns the lazily allocated absorption table of (tail, node).
 func (d *dp) hostTable(tabs [][]*table, t *tailSpec, n *snode, size int) *table {
 	if tabs[t.id][n.id] == nil {
@@ -130,7 +134,14 @@ func (d *dp) hostTable(tabs [][]*table, t *tailSpec, n *snode, size int) *table 
 	return tabs[t.id][n.id]
 }
 
+// hostGroupIdx is groupHost's table and slot. Once the tail is placed
+// (need false) every part only feeds its stage, and nothing asks which
+// tail that is: the value and its choice are the same for every tail, and
+// one table (feedM) holds them for all.
 func (d *dp) hostGroupIdx(s sub, t *tailSpec, need bool) (*table, slot) {
+	if !need && shareFeeds {
+		return d.feedM[s.n.id], d.at(s)
+	}
 	at := d.at(s)
 	at.j *= 2
 	if need {
@@ -176,7 +187,7 @@ func (d *dp) suffixHost(s sub, t *tailSpec) int {
 	if s.k < 1 {
 		return inf
 	}
-	if s.δ >= d.D {
+	if s.δ >= d.D || d.overfull(s.n, s.i, s.k) {
 		return inf
 	}
 	tab, idx := d.hostSuffixIdx(s, t)

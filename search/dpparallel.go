@@ -4,6 +4,9 @@ package search
 // into one stage (or kid i planned on its own) on k1 devices, the rest on
 // k-k1 (rolePlain); the value is the larger of the two parts'.
 func (d *dp) group(s sub) int {
+	if d.overfull(s.n, s.i, s.k) {
+		return inf
+	}
 	idx := d.at(s)
 	tab := d.groupM[s.n.id]
 	if v, ok := d.lookup(tab, idx, s.δ+1); ok {

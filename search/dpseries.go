@@ -6,7 +6,7 @@ import "github.com/graphpipe/graphpipe/partition"
 // stages after it: δ+1 if all of n fits as one stage (roleWhole), else its
 // series suffix (roleSeries) or parallel group (roleGroup) from 0.
 func (d *dp) solve(n *snode, k, δ int) int {
-	if k < 1 || δ >= d.D {
+	if k < 1 || δ >= d.D || d.overfull(n, 0, k) {
 		return inf
 	}
 	idx := slot{δ, k}
@@ -35,6 +35,9 @@ func (d *dp) solve(n *snode, k, δ int) int {
 // (roleJoin, dpjoin.go); or unit i in a source stage of kid i+1 (roleFork,
 // dpfork.go). The last interval takes every device left.
 func (d *dp) suffix(s sub) int {
+	if d.overfull(s.n, s.i, s.k) {
+		return inf
+	}
 	idx := d.at(s)
 	tab := d.suffixM[s.n.id]
 	if v, ok := d.lookup(tab, idx, s.δ+1); ok {
@@ -50,6 +53,9 @@ func (d *dp) suffix(s sub) int {
 			return inf
 		}
 		floor = max(floor, δ+int(stages[s.i]))
+		if deviceBounds { // a chain's stages run one after another, as many as its devices need at least
+			floor = max(floor, δ+int(d.devs.need[s.k]))
+		}
 	}
 	// try prices units i..p on k1 devices; stop reports that longer intervals
 	// cannot meet T either.
@@ -134,7 +140,13 @@ func (d *dp) splits(s sub, best int, ch choice, floor int, stages []int16) (int,
 		if col < 0 {
 			continue // a stage's devices are of one kind, at most kmax of it
 		}
+		if stages != nil && deviceBounds && δ+1+int(d.devs.need[s.k-k1]) >= best {
+			continue // the rest's devices make too many stages, one after another
+		}
 		for ; p < last && best > floor; p++ {
+			if d.overfull(n, p+1, s.k-k1) {
+				break // the rest has more devices than it can use, and a shorter rest too
+			}
 			at := row[p-s.i]*d.W + col
 			if e := &d.fit[at]; e.t > d.T || e.maxIn < 1 {
 				break // longer intervals cannot meet T either
@@ -152,8 +164,9 @@ func (d *dp) splits(s sub, best int, ch choice, floor int, stages []int16) (int,
 			if after < 0 {
 				rest.i = p + 1
 				after = d.suffix(rest)
-				sl := tab.slabs[δ]
-				vals, his = sl.v, sl.hi
+				if sl := tab.slabs[δ]; sl != nil {
+					vals, his = sl.v, sl.hi
+				}
 			}
 			if after+1 < best && d.fitsAt(at, after+1) {
 				best, ch = after+1, choice{p: int16(p), k1: int16(k1)}

@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"sort"
 	"testing"
 
 	"github.com/graphpipe/graphpipe/models"
@@ -19,10 +20,12 @@ func TestFrontierMatchesScan(t *testing.T) {
 		sp := newSpace(cm, partition.Decompose(tc.g, 0).Root, cm.boundary)
 		for _, mbs := range []int{1, 4, 16} {
 			d := newDP(sp, tc.k, tc.b, mbs, false)
-			k, i, ok := d.minTOnMost(tc.k)
+			k, T0, ok := d.minTOnMost(tc.k)
 			if !ok {
 				continue
 			}
+			d.ts = d.candidates()
+			i := sort.SearchFloat64s(d.ts, T0)
 			depth := d.depth(k)
 			for {
 				want, wantDepth := -1, 0

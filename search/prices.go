@@ -1,6 +1,9 @@
 package search
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // prices are what the DP at one micro-batch knows of every candidate stage
 // on every device count of every kind: what fits needs. They do not depend
@@ -24,8 +27,20 @@ type prices struct {
 	devs devSets
 	// recFit is fit for the stages recomputing their forward during
 	// backward, where the planner may let them (the cost model's recompute
-	// is "auto"); nil otherwise.
+	// is "auto"), priced when a DP first lets them (recFits); nil until
+	// then and otherwise. recHelp is the least time at which a stage
+	// recomputing holds more micro-batches in flight than keeping, counted
+	// up to the most the DP asks of it (+Inf where none does): priced with
+	// fit, it answers recomputeMayHelp without recFit.
 	recFit []fitEntry
+	// least and recLeast are, per block, the least time at which it fits
+	// one micro-batch in flight on some device count, keeping and
+	// recomputing (+Inf where it never does): priceAll finds them as it
+	// prices, and the floors below read them rather than the rows
+	least, recLeast []float64
+	recAuto         bool
+	recOnce         sync.Once
+	recHelp         float64
 	// tailFloor is, per tail, the least per-micro-batch time of any stage that
 	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
 	// longer one.
@@ -35,11 +50,15 @@ type prices struct {
 	// least T at which a stage of the tail and one of the node's sink
 	// stages (hostBlocks) meets T and fits one micro-batch in flight,
 	// keeping [0] or either way [1] (index by tail id, then node id;
-	// +Inf where no union fits)
+	// +Inf where no union fits); [1] is [0] until recFits prices the
+	// recomputing stages
 	hostFloor [][2][]float64
 	// keepTs and recTs are the candidate times (dp.candidates), keeping
-	// and with recomputation allowed, once asked for
-	keepTs, recTs []float64
+	// and with recomputation allowed, once asked for; keepKeys and recKeys
+	// the same times' bits unsorted, each as often as an entry has it
+	// (dp.candidateKeys)
+	keepTs, recTs     []float64
+	keepKeys, recKeys []uint64
 	// runs are, per series node of leaves (a chain: spp's space, or a
 	// branch), when its split loop reaches each unit (runTimes); nil for
 	// other nodes
@@ -68,14 +87,16 @@ func newKindPrices(kinds []*costModel, devices []int, sp *space, b int64, mbs in
 	d.devs = newDevSets(devices, b)
 	d.D, d.g, d.kmax, d.W = d.devs.total, d.devs.g[0], d.devs.kmax[0], d.devs.w
 	d.fit = make([]fitEntry, len(sp.blocks)*d.W)
-	if d.cm.recompute == "auto" {
-		d.recFit = make([]fitEntry, len(d.fit))
-	}
+	d.recAuto, d.recHelp = d.cm.recompute == "auto", math.Inf(1)
+	d.least = infs(len(sp.blocks))
 	for t := range kinds {
-		d.priceAll(t)
+		d.priceAll(t, false)
 	}
 	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
-	d.hostFloor = d.hostFloors()
+	d.hostFloor = d.hostFloors(false)
+	if eagerRecFit {
+		d.recFits()
+	}
 	d.runs = make([]*runTimes, len(sp.nodes))
 	for _, n := range sp.nodes {
 		if n.chain() {
@@ -85,18 +106,28 @@ func newKindPrices(kinds []*costModel, devices []int, sp *space, b int64, mbs in
 	return d
 }
 
-// hostFloors computes hostFloor from fit and recFit.
-func (d *prices) hostFloors() [][2][]float64 {
-	sp := d.sp
-	least := func(fit []fitEntry, u int) float64 { // the least time at which u fits one in flight
-		t := math.Inf(1)
-		for _, e := range fit[u*d.W : (u+1)*d.W] { // a column of no devices never fits
-			if e.maxIn >= 1 {
-				t = min(t, e.t)
-			}
-		}
-		return t
+// recFits is recFit, priced when first asked for (nil where the planner
+// may not let stages recompute), with hostFloor's [1] then.
+func (d *prices) recFits() []fitEntry {
+	if !d.recAuto {
+		return nil
 	}
+	d.recOnce.Do(func() {
+		d.recFit, d.recLeast = make([]fitEntry, len(d.fit)), infs(len(d.sp.blocks))
+		for t := range d.kinds {
+			d.priceAll(t, true)
+		}
+		d.hostFloor = d.hostFloors(true)
+	})
+	return d.recFit
+}
+
+// eagerRecFit prices recFit with fit (tests compare the plans so priced).
+var eagerRecFit = false
+
+// hostFloors computes hostFloor from fit, and from recFit if rec.
+func (d *prices) hostFloors(rec bool) [][2][]float64 {
+	sp := d.sp
 	out := make([][2][]float64, len(sp.tails))
 	for _, t := range sp.tails {
 		for v := range out[t.id] {
@@ -107,10 +138,9 @@ func (d *prices) hostFloors() [][2][]float64 {
 			keep, either := math.Inf(1), math.Inf(1)
 			for _, h := range sp.hosts[n.id] {
 				u := t.union(h)
-				lk := least(d.fit, u)
-				keep, either = min(keep, lk), min(either, lk)
-				if d.recFit != nil {
-					either = min(either, least(d.recFit, u))
+				keep, either = min(keep, d.least[u]), min(either, d.least[u])
+				if rec {
+					either = min(either, d.recLeast[u])
 				}
 			}
 			out[t.id][0][n.id], out[t.id][1][n.id] = keep, either
@@ -163,12 +193,13 @@ type onK struct {
 	split      bool // k·g > 1: replicas all-reduce, a whole block does not fit
 }
 
-// priceAll fills fit's (and recFit's) columns of kind t block by block,
+// priceAll fills fit's columns of kind t (recFit's if rec) block by block,
 // in their order, with exactly the arithmetic of space.priceAt, fitEntry
 // and recomputed (TestPriceAllIsPriceAt): the planner's innermost pricing,
 // written out with what does not depend on the block hoisted out of its
-// loop.
-func (d *prices) priceAll(t int) {
+// loop. Pricing fit, it lowers recHelp where a stage would hold more in
+// flight recomputing (recomputeMayHelp's test, entry by entry).
+func (d *prices) priceAll(t int, rec bool) {
 	cm, sp, g, kmax, off := d.kinds[t], d.sp, d.devs.g[t], d.devs.kmax[t], d.devs.off[t]
 	ks := make([]onK, kmax+1)
 	for k := 1; k <= kmax; k++ {
@@ -189,6 +220,10 @@ func (d *prices) priceAll(t int) {
 	linkLat, linkBW := stageLink.lat, stageLink.bw
 	all := cm.recompute == "all"
 	mbs, limit := float64(d.mbs), cm.limit
+	most := d.mbs // the most in flight the DP asks of a stage
+	if !d.gpipe {
+		most = min(d.mbs, d.D)
+	}
 	for id, blk := range sp.blocks {
 		ref := sp.owner[id]
 		host, n := ref, ref.n // the interval whose sums give the times, and a tail's node
@@ -226,13 +261,34 @@ func (d *prices) priceAll(t int) {
 				stash, work = satMul(blk.inputs, e.m), satAdd(work, stash)
 			}
 			at := id*d.W + off + k
-			d.fit[at] = fitEntry{max(period, link), maxInFlight(satAdd(st, work), stash, limit)}
-			if d.recFit != nil {
-				rs := satMul(blk.inputs, e.m)
-				d.recFit[at] = fitEntry{max(period+f, link), maxInFlight(satAdd(st, satAdd(work, stash)), rs, limit)}
+			if rec {
+				r := fitEntry{max(period+f, link), maxInFlight(satAdd(st, satAdd(work, stash)), satMul(blk.inputs, e.m), limit)}
+				if d.recFit[at] = r; r.maxIn >= 1 {
+					d.recLeast[id] = min(d.recLeast[id], r.t)
+				}
+				continue
+			}
+			keep := maxInFlight(satAdd(st, work), stash, limit)
+			d.fit[at] = fitEntry{max(period, link), keep}
+			if keep >= 1 {
+				d.least[id] = min(d.least[id], d.fit[at].t)
+			}
+			if d.recAuto && keep < most { // recomputing may hold more (recFit's entry, as it will be)
+				if r := maxInFlight(satAdd(st, satAdd(work, stash)), satMul(blk.inputs, e.m), limit); min(r, most) > keep {
+					d.recHelp = min(d.recHelp, max(period+f, link))
+				}
 			}
 		}
 	}
+}
+
+// infs is n times +Inf.
+func infs(n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = math.Inf(1)
+	}
+	return out
 }
 
 // fitEntry packs what fits needs of a priced stage of the first kind.
@@ -258,11 +314,7 @@ func (d *prices) floors(runs []*tailSpec) []float64 {
 	for _, t := range runs {
 		out[t.id] = math.Inf(1)
 		for _, u := range t.unions {
-			for _, e := range d.fit[u*d.W : (u+1)*d.W] {
-				if e.maxIn >= 1 { // fits with one micro-batch in flight (a column of no devices never does)
-					out[t.id] = math.Min(out[t.id], e.t)
-				}
-			}
+			out[t.id] = math.Min(out[t.id], d.least[u])
 		}
 	}
 	return out

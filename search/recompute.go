@@ -14,8 +14,9 @@ import (
 
 // allowRecompute lets the DP choose, per stage, to recompute.
 func (d *dp) allowRecompute() {
-	d.rfit = d.recFit
-	d.ts = nil // the recomputing stages' times are candidates too
+	d.rfit = d.recFits()
+	d.ts = nil       // the recomputing stages' times are candidates too
+	d.solved = false // what the memo holds was solved without them
 }
 
 // keeps says whether block id on k devices, depth stages from the end, fits
@@ -43,19 +44,19 @@ func (d *dp) cost(a assignment) stageCost {
 // search skips the second solve (the plans where memory does not bind stay
 // as they were).
 func (d *dp) recomputeMayHelp(T float64) bool {
-	most := d.mbs
-	if !d.gpipe {
-		most = min(d.mbs, d.D)
-	}
-	for at, r := range d.recFit {
-		if r.t >= T {
-			continue // too slow recomputing (a column of no devices holds none either way)
+	if eagerRecFit { // the scan over recFit that recHelp answers
+		most := d.mbs
+		if !d.gpipe {
+			most = min(d.mbs, d.D)
 		}
-		if min(r.maxIn, most) > min(d.fit[at].maxIn, most) {
-			return true
+		for at, r := range d.recFits() {
+			if r.t < T && min(r.maxIn, most) > min(d.fit[at].maxIn, most) {
+				return true
+			}
 		}
+		return false
 	}
-	return false
+	return d.recHelp < T
 }
 
 // recomputeAt solves d's micro-batch again with recomputation allowed,
@@ -65,15 +66,15 @@ func (d *dp) recomputeMayHelp(T float64) bool {
 func (pl *planner) recomputeAt(d *dp, keep least, out *sized) error {
 	T := math.Inf(1)
 	if keep.ok && keep.k == d.devs.full {
-		T = d.ts[keep.i]
+		T = keep.T
 	}
 	if !d.recomputeMayHelp(T) {
 		return nil
 	}
 	r := &dp{prices: d.prices}
 	r.allowRecompute()
-	k2, i2, ok2 := r.minTOnMost(r.D)
-	if !ok2 || keep.ok && k2 == keep.k && r.ts[i2] >= d.ts[keep.i] {
+	k2, T2, ok2 := r.minTOnMost(r.D)
+	if !ok2 || keep.ok && k2 == keep.k && T2 >= keep.T {
 		return nil
 	}
 	p, err := pl.assemble(r, k2)
@@ -81,6 +82,6 @@ func (pl *planner) recomputeAt(d *dp, keep least, out *sized) error {
 		return err
 	}
 	out.plans = append([]*plan.Plan{p}, out.plans...)
-	out.k, out.i, out.at, out.rec = k2, i2, r.depth(k2), true
+	out.k, out.T, out.at, out.rec = k2, T2, r.depth(k2), true
 	return nil
 }

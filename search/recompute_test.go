@@ -74,7 +74,7 @@ func recomputeCases(t *testing.T) []oracleCase {
 // fit. Recomputation must lower the optimum in some cases, or the test
 // proves nothing.
 func TestRecomputeEqualsBruteForce(t *testing.T) {
-	helped, feasible := 0, 0
+	helped, feasible, mayHelp := 0, 0, 0
 	for _, tc := range recomputeCases(t) {
 		cm := newCostModel(tc.g, &tc.o)
 		for _, gpipe := range []bool{false, true} {
@@ -91,6 +91,9 @@ func TestRecomputeEqualsBruteForce(t *testing.T) {
 					plans = treePlans(sp.root, tc.k)
 				}
 				d := newDP(sp, tc.k, tc.b, tc.mbs, gpipe)
+				help := d.recHelp
+				d.recFits()
+				mayHelp += checkRecHelp(t, d, help)
 				keep, ok := d.minT(tc.k)
 				if !ok {
 					keep = math.Inf(1)
@@ -120,6 +123,9 @@ func TestRecomputeEqualsBruteForce(t *testing.T) {
 	t.Logf("recomputation lowered the optimum in %d of %d feasible solves", helped, feasible)
 	if helped < 20 {
 		t.Errorf("recomputation helped in only %d solves: the memory squeeze does not bind", helped)
+	}
+	if mayHelp < 100 {
+		t.Errorf("recomputeMayHelp said yes only %d times: recHelp is barely checked", mayHelp)
 	}
 }
 

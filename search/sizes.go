@@ -153,21 +153,23 @@ func each(n int, f func(i int) error) error {
 }
 
 // least is where the DP found its least bottleneck (minTOnMost): on k
-// devices (groups) at candidate i; ok is false when nothing fits.
+// devices (groups) at T; ok is false when nothing fits.
 type least struct {
-	k, i int
-	ok   bool
+	k  int
+	T  float64
+	ok bool
 }
 
 // sized is what planAt found at one micro-batch size: the DP's plan first
 // (when there is one), and gain > 0, the most a shallower plan at this size
 // could shorten the DP's (as a factor), when that is worth looking for.
 type sized struct {
-	plans    []*plan.Plan
-	gain     float64
-	k, i, at int     // the DP's devices, candidate index and depth
-	rec      bool    // the DP's plan is the one with recomputation allowed (recomputeAt)
-	pr       *prices // the DP's prices, while the frontier may want them (keeper)
+	plans []*plan.Plan
+	gain  float64
+	k, at int     // the DP's devices and depth
+	T     float64 // the DP's least bottleneck (a candidate)
+	rec   bool    // the DP's plan is the one with recomputation allowed (recomputeAt)
+	pr    *prices // the DP's prices, while the frontier may want them (keeper)
 }
 
 // planAt returns, at micro-batch b, the DP's plan (the least bottleneck time
@@ -181,7 +183,7 @@ func (pl *planner) planAt(b int64) (sized, error) {
 	var out sized
 	d := pl.dp(b)
 	var keep least
-	keep.k, keep.i, keep.ok = d.minTOnMost(d.devs.full)
+	keep.k, keep.T, keep.ok = d.minTOnMost(d.devs.full)
 	if keep.ok {
 		p, err := pl.assemble(d, keep.k)
 		if err != nil {
@@ -189,7 +191,7 @@ func (pl *planner) planAt(b int64) (sized, error) {
 		}
 		if p.Predicted.Feasible {
 			out.plans = append(out.plans, p)
-			out.k, out.i, out.at = keep.k, keep.i, d.depth(keep.k)
+			out.k, out.T, out.at = keep.k, keep.T, d.depth(keep.k)
 		}
 	}
 	if pl.o.mayRecompute() {
@@ -248,17 +250,18 @@ func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error
 	if f.rec {
 		d.allowRecompute()
 	}
-	d.ts = d.candidates()
 	d.capped, d.budget = true, frontierSolves
 	// probe the frontier at bottlenecks growing geometrically from the DP's
 	// T0 to T0·gain; where the pipeline can be shallower, offer the
 	// shallowest plan at the least T of its depth. Past best/M no plan
 	// can beat the best: its slowest stage alone would take longer.
-	k, i, depth, T := f.k, f.i, f.at, d.ts[f.i]
+	k, depth, T := f.k, f.at, f.T
 	reach := math.Min(f.gain, best/float64(d.mbs)/T)
 	if reach <= 1 {
 		return nil, nil
 	}
+	d.ts = d.candidates()
+	i := sort.SearchFloat64s(d.ts, T) // T is a candidate
 	step := math.Pow(reach, 1/float64(frontierProbes))
 	for j := 0; j < frontierProbes && depth > 1 && len(out) < shallowerPlans; j++ {
 		T *= step

@@ -17,6 +17,7 @@ type snode struct {
 	kids  []*snode // none for a leaf
 	units [][]int  // per unit, its ops: the kids' ops, or a leaf's own ops as one unit
 	blk   [][]int  // blk[i][p-i]: the block of units i..p
+	most  []int    // most[i]: the most stages units i.. make (each holds one of their leaves, never split); 0 past the last
 	sums  map[sumKey][][3]float64
 }
 
@@ -37,7 +38,10 @@ type space struct {
 	heads  []*tailSpec
 	headAt map[[2]int]*tailSpec // (series node, i) → unit i as a head
 	hosts  [][]int              // per node, hostBlocks
-	mu     sync.Mutex           // guards every node's sums
+	mu     sync.Mutex           // guards every node's sums, and allSums
+	// allSums is nodeSums' answer per device and micro-batch: priceAll
+	// asks for it at every device count of every search
+	allSums map[sumKey][][][3]float64
 }
 
 type blockRef struct {
@@ -69,6 +73,16 @@ func (t *tailSpec) union(h int) int { return int(t.unionOf[h]) }
 func newSpace(cm *costModel, root *partition.Node, cross func([]int) (int64, int64)) *space {
 	sp := &space{cm: cm, tailAt: map[[3]int]*tailSpec{}, headAt: map[[2]int]*tailSpec{}}
 	sp.root = sp.convert(root)
+	for j := len(sp.nodes) - 1; j >= 0; j-- { // a node's kids come after it
+		n := sp.nodes[j]
+		n.most = make([]int, len(n.units)+1)
+		for i := len(n.units) - 1; i >= 0; i-- {
+			n.most[i] = n.most[i+1] + 1
+			if len(n.kids) > 0 {
+				n.most[i] = n.most[i+1] + n.kids[i].most[0]
+			}
+		}
+	}
 	for _, n := range sp.nodes {
 		sp.makeBlocks(n, cross)
 	}
@@ -313,10 +327,23 @@ func (sp *space) priceAt(cm *costModel, id, k int, b int64, mbs int, t [3]float6
 // nodeSums is every node's prefix sums of its units' (f, bi, bw) at
 // micro-batch m (unitSums), by node id.
 func (sp *space) nodeSums(cm *costModel, m int64) [][][3]float64 {
-	out := make([][][3]float64, len(sp.nodes))
+	key := sumKey{cm.dev, cm.slow, m}
+	sp.mu.Lock()
+	out, ok := sp.allSums[key]
+	sp.mu.Unlock()
+	if ok {
+		return out
+	}
+	out = make([][][3]float64, len(sp.nodes))
 	for _, n := range sp.nodes {
 		out[n.id] = sp.unitSumsFor(cm, n, m)
 	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.allSums == nil {
+		sp.allSums = map[sumKey][][][3]float64{}
+	}
+	sp.allSums[key] = out
 	return out
 }
 

@@ -16,7 +16,9 @@ const tuneBudget = 2_000_000
 // (the faster stages' forwards then wait less on the slow ones' backwards).
 // Each round tries, stage by stage, one more and twice as many, raising the
 // stages before it to stay ahead, and keeps the first that helps; it stops
-// when a round finds nothing or the budget is spent. Deterministic.
+// when a round finds nothing or the budget is spent, or when the iteration
+// is at its bound (iterationFloor): no warm-up can then shorten it, and the
+// round would find nothing. Deterministic.
 func tune(p *plan.Plan) error {
 	pipe, t := p.Pipeline(), p.Timing()
 	cost := actions(pipe, p.Schedule == "zb") // per simulation
@@ -59,8 +61,11 @@ func tune(p *plan.Plan) error {
 		return schedule(p) // the lists it was simulated with
 	}
 	spent := cost
+	floor := iterationFloor(pipe, t, p.Schedule == "zb")
 	for improved := true; improved; {
-		improved = false
+		if improved = false; tuneFloor && floor >= cur*(1-1e-10) {
+			break // every try would simulate at least cur·(1−1e−9): none is kept
+		}
 		for s := 0; s < len(warm) && !improved; s++ {
 			for _, n := range []int{warm[s] + 1, 2 * warm[s]} {
 				if n > pipe.MicroBatches || spent+cost > tuneBudget {
@@ -77,6 +82,62 @@ func tune(p *plan.Plan) error {
 	}
 	p.SetSchedule(sched)
 	return p.Predict()
+}
+
+// tuneFloor lets tune stop at iterationFloor (tests compare the plans
+// tuned without it).
+var tuneFloor = true
+
+// iterationFloor is a bound from below on the iteration any 1F1B (or, if
+// split, zb) schedule of pipe takes under t, whatever its warm-up counts.
+// A stage's first action is its first micro-batch's forward, which waits
+// for its inputs: at best the longest path of forwards and transfers from
+// a source (first). It then runs every pass of every micro-batch (busy)
+// and, after its last, its flush. Without the split, a stage's last pass is
+// the last micro-batch's backward, and each stage before it runs its own
+// after that one's gradient lands, then its flush (after, along the
+// longest such path). The simulator sums the same durations one action at
+// a time, at most a million of them (tuneBudget), so its rounding stays
+// far within the margin tune allows (1e-10 of the iteration).
+func iterationFloor(pipe microbatch.Pipeline, t microbatch.Timing, split bool) float64 {
+	n := pipe.Stages
+	first, after := make([]float64, n), make([]float64, n)
+	for moved := true; moved; { // longest paths: repeat until none moves (the stages form a DAG)
+		moved = false
+		for i, e := range pipe.Edges {
+			if v := first[e[0]] + t.F[e[0]] + t.Act[i]; v > first[e[1]] {
+				first[e[1]], moved = v, true
+			}
+		}
+	}
+	for s := range after {
+		after[s] = at(t.Flush, s)
+	}
+	for moved := !split; moved; {
+		moved = false
+		for i, e := range pipe.Edges {
+			if v := t.Grad[i] + t.B[e[0]] + after[e[0]]; v > after[e[1]] {
+				after[e[1]], moved = v, true
+			}
+		}
+	}
+	floor, mbs := 0.0, float64(pipe.MicroBatches)
+	for s := 0; s < n; s++ {
+		busy := t.F[s] + t.B[s]
+		if split {
+			busy += at(t.W, s)
+		}
+		floor = max(floor, first[s]+mbs*busy+after[s])
+	}
+	return floor
+}
+
+// at is v[i], 0 where v is nil.
+func at(v []float64, i int) float64 {
+	if v == nil {
+		return 0
+	}
+	return v[i]
 }
 
 // actions is how many actions a 1F1B (or, if split, zb) schedule of pipe

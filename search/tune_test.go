@@ -1,7 +1,10 @@
 package search
 
 import (
+	"math/rand/v2"
 	"testing"
+
+	"github.com/graphpipe/graphpipe/microbatch"
 
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/plan"
@@ -97,4 +100,70 @@ func TestActionsCountsLists(t *testing.T) {
 			t.Errorf("%s: actions %d, the lists hold %d (%d edges)", sched, got, n, len(p.Edges))
 		}
 	}
+}
+
+// TestIterationFloor: no 1F1B or zb schedule of a searched plan, whatever
+// its warm-up counts, simulates faster than iterationFloor, and the floor
+// is reached somewhere (so that tune's stop at it is ever taken): plans
+// of random DAGs, each under Warmup's counts and many raised at random.
+func TestIterationFloor(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	checked, tight := 0, 0
+	for seed := int64(0); seed < 30; seed++ {
+		g, err := models.RandomDAG(300+seed, 4+int(seed)%20, 256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sched := range []string{"1f1b", "zb"} {
+			p, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 2 + int(seed%7), Batch: 16 << (seed % 3), Schedule: sched})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pipe, tm := p.Pipeline(), p.Timing()
+			split := sched == "zb"
+			floor := iterationFloor(pipe, tm, split)
+			warm, err := microbatch.Warmup(pipe, tm, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for try := 0; try < 12; try++ {
+				w := warm
+				if try > 0 {
+					s := r.IntN(pipe.Stages)
+					w = raise(pipe, warm, s, min(pipe.MicroBatches, warm[s]+1+r.IntN(4)))
+				}
+				var sch *microbatch.Schedule
+				if split {
+					sch, err = microbatch.ZeroBubble(pipe, tm, w)
+				} else {
+					sch, err = microbatch.OneFOneBWarm(pipe, w)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := microbatch.Summarize(sch, tm)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if floor > res.Iteration*(1+1e-12) {
+					t.Fatalf("seed %d %s, warm-up %v: simulated %v, below the floor %v", seed, sched, w, res.Iteration, floor)
+				}
+				checked++
+				if floor >= res.Iteration*(1-1e-10) {
+					tight++
+				}
+			}
+		}
+	}
+	if tight == 0 {
+		t.Errorf("the floor is never reached in %d schedules: tune never stops at it", checked)
+	}
+	t.Logf("%d schedules, %d at the floor", checked, tight)
+}
+
+// TestTuneFloorSamePlans: tune stopping where the iteration is at its floor
+// keeps the same plans as tuning on until a round finds nothing, byte for
+// byte (bisectCases).
+func TestTuneFloorSamePlans(t *testing.T) {
+	samePlansToggled(t, &tuneFloor, "stopping tuning at the floor")
 }
