@@ -137,6 +137,13 @@ func TestValueBisectionSamePlans(t *testing.T) {
 	samePlansToggled(t, &valueBisection, "bisecting the candidates' values")
 }
 
+// TestFrontierWindowSamePlans: the frontier sorting only the candidates it
+// may probe finds the same plans as sorting them all, byte for byte
+// (bisectCases).
+func TestFrontierWindowSamePlans(t *testing.T) {
+	samePlansToggled(t, &frontierWindow, "sorting the frontier's window")
+}
+
 // TestReuseProbeSamePlans: a frontier's bisection that takes the values
 // its probe solved at its first candidate (reuseProbe) finds the same plans
 // as one that solves it again, byte for byte (bisectCases).

@@ -47,6 +47,25 @@ func (d *dp) candidateKeys() []uint64 {
 	return p.recKeys
 }
 
+// candidatesIn are the candidates from lo to hi, both included, ascending.
+func (d *dp) candidatesIn(lo, hi float64) []float64 {
+	from, to := math.Float64bits(lo), math.Float64bits(hi)
+	var keys []uint64
+	for _, k := range d.candidateKeys() {
+		if k >= from && k <= to {
+			keys = append(keys, k)
+		}
+	}
+	keys = sortBits(keys)
+	out := make([]float64, 0, len(keys))
+	for i, k := range keys {
+		if i == 0 || k != keys[i-1] {
+			out = append(out, math.Float64frombits(k))
+		}
+	}
+	return out
+}
+
 // timeKeys appends to keys the bits of the times, not below floor, of the
 // entries that fit one micro-batch in flight.
 func timeKeys(keys []uint64, fit []fitEntry, floor float64) []uint64 {

@@ -260,9 +260,18 @@ func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error
 	if reach <= 1 {
 		return nil, nil
 	}
-	d.ts = d.candidates()
-	i := sort.SearchFloat64s(d.ts, T) // T is a candidate
 	step := math.Pow(reach, 1/float64(frontierProbes))
+	i := 0
+	if frontierWindow { // the candidates from T0 to the last probe, T0 first: the probes' bisections ask for no others
+		last := T
+		for range frontierProbes {
+			last *= step
+		}
+		d.ts = d.candidatesIn(T, last)
+	} else {
+		d.ts = d.candidates()
+		i = sort.SearchFloat64s(d.ts, T) // T is a candidate
+	}
 	for j := 0; j < frontierProbes && depth > 1 && len(out) < shallowerPlans; j++ {
 		T *= step
 		shallowest, ok := d.depthAt(k, T)
@@ -288,6 +297,12 @@ func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error
 	d.noteGroups(out)
 	return out, nil
 }
+
+// frontierWindow makes the frontier sort only the candidates it may probe
+// (tests compare the plans with all of them sorted). Its bisections count
+// candidates from where they start, so that the window's indices, offset
+// from the whole list's, pick the same ones.
+var frontierWindow = true
 
 // shallowerPlans is how many plans past the least bottleneck frontier
 // offers at each micro-batch size, at the frontierSizes most promising, from

@@ -92,8 +92,9 @@ var tuneFloor = true
 // split, zb) schedule of pipe takes under t, whatever its warm-up counts.
 // A stage's first action is its first micro-batch's forward, which waits
 // for its inputs: at best the longest path of forwards and transfers from
-// a source (first). It then runs every pass of every micro-batch (busy)
-// and, after its last, its flush. Without the split, a stage's last pass is
+// the stages' beginnings (first). It then runs every pass of every
+// micro-batch (busy) and, after its last, its flush; the iteration's fixed
+// cost comes after all. Messages' costs and holds only delay. Without the split, a stage's last pass is
 // the last micro-batch's backward, and each stage before it runs its own
 // after that one's gradient lands, then its flush (after, along the
 // longest such path). The simulator sums the same durations one action at
@@ -102,6 +103,9 @@ var tuneFloor = true
 func iterationFloor(pipe microbatch.Pipeline, t microbatch.Timing, split bool) float64 {
 	n := pipe.Stages
 	first, after := make([]float64, n), make([]float64, n)
+	for s := range first {
+		first[s] = at(t.Begin, s)
+	}
 	for moved := true; moved; { // longest paths: repeat until none moves (the stages form a DAG)
 		moved = false
 		for i, e := range pipe.Edges {
@@ -129,7 +133,7 @@ func iterationFloor(pipe microbatch.Pipeline, t microbatch.Timing, split bool) f
 		}
 		floor = max(floor, first[s]+mbs*busy+after[s])
 	}
-	return floor
+	return floor + t.Fixed
 }
 
 // at is v[i], 0 where v is nil.

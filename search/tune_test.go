@@ -105,7 +105,9 @@ func TestActionsCountsLists(t *testing.T) {
 // TestIterationFloor: no 1F1B or zb schedule of a searched plan, whatever
 // its warm-up counts, simulates faster than iterationFloor, and the floor
 // is reached somewhere (so that tune's stop at it is ever taken): plans
-// of random DAGs, each under Warmup's counts and many raised at random.
+// of random DAGs, each under Warmup's counts and many raised at random,
+// half of them with random beginnings, message costs, holds and a fixed
+// cost.
 func TestIterationFloor(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	checked, tight := 0, 0
@@ -120,6 +122,16 @@ func TestIterationFloor(t *testing.T) {
 				t.Fatal(err)
 			}
 			pipe, tm := p.Pipeline(), p.Timing()
+			if seed%2 == 1 { // what a run pays beside its ops: beginnings, messages, holds, a fixed cost
+				it := p.Predicted.IterationS
+				tm.Fixed, tm.Begin = it*r.Float64()/10, make([]float64, pipe.Stages)
+				for s := range tm.Begin {
+					tm.Begin[s] = it * r.Float64() / 20
+				}
+				for range pipe.Edges {
+					tm.Post, tm.Take, tm.Hold = append(tm.Post, it*r.Float64()/50), append(tm.Take, it*r.Float64()/50), append(tm.Hold, it*r.Float64()/50)
+				}
+			}
 			split := sched == "zb"
 			floor := iterationFloor(pipe, tm, split)
 			warm, err := microbatch.Warmup(pipe, tm, 0)
