@@ -18,6 +18,11 @@ func (k *pointwise[T]) forward(x, _ []*Value[T]) (*Value[T], any, error) {
 		tensor.GELU(any(y.Data).([]float32), x32) // AVX2 where the CPU has it
 		return y, nil, nil
 	}
+	if x32, ok := any(x[0].Data).([]float32); ok && k.kind == dag.ReLU {
+		y32 := any(y.Data).([]float32)
+		eachSpan(len(x32), func(lo, hi int) { tensor.ReLU(y32[lo:hi], x32[lo:hi]) }) // AVX2 where the CPU has it
+		return y, nil, nil
+	}
 	if k.kind == dag.ReLU {
 		for i, v := range x[0].Data {
 			if !(v <= 0) { // NaN passes, as in PyTorch; y starts at 0
@@ -47,6 +52,11 @@ func (k *pointwise[T]) backward(gy *Value[T], x, _ []*Value[T], y *Value[T], _ a
 	}
 	if x32, ok := any(x[0].Data).([]float32); ok && k.kind == dag.GELU {
 		tensor.GELUGrad(any(gx[0].Data).([]float32), x32, any(gy.Data).([]float32))
+		return
+	}
+	if x32, ok := any(x[0].Data).([]float32); ok && k.kind == dag.ReLU {
+		gx32, gy32 := any(gx[0].Data).([]float32), any(gy.Data).([]float32)
+		eachSpan(len(x32), func(lo, hi int) { tensor.ReLUGrad(gx32[lo:hi], x32[lo:hi], gy32[lo:hi]) })
 		return
 	}
 	if k.kind == dag.ReLU {

@@ -164,6 +164,7 @@ func bindBLAS(h uintptr, vd blasVendor, path string, tried []string) (*blasLib, 
 			return nil, &BLASLoadError{Lib: vd.name, Symbol: vd.threads, Tried: tried, Err: err}
 		}
 		purego.RegisterLibFunc(&l.setThreads, h, vd.threads)
+		l.setThreads(1) // Sgemm splits large products over goroutines itself (blas_split.go)
 	}
 	l.version = libVersion(h, vd)
 	return l, nil

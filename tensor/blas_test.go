@@ -98,7 +98,7 @@ func TestSgemmUsesLibrary(t *testing.T) {
 		l.libSgemm(false, false, m, n, k, 1, a, k, b, n, 0, lib, n)
 		SgemmGo(false, false, m, n, k, 1, a, k, b, n, 0, goK, n)
 		want := lib
-		if m*n*k <= tinyGemm {
+		if isTiny(m, n, k) {
 			want = goK
 		}
 		for i := range got {
@@ -109,9 +109,10 @@ func TestSgemmUsesLibrary(t *testing.T) {
 	}
 }
 
-// TestBLASThreadsFollowGOMAXPROCS: the library runs on the process's share
-// of the cores, asked of the library itself.
-func TestBLASThreadsFollowGOMAXPROCS(t *testing.T) {
+// TestBLASRunsOneThread: the library computes each call on the calling
+// thread (asked of the library itself), whatever GOMAXPROCS, and BLAS
+// reports GOMAXPROCS, what a large product is split over.
+func TestBLASRunsOneThread(t *testing.T) {
 	l := findLibrary(t)
 	if l.vendor != "openblas" {
 		t.Skipf("%s: only OpenBLAS's count is read back here", l.vendor)
@@ -124,14 +125,15 @@ func TestBLASThreadsFollowGOMAXPROCS(t *testing.T) {
 	purego.RegisterLibFunc(&get, h, "openblas_get_num_threads")
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	a := make([]float32, 64*64)
-	l.libSgemm(false, false, 64, 64, 64, 1, a, 64, a, 64, 0, make([]float32, 64*64), 64)
-	if n := get(); n != 1 {
-		t.Fatalf("GOMAXPROCS 1: OpenBLAS runs %d threads", n)
-	}
-	runtime.GOMAXPROCS(2)
-	l.libSgemm(false, false, 64, 64, 64, 1, a, 64, a, 64, 0, make([]float32, 64*64), 64)
-	if n := get(); n != 2 {
-		t.Fatalf("GOMAXPROCS 2: OpenBLAS runs %d threads", n)
+	for _, procs := range []int{1, 2, 3} {
+		runtime.GOMAXPROCS(procs)
+		l.libSgemm(false, false, 64, 64, 64, 1, a, 64, a, 64, 0, make([]float32, 64*64), 64)
+		if n := get(); n != 1 {
+			t.Fatalf("GOMAXPROCS %d: OpenBLAS runs %d threads", procs, n)
+		}
+		if BLAS().Name == "openblas" && BLAS().Threads != procs {
+			t.Fatalf("GOMAXPROCS %d: BLAS says %d threads", procs, BLAS().Threads)
+		}
 	}
 }
 

@@ -8,8 +8,8 @@
 //  2. Sgemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices. It
 //     packs panels of A and B and runs a 6×16 register-tiled micro-kernel (in
 //     AVX2/FMA assembly where the CPU has it, in Go otherwise), in parallel
-//     over blocks of C's rows; products of at most 1024 multiply-adds skip
-//     the packing (sgemmTiny). The Go kernels' results do not depend on the
+//     over blocks of C's rows; products of at most 1024 multiply-adds (8192
+//     with AVX2 and 8 columns or more) skip the packing (sgemmTiny). The Go kernels' results do not depend on the
 //     number of cores.
 //  3. Every fast kernel keeps its naive counterpart (SgemmNaive) as the
 //     oracle its tests compare against.
@@ -18,7 +18,11 @@
 //     every product past sgemmTiny's, called through purego without cgo
 //     (blas.go, blas_loader.go); GRAPHPIPE_BLAS=go, or no library, runs the
 //     Go kernels (SgemmGo). The reference BLAS is never looked for. The
-//     library's threads follow GOMAXPROCS (a worker's share of the cores).
+//     library runs one thread per call; a product of at least splitFlops
+//     (2·m·n·k) is cut along C's longer side into GOMAXPROCS parts (a
+//     worker's share of the cores), each a library call on its own
+//     goroutine, and batched products below it are shared out in runs
+//     (blas_split.go): no library threads spin beside the Go scheduler's.
 //     A library named that does not load is a BLASLoadError naming it and
 //     the symbol. The Go kernels are the library's oracle: its results
 //     agree with theirs to float32 rounding, not bit for bit.

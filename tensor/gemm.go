@@ -27,7 +27,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if m == 0 || n == 0 {
 		return
 	}
-	if l := library(); l != nil && k > 0 && alpha != 0 && m*n*k > tinyGemm {
+	if l := library(); l != nil && k > 0 && alpha != 0 && !isTiny(m, n, k) {
 		l.libSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
@@ -43,13 +43,13 @@ func SgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda i
 	if k == 0 || alpha == 0 {
 		return
 	}
-	if m*n*k <= tinyGemm {
+	if isTiny(m, n, k) {
 		sgemmTiny(transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
 		return
 	}
-	workers := runtime.GOMAXPROCS(0)
-	if 2*float64(m)*float64(n)*float64(k) < smallGemm {
-		workers = 1 // goroutines cost more than they save
+	workers := 1 // below smallGemm goroutines cost more than they save
+	if 2*float64(m)*float64(n)*float64(k) >= smallGemm {
+		workers = runtime.GOMAXPROCS(0)
 	}
 	bp := getBuf(kc * roundUp(min(n, nc), maxNR))
 	defer putBuf(bp)

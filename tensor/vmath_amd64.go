@@ -30,3 +30,18 @@ var hasAVX512 = cpu.X86.HasAVX512F
 //
 //go:noescape
 func adamVec(p, gr, m, v *float32, n int, a *AdamStep, flags int)
+
+// finiteVec is AllFinite on n elements, n a positive multiple of 32.
+//
+//go:noescape
+func finiteVec(x *float32, n int) bool
+
+// reluVec is ReLU on n elements, n a positive multiple of 8.
+//
+//go:noescape
+func reluVec(y, x *float32, n int)
+
+// reluGradVec is ReLUGrad on n elements, n a positive multiple of 8.
+//
+//go:noescape
+func reluGradVec(gx, x, gy *float32, n int)
