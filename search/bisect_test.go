@@ -137,6 +137,13 @@ func TestValueBisectionSamePlans(t *testing.T) {
 	samePlansToggled(t, &valueBisection, "bisecting the candidates' values")
 }
 
+// TestHintsSamePlans: the bisections looking first where earlier DPs found
+// their least T (hints.go) find the same plans as looking at the
+// candidates' median, byte for byte (bisectCases).
+func TestHintsSamePlans(t *testing.T) {
+	samePlansToggled(t, &hintsOn, "with hints")
+}
+
 // TestFrontierWindowSamePlans: the frontier sorting only the candidates it
 // may probe finds the same plans as sorting them all, byte for byte
 // (bisectCases).
@@ -158,7 +165,7 @@ func TestReuseProbeSamePlans(t *testing.T) {
 // up to the devices (some fit nothing), several micro-batch sizes, depth
 // caps and starting points, memory tight and loose. Over every candidate
 // with no cap, leastT (the bisection of their values) finds the same T and
-// leaves the DP solved there.
+// leaves the DP solved there, wherever a hint has it look first.
 func TestMinTBelowIsLinearScan(t *testing.T) {
 	checked, found := 0, 0
 	for seed := int64(0); seed < 8; seed++ {
@@ -205,10 +212,16 @@ func TestMinTBelowIsLinearScan(t *testing.T) {
 							midFirst, boundedBisection = mid, bounded
 							d := &dp{prices: pr}
 							T, i, ok := d.minTBelow(k, q.from, q.depth, maxT)
-							if mid && q.from == 0 && q.depth == inf && q.top == len(ts) { // what leastT answers
-								lt := &dp{prices: pr}
-								if T2, ok2 := lt.leastT(k); ok2 != ok || ok && (T2 != T || lt.depth(k) != fresh(k, want)) {
-									t.Fatalf("seed %d b %d k %d bounded %v: leastT (%v, %v), minTBelow (%v, %v)", seed, b, k, bounded, T2, ok2, T, ok)
+							if mid && q.from == 0 && q.depth == inf && q.top == len(ts) { // what leastT answers, wherever a hint has it look first
+								hints := []float64{0, ts[0] / 2, ts[0], ts[len(ts)/2], ts[len(ts)-1], 2 * ts[len(ts)-1], (ts[0] + ts[len(ts)-1]) / 3}
+								if want >= 0 {
+									hints = append(hints, ts[want], ts[max(want-1, 0)], ts[min(want+1, len(ts)-1)])
+								}
+								for _, h := range hints {
+									lt := &dp{prices: pr, hint: h}
+									if T2, ok2 := lt.leastT(k); ok2 != ok || ok && (T2 != T || lt.depth(k) != fresh(k, want)) {
+										t.Fatalf("seed %d b %d k %d bounded %v hint %v: leastT (%v, %v), minTBelow (%v, %v)", seed, b, k, bounded, h, T2, ok2, T, ok)
+									}
 								}
 							}
 							midFirst, boundedBisection = true, true

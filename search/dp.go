@@ -32,6 +32,7 @@ const inf = math.MaxInt16
 type dp struct {
 	*prices
 	T       float64
+	hint    float64    // where leastT looks first (0: the candidates' median), once
 	solved  bool       // the memo holds values at T (reset), until the fits change (allowRecompute)
 	solveM  []*table   // [node], index k·(D+1)+δ
 	suffixM []*table   // [node], index at(sub)

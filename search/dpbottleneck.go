@@ -222,10 +222,12 @@ var valueBisection = true
 // leastT finds the least candidate T at which the root fits on k devices,
 // and leaves the DP solved there: minTBelow(k, 0, inf, +Inf)'s answer,
 // without sorting the candidates, which on a large space costs more than
-// the solves. It bisects their values: each probe is the median of a
-// sample of those left (the median of them all first, then, where nothing
-// fits there, the largest, whether anything fits at all), and keeps those
-// below a probe where the root fits, those above it where it does not.
+// the solves. It bisects their values, keeping those below a probe where
+// the root fits and those above it where it does not; each probe is the
+// median of a sample of those left. The first is the largest at most the
+// DP's hint where it has one (hints.go), and the bisection goes on above
+// it where the root does not fit there; else the median of them all, and
+// where nothing fits there the largest next: whether anything fits at all.
 // The solves carry their bounds as minTBelow's do (dpmemo.go).
 func (d *dp) leastT(k int) (float64, bool) {
 	keys := slices.Clone(d.candidateKeys())
@@ -243,28 +245,53 @@ func (d *dp) leastT(k int) (float64, bool) {
 	defer d.endBounds()
 	var sample []uint64
 	var hi uint64 // the least probe so far where the root fits
-	p := probeKey(keys, &sample)
-	if feasible(p) {
-		hi, keys = p, keysBelow(keys, p)
-	} else {
+	found := false
+	p, hinted := uint64(0), false
+	if h := d.hint; h > 0 {
+		d.hint = 0
+		p, hinted = keyAtMost(keys, math.Float64bits(h)) // where the root fits as at the hint
+	}
+	if !hinted {
+		p = probeKey(keys, &sample)
+	}
+	switch {
+	case feasible(p):
+		hi, found, keys = p, true, keysBelow(keys, p)
+	case hinted: // the least T lies above the hint, most likely close: bisect on, the top solved last if at all
+		keys = keysAbove(keys, p)
+	default: // the median: whether anything fits at all, before the rest
 		top := slices.Max(keys)
 		if top == p || !feasible(top) {
 			return 0, false
 		}
-		hi, keys = top, keysAbove(keysBelow(keys, top), p)
+		hi, found, keys = top, true, keysAbove(keysBelow(keys, top), p)
 	}
 	for len(keys) > 0 {
 		if p = probeKey(keys, &sample); feasible(p) {
-			hi, keys = p, keysBelow(keys, p)
+			hi, found, keys = p, true, keysBelow(keys, p)
 		} else {
 			keys = keysAbove(keys, p)
 		}
+	}
+	if !found { // every probe failed, the largest candidate last
+		return 0, false
 	}
 	d.choicesBounds()
 	T := math.Float64frombits(hi)
 	d.reset(T)
 	d.solve(d.sp.root, k, 0)
 	return T, true
+}
+
+// keyAtMost is the largest key at most h.
+func keyAtMost(keys []uint64, h uint64) (uint64, bool) {
+	q, ok := uint64(0), false
+	for _, k := range keys {
+		if k <= h && (!ok || k > q) {
+			q, ok = k, true
+		}
+	}
+	return q, ok
 }
 
 // probeKey is the median of a sample of keys (every len/255-th), one of them.

@@ -73,6 +73,9 @@ func (pl *planner) recomputeAt(d *dp, keep least, out *sized) error {
 	}
 	r := &dp{prices: d.prices}
 	r.allowRecompute()
+	if keep.ok && keep.k == d.devs.full && hintsOn {
+		r.hint = keep.T // keeping's plan fits where stages may also recompute
+	}
 	k2, T2, ok2 := r.minTOnMost(r.D)
 	if !ok2 || keep.ok && k2 == keep.k && T2 >= keep.T {
 		return nil

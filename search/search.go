@@ -195,6 +195,7 @@ func betterBaseline(a, b *plan.Baseline) *plan.Baseline {
 type spaces struct {
 	tree       *partition.Tree
 	gpp, chain *space
+	hints      hints // the least bottlenecks its searches found, where the next may look first
 }
 
 // graph is gpp's space (and the tree it is built on).
@@ -243,7 +244,7 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 		tops[who] = keepFastest(tops[who], p, tuneTop)
 	}
 	run := func(s *space, chain bool, who string) error {
-		return (&planner{g: g, o: &o, cm: cm, sp: s, chain: chain, who: who}).plans(consider)
+		return (&planner{g: g, o: &o, cm: cm, sp: s, chain: chain, who: who, hints: &sp.hints}).plans(consider)
 	}
 	var notes []string
 	switch o.Strategy {
@@ -273,7 +274,8 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	}
 	// tune each planner's fastest plan, then the others within tuneWithin
 	// of it as tuned, each plan on its own (in parallel), and weigh them in
-	// order
+	// order; one whose floor (iterationFloor) lies above its planner's
+	// fastest as tuned is weighed as it is: no warm-up makes it as fast
 	if err := each(len(families), func(i int) error { return tune(tops[families[i]][0]) }); err != nil {
 		return nil, err
 	}
@@ -284,7 +286,7 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 			if p.Predicted.IterationS > tuneWithin*tops[w][0].Predicted.IterationS {
 				break
 			}
-			if j > 0 {
+			if j > 0 && !(restFloor && iterationFloor(p.Pipeline(), p.Timing(), p.Schedule == "zb")*(1-1e-10) > tops[w][0].Predicted.IterationS) {
 				rest = append(rest, p)
 			}
 			tuned, who = append(tuned, p), append(who, w)
@@ -315,6 +317,10 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	best.Search.Notes = append(notes, best.Search.Notes...)
 	return best, nil
 }
+
+// restFloor lets Search weigh untuned the plans no tuning could make as
+// fast as their planner's fastest (tests compare the plans without).
+var restFloor = true
 
 // Tuning takes each planner's fastest tuneTop plans that are within
 // tuneWithin of its fastest: those that tuning could make the fastest.

@@ -20,6 +20,7 @@ type planner struct {
 	sp    *space
 	chain bool   // spp's space: a plan's schedule is the chain's
 	who   string // the strategy its plans are offered as
+	hints *hints // where the least bottlenecks found so far lie (hints.go)
 }
 
 // dp is the planner's DP at micro-batch b.
@@ -183,7 +184,11 @@ func (pl *planner) planAt(b int64) (sized, error) {
 	var out sized
 	d := pl.dp(b)
 	var keep least
+	d.hint = pl.hints.guess(pl.sp, pl.o.Devices, b)
 	keep.k, keep.T, keep.ok = d.minTOnMost(d.devs.full)
+	if keep.ok && keep.k == d.devs.full {
+		pl.hints.found(pl.sp, pl.o.Devices, b, keep.T)
+	}
 	if keep.ok {
 		p, err := pl.assemble(d, keep.k)
 		if err != nil {

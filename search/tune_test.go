@@ -105,9 +105,10 @@ func TestActionsCountsLists(t *testing.T) {
 // TestIterationFloor: no 1F1B or zb schedule of a searched plan, whatever
 // its warm-up counts, simulates faster than iterationFloor, and the floor
 // is reached somewhere (so that tune's stop at it is ever taken): plans
-// of random DAGs, each under Warmup's counts and many raised at random,
-// half of them with random beginnings, message costs, holds and a fixed
-// cost.
+// of random DAGs, as Search tuned them, each under Warmup's counts and many
+// raised at random, half of them with random beginnings, message costs,
+// holds and a fixed cost. (Search weighs a plan untuned where its floor lies
+// above its planner's fastest as tuned: TestRestFloorSamePlans.)
 func TestIterationFloor(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	checked, tight := 0, 0
@@ -122,6 +123,9 @@ func TestIterationFloor(t *testing.T) {
 				t.Fatal(err)
 			}
 			pipe, tm := p.Pipeline(), p.Timing()
+			if floor := iterationFloor(pipe, tm, sched == "zb"); floor > p.Predicted.IterationS*(1+1e-12) { // Search tuned it
+				t.Fatalf("seed %d %s: the searched plan simulates %v, below its floor %v", seed, sched, p.Predicted.IterationS, floor)
+			}
 			if seed%2 == 1 { // what a run pays beside its ops: beginnings, messages, holds, a fixed cost
 				it := p.Predicted.IterationS
 				tm.Fixed, tm.Begin = it*r.Float64()/10, make([]float64, pipe.Stages)
@@ -178,4 +182,11 @@ func TestIterationFloor(t *testing.T) {
 // byte (bisectCases).
 func TestTuneFloorSamePlans(t *testing.T) {
 	samePlansToggled(t, &tuneFloor, "stopping tuning at the floor")
+}
+
+// TestRestFloorSamePlans: weighing untuned the plans whose floor lies above
+// their planner's fastest as tuned keeps the same plans as tuning them
+// all, byte for byte (bisectCases).
+func TestRestFloorSamePlans(t *testing.T) {
+	samePlansToggled(t, &restFloor, "weighing the hopeless untuned")
 }
