@@ -11,7 +11,9 @@ import (
 // sender sends a worker's messages to its peers in the order they are
 // queued, on a goroutine of its own, so that the worker's compute runs
 // ahead of its sends: a Send action queues its message and the worker goes
-// on to its next action while the frames go out. What a queued message
+// on to its next action while the frames go out. A small message with
+// nothing queued before it goes out at once from the worker's goroutine
+// (inlineBytes). What a queued message
 // reads (a stage's output, a staging buffer) must stay unchanged until it
 // is sent: the worker waits for a micro-batch's sends (wait) before the
 // passes that release it, and for all of them (drain) before its step.
@@ -48,26 +50,32 @@ func newSender(ep *wire.Endpoint) *sender {
 
 func (s *sender) run() {
 	for j := range s.jobs {
-		start := time.Now()
-		var err error
-		if j.send != nil {
-			err = j.send(j.ctx)
-		} else {
-			err = s.ep.SendPayload(j.ctx, j.peer, j.k, j.p)
-		}
-		if j.done != nil {
-			j.done(err, time.Since(start).Seconds())
-		}
-		s.mu.Lock()
-		if s.open[j.mb]--; s.open[j.mb] == 0 {
-			delete(s.open, j.mb)
-		}
-		if err != nil && s.err == nil {
-			s.err = err
-		}
-		s.cond.Broadcast()
-		s.mu.Unlock()
+		s.do(j)
 	}
+}
+
+// do sends j and counts it sent; its error is the send's.
+func (s *sender) do(j *sendJob) error {
+	start := time.Now()
+	var err error
+	if j.send != nil {
+		err = j.send(j.ctx)
+	} else {
+		err = s.ep.SendPayload(j.ctx, j.peer, j.k, j.p)
+	}
+	if j.done != nil {
+		j.done(err, time.Since(start).Seconds())
+	}
+	s.mu.Lock()
+	if s.open[j.mb]--; s.open[j.mb] == 0 {
+		delete(s.open, j.mb)
+	}
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	return err
 }
 
 // queue sends j after the messages queued before it; a send that failed
@@ -78,11 +86,21 @@ func (s *sender) queue(j *sendJob) error {
 		defer s.mu.Unlock()
 		return s.err
 	}
+	inline := len(s.open) == 0 && j.send == nil && j.p.Len() < inlineBytes
 	s.open[j.mb]++
 	s.mu.Unlock()
+	if inline {
+		return s.do(j)
+	}
 	s.jobs <- j
 	return nil
 }
+
+// inlineBytes bounds what a message may hold to be sent by the worker's own
+// goroutine when nothing is queued before it: its frame costs less than a
+// handover, and a sender goroutine would wait for a processor the compute
+// holds (a worker with one core: until the compute next waits).
+const inlineBytes = 64 << 10
 
 // wait waits until micro-batch mb's messages are sent, or ctx ends.
 func (s *sender) wait(ctx context.Context, mb int) error {
