@@ -104,11 +104,13 @@ func CPURuns(c Config) (*Section, error) {
 	}
 	s.Notes = append(s.Notes, fmt.Sprintf("Measured over predicted: %.2f to %.2f. The machine is shared with other sessions, whose load (the last column, per round) "+
 		"the profile measures as it finds it; the prediction is of a run under the same load.", lo, hi),
-		"Where the rest goes: on this machine's 2 cores, busy with other sessions, a message to a waiting stage took 250-420 µs from its send to its "+
-			"taking in the runs (the median; a few ms at the tail), against a one-way time of 60-110 µs where the probe's two workers exchange messages "+
-			"and nothing else runs of theirs; the profile measures how long a message waits for its sender computing on (send_hold_s), which "+
-			"explains part of the difference, and the rest grows with the workers busy at once and the load from elsewhere. The simulator prices "+
-			"each message at its mean; a stage that joins branches waits for the later of them, which the mean does not see.",
+		"Where the rest goes, from timelines of one run each (mmt small and dlrm small on 2 workers, 300 steps, load about 1, 2026-11-27): "+
+			"a message to a stage waiting for it took 100-150 µs from its publish to its taking (the median; 300-670 µs at the 90th percentile), "+
+			"against the probe's mean of 82-93 µs; dlrm's loss stage spent 264 µs making its labels before its first action, priced at 106 µs; "+
+			"its ops of a few µs each took 1.4-1.9 times their op times; and the coordinator's report and go took 345 µs, priced at 294 µs. "+
+			"Until 430eec2 a worker on one core also held its messages until its compute next waited (an activation queued at 0.56 ms reached "+
+			"the waiting stage at 3.4 ms) and collected its heap more than once a step: mmt small on 2 workers then took 13.3 ms an iteration "+
+			"where it now takes 8.1.",
 		loadNote(load))
 	return s, nil
 }
