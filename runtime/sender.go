@@ -11,12 +11,12 @@ import (
 // sender sends a worker's messages to its peers in the order they are
 // queued, on a goroutine of its own, so that the worker's compute runs
 // ahead of its sends: a Send action queues its message and the worker goes
-// on to its next action while the frames go out. A small message with
-// nothing queued before it goes out at once from the worker's goroutine
-// (inlineBytes). What a queued message
-// reads (a stage's output, a staging buffer) must stay unchanged until it
-// is sent: the worker waits for a micro-batch's sends (wait) before the
-// passes that release it, and for all of them (drain) before its step.
+// on to its next action while the frames go out. A small message in host
+// memory with nothing queued before it goes out at once from the worker's
+// goroutine instead (inlineBytes). What a queued message reads (a stage's
+// output, a staging buffer) must stay unchanged until it is sent: the
+// worker waits for a micro-batch's sends (wait) before the passes that
+// release it, and for all of them (drain) before its step.
 type sender struct {
 	ep   *wire.Endpoint
 	jobs chan *sendJob
@@ -39,6 +39,9 @@ type sendJob struct {
 	send func(ctx context.Context) error
 	// done, when set, hears how it went and how long it took
 	done func(err error, secs float64)
+	// host: p lies in host memory already (no download to wait for), so
+	// that it may go out from the worker's goroutine (inlineBytes)
+	host bool
 }
 
 func newSender(ep *wire.Endpoint) *sender {
@@ -86,7 +89,7 @@ func (s *sender) queue(j *sendJob) error {
 		defer s.mu.Unlock()
 		return s.err
 	}
-	inline := len(s.open) == 0 && j.send == nil && j.p.Len() < inlineBytes
+	inline := len(s.open) == 0 && j.host && j.send == nil && j.p.Len() < inlineBytes
 	s.open[j.mb]++
 	s.mu.Unlock()
 	if inline {

@@ -23,7 +23,7 @@ func TestSenderInlineKeepsOrder(t *testing.T) {
 	ctx := context.Background()
 	sent := make(chan string, 3)
 	job := func(name string, mb int, bytes int) *sendJob {
-		return &sendJob{ctx: ctx, mb: mb, peer: 1, k: wire.Key{Iter: 1, MB: int32(mb)}, p: wire.Bytes(make([]byte, bytes)),
+		return &sendJob{ctx: ctx, mb: mb, peer: 1, k: wire.Key{Iter: 1, MB: int32(mb)}, p: wire.Bytes(make([]byte, bytes)), host: true,
 			done: func(err error, _ float64) {
 				if err != nil {
 					t.Errorf("%s: %v", name, err)

@@ -601,7 +601,7 @@ func (w *Worker) sendBytes(ctx context.Context, it *iteration, a microbatch.Acti
 		}
 	}
 	k := msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir))
-	return w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload, done: done})
+	return w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload, done: done, host: len(lent) == 0})
 }
 
 // recv takes an edge's messages from every overlapping replica and places
