@@ -105,8 +105,11 @@
 //     waited on.
 //  10. A worker's sends go out in the order its actions queue them, on a
 //     goroutine of their own (sender.go), so that its compute runs ahead
-//     of them; a micro-batch's backward waits for the micro-batch's sends,
-//     and the step for all of them. Frames are made from the tensors' own
+//     of them, except a small message in host memory with nothing queued
+//     before it, which the worker sends itself (a worker on one core would
+//     otherwise hold it until its compute next waits); a micro-batch's
+//     backward waits for the micro-batch's sends, and the step for all of
+//     them. Frames are made from the tensors' own
 //     memory; a message from the one replica across an edge is read where
 //     it was assembled, and its buffer reused after the step. On a GPU
 //     what a stage sends stays on its device until the worker sends it:
@@ -118,4 +121,7 @@
 //     Options.NoIPC and a worker's Config.NoIPC send bytes instead. Each
 //     report carries what the worker's ends of its edges took (LinkTime);
 //     EdgeTimes sums them by plan edge.
+//  11. After its step a worker sets the collector's percentage so that
+//     the heap may grow by several steps' allocations past what lives in it
+//     (gcfloor.go), never below the default; a GOGC the user sets stands.
 package runtime
