@@ -322,12 +322,9 @@ type linkProbe struct {
 // holdSpin is how long the probe computes after a send to see how long a
 // message waits for its sender's computing (Device.SendHoldS): a stage
 // computes on after it sends, and on a host whose cores are all busy the
-// message travels only once a core is free. On this project's 2-core
-// machine, loaded from elsewhere: 66 µs one way (median, 6 KiB) with the
-// sender waiting, 150 µs with it computing 100 µs on, 265 µs 200 µs on,
-// 590 µs 1 ms on, 140 µs 2 ms on (preempted); in runs of the small
-// presets a worker's message to a waiting stage took 250-420 µs. holdBytes
-// is the size of those messages.
+// message travels only once a core is free (bench/history.md has the one-way
+// times this was chosen from). holdBytes is the size of the small presets'
+// messages.
 const (
 	holdSpin  = time.Millisecond
 	holdBytes = 4 << 10
