@@ -166,9 +166,9 @@ func CPUTraining(c Config) (*Section, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "graphpipe")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/graphpipe/graphpipe/cmd/graphpipe").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building graphpipe: %v: %s", err, out)
+	bin, err := buildGraphpipe(dir)
+	if err != nil {
+		return nil, err
 	}
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {

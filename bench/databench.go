@@ -138,9 +138,9 @@ func medianOf(v []float64) float64 {
 // under GOMEMLIMIT=256MiB in a child process and reports its peak resident
 // set.
 func dataMemory(c Config, dir string) (string, error) {
-	bin := filepath.Join(dir, "graphpipe")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/graphpipe/graphpipe/cmd/graphpipe").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building graphpipe: %v: %s", err, out)
+	bin, err := buildGraphpipe(dir)
+	if err != nil {
+		return "", err
 	}
 	model, data := filepath.Join(dir, "cu.json"), filepath.Join(dir, "cu-8m.safetensors")
 	for _, args := range [][]string{{"models", "export", "candle-uno", "--preset", "small", "-o", model},

@@ -38,9 +38,9 @@ func ScalingSection(c Config) (*Section, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "graphpipe")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/graphpipe/graphpipe/cmd/graphpipe").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building graphpipe: %v: %s", err, out)
+	bin, err := buildGraphpipe(dir)
+	if err != nil {
+		return nil, err
 	}
 	for _, model := range []string{"dlrm", "mmt"} {
 		secs := map[[2]int]float64{} // (branches, devices) → search s

@@ -109,15 +109,15 @@
 //     before it, which the worker sends itself (a worker on one core would
 //     otherwise hold it until its compute next waits); a micro-batch's
 //     backward waits for the micro-batch's sends, and the step for all of
-//     them. Frames are made from the tensors' own
-//     memory; a message from the one replica across an edge is read where
-//     it was assembled, and its buffer reused after the step. On a GPU
-//     what a stage sends stays on its device until the worker sends it:
-//     downloaded into pinned staging piece by piece while the pieces
-//     before go out (devsend.go), or, between workers of one host whose
-//     devices reach each other, not at all: the edge's buffers go as IPC
-//     handles and the receiver copies them device to device (ipc.go; every
-//     worker learns the others' host and device once all have joined).
+//     them. Frames are made from the tensors' own memory; a message from
+//     the one replica across an edge is read where it was assembled, and
+//     its buffer reused after the step. On a GPU what a stage sends stays
+//     on its device until the worker sends it: downloaded into pinned
+//     staging piece by piece while the pieces before go out (devsend.go),
+//     or, between workers of one host whose devices reach each other, not
+//     at all: the edge's buffers go as IPC handles and the receiver copies
+//     them device to device (ipc.go; every worker learns the others' host
+//     and device once all have joined).
 //     Options.NoIPC and a worker's Config.NoIPC send bytes instead. Each
 //     report carries what the worker's ends of its edges took (LinkTime);
 //     EdgeTimes sums them by plan edge.

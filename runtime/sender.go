@@ -100,9 +100,10 @@ func (s *sender) queue(j *sendJob) error {
 }
 
 // inlineBytes bounds what a message may hold to be sent by the worker's own
-// goroutine when nothing is queued before it: its frame costs less than a
-// handover, and a sender goroutine would wait for a processor the compute
-// holds (a worker with one core: until the compute next waits).
+// goroutine when nothing is queued before it: a sender goroutine would wait
+// for a processor the compute holds (a worker with one core: until the
+// compute next waits), and a larger message may be lent to the transport
+// and wait for its acknowledgement (wire's split frames).
 const inlineBytes = 64 << 10
 
 // wait waits until micro-batch mb's messages are sent, or ctx ends.
