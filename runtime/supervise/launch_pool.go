@@ -130,16 +130,8 @@ func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 	// they stop
 	tm := p.cfg.Timings
 	go tm.Beat(ctx, p.t, runtime.CoordinatorBeats(gen.Run), func() []byte { return []byte{} })
-	var deadline <-chan time.Time
-	wait := p.cfg.JoinTimeout
-	if gen.Wait > 0 {
-		wait = gen.Wait
-	}
-	if wait > 0 {
-		tm := time.NewTimer(wait)
-		defer tm.Stop()
-		deadline = tm.C
-	}
+	deadline, wait, stop := joinDeadline(p.cfg.JoinTimeout, gen)
+	defer stop()
 	said, began := false, time.Now()
 	tick := time.NewTicker(tm.HeartbeatEvery)
 	defer tick.Stop()
@@ -371,4 +363,19 @@ func (p *PoolLauncher) Close() error {
 	}
 	p.unsub = nil
 	return nil
+}
+
+// joinDeadline fires when a launcher has waited long enough for its
+// workers to join, wait: gen's Wait where it sets one, else the launcher's
+// timeout; nil (never) where neither is positive. stop releases its timer.
+func joinDeadline(timeout time.Duration, gen *Generation) (deadline <-chan time.Time, wait time.Duration, stop func()) {
+	wait = timeout
+	if gen.Wait > 0 {
+		wait = gen.Wait
+	}
+	if wait <= 0 {
+		return nil, wait, func() {}
+	}
+	t := time.NewTimer(wait)
+	return t.C, wait, func() { t.Stop() }
 }

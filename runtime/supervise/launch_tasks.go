@@ -167,16 +167,8 @@ func (l *TaskLauncher) Start(ctx context.Context, gen *Generation) error {
 // lost tasks are replaced, is live. It returns every task's advert by rank
 // (task 0's made from its environment), and which of them are lost.
 func (l *TaskLauncher) await(ctx context.Context, gen *Generation) (map[int]TaskAdvert, map[int]bool, error) {
-	var deadline <-chan time.Time
-	wait := l.cfg.JoinTimeout
-	if gen.Wait > 0 {
-		wait = gen.Wait
-	}
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		deadline = t.C
-	}
+	deadline, wait, stop := joinDeadline(l.cfg.JoinTimeout, gen)
+	defer stop()
 	tick := time.NewTicker(l.cfg.Timings.HeartbeatEvery)
 	defer tick.Stop()
 	said, began := false, time.Now()
