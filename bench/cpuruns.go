@@ -106,8 +106,8 @@ func CPURuns(c Config) (*Section, error) {
 		"the profile measures as it finds it; the prediction is of a run under the same load.", lo, hi),
 		"Where the rest goes, from timelines of one run each (mmt small and dlrm small on 2 workers, 300 steps, load about 1, 2026-11-27): "+
 			"a message to a stage waiting for it took 100-150 µs from its publish to its taking (the median; 300-670 µs at the 90th percentile), "+
-			"against the probe's mean of 82-93 µs; dlrm's loss stage spent 264 µs making its labels before its first action, priced at 106 µs; "+
-			"its ops of a few µs each took 1.4-1.9 times their op times; and the coordinator's report and go took 345 µs, priced at 294 µs. "+
+			"against the probe's mean of 82-93 µs; dlrm's loss stage began its first action 264 µs after its go, making its inputs (its label input alone priced at 106 µs); "+
+			"dlrm's forwards and backwards took 1.8-2.6 times their op times (stage 1's forward 157 µs against 80); and the coordinator's report and go took 345 µs, priced at 294 µs. "+
 			"Until 430eec2 a worker on one core also held its messages until its compute next waited (an activation queued at 0.56 ms reached "+
 			"the waiting stage at 3.4 ms) and collected its heap more than once a step: mmt small on 2 workers then took 13.3 ms an iteration "+
 			"where it now takes 8.1.",
