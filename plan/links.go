@@ -193,6 +193,19 @@ func (d Device) Slowdown(k int) float64 {
 // on fewer.
 func HostWorkers(devices, perNode int) int { return max(1, min(devices, perNode)) }
 
+// TimeSliced is d for workers that share one GPU: where d measured no
+// sharing (a GPU's profile never does), its CoreSlowdown becomes [1], so
+// that an op with k of them busy at once takes k times its time alone
+// (Slowdown extrapolates the one entry: the GPU runs one process's kernels
+// at a time, each for its slice). A profile that measured its sharing
+// keeps its own figures.
+func (d Device) TimeSliced() Device {
+	if d.CoreSlowdown.Len() == 0 {
+		d.CoreSlowdown = NewSlowdowns(1)
+	}
+	return d
+}
+
 // SlowdownAt is Slowdown for k workers busy at once on average, k a
 // fraction: linear between the whole counts around it, 1 at one worker or
 // fewer.

@@ -171,6 +171,25 @@ func TestSlowdownAndFixedCost(t *testing.T) {
 	}
 }
 
+// TestTimeSliced: workers sharing one GPU slow an op by the number busy at
+// once; a profile that measured its sharing keeps its figures.
+func TestTimeSliced(t *testing.T) {
+	d := Profiles["h100"].TimeSliced()
+	for k, want := range map[int]float64{1: 1, 2: 2, 3: 3, 20: 20} {
+		if s := d.Slowdown(k); s != want {
+			t.Errorf("%d workers on one GPU: ×%g, want ×%g", k, s, want)
+		}
+	}
+	if s := d.SlowdownAt(1.5); s != 1.5 {
+		t.Errorf("1.5 workers busy on average: ×%g, want ×1.5", s)
+	}
+	m := Profiles["cpu"]
+	m.CoreSlowdown = NewSlowdowns(1, 1.2)
+	if got := m.TimeSliced().CoreSlowdown.Values(); len(got) != 2 || got[1] != 1.2 {
+		t.Errorf("a measured slowdown replaced: %v", got)
+	}
+}
+
 // TestSameDevice: the device a pool matches agents by.
 func TestSameDevice(t *testing.T) {
 	for _, tc := range []struct {

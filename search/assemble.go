@@ -78,10 +78,12 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 func placeBest(p *plan.Plan, in []stageIn, cm *costModel) error {
 	cands := kindPlacements(p, in)
 	best, bestS := 0, 0.0
+	priced := stageTimes(p) // as the DP priced them: shareCores scales them per placement
 	for c, devs := range cands {
 		if len(cands) == 1 {
 			break
 		}
+		setStageTimes(p, priced)
 		if err := placeOn(p, in, devs, cm); err != nil {
 			return err
 		}
@@ -89,7 +91,28 @@ func placeBest(p *plan.Plan, in []stageIn, cm *costModel) error {
 			best, bestS = c, p.Predicted.IterationS
 		}
 	}
+	setStageTimes(p, priced)
 	return placeOn(p, in, cands[best], cm)
+}
+
+// stageTime is what shareCores scales of a stage.
+type stageTime struct{ f, b, w, begin float64 }
+
+// stageTimes is p's stages' times.
+func stageTimes(p *plan.Plan) []stageTime {
+	out := make([]stageTime, len(p.Stages))
+	for s, st := range p.Stages {
+		out[s] = stageTime{st.ForwardS, st.BackwardS, st.WeightS, st.BeginS}
+	}
+	return out
+}
+
+// setStageTimes puts back times stageTimes took.
+func setStageTimes(p *plan.Plan, ts []stageTime) {
+	for s, t := range ts {
+		st := &p.Stages[s]
+		st.ForwardS, st.BackwardS, st.WeightS, st.BeginS = t.f, t.b, t.w, t.begin
+	}
 }
 
 // placeOn places the stages on devs, prices and predicts the plan, and

@@ -79,15 +79,17 @@ func messageCPU(d plan.Device, inBytes, outBytes float64) float64 {
 // shareRounds is how many times shareCores prices and simulates again.
 const shareRounds = 4
 
-// shareCores prices the sharing of each host's cores by the workers busy on
-// it at once, on average, rather than by all of its workers busy all the
-// time, which the DP assumes (costModel.slow): each stage's ops and
-// optimizer step are slowed by its profile's slowdown (SlowdownAt) at the
-// simulated busy time of its node's workers over the iteration's actions
-// (the most of its nodes'), priced and simulated again until that count
-// settles (a few rounds). p.Slowdown records the largest factor it
-// applied. Plans on profiles that measured no sharing are left as they
-// are.
+// shareCores prices the sharing of each host's cores (or of a GPU
+// time-sliced among its workers) by the workers busy on it at once, on
+// average, rather than by all of its workers busy all the time, which the
+// DP assumes (costModel.slow): each stage's ops and optimizer step are
+// slowed by its profile's slowdown (SlowdownAt) at the simulated busy time
+// of its node's workers over the iteration's actions (the most of its
+// nodes'), priced and simulated again until that count settles (a few
+// rounds). p.Slowdown records the largest factor it applied, and
+// cm.shared each stage's, so that reshare can price the plan again once
+// its schedule changed. Plans on profiles that measured no sharing are
+// left as they are.
 func shareCores(p *plan.Plan, in []stageIn, cm *costModel) error {
 	if !sharesCores(in, cm) {
 		return nil
@@ -96,6 +98,31 @@ func shareCores(p *plan.Plan, in []stageIn, cm *costModel) error {
 	for s := range applied {
 		applied[s] = cm.kind(in[s].kind).slow
 	}
+	return settleShares(p, cm, applied, true)
+}
+
+// reshare prices p's sharing again (shareCores) after its schedule
+// changed (tune runs stages further ahead: more of them busy at once),
+// keeping its action lists; a plan that shares nothing is left as it is.
+func reshare(p *plan.Plan, cm *costModel) error {
+	v, ok := cm.shared.Load(p)
+	if !ok {
+		return nil
+	}
+	return settleShares(p, cm, append([]float64(nil), v.([]float64)...), false)
+}
+
+// settleShares is shareCores from stage times that include the factors
+// applied; rebuild makes each round build the schedule again for the new
+// times (else its lists are kept, and only simulated again).
+func settleShares(p *plan.Plan, cm *costModel, applied []float64, rebuild bool) error {
+	defer func() {
+		p.Slowdown = 0
+		for _, f := range applied {
+			p.Slowdown = max(p.Slowdown, f)
+		}
+		cm.shared.Store(p, applied)
+	}()
 	for round := 0; round < shareRounds; round++ {
 		res, err := p.Simulate()
 		if err != nil {
@@ -112,36 +139,36 @@ func shareCores(p *plan.Plan, in []stageIn, cm *costModel) error {
 			}
 		}
 		changed := false
+		worker := -1 // the last worker of stage s: ids go stage by stage
 		for s := range p.Stages {
 			st, k := &p.Stages[s], 0.0
+			worker += len(st.Devices)
 			for _, d := range st.Devices {
 				k = max(k, busy[node(p, d)]/span)
 			}
-			kc := cm.kind(in[s].kind)
+			kc := cm.kind(p.KindOf(s))
 			f := kc.dev.SlowdownAt(k)
 			if math.Abs(f-applied[s]) <= 1e-9*f {
 				continue
 			}
 			r := f / applied[s]
 			st.ForwardS, st.BackwardS, st.WeightS = r*st.ForwardS, r*st.BackwardS, r*st.WeightS
-			goes := kc.dev.GoDelay(lastWorker(in, s)) // its inputs' making is slowed, not the go
+			goes := kc.dev.GoDelay(worker) // its inputs' making is slowed, not the go
 			st.BeginS = goes + r*(st.BeginS-goes)
-			st.FlushS = kc.flushSlowed(in[s].blk.params, in[s].k, spans(p, st.Devices), f)
+			st.FlushS = kc.flushSlowed(st.Params, len(st.Devices), spans(p, st.Devices), f)
 			applied[s], changed = f, true
 		}
 		if !changed {
 			break
 		}
-		if err := schedule(p); err != nil {
-			return err
+		if rebuild {
+			if err := schedule(p); err != nil {
+				return err
+			}
 		}
 		if err := p.Predict(); err != nil {
 			return err
 		}
-	}
-	p.Slowdown = 0
-	for _, f := range applied {
-		p.Slowdown = max(p.Slowdown, f)
 	}
 	return nil
 }

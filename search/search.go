@@ -276,7 +276,7 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	// of it as tuned, each plan on its own (in parallel), and weigh them in
 	// order; one whose floor (iterationFloor) lies above its planner's
 	// fastest as tuned is weighed as it is: no warm-up makes it as fast
-	if err := each(len(families), func(i int) error { return tune(tops[families[i]][0]) }); err != nil {
+	if err := each(len(families), func(i int) error { return tuneShared(tops[families[i]][0], cm) }); err != nil {
 		return nil, err
 	}
 	var tuned, rest []*plan.Plan
@@ -292,7 +292,7 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 			tuned, who = append(tuned, p), append(who, w)
 		}
 	}
-	if err := each(len(rest), func(i int) error { return tune(rest[i]) }); err != nil {
+	if err := each(len(rest), func(i int) error { return tuneShared(rest[i], cm) }); err != nil {
 		return nil, err
 	}
 	var best, seq *plan.Plan

@@ -5,6 +5,15 @@ import (
 	"github.com/graphpipe/graphpipe/plan"
 )
 
+// tuneShared is tune, then the plan's sharing of its hosts priced again
+// (reshare): stages run further ahead are busy at once more often.
+func tuneShared(p *plan.Plan, cm *costModel) error {
+	if err := tune(p); err != nil {
+		return err
+	}
+	return reshare(p, cm)
+}
+
 // tuneBudget is how many actions the warm-up tuning of one plan may simulate
 // in all: a plan's list lengths times the simulations it tries.
 const tuneBudget = 2_000_000

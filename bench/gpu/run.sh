@@ -13,6 +13,14 @@ OUT=${OUT:-$B/out}
 QUICK=${QUICK:-0}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt" || true
+# where cuDNN is on this machine, and which libcudnn graphpipe opened
+# unaided (the op tests below say so); the ResNet-50 comparison then
+# names the one found here in GRAPHPIPE_LIBCUDNN, with the other NVIDIA
+# wheels' lib directories beside it on the loader's path (cuDNN's engines
+# need cuBLASLt and NVRTC), so that it runs through cuDNN where any is here
+dnn=${GRAPHPIPE_LIBCUDNN:-$(find /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu /opt /usr/local/lib /usr/lib/python3 \
+	-name 'libcudnn.so.9' 2>/dev/null | head -n 1)}
+echo "libcudnn found: ${dnn:-none}" | tee "$OUT/cudnn.txt"
 # every op's forward and backward on the GPU against the CPU kernels (1e-3),
 # and the model@2 checks: training, evaluation, recomputation, tf32 and bf16
 # GEMMs, conv2d's chunks, dropout's mask, op timing; conv2d through cuDNN
@@ -46,6 +54,14 @@ tr ',{}' '\n\n\n' <"$OUT/device-calls.txt" | awk -F: '
 # from ONNX) at batch 64 against PyTorch eager, Adam at lr 1e-3, 10 steps
 # from the same weights and batches, fp32 and tf32 (resnet50-*.json and
 # resnet50-train-vs-torch.txt); cut off after 180 s, so that the script stays near 5 minutes
+if [ -n "$dnn" ] && [ -z "${GRAPHPIPE_LIBCUDNN:-}" ]; then
+	wheels=$(dirname "$(dirname "$(dirname "$dnn")")")
+	for d in "$wheels"/*/lib "$wheels"/cu13/lib; do
+		[ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+	done
+	export GRAPHPIPE_LIBCUDNN="$dnn" LD_LIBRARY_PATH
+	echo "GRAPHPIPE_LIBCUDNN=$dnn LD_LIBRARY_PATH=$LD_LIBRARY_PATH" | tee -a "$OUT/cudnn.txt"
+fi
 timeout 180 env GP=$B/graphpipe OUT="$OUT" MODEL=bench/gpu/resnet50.json BATCH=64 STEPS=10 PRECISIONS="fp32 tf32" \
 	sh bench/gpu/train_vs_torch.sh 2>&1 | tee "$OUT/resnet50-train-vs-torch.log" || true
 # how graphpipe's convolutions ran there (cuDNN, or im2col + GEMM and why)
@@ -83,11 +99,17 @@ $B/graphpipe run "$OUT/mmt.json" --devices 1 --device h100 --batch 16 --backend 
 # edge, and the measured iteration stands beside the predicted one; the
 # same with --no-ipc (bytes over NATS) for the links' share
 $B/cuda.test -test.run '^TestIPCOnGPU$' -test.v 2>&1 | tee "$OUT/ipc-copy.txt"
+# (the workers time-slice the one GPU, and run prices them so: a pipeline
+# on one GPU is no faster than its whole work; --memory-gb 7 and 5, which
+# no single stage holding the whole model meets, make the planner cut MMT
+# into 2 and 3 stages instead of replicating it)
 for st in 2 3; do
+	mem=7
+	[ "$st" = 3 ] && mem=5
 	for how in ipc nats; do
 		flag=""
 		[ "$how" = nats ] && flag="--no-ipc"
-		$B/graphpipe run "$OUT/mmt.json" --devices "$st" --device "$OUT/gpu-profile.json" --op-times "$OUT/mmt.optimes.json" --batch 16 \
+		$B/graphpipe run "$OUT/mmt.json" --devices "$st" --memory-gb "$mem" --device "$OUT/gpu-profile.json" --op-times "$OUT/mmt.optimes.json" --batch 16 \
 			--backend cuda --gpus 0 --steps 6 $flag --json >"$OUT/ipc-mmt-$st-$how.json" 2>"$OUT/ipc-mmt-$st-$how.log" || true
 		if command -v python3 >/dev/null; then
 			python3 - "$OUT/ipc-mmt-$st-$how.json" "$st" "$how" <<'PY' | tee -a "$OUT/ipc-mmt.txt"
@@ -98,7 +120,7 @@ except Exception as e:
     print("MMT batch 16, %s stages on one GPU, %s: no result (%s)" % (sys.argv[2], sys.argv[3], e)); sys.exit()
 m, p = r["measured_iteration_s"], r["predicted_iteration_s"]
 edges = ", ".join("%d->%d %s %.3g MB %.3g ms" % (e["from"], e["to"], e["transport"], e["bytes"] / 1e6, 1e3 * e["measured_s"]) for e in r.get("edges", []))
-print("MMT batch 16, %s stages on one GPU, %s: %.4g s measured, %.4g s predicted, measured / predicted %.3f; edges: %s" % (sys.argv[2], sys.argv[3], m, p, m / p, edges))
+print("MMT batch 16, %d stages (%s workers) on one GPU, %s: %.4g s measured, %.4g s predicted, measured / predicted %.3f; edges: %s" % (r["stages"], sys.argv[2], sys.argv[3], m, p, m / p, edges))
 PY
 		fi
 	done

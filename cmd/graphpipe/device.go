@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,6 +22,10 @@ type deviceFlags struct {
 	gpu       int
 	precision string // what matrix products compute in: fp32, tf32 or bf16 (tf32 and bf16 on CUDA backends)
 	noIPC     bool   // --no-ipc: every edge's tensors as bytes over NATS
+	// perGPU is how many of the plan's devices share one GPU (run, where
+	// its local CUDA workers outnumber the GPUs): device d's worker runs on
+	// the (d/perGPU)th GPU entry; 0: workers take the entries in turn
+	perGPU int
 }
 
 const backendHelp = "where ops run: cpu, cuda (NVIDIA GPUs through the driver, cuBLAS and NVRTC), or cuda-emulator (the CUDA code path with its kernels compiled for the CPU by g++: for testing)"
@@ -124,16 +129,61 @@ func (f *deviceFlags) workerArgs(workers string, emulate bool, plan *plan.Plan, 
 	for _, s := range plan.Stages {
 		need += len(s.Devices)
 	}
-	if need > len(entries) {
+	gpuOf := func(i int) int { return entries[i%len(entries)] }
+	switch {
+	case f.perGPU > 1:
+		devs := workerDevices(plan)
+		gpuOf = func(i int) int { return entries[min(devs[i]/f.perGPU, len(entries)-1)] }
+		fmt.Fprintf(log, "graphpipe: %d workers on %s: up to %d on a GPU, which runs their kernels in turns (priced so)\n",
+			need, plural(len(entries), "GPU"), f.perGPU)
+	case need > len(entries):
 		fmt.Fprintf(log, "graphpipe: %d workers on %d GPU entries: workers share GPUs in turn\n", need, len(entries))
 	}
 	return func(i int) []string {
-		e := entries[i%len(entries)]
+		e := gpuOf(i)
 		if e < 0 {
 			return []string{"--backend", "cpu"}
 		}
 		return append([]string{"--backend", "cuda", "--gpu", strconv.Itoa(e)}, prec...)
 	}, nil
+}
+
+// workersPerGPU is how many of a local CUDA run's devices share each GPU
+// its --gpus names (or the driver sees): the devices over the GPUs,
+// rounded up; 1 where they do not outnumber them, where a worker stays on
+// the CPU, and where the driver or --gpus fails (workerArgs then says why).
+func (f *deviceFlags) workersPerGPU(workers string, emulate bool, devices int) int {
+	if f.backend != "cuda" || workers != "local" || emulate {
+		return 1
+	}
+	n, err := cuda.Available()
+	if err != nil {
+		return 1
+	}
+	entries, err := parseGPUs(f.gpus, n)
+	if err != nil {
+		return 1
+	}
+	return gpuShare(devices, entries)
+}
+
+// gpuShare is how many of devices share each GPU entry (rounded up), 1
+// where an entry is the CPU or there are none.
+func gpuShare(devices int, entries []int) int {
+	if len(entries) == 0 || slices.Contains(entries, -1) {
+		return 1
+	}
+	return max(1, (devices+len(entries)-1)/len(entries))
+}
+
+// workerDevices is each worker's device in p: workers go stage by stage,
+// each stage's devices in order.
+func workerDevices(p *plan.Plan) []int {
+	var out []int
+	for _, s := range p.Stages {
+		out = append(out, s.Devices...)
+	}
+	return out
 }
 
 // parseGPUs reads --gpus: ordinals below n, or "cpu" (returned as −1);

@@ -254,10 +254,31 @@ func (f *runFlags) plan(cmd *cobra.Command, arg string) (*planned, error) {
 		return nil, err
 	}
 	f.search.planFor(pl.train) // memory for this optimizer's state
+	f.shareGPUs(cmd)
 	if pl.g, pl.p, err = modelAndPlan(cmd, arg, f.model, &f.search, reseed, f.stdin); err != nil {
 		return nil, err
 	}
 	return pl, nil
+}
+
+// shareGPUs prices a run searched here whose local CUDA workers outnumber
+// its GPUs as it will run: each GPU time-sliced among the workers on it
+// (plan.Device.TimeSliced), and a GPU's workers one node of the plan
+// (--devices-per-node, unless given), whose devices the workers then map
+// onto the GPUs (deviceFlags.perGPU).
+func (f *runFlags) shareGPUs(cmd *cobra.Command) {
+	if f.model != "" || f.search.cluster != "" {
+		return // a plan given, or a cluster's nodes: priced as they say
+	}
+	k := f.device.workersPerGPU(f.workers, f.emulate != "", f.search.devices)
+	if k <= 1 {
+		return
+	}
+	f.search.timeSliced = true
+	if !cmd.Flags().Changed("devices-per-node") {
+		f.search.perNode = k
+	}
+	f.device.perGPU = f.search.perNode
 }
 
 // checkWiring checks the flags of where the workers are and how they are

@@ -30,8 +30,12 @@ type searchFlags struct {
 	// --optimizer); 0: search's default, Adam's.
 	optBytes  int64
 	recompute string
-	cluster   string         // --cluster FILE
-	cmd       *cobra.Command // the command registered with: which flags were set
+	cluster   string // --cluster FILE
+	// timeSliced prices the devices as GPUs time-sliced among the workers
+	// that share each (plan.Device.TimeSliced): run sets it where its
+	// local CUDA workers outnumber the GPUs
+	timeSliced bool
+	cmd        *cobra.Command // the command registered with: which flags were set
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
@@ -71,6 +75,9 @@ func (f *searchFlags) options() (search.Options, error) {
 		if dev, err = plan.ParseDevice(data); err != nil {
 			return search.Options{}, inputf("--device %s: %v", f.device, err)
 		}
+	}
+	if f.timeSliced {
+		dev = dev.TimeSliced()
 	}
 	if f.perNode < 1 {
 		return search.Options{}, usagef("--devices-per-node: must be positive, got %d", f.perNode)
@@ -256,8 +263,12 @@ func runCosts(p *plan.Plan) string {
 		if c := p.Device.HostCores; c > 0 {
 			cores = fmt.Sprintf(" of %d cores", c)
 		}
-		parts = append(parts, fmt.Sprintf("%s share a host%s: every op ×%.3g for those busy at once (×%.3g were all busy all the time)",
-			plural(k, "worker"), cores, p.Slowdown, p.Device.Slowdown(k)))
+		what := "a host" + cores
+		if !p.Device.IsCPU() {
+			what = "a GPU, time-sliced"
+		}
+		parts = append(parts, fmt.Sprintf("%s share %s: every op ×%.3g for those busy at once (×%.3g were all busy all the time)",
+			plural(k, "worker"), what, p.Slowdown, p.Device.Slowdown(k)))
 	}
 	send, recv := 0.0, 0.0
 	for _, e := range p.Edges {

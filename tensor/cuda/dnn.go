@@ -38,7 +38,9 @@ var libCUDNN = library{
 // puts it) under every Python package directory named by $PYTHONPATH,
 // $VIRTUAL_ENV or $CONDA_PREFIX, or found by globbing the usual places:
 // ~/.local/lib/python3*/site-packages, {/usr,/usr/local,/opt/conda}/lib
-// (and lib64)/python3*/{site,dist}-packages. Nothing runs Python.
+// (and lib64)/python3*/{site,dist}-packages, and the virtual environments
+// a machine keeps under /opt (/opt/*/.venv and /opt/*/venv, as an image
+// with PyTorch preinstalled does). Nothing runs Python.
 func dnnDirs() []string {
 	home, _ := os.UserHomeDir()
 	return dnnDirsFrom(os.Getenv("PYTHONPATH"), os.Getenv("VIRTUAL_ENV"), os.Getenv("CONDA_PREFIX"), home, "/")
@@ -71,6 +73,9 @@ func dnnDirsFrom(pythonPath, venv, conda, home, root string) []string {
 	for _, base := range []string{"usr/local/lib", "usr/local/lib64", "usr/lib", "usr/lib64", "opt/conda/lib"} {
 		glob(root, base, "python3*", "dist-packages")
 		glob(root, base, "python3*", "site-packages")
+	}
+	for _, env := range []string{".venv", "venv"} {
+		glob(root, "opt", "*", env, "lib", "python3*", "site-packages")
 	}
 	seen := map[string]bool{}
 	for _, s := range sites {

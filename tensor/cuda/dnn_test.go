@@ -16,8 +16,8 @@ import (
 )
 
 // TestDNNSearchDirs: the wheel directories are found under $PYTHONPATH,
-// $VIRTUAL_ENV, $CONDA_PREFIX, ~/.local and the system's python3*
-// package directories, by globbing; only those that exist become
+// $VIRTUAL_ENV, $CONDA_PREFIX, ~/.local, the system's python3*
+// package directories and /opt's virtual environments, by globbing; only those that exist become
 // candidates, after the sonames and the toolkit's directories.
 func TestDNNSearchDirs(t *testing.T) {
 	root := t.TempDir()
@@ -34,11 +34,12 @@ func TestDNNSearchDirs(t *testing.T) {
 	venv := mk("venv", "lib", "python3.10", "site-packages", "nvidia", "cudnn", "lib")
 	conda := mk("conda", "lib")
 	pp := mk("pp", "nvidia", "cudnn", "lib")
+	opt := mk("opt", "torch", ".venv", "lib", "python3.12", "site-packages", "nvidia", "cudnn", "lib")
 	mk("usr", "local", "lib", "python3.12", "site-packages") // no nvidia/cudnn in it
 
 	dirs := dnnDirsFrom(filepath.Join(root, "pp")+string(filepath.ListSeparator)+filepath.Join(root, "missing"),
 		filepath.Join(root, "venv"), filepath.Join(root, "conda"), filepath.Join(root, "home", "u"), root)
-	for _, want := range []string{sys, sys2, user, venv, conda, pp} {
+	for _, want := range []string{sys, sys2, user, venv, conda, pp, opt} {
 		if !slices.Contains(dirs, want) {
 			t.Errorf("%s not searched; searched %v", want, dirs)
 		}
@@ -60,7 +61,7 @@ func TestDNNSearchDirs(t *testing.T) {
 		t.Errorf("the wheel directories' files are not candidates: %v", got)
 	}
 	for _, c := range got {
-		if strings.Contains(c, filepath.Join(root, "missing")) || strings.Contains(c, "site-packages/nvidia/cudnn/lib") && strings.Contains(c, "python3.12/site-packages") {
+		if strings.Contains(c, filepath.Join(root, "missing")) || strings.HasPrefix(c, filepath.Join(root, "usr", "local", "lib", "python3.12", "site-packages")) {
 			t.Errorf("%s is a candidate though its directory does not exist", c)
 		}
 	}
