@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+
+	"github.com/graphpipe/graphpipe/dag"
 )
 
 // The transports a stage edge's tensors take in a run (PlanEdge.Transport).
@@ -192,6 +195,30 @@ func (d Device) Slowdown(k int) float64 {
 // in a run on devices devices, perNode to a node: a node's, or all of them
 // on fewer.
 func HostWorkers(devices, perNode int) int { return max(1, min(devices, perNode)) }
+
+// IPCTensors says whether edge e's tensors can go device to device
+// (TransportIPC) between workers that reach each other: both its stages
+// on one device each, and each tensor a float32 output of the producing
+// stage that goes to the consuming stage alone (over this edge) and is
+// not passed on by it. The run sends any other edge's bytes over NATS.
+func (p *Plan) IPCTensors(g *dag.Graph, e int) bool {
+	pe := p.Edges[e]
+	if len(p.Stages[pe.From].Devices) != 1 || len(p.Stages[pe.To].Devices) != 1 {
+		return false
+	}
+	for _, x := range pe.Tensors {
+		i, ok := g.OpIndex(x)
+		if !ok || !slices.Contains(p.Stages[pe.From].Ops, x) || g.Out(i).DType != dag.Float32 {
+			return false
+		}
+		for k, other := range p.Edges {
+			if k != e && slices.Contains(other.Tensors, x) && (other.From == pe.From || other.From == pe.To) {
+				return false // it goes to another stage too, or is passed on
+			}
+		}
+	}
+	return true
+}
 
 // TimeSliced is d for workers that share one GPU: where d measured no
 // sharing (a GPU's profile never does), its CoreSlowdown becomes [1], so

@@ -87,9 +87,8 @@ func reaches(a, b linkID) bool {
 }
 
 // ipcEdge says whether edge e's tensors go by IPC, both ways: both stages
-// on one device each and those devices reaching each other, and each of
-// its tensors a float32 output of the producing stage that goes to the
-// consuming stage alone (over this edge) and is not passed on by it.
+// on one device each and those devices reaching each other, and its
+// tensors ones the plan lets go device to device (plan.IPCTensors).
 func ipcEdge(p *plan.Plan, g *dag.Graph, lay replicas, ids []linkID, e int) bool {
 	pe := p.Edges[e]
 	if lay.count[pe.From] != 1 || lay.count[pe.To] != 1 {
@@ -99,21 +98,7 @@ func ipcEdge(p *plan.Plan, g *dag.Graph, lay replicas, ids []linkID, e int) bool
 	if int(max(from, to)) >= len(ids) || !reaches(ids[from], ids[to]) {
 		return false
 	}
-	for _, x := range pe.Tensors {
-		i, ok := g.OpIndex(x)
-		if !ok || !slices.Contains(p.Stages[pe.From].Ops, x) || g.Out(i).DType != dag.Float32 {
-			return false
-		}
-		for k, other := range p.Edges {
-			if k == e {
-				continue
-			}
-			if slices.Contains(other.Tensors, x) && (other.From == pe.From || other.From == pe.To) {
-				return false // it goes to another stage too, or is passed on
-			}
-		}
-	}
-	return true
+	return p.IPCTensors(g, e)
 }
 
 // setPeers takes every worker's linkID (by worker id) and decides which of

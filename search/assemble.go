@@ -143,15 +143,16 @@ func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 	}
 	p.FixedS = p.Device.IterationFixed(workers)
 	for i := range p.Edges {
-		priceEdge(p, &p.Edges[i], in, cm)
+		priceEdge(p, i, in, cm)
 	}
 	return schedule(p)
 }
 
-// priceEdge prices edge e of p where its stages are: the transport the run
+// priceEdge prices edge i of p where its stages are: the transport the run
 // will use, a micro-batch's transfer over it, and what a message costs the
 // stage at either end.
-func priceEdge(p *plan.Plan, e *plan.PlanEdge, in []stageIn, cm *costModel) {
+func priceEdge(p *plan.Plan, i int, in []stageIn, cm *costModel) {
+	e := &p.Edges[i]
 	from, to := p.Stages[e.From], p.Stages[e.To]
 	m := ceilDiv(p.MicroBatch, int64(min(len(from.Devices), len(to.Devices))))
 	bytes := float64(e.Bytes * m)
@@ -162,6 +163,9 @@ func priceEdge(p *plan.Plan, e *plan.PlanEdge, in []stageIn, cm *costModel) {
 		e.Transport, e.Transfer = plan.TransportNATS, lat+bytes/bw
 	} else {
 		l := edgeLink(cm.kind(a).dev, e.Inter)
+		if l.transport == plan.TransportIPC && !p.IPCTensors(cm.g, i) {
+			l = natsLink(cm.kind(a).dev, e.Inter)
+		}
 		e.Transport, e.Transfer = l.transport, l.time(bytes)
 	}
 	msg := plan.MessageBytes(e.Transport, bytes)

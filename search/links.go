@@ -28,6 +28,12 @@ func edgeLink(d plan.Device, inter bool) link {
 		}
 		return link{plan.TransportIPC, d.IntraLat, d.IntraBW}
 	}
+	return natsLink(d, inter)
+}
+
+// natsLink is edgeLink for bytes over NATS: an edge between nodes, or one
+// whose tensors cannot go device to device (plan.IPCTensors).
+func natsLink(d plan.Device, inter bool) link {
 	switch {
 	case d.NATSBW > 0 && inter:
 		return link{plan.TransportNATS, max(d.NATSLat, d.InterLat), min(d.NATSBW, d.InterBW)}

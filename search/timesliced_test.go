@@ -1,6 +1,7 @@
 package search
 
 import (
+	"math"
 	"testing"
 
 	"github.com/graphpipe/graphpipe/models"
@@ -106,5 +107,47 @@ func TestTimeSlicedGPUFloor(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestEdgeTransportAsRun: an edge is priced by the transport the run will
+// give it: device to device only where its tensors may go so
+// (plan.IPCTensors); a sequential pipeline's edges that pass tensors on
+// to later stages go over NATS, priced at NATS's link.
+func TestEdgeTransportAsRun(t *testing.T) {
+	e, _ := models.Lookup("mmt")
+	g, err := e.Build(e.Small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := plan.Profiles["h100"]
+	dev.RunCosts = plan.RunCosts{NATSLat: 1e-4, NATSBW: 1e9, IPCLat: 2e-5, IPCBW: 1e11}
+	one, err := Search(g, Options{Device: dev, Devices: 1, Recompute: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, strategy := range []string{"gpp", "spp"} {
+		for _, d := range []int{2, 3, 4} {
+			p, err := Search(g, Options{Strategy: strategy, Device: dev, Devices: d, DevicesPerNode: d, Recompute: "off", MemoryLimit: one.Predicted.PeakMemory * 2 / 5})
+			if err != nil {
+				continue
+			}
+			for i, pe := range p.Edges {
+				want, lat, bw := plan.TransportNATS, dev.NATSLat, dev.NATSBW
+				if p.IPCTensors(g, i) {
+					want, lat, bw = plan.TransportIPC, dev.IPCLat, dev.IPCBW
+				}
+				m := ceilDiv(p.MicroBatch, int64(min(len(p.Stages[pe.From].Devices), len(p.Stages[pe.To].Devices))))
+				price := lat + float64(pe.Bytes*m)/bw
+				if pe.Transport != want || math.Abs(pe.Transfer-price) > 1e-9*price {
+					t.Errorf("%s on %d: edge %d (%d to %d) priced %s at %.4g s, the run sends it %s: %.4g s", strategy, d, i, pe.From, pe.To, pe.Transport, pe.Transfer, want, price)
+				}
+				kinds[pe.Transport]++
+			}
+		}
+	}
+	if kinds[plan.TransportIPC] == 0 || kinds[plan.TransportNATS] == 0 {
+		t.Errorf("edges by transport %v: want both kinds among these plans", kinds)
 	}
 }

@@ -54,6 +54,7 @@ def parse(argv):
     ap.add_argument("--warmup", type=int, default=2, help="steps left out of the median")
     ap.add_argument("--json", default="", help="write the losses and times to FILE")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: PyTorch's own choice)")
+    ap.add_argument("--profile", default="", help="after the steps, one more step under torch.profiler: its ops' device time, most first, to FILE")
     return ap.parse_args(argv)
 
 
@@ -113,9 +114,7 @@ def main(argv=None):
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     autocast = a.precision == "bf16"
     losses, times = [], []
-    for step in range(steps):
-        sync()
-        t0 = time.perf_counter()
+    def one(step):
         batch = {k: v.to(dev, torch.float64 if a.precision == "fp64" and v.is_floating_point() else None, non_blocking=True)
                  for k, v in data[step].items()}
         n = next(iter(batch.values())).shape[0]
@@ -129,9 +128,17 @@ def main(argv=None):
             total += loss.detach().float() * (b / n)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        return n, total
+
+    for step in range(steps):
+        sync()
+        t0 = time.perf_counter()
+        n, total = one(step)
         sync()
         times.append(time.perf_counter() - t0)
         losses.append(total)
+    if a.profile:
+        profile(a, dev, one, steps - 1, sync)
     losses = [float(x) for x in losses]
     timed = times[a.warmup:] or times
     med = statistics.median(timed)
@@ -145,6 +152,26 @@ def main(argv=None):
             json.dump({"format": "graphpipe/torch-step@1", "torch": torch.__version__, "device": name, "precision": a.precision,
                        "optimizer": a.optimizer, "lr": a.lr, "batch_size": n, "losses": losses, "iteration_s": times,
                        "warmup": a.warmup, "median_iteration_s": med, "cudnn": cudnn_setting(dev)}, f)
+
+
+def profile(a, dev, one, step, sync):
+    """One more step (the last batch again) under torch.profiler: each op's
+    self device time, most first, written to a.profile."""
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if dev.type == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=acts) as prof:
+        one(step)
+        sync()
+    keys = ["self_device_time_total", "self_cuda_time_total"] if dev.type == "cuda" else ["self_cpu_time_total"]
+    for key in keys:  # the name PyTorch 2 gives it, then PyTorch 1's
+        try:
+            table = prof.key_averages().table(sort_by=key, row_limit=40, max_name_column_width=60)
+            break
+        except Exception:
+            table = None
+    with open(a.profile, "w") as f:
+        f.write(table or prof.key_averages().table(row_limit=40))
 
 
 if __name__ == "__main__":

@@ -169,6 +169,7 @@ func TestIPCOnGPU(t *testing.T) {
 		t.Skipf("no GPU to test on: %v", err)
 	}
 	defer src.Close()
+	bindHere(t, src) // the context is current on this thread only
 	const n = 16 * 256 * 1024
 	want := ipcValues(n)
 	b, err := src.Upload(want)
@@ -210,6 +211,7 @@ func ipcGPUChild(t *testing.T, spec string) {
 		t.Fatal(err)
 	}
 	defer d.Close()
+	bindHere(t, d)
 	into, err := d.Alloc(n)
 	if err != nil {
 		t.Fatal(err)
