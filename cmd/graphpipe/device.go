@@ -38,7 +38,7 @@ func (f *deviceFlags) registerRun(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.backend, "backend", "cpu", backendHelp)
 	cmd.Flags().StringVar(&f.precision, "precision", "fp32", precisionHelp)
 	cmd.Flags().BoolVar(&f.noIPC, "no-ipc", false, noIPCHelp)
-	cmd.Flags().StringVar(&f.gpus, "gpus", "", "with --backend cuda: GPU ordinals (after CUDA_VISIBLE_DEVICES) for the local workers in turn, e.g. 0,1,2,3; \"cpu\" entries keep a worker on the CPU (default: every GPU the driver sees)")
+	cmd.Flags().StringVar(&f.gpus, "gpus", "", "with --backend cuda: GPU ordinals (after CUDA_VISIBLE_DEVICES) for the local workers, e.g. 0,1,2,3; where the workers outnumber them, each GPU takes the workers of consecutive devices and the run is planned with it time-sliced among them; \"cpu\" entries keep a worker on the CPU and workers take the entries in turn (default: every GPU the driver sees)")
 }
 
 func (f *deviceFlags) registerWorker(cmd *cobra.Command) {
