@@ -82,6 +82,10 @@ type PlanStage struct {
 	// (Device.GoDelay) and it has made the model inputs it reads (op
 	// times' input_s); zero where neither was measured.
 	BeginS float64 `json:"begin_s,omitempty"`
+	// Slowdown is the factor its op and optimizer times include for its
+	// host's cores (or GPU) shared with the workers busy at once
+	// (Device.SlowdownAt); zero where its profile measured no sharing.
+	Slowdown float64 `json:"core_slowdown,omitempty"`
 	// Recompute: the stage keeps only what it reads from outside for each
 	// micro-batch in flight and reruns its forward at the start of each
 	// backward (BackwardS includes that forward; StashBytes is what it

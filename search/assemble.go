@@ -95,14 +95,15 @@ func placeBest(p *plan.Plan, in []stageIn, cm *costModel) error {
 	return placeOn(p, in, cands[best], cm)
 }
 
-// stageTime is what shareCores scales of a stage.
-type stageTime struct{ f, b, w, begin float64 }
+// stageTime is what shareCores scales of a stage, and the factor it
+// applied.
+type stageTime struct{ f, b, w, begin, slow float64 }
 
 // stageTimes is p's stages' times.
 func stageTimes(p *plan.Plan) []stageTime {
 	out := make([]stageTime, len(p.Stages))
 	for s, st := range p.Stages {
-		out[s] = stageTime{st.ForwardS, st.BackwardS, st.WeightS, st.BeginS}
+		out[s] = stageTime{st.ForwardS, st.BackwardS, st.WeightS, st.BeginS, st.Slowdown}
 	}
 	return out
 }
@@ -111,7 +112,7 @@ func stageTimes(p *plan.Plan) []stageTime {
 func setStageTimes(p *plan.Plan, ts []stageTime) {
 	for s, t := range ts {
 		st := &p.Stages[s]
-		st.ForwardS, st.BackwardS, st.WeightS, st.BeginS = t.f, t.b, t.w, t.begin
+		st.ForwardS, st.BackwardS, st.WeightS, st.BeginS, st.Slowdown = t.f, t.b, t.w, t.begin, t.slow
 	}
 }
 

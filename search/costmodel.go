@@ -42,10 +42,6 @@ type costModel struct {
 	slow float64
 	// msgs says whether the profile prices messages (messageCPU)
 	msgs bool
-	// shared holds, for each plan whose hosts' sharing shareCores priced,
-	// the factor each stage's times include (*plan.Plan → []float64), for
-	// reshare
-	shared sync.Map
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.

@@ -92,10 +92,10 @@ const shareRounds = 4
 // slowed by its profile's slowdown (SlowdownAt) at the simulated busy time
 // of its node's workers over the iteration's actions (the most of its
 // nodes'), priced and simulated again until that count settles (a few
-// rounds). p.Slowdown records the largest factor it applied, and
-// cm.shared each stage's, so that reshare can price the plan again once
-// its schedule changed. Plans on profiles that measured no sharing are
-// left as they are.
+// rounds). Each stage records the factor its times include
+// (PlanStage.Slowdown), p.Slowdown the largest, so that reshare can price
+// the plan again once its schedule changed. Plans on profiles that
+// measured no sharing are left as they are.
 func shareCores(p *plan.Plan, in []stageIn, cm *costModel) error {
 	if !sharesCores(in, cm) {
 		return nil
@@ -111,11 +111,14 @@ func shareCores(p *plan.Plan, in []stageIn, cm *costModel) error {
 // changed (tune runs stages further ahead: more of them busy at once),
 // keeping its action lists; a plan that shares nothing is left as it is.
 func reshare(p *plan.Plan, cm *costModel) error {
-	v, ok := cm.shared.Load(p)
-	if !ok {
+	if p.Slowdown == 0 {
 		return nil
 	}
-	return settleShares(p, cm, append([]float64(nil), v.([]float64)...), false)
+	applied := make([]float64, len(p.Stages))
+	for s, st := range p.Stages {
+		applied[s] = st.Slowdown
+	}
+	return settleShares(p, cm, applied, false)
 }
 
 // settleShares is shareCores from stage times that include the factors
@@ -124,10 +127,10 @@ func reshare(p *plan.Plan, cm *costModel) error {
 func settleShares(p *plan.Plan, cm *costModel, applied []float64, rebuild bool) error {
 	defer func() {
 		p.Slowdown = 0
-		for _, f := range applied {
+		for s, f := range applied {
+			p.Stages[s].Slowdown = f
 			p.Slowdown = max(p.Slowdown, f)
 		}
-		cm.shared.Store(p, applied)
 	}()
 	for round := 0; round < shareRounds; round++ {
 		res, err := p.Simulate()

@@ -140,15 +140,7 @@ func ipcChild(t *testing.T, spec string) {
 	if err := d.CopyFromPeer(into, IPCHandle(raw), off, n); err != nil {
 		t.Fatal(err)
 	}
-	got := make([]float32, n)
-	if err := d.Download(got, into); err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, v := range got {
-		sum += float64(v)
-	}
-	fmt.Printf("sum %g\n", sum)
+	printSum(t, d, into, n)
 }
 
 // ipcGPUChildEnv carries, to the helper process on a GPU, what to copy:
@@ -226,6 +218,14 @@ func ipcGPUChild(t *testing.T, spec string) {
 		}
 	}
 	secs := time.Since(start).Seconds() / float64(rounds)
+	printSum(t, d, into, n)
+	fmt.Printf("ipc copy of %d bytes from another process on %s: %.4g ms, %.4g GB/s (opens %d)\n", 4*n, d.Name, 1e3*secs, 4*float64(n)/secs/1e9, d.Counts().IPCOpens)
+}
+
+// printSum prints the sum of into's n values, which the parent process
+// looks for in the child's output.
+func printSum(t *testing.T, d *Device, into Buffer, n int) {
+	t.Helper()
 	got := make([]float32, n)
 	if err := d.Download(got, into); err != nil {
 		t.Fatal(err)
@@ -235,5 +235,4 @@ func ipcGPUChild(t *testing.T, spec string) {
 		sum += float64(v)
 	}
 	fmt.Printf("sum %g\n", sum)
-	fmt.Printf("ipc copy of %d bytes from another process on %s: %.4g ms, %.4g GB/s (opens %d)\n", 4*n, d.Name, 1e3*secs, 4*float64(n)/secs/1e9, d.Counts().IPCOpens)
 }
