@@ -267,6 +267,9 @@ func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 		if cnt < 2 {
 			return nil, nil, &OpError{k.op, fmt.Sprintf("batch_norm needs more than one value per channel in training; a micro-batch of %d with %d per sample has %d", n, sz, cnt)}
 		}
+		if b, ok := s.dnnBN(n, c, sz); ok {
+			return gpuBatchNormDNN(s, k, b, x[0], p)
+		}
 		y := s.newValue(x[0].Shape...)
 		size := tensor.Size(y.Shape)
 		chunk, parts := colParts(n, c)
@@ -286,7 +289,11 @@ func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 		s.out(y, yb)
 		return y, &gpuBNStash{xhat: s.stash(xh, size), rstd: s.stash(rstd, 2*c)}, nil
 	}
-	bwd := func(s *gpuScope, gy *Value[float32], _, p []*Value[float32], _ *Value[float32], st0 any, gx, gp []*Value[float32]) {
+	bwd := func(s *gpuScope, gy *Value[float32], x, p []*Value[float32], _ *Value[float32], st0 any, gx, gp []*Value[float32]) {
+		if st, ok := st0.(*gpuBNDNNStash); ok {
+			gpuBatchNormDNNBack(s, k, st, gy, x[0], p, gx, gp)
+			return
+		}
 		st := st0.(*gpuBNStash)
 		wantW, wantB := gp != nil && gp[0] != nil, gp != nil && gp[1] != nil
 		if gx[0] == nil && !wantW && !wantB {
@@ -323,6 +330,85 @@ func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 		}
 	}
 	return fwd, bwd
+}
+
+// dnnBN is batch_norm's shape over n samples for cuDNN, and whether
+// cuDNN runs it: where the device has cuDNN (as conv2d, whatever the
+// precision: batch norm's data is FP32 in all three) and cuDNN takes the
+// shape (cuda.BNReady). A cuDNN call that fails fails the scope (true is
+// returned then, so that the caller queues nothing more).
+func (s *gpuScope) dnnBN(n, c, sz int) (cuda.BNShape, bool) {
+	b := cuda.BNShape{N: n, C: c, S: sz}
+	if s.err != nil || s.opts.im2col {
+		return b, false
+	}
+	err := s.d.BNReady(b)
+	var unsupported *cuda.BNUnsupportedError
+	if errors.Is(err, cuda.ErrNoDNN) || errors.As(err, &unsupported) {
+		return b, false
+	}
+	s.fail(err)
+	return b, true
+}
+
+// gpuBNDNNStash is what cuDNN's batch norm backward reads besides x: the
+// forward's channel mean and 1/√(var + eps), [C] each.
+type gpuBNDNNStash struct{ mean, invStd stashBuf }
+
+// gpuBatchNormDNN is batch_norm in training through cuDNN: its statistics
+// in FP32 (graphpipe's own kernels take them in double), its stash two
+// values per channel where the kernels keep x̂, the size of x. The running
+// statistics move as bnRunning moves them, unless recomputing.
+func gpuBatchNormDNN(s *gpuScope, k *batchNorm[float32], b cuda.BNShape, x *Value[float32], p []*Value[float32]) (*Value[float32], any, error) {
+	y := s.newValue(x.Shape...)
+	xb, yb := s.in(x), s.scratch(tensor.Size(y.Shape))
+	mean, inv := s.scratch(b.C), s.scratch(b.C)
+	w, bias := s.param(p[0]), s.param(p[1])
+	run := cuda.BNRunning{Momentum: k.momentum}
+	moving := k.ctx == nil || !k.ctx.recomputing
+	if moving {
+		run.Mean, run.Var = s.buffer(p[2]), s.buffer(p[3])
+	}
+	s.dnn(func() error { return s.d.BNForwardTraining(b, k.eps, xb, w, bias, yb, mean, inv, run) })
+	if moving {
+		s.backBuffer(p[2], run.Mean)
+		s.backBuffer(p[3], run.Var)
+	}
+	s.out(y, yb)
+	return y, &gpuBNDNNStash{mean: s.stash(mean, b.C), invStd: s.stash(inv, b.C)}, nil
+}
+
+// gpuBatchNormDNNBack adds batch_norm's gradients through cuDNN, each
+// accumulated into its buffer (cuDNN's betas 1).
+func gpuBatchNormDNNBack(s *gpuScope, k *batchNorm[float32], st *gpuBNDNNStash, gy, x *Value[float32], p, gx, gp []*Value[float32]) {
+	wantW, wantB := gp != nil && gp[0] != nil, gp != nil && gp[1] != nil
+	if gx[0] == nil && !wantW && !wantB {
+		return
+	}
+	n, c, sz := bnGeometry(gy.Shape)
+	b := cuda.BNShape{N: n, C: c, S: sz}
+	var gxb, gw, gb cuda.Buffer
+	if gx[0] != nil {
+		gxb = s.acc(gx[0])
+	}
+	if wantW {
+		gw = s.acc(gp[0])
+	}
+	if wantB {
+		gb = s.acc(gp[1])
+	}
+	g, xb, w := s.in(gy), s.in(x), s.param(p[0])
+	mean, inv := s.unstash(st.mean), s.unstash(st.invStd)
+	s.dnn(func() error { return s.d.BNBackward(b, k.eps, xb, g, w, mean, inv, gxb, gw, gb) })
+	if wantW {
+		s.back(gp[0], gw)
+	}
+	if wantB {
+		s.back(gp[1], gb)
+	}
+	if gx[0] != nil {
+		s.back(gx[0], gxb)
+	}
 }
 
 // gpuMaxPool keeps each output's argmax (an int per output) for the

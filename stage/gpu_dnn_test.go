@@ -123,6 +123,49 @@ func TestConvDNNEmulated(t *testing.T) { checkConvDNN(t, fakeDNNDevice(t)) }
 // (skipped, saying why, without a GPU or without cuDNN).
 func TestConvDNNOnGPU(t *testing.T) { checkConvDNN(t, dnnDevice(t)) }
 
+// bnCases are batch_norm's op cases: per channel alone, over a length, over
+// planes, with many channels, with planes wider than a warp.
+func bnCases() []opCase {
+	var out []opCase
+	for _, c := range append(append([]opCase(nil), convCases...), gpuV2Cases...) {
+		if strings.HasPrefix(c.name, "batch_norm") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// checkBatchNormDNN runs bnCases' forward (its output and the running
+// statistics it moves) and three backwards (into gradients that start
+// non-zero; with the input's gradient alone, cuDNN's parameter gradients
+// go to scratch, and the other way round) on d through cuDNN and through
+// graphpipe's own kernels, each within 1e-3 of the CPU kernels, and checks
+// that cuDNN ran on the one path and not on the other.
+func checkBatchNormDNN(t *testing.T, d *cuda.Device) {
+	var worst closeness
+	for _, c := range bnCases() {
+		for _, own := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/own-kernels=%v", c.name, own), func(t *testing.T) {
+				before := d.Counts()
+				checkOpWith(t, d, c, &worst, scopeOpts{im2col: own}, 1e-3)
+				if n := d.Counts().Sub(before).DNN; (n > 0) == own {
+					t.Errorf("%d cuDNN calls (own kernels %v)", n, own)
+				}
+			})
+		}
+	}
+	t.Logf("largest relative difference against the CPU (%s): %.3g (%s)", d.ConvPath(), worst.rel, worst.what)
+}
+
+// TestBatchNormDNNEmulated runs checkBatchNormDNN on the emulator with the
+// fake cuDNN: the stage's use of cuDNN's batch norm (descriptors, stash,
+// running statistics, accumulation, scratch for gradients not wanted).
+func TestBatchNormDNNEmulated(t *testing.T) { checkBatchNormDNN(t, fakeDNNDevice(t)) }
+
+// TestBatchNormDNNOnGPU runs checkBatchNormDNN on GPU 0 with the system's
+// cuDNN (skipped, saying why, without a GPU or without cuDNN).
+func TestBatchNormDNNOnGPU(t *testing.T) { checkBatchNormDNN(t, dnnDevice(t)) }
+
 // TestModelV2TrainsFakeDNNEmulated is TestModelV2TrainsOnEmulator with
 // the fake cuDNN: the executor's device-resident path through cuDNN (its
 // 3×3 convolution there; the other, padded asymmetrically, on im2col).
@@ -216,10 +259,7 @@ func timeConvLayers(t *testing.T, d *cuda.Device, batch, c, hw int, minTime time
 			if n := d.Counts().Sub(before).DNN; (n > 0) != (path == "cudnn") {
 				t.Errorf("%s, %s: %d cuDNN calls", prec, path, n)
 			}
-			for _, op := range []string{"conv3x3", "conv1x1", "bn"} {
-				if op == "bn" && path == "im2col" {
-					continue
-				}
+			for _, op := range []string{"conv3x3", "conv1x1", "bn"} { // bn on the im2col path: graphpipe's own kernels
 				a := times[op]
 				t.Logf("%s %-6s %-8s forward %7.3f ms, input gradient %7.3f, weight gradient %7.3f (%d repetitions)",
 					prec, path, op, ms(meanOf(a[0])), ms(meanOf(a[1])), ms(meanOf(a[2])), len(a[0]))

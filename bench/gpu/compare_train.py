@@ -43,13 +43,13 @@ def gp_time(doc, warmup):
 
 def convs(gp, pt, precs):
     """Says how each side ran conv2d, where the runs say: graphpipe's train --json 'conv' (cudnn VERSION or
-    im2col), PyTorch's cuDNN version and allow_tf32 per precision."""
+    im2col), PyTorch's cuDNN version, allow_tf32 and benchmark (its algorithm search) per precision."""
     line = []
     for p in precs:
         g = gp.get(p, {}).get("conv")
         t = pt.get(p, {}).get("cudnn")
         if g or t:
-            tt = "cuDNN %s, allow_tf32 %s" % (t["version"], t["allow_tf32"]) if t else "-"
+            tt = "cuDNN %s, allow_tf32 %s, benchmark %s" % (t["version"], t["allow_tf32"], t.get("benchmark")) if t else "-"
             line.append("%s: graphpipe %s, PyTorch %s" % (p, g or "-", tt))
     if line:
         print("conv2d: " + "; ".join(line))

@@ -49,6 +49,9 @@ def parse(argv):
     ap.add_argument("--no-decay-bias-norm", action="store_true")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16", "fp64"])
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="torch.backends.cudnn.benchmark: cuDNN's measured search picks each convolution's algorithms "
+                         "(PyTorch's default is off: its heuristics)")
     ap.add_argument("--steps", type=int, default=0, help="steps to run (default: every step of the dump)")
     ap.add_argument("--micro-batch", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=2, help="steps left out of the median")
@@ -83,7 +86,8 @@ def batches(a, steps):
 
 def cudnn_setting(dev):
     """How PyTorch ran its convolutions: cuDNN's version and the settings that choose its algorithms and math
-    (benchmark off: cuDNN's heuristics, as graphpipe; allow_tf32, which PyTorch turns on by default and this
+    (benchmark: off by default, cuDNN's heuristics; on with --cudnn-benchmark, its measured search, as graphpipe's
+    default; allow_tf32, which PyTorch turns on by default and this
     script sets per precision)."""
     if dev.type != "cuda" or not torch.backends.cudnn.is_available():
         return None
@@ -97,6 +101,7 @@ def main(argv=None):
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
         torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
+        torch.backends.cudnn.benchmark = a.cudnn_benchmark
     elif a.precision == "tf32":
         print("torch_step: tf32 is a CUDA setting; on %s it computes fp32" % dev, file=sys.stderr)
     if a.threads:

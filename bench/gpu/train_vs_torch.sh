@@ -12,7 +12,9 @@
 # The defaults are the issue's: MMT at batch 16, Adam at lr 1e-3, 20 steps,
 # on the GPU. MODEL is a zoo model's name (exported, at PRESET if set) or a
 # model file (bench/gpu/resnet50.json: the imported ResNet-50, BATCH=64);
-# PRECISIONS picks the precisions. To try it without a GPU:
+# PRECISIONS picks the precisions; TORCH_FLAGS adds flags to torch_step.py
+# (--cudnn-benchmark: PyTorch's convolutions chosen by cuDNN's measured
+# search, as graphpipe's are by default). To try it without a GPU:
 # GP=bin/graphpipe BACKEND=cuda-emulator TORCH_DEVICE=cpu PRESET=small PYTHON=/usr/bin/python3 sh bench/gpu/train_vs_torch.sh
 # GP=bin/graphpipe BACKEND=cpu TORCH_DEVICE=cpu MODEL=bench/gpu/resnet50.json BATCH=4 STEPS=3 PRECISIONS=fp32 PYTHON=/usr/bin/python3 sh bench/gpu/train_vs_torch.sh
 set -eu
@@ -67,7 +69,7 @@ pt=""
 if "$PY" -c 'import torch' 2>/dev/null; then
 	for p in $PRECISIONS; do
 		# shellcheck disable=SC2086
-		"$PY" bench/gpu/torch_step.py "$M" "$DUMP" $OPT --precision "$p" --device "$TORCH_DEVICE" --json "$OUT/${TAG}torch-$p.json" >"$OUT/${TAG}torch-$p.txt"
+		"$PY" bench/gpu/torch_step.py "$M" "$DUMP" $OPT ${TORCH_FLAGS:-} --precision "$p" --device "$TORCH_DEVICE" --json "$OUT/${TAG}torch-$p.json" >"$OUT/${TAG}torch-$p.txt"
 		pt="$pt --torch $p=$OUT/${TAG}torch-$p.json"
 	done
 else

@@ -52,8 +52,10 @@ type trainSummary struct {
 	// DeviceCalls, on a CUDA backend: what the last step (a steady-state
 	// one after the first) asked of the device, its evaluation aside.
 	DeviceCalls *cuda.Counts `json:"device_calls,omitempty"`
-	// Conv, on a CUDA backend: how the device runs conv2d, "cudnn 9.1.2"
-	// or "im2col" (im2col + GEMM: no cuDNN, or GRAPHPIPE_CONV=im2col).
+	// Conv, on a CUDA backend: how the device runs conv2d (and
+	// batch_norm), "cudnn 9.1.2, algorithms by measured search" (or "by
+	// heuristics", GRAPHPIPE_CONV_ALGO) or "im2col" (im2col + GEMM and
+	// graphpipe's batch norm kernels: no cuDNN, or GRAPHPIPE_CONV=im2col).
 	Conv string `json:"conv,omitempty"`
 }
 
@@ -161,6 +163,9 @@ func (f *trainFlags) run(cmd *cobra.Command, path string) error {
 	}
 	if dev := t.Ex.Device(); dev != nil {
 		sum.Conv = dev.ConvPath()
+		if c := dev.ConvAlgorithmChoice(); c != "" {
+			sum.Conv += ", algorithms by " + c
+		}
 		if hasConv(g) {
 			fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: conv2d on %s: %s\n", dev.Name, convLine(dev))
 		}
@@ -354,7 +359,7 @@ func convLine(dev *cuda.Device) string {
 	err := dev.ConvPathReason()
 	switch {
 	case dev.ConvPath() != "im2col":
-		return dev.ConvPath()
+		return dev.ConvPath() + " (batch_norm too), algorithms by " + dev.ConvAlgorithmChoice()
 	case errors.Is(err, cuda.ErrDNNOff):
 		return "im2col + GEMM (" + cuda.ConvEnv + "=im2col)"
 	case dev.Emulated:

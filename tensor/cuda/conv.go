@@ -177,6 +177,7 @@ type convPlan struct {
 	math       [3]int32
 	space      [3]uint64 // workspace bytes
 	err        error     // why the plan cannot run (kept: not asked again)
+	searched   bool      // the measured search chose all three (AlgoEnv)
 }
 
 // free destroys p's descriptors.
@@ -216,11 +217,17 @@ func (d *Device) plan(c ConvShape) (*convPlan, error) {
 	if p, ok := d.dnn.plans[c]; ok {
 		return p, p.err
 	}
+	if d.dnn.searchErr != nil {
+		return nil, d.dnn.searchErr
+	}
 	if err := c.check(); err != nil {
 		return nil, &ConvUnsupportedError{c, err.Error()}
 	}
 	p := &convPlan{shape: c}
 	p.err = d.dnn.prepare(p)
+	if p.err == nil && d.dnn.search {
+		p.searched, p.err = d.measure(p)
+	}
 	d.dnn.plans[c] = p
 	var unsupported *ConvUnsupportedError
 	if p.err != nil && !errors.As(p.err, &unsupported) {
@@ -310,7 +317,16 @@ func (n *dnn) choose(p *convPlan, dir int) error {
 	if err := n.check(call, st); err != nil {
 		return err
 	}
-	perfs := decodePerfs(raw, int(min(got, maxAlgos)))
+	return n.pick(p, dir, decodePerfs(raw, int(min(got, maxAlgos))), "heuristics")
+}
+
+// pick takes direction dir's algorithm from perfs (the heuristics' or the
+// measured search's, fastest first): the first candidate whose workspace,
+// asked of cuDNN for that algorithm in its math type, is within the
+// limit. It leaves the descriptor in that algorithm's math type.
+func (n *dnn) pick(p *convPlan, dir int, perfs []dnnPerf, from string) error {
+	l, conv := n.lib, p.conv[dir]
+	var st int32
 	for _, a := range candidates(perfs, p.shape.TF32, n.limit) {
 		if err := n.check("cudnnSetConvolutionMathType", l.setMathType(conv, a.math)); err != nil {
 			return err
@@ -318,11 +334,11 @@ func (n *dnn) choose(p *convPlan, dir int) error {
 		var space uint64
 		switch dir {
 		case dirForward:
-			call, st = "cudnnGetConvolutionForwardWorkspaceSize", l.fwdSpace(n.h, p.x, p.w, conv, p.y, a.algo, &space)
+			st = l.fwdSpace(n.h, p.x, p.w, conv, p.y, a.algo, &space)
 		case dirBackwardData:
-			call, st = "cudnnGetConvolutionBackwardDataWorkspaceSize", l.bwdDataSpace(n.h, p.w, p.y, conv, p.x, a.algo, &space)
+			st = l.bwdDataSpace(n.h, p.w, p.y, conv, p.x, a.algo, &space)
 		default:
-			call, st = "cudnnGetConvolutionBackwardFilterWorkspaceSize", l.bwdFilterSpace(n.h, p.x, p.y, conv, p.w, a.algo, &space)
+			st = l.bwdFilterSpace(n.h, p.x, p.y, conv, p.w, a.algo, &space)
 		}
 		if st != 0 || max(space, a.memory) > n.limit { // this algorithm cannot run here: the next one
 			continue
@@ -330,8 +346,8 @@ func (n *dnn) choose(p *convPlan, dir int) error {
 		p.algo[dir], p.math[dir], p.space[dir] = a.algo, a.math, max(space, a.memory)
 		return nil
 	}
-	return &ConvUnsupportedError{p.shape, fmt.Sprintf("no %s algorithm among cuDNN's %d for %s within %s of workspace",
-		dirNames[dir], len(perfs), map[bool]string{false: "FP32 (FMA)", true: "TF32"}[p.shape.TF32], bytesText(n.limit))}
+	return &ConvUnsupportedError{p.shape, fmt.Sprintf("no %s algorithm among the %d of cuDNN's %s for %s within %s of workspace",
+		dirNames[dir], len(perfs), from, map[bool]string{false: "FP32 (FMA)", true: "TF32"}[p.shape.TF32], bytesText(n.limit))}
 }
 
 // ConvAlgorithms are the algorithms (cuDNN's enum values) and math types

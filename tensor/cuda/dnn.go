@@ -22,7 +22,8 @@ import (
 // Only the legacy convolution API that cuDNN 8 and 9 both keep is used
 // (cudnn_ops.h and cudnn_cnn.h: tensor, filter and convolution
 // descriptors, the _v7 algorithm heuristics, the three convolutions, the
-// bias's backward and a broadcast add).
+// bias's backward and a broadcast add) and spatial batch norm's training
+// forward and backward (bn.go).
 
 var libCUDNN = library{
 	name:  "libcudnn",
@@ -119,6 +120,11 @@ type dnnLib struct {
 	fwdAlgos       func(h, x, w, conv, y uintptr, requested int32, returned *int32, perf unsafe.Pointer) int32
 	bwdDataAlgos   func(h, w, dy, conv, dx uintptr, requested int32, returned *int32, perf unsafe.Pointer) int32
 	bwdFilterAlgos func(h, x, dy, conv, dw uintptr, requested int32, returned *int32, perf unsafe.Pointer) int32
+	// the measured search (Find...Ex): each algorithm run once on the
+	// buffers given, perf sorted by time
+	fwdFind        func(h, xd uintptr, x uint64, wd uintptr, w uint64, conv, yd uintptr, y uint64, requested int32, returned *int32, perf unsafe.Pointer, ws, wsBytes uint64) int32
+	bwdDataFind    func(h, wd uintptr, w uint64, dyd uintptr, dy uint64, conv, dxd uintptr, dx uint64, requested int32, returned *int32, perf unsafe.Pointer, ws, wsBytes uint64) int32
+	bwdFilterFind  func(h, xd uintptr, x uint64, dyd uintptr, dy uint64, conv, dwd uintptr, dw uint64, requested int32, returned *int32, perf unsafe.Pointer, ws, wsBytes uint64) int32
 	fwdSpace       func(h, x, w, conv, y uintptr, algo int32, bytes *uint64) int32
 	bwdDataSpace   func(h, w, dy, conv, dx uintptr, algo int32, bytes *uint64) int32
 	bwdFilterSpace func(h, x, dy, conv, dw uintptr, algo int32, bytes *uint64) int32
@@ -130,6 +136,14 @@ type dnnLib struct {
 	backwardFilter func(h uintptr, alpha unsafe.Pointer, xd uintptr, x uint64, dyd uintptr, dy uint64, conv uintptr, algo int32, ws, wsBytes uint64, beta unsafe.Pointer, dwd uintptr, dw uint64) int32
 	backwardBias   func(h uintptr, alpha unsafe.Pointer, dyd uintptr, dy uint64, beta unsafe.Pointer, dbd uintptr, db uint64) int32
 	addTensor      func(h uintptr, alpha unsafe.Pointer, ad uintptr, a uint64, beta unsafe.Pointer, cd uintptr, c uint64) int32
+
+	// batch norm (bn.go): spatial mode, FP32 data, the per-channel
+	// tensors described by pd; factor is the running statistics' momentum
+	bnForwardTraining func(h uintptr, mode int32, alpha, beta unsafe.Pointer, xd uintptr, x uint64, yd uintptr, y uint64,
+		pd uintptr, scale, bias uint64, factor float64, runMean, runVar uint64, eps float64, saveMean, saveInvVar uint64) int32
+	bnBackward func(h uintptr, mode int32, alphaData, betaData, alphaParam, betaParam unsafe.Pointer,
+		xd uintptr, x uint64, dyd uintptr, dy uint64, dxd uintptr, dx uint64,
+		pd uintptr, scale, dScale, dBias uint64, eps float64, saveMean, saveInvVar uint64) int32
 }
 
 func (l *dnnLib) bindings() []binding {
@@ -154,6 +168,9 @@ func (l *dnnLib) bindings() []binding {
 		bind(&l.fwdAlgos, "cudnnGetConvolutionForwardAlgorithm_v7"),
 		bind(&l.bwdDataAlgos, "cudnnGetConvolutionBackwardDataAlgorithm_v7"),
 		bind(&l.bwdFilterAlgos, "cudnnGetConvolutionBackwardFilterAlgorithm_v7"),
+		bind(&l.fwdFind, "cudnnFindConvolutionForwardAlgorithmEx"),
+		bind(&l.bwdDataFind, "cudnnFindConvolutionBackwardDataAlgorithmEx"),
+		bind(&l.bwdFilterFind, "cudnnFindConvolutionBackwardFilterAlgorithmEx"),
 		bind(&l.fwdSpace, "cudnnGetConvolutionForwardWorkspaceSize"),
 		bind(&l.bwdDataSpace, "cudnnGetConvolutionBackwardDataWorkspaceSize"),
 		bind(&l.bwdFilterSpace, "cudnnGetConvolutionBackwardFilterWorkspaceSize"),
@@ -162,6 +179,8 @@ func (l *dnnLib) bindings() []binding {
 		bind(&l.backwardFilter, "cudnnConvolutionBackwardFilter"),
 		bind(&l.backwardBias, "cudnnConvolutionBackwardBias"),
 		bind(&l.addTensor, "cudnnAddTensor"),
+		bind(&l.bnForwardTraining, "cudnnBatchNormalizationForwardTraining"),
+		bind(&l.bnBackward, "cudnnBatchNormalizationBackward"),
 	}
 }
 
@@ -269,11 +288,14 @@ func (n *notice) say(w io.Writer, format string, a ...any) {
 // most devices opened run no convolution), and the convolutions it has
 // been asked for, each with its descriptors and algorithms (conv.go).
 type dnn struct {
-	lib    *dnnLib
-	stream uintptr
-	h      uintptr
-	plans  map[ConvShape]*convPlan
-	limit  uint64 // the most workspace (bytes) an algorithm may ask for
+	lib       *dnnLib
+	stream    uintptr
+	h         uintptr
+	plans     map[ConvShape]*convPlan
+	bns       map[BNShape]*bnPlan
+	search    bool   // AlgoEnv: cuDNN's measured search picks the algorithms
+	searchErr error  // AlgoEnv's value is not one it takes
+	limit     uint64 // the most workspace (bytes) an algorithm may ask for
 }
 
 // check turns a cudnnStatus_t into an *Error carrying cuDNN's name for it.
@@ -285,7 +307,8 @@ func (n *dnn) check(call string, st int32) error {
 }
 
 func newDNN(lib *dnnLib, stream uintptr, memory uint64) *dnn {
-	return &dnn{lib: lib, stream: stream, plans: map[ConvShape]*convPlan{}, limit: workspaceLimit(memory)}
+	search, err := algoSearch()
+	return &dnn{search: search, searchErr: err, lib: lib, stream: stream, plans: map[ConvShape]*convPlan{}, bns: map[BNShape]*bnPlan{}, limit: workspaceLimit(memory)}
 }
 
 // open makes the handle, on the calling thread, where the device's
@@ -314,6 +337,10 @@ func (n *dnn) close() {
 	for k, p := range n.plans {
 		p.free(n.lib)
 		delete(n.plans, k)
+	}
+	for k, p := range n.bns {
+		p.free(n.lib)
+		delete(n.bns, k)
 	}
 	if n.h != 0 {
 		n.lib.destroy(n.h)

@@ -505,11 +505,9 @@ func TestConvsFakeDNNEmulated(t *testing.T) {
 	if got, want := len(d.dnn.plans), 2*len(convShapes(false)); got != want {
 		t.Errorf("%d plans for %d shapes", got, want)
 	}
-	for _, tf32 := range []bool{false, true} {
-		algo, math, _ := d.ConvAlgorithms(resnet3x3(3, tf32))
-		if algo != [3]int{1, 1, 1} || math != [3]int{int(baseMath(tf32)), int(baseMath(tf32)), int(baseMath(tf32))} {
-			t.Errorf("tf32 %v: algorithms %v in math %v, want the fake's algorithm 1 in math %d", tf32, algo, math, baseMath(tf32))
-		}
+	checkFakeAlgorithms(t, d, 2)
+	if !d.dnn.plans[resnet3x3(3, false)].searched {
+		t.Error("the measured search did not choose the plan's algorithms")
 	}
 	// a failed call names itself and cuDNN's status
 	err := d.dnn.check("cudnnConvolutionForward", 3)
@@ -522,6 +520,42 @@ func TestConvsFakeDNNEmulated(t *testing.T) {
 	nx, nw, _ := c.Sizes()
 	if err := d.ConvForward(c, put(t, d, make([]float32, nx)), put(t, d, make([]float32, nw)), put(t, d, make([]float32, 3))); err == nil || !strings.Contains(err.Error(), "ConvForward") {
 		t.Errorf("a y of 3 elements: %v", err)
+	}
+}
+
+// checkFakeAlgorithms checks that d's plans of resnet3x3 run the fake's
+// algorithm want (2, the measured search's choice; 1, the heuristics')
+// in all three directions, in the precision's base math.
+func checkFakeAlgorithms(t *testing.T, d *Device, want int) {
+	t.Helper()
+	for _, tf32 := range []bool{false, true} {
+		algo, math, _ := d.ConvAlgorithms(resnet3x3(3, tf32))
+		if algo != [3]int{want, want, want} || math != [3]int{int(baseMath(tf32)), int(baseMath(tf32)), int(baseMath(tf32))} {
+			t.Errorf("tf32 %v: algorithms %v in math %v, want the fake's algorithm %d in math %d", tf32, algo, math, want, baseMath(tf32))
+		}
+	}
+}
+
+// TestConvsHeuristicsFakeDNNEmulated is TestConvsFakeDNNEmulated with
+// GRAPHPIPE_CONV_ALGO=heuristics: the heuristics' choice (the fake's
+// algorithm 1), nothing measured. A value the variable does not take
+// fails the convolution, naming it.
+func TestConvsHeuristicsFakeDNNEmulated(t *testing.T) {
+	t.Setenv(AlgoEnv, "heuristics")
+	d := fakeDNN(t)
+	before := d.Counts()
+	checkConvs(t, d, 1e-5)
+	checkFakeAlgorithms(t, d, 1)
+	if d.dnn.plans[resnet3x3(3, false)].searched {
+		t.Error("a plan was searched with the search off")
+	}
+	if d.Counts().Sub(before).DNN == 0 {
+		t.Error("no cuDNN call")
+	}
+	t.Setenv(AlgoEnv, "fastest")
+	bad := fakeDNN(t)
+	if err := bad.ConvReady(resnet3x3(2, false)); err == nil || !strings.Contains(err.Error(), AlgoEnv) {
+		t.Errorf("%s=fastest: %v", AlgoEnv, err)
 	}
 }
 

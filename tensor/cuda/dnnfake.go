@@ -19,7 +19,10 @@ import (
 // order: an algorithm that is not supported, one that wants too much
 // workspace, one in a math type the precision must refuse (tensor ops for
 // FP32, conversion to FP16 for TF32), then the one to choose (algorithm
-// 1, 4096 bytes of workspace), then another. It refuses a group count
+// 1, 4096 bytes of workspace), then another; its measured search
+// (Find...Ex) offers another order, whose choice is algorithm 2 with 8192
+// bytes (found). Its batch norm (spatial mode
+// only) computes in double, as graphpipe's kernels do. It refuses a group count
 // of 7 (BAD_PARAM), for a test of a failing call. With the default math type
 // (TF32 allowed) it rounds the products' operands to TF32, as tensor cores
 // read FP32 data; with FMA math it computes in FP32 (sums in double). What
@@ -35,7 +38,7 @@ struct conv_t { int ph, pw, sh, sw, dh, dw, groups, math, set; };
 struct perf_t { int algo, status; float time; size_t memory; int determinism, math; int reserved[3]; };
 
 enum { OK = 0, NOT_INITIALIZED = 1, BAD_PARAM = 3, NOT_SUPPORTED = 9 };
-enum { GOOD_ALGO = 1, GOOD_SPACE = 4096, FMA = 3, DEFAULT_MATH = 0 };
+enum { GOOD_ALGO = 1, GOOD_SPACE = 4096, FOUND_ALGO = 2, FOUND_SPACE = 8192, FMA = 3, DEFAULT_MATH = 0 };
 
 extern "C" {
 
@@ -132,6 +135,7 @@ int cudnnGetConvolutionBackwardFilterAlgorithm_v7(void* h, const tensor_t* x, co
 static int space(int algo, size_t* bytes) {
   switch (algo) {
     case GOOD_ALGO: *bytes = GOOD_SPACE; return OK;
+    case FOUND_ALGO: *bytes = FOUND_SPACE; return OK;
     case 0: *bytes = 0; return OK;
     case 6: *bytes = (size_t)1 << 50; return OK;
   }
@@ -150,10 +154,49 @@ int cudnnGetConvolutionBackwardFilterWorkspaceSize(void* h, const tensor_t* x, c
   return st ? st : space(algo, b);
 }
 
-// a run with the heuristics' choice: its algorithm, its workspace, the
-// math it ran in
+// the measured search (Find...Ex): in the precision's base math, with a
+// workspace, on buffers it may overwrite (it does: 7s into the output);
+// it measures, in order, an algorithm that is not supported, one that
+// wants too much workspace, one in a math the precision must refuse, then
+// the one to choose (algorithm 2, 8192 bytes), then the heuristics' choice
+static int found(const conv_t* c, int requested, int* returned, perf_t* perf, void* ws, size_t bytes, float* out, long n) {
+  if ((c->math != FMA && c->math != DEFAULT_MATH) || ws == NULL || bytes < FOUND_SPACE) return BAD_PARAM;
+  for (long i = 0; i < n; i++) out[i] = 7.f;
+  perf_t all[5];
+  memset(all, 0, sizeof all);
+  all[0].algo = 7; all[0].status = NOT_SUPPORTED; all[0].math = c->math;
+  all[1].algo = 6; all[1].memory = (size_t)1 << 50; all[1].math = c->math;
+  all[2].algo = 3; all[2].math = c->math == FMA ? 1 : 2;
+  all[3].algo = FOUND_ALGO; all[3].memory = FOUND_SPACE; all[3].math = c->math;
+  all[4].algo = GOOD_ALGO; all[4].memory = GOOD_SPACE; all[4].math = c->math;
+  int k = requested < 5 ? requested : 5;
+  for (int i = 0; i < k; i++) { perf[i] = all[i]; perf[i].time = (float)(i + 1); }
+  *returned = k;
+  return OK;
+}
+
+static long size4(const tensor_t* t) { return (long)t->n * t->c * t->h * t->w; }
+
+int cudnnFindConvolutionForwardAlgorithmEx(void* h, const tensor_t* xd, const float* x, const filter_t* wd, const float* w, const conv_t* c,
+                                           const tensor_t* yd, float* y, int req, int* got, perf_t* perf, void* ws, size_t bytes) {
+  int st = agree(xd, wd, c, yd);
+  return st ? st : found(c, req, got, perf, ws, bytes, y, size4(yd));
+}
+int cudnnFindConvolutionBackwardDataAlgorithmEx(void* h, const filter_t* wd, const float* w, const tensor_t* dyd, const float* dy, const conv_t* c,
+                                                const tensor_t* dxd, float* dx, int req, int* got, perf_t* perf, void* ws, size_t bytes) {
+  int st = agree(dxd, wd, c, dyd);
+  return st ? st : found(c, req, got, perf, ws, bytes, dx, size4(dxd));
+}
+int cudnnFindConvolutionBackwardFilterAlgorithmEx(void* h, const tensor_t* xd, const float* x, const tensor_t* dyd, const float* dy, const conv_t* c,
+                                                  const filter_t* dwd, float* dw, int req, int* got, perf_t* perf, void* ws, size_t bytes) {
+  int st = agree(xd, dwd, c, dyd);
+  return st ? st : found(c, req, got, perf, ws, bytes, dw, (long)dwd->k * dwd->c * dwd->h * dwd->w);
+}
+
+// a run with the heuristics' choice or the measured search's: its
+// algorithm, its workspace, the math it ran in
 static int chosen(const conv_t* c, int algo, const void* ws, size_t bytes) {
-  if (algo != GOOD_ALGO || ws == NULL || bytes < GOOD_SPACE) return BAD_PARAM;
+  if (!(algo == GOOD_ALGO && bytes >= GOOD_SPACE || algo == FOUND_ALGO && bytes >= FOUND_SPACE) || ws == NULL) return BAD_PARAM;
   return c->math == FMA || c->math == DEFAULT_MATH ? OK : BAD_PARAM;
 }
 
@@ -261,6 +304,70 @@ int cudnnAddTensor(void* h, const float* alpha, const tensor_t* ad, const float*
   if (ad->n != 1 || ad->c != cd->c || ad->h != 1 || ad->w != 1) return BAD_PARAM;
   long hw = (long)cd->h * cd->w;
   for (long i = 0; i < (long)cd->n * cd->c * hw; i++) c[i] = blend(*alpha, a[(i / hw) % cd->c], *beta, c[i]);
+  return OK;
+}
+
+// spatial batch norm (mode 1) over x [n, c, h, w], the per-channel
+// tensors [1, c, 1, 1]; statistics in double
+static int bn_descs(int mode, const tensor_t* x, const tensor_t* p) {
+  if (mode != 1 || p->n != 1 || p->c != x->c || p->h != 1 || p->w != 1 || (long)x->n * x->h * x->w < 2) return BAD_PARAM;
+  return OK;
+}
+
+int cudnnBatchNormalizationForwardTraining(void* h, int mode, const float* alpha, const float* beta, const tensor_t* xd, const float* x,
+                                           const tensor_t* yd, float* y, const tensor_t* pd, const float* scale, const float* bias,
+                                           double factor, float* rm, float* rv, double eps, float* saveMean, float* saveInv) {
+  int st = bn_descs(mode, xd, pd);
+  if (st) return st;
+  if (yd->n != xd->n || yd->c != xd->c || yd->h != xd->h || yd->w != xd->w || (rm == NULL) != (rv == NULL) || (saveMean == NULL) != (saveInv == NULL)) return BAD_PARAM;
+  long s = (long)xd->h * xd->w, m = (long)xd->n * s;
+  for (long ch = 0; ch < xd->c; ch++) {
+    double sum = 0, sq = 0;
+    for (long n = 0; n < xd->n; n++)
+      for (long j = 0; j < s; j++) sum += x[(n * xd->c + ch) * s + j];
+    double mean = sum / m;
+    for (long n = 0; n < xd->n; n++)
+      for (long j = 0; j < s; j++) { double d = x[(n * xd->c + ch) * s + j] - mean; sq += d * d; }
+    double var = sq / m, inv = 1.0 / __builtin_sqrt(var + eps);
+    for (long n = 0; n < xd->n; n++)
+      for (long j = 0; j < s; j++) {
+        long i = (n * xd->c + ch) * s + j;
+        y[i] = blend(*alpha, (x[i] - mean) * inv * scale[ch] + bias[ch], *beta, y[i]);
+      }
+    if (rm) {
+      rm[ch] = (float)((1 - factor) * rm[ch] + factor * mean);
+      rv[ch] = (float)((1 - factor) * rv[ch] + factor * var * m / (m - 1));
+    }
+    if (saveMean) { saveMean[ch] = (float)mean; saveInv[ch] = (float)inv; }
+  }
+  return OK;
+}
+
+int cudnnBatchNormalizationBackward(void* h, int mode, const float* alphaD, const float* betaD, const float* alphaP, const float* betaP,
+                                    const tensor_t* xd, const float* x, const tensor_t* dyd, const float* dy, const tensor_t* dxd, float* dx,
+                                    const tensor_t* pd, const float* scale, float* dScale, float* dBias, double eps,
+                                    const float* saveMean, const float* saveInv) {
+  int st = bn_descs(mode, xd, pd);
+  if (st) return st;
+  if (saveMean == NULL || saveInv == NULL || dyd->n != xd->n || dyd->c != xd->c || dxd->n != xd->n || dxd->c != xd->c) return BAD_PARAM;
+  long s = (long)xd->h * xd->w, m = (long)xd->n * s;
+  for (long ch = 0; ch < xd->c; ch++) {
+    double sg = 0, sgx = 0, mean = saveMean[ch], inv = saveInv[ch];
+    for (long n = 0; n < xd->n; n++)
+      for (long j = 0; j < s; j++) {
+        long i = (n * xd->c + ch) * s + j;
+        sg += dy[i];
+        sgx += (double)dy[i] * ((x[i] - mean) * inv);
+      }
+    double f = scale[ch] * inv / m;
+    for (long n = 0; n < xd->n; n++)
+      for (long j = 0; j < s; j++) {
+        long i = (n * xd->c + ch) * s + j;
+        dx[i] = blend(*alphaD, f * (m * (double)dy[i] - sg - (x[i] - mean) * inv * sgx), *betaD, dx[i]);
+      }
+    dScale[ch] = blend(*alphaP, sgx, *betaP, dScale[ch]);
+    dBias[ch] = blend(*alphaP, sg, *betaP, dBias[ch]);
+  }
   return OK;
 }
 

@@ -111,6 +111,19 @@ func (p *Pool[P]) Put(b P) error {
 	return nil
 }
 
+// Discard gives block b, in use, straight back to the allocator: a large
+// block used once (cuDNN's algorithm search's workspace), which the pool
+// would otherwise keep.
+func (p *Pool[P]) Discard(b P) error {
+	c, ok := p.live[b]
+	if !ok {
+		return fmt.Errorf("cuda: pool: a block that is not in use was discarded")
+	}
+	delete(p.live, b)
+	p.Stats.InUse -= c
+	return p.a.free(b)
+}
+
 // Trim gives every cached block back to the allocator.
 func (p *Pool[P]) Trim() error {
 	for c, l := range p.free {
