@@ -75,7 +75,41 @@ func gpuLinear(k *linear[float32]) (fwdFn, bwdFn) {
 // actKind is gp_act's kind of each activation (kernels.cu).
 var actKind = map[dag.Kind]int32{dag.ReLU: 0, dag.GELU: 1, dag.Tanh: 2, dag.Sigmoid: 3}
 
-func gpuAct(k *pointwise[float32]) (fwdFn, bwdFn) { return gpuPointwise("gp_act", actKind[k.kind]) }
+// gpuAct is an activation (relu, gelu, tanh, sigmoid): four values at a
+// time where the buffers allow (cuda.Vec4), its gradient written where
+// nothing else has given to it yet (accInto); gpuPointwise's kernels
+// otherwise.
+func gpuAct(k *pointwise[float32]) (fwdFn, bwdFn) {
+	kind := actKind[k.kind]
+	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
+		y := s.newValue(x[0].Shape...)
+		n := tensor.Size(y.Shape)
+		xb, yb := s.in(x[0]), s.scratch(n)
+		if cuda.Vec4(n, xb, yb) {
+			s.launch("gp_act4", n/4, kind, xb, yb, n/4)
+		} else {
+			s.launch("gp_act", n, kind, xb, yb, n)
+		}
+		s.out(y, yb)
+		return y, nil, nil
+	}
+	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], y *Value[float32], _ any, gx, _ []*Value[float32]) {
+		if gx[0] == nil {
+			return
+		}
+		n := tensor.Size(gy.Shape)
+		xb, yb, g := s.in(x[0]), s.in(y), s.in(gy)
+		b, fresh := s.accInto(gx[0])
+		if cuda.Vec4(n, xb, yb, g, b) {
+			s.launch("gp_act4_bwd", n/4, kind, xb, yb, g, b, n/4, boolInt(!fresh))
+		} else {
+			s.clearIfFresh(b, fresh)
+			s.launch("gp_act_bwd", n, kind, xb, yb, g, b, n)
+		}
+		s.back(gx[0], b)
+	}
+	return fwd, bwd
+}
 
 // gpuPointwise is an op of one input computed element by element: kernel
 // name(kind, x, y, extra..., n) forward, name_bwd(kind, x, y, gy, gx,
@@ -168,26 +202,48 @@ func gpuAdd() (fwdFn, bwdFn) {
 			s.out(y, s.copyOf(s.in(x[0]), n))
 			return y, nil, nil
 		}
-		yb := s.scratch(n)
-		s.launch("gp_add", n, s.in(x[0]), s.in(x[1]), yb, n) // y = x0 + x1, then += each other input in turn
+		yb, a, b := s.scratch(n), s.in(x[0]), s.in(x[1])
+		if cuda.Vec4(n, yb, a, b) { // y = x0 + x1, then += each other input in turn
+			s.launch("gp_add4", n/4, a, b, yb, n/4)
+		} else {
+			s.launch("gp_add", n, a, b, yb, n)
+		}
 		for _, xi := range x[2:] {
-			s.launch("gp_add_into", n, yb, s.in(xi), n)
+			s.addInto(yb, s.in(xi), n)
 		}
 		s.out(y, yb)
 		return y, nil, nil
 	}
+	// each input's gradient is gy: copied where nothing else has given to
+	// it yet, added otherwise
 	bwd := func(s *gpuScope, gy *Value[float32], _, _ []*Value[float32], _ *Value[float32], _ any, gx, _ []*Value[float32]) {
 		n := tensor.Size(gy.Shape)
 		g := s.in(gy)
 		for _, v := range gx {
-			if v != nil {
-				b := s.acc(v)
-				s.launch("gp_add_into", n, b, g, n)
-				s.back(v, b)
+			if v == nil {
+				continue
 			}
+			b, fresh := s.accInto(v)
+			if fresh {
+				if s.err == nil {
+					s.fail(s.d.Copy(b, g, n))
+				}
+			} else {
+				s.addInto(b, g, n)
+			}
+			s.back(v, b)
 		}
 	}
 	return fwd, bwd
+}
+
+// addInto adds src [n] into dst, four at a time where the buffers allow.
+func (s *gpuScope) addInto(dst, src cuda.Buffer, n int) {
+	if cuda.Vec4(n, dst, src) {
+		s.launch("gp_add4_into", n/4, dst, src, n/4)
+		return
+	}
+	s.launch("gp_add_into", n, dst, src, n)
 }
 
 // gpuMulOrBroadcast is mul's GPU kernel, or in model@2's forms that of

@@ -54,9 +54,10 @@ func gpuConv2D(k *conv2d[float32]) (fwdFn, bwdFn) {
 			return
 		}
 		g := s.in(gy)
-		if gx[0] != nil {
-			w, b := s.param(p[0]), s.acc(gx[0])
-			s.dnn(func() error { return s.d.ConvBackwardData(c, w, g, b) })
+		if gx[0] != nil { // written where nothing else has given to it yet (accInto)
+			w := s.param(p[0])
+			b, fresh := s.accInto(gx[0])
+			s.dnn(func() error { return s.d.ConvBackwardData(c, w, g, b, !fresh) })
 			s.back(gx[0], b)
 		}
 		if gp != nil && gp[0] != nil {
@@ -388,8 +389,9 @@ func gpuBatchNormDNNBack(s *gpuScope, k *batchNorm[float32], st *gpuBNDNNStash, 
 	n, c, sz := bnGeometry(gy.Shape)
 	b := cuda.BNShape{N: n, C: c, S: sz}
 	var gxb, gw, gb cuda.Buffer
+	fresh := false
 	if gx[0] != nil {
-		gxb = s.acc(gx[0])
+		gxb, fresh = s.accInto(gx[0])
 	}
 	if wantW {
 		gw = s.acc(gp[0])
@@ -399,7 +401,7 @@ func gpuBatchNormDNNBack(s *gpuScope, k *batchNorm[float32], st *gpuBNDNNStash, 
 	}
 	g, xb, w := s.in(gy), s.in(x), s.param(p[0])
 	mean, inv := s.unstash(st.mean), s.unstash(st.invStd)
-	s.dnn(func() error { return s.d.BNBackward(b, k.eps, xb, g, w, mean, inv, gxb, gw, gb) })
+	s.dnn(func() error { return s.d.BNBackward(b, k.eps, xb, g, w, mean, inv, gxb, gw, gb, !fresh) })
 	if wantW {
 		s.back(gp[0], gw)
 	}
@@ -427,8 +429,9 @@ func gpuMaxPool(k *maxPool[float32]) (fwdFn, bwdFn) {
 		if gx[0] == nil {
 			return
 		}
-		b := s.acc(gx[0])
-		s.launch("gp_maxpool_bwd", tensor.Size(x[0].Shape), append([]any{s.unstash(st.(stashBuf)), s.in(gy), b, gy.Shape[0] * k.c}, k.geometry()[1:]...)...)
+		b, fresh := s.accInto(gx[0]) // every input element is written
+		args := append([]any{s.unstash(st.(stashBuf)), s.in(gy), b, gy.Shape[0] * k.c}, k.geometry()[1:]...)
+		s.launch("gp_maxpool_bwd", tensor.Size(x[0].Shape), append(args, boolInt(!fresh))...)
 		s.back(gx[0], b)
 	}
 	return fwd, bwd

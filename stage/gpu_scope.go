@@ -270,6 +270,37 @@ func (s *gpuScope) acc(v *Value[float32]) cuda.Buffer {
 	return b
 }
 
+// accInto is acc for a kernel that writes every element of the gradient
+// it is given, and can write it as well as add into it: where v has no
+// accumulator yet, a new one that is not zeroed, and fresh true (the
+// kernel writes it: a memset and a read of zeros the less). Elsewhere it
+// is acc, and fresh false.
+func (s *gpuScope) accInto(v *Value[float32]) (b cuda.Buffer, fresh bool) {
+	r := s.resident()
+	if r == nil || v.Data != nil {
+		return s.acc(v), false
+	}
+	_, held := r.vals[v]
+	_, param := s.dev.train.grads[v]
+	if held || param {
+		return s.acc(v), false
+	}
+	b = s.scratch(tensor.Size(v.Shape))
+	if s.err == nil {
+		s.own(b)
+		r.hold(v, b)
+	}
+	return b, s.err == nil
+}
+
+// clearIfFresh zeroes a fresh accumulator (accInto) that a kernel adding
+// into it is about to be given.
+func (s *gpuScope) clearIfFresh(b cuda.Buffer, fresh bool) {
+	if fresh && s.err == nil {
+		s.fail(s.d.Memset(b))
+	}
+}
+
 // grad is acc, or a zero temporary when the caller does not want the
 // gradient (v nil).
 func (s *gpuScope) grad(v *Value[float32], n int) cuda.Buffer {

@@ -149,7 +149,8 @@ func checkGPUDropoutMask(t *testing.T, d *cuda.Device) {
 }
 
 // v2Net is a small model@2 network with a conv trunk (conv2d, batch_norm,
-// relu, max_pool2d, a strided grouped conv, avg_pool2d, global_avg_pool)
+// relu, a 1×1 conv2d whose input's gradient nothing else gives to,
+// max_pool2d, a strided grouped conv, avg_pool2d, global_avg_pool)
 // and a branch of tensor ops (reshape, transpose, matmul, softmax, a
 // parameter, dropout, reductions, the elementwise ops in their scalar and
 // broadcast forms), joined into linear and the loss.
@@ -159,7 +160,8 @@ const v2Net = `{"format":"graphpipe/model@2","batch_size":8,"seed":3,
   {"name":"c1","op":"conv2d","inputs":["x"],"attrs":{"out":4,"kernel":[3,3],"padding":[1,1,1,1]}},
   {"name":"bn","op":"batch_norm","inputs":["c1"],"attrs":{"momentum":0.2}},
   {"name":"r","op":"relu","inputs":["bn"]},
-  {"name":"mp","op":"max_pool2d","inputs":["r"],"attrs":{"kernel":[2,2]}},
+  {"name":"c0","op":"conv2d","inputs":["r"],"attrs":{"out":4,"kernel":[1,1],"bias":false}},
+  {"name":"mp","op":"max_pool2d","inputs":["c0"],"attrs":{"kernel":[2,2]}},
   {"name":"c2","op":"conv2d","inputs":["mp"],"attrs":{"out":4,"kernel":[3,2],"stride":[2,1],"padding":[1,0,1,1],"dilation":[1,2],"groups":2}},
   {"name":"ap","op":"avg_pool2d","inputs":["c2"],"attrs":{"kernel":[2,2],"ceil_mode":true,"count_include_pad":false}},
   {"name":"gap","op":"global_avg_pool","inputs":["ap"]},

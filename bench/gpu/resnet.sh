@@ -11,8 +11,10 @@
 #   heuristics-resnet50-train-vs-torch.txt   graphpipe with
 #                    GRAPHPIPE_CONV_ALGO=heuristics against PyTorch with
 #                    cudnn.benchmark on: each side's other way of choosing
-#   breakdown-*.txt  where fp32's step goes, by op kind (breakdown.sh)
-# About 4 minutes on an H200.
+#   breakdown-*.txt  where the step goes, by op kind (breakdown.sh), for
+#                    each precision in $BREAKDOWN (default fp32)
+# About 3 minutes on an H200 (158 s); HEURISTICS=0 leaves the second
+# comparison out.
 set -eu
 B=${B:-build/gpu}
 OUT=${OUT:-$B/out}
@@ -24,9 +26,11 @@ grep -E '^(--- |ok|FAIL|PASS)|largest|forward .* ms' "$OUT/tests.txt" | grep -v 
 timeout 200 env GP=$B/graphpipe OUT="$OUT" MODEL=bench/gpu/resnet50.json BATCH=64 STEPS=10 PRECISIONS="fp32 tf32" \
 	sh bench/gpu/train_vs_torch.sh >"$OUT/resnet50.log" 2>&1 || true
 tail -n 4 "$OUT/resnet50-train-vs-torch.txt" || true
-timeout 200 env GP=$B/graphpipe OUT="$OUT" TAG=heuristics-resnet50- GRAPHPIPE_CONV_ALGO=heuristics TORCH_FLAGS=--cudnn-benchmark \
+[ "${HEURISTICS:-1}" = 1 ] && timeout 200 env GP=$B/graphpipe OUT="$OUT" TAG=heuristics-resnet50- GRAPHPIPE_CONV_ALGO=heuristics TORCH_FLAGS=--cudnn-benchmark \
 	MODEL=bench/gpu/resnet50.json BATCH=64 STEPS=10 PRECISIONS="fp32 tf32" \
 	sh bench/gpu/train_vs_torch.sh >"$OUT/heuristics.log" 2>&1 || true
-tail -n 4 "$OUT/heuristics-resnet50-train-vs-torch.txt" || true
-timeout 120 env B=$B OUT="$OUT" MODEL=bench/gpu/resnet50.json BATCH=64 PREC=fp32 sh bench/gpu/breakdown.sh >"$OUT/breakdown.log" 2>&1 || true
-head -n 14 "$OUT/breakdown-resnet50-fp32-graphpipe.txt" || true
+[ "${HEURISTICS:-1}" = 1 ] && tail -n 4 "$OUT/heuristics-resnet50-train-vs-torch.txt" || true
+for p in ${BREAKDOWN:-fp32}; do
+	timeout 120 env B=$B OUT="$OUT" MODEL=bench/gpu/resnet50.json BATCH=64 PREC=$p sh bench/gpu/breakdown.sh >"$OUT/breakdown-$p.log" 2>&1 || true
+	head -n 14 "$OUT/breakdown-resnet50-$p-graphpipe.txt" || true
+done

@@ -143,9 +143,10 @@ func (d *Device) BNForwardTraining(b BNShape, eps float64, x, w, bias, y, saveMe
 // BNBackward adds batch_norm's gradients, from the forward's x, w and
 // saved statistics, into gx [N, C, S], gw and gb [C]: gb += Σ gy, gw +=
 // Σ gy·x̂, gx += w·invStd/m·(m·gy − Σ gy − x̂·Σ gy·x̂) with m = N·S and x̂ =
-// (x − mean)·invStd. A zero gx, gw or gb is a gradient not wanted: cuDNN
-// writes it to scratch then.
-func (d *Device) BNBackward(b BNShape, eps float64, x, gy, w, saveMean, saveInvStd, gx, gw, gb Buffer) error {
+// (x − mean)·invStd; addX false writes gx instead (its old contents are
+// not read). A zero gx, gw or gb is a gradient not wanted: cuDNN writes it
+// to scratch then.
+func (d *Device) BNBackward(b BNShape, eps float64, x, gy, w, saveMean, saveInvStd, gx, gw, gb Buffer, addX bool) error {
 	p, err := d.bnCheck(b, "BNBackward", []sized{{"x", x, 0}, {"gy", gy, 0}},
 		[]sized{{"w", w, 0}, {"saveMean", saveMean, 0}, {"saveInvStd", saveInvStd, 0}})
 	if err != nil {
@@ -173,6 +174,9 @@ func (d *Device) BNBackward(b BNShape, eps float64, x, gy, w, saveMean, saveInvS
 		return true, nil
 	}
 	betaX, betaP := &one, &one
+	if !addX {
+		betaX = &zero
+	}
 	noParams := gw.Ptr == 0 && gb.Ptr == 0
 	for _, g := range []struct {
 		buf  *Buffer

@@ -434,17 +434,21 @@ func (d *Device) ConvForward(c ConvShape, x, w, y Buffer) error {
 }
 
 // ConvBackwardData adds the input's gradient into gx: gx += gy ⊛ᵀ w
-// (cudnnConvolutionBackwardData with beta 1).
-func (d *Device) ConvBackwardData(c ConvShape, w, gy, gx Buffer) error {
+// (cudnnConvolutionBackwardData with beta 1), or, add false, writes it:
+// gx = gy ⊛ᵀ w (beta 0: gx's old contents are not read).
+func (d *Device) ConvBackwardData(c ConvShape, w, gy, gx Buffer, add bool) error {
 	nx, nw, ny := c.Sizes()
 	p, err := d.ready(c, "ConvBackwardData", sized{"w", w, nw}, sized{"gy", gy, ny}, sized{"gx", gx, nx})
 	if err != nil {
 		return err
 	}
-	one := float32(1)
+	one, beta := float32(1), float32(0)
+	if add {
+		beta = 1
+	}
 	return d.dnnRun(p, dirBackwardData, "cudnnConvolutionBackwardData", func(ws Buffer, bytes uint64) int32 {
 		return d.dnn.lib.backwardData(d.dnn.h, unsafe.Pointer(&one), p.w, w.Ptr, p.y, gy.Ptr, p.conv[dirBackwardData], p.algo[dirBackwardData],
-			ws.Ptr, bytes, unsafe.Pointer(&one), p.x, gx.Ptr)
+			ws.Ptr, bytes, unsafe.Pointer(&beta), p.x, gx.Ptr)
 	})
 }
 

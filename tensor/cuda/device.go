@@ -296,6 +296,22 @@ func (d *Device) Download(dst []float32, b Buffer) error {
 	return err
 }
 
+// Vec4 says whether n floats at each of bufs can go through the kernels
+// that move four at a time (kernels.cu's gp_*4, given n/4): n a multiple
+// of 4 and every buffer 16-byte aligned (the pool's blocks are; a view at
+// an offset may not be).
+func Vec4(n int, bufs ...Buffer) bool {
+	if n%4 != 0 {
+		return false
+	}
+	for _, b := range bufs {
+		if b.Ptr%16 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Copy copies n elements from src to dst on the device.
 func (d *Device) Copy(dst, src Buffer, n int) error {
 	if n > dst.N || n > src.N {

@@ -376,7 +376,7 @@ func checkConvs(t *testing.T, d *Device, fp32Tol float64) {
 			yb, gxb, gwb, gbb := put(t, d, make([]float32, ny)), quarter(nx), quarter(nw), quarter(c.K)
 			for _, err := range []error{
 				d.ConvForward(c, xb, wbuf, yb), d.ConvAddBias(c, bb, yb),
-				d.ConvBackwardData(c, wbuf, gyb, gxb), d.ConvBackwardFilter(c, xb, gyb, gwb), d.ConvBackwardBias(c, gyb, gbb),
+				d.ConvBackwardData(c, wbuf, gyb, gxb, true), d.ConvBackwardFilter(c, xb, gyb, gwb), d.ConvBackwardBias(c, gyb, gbb),
 			} {
 				if err != nil {
 					t.Fatalf("%+v: %v", c, err)

@@ -48,6 +48,71 @@ __global__ void gp_mul_bwd(const float* gy, const float* a, const float* b, floa
   }
 }
 
+// Four floats moved as one 16-byte load or store: the kernels below that
+// take them read and write HBM at its bandwidth where one float per
+// thread and loop cannot keep enough bytes in flight (an H200 wants about
+// 3 MB in flight, more than its resident threads' scalar loads give).
+// The host takes them where n is a multiple of 4 and every pointer is
+// 16-byte aligned (cuda.Vec4), and the scalar kernels otherwise.
+struct alignas(16) gp_f4 { float x, y, z, w; };
+
+// the activation (kind as gp_act's) of v, and its derivative at v (y = act(v))
+static __device__ inline float gp_act_f(int kind, float v) {
+  switch (kind) {
+    case 0: return v > 0.f ? v : 0.f;
+    case 1: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    case 2: return tanhf(v);
+  }
+  return 1.f / (1.f + expf(-v));
+}
+static __device__ inline float gp_act_d(int kind, float v, float y) {
+  switch (kind) {
+    case 0: return v > 0.f ? 1.f : 0.f;
+    case 1: return 0.5f * (1.f + erff(v * 0.70710678118654752f)) + v * expf(-0.5f * v * v) * 0.3989422804014327f;
+    case 2: return 1.f - y * y;
+  }
+  return y * (1.f - y);
+}
+
+// gp_act over n4 groups of four
+__global__ void gp_act4(int kind, const gp_f4* x, gp_f4* y, long n4) {
+  LOOP(i, n4) {
+    gp_f4 v = x[i];
+    y[i] = gp_f4{gp_act_f(kind, v.x), gp_act_f(kind, v.y), gp_act_f(kind, v.z), gp_act_f(kind, v.w)};
+  }
+}
+
+// gx = gy · act'(x) (add 0: gx is written, as a gradient nothing else has
+// given to yet) or gx += gy · act'(x) (add 1), over n4 groups of four; y
+// is read for tanh and sigmoid only
+__global__ void gp_act4_bwd(int kind, const gp_f4* x, const gp_f4* y, const gp_f4* gy, gp_f4* gx, long n4, int add) {
+  LOOP(i, n4) {
+    gp_f4 v = x[i], g = gy[i], o = kind >= 2 ? y[i] : gp_f4{0.f, 0.f, 0.f, 0.f};
+    gp_f4 r = {g.x * gp_act_d(kind, v.x, o.x), g.y * gp_act_d(kind, v.y, o.y), g.z * gp_act_d(kind, v.z, o.z), g.w * gp_act_d(kind, v.w, o.w)};
+    if (add) {
+      gp_f4 a = gx[i];
+      r = gp_f4{a.x + r.x, a.y + r.y, a.z + r.z, a.w + r.w};
+    }
+    gx[i] = r;
+  }
+}
+
+// y = a + b over n4 groups of four
+__global__ void gp_add4(const gp_f4* a, const gp_f4* b, gp_f4* y, long n4) {
+  LOOP(i, n4) {
+    gp_f4 u = a[i], v = b[i];
+    y[i] = gp_f4{u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w};
+  }
+}
+
+// dst += src over n4 groups of four
+__global__ void gp_add4_into(gp_f4* dst, const gp_f4* src, long n4) {
+  LOOP(i, n4) {
+    gp_f4 u = dst[i], v = src[i];
+    dst[i] = gp_f4{u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w};
+  }
+}
+
 // kind: 0 relu, 1 gelu (exact, erf), 2 tanh, 3 sigmoid
 __global__ void gp_act(int kind, const float* x, float* y, long n) {
   LOOP(i, n) {
@@ -802,23 +867,34 @@ __global__ void gp_maxpool(const float* x, float* y, int* arg, long nc, long h, 
   }
 }
 
-// gx [nc, h, w] += the gradients of the outputs whose maximum it was: a
-// thread per input element, its windows in increasing output order.
-__global__ void gp_maxpool_bwd(const int* arg, const float* gy, float* gx, long nc, long h, long w, long oh, long ow, long kh, long kw, long sh, long sw, long pt, long pl, long dh, long dw) {
+// gx [nc, h, w] += (add 1) or = (add 0: nothing else has given to it yet)
+// the gradients of the outputs whose maximum it was: a thread per input
+// element, its windows in increasing output order. The window arithmetic
+// is in 32-bit ints (a plane's sizes, strides and offsets fit; 64-bit
+// division is several times slower), the plane's index alone in long.
+__global__ void gp_maxpool_bwd(const int* arg, const float* gy, float* gx, long nc, long h, long w, long oh, long ow, long kh, long kw, long sh, long sw, long pt, long pl, long dh, long dw, int add) {
+  int W = (int)w, OH = (int)oh, OW = (int)ow, KH = (int)kh, KW = (int)kw, SH = (int)sh, SW = (int)sw, PT = (int)pt, PL = (int)pl, DH = (int)dh, DW = (int)dw;
   LOOP(i, nc * h * w) {
-    long ix = i % w, iy = (i / w) % h, base = (i / (h * w)) * oh * ow;
+    long plane = i / (h * w);
+    int at = (int)(i - plane * h * w), iy = at / W, ix = at - iy * W;
+    const int* a = arg + plane * oh * ow;
+    const float* g = gy + plane * oh * ow;
     float sum = 0.f;
-    for (long ki = kh - 1; ki >= 0; ki--) {
-      long ty = iy + pt - ki * dh;
-      if (ty < 0 || ty % sh != 0 || ty / sh >= oh) continue;
-      for (long kj = kw - 1; kj >= 0; kj--) {
-        long tx = ix + pl - kj * dw;
-        if (tx < 0 || tx % sw != 0 || tx / sw >= ow) continue;
-        long o = base + (ty / sh) * ow + tx / sw;
-        if (arg[o] == (int)(iy * w + ix)) sum += gy[o];
+    for (int ki = KH - 1; ki >= 0; ki--) {
+      int ty = iy + PT - ki * DH;
+      if (ty < 0) continue;
+      int oy = ty / SH;
+      if (oy * SH != ty || oy >= OH) continue;
+      for (int kj = KW - 1; kj >= 0; kj--) {
+        int tx = ix + PL - kj * DW;
+        if (tx < 0) continue;
+        int ox = tx / SW;
+        if (ox * SW != tx || ox >= OW) continue;
+        int o = oy * OW + ox;
+        if (a[o] == at) sum += g[o];
       }
     }
-    gx[i] += sum;
+    gx[i] = add ? gx[i] + sum : sum;
   }
 }
 
