@@ -180,6 +180,9 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 		w.Close()
 		return nil, err
 	}
+	if w.dev != nil && w.data != nil { // a GPU's host is idle while it computes: the next batch is made meanwhile
+		w.data = stage.NewPrefetcher(w.data)
+	}
 	if err := w.ex.SetOptimizer(o.Train); err != nil {
 		return nil, err
 	}

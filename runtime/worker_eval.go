@@ -74,6 +74,9 @@ func (w *Worker) Close() {
 		w.out.close()
 		w.out = nil
 	}
+	if p, ok := w.data.(*stage.Prefetcher); ok {
+		p.Wait() // it may be reading the files
+	}
 	for _, s := range w.sets {
 		s.Close()
 	}

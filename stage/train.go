@@ -42,8 +42,9 @@ type Trainer struct {
 	// Source gives each step's batch: Data unless set (a user's dataset).
 	Source     Source
 	batch, mbs int
-	gradNorm   float64    // the last step's global gradient norm (with clipping)
-	report     StepReport // the step Compute ended
+	pf         *Prefetcher // Source's, on a device backend (source)
+	gradNorm   float64     // the last step's global gradient norm (with clipping)
+	report     StepReport  // the step Compute ended
 }
 
 // NewTrainer prepares the model, its data and optimizer, on a backend (on:
@@ -90,7 +91,7 @@ func (t *Trainer) Step(step int) (float64, map[string]*Value[float32], error) {
 // checked for values that are not finite, clipped). It returns the batch's
 // mean loss and the batch. Apply follows; Report says what EndStep found.
 func (t *Trainer) Compute(step int) (float64, map[string]*Value[float32], error) {
-	batch, err := t.Source.Inputs(step, t.batch, nil)
+	batch, err := t.source().Inputs(step, t.batch, nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -114,6 +115,23 @@ func (t *Trainer) Compute(step int) (float64, map[string]*Value[float32], error)
 		return 0, nil, err
 	}
 	return t.report.Loss, batch, nil
+}
+
+// source is Source, through a Prefetcher where the executor runs on a
+// device: the next step's batch is made while the device computes this
+// one's, off the step's critical path (on the CPU backend the cores are
+// the step's).
+func (t *Trainer) source() Source {
+	if t.Ex.Device() == nil {
+		return t.Source
+	}
+	if t.pf == nil || t.pf.Source() != t.Source {
+		if t.pf != nil {
+			t.pf.Wait()
+		}
+		t.pf = NewPrefetcher(t.Source)
+	}
+	return t.pf
 }
 
 // Apply ends the step Compute began (Executor.ApplyStep): the optimizer
