@@ -53,10 +53,10 @@ func TestPrefetcher(t *testing.T) {
 		names   map[string]bool
 	}{
 		{0, 8, nil}, {1, 8, nil}, {2, 8, nil}, // in order: each made in the background
-		{7, 8, nil},                           // a jump: made on demand
-		{8, 4, nil},                           // another size: made on demand
-		{9, 4, map[string]bool{"x": true}},    // other names: made on demand
-		{3, 8, nil},                           // back: made on demand (step 4's background batch fails, unasked)
+		{7, 8, nil},                        // a jump: made on demand
+		{8, 4, nil},                        // another size: made on demand
+		{9, 4, map[string]bool{"x": true}}, // other names: made on demand
+		{3, 8, nil},                        // back: made on demand (step 4's background batch fails, unasked)
 	}
 	for _, a := range ask {
 		got, err := p.Inputs(a.step, a.n, a.names)

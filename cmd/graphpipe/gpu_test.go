@@ -209,7 +209,7 @@ func checkImportedModelOn(t *testing.T, backend, device string, tol float64) {
 	if c != 0 {
 		t.Fatal(e)
 	}
-	if line := regexp.MustCompile(`graphpipe: conv2d on .*: (cudnn [0-9.]+|im2col \+ GEMM \(.*\))\n`).FindString(e); line == "" {
+	if line := regexp.MustCompile(`graphpipe: conv2d on .*: (cudnn [0-9.]+ \(batch_norm too\), algorithms by (measured search|heuristics)|im2col \+ GEMM \(.*\))\n`).FindString(e); line == "" {
 		t.Errorf("train on %s does not say how conv2d runs: %s", backend, e)
 	} else {
 		t.Log(strings.TrimSpace(line))
