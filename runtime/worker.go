@@ -180,7 +180,7 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 		w.Close()
 		return nil, err
 	}
-	if w.dev != nil && w.data != nil { // a GPU's host is idle while it computes: the next batch is made meanwhile
+	if w.data != nil { // the next batch made while this one trains (a GPU's host idles; a CPU stage waits on its peers)
 		w.data = stage.NewPrefetcher(w.data)
 	}
 	if err := w.ex.SetOptimizer(o.Train); err != nil {

@@ -14,7 +14,9 @@ import (
 // so the source is never called from two goroutines at once. Where a
 // step's compute runs on a GPU the host is idle meanwhile, and the batch
 // (ResNet-50's synthetic images at batch 64: 9.6 M values) leaves the
-// step's critical path.
+// step's critical path; a pipeline's CPU worker makes it while it waits on
+// its peers (runtime.Worker uses one on every backend, graphpipe train on
+// a device only: on the CPU backend the cores are the step's).
 type Prefetcher struct {
 	src  Source
 	mu   sync.Mutex
