@@ -100,12 +100,10 @@ func (p *Pool[P]) use(b P, c uint64) error {
 
 // Put returns a block to its free list.
 func (p *Pool[P]) Put(b P) error {
-	c, ok := p.live[b]
-	if !ok {
-		return fmt.Errorf("cuda: pool: a block that is not in use was returned")
+	c, err := p.unuse(b, "returned")
+	if err != nil {
+		return err
 	}
-	delete(p.live, b)
-	p.Stats.InUse -= c
 	p.Stats.Cached += c
 	p.free[c] = append(p.free[c], b)
 	return nil
@@ -115,13 +113,22 @@ func (p *Pool[P]) Put(b P) error {
 // block used once (cuDNN's algorithm search's workspace), which the pool
 // would otherwise keep.
 func (p *Pool[P]) Discard(b P) error {
+	if _, err := p.unuse(b, "discarded"); err != nil {
+		return err
+	}
+	return p.a.free(b)
+}
+
+// unuse takes block b out of use, returning its size class; how says what
+// was done with it, for the error where it was not in use.
+func (p *Pool[P]) unuse(b P, how string) (uint64, error) {
 	c, ok := p.live[b]
 	if !ok {
-		return fmt.Errorf("cuda: pool: a block that is not in use was discarded")
+		return 0, fmt.Errorf("cuda: pool: a block that is not in use was %s", how)
 	}
 	delete(p.live, b)
 	p.Stats.InUse -= c
-	return p.a.free(b)
+	return c, nil
 }
 
 // Trim gives every cached block back to the allocator.

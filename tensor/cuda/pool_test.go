@@ -108,3 +108,23 @@ func TestPoolAccounting(t *testing.T) {
 		t.Fatalf("release: %v, %d bytes still allocated", err, f.used)
 	}
 }
+
+// TestPoolDiscard: a discarded block goes back to the allocator at once,
+// uncached; one not in use is refused.
+func TestPoolDiscard(t *testing.T) {
+	f := &fakeAlloc{limit: 4 << 20, size: map[uint64]uint64{}}
+	p := newPool[uint64](f)
+	a, err := p.Get(3 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Discard(a); err != nil {
+		t.Fatal(err)
+	}
+	if f.used != 0 || p.Stats.InUse != 0 || p.Stats.Cached != 0 {
+		t.Fatalf("after Discard: allocator holds %d bytes, pool in use %d, cached %d", f.used, p.Stats.InUse, p.Stats.Cached)
+	}
+	if err := p.Discard(a); err == nil {
+		t.Fatal("a block discarded twice was accepted")
+	}
+}
