@@ -180,8 +180,8 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 		w.Close()
 		return nil, err
 	}
-	if w.data != nil { // the next batch made while this one trains (a GPU's host idles; a CPU stage waits on its peers)
-		w.data = stage.NewPrefetcher(w.data)
+	if ds, ok := w.data.(*stage.Dataset); ok { // the next batch made while this one trains (a GPU's host idles; a CPU stage waits on its peers); a user's DataSource reads ahead on its own
+		w.data = stage.NewPrefetcher(ds)
 	}
 	if err := w.ex.SetOptimizer(o.Train); err != nil {
 		return nil, err

@@ -75,7 +75,7 @@ func (w *Worker) Close() {
 		w.out = nil
 	}
 	if p, ok := w.data.(*stage.Prefetcher); ok {
-		p.Wait() // it may be reading the files
+		p.Wait()
 	}
 	for _, s := range w.sets {
 		s.Close()

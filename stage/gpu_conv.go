@@ -301,41 +301,47 @@ func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 			return
 		}
 		st := st0.(*gpuBNStash)
-		wantW, wantB := gp != nil && gp[0] != nil, gp != nil && gp[1] != nil
-		if gx[0] == nil && !wantW && !wantB {
-			return
-		}
-		n, c, sz := bnGeometry(gy.Shape)
-		chunk, parts := colParts(n, c)
-		lanes := bnLanes(sz)
-		g, xh := s.in(gy), s.unstash(st.xhat)
-		p1, p2, sg, sgx := s.doubles(parts*c*lanes), s.doubles(parts*c*lanes), s.doubles(c), s.doubles(c)
-		s.launch("gp_bn_bwd_part", parts*c*lanes, g, xh, p1, p2, n, c, sz, chunk, parts, lanes)
-		s.foldParts(p1, sg, parts, c, lanes, 1.0)
-		s.foldParts(p2, sgx, parts, c, lanes, 1.0)
-		if wantW || wantB {
-			var gw, gb cuda.Buffer
-			if wantW {
-				gw = s.acc(gp[0])
-			}
-			if wantB {
-				gb = s.acc(gp[1])
-			}
-			s.launch("gp_bn_bwd_p", c, sg, sgx, gw, gb, c)
-			if wantW {
-				s.back(gp[0], gw)
-			}
-			if wantB {
-				s.back(gp[1], gb)
-			}
-		}
-		if gx[0] != nil {
-			b := s.acc(gx[0])
-			s.launch("gp_bn_bwd_x", tensor.Size(gy.Shape), g, xh, s.param(p[0]), s.unstash(st.rstd), sg, sgx, b, n, c, sz)
-			s.back(gx[0], b)
-		}
+		bnOwnBack(s, gy, s.unstash(st.xhat), s.unstash(st.rstd), p, gx, gp)
 	}
 	return fwd, bwd
+}
+
+// bnOwnBack adds batch_norm's gradients with graphpipe's kernels, from
+// the forward's x̂ and its channels' 1/√(var + eps) in double.
+func bnOwnBack(s *gpuScope, gy *Value[float32], xh, rstd cuda.Buffer, p, gx, gp []*Value[float32]) {
+	wantW, wantB := gp != nil && gp[0] != nil, gp != nil && gp[1] != nil
+	if gx[0] == nil && !wantW && !wantB {
+		return
+	}
+	n, c, sz := bnGeometry(gy.Shape)
+	chunk, parts := colParts(n, c)
+	lanes := bnLanes(sz)
+	g := s.in(gy)
+	p1, p2, sg, sgx := s.doubles(parts*c*lanes), s.doubles(parts*c*lanes), s.doubles(c), s.doubles(c)
+	s.launch("gp_bn_bwd_part", parts*c*lanes, g, xh, p1, p2, n, c, sz, chunk, parts, lanes)
+	s.foldParts(p1, sg, parts, c, lanes, 1.0)
+	s.foldParts(p2, sgx, parts, c, lanes, 1.0)
+	if wantW || wantB {
+		var gw, gb cuda.Buffer
+		if wantW {
+			gw = s.acc(gp[0])
+		}
+		if wantB {
+			gb = s.acc(gp[1])
+		}
+		s.launch("gp_bn_bwd_p", c, sg, sgx, gw, gb, c)
+		if wantW {
+			s.back(gp[0], gw)
+		}
+		if wantB {
+			s.back(gp[1], gb)
+		}
+	}
+	if gx[0] != nil {
+		b := s.acc(gx[0])
+		s.launch("gp_bn_bwd_x", tensor.Size(gy.Shape), g, xh, s.param(p[0]), rstd, sg, sgx, b, n, c, sz)
+		s.back(gx[0], b)
+	}
 }
 
 // dnnBN is batch_norm's shape over n samples for cuDNN, and whether
@@ -393,6 +399,14 @@ func gpuBatchNormDNNBack(s *gpuScope, k *batchNorm[float32], st *gpuBNDNNStash, 
 	}
 	n, c, sz := bnGeometry(gy.Shape)
 	b := cuda.BNShape{N: n, C: c, S: sz}
+	if s.err == nil && s.d.BNReady(b) != nil {
+		// cuDNN was dropped since the forward (a later plan failed): its
+		// saved statistics make x̂ and 1/σ for graphpipe's kernels
+		xh, rstd := s.scratch(tensor.Size(x.Shape)), s.doubles(c)
+		s.launch("gp_bn_restore", tensor.Size(x.Shape), s.in(x), s.unstash(st.mean), s.unstash(st.invStd), xh, rstd, n, c, sz)
+		bnOwnBack(s, gy, xh, rstd, p, gx, gp)
+		return
+	}
 	var gxb, gw, gb cuda.Buffer
 	fresh := false
 	if gx[0] != nil {

@@ -166,6 +166,59 @@ func TestBatchNormDNNEmulated(t *testing.T) { checkBatchNormDNN(t, fakeDNNDevice
 // cuDNN (skipped, saying why, without a GPU or without cuDNN).
 func TestBatchNormDNNOnGPU(t *testing.T) { checkBatchNormDNN(t, dnnDevice(t)) }
 
+// TestBatchNormDNNDroppedEmulated: a batch norm whose forward ran through
+// cuDNN, on a device that drops cuDNN before the backward (a later plan's
+// call fails: the fake refuses 7 groups), takes its gradients from
+// graphpipe's kernels, from cuDNN's saved statistics, within 1e-3 of the
+// CPU's.
+func TestBatchNormDNNDroppedEmulated(t *testing.T) {
+	d := fakeDNNDevice(t)
+	c := bnCases()[len(bnCases())-1]
+	g, i := oneOp(t, c)
+	cpu, err := newKernel[float32](g, i, opCtx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devErr error
+	gpu, err := newGPUKernel(g, i, d, nil, &devErr, opCtx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x64, p64 := randomValues(g, i, 3, rand.New(rand.NewSource(11)))
+	x, p, pg := narrow(x64), narrow(p64), narrow(p64)
+	yc, stc, err := cpu.forward(x, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yg, stg, err := gpu.forward(x, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stg.(*gpuBNDNNStash); !ok {
+		t.Fatalf("the forward's stash is %T, not cuDNN's", stg)
+	}
+	seven := cuda.ConvShape{N: 1, C: 7, H: 3, W: 3, K: 7, KH: 1, KW: 1, StrideH: 1, StrideW: 1, DilationH: 1, DilationW: 1, Groups: 7}
+	if err := d.ConvReady(seven); !errors.Is(err, cuda.ErrNoDNN) || d.ConvPathReason() == nil {
+		t.Fatalf("a convolution of 7 groups on the fake: %v; cuDNN dropped: %v", err, d.ConvPathReason())
+	}
+	gy := NewValue[float32](yc.Shape...)
+	for j := range gy.Data {
+		gy.Data[j] = float32(j%7-3) / 3
+	}
+	np := len(g.Params(i))
+	gxc, gpc := seeded(x, true), append(seeded(p[:np], true), make([]*Value[float32], len(p)-np)...)
+	gxg, gpg := seeded(x, true), append(seeded(p[:np], true), make([]*Value[float32], len(p)-np)...)
+	cpu.backward(gy, x, p, yc, stc, gxc, gpc)
+	gpu.backward(gy, x, pg, yg, stg, gxg, gpg)
+	if devErr != nil {
+		t.Fatal(devErr)
+	}
+	closeTol(t, "gx", gxg[0].Data, gxc[0].Data, 1e-3)
+	for j := 0; j < np; j++ {
+		closeTol(t, fmt.Sprintf("gp%d", j), gpg[j].Data, gpc[j].Data, 1e-3)
+	}
+}
+
 // TestModelV2TrainsFakeDNNEmulated is TestModelV2TrainsOnEmulator with
 // the fake cuDNN: the executor's device-resident path through cuDNN (its
 // 3×3 convolution there; the other, padded asymmetrically, on im2col).

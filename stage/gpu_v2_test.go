@@ -149,11 +149,12 @@ func checkGPUDropoutMask(t *testing.T, d *cuda.Device) {
 }
 
 // v2Net is a small model@2 network with a conv trunk (conv2d, batch_norm,
-// relu, a 1×1 conv2d whose input's gradient nothing else gives to,
-// max_pool2d, a strided grouped conv, avg_pool2d, global_avg_pool)
+// relu, a 1×1 conv2d, a residual add (relu's output's gradient comes
+// from both), max_pool2d, a strided grouped conv, avg_pool2d, global_avg_pool)
 // and a branch of tensor ops (reshape, transpose, matmul, softmax, a
 // parameter, dropout, reductions, the elementwise ops in their scalar and
-// broadcast forms), joined into linear and the loss.
+// broadcast forms, a relu of 3 values a sample), joined into linear and the
+// loss.
 const v2Net = `{"format":"graphpipe/model@2","batch_size":8,"seed":3,
  "inputs":[{"name":"x","shape":[2,8,8],"dtype":"float32"},{"name":"label","shape":[],"dtype":"int32","range":[0,4]}],
  "ops":[
@@ -161,7 +162,8 @@ const v2Net = `{"format":"graphpipe/model@2","batch_size":8,"seed":3,
   {"name":"bn","op":"batch_norm","inputs":["c1"],"attrs":{"momentum":0.2}},
   {"name":"r","op":"relu","inputs":["bn"]},
   {"name":"c0","op":"conv2d","inputs":["r"],"attrs":{"out":4,"kernel":[1,1],"bias":false}},
-  {"name":"mp","op":"max_pool2d","inputs":["c0"],"attrs":{"kernel":[2,2]}},
+  {"name":"res","op":"add","inputs":["c0","r"]},
+  {"name":"mp","op":"max_pool2d","inputs":["res"],"attrs":{"kernel":[2,2]}},
   {"name":"c2","op":"conv2d","inputs":["mp"],"attrs":{"out":4,"kernel":[3,2],"stride":[2,1],"padding":[1,0,1,1],"dilation":[1,2],"groups":2}},
   {"name":"ap","op":"avg_pool2d","inputs":["c2"],"attrs":{"kernel":[2,2],"ceil_mode":true,"count_include_pad":false}},
   {"name":"gap","op":"global_avg_pool","inputs":["ap"]},
@@ -187,7 +189,8 @@ const v2Net = `{"format":"graphpipe/model@2","batch_size":8,"seed":3,
   {"name":"k","op":"constant","inputs":[],"attrs":{"shape":[4],"value":[0.5,-1,2,0.25]}},
   {"name":"nk","op":"mul","inputs":["ng","k"]},
   {"name":"sl","op":"slice","inputs":["z"],"attrs":{"axis":0,"start":1,"end":4}},
-  {"name":"pd","op":"pad","inputs":["sl"],"attrs":{"pads":[1,0],"value":0.5}},
+  {"name":"rr","op":"relu","inputs":["sl"]},
+  {"name":"pd","op":"pad","inputs":["rr"],"attrs":{"pads":[1,0],"value":0.5}},
   {"name":"rs","op":"reduce_sum","inputs":["sm"],"attrs":{"axes":[0],"keepdims":false}},
   {"name":"cat","op":"concat","inputs":["pd","nk","rs"]},
   {"name":"lin","op":"linear","inputs":["cat"],"attrs":{"out":4}},

@@ -15,12 +15,16 @@ import (
 // step's compute runs on a GPU the host is idle meanwhile, and the batch
 // (ResNet-50's synthetic images at batch 64: 9.6 M values) leaves the
 // step's critical path; a pipeline's CPU worker makes it while it waits on
-// its peers (runtime.Worker uses one on every backend, graphpipe train on
-// a device only: on the CPU backend the cores are the step's).
+// its peers. runtime.Worker wraps the synthetic Dataset in one on every
+// backend, Trainer on a device only (on the CPU backend the cores are the
+// step's); a user's dataset (runtime.DataSource) reads ahead on its own.
 type Prefetcher struct {
-	src  Source
-	mu   sync.Mutex
-	next *fetch // the batch being made, or made, in the background
+	src Source
+	// Until, where positive, is the first step not made ahead: the run's
+	// length, so that no batch is made after the last.
+	Until int
+	mu    sync.Mutex
+	next  *fetch // the batch being made, or made, in the background
 }
 
 // fetch is one batch made in the background: done is waited for before
@@ -49,7 +53,7 @@ func (p *Prefetcher) Inputs(step, n int, names map[string]bool) (map[string]*Val
 	if f := p.next; f != nil {
 		f.done.Wait()
 		p.next = nil
-		if f.step == step && f.n == n && maps.Equal(f.names, names) {
+		if f.step == step && f.n == n && (f.names == nil) == (names == nil) && maps.Equal(f.names, names) { // nil: all inputs; empty: none
 			out, err = f.out, f.err
 		} else {
 			out, err = p.src.Inputs(step, n, names)
@@ -57,8 +61,8 @@ func (p *Prefetcher) Inputs(step, n int, names map[string]bool) (map[string]*Val
 	} else {
 		out, err = p.src.Inputs(step, n, names)
 	}
-	if err != nil {
-		return nil, err
+	if err != nil || p.Until > 0 && step+1 >= p.Until {
+		return out, err
 	}
 	f := &fetch{step: step + 1, n: n, names: maps.Clone(names)}
 	f.done.Add(1)

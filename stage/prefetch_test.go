@@ -79,3 +79,35 @@ func TestPrefetcher(t *testing.T) {
 		t.Error("Source is not the wrapped source")
 	}
 }
+
+// TestPrefetcherNamesAndUntil: a batch made ahead for all inputs (names
+// nil) is not handed out for none (an empty set), and Until stops the
+// making ahead at the run's length.
+func TestPrefetcherNamesAndUntil(t *testing.T) {
+	src := &countingSource{t: t}
+	p := NewPrefetcher(src)
+	p.Until = 3
+	for step, names := range []map[string]bool{nil, {}, {}} {
+		if _, err := p.Inputs(step, 8, names); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Wait()
+	// step 0 of all inputs (step 1 of all made ahead), step 1 of none made
+	// on demand (step 2 of none ahead), step 2 handed out (step 3 is Until)
+	calls := src.log()
+	if fmt.Sprint(calls) != "[0/8/0 1/8/0 1/8/0 2/8/0]" {
+		t.Fatalf("calls %v: the all-inputs batch of step 1 was not made again for an empty set", calls)
+	}
+	q := NewPrefetcher(&countingSource{t: t})
+	q.Until = 2
+	for step := 0; step < 2; step++ {
+		if _, err := q.Inputs(step, 4, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.Wait()
+	if got := q.Source().(*countingSource).log(); fmt.Sprint(got) != "[0/4/0 1/4/0]" {
+		t.Errorf("with Until 2, the source made %v; want steps 0 and 1 alone", got)
+	}
+}

@@ -43,6 +43,7 @@ type Trainer struct {
 	Source     Source
 	batch, mbs int
 	pf         *Prefetcher // Source's, on a device backend (source)
+	steps      int         // the run's length (TrainOptions.Steps): nothing is made ahead past it
 	gradNorm   float64     // the last step's global gradient norm (with clipping)
 	report     StepReport  // the step Compute ended
 }
@@ -71,7 +72,7 @@ func NewTrainer(g *dag.Graph, o TrainOptions, on ...Backend) (*Trainer, error) {
 	if err := ex.SetOptimizer(o); err != nil {
 		return nil, err
 	}
-	return &Trainer{G: g, Ex: ex, Data: data, Source: data, batch: o.Batch, mbs: o.Batch / o.MicroBatch}, nil
+	return &Trainer{G: g, Ex: ex, Data: data, Source: data, batch: o.Batch, mbs: o.Batch / o.MicroBatch, steps: o.Steps}, nil
 }
 
 // Step trains on step's batch: every micro-batch forward and backward, their
@@ -122,16 +123,24 @@ func (t *Trainer) Compute(step int) (float64, map[string]*Value[float32], error)
 // one's, off the step's critical path (on the CPU backend the cores are
 // the step's).
 func (t *Trainer) source() Source {
-	if t.Ex.Device() == nil {
+	ds, synthetic := t.Source.(*Dataset) // a user's dataset reads ahead on its own
+	if t.Ex.Device() == nil || !synthetic {
 		return t.Source
 	}
-	if t.pf == nil || t.pf.Source() != t.Source {
-		if t.pf != nil {
-			t.pf.Wait()
-		}
-		t.pf = NewPrefetcher(t.Source)
+	if t.pf == nil || t.pf.Source() != Source(ds) {
+		t.Close()
+		t.pf = NewPrefetcher(ds)
+		t.pf.Until = t.steps
 	}
 	return t.pf
+}
+
+// Close waits for the batch being made ahead, if any: before the data it
+// reads goes away.
+func (t *Trainer) Close() {
+	if t.pf != nil {
+		t.pf.Wait()
+	}
 }
 
 // Apply ends the step Compute began (Executor.ApplyStep): the optimizer

@@ -145,6 +145,7 @@ func (f *trainFlags) run(cmd *cobra.Command, path string) error {
 	if err != nil {
 		return inputf("%v", err)
 	}
+	defer t.Close() // (deferred after d.close: runs before it)
 	if d.src != nil {
 		t.Source = d.src
 	}

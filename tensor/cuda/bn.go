@@ -160,12 +160,12 @@ func (d *Device) BNBackward(b BNShape, eps float64, x, gy, w, saveMean, saveInvS
 		}
 	}()
 	// stand gives a gradient not wanted a scratch buffer of n elements,
-	// saying whether it did
+	// saying whether it did: zeroed, as cuDNN may add into it (beta 1)
 	stand := func(buf *Buffer, n int) (bool, error) {
 		if buf.Ptr != 0 {
 			return false, nil
 		}
-		s, err := d.Alloc(n)
+		s, err := d.Zeros(n)
 		if err != nil {
 			return false, err
 		}
@@ -190,8 +190,8 @@ func (d *Device) BNBackward(b BNShape, eps float64, x, gy, w, saveMean, saveInvS
 		if stood && (g.beta == &betaX || noParams) {
 			*g.beta = &zero // all of it scratch: nothing to add to
 		}
-		// where one of gw and gb is wanted, the other's scratch adds
-		// to whatever it held, and is dropped
+		// where one of gw and gb is wanted, the other's scratch is added
+		// to, and dropped
 	}
 	if gx.N < b.N*b.C*b.S || gw.N < b.C || gb.N < b.C {
 		return fmt.Errorf("cuda: BNBackward: a gradient buffer is smaller than the batch norm %+v", b)

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"unsafe"
@@ -34,9 +33,9 @@ func algoSearch() (bool, error) {
 // where it runs: on zeroed scratch buffers of p's shape (never the
 // caller's: the search overwrites its outputs) with the limit's workspace,
 // given straight back afterwards. Where the scratch cannot be had (the
-// device's memory is taken), or the search offers nothing that fits, the
-// heuristics' choice stays, and ok says so; a failing cuDNN call is an
-// error.
+// device's memory is taken), the search fails, or it offers nothing that
+// fits, the heuristics' choice stays, and ok says so; only a failure to
+// set that choice's math type back is an error.
 func (d *Device) measure(p *convPlan) (ok bool, err error) {
 	n := d.dnn
 	nx, nw, ny := p.shape.Sizes()
@@ -78,17 +77,17 @@ func (d *Device) measure(p *convPlan) (ok bool, err error) {
 		default:
 			call, st = "cudnnFindConvolutionBackwardFilterAlgorithmEx", l.bwdFilterFind(n.h, p.x, x.Ptr, p.y, y.Ptr, conv, p.w, w.Ptr, maxAlgos, &got, unsafe.Pointer(&raw[0]), ws, n.limit)
 		}
-		if err := n.check(call, st); err != nil { // (not counted in Counts.DNN: planning, as the heuristics, once per shape)
-			return false, err
-		}
+		// (not counted in Counts.DNN: planning, as the heuristics are, once
+		// per shape); a search that fails leaves the heuristics' choice,
+		// which cuDNN has already accepted
 		keep := *p
-		err := n.pick(p, dir, decodePerfs(raw, int(min(got, maxAlgos))), "measured search")
-		var unsupported *ConvUnsupportedError
-		if err != nil && !errors.As(err, &unsupported) {
-			return false, err
+		err := n.check(call, st)
+		if err == nil {
+			err = n.pick(p, dir, decodePerfs(raw, int(min(got, maxAlgos))), "measured search")
 		}
 		if err != nil {
-			// nothing measured fits: the heuristics' choice, in its math
+			// the search failed, or nothing it measured fits: the
+			// heuristics' choice, in its math
 			p.algo[dir], p.math[dir], p.space[dir] = keep.algo[dir], keep.math[dir], keep.space[dir]
 			if err := n.check("cudnnSetConvolutionMathType", l.setMathType(conv, p.math[dir])); err != nil {
 				return false, err

@@ -509,6 +509,12 @@ func TestConvsFakeDNNEmulated(t *testing.T) {
 	if !d.dnn.plans[resnet3x3(3, false)].searched {
 		t.Error("the measured search did not choose the plan's algorithms")
 	}
+	// the fake's search fails for 5 groups: the heuristics' algorithm 1
+	// runs it, and cuDNN stays
+	depthwise := convShapes(false)[4]
+	if algo, _, ok := d.ConvAlgorithms(depthwise); !ok || algo != [3]int{1, 1, 1} || d.dnn.plans[depthwise].searched || d.ConvPathReason() != nil {
+		t.Errorf("%+v, whose search fails: algorithms %v (planned %v), searched %v, cuDNN dropped: %v", depthwise, algo, ok, d.dnn.plans[depthwise].searched, d.ConvPathReason())
+	}
 	// a failed call names itself and cuDNN's status
 	err := d.dnn.check("cudnnConvolutionForward", 3)
 	var e *Error

@@ -1001,6 +1001,17 @@ __global__ void gp_fold_d(const double* part, double* out, long parts, long c, l
   }
 }
 
+// x̂ and rstd (in double) from cuDNN's saved mean and 1/σ (float), for
+// graphpipe's backward where cuDNN was dropped after the forward:
+// x̂ = (x − mean)·inv over x [n, c, s]; rstd[ch] = inv[ch]
+__global__ void gp_bn_restore(const float* x, const float* mean, const float* inv, float* xhat, double* rstd, long n, long c, long s) {
+  LOOP(i, n * c * s) {
+    long ch = (i / s) % c;
+    xhat[i] = (x[i] - mean[ch]) * inv[ch];
+    if (i < c) rstd[i] = (double)inv[i];
+  }
+}
+
 // rstd[ch] = 1 / √(var[ch] + eps)
 __global__ void gp_bn_rstd(const double* var, double* rstd, double eps, long c) { LOOP(ch, c) rstd[ch] = 1.0 / sqrt(var[ch] + eps); }
 

@@ -128,6 +128,7 @@ var alone = map[string]func(bench.Config) (*bench.Section, error){
 	"sgemm":        bench.SgemmSection,
 	"cpu-training": bench.CPUTraining,
 	"cpu-runs":     bench.CPURuns,
+	"device-calls": bench.DeviceCallsSection,
 }
 
 // runOnly runs the named sections and splices them into root's BENCHMARKS.md.
