@@ -42,7 +42,7 @@ func CPURuns(c Config) (*Section, error) {
 			return nil, err
 		}
 	}
-	rounds, steps := 3, "40"
+	rounds, steps := 3, "200"
 	if c.Quick {
 		rounds, steps = 1, "20"
 	}
