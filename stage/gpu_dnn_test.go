@@ -173,17 +173,7 @@ func TestBatchNormDNNOnGPU(t *testing.T) { checkBatchNormDNN(t, dnnDevice(t)) }
 // CPU's.
 func TestBatchNormDNNDroppedEmulated(t *testing.T) {
 	d := fakeDNNDevice(t)
-	c := bnCases()[len(bnCases())-1]
-	g, i := oneOp(t, c)
-	cpu, err := newKernel[float32](g, i, opCtx())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var devErr error
-	gpu, err := newGPUKernel(g, i, d, nil, &devErr, opCtx())
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, i, cpu, gpu, devErr := opKernels(t, d, bnCases()[len(bnCases())-1])
 	x64, p64 := randomValues(g, i, 3, rand.New(rand.NewSource(11)))
 	x, p, pg := narrow(x64), narrow(p64), narrow(p64)
 	yc, stc, err := cpu.forward(x, p)
@@ -210,8 +200,8 @@ func TestBatchNormDNNDroppedEmulated(t *testing.T) {
 	gxg, gpg := seeded(x, true), append(seeded(p[:np], true), make([]*Value[float32], len(p)-np)...)
 	cpu.backward(gy, x, p, yc, stc, gxc, gpc)
 	gpu.backward(gy, x, pg, yg, stg, gxg, gpg)
-	if devErr != nil {
-		t.Fatal(devErr)
+	if *devErr != nil {
+		t.Fatal(*devErr)
 	}
 	closeTol(t, "gx", gxg[0].Data, gxc[0].Data, 1e-3)
 	for j := 0; j < np; j++ {

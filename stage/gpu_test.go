@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -129,16 +130,7 @@ func checkOpOn(t *testing.T, d *cuda.Device, c opCase, worst *closeness) {
 // the CPU's FP32 computes what TF32 products of them compute, up to the
 // order of the sums (and what an algorithm's own transforms round).
 func checkOpWith(t *testing.T, d *cuda.Device, c opCase, worst *closeness, opts scopeOpts, tol float64) {
-	g, i := oneOp(t, c)
-	cpu, err := newKernel[float32](g, i, opCtx())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var devErr error
-	gpu, err := newGPUKernel(g, i, d, nil, &devErr, opCtx())
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, i, cpu, gpu, devErr := opKernels(t, d, c)
 	gk, generic := gpu.(*gpuKernel)
 	if !generic {
 		t.Fatalf("%s: the GPU kernel is the CPU's %T", c.name, gpu)
@@ -192,8 +184,8 @@ func checkOpWith(t *testing.T, d *cuda.Device, c opCase, worst *closeness, opts 
 		}
 		cpu.backward(gy, x, p, yc, stc, gxc, gpc)
 		gpu.backward(gy, x, pg, yg, stg, gxg, gpg)
-		if devErr != nil {
-			t.Fatal(devErr)
+		if *devErr != nil {
+			t.Fatal(*devErr)
 		}
 		for j := range gxc {
 			if gxc[j] != nil {
@@ -206,6 +198,23 @@ func checkOpWith(t *testing.T, d *cuda.Device, c opCase, worst *closeness, opts 
 			}
 		}
 	}
+}
+
+// opKernels is op case c's graph and op, its CPU kernel and its kernel on
+// d, and where that one reports a device failure.
+func opKernels(t *testing.T, d *cuda.Device, c opCase) (*dag.Graph, int, kernel[float32], kernel[float32], *error) {
+	t.Helper()
+	g, i := oneOp(t, c)
+	cpu, err := newKernel[float32](g, i, opCtx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	devErr := new(error)
+	gpu, err := newGPUKernel(g, i, d, nil, devErr, opCtx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, i, cpu, gpu, devErr
 }
 
 // seeded gives a gradient buffer per float value, starting at 0.25 (nil
