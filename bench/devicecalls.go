@@ -158,7 +158,9 @@ func paperMMTCalls(c Config, was cuda.Counts) (string, error) {
 	return fmt.Sprintf("The paper's MMT (%.3g parameters) at batch 16, its second step counted on a dry device (cuda.OpenDry: counts, computes nothing): "+
 		"%d waits, %d bytes up and %d down, %d pageable copies, %d launches, %d GEMMs, %d allocations (before: %d waits, %.3g GB up and %.3g GB down, %d pageable copies). "+
 		"Priced on the h100 profile on top of the plan's prediction of %.4g s (profile.EstimateIteration, docs/planner.md): %.4g s (%.3fx), against %.4g s (%.2fx) before; "+
-		"a GPU measured 1.37-1.67 s an iteration before (bench/gpu/results/2026-11-25-h100), the rest of the gap the host's optimizer.",
+		"a GPU measured 1.37-1.67 s an iteration before (bench/gpu/results/2026-11-25-h100), the rest of the gap the host's optimizer. "+
+		"Measured since on an H200 against PyTorch eager (bench/gpu/results/2026-11-27-h200): MMT at batch 16 1.017-1.026 of its time in fp32 "+
+		"and 0.894-0.996 in tf32 (bn-find/), ResNet-50 at batch 64 0.932-0.941 in fp32 and 1.066-1.069 in tf32 (bn-find/README.md).",
 		float64(paramCount(g)), n.Syncs, n.H2DBytes, n.D2HBytes, n.PageableCopies, n.Launches, n.GEMMs, n.Allocs+n.HostAllocs,
 		was.Syncs, float64(was.H2DBytes)/1e9, float64(was.D2HBytes)/1e9, was.PageableCopies, pred, now, now/pred, before, before/pred), nil
 }
