@@ -75,20 +75,34 @@ func gpuLinear(k *linear[float32]) (fwdFn, bwdFn) {
 // actKind is gp_act's kind of each activation (kernels.cu).
 var actKind = map[dag.Kind]int32{dag.ReLU: 0, dag.GELU: 1, dag.Tanh: 2, dag.Sigmoid: 3}
 
-// gpuAct is an activation (relu, gelu, tanh, sigmoid): four values at a
-// time where the buffers allow (cuda.Vec4), its gradient written where
-// nothing else has given to it yet (accInto); gpuPointwise's kernels
-// otherwise.
+// gpuAct is an activation (relu, gelu, tanh, sigmoid): gpuPointwise's
+// gp_act, with its four-at-a-time kernels (vec4).
 func gpuAct(k *pointwise[float32]) (fwdFn, bwdFn) {
-	kind := actKind[k.kind]
+	return pointwiseOp("gp_act", true, actKind[k.kind])
+}
+
+// gpuPointwise is an op of one input computed element by element: kernel
+// name(kind, x, y, extra..., n) forward, name_bwd(kind, x, y, gy, gx,
+// extra..., n) adding into gx.
+func gpuPointwise(name string, kind int32, extra ...any) (fwdFn, bwdFn) {
+	return pointwiseOp(name, false, kind, extra...)
+}
+
+// pointwiseOp is gpuPointwise; with vec4, name also has kernels over
+// groups of four, name4(kind, x, y, extra..., n/4) and name4_bwd(kind, x,
+// y, gy, gx, extra..., n/4, add), taken where the buffers allow
+// (cuda.Vec4), and the gradient is written where nothing else has given to
+// it yet (accInto).
+func pointwiseOp(name string, vec4 bool, kind int32, extra ...any) (fwdFn, bwdFn) {
+	args := func(n int, bufs ...any) []any { return append(append(append([]any{kind}, bufs...), extra...), n) }
 	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
 		n := tensor.Size(y.Shape)
 		xb, yb := s.in(x[0]), s.scratch(n)
-		if cuda.Vec4(n, xb, yb) {
-			s.launch("gp_act4", n/4, kind, xb, yb, n/4)
+		if vec4 && cuda.Vec4(n, xb, yb) {
+			s.launch(name+"4", n/4, args(n/4, xb, yb)...)
 		} else {
-			s.launch("gp_act", n, kind, xb, yb, n)
+			s.launch(name, n, args(n, xb, yb)...)
 		}
 		s.out(y, yb)
 		return y, nil, nil
@@ -99,37 +113,19 @@ func gpuAct(k *pointwise[float32]) (fwdFn, bwdFn) {
 		}
 		n := tensor.Size(gy.Shape)
 		xb, yb, g := s.in(x[0]), s.in(y), s.in(gy)
-		b, fresh := s.accInto(gx[0])
-		if cuda.Vec4(n, xb, yb, g, b) {
-			s.launch("gp_act4_bwd", n/4, kind, xb, yb, g, b, n/4, boolInt(!fresh))
+		var b cuda.Buffer
+		fresh := false
+		if vec4 {
+			b, fresh = s.accInto(gx[0])
+		} else {
+			b = s.acc(gx[0])
+		}
+		if vec4 && cuda.Vec4(n, xb, yb, g, b) {
+			s.launch(name+"4_bwd", n/4, append(args(n/4, xb, yb, g, b), boolInt(!fresh))...)
 		} else {
 			s.clearIfFresh(b, fresh)
-			s.launch("gp_act_bwd", n, kind, xb, yb, g, b, n)
+			s.launch(name+"_bwd", n, args(n, xb, yb, g, b)...)
 		}
-		s.back(gx[0], b)
-	}
-	return fwd, bwd
-}
-
-// gpuPointwise is an op of one input computed element by element: kernel
-// name(kind, x, y, extra..., n) forward, name_bwd(kind, x, y, gy, gx,
-// extra..., n) adding into gx.
-func gpuPointwise(name string, kind int32, extra ...any) (fwdFn, bwdFn) {
-	fwd := func(s *gpuScope, x, _ []*Value[float32]) (*Value[float32], any, error) {
-		y := s.newValue(x[0].Shape...)
-		n := tensor.Size(y.Shape)
-		yb := s.scratch(n)
-		s.launch(name, n, append(append([]any{kind, s.in(x[0]), yb}, extra...), n)...)
-		s.out(y, yb)
-		return y, nil, nil
-	}
-	bwd := func(s *gpuScope, gy *Value[float32], x, _ []*Value[float32], y *Value[float32], _ any, gx, _ []*Value[float32]) {
-		if gx[0] == nil {
-			return
-		}
-		n := tensor.Size(gy.Shape)
-		b := s.acc(gx[0])
-		s.launch(name+"_bwd", n, append(append([]any{kind, s.in(x[0]), s.in(y), s.in(gy), b}, extra...), n)...)
 		s.back(gx[0], b)
 	}
 	return fwd, bwd

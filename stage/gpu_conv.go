@@ -248,9 +248,10 @@ func bnLanes(sz int) int {
 // kernels: the channel statistics in double (two-pass sums, folded in a
 // fixed order), and the running statistics moved by them on the device
 // (bnRunning). At ResNet-50's layer1 on an H200 the two cost about the
-// same, forward and backward together (TestConvTimesOnGPU: 0.53 ms and
-// 0.52 ms, bench/gpu/results/2026-11-27-h200/bn-find); cuDNN's is taken
-// for what it stashes (two values per channel, not x̂).
+// same (TestConvTimesOnGPU, fp32, bench/gpu/results/2026-11-27-h200/bn-find:
+// cuDNN's forward 0.166 ms and input gradient, its whole backward, 0.351;
+// graphpipe's 0.278 and 0.249); cuDNN's is taken for what it stashes (two
+// values per channel, not x̂).
 //
 // What it costs, against cuDNN's batch norm (which PyTorch's eager
 // ResNet-50 runs): its kernels move about 48 bytes per value of x in a

@@ -165,10 +165,7 @@ func checkOpWith(t *testing.T, d *cuda.Device, c opCase, worst *closeness, opts 
 	for j := len(g.Params(i)); j < len(p); j++ { // the buffers
 		worst.note(fmt.Sprintf("%s: buffer %d", c.name, j), close3(t, fmt.Sprintf("buffer %d", j), pg[j].Data, p[j].Data))
 	}
-	gy := NewValue[float32](yc.Shape...)
-	for j := range gy.Data {
-		gy.Data[j] = float32(j%7-3) / 3
-	}
+	gy := outputGrad(yc.Shape)
 	round([]*Value[float32]{gy})
 	for _, mode := range []struct {
 		name    string
@@ -215,6 +212,16 @@ func opKernels(t *testing.T, d *cuda.Device, c opCase) (*dag.Graph, int, kernel[
 		t.Fatal(err)
 	}
 	return g, i, cpu, gpu, devErr
+}
+
+// outputGrad is the output's gradient the op checks give the backward:
+// (j mod 7 − 3)/3 at element j.
+func outputGrad(shape []int) *Value[float32] {
+	gy := NewValue[float32](shape...)
+	for j := range gy.Data {
+		gy.Data[j] = float32(j%7-3) / 3
+	}
+	return gy
 }
 
 // seeded gives a gradient buffer per float value, starting at 0.25 (nil
