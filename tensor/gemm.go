@@ -39,13 +39,17 @@ func SgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda i
 	if m == 0 || n == 0 {
 		return
 	}
-	scale(m, n, beta, c, ldc)
 	if k == 0 || alpha == 0 {
+		scale(m, n, beta, c, ldc)
 		return
 	}
 	if isTiny(m, n, k) {
+		scale(m, n, beta, c, ldc)
 		sgemmTiny(transA, transB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
 		return
+	}
+	if beta != 0 { // beta 0: the first block of k stores C's tiles instead (macro's set)
+		scale(m, n, beta, c, ldc)
 	}
 	workers := 1 // below smallGemm goroutines cost more than they save
 	if 2*float64(m)*float64(n)*float64(k) >= smallGemm {
@@ -62,6 +66,7 @@ func SgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda i
 		nb := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
 			kb := min(kc, k-pc)
+			set := beta == 0 && pc == 0
 			parallelPackB(transB, b, ldb, pc, jc, kb, nb, bp, workers)
 			blocks := (m + mc - 1) / mc
 			var wg sync.WaitGroup
@@ -74,7 +79,7 @@ func SgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda i
 				for ic := range next {
 					mb := min(mc, m-ic)
 					packA(transA, a, lda, ic, pc, mb, kb, alpha, ap)
-					macro(mb, nb, kb, ap, bp, c[ic*ldc+jc:], ldc)
+					macro(mb, nb, kb, ap, bp, c[ic*ldc+jc:], ldc, set)
 				}
 			}
 			if workers == 1 {
@@ -205,12 +210,12 @@ func packB(trans bool, b []float32, ldb, pc, jc, kb, nb int, bp []float32) {
 			o += kb * nr
 			continue
 		}
+		if !trans && s+nr <= nb {
+			copyRows(kb, b[pc*ldb+jc+s:], ldb, bp[o:o+kb*nr])
+			o += kb * nr
+			continue
+		}
 		for p := 0; p < kb; p++ {
-			if !trans && s+nr <= nb {
-				copy(bp[o:o+nr], b[(pc+p)*ldb+jc+s:])
-				o += nr
-				continue
-			}
 			for j := 0; j < nr; j++ {
 				if s+j < nb {
 					bp[o] = at(b, trans, pc+p, jc+s+j, ldb)
@@ -245,23 +250,27 @@ func parallelPackB(trans bool, b []float32, ldb, pc, jc, kb, nb int, bp []float3
 }
 
 // macro runs the micro-kernel over every tile of a packed block:
-// C[mb,nb] += Ap[mb,kb]·Bp[kb,nb].
-func macro(mb, nb, kb int, ap, bp, c []float32, ldc int) {
+// C[mb,nb] += Ap[mb,kb]·Bp[kb,nb], or C[mb,nb] = Ap·Bp when set (C unread).
+func macro(mb, nb, kb int, ap, bp, c []float32, ldc int, set bool) {
 	var tmp [mr * maxNR]float32
 	for j := 0; j < nb; j += nr {
 		bs := bp[j*kb:]
 		for i := 0; i < mb; i += mr {
 			as := ap[i*kb:]
 			if i+mr <= mb && j+nr <= nb {
-				kernel(kb, as, bs, c[i*ldc+j:], ldc)
+				kernel(kb, as, bs, c[i*ldc+j:], ldc, set)
 				continue
 			}
-			clear(tmp[:])
-			kernel(kb, as, bs, tmp[:mr*nr], nr)
+			kernel(kb, as, bs, tmp[:mr*nr], nr, true)
 			for r := 0; r < min(mr, mb-i); r++ {
-				row := c[(i+r)*ldc+j:]
-				for q := 0; q < min(nr, nb-j); q++ {
-					row[q] += tmp[r*nr+q]
+				row := c[(i+r)*ldc+j : (i+r)*ldc+j+min(nr, nb-j)]
+				t := tmp[r*nr : r*nr+len(row)]
+				if set {
+					copy(row, t)
+					continue
+				}
+				for q := range row {
+					row[q] += t[q]
 				}
 			}
 		}
@@ -269,8 +278,9 @@ func macro(mb, nb, kb int, ap, bp, c []float32, ldc int) {
 }
 
 // kernelGo is the portable micro-kernel: C[6,nr] += A[6,k]·B[k,nr] from
-// packed slivers (a: 6 per step of k, b: nr per step), C with stride ldc.
-func kernelGo(k int, a, b, c []float32, ldc int) {
+// packed slivers (a: 6 per step of k, b: nr per step), C with stride ldc;
+// C = A·B when set (C unread).
+func kernelGo(k int, a, b, c []float32, ldc int, set bool) {
 	var acc [mr][maxNR]float32
 	for p := 0; p < k; p++ {
 		bv := b[p*nr : p*nr+nr : p*nr+nr]
@@ -285,8 +295,20 @@ func kernelGo(k int, a, b, c []float32, ldc int) {
 	}
 	for r := 0; r < mr; r++ {
 		row := c[r*ldc : r*ldc+nr]
+		if set {
+			copy(row, acc[r][:nr])
+			continue
+		}
 		for q := range row {
 			row[q] += acc[r][q]
 		}
+	}
+}
+
+// copyRowsGo copies k rows of nr floats, lds apart in src, into dst
+// [k·nr]: packB's sliver of a non-transposed B.
+func copyRowsGo(k int, src []float32, lds int, dst []float32) {
+	for p := 0; p < k; p++ {
+		copy(dst[p*nr:p*nr+nr], src[p*lds:p*lds+nr])
 	}
 }

@@ -82,17 +82,99 @@ func TestKernelMatchesGo(t *testing.T) {
 func testKernelMatchesGo(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
 	ldc := nr + 4
-	for _, k := range []int{0, 1, 2, 3, 17, 256} {
-		a, b := randSlice(r, k*mr), randSlice(r, k*nr)
-		c1 := randSlice(r, mr*ldc)
-		c2 := append([]float32(nil), c1...)
-		kernel(k, a, b, c1, ldc)
-		kernelGo(k, a, b, c2, ldc)
-		for i := range c1 {
-			if math.Abs(float64(c1[i]-c2[i])) > 1e-4*(1+math.Abs(float64(c2[i]))) {
-				t.Fatalf("k=%d: element %d: %v vs %v", k, i, c1[i], c2[i])
+	for _, set := range []bool{false, true} {
+		for _, k := range []int{0, 1, 2, 3, 17, 256} {
+			a, b := randSlice(r, k*mr), randSlice(r, k*nr)
+			c1 := randSlice(r, mr*ldc)
+			if set { // set must not read C
+				for i := range c1 {
+					c1[i] = float32(math.NaN())
+				}
+			}
+			c2 := append([]float32(nil), c1...)
+			kernel(k, a, b, c1, ldc, set)
+			kernelGo(k, a, b, c2, ldc, set)
+			for i := range c1 {
+				if c1[i] != c1[i] && c2[i] != c2[i] && i%ldc >= nr {
+					continue // NaN past the tile on both sides: untouched
+				}
+				if math.IsNaN(float64(c1[i])) || math.Abs(float64(c1[i]-c2[i])) > 1e-4*(1+math.Abs(float64(c2[i]))) {
+					t.Fatalf("set %v k=%d: element %d: %v vs %v", set, k, i, c1[i], c2[i])
+				}
 			}
 		}
+	}
+}
+
+// TestCopyRowsMatchesGo pins each kernel's packB row copy to the Go one.
+func TestCopyRowsMatchesGo(t *testing.T) {
+	defer use(kernels[0])
+	r := rand.New(rand.NewSource(4))
+	for _, kc := range kernels {
+		use(kc)
+		for _, c := range []struct{ k, lds int }{{1, 32}, {3, 32}, {17, 45}, {256, 1024}} {
+			src := randSlice(r, (c.k-1)*c.lds+nr)
+			got, want := make([]float32, c.k*nr), make([]float32, c.k*nr)
+			copyRows(c.k, src, c.lds, got)
+			copyRowsGo(c.k, src, c.lds, want)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%s k%d lds%d: element %d: %v, want %v", kc.name, c.k, c.lds, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestSgemmBetaZeroIgnoresC: with beta 0 the product's first block of k
+// stores C's tiles rather than adding to them, so a NaN-filled C gives the
+// oracle's result on every kernel, past kc and around tile edges, both
+// transposes; the padding between rows (ldc > n) stays as it was.
+func TestSgemmBetaZeroIgnoresC(t *testing.T) {
+	defer use(kernels[0])
+	for _, kc := range kernels {
+		use(kc)
+		t.Run(kc.name, func(t *testing.T) {
+			r := rand.New(rand.NewSource(5))
+			for _, c := range []struct {
+				m, n, k int
+				ta, tb  bool
+			}{
+				{6, 32, 16, false, false}, {7, 33, 300, false, false}, {73, 65, 257, true, false},
+				{40, 100, 520, false, true}, {13, 3100, 20, true, true}, {128, 128, 128, false, false},
+			} {
+				ra, ca, rb, cb := c.m, c.k, c.k, c.n
+				if c.ta {
+					ra, ca = ca, ra
+				}
+				if c.tb {
+					rb, cb = cb, rb
+				}
+				ldc := c.n + 2
+				a, b := randSlice(r, ra*ca), randSlice(r, rb*cb)
+				got, want := make([]float32, c.m*ldc), make([]float32, c.m*ldc)
+				for i := range got {
+					got[i] = float32(math.NaN())
+				}
+				SgemmNaive(c.ta, c.tb, c.m, c.n, c.k, 0.5, a, ca, b, cb, 0, want, ldc)
+				SgemmGo(c.ta, c.tb, c.m, c.n, c.k, 0.5, a, ca, b, cb, 0, got, ldc)
+				for i := 0; i < c.m; i++ {
+					for j := 0; j < ldc; j++ {
+						g, w := got[i*ldc+j], want[i*ldc+j]
+						if j >= c.n {
+							if !math.IsNaN(float64(g)) {
+								t.Fatalf("%+v: padding C[%d,%d] written: %v", c, i, j, g)
+							}
+							continue
+						}
+						tol := 1e-4 * (1 + math.Sqrt(float64(c.k)) + math.Abs(float64(w)))
+						if math.IsNaN(float64(g)) || math.Abs(float64(g-w)) > tol {
+							t.Fatalf("%+v: C[%d,%d] = %v, want %v", c, i, j, g, w)
+						}
+					}
+				}
+			}
+		})
 	}
 }
 

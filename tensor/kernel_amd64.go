@@ -4,51 +4,76 @@ package tensor
 
 import "golang.org/x/sys/cpu"
 
-// asm is the assembly micro-kernel in use, nil for the Go one.
-var asm func(k int, a, b, c *float32, ldc int)
+// asm is the assembly micro-kernel in use, nil for the Go one; asmRows is
+// its packB row copy.
+var (
+	asm     func(k int, a, b, c *float32, ldc int, set bool)
+	asmRows func(k int, src *float32, lds int, dst *float32)
+)
 
 // kernels lists the micro-kernels this CPU runs, fastest first; the Go one
 // (nil) is always last.
-var kernels = []kernelChoice{{"go", nil, 16}}
+var kernels = []kernelChoice{{"go", nil, nil, 16}}
 
 type kernelChoice struct {
 	name string
-	fn   func(k int, a, b, c *float32, ldc int)
+	fn   func(k int, a, b, c *float32, ldc int, set bool)
+	rows func(k int, src *float32, lds int, dst *float32)
 	nr   int
 }
 
 func init() {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
-		kernels = append([]kernelChoice{{"avx2", kernel6x16, 16}}, kernels...)
+		kernels = append([]kernelChoice{{"avx2", kernel6x16, copyRows16, 16}}, kernels...)
 	}
 	if cpu.X86.HasAVX512F {
-		kernels = append([]kernelChoice{{"avx512", kernel6x32, 32}}, kernels...)
+		kernels = append([]kernelChoice{{"avx512", kernel6x32, copyRows32, 32}}, kernels...)
 	}
 	use(kernels[0])
 }
 
 // use makes a kernel the active one (tests switch between them).
-func use(k kernelChoice) { asm, nr = k.fn, k.nr }
+func use(k kernelChoice) { asm, asmRows, nr = k.fn, k.rows, k.nr }
 
 // kernel6x16 is kernelGo with nr = 16 in AVX2/FMA assembly; k ≥ 0.
 //
 //go:noescape
-func kernel6x16(k int, a, b, c *float32, ldc int)
+func kernel6x16(k int, a, b, c *float32, ldc int, set bool)
 
 // kernel6x32 is kernelGo with nr = 32 in AVX-512 assembly; k ≥ 0.
 //
 //go:noescape
-func kernel6x32(k int, a, b, c *float32, ldc int)
+func kernel6x32(k int, a, b, c *float32, ldc int, set bool)
 
-func kernel(k int, a, b, c []float32, ldc int) {
+// copyRows16 and copyRows32 are copyRowsGo for nr = 16 (AVX) and nr = 32
+// (AVX-512); k ≥ 1.
+//
+//go:noescape
+func copyRows16(k int, src *float32, lds int, dst *float32)
+
+//go:noescape
+func copyRows32(k int, src *float32, lds int, dst *float32)
+
+func kernel(k int, a, b, c []float32, ldc int, set bool) {
 	if asm == nil || k == 0 {
-		kernelGo(k, a, b, c, ldc)
+		kernelGo(k, a, b, c, ldc, set)
 		return
 	}
 	_ = a[k*mr-1]
 	_ = b[k*nr-1]
 	_ = c[(mr-1)*ldc+nr-1]
-	asm(k, &a[0], &b[0], &c[0], ldc)
+	asm(k, &a[0], &b[0], &c[0], ldc, set)
+}
+
+// copyRows is copyRowsGo on the active kernel's assembly where it has one.
+func copyRows(k int, src []float32, lds int, dst []float32) {
+	if asmRows == nil || k == 0 {
+		copyRowsGo(k, src, lds, dst)
+		return
+	}
+	_ = src[(k-1)*lds+nr-1]
+	_ = dst[k*nr-1]
+	asmRows(k, &src[0], lds, &dst[0])
 }
 
 // coreType is the OpenBLAS kernels for this CPU's vector units: SkylakeX

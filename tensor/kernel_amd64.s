@@ -2,12 +2,13 @@
 
 #include "textflag.h"
 
-// func kernel6x16(k int, a, b, c *float32, ldc int)
+// func kernel6x16(k int, a, b, c *float32, ldc int, set bool)
 //
-// C[6,16] += A[6,k]·B[k,16]. a is packed 6 floats per step of k, b 16 per
+// C[6,16] += A[6,k]·B[k,16], or C[6,16] = A[6,k]·B[k,16] when set (C is not
+// read then, so NaNs in it do not leak). a is packed 6 floats per step of k, b 16 per
 // step; c has a row stride of ldc floats. Y0..Y11 hold the tile: row r in
 // Y(2r) (columns 0-7) and Y(2r+1) (columns 8-15).
-TEXT ·kernel6x16(SB), NOSPLIT, $0-40
+TEXT ·kernel6x16(SB), NOSPLIT, $0-41
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -73,6 +74,9 @@ loop:
 	JNZ          loop
 
 store:
+	MOVBLZX set+40(FP), AX
+	TESTQ   AX, AX
+	JNZ     set16
 	VADDPS  (DX), Y0, Y0
 	VMOVUPS Y0, (DX)
 	VADDPS  32(DX), Y1, Y1
@@ -105,14 +109,35 @@ store:
 	VZEROUPPER
 	RET
 
-// func kernel6x32(k int, a, b, c *float32, ldc int)
+set16:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ    R8, DX
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ    R8, DX
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	ADDQ    R8, DX
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	ADDQ    R8, DX
+	VMOVUPS Y8, (DX)
+	VMOVUPS Y9, 32(DX)
+	ADDQ    R8, DX
+	VMOVUPS Y10, (DX)
+	VMOVUPS Y11, 32(DX)
+	VZEROUPPER
+	RET
+
+// func kernel6x32(k int, a, b, c *float32, ldc int, set bool)
 //
-// C[6,32] += A[6,k]·B[k,32]. a is packed 6 floats per step of k, b 32 per
-// step; c has a row stride of ldc floats. Z0..Z11 hold the tile: row r in
+// C[6,32] += A[6,k]·B[k,32], or C[6,32] = A[6,k]·B[k,32] when set. a is
+// packed 6 floats per step of k, b 32 per step; c has a row stride of ldc floats. Z0..Z11 hold the tile: row r in
 // Z(2r) (columns 0-15) and Z(2r+1) (columns 16-31); the loop runs two steps
 // of k a trip, B's rows in Z12-Z13 then Z16-Z17, A's in Z14-Z15 then
 // Z18-Z19.
-TEXT ·kernel6x32(SB), NOSPLIT, $0-40
+TEXT ·kernel6x32(SB), NOSPLIT, $0-41
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -230,6 +255,9 @@ tail:
 	VFMADD231PS  Z13, Z15, Z11
 
 store:
+	MOVBLZX set+40(FP), AX
+	TESTQ   AX, AX
+	JNZ     set32
 	VADDPS  (DX), Z0, Z0
 	VMOVUPS Z0, (DX)
 	VADDPS  64(DX), Z1, Z1
@@ -259,5 +287,71 @@ store:
 	VMOVUPS Z10, (DX)
 	VADDPS  64(DX), Z11, Z11
 	VMOVUPS Z11, 64(DX)
+	VZEROUPPER
+	RET
+
+set32:
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	ADDQ    R8, DX
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z3, 64(DX)
+	ADDQ    R8, DX
+	VMOVUPS Z4, (DX)
+	VMOVUPS Z5, 64(DX)
+	ADDQ    R8, DX
+	VMOVUPS Z6, (DX)
+	VMOVUPS Z7, 64(DX)
+	ADDQ    R8, DX
+	VMOVUPS Z8, (DX)
+	VMOVUPS Z9, 64(DX)
+	ADDQ    R8, DX
+	VMOVUPS Z10, (DX)
+	VMOVUPS Z11, 64(DX)
+	VZEROUPPER
+	RET
+
+// func copyRows16(k int, src *float32, lds int, dst *float32)
+//
+// dst[p*16:p*16+16] = src[p*lds:p*lds+16] for p < k (packB's sliver of a
+// non-transposed B); k ≥ 1.
+TEXT ·copyRows16(SB), NOSPLIT, $0-32
+	MOVQ k+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), R8
+	MOVQ dst+24(FP), DI
+	SHLQ $2, R8
+
+loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ    R8, SI
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     loop
+	VZEROUPPER
+	RET
+
+// func copyRows32(k int, src *float32, lds int, dst *float32)
+//
+// copyRows16 with rows of 32 floats, in AVX-512.
+TEXT ·copyRows32(SB), NOSPLIT, $0-32
+	MOVQ k+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), R8
+	MOVQ dst+24(FP), DI
+	SHLQ $2, R8
+
+loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ    R8, SI
+	ADDQ    $128, DI
+	DECQ    CX
+	JNZ     loop
 	VZEROUPPER
 	RET

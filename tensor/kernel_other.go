@@ -2,7 +2,9 @@
 
 package tensor
 
-func kernel(k int, a, b, c []float32, ldc int) { kernelGo(k, a, b, c, ldc) }
+func kernel(k int, a, b, c []float32, ldc int, set bool) { kernelGo(k, a, b, c, ldc, set) }
+
+func copyRows(k int, src []float32, lds int, dst []float32) { copyRowsGo(k, src, lds, dst) }
 
 type kernelChoice struct {
 	name string
