@@ -148,65 +148,60 @@ func scale(m, n int, beta float32, c []float32, ldc int) {
 	}
 }
 
-// packA copies alpha·op(A)[ic:ic+mb, pc:pc+kb] into mr-row slivers: sliver s
-// holds, for each p, rows s·mr..s·mr+mr-1 (zero past mb).
+// packA copies alpha·op(A)[ic:ic+mb, pc:pc+kb] into mr-row slivers of
+// mr·kb floats: sliver s holds rows s·mr..s·mr+mr-1 one after another, each
+// kb long (zero past mb). The micro-kernels broadcast from the six rows at
+// a stride of kb, so a non-transposed A packs by row copies.
 func packA(trans bool, a []float32, lda, ic, pc, mb, kb int, alpha float32, ap []float32) {
 	o := 0
 	for s := 0; s < mb; s += mr {
-		if !trans && s+mr <= mb {
-			packRows(a, lda, ic+s, pc, kb, alpha, ap[o:o+mr*kb])
-			o += mr * kb
-			continue
-		}
-		if trans && s+mr <= mb { // op(A)'s six rows are six adjacent columns of A: a row of A gives each step of k
-			for p := 0; p < kb; p++ {
-				src := a[(pc+p)*lda+ic+s : (pc+p)*lda+ic+s+mr : (pc+p)*lda+ic+s+mr]
-				d := ap[o : o+mr : o+mr]
-				d[0], d[1], d[2], d[3], d[4], d[5] = alpha*src[0], alpha*src[1], alpha*src[2], alpha*src[3], alpha*src[4], alpha*src[5]
-				o += mr
-			}
-			continue
-		}
-		for p := 0; p < kb; p++ {
+		d := ap[o : o+mr*kb : o+mr*kb]
+		o += mr * kb
+		switch {
+		case !trans && s+mr <= mb:
+			packRows(a, lda, ic+s, pc, kb, alpha, d)
+		case trans && s+mr <= mb:
+			packCols(a, lda, ic+s, pc, kb, alpha, d)
+		default:
 			for r := 0; r < mr; r++ {
-				if s+r < mb {
-					ap[o] = alpha * at(a, trans, ic+s+r, pc+p, lda)
-				} else {
-					ap[o] = 0
+				row := d[r*kb : r*kb+kb]
+				for p := range row {
+					if s+r < mb {
+						row[p] = alpha * at(a, trans, ic+s+r, pc+p, lda)
+					} else {
+						row[p] = 0
+					}
 				}
-				o++
 			}
 		}
 	}
 }
 
-// packRows interleaves six full rows of A[row:row+6, pc:pc+kb] into dst
-// [kb·6], scaled by alpha. Every slice is cut to kb first, so the loop's
-// loads and stores carry no bounds checks.
+// packRows copies six full rows of A[row:row+6, pc:pc+kb] into dst [6·kb],
+// scaled by alpha.
 func packRows(a []float32, lda, row, pc, kb int, alpha float32, dst []float32) {
-	o := row*lda + pc
-	r0 := a[o : o+kb : o+kb]
-	r1 := a[o+lda : o+lda+kb : o+lda+kb]
-	r2 := a[o+2*lda : o+2*lda+kb : o+2*lda+kb]
-	r3 := a[o+3*lda : o+3*lda+kb : o+3*lda+kb]
-	r4 := a[o+4*lda : o+4*lda+kb : o+4*lda+kb]
-	r5 := a[o+5*lda : o+5*lda+kb : o+5*lda+kb]
-	r1, r2, r3, r4, r5 = r1[:len(r0)], r2[:len(r0)], r3[:len(r0)], r4[:len(r0)], r5[:len(r0)]
-	dst = dst[:6*kb]
-	if alpha == 1 {
-		for p := range r0 {
-			d := dst[:6:6]
-			dst = dst[6:]
-			d[0], d[1], d[2] = r0[p], r1[p], r2[p]
-			d[3], d[4], d[5] = r3[p], r4[p], r5[p]
+	for r := 0; r < mr; r++ {
+		src := a[(row+r)*lda+pc : (row+r)*lda+pc+kb]
+		d := dst[r*kb : r*kb+kb]
+		if alpha == 1 {
+			copy(d, src)
+			continue
 		}
-		return
+		for p, v := range src {
+			d[p] = alpha * v
+		}
 	}
-	for p := range r0 {
-		d := dst[:6:6]
-		dst = dst[6:]
-		d[0], d[1], d[2] = alpha*r0[p], alpha*r1[p], alpha*r2[p]
-		d[3], d[4], d[5] = alpha*r3[p], alpha*r4[p], alpha*r5[p]
+}
+
+// packCols is packRows for a transposed A: op(A)'s six rows are six
+// adjacent columns of A, so each row of A gives one step of k of all six.
+func packCols(a []float32, lda, col, pc, kb int, alpha float32, dst []float32) {
+	d0, d1, d2 := dst[0:kb], dst[kb:2*kb], dst[2*kb:3*kb]
+	d3, d4, d5 := dst[3*kb:4*kb], dst[4*kb:5*kb], dst[5*kb:6*kb]
+	for p := range d0 {
+		src := a[(pc+p)*lda+col : (pc+p)*lda+col+mr : (pc+p)*lda+col+mr]
+		d0[p], d1[p], d2[p] = alpha*src[0], alpha*src[1], alpha*src[2]
+		d3[p], d4[p], d5[p] = alpha*src[3], alpha*src[4], alpha*src[5]
 	}
 }
 
@@ -294,15 +289,14 @@ func macro(mb, nb, kb int, ap, bp, c []float32, ldc int, set bool) {
 }
 
 // kernelGo is the portable micro-kernel: C[6,nr] += A[6,k]·B[k,nr] from
-// packed slivers (a: 6 per step of k, b: nr per step), C with stride ldc;
-// C = A·B when set (C unread).
+// packed slivers (a: six rows of k, b: nr per step of k), C with stride
+// ldc; C = A·B when set (C unread).
 func kernelGo(k int, a, b, c []float32, ldc int, set bool) {
 	var acc [mr][maxNR]float32
 	for p := 0; p < k; p++ {
 		bv := b[p*nr : p*nr+nr : p*nr+nr]
-		av := a[p*mr : p*mr+mr : p*mr+mr]
 		for r := 0; r < mr; r++ {
-			x := av[r]
+			x := a[r*k+p]
 			row := &acc[r]
 			for q := 0; q < nr; q++ {
 				row[q] += x * bv[q]

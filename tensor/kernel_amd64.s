@@ -5,8 +5,8 @@
 // func kernel6x16(k int, a, b, c *float32, ldc int, set bool)
 //
 // C[6,16] += A[6,k]·B[k,16], or C[6,16] = A[6,k]·B[k,16] when set (C is not
-// read then, so NaNs in it do not leak). a is packed 6 floats per step of k, b 16 per
-// step; c has a row stride of ldc floats. Y0..Y11 hold the tile: row r in
+// read then, so NaNs in it do not leak). a is packed as six rows of k
+// floats, b 16 per step of k; c has a row stride of ldc floats. Y0..Y11 hold the tile: row r in
 // Y(2r) (columns 0-7) and Y(2r+1) (columns 8-15).
 TEXT ·kernel6x16(SB), NOSPLIT, $0-41
 	MOVQ k+0(FP), CX
@@ -16,20 +16,27 @@ TEXT ·kernel6x16(SB), NOSPLIT, $0-41
 	MOVQ ldc+32(FP), R8
 	SHLQ $2, R8
 
+	// A's six rows lie k floats apart: rows 0-5 at SI, SI+R9, SI+2·R9,
+	// SI+R10, SI+4·R9, SI+R11
+	MOVQ CX, R9
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R10
+	LEAQ (R9)(R9*4), R11
+
 	// fetch C's tile (6 rows of 64 bytes) while the loop runs: past L2 it
 	// would stall the stores at the end
-	MOVQ       DX, R9
-	PREFETCHT0 (R9)
-	ADDQ       R8, R9
-	PREFETCHT0 (R9)
-	ADDQ       R8, R9
-	PREFETCHT0 (R9)
-	ADDQ       R8, R9
-	PREFETCHT0 (R9)
-	ADDQ       R8, R9
-	PREFETCHT0 (R9)
-	ADDQ       R8, R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, R12
+	PREFETCHT0 (R12)
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
 
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -53,22 +60,22 @@ loop:
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS  Y12, Y14, Y0
 	VFMADD231PS  Y13, Y14, Y1
-	VBROADCASTSS 4(SI), Y15
+	VBROADCASTSS (SI)(R9*1), Y15
 	VFMADD231PS  Y12, Y15, Y2
 	VFMADD231PS  Y13, Y15, Y3
-	VBROADCASTSS 8(SI), Y14
+	VBROADCASTSS (SI)(R9*2), Y14
 	VFMADD231PS  Y12, Y14, Y4
 	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12(SI), Y15
+	VBROADCASTSS (SI)(R10*1), Y15
 	VFMADD231PS  Y12, Y15, Y6
 	VFMADD231PS  Y13, Y15, Y7
-	VBROADCASTSS 16(SI), Y14
+	VBROADCASTSS (SI)(R9*4), Y14
 	VFMADD231PS  Y12, Y14, Y8
 	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20(SI), Y15
+	VBROADCASTSS (SI)(R11*1), Y15
 	VFMADD231PS  Y12, Y15, Y10
 	VFMADD231PS  Y13, Y15, Y11
-	ADDQ         $24, SI
+	ADDQ         $4, SI
 	ADDQ         $64, DI
 	DECQ         CX
 	JNZ          loop
@@ -133,10 +140,10 @@ set16:
 // func kernel6x32(k int, a, b, c *float32, ldc int, set bool)
 //
 // C[6,32] += A[6,k]·B[k,32], or C[6,32] = A[6,k]·B[k,32] when set. a is
-// packed 6 floats per step of k, b 32 per step; c has a row stride of ldc floats. Z0..Z11 hold the tile: row r in
-// Z(2r) (columns 0-15) and Z(2r+1) (columns 16-31); the loop runs two steps
-// of k a trip, B's rows in Z12-Z13 then Z16-Z17, A's in Z14-Z15 then
-// Z18-Z19.
+// packed as six rows of k floats, b 32 per step of k; c has a row stride of
+// ldc floats. Z0..Z11 hold the tile: row r in Z(2r) (columns 0-15) and
+// Z(2r+1) (columns 16-31); the loop runs two steps of k a trip, B's rows in
+// Z12-Z13 then Z16-Z17, A's in Z14-Z15 then Z18-Z19.
 TEXT ·kernel6x32(SB), NOSPLIT, $0-41
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
@@ -145,26 +152,33 @@ TEXT ·kernel6x32(SB), NOSPLIT, $0-41
 	MOVQ ldc+32(FP), R8
 	SHLQ $2, R8
 
+	// A's six rows lie k floats apart: rows 0-5 at SI, SI+R9, SI+2·R9,
+	// SI+R10, SI+4·R9, SI+R11
+	MOVQ CX, R9
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R10
+	LEAQ (R9)(R9*4), R11
+
 	// fetch C's tile (6 rows of two 64-byte lines) while the loop runs:
 	// past L2 it would stall the stores at the end
-	MOVQ       DX, R9
-	PREFETCHT0 (R9)
-	PREFETCHT0 64(R9)
-	ADDQ       R8, R9
-	PREFETCHT0 (R9)
-	PREFETCHT0 64(R9)
-	ADDQ       R8, R9
-	PREFETCHT0 (R9)
-	PREFETCHT0 64(R9)
-	ADDQ       R8, R9
-	PREFETCHT0 (R9)
-	PREFETCHT0 64(R9)
-	ADDQ       R8, R9
-	PREFETCHT0 (R9)
-	PREFETCHT0 64(R9)
-	ADDQ       R8, R9
-	PREFETCHT0 (R9)
-	PREFETCHT0 64(R9)
+	MOVQ       DX, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	ADDQ       R8, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
 
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -179,7 +193,7 @@ TEXT ·kernel6x32(SB), NOSPLIT, $0-41
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
 
-	// two steps of k per trip (SI by 48 bytes, DI by 256), then one if k is odd
+	// two steps of k per trip (SI by 8 bytes, DI by 256), then one if k is odd
 	MOVQ CX, BX
 	SHRQ $1, BX
 	JZ   tail
@@ -190,42 +204,42 @@ loop2:
 	VBROADCASTSS (SI), Z14
 	VFMADD231PS  Z12, Z14, Z0
 	VFMADD231PS  Z13, Z14, Z1
-	VBROADCASTSS 4(SI), Z15
+	VBROADCASTSS (SI)(R9*1), Z15
 	VFMADD231PS  Z12, Z15, Z2
 	VFMADD231PS  Z13, Z15, Z3
-	VBROADCASTSS 8(SI), Z14
+	VBROADCASTSS (SI)(R9*2), Z14
 	VFMADD231PS  Z12, Z14, Z4
 	VFMADD231PS  Z13, Z14, Z5
-	VBROADCASTSS 12(SI), Z15
+	VBROADCASTSS (SI)(R10*1), Z15
 	VFMADD231PS  Z12, Z15, Z6
 	VFMADD231PS  Z13, Z15, Z7
-	VBROADCASTSS 16(SI), Z14
+	VBROADCASTSS (SI)(R9*4), Z14
 	VFMADD231PS  Z12, Z14, Z8
 	VFMADD231PS  Z13, Z14, Z9
-	VBROADCASTSS 20(SI), Z15
+	VBROADCASTSS (SI)(R11*1), Z15
 	VFMADD231PS  Z12, Z15, Z10
 	VFMADD231PS  Z13, Z15, Z11
 	VMOVUPS      128(DI), Z16
 	VMOVUPS      192(DI), Z17
-	VBROADCASTSS 24(SI), Z18
+	VBROADCASTSS 4(SI), Z18
 	VFMADD231PS  Z16, Z18, Z0
 	VFMADD231PS  Z17, Z18, Z1
-	VBROADCASTSS 28(SI), Z19
+	VBROADCASTSS 4(SI)(R9*1), Z19
 	VFMADD231PS  Z16, Z19, Z2
 	VFMADD231PS  Z17, Z19, Z3
-	VBROADCASTSS 32(SI), Z18
+	VBROADCASTSS 4(SI)(R9*2), Z18
 	VFMADD231PS  Z16, Z18, Z4
 	VFMADD231PS  Z17, Z18, Z5
-	VBROADCASTSS 36(SI), Z19
+	VBROADCASTSS 4(SI)(R10*1), Z19
 	VFMADD231PS  Z16, Z19, Z6
 	VFMADD231PS  Z17, Z19, Z7
-	VBROADCASTSS 40(SI), Z18
+	VBROADCASTSS 4(SI)(R9*4), Z18
 	VFMADD231PS  Z16, Z18, Z8
 	VFMADD231PS  Z17, Z18, Z9
-	VBROADCASTSS 44(SI), Z19
+	VBROADCASTSS 4(SI)(R11*1), Z19
 	VFMADD231PS  Z16, Z19, Z10
 	VFMADD231PS  Z17, Z19, Z11
-	ADDQ         $48, SI
+	ADDQ         $8, SI
 	ADDQ         $256, DI
 	DECQ         BX
 	JNZ          loop2
@@ -238,19 +252,19 @@ tail:
 	VBROADCASTSS (SI), Z14
 	VFMADD231PS  Z12, Z14, Z0
 	VFMADD231PS  Z13, Z14, Z1
-	VBROADCASTSS 4(SI), Z15
+	VBROADCASTSS (SI)(R9*1), Z15
 	VFMADD231PS  Z12, Z15, Z2
 	VFMADD231PS  Z13, Z15, Z3
-	VBROADCASTSS 8(SI), Z14
+	VBROADCASTSS (SI)(R9*2), Z14
 	VFMADD231PS  Z12, Z14, Z4
 	VFMADD231PS  Z13, Z14, Z5
-	VBROADCASTSS 12(SI), Z15
+	VBROADCASTSS (SI)(R10*1), Z15
 	VFMADD231PS  Z12, Z15, Z6
 	VFMADD231PS  Z13, Z15, Z7
-	VBROADCASTSS 16(SI), Z14
+	VBROADCASTSS (SI)(R9*4), Z14
 	VFMADD231PS  Z12, Z14, Z8
 	VFMADD231PS  Z13, Z14, Z9
-	VBROADCASTSS 20(SI), Z15
+	VBROADCASTSS (SI)(R11*1), Z15
 	VFMADD231PS  Z12, Z15, Z10
 	VFMADD231PS  Z13, Z15, Z11
 
