@@ -66,6 +66,7 @@ func SgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda i
 		aps[w] = getBuf(roundUp(mc, mr) * kc)
 		defer putBuf(aps[w])
 	}
+	starts := rowBlocks(m, workers)
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		step := kStep(k)
@@ -73,16 +74,15 @@ func SgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda i
 			kb := min(step, k-pc)
 			set := beta == 0 && pc == 0
 			parallelPackB(transB, b, ldb, pc, jc, kb, nb, bp, workers)
-			blocks := (m + mc - 1) / mc
 			var wg sync.WaitGroup
-			next := make(chan int, blocks)
-			for ib := 0; ib < blocks; ib++ {
-				next <- ib * mc
+			next := make(chan int, len(starts)-1)
+			for ib := range len(starts) - 1 {
+				next <- ib
 			}
 			close(next)
 			work := func(ap []float32) {
-				for ic := range next {
-					mb := min(mc, m-ic)
+				for ib := range next {
+					ic, mb := starts[ib], starts[ib+1]-starts[ib]
 					packA(transA, a, lda, ic, pc, mb, kb, alpha, ap)
 					macro(mb, nb, kb, ap, bp, c[ic*ldc+jc:], ldc, set)
 				}
@@ -91,7 +91,7 @@ func SgemmGo(transA, transB bool, m, n, k int, alpha float32, a []float32, lda i
 				work(aps[0])
 				continue
 			}
-			for w := 0; w < min(workers, blocks); w++ {
+			for w := 0; w < min(workers, len(starts)-1); w++ {
 				wg.Add(1)
 				go func(ap []float32) {
 					defer wg.Done()
@@ -112,6 +112,22 @@ func kStep(k int) int {
 	}
 	n := (k + kcSplit - 1) / kcSplit
 	return (k + n - 1) / n
+}
+
+// rowBlocks cuts C's m rows into blocks of whole mr-row slivers, at most
+// mc rows each, their number a multiple of workers and their sizes within
+// one sliver of each other: block b is rows starts[b]..starts[b+1]. (Blocks
+// of mc and a remainder left the last worker idle for up to a block: 11%
+// of two workers' time at m = 256, 512 or 1024.)
+func rowBlocks(m, workers int) []int {
+	slivers := (m + mr - 1) / mr
+	blocks := roundUp((slivers+mc/mr-1)/(mc/mr), workers)
+	blocks = min(blocks, slivers)
+	starts := make([]int, blocks+1)
+	for b := range starts {
+		starts[b] = min(m, b*slivers/blocks*mr)
+	}
+	return starts
 }
 
 func roundUp(x, to int) int { return (x + to - 1) / to * to }
