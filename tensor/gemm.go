@@ -282,12 +282,13 @@ func macro(mb, nb, kb int, ap, bp, c []float32, ldc int, set bool) {
 	var tmp [mr * maxNR]float32
 	for j := 0; j < nb; j += nr {
 		bs := bp[j*kb:]
-		for i := 0; i < mb; i += mr {
+		i := 0
+		if j+nr <= nb && mb >= mr { // the full tiles down this column in one call
+			i = mb / mr * mr
+			kernelTiles(mb/mr, kb, ap, bs, c[j:], ldc, set)
+		}
+		for ; i < mb; i += mr { // edge tiles: through tmp
 			as := ap[i*kb:]
-			if i+mr <= mb && j+nr <= nb {
-				kernel(kb, as, bs, c[i*ldc+j:], ldc, set)
-				continue
-			}
 			kernel(kb, as, bs, tmp[:mr*nr], nr, true)
 			for r := 0; r < min(mr, mb-i); r++ {
 				row := c[(i+r)*ldc+j : (i+r)*ldc+j+min(nr, nb-j)]

@@ -71,7 +71,8 @@ func TestSgemmBetaZeroClearsNaN(t *testing.T) {
 	}
 }
 
-// TestKernelMatchesGo pins each assembly micro-kernel to the Go one.
+// TestKernelMatchesGo pins each assembly micro-kernel to the Go one, on one
+// tile and on a column of three.
 func TestKernelMatchesGo(t *testing.T) {
 	defer use(kernels[0])
 	for _, kc := range kernels {
@@ -84,23 +85,27 @@ func testKernelMatchesGo(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
 	ldc := nr + 4
 	for _, set := range []bool{false, true} {
-		for _, k := range []int{0, 1, 2, 3, 17, 256} {
-			a, b := randSlice(r, k*mr), randSlice(r, k*nr)
-			c1 := randSlice(r, mr*ldc)
-			if set { // set must not read C
+		for _, tiles := range []int{1, 3} {
+			for _, k := range []int{0, 1, 2, 3, 17, 256} {
+				a, b := randSlice(r, tiles*k*mr), randSlice(r, k*nr)
+				c1 := randSlice(r, tiles*mr*ldc)
+				if set { // set must not read C
+					for i := range c1 {
+						c1[i] = float32(math.NaN())
+					}
+				}
+				c2 := append([]float32(nil), c1...)
+				kernelTiles(tiles, k, a, b, c1, ldc, set)
+				for tl := 0; tl < tiles; tl++ {
+					kernelGo(k, a[tl*mr*k:], b, c2[tl*mr*ldc:], ldc, set)
+				}
 				for i := range c1 {
-					c1[i] = float32(math.NaN())
-				}
-			}
-			c2 := append([]float32(nil), c1...)
-			kernel(k, a, b, c1, ldc, set)
-			kernelGo(k, a, b, c2, ldc, set)
-			for i := range c1 {
-				if c1[i] != c1[i] && c2[i] != c2[i] && i%ldc >= nr {
-					continue // NaN past the tile on both sides: untouched
-				}
-				if math.IsNaN(float64(c1[i])) || math.Abs(float64(c1[i]-c2[i])) > 1e-4*(1+math.Abs(float64(c2[i]))) {
-					t.Fatalf("set %v k=%d: element %d: %v vs %v", set, k, i, c1[i], c2[i])
+					if c1[i] != c1[i] && c2[i] != c2[i] && i%ldc >= nr {
+						continue // NaN past the tile on both sides: untouched
+					}
+					if math.IsNaN(float64(c1[i])) || math.Abs(float64(c1[i]-c2[i])) > 1e-4*(1+math.Abs(float64(c2[i]))) {
+						t.Fatalf("set %v tiles %d k=%d: element %d: %v vs %v", set, tiles, k, i, c1[i], c2[i])
+					}
 				}
 			}
 		}

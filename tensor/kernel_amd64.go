@@ -7,7 +7,7 @@ import "golang.org/x/sys/cpu"
 // asm is the assembly micro-kernel in use, nil for the Go one; asmRows is
 // its packB row copy.
 var (
-	asm     func(k int, a, b, c *float32, ldc int, set bool)
+	asm     func(tiles, k int, a, b, c *float32, ldc int, set bool)
 	asmRows func(k int, src *float32, lds int, dst *float32)
 )
 
@@ -17,7 +17,7 @@ var kernels = []kernelChoice{{"go", nil, nil, 16}}
 
 type kernelChoice struct {
 	name string
-	fn   func(k int, a, b, c *float32, ldc int, set bool)
+	fn   func(tiles, k int, a, b, c *float32, ldc int, set bool)
 	rows func(k int, src *float32, lds int, dst *float32)
 	nr   int
 }
@@ -35,15 +35,15 @@ func init() {
 // use makes a kernel the active one (tests switch between them).
 func use(k kernelChoice) { asm, asmRows, nr = k.fn, k.rows, k.nr }
 
-// kernel6x16 is kernelGo with nr = 16 in AVX2/FMA assembly; k ≥ 0.
+// kernel6x16 is kernelTiles with nr = 16 in AVX2/FMA assembly; tiles ≥ 1, k ≥ 0.
 //
 //go:noescape
-func kernel6x16(k int, a, b, c *float32, ldc int, set bool)
+func kernel6x16(tiles, k int, a, b, c *float32, ldc int, set bool)
 
-// kernel6x32 is kernelGo with nr = 32 in AVX-512 assembly; k ≥ 0.
+// kernel6x32 is kernelTiles with nr = 32 in AVX-512 assembly; tiles ≥ 1, k ≥ 0.
 //
 //go:noescape
-func kernel6x32(k int, a, b, c *float32, ldc int, set bool)
+func kernel6x32(tiles, k int, a, b, c *float32, ldc int, set bool)
 
 // copyRows16 and copyRows32 are copyRowsGo for nr = 16 (AVX) and nr = 32
 // (AVX-512); k ≥ 1.
@@ -54,15 +54,21 @@ func copyRows16(k int, src *float32, lds int, dst *float32)
 //go:noescape
 func copyRows32(k int, src *float32, lds int, dst *float32)
 
-func kernel(k int, a, b, c []float32, ldc int, set bool) {
+func kernel(k int, a, b, c []float32, ldc int, set bool) { kernelTiles(1, k, a, b, c, ldc, set) }
+
+// kernelTiles runs the micro-kernel on tiles tiles down C: tile t is
+// C[6t:6t+6, :nr] from A's sliver a[6kt:] and b.
+func kernelTiles(tiles, k int, a, b, c []float32, ldc int, set bool) {
 	if asm == nil || k == 0 {
-		kernelGo(k, a, b, c, ldc, set)
+		for t := 0; t < tiles; t++ {
+			kernelGo(k, a[t*mr*k:], b, c[t*mr*ldc:], ldc, set)
+		}
 		return
 	}
-	_ = a[k*mr-1]
+	_ = a[tiles*k*mr-1]
 	_ = b[k*nr-1]
-	_ = c[(mr-1)*ldc+nr-1]
-	asm(k, &a[0], &b[0], &c[0], ldc, set)
+	_ = c[(tiles*mr-1)*ldc+nr-1]
+	asm(tiles, k, &a[0], &b[0], &c[0], ldc, set)
 }
 
 // copyRows is copyRowsGo on the active kernel's assembly where it has one.

@@ -2,26 +2,31 @@
 
 #include "textflag.h"
 
-// func kernel6x16(k int, a, b, c *float32, ldc int, set bool)
+// func kernel6x16(tiles, k int, a, b, c *float32, ldc int, set bool)
 //
+// For each of tiles ≥ 1 tiles down C (c 6 rows, a 6·k floats further each):
 // C[6,16] += A[6,k]·B[k,16], or C[6,16] = A[6,k]·B[k,16] when set (C is not
 // read then, so NaNs in it do not leak). a is packed as six rows of k
-// floats, b 16 per step of k; c has a row stride of ldc floats. Y0..Y11 hold the tile: row r in
-// Y(2r) (columns 0-7) and Y(2r+1) (columns 8-15).
-TEXT ·kernel6x16(SB), NOSPLIT, $0-41
-	MOVQ k+0(FP), CX
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
+// floats, b 16 per step of k; c has a row stride of ldc floats. Y0..Y11
+// hold the tile: row r in Y(2r) (columns 0-7) and Y(2r+1) (columns 8-15).
+TEXT ·kernel6x16(SB), NOSPLIT, $0-49
+	MOVQ tiles+0(FP), R13
+	MOVQ a+16(FP), SI
+	MOVQ b+24(FP), R14
+	MOVQ c+32(FP), DX
+	MOVQ ldc+40(FP), R8
 	SHLQ $2, R8
 
 	// A's six rows lie k floats apart: rows 0-5 at SI, SI+R9, SI+2·R9,
 	// SI+R10, SI+4·R9, SI+R11
-	MOVQ CX, R9
+	MOVQ k+8(FP), R9
 	SHLQ $2, R9
 	LEAQ (R9)(R9*2), R10
 	LEAQ (R9)(R9*4), R11
+
+tile:
+	MOVQ k+8(FP), CX
+	MOVQ R14, DI
 
 	// fetch C's tile (6 rows of 64 bytes) while the loop runs: past L2 it
 	// would stall the stores at the end
@@ -81,7 +86,7 @@ loop:
 	JNZ          loop
 
 store:
-	MOVBLZX set+40(FP), AX
+	MOVBLZX set+48(FP), AX
 	TESTQ   AX, AX
 	JNZ     set16
 	VADDPS  (DX), Y0, Y0
@@ -113,8 +118,7 @@ store:
 	VMOVUPS Y10, (DX)
 	VADDPS  32(DX), Y11, Y11
 	VMOVUPS Y11, 32(DX)
-	VZEROUPPER
-	RET
+	JMP     next
 
 set16:
 	VMOVUPS Y0, (DX)
@@ -134,30 +138,41 @@ set16:
 	ADDQ    R8, DX
 	VMOVUPS Y10, (DX)
 	VMOVUPS Y11, 32(DX)
+
+next: // the next tile: C six rows down, A's next sliver (SI has moved k floats into this one)
+	ADDQ R8, DX
+	LEAQ (SI)(R11*1), SI
+	DECQ R13
+	JNZ  tile
 	VZEROUPPER
 	RET
 
-// func kernel6x32(k int, a, b, c *float32, ldc int, set bool)
+// func kernel6x32(tiles, k int, a, b, c *float32, ldc int, set bool)
 //
+// For each of tiles ≥ 1 tiles down C (as kernel6x16):
 // C[6,32] += A[6,k]·B[k,32], or C[6,32] = A[6,k]·B[k,32] when set. a is
 // packed as six rows of k floats, b 32 per step of k; c has a row stride of
 // ldc floats. Z0..Z11 hold the tile: row r in Z(2r) (columns 0-15) and
 // Z(2r+1) (columns 16-31); the loop runs two steps of k a trip, B's rows in
 // Z12-Z13 then Z16-Z17, A's in Z14-Z15 then Z18-Z19.
-TEXT ·kernel6x32(SB), NOSPLIT, $0-41
-	MOVQ k+0(FP), CX
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
+TEXT ·kernel6x32(SB), NOSPLIT, $0-49
+	MOVQ tiles+0(FP), R13
+	MOVQ a+16(FP), SI
+	MOVQ b+24(FP), R14
+	MOVQ c+32(FP), DX
+	MOVQ ldc+40(FP), R8
 	SHLQ $2, R8
 
 	// A's six rows lie k floats apart: rows 0-5 at SI, SI+R9, SI+2·R9,
 	// SI+R10, SI+4·R9, SI+R11
-	MOVQ CX, R9
+	MOVQ k+8(FP), R9
 	SHLQ $2, R9
 	LEAQ (R9)(R9*2), R10
 	LEAQ (R9)(R9*4), R11
+
+tile:
+	MOVQ k+8(FP), CX
+	MOVQ R14, DI
 
 	// fetch C's tile (6 rows of two 64-byte lines) while the loop runs:
 	// past L2 it would stall the stores at the end
@@ -267,9 +282,10 @@ tail:
 	VBROADCASTSS (SI)(R11*1), Z15
 	VFMADD231PS  Z12, Z15, Z10
 	VFMADD231PS  Z13, Z15, Z11
+	ADDQ         $4, SI
 
 store:
-	MOVBLZX set+40(FP), AX
+	MOVBLZX set+48(FP), AX
 	TESTQ   AX, AX
 	JNZ     set32
 	VADDPS  (DX), Z0, Z0
@@ -301,8 +317,7 @@ store:
 	VMOVUPS Z10, (DX)
 	VADDPS  64(DX), Z11, Z11
 	VMOVUPS Z11, 64(DX)
-	VZEROUPPER
-	RET
+	JMP     next
 
 set32:
 	VMOVUPS Z0, (DX)
@@ -322,6 +337,12 @@ set32:
 	ADDQ    R8, DX
 	VMOVUPS Z10, (DX)
 	VMOVUPS Z11, 64(DX)
+
+next: // the next tile: C six rows down, A's next sliver (SI has moved k floats into this one)
+	ADDQ R8, DX
+	LEAQ (SI)(R11*1), SI
+	DECQ R13
+	JNZ  tile
 	VZEROUPPER
 	RET
 
