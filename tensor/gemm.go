@@ -227,13 +227,7 @@ func packB(trans bool, b []float32, ldb, pc, jc, kb, nb int, bp []float32) {
 	o := 0
 	for s := 0; s < nb; s += nr {
 		if trans && s+nr <= nb { // op(B)'s nr columns are nr rows of B: each row gives one column of the sliver
-			sliver := bp[o : o+kb*nr : o+kb*nr]
-			for j := 0; j < nr; j++ {
-				row := b[(jc+s+j)*ldb+pc : (jc+s+j)*ldb+pc+kb : (jc+s+j)*ldb+pc+kb]
-				for p, v := range row {
-					sliver[p*nr+j] = v
-				}
-			}
+			transRows(b[(jc+s)*ldb+pc:], ldb, kb, bp[o:o+kb*nr:o+kb*nr])
 			o += kb * nr
 			continue
 		}
@@ -337,5 +331,30 @@ func kernelGo(k int, a, b, c []float32, ldc int, set bool) {
 func copyRowsGo(k int, src []float32, lds int, dst []float32) {
 	for p := 0; p < k; p++ {
 		copy(dst[p*nr:p*nr+nr], src[p*lds:p*lds+nr])
+	}
+}
+
+// transRows writes the nr rows of src (kb long, ldb apart) as the columns
+// of dst [kb, nr], eight rows at a time: each step of k stores eight
+// adjacent floats, and eight rows stream in at once.
+func transRows(src []float32, ldb, kb int, dst []float32) {
+	w := nr
+	for j := 0; j < w; j += 8 {
+		o := j * ldb
+		r0 := src[o : o+kb : o+kb]
+		r1 := src[o+ldb : o+ldb+kb : o+ldb+kb]
+		r2 := src[o+2*ldb : o+2*ldb+kb : o+2*ldb+kb]
+		r3 := src[o+3*ldb : o+3*ldb+kb : o+3*ldb+kb]
+		r4 := src[o+4*ldb : o+4*ldb+kb : o+4*ldb+kb]
+		r5 := src[o+5*ldb : o+5*ldb+kb : o+5*ldb+kb]
+		r6 := src[o+6*ldb : o+6*ldb+kb : o+6*ldb+kb]
+		r7 := src[o+7*ldb : o+7*ldb+kb : o+7*ldb+kb]
+		r1, r2, r3, r4, r5, r6, r7 = r1[:len(r0)], r2[:len(r0)], r3[:len(r0)], r4[:len(r0)], r5[:len(r0)], r6[:len(r0)], r7[:len(r0)]
+		d := dst[j:]
+		for p := range r0 {
+			q := d[p*w : p*w+8 : p*w+8]
+			q[0], q[1], q[2], q[3] = r0[p], r1[p], r2[p], r3[p]
+			q[4], q[5], q[6], q[7] = r4[p], r5[p], r6[p], r7[p]
+		}
 	}
 }
