@@ -6,10 +6,12 @@
 //  1. A Tensor is a row-major float32 array with a shape; Data has exactly
 //     the product of the shape's dims elements.
 //  2. Sgemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices. It
-//     packs panels of A and B and runs a 6×16 register-tiled micro-kernel (in
-//     AVX2/FMA assembly where the CPU has it, in Go otherwise), in parallel
-//     over blocks of C's rows; products of at most 1024 multiply-adds (8192
-//     with AVX2 and 8 columns or more) skip the packing (sgemmTiny). The Go kernels' results do not depend on the
+//     packs panels of A and B and runs a 6×32 register-tiled micro-kernel in
+//     AVX-512 assembly, 6×16 in AVX2/FMA assembly, or 6×16 in Go (whichever
+//     the CPU has), in parallel over blocks of C's rows; with beta 0 C is
+//     never read (its first block of k is stored, not added); products of
+//     at most 1024 multiply-adds (8192 with AVX2 and 8 columns or more) skip
+//     the packing (sgemmTiny). The Go kernels' results do not depend on the
 //     number of cores.
 //  3. Every fast kernel keeps its naive counterpart (SgemmNaive) as the
 //     oracle its tests compare against.
