@@ -233,18 +233,6 @@ func (d Device) TimeSliced() Device {
 	return d
 }
 
-// SlowdownAt is Slowdown for k workers busy at once on average, k a
-// fraction: linear between the whole counts around it, 1 at one worker or
-// fewer.
-func (d Device) SlowdownAt(k float64) float64 {
-	if k <= 1 || math.IsNaN(k) {
-		return d.Slowdown(1)
-	}
-	lo := math.Floor(k)
-	f := k - lo
-	return (1-f)*d.Slowdown(int(lo)) + f*d.Slowdown(int(lo)+1)
-}
-
 // IterationFixed is what an iteration of a run of workers workers costs
 // after its last action: their reports to the coordinator.
 func (d Device) IterationFixed(workers int) float64 {

@@ -180,9 +180,6 @@ func TestTimeSliced(t *testing.T) {
 			t.Errorf("%d workers on one GPU: ×%g, want ×%g", k, s, want)
 		}
 	}
-	if s := d.SlowdownAt(1.5); s != 1.5 {
-		t.Errorf("1.5 workers busy on average: ×%g, want ×1.5", s)
-	}
 	m := Profiles["cpu"]
 	m.CoreSlowdown = NewSlowdowns(1, 1.2)
 	if got := m.TimeSliced().CoreSlowdown.Values(); len(got) != 2 || got[1] != 1.2 {

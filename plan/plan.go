@@ -45,7 +45,7 @@ type Plan struct {
 	FixedS float64 `json:"iteration_fixed_s,omitempty"`
 	// Slowdown is how much longer the stages' ops take than alone, their
 	// hosts' cores shared by the workers busy at once (the largest factor
-	// of any stage: Device.SlowdownAt); 0 where the profile measured no
+	// of any stage: PlanStage.Slowdown); 0 where the profile measured no
 	// sharing. The stages' times include it.
 	Slowdown  float64      `json:"core_slowdown,omitempty"`
 	Predicted Prediction   `json:"predicted"`
@@ -83,8 +83,10 @@ type PlanStage struct {
 	// times' input_s); zero where neither was measured.
 	BeginS float64 `json:"begin_s,omitempty"`
 	// Slowdown is the factor its op and optimizer times include for its
-	// host's cores (or GPU) shared with the workers busy at once
-	// (Device.SlowdownAt); zero where its profile measured no sharing.
+	// host's cores (or GPU) shared with the workers busy at once: its
+	// profile's Device.Slowdown for the workers computing beside it, over
+	// its passes in the simulated iteration, weighted by time; zero where
+	// its profile measured no sharing.
 	Slowdown float64 `json:"core_slowdown,omitempty"`
 	// Recompute: the stage keeps only what it reads from outside for each
 	// micro-batch in flight and reruns its forward at the start of each

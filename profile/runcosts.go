@@ -330,6 +330,15 @@ const (
 	holdBytes = 4 << 10
 )
 
+// wakeGap is how long the workers wait before each message the one-way
+// times, the send hold and an iteration's go and reports are timed with: a
+// run's stages wait on their peers for hundreds of microseconds to
+// milliseconds between messages, and a process that has waited that long
+// wakes later than one that waited a few microseconds (on this project's
+// 2-core virtual machine a 4 KiB message took 80 µs one way back to back,
+// 155-200 µs after a gap of 0.1-3 ms: bench/history.md).
+const wakeGap = time.Millisecond
+
 // spin computes for d, as a stage does between its messages.
 func spin(d time.Duration) {
 	x := 1.0
@@ -366,9 +375,9 @@ func stamped(ctx context.Context, ep *wire.Endpoint, stamper int32, stamps int64
 
 // probe sends messages of each size (float32 tensors encoded as a worker
 // encodes them), reps times each after a warm-up: to the stamping echo
-// stamper, one way (stamped); then to the echo peer and back, reps round
+// stamper, one way (stamped), each after waiting wakeGap; then to the echo peer and back, reps round
 // trips and reps more each answer taken only once it has landed. Then
-// messages of holdBytes to the stamper, reps pairs, the sender waiting
+// messages of holdBytes to the stamper, reps pairs (each after wakeGap), the sender waiting
 // after one and computing holdSpin after the other. chunk is the
 // transport's chunk size.
 func probe(ctx context.Context, ep *wire.Endpoint, peer, stamper int32, chunk int, sizes []int, reps int) (linkProbe, error) {
@@ -384,6 +393,7 @@ func probe(ctx context.Context, ep *wire.Endpoint, peer, stamper int32, chunk in
 		}
 		var ways, sends []float64
 		for i := -1; i < reps; i++ { // -1 warms up
+			time.Sleep(wakeGap)
 			way, sent, err := stamped(ctx, ep, stamper, stamps, msg, 0)
 			stamps++
 			if err != nil {
@@ -436,6 +446,7 @@ func probe(ctx context.Context, ep *wire.Endpoint, peer, stamper int32, chunk in
 	var idle, busy []float64
 	for i := 0; i < reps; i++ {
 		for _, d := range []time.Duration{0, holdSpin} {
+			time.Sleep(wakeGap)
 			way, _, err := stamped(ctx, ep, stamper, stamps, msg, d)
 			stamps++
 			if err != nil {
@@ -569,7 +580,8 @@ func iterationWorkers(cores int, quick bool) (int, int) {
 }
 
 // iterations times the coordinator's part of an iteration with k = 1, 2,
-// ... workers, the counts in turn, round after round: a go to each of the
+// ... workers, the counts in turn, round after round, each after wakeGap
+// (a run's workers wait for the go): a go to each of the
 // first k workers in turn, then each one's report (sent at once). The go's
 // arrival at worker w (its report says when, on the host's clock) after
 // the first go was sent is fitted to GoS + w·GoWorkerS over every round;
@@ -599,6 +611,7 @@ func (w *workers) iterations(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCo
 	next := make([]int64, ks+1)   // per worker, its next round
 	for i := 0; i <= reps; i++ {
 		for k := 1; k <= ks; k++ {
+			time.Sleep(wakeGap)
 			start := time.Now()
 			for id := 1; id <= k && err == nil; id++ {
 				err = ep.Send(ctx, int32(id), echoKey(next[id]), goMsg)

@@ -86,12 +86,11 @@ func messageCPU(d plan.Device, inBytes, outBytes float64) float64 {
 const shareRounds = 4
 
 // shareCores prices the sharing of each host's cores (or of a GPU
-// time-sliced among its workers) by the workers busy on it at once, on
-// average, rather than by all of its workers busy all the time, which the
-// DP assumes (costModel.slow): each stage's ops and optimizer step are
-// slowed by its profile's slowdown (SlowdownAt) at the simulated busy time
-// of its node's workers over the iteration's actions (the most of its
-// nodes'), priced and simulated again until that count settles (a few
+// time-sliced among its workers) by the workers busy on it at once, moment
+// by moment, rather than by all of its workers busy all the time, which
+// the DP assumes (costModel.slow): each stage's ops and optimizer step are
+// slowed by the slowdown its passes meet in the simulated iteration
+// (contention), priced and simulated again until that settles (a few
 // rounds). Each stage records the factor its times include
 // (PlanStage.Slowdown), p.Slowdown the largest, so that reshare can price
 // the plan again once its schedule changed. Plans on profiles that
@@ -137,26 +136,13 @@ func settleShares(p *plan.Plan, cm *costModel, applied []float64, rebuild bool) 
 		if err != nil {
 			return err
 		}
-		span := res.Iteration - p.FixedS
-		if !(span > 0) {
-			return nil
-		}
-		busy := map[int]float64{} // per node, its workers' compute seconds
-		for s, st := range p.Stages {
-			for _, d := range st.Devices {
-				busy[node(p, d)] += res.Busy[s]
-			}
-		}
+		fs := contention(p, res, cm)
 		changed := false
 		worker := -1 // the last worker of stage s: ids go stage by stage
 		for s := range p.Stages {
-			st, k := &p.Stages[s], 0.0
+			st, f := &p.Stages[s], fs[s]
 			worker += len(st.Devices)
-			for _, d := range st.Devices {
-				k = max(k, busy[node(p, d)]/span)
-			}
 			kc := cm.kind(p.KindOf(s))
-			f := kc.dev.SlowdownAt(k)
 			if math.Abs(f-applied[s]) <= 1e-9*f {
 				continue
 			}

@@ -1,9 +1,11 @@
 package search
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
+	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/plan"
 )
@@ -135,10 +137,11 @@ func seq(lo, hi int) []int {
 
 // TestShareCoresSettles: on a profile whose slowdown grows with the
 // workers busy at once, the zoo's small presets planned for 2 and 3 CPU
-// workers come out priced at the slowdown of their own simulated
-// concurrency (each node's busy time over the iteration's actions): the
-// fixed point shareCores looks for, within a few percent; and never at
-// more than the DP's every-worker-busy price.
+// workers come out priced, stage by stage, at the slowdown their passes
+// meet in their own simulated iteration: the fixed point shareCores looks
+// for, within a few percent, against an oracle that samples the timeline
+// at evenly spaced moments (contention sweeps its events); and never above
+// the DP's every-worker-busy price.
 func TestShareCoresSettles(t *testing.T) {
 	dev := plan.Profiles["cpu"]
 	dev.Name = "cpu (measured)"
@@ -151,22 +154,59 @@ func TestShareCoresSettles(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range []int{2, 3} {
-			p, err := Search(g, Options{Device: dev, Devices: d})
-			if err != nil {
-				t.Fatal(err)
+			t.Run(fmt.Sprintf("%s/%d", name, d), func(t *testing.T) {
+				p, err := Search(g, Options{Device: dev, Devices: d})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := p.Simulate()
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := sampledContention(p, res, dev, d)
+				for s, st := range p.Stages {
+					if math.Abs(st.Slowdown-want[s]) > 0.05*want[s] || st.Slowdown > dev.Slowdown(d)+1e-12 {
+						t.Errorf("stage %d priced at ×%.4g, its passes meet ×%.4g (all %d busy: ×%.4g)", s, st.Slowdown, want[s], d, dev.Slowdown(d))
+					}
+				}
+			})
+		}
+	}
+}
+
+// sampledContention is contention's oracle for a plan of workers workers
+// on one host: at 20000 evenly spaced moments of the iteration, each stage
+// computing then meets dev.Slowdown of the workers computing then (at
+// least min(workers, host cores)); a stage's factor is its moments' mean.
+func sampledContention(p *plan.Plan, res *microbatch.Result, dev plan.Device, workers int) []float64 {
+	const n = 20000
+	sum, cnt := make([]float64, len(p.Stages)), make([]float64, len(p.Stages))
+	for i := 0; i < n; i++ {
+		t := (float64(i) + 0.5) / n * res.Iteration
+		busy := make([]bool, len(p.Stages))
+		for _, e := range res.Events {
+			if e.Compute() && e.Start <= t && t < e.End {
+				busy[e.Stage] = true
 			}
-			res, err := p.Simulate()
-			if err != nil {
-				t.Fatal(err)
+		}
+		k := 0
+		for s, b := range busy {
+			if b {
+				k += len(p.Stages[s].Devices)
 			}
-			busy := 0.0
-			for s, st := range p.Stages {
-				busy += res.Busy[s] * float64(len(st.Devices))
-			}
-			k := busy / (res.Iteration - p.FixedS)
-			if want := dev.SlowdownAt(k); math.Abs(p.Slowdown-want) > 0.05*want || p.Slowdown > dev.Slowdown(d)+1e-12 {
-				t.Errorf("%s on %d: priced at ×%.4g, its own %.3g workers busy at once give ×%.4g (all %d: ×%.4g)", name, d, p.Slowdown, k, want, d, dev.Slowdown(d))
+		}
+		for s, b := range busy {
+			if b {
+				sum[s] += dev.Slowdown(max(k, min(workers, dev.HostCores)))
+				cnt[s]++
 			}
 		}
 	}
+	for s := range sum {
+		if cnt[s] == 0 {
+			sum[s], cnt[s] = 1, 1
+		}
+		sum[s] /= cnt[s]
+	}
+	return sum
 }

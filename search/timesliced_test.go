@@ -39,10 +39,11 @@ func TestTimeSlicedGPU(t *testing.T) {
 		}
 		work := 0.0
 		for s, st := range p.Stages {
-			work += res.Busy[s] * float64(len(st.Devices))
-		}
-		if p.Slowdown > 0 {
-			work /= p.Slowdown // one node: every stage priced at the same factor
+			w := res.Busy[s] * float64(len(st.Devices))
+			if st.Slowdown > 0 {
+				w /= st.Slowdown // the factor its times include
+			}
+			work += w
 		}
 		it := p.Predicted.IterationS
 		if len(p.Stages) < 2 || it < work*(1-1e-9) || it > 1.1*work {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,8 +268,8 @@ func runCosts(p *plan.Plan) string {
 		if !p.Device.IsCPU() {
 			what = "a GPU, time-sliced"
 		}
-		parts = append(parts, fmt.Sprintf("%s share %s: every op ×%.3g for those busy at once (×%.3g were all busy all the time)",
-			plural(k, "worker"), what, p.Slowdown, p.Device.Slowdown(k)))
+		parts = append(parts, fmt.Sprintf("%s share %s: %s for the workers computing beside them (×%.3g were all busy all the time)",
+			plural(k, "worker"), what, stageFactors(p), p.Device.Slowdown(k)))
 	}
 	send, recv := 0.0, 0.0
 	for _, e := range p.Edges {
@@ -400,4 +401,18 @@ func recomputing(p *plan.Plan) string {
 		return "stage " + ids[0]
 	}
 	return "stages " + strings.Join(ids, ", ")
+}
+
+// stageFactors says what the stages' ops are slowed by for the workers
+// busy beside them: one factor where every stage meets the same, else
+// their range.
+func stageFactors(p *plan.Plan) string {
+	lo, hi := math.Inf(1), 0.0
+	for _, st := range p.Stages {
+		lo, hi = min(lo, st.Slowdown), max(hi, st.Slowdown)
+	}
+	if hi-lo <= 5e-4*hi {
+		return fmt.Sprintf("every op ×%.3g", hi)
+	}
+	return fmt.Sprintf("ops ×%.3g to ×%.3g, stage by stage,", lo, hi)
 }
