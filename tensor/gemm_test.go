@@ -199,49 +199,38 @@ func BenchmarkSgemm(b *testing.B) {
 	}
 }
 
-// TestRowBlocks: the blocks cover C's rows in order, each whole slivers but
-// the last, at most mc rows, and their count a multiple of the workers
-// where there are slivers enough.
-func TestRowBlocks(t *testing.T) {
-	for _, m := range []int{1, 5, 6, 7, 71, 72, 73, 256, 512, 1000, 1024} {
-		for _, w := range []int{1, 2, 3, 8} {
-			s := rowBlocks(m, w)
-			if s[0] != 0 || s[len(s)-1] != m {
-				t.Fatalf("m%d w%d: %v does not span 0..m", m, w, s)
-			}
-			slivers := (m + mr - 1) / mr
-			if n := len(s) - 1; n%w != 0 && n != slivers {
-				t.Fatalf("m%d w%d: %d blocks", m, w, n)
-			}
-			for b := 1; b < len(s); b++ {
-				size := s[b] - s[b-1]
-				if size <= 0 || size > mc || (b < len(s)-1 && size%mr != 0) {
-					t.Fatalf("m%d w%d: block %d is %d rows: %v", m, w, b-1, size, s)
-				}
-			}
-		}
-	}
-}
-
 // TestSgemmGoSameOnAnyCores: the Go kernels' result is bit for bit the same
-// whatever GOMAXPROCS (and so however rowBlocks cuts C's rows).
+// whatever GOMAXPROCS (and so however C is cut between workers), rows or
+// columns the longer side.
 func TestSgemmGoSameOnAnyCores(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	r := rand.New(rand.NewSource(7))
-	const m, n, k = 301, 190, 400
-	a, b := randSlice(r, m*k), randSlice(r, k*n)
-	var want []float32
-	for _, procs := range []int{1, 2, 3, 5} {
-		runtime.GOMAXPROCS(procs)
-		c := make([]float32, m*n)
-		SgemmGo(false, false, m, n, k, 1, a, k, b, n, 0, c, n)
-		if want == nil {
-			want = c
-			continue
+	for _, c := range []struct {
+		m, n, k int
+		ta, tb  bool
+		beta    float32
+	}{{301, 190, 400, false, false, 0}, {190, 301, 400, true, true, 0.5}, {97, 650, 70, false, true, 1}, {650, 97, 70, true, false, 0}} {
+		ra, ca, rb, cb := c.m, c.k, c.k, c.n
+		if c.ta {
+			ra, ca = ca, ra
 		}
-		for i := range c {
-			if c[i] != want[i] {
-				t.Fatalf("GOMAXPROCS %d: C[%d] = %v, on one core %v", procs, i, c[i], want[i])
+		if c.tb {
+			rb, cb = cb, rb
+		}
+		a, b, c0 := randSlice(r, ra*ca), randSlice(r, rb*cb), randSlice(r, c.m*c.n)
+		var want []float32
+		for _, procs := range []int{1, 2, 3, 5} {
+			runtime.GOMAXPROCS(procs)
+			got := append([]float32(nil), c0...)
+			SgemmGo(c.ta, c.tb, c.m, c.n, c.k, 0.7, a, ca, b, cb, c.beta, got, c.n)
+			if want == nil {
+				want = got
+				continue
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%+v GOMAXPROCS %d: C[%d] = %v, on one core %v", c, procs, i, got[i], want[i])
+				}
 			}
 		}
 	}
