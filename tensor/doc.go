@@ -8,8 +8,9 @@
 //  2. Sgemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices. It
 //     packs panels of A and B and runs a 6×32 register-tiled micro-kernel in
 //     AVX-512 assembly, 6×16 in AVX2/FMA assembly, or 6×16 in Go (whichever
-//     the CPU has), in parallel over blocks of C's rows; with beta 0 C is
-//     never read (its first block of k is stored, not added); products of
+//     the CPU has), in parallel over parts of C's longer side, one packed
+//     product per worker; with beta 0 C is never read (its first block of k
+//     is stored, not added); products of
 //     at most 1024 multiply-adds (8192 with AVX2 and 8 columns or more) skip
 //     the packing (sgemmTiny). The Go kernels' results do not depend on the
 //     number of cores.
