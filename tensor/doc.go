@@ -10,10 +10,9 @@
 //     AVX-512 assembly, 6×16 in AVX2/FMA assembly, or 6×16 in Go (whichever
 //     the CPU has), in parallel over parts of C's longer side, one packed
 //     product per worker; with beta 0 C is never read (its first block of k
-//     is stored, not added); products of
-//     at most 1024 multiply-adds (8192 with AVX2 and 8 columns or more) skip
-//     the packing (sgemmTiny). The Go kernels' results do not depend on the
-//     number of cores.
+//     is stored, not added); products of at most 1024 multiply-adds (8192
+//     with AVX2 and 8 columns or more) skip the packing (sgemmTiny). The Go
+//     kernels' results do not depend on the number of cores.
 //  3. Every fast kernel keeps its naive counterpart (SgemmNaive) as the
 //     oracle its tests compare against.
 //  4. Where an optimized CBLAS is installed (OpenBLAS, BLIS or MKL, found by
