@@ -121,7 +121,8 @@
 //     Options.NoIPC and a worker's Config.NoIPC send bytes instead. Each
 //     report carries what the worker's ends of its edges took (LinkTime);
 //     EdgeTimes sums them by plan edge.
-//  11. After its step a worker sets the collector's percentage so that
-//     the heap may grow by several steps' allocations past what lives in it
-//     (gcfloor.go), never below the default; a GOGC the user sets stands.
+//  11. After its step a worker paces the collector (stage.PaceGC): the
+//     heap may grow by several steps' allocations past what lives in it,
+//     or by its own size, up to 256 MB; a larger one by two steps'; a GOGC
+//     the user sets stands.
 package runtime

@@ -329,7 +329,7 @@ func (c stepComm) PoolNorms(ctx context.Context, squares map[string]float64) (fl
 // updates restored, the optimizer untouched); the gradients are cleared
 // either way.
 func (w *Worker) update(n int64, skip bool) error {
-	defer workerGC.adjust()
+	defer stage.PaceGC()
 	if !w.Emulate {
 		w.busy(fmt.Sprintf("iteration %d optimizer step", n))
 		err := w.ex.ApplyStep(skip)

@@ -105,4 +105,10 @@
 //     norm is summed in float64 in the order of the parameters' names from
 //     per-parameter squared norms whose own sums do not depend on the
 //     cores, so every partition of the model computes the same number.
+//  11. The collector is paced per step (PaceGC, gcpace.go; Trainer.Apply
+//     and every runtime worker call it): a heap may grow past what lives in
+//     it by 8 steps' allocations or its own size, each up to 256 MB, and
+//     by 2 steps' allocations where that is more, so that a model with GBs
+//     of state holds its state and two steps' allocations, not twice its
+//     state. A GOGC the user sets stands.
 package stage

@@ -152,6 +152,7 @@ func (t *Trainer) Apply(skip bool) error {
 	if !skip {
 		t.gradNorm = t.report.GradNorm
 	}
+	defer PaceGC()
 	return t.Ex.ApplyStep(skip)
 }
 
