@@ -77,3 +77,24 @@ func TestRingAllReduce(t *testing.T) {
 		})
 	}
 }
+
+// TestAllReduceNothing: a replicated stage without parameters (a loss
+// the planner spread over two workers) sums nothing and sends nothing: the
+// worker has no endpoint here, so a ring step would fail. One with
+// parameters does try.
+func TestAllReduceNothing(t *testing.T) {
+	w := &Worker{lay: replicas{offset: []int{0}, count: []int{2}, total: 2}}
+	if err := w.allReduce(context.Background(), 0, nil); err != nil {
+		t.Errorf("no gradients: %v", err)
+	}
+	empty := []*stage.Value[float32]{{Shape: []int{0}}}
+	if err := w.allReduce(context.Background(), 0, empty); err != nil {
+		t.Errorf("empty gradients: %v", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a stage with gradients did not go round the ring")
+		}
+	}()
+	_ = w.allReduce(context.Background(), 0, []*stage.Value[float32]{{Shape: []int{2}, Data: []float32{1, 2}}})
+}
