@@ -104,13 +104,13 @@ func CPURuns(c Config) (*Section, error) {
 	}
 	s.Notes = append(s.Notes, fmt.Sprintf("Measured over predicted: %.2f to %.2f. The machine is shared with other sessions, whose load (the last column, per round) "+
 		"the profile measures as it finds it; the prediction is of a run under the same load.", lo, hi),
-		"Where the rest goes, from timelines of one run each (mmt small and dlrm small on 2 workers, 300 steps, load about 1, 2026-11-27): "+
-			"a message to a stage waiting for it took 100-150 µs from its publish to its taking (the median; 300-670 µs at the 90th percentile), "+
-			"against the probe's mean of 82-93 µs; dlrm's loss stage began its first action 264 µs after its go, making its inputs (its label input alone priced at 106 µs); "+
-			"dlrm's forwards and backwards took 1.8-2.6 times their op times (stage 1's forward 157 µs against 80); and the coordinator's report and go took 345 µs, priced at 294 µs. "+
-			"Until 430eec2 a worker on one core also held its messages until its compute next waited (an activation queued at 0.56 ms reached "+
-			"the waiting stage at 3.4 ms) and collected its heap more than once a step: mmt small on 2 workers then took 13.3 ms an iteration "+
-			"where it now takes 8.1.",
+		"Where the rest goes, from timestamped reports of dlrm small on 3 workers (2026-11-28, load about 1): its first stage's forward and backward took "+
+			"162-200 µs each in the run against 95-121 µs in its op times, measured with one core or two (an op timed back to back in one process runs "+
+			"faster than a stage's pass after it waited on a message; the profile does not measure that yet); the coordinator's go reached the third "+
+			"worker 100-800 µs after it was sent, priced at 237 µs; until c5d0c4b the loss stage the planner spread over two workers ran an empty ring "+
+			"all-reduce every step (0.4-2.4 ms of its flush, unpriced). The profile's one-way times and go and reports are taken after its workers waited "+
+			"1 ms, as a run's wait (a 4 KiB message: 80 µs back to back, 155-200 µs after a wait), and the planner prices shared cores moment by moment "+
+			"(search's contention): mmt small on 3 workers is predicted at ×1.32-1.35 rather than ×1.07.",
 		loadNote(load))
 	return s, nil
 }
