@@ -326,6 +326,7 @@ func (e *Executor) run(m *microBatch) (map[string]*Value[float32], error) {
 	}
 	out := map[string]*Value[float32]{}
 	for _, i := range e.ops {
+		start := time.Now()
 		var x []*Value[float32]
 		for _, t := range e.g.OpInputs(i) {
 			v, ok := m.vals[t.Name]
@@ -334,7 +335,6 @@ func (e *Executor) run(m *microBatch) (map[string]*Value[float32], error) {
 			}
 			x = append(x, v)
 		}
-		start := time.Now()
 		y, st, err := e.kernels[i].forward(x, e.params(i))
 		if e.opDone(); err == nil {
 			err = e.devErr
@@ -372,6 +372,7 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 	}
 	for j := len(e.ops) - 1; j >= 0; j-- {
 		i := e.ops[j]
+		start := time.Now()
 		gy, ok := m.grads[e.g.Op(i).Name]
 		if !ok {
 			continue // nothing downstream of this op needs a gradient
@@ -381,7 +382,6 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		if weights {
 			gp = e.paramGrads(i)
 		}
-		start := time.Now()
 		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, gp)
 		e.opDone()
 		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
@@ -471,10 +471,10 @@ func (e *Executor) Weights(mb int) error {
 		if !ok {
 			continue
 		}
+		start := time.Now()
 		e.be.resume(mb)
 		x, _ := e.inputsAndGrads(m, i)
 		gx := make([]*Value[float32], len(x)) // inputs' gradients are done
-		start := time.Now()
 		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, e.paramGrads(i))
 		e.opDone()
 		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
