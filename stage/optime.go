@@ -23,7 +23,8 @@ type OpTiming struct {
 // or on dev if it is not nil (synchronising after every op: see
 // Executor.SyncOps), in context: the whole model runs forward, backward for the inputs, then
 // backward for the weights, on its own synthetic data, and each op's share of
-// each pass is read from the executor's per-op clock (Executor.OpSeconds).
+// each pass is read from the executor's per-op clock (Executor.OpSeconds),
+// with an equal share of what the pass took beyond its ops' clocks (spreadPass).
 // Timed one op at a time in a loop, an op finds its data in cache and runs
 // faster than it does in a stage, and predicts a run short (bench/history.md
 // has the figures). The passes repeat until minTime has passed at a size (at least three times);

@@ -86,3 +86,30 @@ func checkTimeOps(t *testing.T, dev *cuda.Device) {
 		}
 	}
 }
+
+// TestSpreadPass: a pass's time beyond its ops' clocks goes in equal shares
+// to the ops that ran in it, never to one that did not, and nothing moves
+// when the clocks already account for the pass.
+func TestSpreadPass(t *testing.T) {
+	cases := []struct {
+		name  string
+		times map[string]float64
+		wall  float64
+		want  map[string]float64
+	}{
+		{"shared", map[string]float64{"a": 1, "b": 2, "idle": 0}, 6, map[string]float64{"a": 2.5, "b": 3.5, "idle": 0}},
+		{"accounted", map[string]float64{"a": 1, "b": 2}, 3, map[string]float64{"a": 1, "b": 2}},
+		{"clocks over the wall", map[string]float64{"a": 1, "b": 2}, 2.5, map[string]float64{"a": 1, "b": 2}},
+		{"nothing ran", map[string]float64{"a": 0}, 1, map[string]float64{"a": 0}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			spreadPass(c.times, c.wall)
+			for name, want := range c.want {
+				if got := c.times[name]; got != want {
+					t.Errorf("%s: %g, want %g", name, got, want)
+				}
+			}
+		})
+	}
+}
