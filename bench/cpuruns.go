@@ -104,13 +104,16 @@ func CPURuns(c Config) (*Section, error) {
 	}
 	s.Notes = append(s.Notes, fmt.Sprintf("Measured over predicted: %.2f to %.2f. The machine is shared with other sessions, whose load (the last column, per round) "+
 		"the profile measures as it finds it; the prediction is of a run under the same load.", lo, hi),
-		"Where the rest goes, from timestamped reports of dlrm small on 3 workers (2026-11-28, load about 1): its first stage's forward and backward took "+
-			"162-200 µs each in the run against 95-121 µs in its op times, measured with one core or two (an op timed back to back in one process runs "+
-			"faster than a stage's pass after it waited on a message; the profile does not measure that yet); the coordinator's go reached the third "+
-			"worker 100-800 µs after it was sent, priced at 237 µs; until c5d0c4b the loss stage the planner spread over two workers ran an empty ring "+
-			"all-reduce every step (0.4-2.4 ms of its flush, unpriced). The profile's one-way times and go and reports are taken after its workers waited "+
-			"1 ms, as a run's wait (a 4 KiB message: 80 µs back to back, 155-200 µs after a wait), and the planner prices shared cores moment by moment "+
-			"(search's contention): mmt small on 3 workers is predicted at ×1.32-1.35 rather than ×1.07.",
+		"Where the time went, from timestamped reports (a temporary patch, not committed) of the runs on 2026-11-28: the op times left out "+
+			"the executor's work around each op (gathering its inputs, making its gradient buffers) and around each pass, which a stage's pass pays: "+
+			"dlrm small's backward at micro-batch 32 took 85 µs against 42 µs of op clocks, mmt's passes 12-26% over theirs. Since b4a39ca an op's "+
+			"clock starts before that work, and since 03a3c12 a pass's remaining unclocked time goes to its ops in equal shares; the runs on 2 "+
+			"workers then measured 0.9-1.25 of their prediction in most rounds. The runs on 3 workers still miss by about a third: a pass that "+
+			"follows a wait on a message runs 10-60 µs slower than one timed back to back (dlrm small's stages: ×1.2-1.5), a message to a stage "+
+			"whose workers all wake at once lands later than the profile's one-way time (two replicas: 306-379 µs against 170 µs), and the last "+
+			"report reaches the coordinator about 230 µs after the last worker's compute (priced 144 µs); none of the three is measured by the "+
+			"profile yet. The run-to-run spread on this shared 2-core machine is large: one plan of dlrm small on 2 workers measured 0.89, 1.21 "+
+			"and 1.60 of its prediction in three runs in a row.",
 		loadNote(load))
 	return s, nil
 }
