@@ -58,6 +58,7 @@ type childSpec struct {
 	Seconds float64 `json:"seconds,omitempty"` // busy: how long, unless its go says ("go SECONDS")
 	Reply   int     `json:"reply,omitempty"`   // echo: bytes of each reply (0: the message back)
 	Stamp   bool    `json:"stamp,omitempty"`   // echo: stamp a reply when the message is taken and decoded
+	Report  bool    `json:"report,omitempty"`  // echo: answer with a report as a worker's (probeReport), Reply ignored
 	Stamper int32   `json:"stamper,omitempty"` // probe: the stamping echo's ID
 }
 

@@ -108,8 +108,10 @@ const parentID = 0
 // endpoint to: the message itself, decoded and encoded again as a worker
 // does (reply 0), or reply bytes (a report), its first 8 the host's wall
 // clock in nanoseconds, little-endian, when the message came, or with
-// stamp when it had taken and decoded it; until ctx ends.
-func echo(ctx context.Context, ep *wire.Endpoint, id, to int32, reply int, stamp bool) error {
+// stamp when it had taken and decoded it, or with report a worker's report
+// (probeReport) saying when the message came; until ctx ends.
+func echo(ctx context.Context, ep *wire.Endpoint, spec childSpec) error {
+	id, to, reply, stamp := spec.ID, spec.To, spec.Reply, spec.Stamp
 	answer := make([]byte, reply)
 	for i := int64(0); ; i++ {
 		msg, err := ep.Receive(ctx, echoKey(i))
@@ -120,7 +122,7 @@ func echo(ctx context.Context, ep *wire.Endpoint, id, to int32, reply int, stamp
 			return err
 		}
 		out := answer
-		if reply == 0 || stamp {
+		if !spec.Report && (reply == 0 || stamp) {
 			ts, err := wire.DecodeTensors(msg)
 			if err != nil {
 				return err
@@ -131,7 +133,12 @@ func echo(ctx context.Context, ep *wire.Endpoint, id, to int32, reply int, stamp
 				}
 			}
 		}
-		if reply >= 8 {
+		switch {
+		case spec.Report:
+			if out, err = newProbeReport(id, i, time.Now()); err != nil {
+				return err
+			}
+		case reply >= 8:
 			binary.LittleEndian.PutUint64(out, uint64(time.Now().UnixNano()))
 		}
 		if err := ep.Send(ctx, to, replyKey(i, id), out); err != nil {
