@@ -134,6 +134,8 @@ func (r *Report) Write(root string) error {
 // placed before the planner's history; and their CSVs and charts. It is
 // how one section is measured again without the hour the whole report
 // takes (report -only NAME); the file's stamp gains a line that says so.
+// The planner's history at the end is copied in again from
+// bench/history.md.
 func (r *Report) Splice(root string) error {
 	path := filepath.Join(root, "BENCHMARKS.md")
 	old, err := os.ReadFile(path)
@@ -167,6 +169,14 @@ func (r *Report) Splice(root string) error {
 			at = len(md)
 		}
 		md = md[:at] + text + md[at:]
+	}
+	// the history as bench/history.md has it now, not the copy the full
+	// run made
+	if h, err := os.ReadFile(filepath.Join(root, historyFile)); err == nil {
+		if at := strings.Index(md, "## Planner history"); at >= 0 {
+			md = md[:at]
+		}
+		md += string(h)
 	}
 	return os.WriteFile(path, []byte(md), 0o644)
 }

@@ -181,3 +181,40 @@ func TestHistoryKept(t *testing.T) {
 		t.Error("the history comes before the run's sections")
 	}
 }
+
+// TestSpliceKeepsHistory: a section measured again (report -only) replaces
+// its own, and BENCHMARKS.md still ends with bench/history.md as it is now,
+// rows added since the full run included.
+func TestSpliceKeepsHistory(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "bench"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(historyFile, "## Planner history\n| old row |\n")
+	r := &Report{Stamp: "first", Sections: []*Section{{Name: "s", Title: "section", Columns: []string{"a"}, Rows: [][]string{{"1"}}}}}
+	if err := r.Write(root); err != nil {
+		t.Fatal(err)
+	}
+	write(historyFile, "## Planner history\n| old row |\n| new row |\n")
+	again := &Report{Stamp: "second", Sections: []*Section{{Name: "s", Title: "section", Columns: []string{"a"}, Rows: [][]string{{"2"}}}}}
+	if err := again.Splice(root); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "BENCHMARKS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(got)
+	if !strings.HasSuffix(md, "## Planner history\n| old row |\n| new row |\n") {
+		t.Errorf("BENCHMARKS.md does not end with the history as it is now:\n%s", md)
+	}
+	if strings.Count(md, "## Planner history") != 1 || strings.Count(md, "## section") != 1 || !strings.Contains(md, "| 2 |") || strings.Contains(md, "| 1 |") {
+		t.Errorf("the section or the history is not there once, measured again:\n%s", md)
+	}
+}
