@@ -107,11 +107,11 @@ func CPURuns(c Config) (*Section, error) {
 		"Where the time went, from timestamped reports (a temporary patch, not committed) of the runs on 2026-11-28: the op times left out "+
 			"the executor's work around each op (gathering its inputs, making its gradient buffers) and around each pass, which a stage's pass pays: "+
 			"dlrm small's backward at micro-batch 32 took 85 µs against 42 µs of op clocks, mmt's passes 12-26% over theirs. Since b4a39ca an op's "+
-			"clock starts before that work, and since 03a3c12 a pass's remaining unclocked time goes to its ops in equal shares; the runs on 2 "+
-			"workers then measured 0.9-1.25 of their prediction in most rounds. The runs on 3 workers still miss by about a third: a pass that "+
-			"follows a wait on a message runs 10-60 µs slower than one timed back to back (dlrm small's stages: ×1.2-1.5), a message to a stage "+
-			"whose workers all wake at once lands later than the profile's one-way time (two replicas: 306-379 µs against 170 µs), and the last "+
-			"report reaches the coordinator about 230 µs after the last worker's compute (priced 144 µs); none of the three is measured by the "+
+			"clock starts before that work, and since 03a3c12 a pass's remaining unclocked time goes to its ops in equal shares. The coordinator "+
+			"took 37-45 µs on each report, most of it decoding the JSON, which the profile's probe of an iteration's reports left out (2 KiB of bytes); "+
+			"since 3179951 its workers answer with a report of a worker's shape that it decodes. What is left on 3 workers: a pass that follows a "+
+			"wait on a message runs 10-20 µs slower than one timed back to back (dlrm small's forward passes: ×1.2-1.3), and a message to a stage "+
+			"lands 1.4-1.7 times the profile's one-way time after it was sent (dlrm small: 256-323 µs against 186 µs); neither is measured by the "+
 			"profile yet. The run-to-run spread on this shared 2-core machine is large: one plan of dlrm small on 2 workers measured 0.89, 1.21 "+
 			"and 1.60 of its prediction in three runs in a row.",
 		loadNote(load))
