@@ -108,9 +108,10 @@ type PlanEdge struct {
 	// Transport is how the run moves the edge's tensors (TransportIPC or
 	// TransportNATS); plans made before it was recorded have none.
 	Transport string `json:"transport,omitempty"`
-	// SendS and RecvS are what one message of the edge (a micro-batch's
-	// tensors, either way) costs the stage sending it and the one taking
-	// it, in their own seconds; zero where the profile measured none.
+	// SendS and RecvS are what a micro-batch's messages of the edge (its
+	// tensors, either way: one message, or one to each replica across that
+	// shares its rows) cost the stage sending them and the one taking
+	// them, in their own seconds; zero where the profile measured none.
 	SendS float64 `json:"send_s,omitempty"`
 	RecvS float64 `json:"recv_s,omitempty"`
 	// HoldS is the most a message of the edge waits for its sender's next

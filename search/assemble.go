@@ -150,28 +150,42 @@ func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 }
 
 // priceEdge prices edge i of p where its stages are: the transport the run
-// will use, a micro-batch's transfer over it, and what a message costs the
-// stage at either end.
+// will use, a micro-batch's transfer over it, and what its messages cost
+// the stage at either end. Between stages of kf and kt replicas, each
+// replica sends every replica across the rows they share (runtime's
+// peers): messages of a micro-batch's rows over max(kf, kt), fanOut of
+// them from each sender and fanIn into each receiver. A sender's messages
+// go one after another: its cost is fanOut messages', and the last of them
+// lands (fanOut−1) send calls after the first would; and the messages of a
+// sender, or into a receiver, pass its link one after another: the last
+// lands when all their bytes have.
 func priceEdge(p *plan.Plan, i int, in []stageIn, cm *costModel) {
 	e := &p.Edges[i]
 	from, to := p.Stages[e.From], p.Stages[e.To]
-	m := ceilDiv(p.MicroBatch, int64(min(len(from.Devices), len(to.Devices))))
+	kf, kt := len(from.Devices), len(to.Devices)
+	fanOut, fanIn := ceilDiv(int64(kt), int64(kf)), ceilDiv(int64(kf), int64(kt))
+	m := ceilDiv(p.MicroBatch, int64(max(kf, kt)))
 	bytes := float64(e.Bytes * m)
 	e.Inter = node(p, from.Devices[0]) != node(p, to.Devices[0]) || spans(p, from.Devices) || spans(p, to.Devices)
 	a, b := in[e.From].kind, in[e.To].kind
+	var l link
 	if a != b { // between kinds: the cluster's link between nodes, over NATS
 		bw, lat := p.Cluster.Link(a, b)
-		e.Transport, e.Transfer = plan.TransportNATS, lat+bytes/bw
+		l = link{plan.TransportNATS, lat, bw}
 	} else {
-		l := edgeLink(cm.kind(a).dev, e.Inter)
+		l = edgeLink(cm.kind(a).dev, e.Inter)
 		if l.transport == plan.TransportIPC && !p.IPCTensors(cm.g, i) {
 			l = natsLink(cm.kind(a).dev, e.Inter)
 		}
-		e.Transport, e.Transfer = l.transport, l.time(bytes)
 	}
+	e.Transport, e.Transfer = l.transport, l.time(bytes)
 	msg := plan.MessageBytes(e.Transport, bytes)
-	e.SendS, _ = cm.kind(a).dev.MessageCPU(msg)
-	_, e.RecvS = cm.kind(b).dev.MessageCPU(msg)
+	send, _ := cm.kind(a).dev.MessageCPU(msg)
+	_, recv := cm.kind(b).dev.MessageCPU(msg)
+	if bytes > 0 { // the messages share a sender's or a receiver's link: their bytes pass one after another
+		e.Transfer += float64(max(fanOut, fanIn)-1)*bytes/l.bw + float64(fanOut-1)*send
+	}
+	e.SendS, e.RecvS = float64(fanOut)*send, float64(fanIn)*recv
 	e.HoldS = cm.kind(a).dev.SendHoldS
 }
 

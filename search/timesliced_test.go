@@ -139,8 +139,9 @@ func TestEdgeTransportAsRun(t *testing.T) {
 				if p.IPCTensors(g, i) {
 					want, lat, bw = plan.TransportIPC, dev.IPCLat, dev.IPCBW
 				}
-				m := ceilDiv(p.MicroBatch, int64(min(len(p.Stages[pe.From].Devices), len(p.Stages[pe.To].Devices))))
-				price := lat + float64(pe.Bytes*m)/bw
+				kf, kt := len(p.Stages[pe.From].Devices), len(p.Stages[pe.To].Devices)
+				m := ceilDiv(p.MicroBatch, int64(max(kf, kt)))
+				price := lat + float64(max(ceilDiv(int64(kt), int64(kf)), ceilDiv(int64(kf), int64(kt))))*float64(pe.Bytes*m)/bw
 				if pe.Transport != want || math.Abs(pe.Transfer-price) > 1e-9*price {
 					t.Errorf("%s on %d: edge %d (%d to %d) priced %s at %.4g s, the run sends it %s: %.4g s", strategy, d, i, pe.From, pe.To, pe.Transport, pe.Transfer, want, price)
 				}
