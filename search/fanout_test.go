@@ -20,7 +20,7 @@ func TestEdgeFanOut(t *testing.T) {
 	cm := newCostModel(g, &Options{Device: dev, Devices: 4, DevicesPerNode: 4})
 	const rows, perSample = 32, 128
 	for _, c := range []struct {
-		from, to       []int
+		from, to      []int
 		msgs, out, in int // rows a message; messages a sender sends, a receiver takes
 	}{
 		{[]int{0}, []int{1}, 32, 1, 1},
