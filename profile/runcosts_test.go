@@ -94,3 +94,26 @@ func TestFitLinkAnyway(t *testing.T) {
 		t.Errorf("falling: %g + bytes/%g, want 0.002998 + bytes/5e8", lat, bw)
 	}
 }
+
+// TestTypical: the mean without the slowest tenth, so that one stall in
+// ten samples moves nothing, and nothing is dropped from fewer than ten.
+func TestTypical(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		xs   []float64
+		want float64
+	}{
+		{"a stall left out", []float64{1, 1, 1, 100, 1, 1, 1, 1, 1, 1}, 1},
+		{"the slowest tenth of twenty", []float64{20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}, 9.5},
+		{"fewer than ten: the mean", []float64{1, 2, 3, 10}, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := typical(c.xs); got != c.want {
+				t.Errorf("typical(%v) = %g, want %g", c.xs, got, c.want)
+			}
+		})
+	}
+	if got := typical(nil); got == got {
+		t.Errorf("typical of nothing = %g, want NaN", got)
+	}
+}
