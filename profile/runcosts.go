@@ -336,6 +336,10 @@ const (
 // 155-200 µs after a gap of 0.1-3 ms: bench/history.md).
 const wakeGap = time.Millisecond
 
+// passSpin is how long the probe computes before each message it times one
+// way, as a stage computes a pass before it sends.
+const passSpin = 200 * time.Microsecond
+
 // spin computes for d, as a stage does between its messages.
 func spin(d time.Duration) {
 	x := 1.0
@@ -391,6 +395,7 @@ func probe(ctx context.Context, ep *wire.Endpoint, peer, stamper int32, chunk in
 		var ways, sends []float64
 		for i := -1; i < reps; i++ { // -1 warms up
 			time.Sleep(wakeGap)
+			spin(passSpin)
 			way, sent, err := stamped(ctx, ep, stamper, stamps, msg, 0)
 			stamps++
 			if err != nil {
