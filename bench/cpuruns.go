@@ -110,9 +110,10 @@ func CPURuns(c Config) (*Section, error) {
 			"clock starts before that work, and since 03a3c12 a pass's remaining unclocked time goes to its ops in equal shares. The coordinator "+
 			"took 37-45 µs on each report, most of it decoding the JSON, which the profile's probe of an iteration's reports left out (2 KiB of bytes); "+
 			"since 3179951 its workers answer with a report of a worker's shape that it decodes. What is left on 3 workers: a pass that follows a "+
-			"wait on a message runs 10-20 µs slower than one timed back to back (dlrm small's forward passes: ×1.2-1.3), and a message to a stage "+
-			"lands 1.4-1.7 times the profile's one-way time after it was sent (dlrm small: 256-323 µs against 186 µs); neither is measured by the "+
-			"profile yet. The run-to-run spread on this shared 2-core machine is large: one plan of dlrm small on 2 workers measured 0.89, 1.21 "+
+			"wait on a message runs 10-20 µs slower than one timed back to back (dlrm small's forward passes: ×1.2-1.3; the profile does not "+
+			"measure that yet), and a message to a stage that waits took a median of 241-261 µs on dlrm small where the profile's one-way time "+
+			"was 186 µs (since 778cff0 the profile's probe computes a pass before each message it times, as a stage does: 153-307 µs one way "+
+			"for 4 KiB, 125 µs before). The run-to-run spread on this shared 2-core machine is large: one plan of dlrm small on 2 workers measured 0.89, 1.21 "+
 			"and 1.60 of its prediction in three runs in a row.",
 		loadNote(load))
 	return s, nil
