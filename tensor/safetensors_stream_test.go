@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -163,10 +164,25 @@ func FuzzDecodeSafetensorsFrom(f *testing.F) {
 				byName[n.Name] = n
 			}
 			for _, w := range whole {
-				if g := byName[w.Name]; !reflect.DeepEqual(g, w) {
-					t.Fatalf("%s differs", w.Name)
+				if g := byName[w.Name]; !sameNamed(g, w) {
+					t.Fatalf("%s differs: %+v, whole %+v", w.Name, g, w)
 				}
 			}
 		}
 	})
+}
+
+// sameNamed says whether a and b are one tensor: name, shape and values,
+// float32s compared by their bits (a NaN read from a file equals itself,
+// which reflect.DeepEqual denies).
+func sameNamed(a, b Named) bool {
+	if a.Name != b.Name || !reflect.DeepEqual(a.Shape, b.Shape) || !reflect.DeepEqual(a.I32, b.I32) || len(a.F32) != len(b.F32) || (a.F32 == nil) != (b.F32 == nil) {
+		return false
+	}
+	for i := range a.F32 {
+		if math.Float32bits(a.F32[i]) != math.Float32bits(b.F32[i]) {
+			return false
+		}
+	}
+	return true
 }
