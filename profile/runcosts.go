@@ -586,9 +586,8 @@ func iterationWorkers(cores int, quick bool) (int, int) {
 // (a run's workers wait for the go): a go to each of the
 // first k workers in turn, then each one's report (sent at once), a JSON
 // document of a worker's report's shape and size that this process decodes
-// as a coordinator does (probeReport: a run's coordinator spent 37-45 µs on
-// each report, most of it decoding, where the probe's 2 KiB of bytes took
-// it 24). The go's
+// as a coordinator does (probeReport: decoding is most of what a
+// coordinator spends on a report; bench/history.md has the figures). The go's
 // arrival at worker w (its report says when, on the host's clock) after
 // the first go was sent is fitted to GoS + w·GoWorkerS over every round;
 // what a round takes after the last go arrived, to ReportS +
@@ -853,9 +852,7 @@ func (p *busyPool) stop() {
 // typical is the mean of xs without its slowest tenth: what a median
 // iteration pays for many of a kind in a row. The mean of all of them
 // swings with the rare stall of a shared virtual machine (a vCPU held for
-// milliseconds): four profiles in a row on this project's 2-core VM
-// measured NATS latencies of 126-204 µs and go times of 146-221 µs from
-// 30 and 50 samples' means.
+// milliseconds), which a run's median iteration does not see.
 func typical(xs []float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()

@@ -129,9 +129,8 @@ func timePasses(ex *Executor, g *dag.Graph, feeds map[string]*Value[float32], mi
 // shares of what the pass took beyond their clocks, wall seconds in all: the
 // executor's work between ops that no op's clock counts (the pass's maps of
 // values and stashes, the loss's seed, the inputs' gradients handed back).
-// A stage's pass pays it too, about in proportion to its ops: without it,
-// dlrm small's passes at micro-batch 32 ran 10-15 us over their op times'
-// sum, a tenth of them.
+// A stage's pass pays it too, about in proportion to its ops; for a model
+// of small ops it is a tenth of a pass (bench/history.md).
 func spreadPass(times map[string]float64, wall float64) {
 	sum, ran := 0.0, 0
 	for _, t := range times {
