@@ -44,6 +44,12 @@ type RunCosts struct {
 	// endpoints over an embedded server on loopback).
 	NATSLat float64 `json:"nats_lat_s,omitempty"`
 	NATSBW  float64 `json:"nats_bw,omitempty"`
+	// NATSJoinS[k-1]: one message's one-way time (4 KiB) in a join of k
+	// workers on one host, k−1 of them computing and sending to one that
+	// sends each a message back, as a graph pipeline's branches and the
+	// stage that joins them do; with more workers than cores a message
+	// waits for one (JoinExtra).
+	NATSJoinS JoinLatencies `json:"nats_join_s,omitzero"`
 	// IPCLat and IPCBW: the same-host device path, a handle over NATS and
 	// a device-to-device copy (IPCBW: the copy's bytes/s); measured on a
 	// CUDA backend or its emulator, never on the CPU.
@@ -118,6 +124,39 @@ func (s *Slowdowns) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// JoinLatencies is NATSJoinS: a Slowdowns list of seconds, per worker
+// count from 1.
+type JoinLatencies struct{ Slowdowns }
+
+// NewJoinLatencies is a list of vs; it keeps the first MaxCoreSlowdown.
+func NewJoinLatencies(vs ...float64) JoinLatencies { return JoinLatencies{NewSlowdowns(vs...)} }
+
+// UnmarshalJSON reads a list of at most MaxCoreSlowdown numbers.
+func (j *JoinLatencies) UnmarshalJSON(data []byte) error {
+	var vs []float64
+	if err := json.Unmarshal(data, &vs); err != nil {
+		return fmt.Errorf("nats_join_s: %v", err)
+	}
+	if len(vs) > MaxCoreSlowdown {
+		return fmt.Errorf("nats_join_s: at most %d worker counts, got %d", MaxCoreSlowdown, len(vs))
+	}
+	*j = NewJoinLatencies(vs...)
+	return nil
+}
+
+// JoinExtra is how much longer a message between workers on one host
+// takes one way with workers of them on it than with two
+// (NATSJoinS[workers-1] − NATSJoinS[1], at least 0; beyond the list its
+// last entry's): what NATSLat, measured between two, leaves out. 0 where
+// the profile measured no joins.
+func (d Device) JoinExtra(workers int) float64 {
+	s := d.NATSJoinS.Values()
+	if len(s) < 2 || workers <= 2 {
+		return 0
+	}
+	return max(0, s[min(workers, len(s))-1]-s[1])
+}
+
 // validate refuses a negative, infinite or NaN figure, and a slowdown list
 // that is empty of sense (a non-positive entry, too many).
 func (r RunCosts) validate() error {
@@ -133,6 +172,11 @@ func (r RunCosts) validate() error {
 	} {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("%s: must be ≥ 0, got %g", f.name, f.v)
+		}
+	}
+	for i, v := range r.NATSJoinS.Values() {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("nats_join_s[%d]: must be ≥ 0, got %g", i, v)
 		}
 	}
 	for i, v := range r.CoreSlowdown.Values() {

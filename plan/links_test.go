@@ -123,7 +123,8 @@ func TestRunCostsInProfiles(t *testing.T) {
 	d := Profiles["cpu"]
 	d.Name = "cpu (measured)"
 	d.RunCosts = RunCosts{NATSLat: 4e-5, NATSBW: 3e8, IPCLat: 5e-5, IPCBW: 2e11, RingLat: 1e-4, RingBW: 1e8, SendS: 1e-5,
-		SendBW: 1e9, RecvS: 2e-6, RecvBW: 1.5e9, GoS: 3e-5, GoWorkerS: 4e-5, ReportS: 1e-4, ReportWorkerS: 5e-5, HostCores: 2, CoreSlowdown: NewSlowdowns(1, 1.1, 1.6, 2.2)}
+		SendBW: 1e9, RecvS: 2e-6, RecvBW: 1.5e9, GoS: 3e-5, GoWorkerS: 4e-5, ReportS: 1e-4, ReportWorkerS: 5e-5, HostCores: 2, CoreSlowdown: NewSlowdowns(1, 1.1, 1.6, 2.2),
+		NATSJoinS: NewJoinLatencies(1.2e-4, 1.2e-4, 1.9e-4)}
 	back, err := ParseDevice(EncodeDevice(d))
 	if err != nil || back != d {
 		t.Fatalf("read back %+v (%v), wrote %+v", back, err, d)
@@ -134,6 +135,9 @@ func TestRunCostsInProfiles(t *testing.T) {
 		{`"core_slowdown": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]`, "core_slowdown"},
 		{`"core_slowdown": "fast"`, "core_slowdown"},
 		{`"nats_bw": 1e999`, "nats_bw"},
+		{`"nats_join_s": [1e-4, -1e-4]`, "nats_join_s[1]"},
+		{`"nats_join_s": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]`, "nats_join_s"},
+		{`"nats_join_s": {}`, "nats_join_s"},
 	} {
 		base := `{"name": "c", "peak_flops": 1e10, "max_eff": 1, "half_work": 1e6, "mem_bw": 1e10, "memory": 1e9, "intra_bw": 1e9, "inter_bw": 1e9, `
 		if _, err := ParseDevice([]byte(base + tc.edit + `}`)); err == nil || !strings.Contains(err.Error(), tc.field) {
@@ -145,7 +149,9 @@ func TestRunCostsInProfiles(t *testing.T) {
 // TestSlowdownAndFixedCost: a profile's slowdown is its measured list,
 // beyond it the last entry's share of the cores divided among more
 // workers, 1 where it measured none; an iteration's fixed cost (the
-// reports) and the go's arrival grow by one worker's share per worker.
+// reports) and the go's arrival grow by one worker's share per worker; a
+// message in a join of k workers takes what the profile measured beyond a
+// join of two, at least 0, past the list its last entry's.
 func TestSlowdownAndFixedCost(t *testing.T) {
 	d := Profiles["cpu"]
 	for _, k := range []int{0, 1, 5} {
@@ -165,6 +171,16 @@ func TestSlowdownAndFixedCost(t *testing.T) {
 	}
 	if g := d.GoDelay(2); math.Abs(g-1.3e-4) > 1e-15 {
 		t.Errorf("the go reaching worker 2: %g, want 1.3e-4", g)
+	}
+	d.NATSJoinS = NewJoinLatencies(1e-4, 1e-4, 1.5e-4, 1.4e-4)
+	for k, want := range map[int]float64{1: 0, 2: 0, 3: 5e-5, 4: 4e-5, 9: 4e-5} {
+		if x := d.JoinExtra(k); math.Abs(x-want) > 1e-15 {
+			t.Errorf("a join of %d workers: %g beyond two, want %g", k, x, want)
+		}
+	}
+	d.NATSJoinS = NewJoinLatencies(2e-4, 2e-4, 1e-4)
+	if x := d.JoinExtra(3); x != 0 {
+		t.Errorf("a join of 3 faster than of 2: %g beyond two, want 0", x)
 	}
 	if HostWorkers(8, 4) != 4 || HostWorkers(3, 4) != 3 || HostWorkers(0, 4) != 1 {
 		t.Error("HostWorkers")

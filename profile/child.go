@@ -46,13 +46,13 @@ func Child() {
 
 // childSpec is what a measuring child does.
 type childSpec struct {
-	Mode    string  `json:"mode"` // "busy", "echo", "probe" or "ring"
+	Mode    string  `json:"mode"` // "busy", "echo", "join", "probe" or "ring"
 	URL     string  `json:"url,omitempty"`
 	Token   string  `json:"token,omitempty"`
 	Run     string  `json:"run,omitempty"`
 	ID      int32   `json:"id"`
 	To      int32   `json:"to,omitempty"`      // echo: whom it answers
-	Peers   int     `json:"peers,omitempty"`   // ring: the replicas; probe: the echo's ID
+	Peers   int     `json:"peers,omitempty"`   // ring: the replicas; probe: the echo's ID; join: its workers
 	Sizes   []int   `json:"sizes,omitempty"`   // ring: bytes all-reduced; probe: message sizes
 	Reps    int     `json:"reps,omitempty"`    // ring, probe: rounds per size
 	Seconds float64 `json:"seconds,omitempty"` // busy: how long, unless its go says ("go SECONDS")
@@ -116,7 +116,7 @@ func runChild(specJSON string, in io.Reader, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ready()
-	if spec.Mode == "echo" {
+	if untilStopped(spec.Mode) {
 		go func() { wait(); wait(); cancel() }() // after go, the input closes: stop
 		_, err := work(ctx, ep, spec, 0)
 		return err
@@ -130,6 +130,10 @@ func runChild(specJSON string, in io.Reader, out io.Writer) error {
 	}
 	return say(answer)
 }
+
+// untilStopped says whether a child of mode answers every message until
+// it is stopped (echo, join) rather than measuring once and answering.
+func untilStopped(mode string) bool { return mode == "echo" || mode == "join" }
 
 // proc is a measuring child as its parent sees it.
 type proc struct {

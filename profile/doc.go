@@ -43,7 +43,10 @@
 //     as workers encode them), their mean round trip halved fitted to the
 //     NATS path, the send call and the taking of a landed message fitted
 //     to their costs at either end (means: an iteration pays for dozens of
-//     messages, their tail as often as it comes); the ring all-reduce
+//     messages, their tail as often as it comes); joins of 2 to cores+1
+//     workers, k−1 branches each computing and sending to one join that
+//     sends each a message back, every message's one-way time pooled per
+//     k (the waits for cores that more workers on the host cause); the ring all-reduce
 //     among 2 and 3 replicas, a step fitted; the coordinator's go to 1 to
 //     cores+1 workers and their reports, the go's arrival at each (on the
 //     host's clock) fitted to a delay and one per worker told before it,

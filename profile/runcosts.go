@@ -36,6 +36,10 @@ type RunCostsResult struct {
 	HoldBusy  float64   `json:"hold_busy_s"`
 	Send      []float64 `json:"send_s"`
 	Recv      []float64 `json:"recv_s"`
+	// JoinWorkers and JoinS: per join size k probed (joins), its messages'
+	// typical one-way time, seconds.
+	JoinWorkers []int     `json:"join_workers"`
+	JoinS       []float64 `json:"join_one_way_s"`
 	// RingReplicas, RingSizes and RingS: the ring all-reduces timed, a
 	// round's mean seconds per replica count and size.
 	RingReplicas []int       `json:"ring_replicas"`
@@ -49,7 +53,8 @@ type RunCostsResult struct {
 	IterWorkers []int     `json:"iteration_workers"`
 	ReportS     []float64 `json:"report_s"`
 	// BusyS, on a CPU: a pass of a busy worker's model with k workers busy at
-	// once (index k-1), each worker's median seconds, averaged.
+	// once (index k-1), each worker's mean seconds, averaged (the median
+	// over rounds).
 	BusyS []float64 `json:"busy_s,omitempty"`
 }
 
@@ -82,6 +87,9 @@ func MeasureRunCosts(o RunCostsPlan) (plan.RunCosts, *RunCostsResult, error) {
 	defer srv.Shutdown()
 	w := &workers{srv: srv, inProcess: res.InProcess}
 	if err := w.links(o, res, &rc); err != nil {
+		return rc, nil, err
+	}
+	if err := w.joins(o, res, &rc); err != nil {
 		return rc, nil, err
 	}
 	if err := w.rings(o, res, &rc); err != nil {
@@ -132,7 +140,7 @@ type started struct {
 func (w *workers) start(specs []childSpec, procs int) (*started, error) {
 	s := &started{out: map[int32][]byte{}}
 	for _, spec := range specs {
-		if spec.Mode != "echo" {
+		if !untilStopped(spec.Mode) {
 			s.answering++
 		}
 	}
@@ -203,6 +211,8 @@ func work(ctx context.Context, ep *wire.Endpoint, spec childSpec, chunk int) (an
 		return nil, echo(ctx, ep, spec)
 	case "probe":
 		return probe(ctx, ep, int32(spec.Peers), spec.Stamper, chunk, spec.Sizes, spec.Reps)
+	case "join":
+		return nil, joinWorker(ctx, ep, spec)
 	case "ring":
 		return ring(ctx, ep, int(spec.ID)-1, spec.Peers, spec.Sizes, spec.Reps)
 	}
@@ -235,7 +245,7 @@ func (s *started) answers() (map[int32][]byte, error) {
 		}
 	}
 	for i, p := range s.procs {
-		if p.mode == "echo" {
+		if untilStopped(p.mode) {
 			continue
 		}
 		var answer json.RawMessage
@@ -266,7 +276,8 @@ func (w *workers) parent() (ep *wire.Endpoint, run string, chunk int, closeEp fu
 // links probes the NATS path between two workers, each a process with
 // its share of the cores, through this process's server, as a run's
 // workers talk through their coordinator's: each size's one-way time, send
-// call and receive (probe), fitted to NATSLat/NATSBW, SendS/SendBW and
+// call and receive (probe), fitted to NATSLat/NATSBW (joins then sets
+// the latency), SendS/SendBW and
 // RecvS/RecvBW, and how long a message waits for its sender computing on
 // (SendHoldS, at most holdSpin).
 func (w *workers) links(o RunCostsPlan, res *RunCostsResult, rc *plan.RunCosts) error {
@@ -578,7 +589,7 @@ func iterationWorkers(cores int, quick bool) (int, int) {
 	if quick {
 		return 2, 20
 	}
-	return max(3, cores+1), 50
+	return max(3, cores+1), 150
 }
 
 // iterations times the coordinator's part of an iteration with k = 1, 2,
@@ -812,7 +823,7 @@ func newBusyPool(k, procs int, inProcess bool) (*busyPool, error) {
 }
 
 // round has every worker busy for seconds at once and returns their
-// median pass times, averaged.
+// mean pass times, averaged.
 func (p *busyPool) round(seconds float64) (float64, error) {
 	var times []float64
 	if p.procs == nil {

@@ -1,14 +1,16 @@
 package profile
 
 import (
+	"math"
 	"testing"
 )
 
 // TestMeasureRunCosts: a quick measurement, with worker processes of its
 // own (this binary calls Child in TestMain) and as goroutines, gives every
-// run cost a CPU run pays, the NATS path fitted to its probe, a slowdown
-// of 1 for one worker and one figure per worker count, and the fixed cost
-// of an iteration timed for each worker count.
+// run cost a CPU run pays: the NATS path's bandwidth fitted to its probe
+// and its latency a join of two's, a message's one-way time in joins of 2
+// and 3 workers, a slowdown of 1 for one worker and one figure per worker
+// count, and the fixed cost of an iteration timed for each worker count.
 func TestMeasureRunCosts(t *testing.T) {
 	for _, inProcess := range []bool{false, true} {
 		name := map[bool]string{false: "processes", true: "goroutines"}[inProcess]
@@ -33,14 +35,25 @@ func TestMeasureRunCosts(t *testing.T) {
 					t.Errorf("%s: %g, want a positive figure", f.name, f.v)
 				}
 			}
-			lat, bw := fitLinkAnyway(samples(res.LinkSizes, res.OneWay))
-			if lat != rc.NATSLat || bw != rc.NATSBW {
-				t.Errorf("NATS path %g s + bytes / %g B/s, its probe fits %g, %g", rc.NATSLat, rc.NATSBW, lat, bw)
+			_, bw := fitLinkAnyway(samples(res.LinkSizes, res.OneWay))
+			lat := max(0, res.JoinS[0]-float64(joinMsgBytes)/bw)
+			if math.Abs(lat-rc.NATSLat) > 1e-15 || bw != rc.NATSBW {
+				t.Errorf("NATS path %g s + bytes / %g B/s, its probe fits the bandwidth %g and a join of two the latency %g", rc.NATSLat, rc.NATSBW, bw, lat)
 			}
 			ks, _, _ := busyPlan(2, true)
 			s := rc.CoreSlowdown.Values()
 			if len(s) != ks || s[0] != 1 || len(res.BusyS) != ks {
 				t.Errorf("slowdown %v and busy times %v for %d worker counts", s, res.BusyS, ks)
+			}
+			jk, _ := joinWorkers(2, true)
+			j := rc.NATSJoinS.Values()
+			if len(j) != jk[len(jk)-1] || len(res.JoinS) != len(jk) || j[0] != j[1] {
+				t.Errorf("joins of %v workers timed %v, profiled %v", res.JoinWorkers, res.JoinS, j)
+			}
+			for k, v := range j {
+				if !(v > 0) {
+					t.Errorf("a join of %d workers: %g s one way, want a positive time", k+1, v)
+				}
 			}
 			if n, _ := iterationWorkers(2, true); len(res.ReportS) != n || len(res.GoS) != n || rc.HostCores != 2 {
 				t.Errorf("iterations timed for %v workers, %d host cores", res.IterWorkers, rc.HostCores)

@@ -75,18 +75,19 @@ func (b *busy) pass() error {
 	return b.ex.ZeroGrads()
 }
 
-// run passes for seconds (at least 3 passes) and returns the median
-// seconds per pass.
+// run passes for seconds (at least 3 passes) and returns the mean seconds
+// per pass: the time it took over the passes, so that a pass that lost its
+// core to another worker for a slice counts as often as it happens (the
+// median of passes shorter than a slice missed it).
 func (b *busy) run(seconds float64) (float64, error) {
-	var times []float64
-	for start := time.Now(); time.Since(start).Seconds() < seconds || len(times) < 3; {
-		t := time.Now()
+	passes := 0
+	start := time.Now()
+	for ; time.Since(start).Seconds() < seconds || passes < 3; passes++ {
 		if err := b.pass(); err != nil {
 			return 0, err
 		}
-		times = append(times, time.Since(t).Seconds())
 	}
-	return median(times), nil
+	return time.Since(start).Seconds() / float64(passes), nil
 }
 
 // median is the middle of xs (which it sorts).

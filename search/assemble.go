@@ -158,7 +158,9 @@ func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 // go one after another: its cost is fanOut messages', and the last of them
 // lands (fanOut−1) send calls after the first would; and the messages of a
 // sender, or into a receiver, pass its link one after another: the last
-// lands when all their bytes have.
+// lands when all their bytes have. Over NATS on a host of more workers
+// than two, a message waits for a core as long as the profile's joins
+// measured (Device.JoinExtra).
 func priceEdge(p *plan.Plan, i int, in []stageIn, cm *costModel) {
 	e := &p.Edges[i]
 	from, to := p.Stages[e.From], p.Stages[e.To]
@@ -184,6 +186,9 @@ func priceEdge(p *plan.Plan, i int, in []stageIn, cm *costModel) {
 	_, recv := cm.kind(b).dev.MessageCPU(msg)
 	if bytes > 0 { // the messages share a sender's or a receiver's link: their bytes pass one after another
 		e.Transfer += float64(max(fanOut, fanIn)-1)*bytes/l.bw + float64(fanOut-1)*send
+	}
+	if bytes > 0 && a == b && !e.Inter && e.Transport == plan.TransportNATS { // more workers on the host than two: the message waits for a core
+		e.Transfer += cm.kind(a).dev.JoinExtra(nodeWorkers(p, node(p, to.Devices[0])))
 	}
 	e.SendS, e.RecvS = float64(fanOut)*send, float64(fanIn)*recv
 	e.HoldS = cm.kind(a).dev.SendHoldS
@@ -258,6 +263,19 @@ func chainEdges(p *plan.Plan, g *dag.Graph, sg *partition.StageGraph) {
 }
 
 func node(p *plan.Plan, dev int) int { return p.NodeOf(dev) }
+
+// nodeWorkers is how many of p's workers (a device each) run on node n.
+func nodeWorkers(p *plan.Plan, n int) int {
+	k := 0
+	for _, st := range p.Stages {
+		for _, d := range st.Devices {
+			if node(p, d) == n {
+				k++
+			}
+		}
+	}
+	return k
+}
 
 // spans says whether devices lie on more than one node.
 func spans(p *plan.Plan, devs []int) bool {
