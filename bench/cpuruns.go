@@ -42,7 +42,7 @@ func CPURuns(c Config) (*Section, error) {
 			return nil, err
 		}
 	}
-	rounds, steps := 3, "200"
+	rounds, steps := 5, "400"
 	if c.Quick {
 		rounds, steps = 1, "20"
 	}
@@ -50,7 +50,7 @@ func CPURuns(c Config) (*Section, error) {
 		model   string
 		workers int
 	}
-	measured, predicted, stages, loads := map[key][]float64{}, map[key][]float64{}, map[key]int{}, map[key][]string{}
+	measured, predicted, stages, loads, stolen := map[key][]float64{}, map[key][]float64{}, map[key]int{}, map[key][]string{}, map[key][]string{}
 	load := loadAvg()
 	for r := 0; r < rounds; r++ {
 		c.Log("cpu runs: round %d of %d: profiling the device and the models' ops", r+1, rounds)
@@ -68,11 +68,13 @@ func CPURuns(c Config) (*Section, error) {
 				c.Log("cpu runs: round %d: %s on %d workers", r+1, m, w)
 				k := key{m, w}
 				loads[k] = append(loads[k], loadAvg())
+				steal := startSteal()
 				out, err := gp("run", filepath.Join(dir, m+".json"), "--devices", fmt.Sprint(w), "--device", prof,
 					"--op-times", filepath.Join(dir, m+".optimes.json"), "--steps", steps, "--json")
 				if err != nil {
 					return nil, err
 				}
+				stolen[k] = append(stolen[k], steal.share())
 				var sum struct {
 					Stages    int     `json:"stages"`
 					Measured  float64 `json:"measured_iteration_s"`
@@ -86,35 +88,42 @@ func CPURuns(c Config) (*Section, error) {
 		}
 	}
 	s := &Section{Name: "cpu-runs", Title: "Real CPU runs against their prediction, priced by a profile of this machine",
-		Columns: []string{"model", "workers", "stages", "measured s/iteration", "predicted", "measured / predicted", "load average at the run"},
+		Columns: []string{"model", "workers", "stages", "measured s/iteration", "predicted", "measured / predicted", "each round's", "CPU stolen at the run", "load average at the run"},
 		Intro: fmt.Sprintf("The zoo's small presets, each planned by graphpipe search for 2 and 3 CPU workers with a profile taken on this machine "+
 			"(graphpipe profile: the device, the NATS path between worker processes, what a message costs either end, the ring all-reduce, "+
 			"an iteration's fixed cost, the slowdown of an op with k workers sharing the cores) and the model's op times (graphpipe profile --model), "+
 			"then trained by graphpipe run, one process per worker (%s steps, the median iteration). A round takes the profile and the op times "+
-			"afresh and runs all six; each row is the median of %d rounds.", steps, rounds)}
+			"afresh and runs all six; each row gives the medians of %d rounds' measured and predicted iterations and, as measured over predicted, "+
+			"the median of the rounds' ratios (each round's prediction is of the run in that round, under the load of its moment). CPU stolen: "+
+			"the share of the machine's CPU time its hypervisor gave to other guests while the run ran (/proc/stat).", steps, rounds)}
 	lo, hi := math.Inf(1), 0.0
 	for _, m := range cpuRunModels {
 		for _, w := range []int{2, 3} {
 			k := key{m, w}
-			me, pr := median(measured[k]), median(predicted[k])
-			lo, hi = min(lo, me/pr), max(hi, me/pr)
-			s.Rows = append(s.Rows, []string{m + " small", fmt.Sprint(w), fmt.Sprint(stages[k]), fmt.Sprintf("%.4f", me), fmt.Sprintf("%.4f", pr),
-				fmt.Sprintf("%.3f", me/pr), strings.Join(loads[k], ", ")})
+			var each []string
+			var ratios []float64
+			for r := range measured[k] {
+				ratios = append(ratios, measured[k][r]/predicted[k][r])
+				each = append(each, fmt.Sprintf("%.2f", ratios[r]))
+			}
+			ratio := median(ratios)
+			lo, hi = min(lo, ratio), max(hi, ratio)
+			s.Rows = append(s.Rows, []string{m + " small", fmt.Sprint(w), fmt.Sprint(stages[k]), fmt.Sprintf("%.4f", median(measured[k])),
+				fmt.Sprintf("%.4f", median(predicted[k])), fmt.Sprintf("%.3f", ratio), strings.Join(each, ", "), strings.Join(stolen[k], ", "),
+				strings.Join(loads[k], ", ")})
 		}
 	}
-	s.Notes = append(s.Notes, fmt.Sprintf("Measured over predicted: %.2f to %.2f. The machine is shared with other sessions, whose load (the last column, per round) "+
-		"the profile measures as it finds it; the prediction is of a run under the same load.", lo, hi),
+	s.Notes = append(s.Notes, fmt.Sprintf("Measured over predicted: %.2f to %.2f. The machine is shared with other sessions and guests, whose load (the last "+
+		"two columns, per round) the profile measures as it finds it; the prediction is of a run under the same load.", lo, hi),
 		"Where the time went, from timestamped reports (a temporary patch, not committed) of the runs on 2026-11-28: the op times left out "+
-			"the executor's work around each op (gathering its inputs, making its gradient buffers) and around each pass, which a stage's pass pays: "+
-			"dlrm small's backward at micro-batch 32 took 85 µs against 42 µs of op clocks, mmt's passes 12-26% over theirs. Since b4a39ca an op's "+
-			"clock starts before that work, and since 03a3c12 a pass's remaining unclocked time goes to its ops in equal shares. The coordinator "+
-			"took 37-45 µs on each report, most of it decoding the JSON, which the profile's probe of an iteration's reports left out (2 KiB of bytes); "+
-			"since 3179951 its workers answer with a report of a worker's shape that it decodes. What is left on 3 workers: a pass that follows a "+
-			"wait on a message runs 10-20 µs slower than one timed back to back (dlrm small's forward passes: ×1.2-1.3; the profile does not "+
-			"measure that yet), and a message to a stage that waits took a median of 241-261 µs on dlrm small where the profile's one-way time "+
-			"was 186 µs (since 778cff0 the profile's probe computes a pass before each message it times, as a stage does: 153-307 µs one way "+
-			"for 4 KiB, 125 µs before). The run-to-run spread on this shared 2-core machine is large: one plan of dlrm small on 2 workers measured 0.89, 1.21 "+
-			"and 1.60 of its prediction in three runs in a row.",
+			"the executor's work around each op and each pass (dlrm small's backward at micro-batch 32: 85 µs against 42 µs of op clocks); since "+
+			"b4a39ca an op's clock starts before it gathers its inputs, and since 03a3c12 a pass's unclocked time goes to its ops. The coordinator "+
+			"spent 37-45 µs decoding each report, which the profile's probe left out until 3179951. The 3-worker plans are joins (two branch "+
+			"stages feeding a third), whose messages took 240-400 µs one way in dlrm small's run against 125-200 µs from the profile's probe "+
+			"between two workers; since b2481a8 the profile times joins of 2 and 3 workers with passes as short as the presets' (40 µs), "+
+			"whose join of two sets the NATS latency and whose join of 3 adds its difference to a 3-worker plan's messages. The spread from "+
+			"one round to the next is large on this shared 2-core machine (the column of each round's ratio): the profile and the runs "+
+			"each meet the load of the moment, and the CPU time its hypervisor steals for other guests comes and goes within a minute.",
 		loadNote(load))
 	return s, nil
 }
