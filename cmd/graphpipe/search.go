@@ -250,7 +250,8 @@ func printSummary(w io.Writer, p *plan.Plan) {
 
 // runCosts says what the plan's profile prices beyond ops and links (its
 // RunCosts): the iteration's fixed cost and its go, the workers sharing a host's
-// cores, a message's cost at either end; "" where it prices none.
+// cores, a message's cost at either end and what more workers on a host
+// add to its travel; "" where it prices none.
 func runCosts(p *plan.Plan) string {
 	var parts []string
 	if p.FixedS > 0 {
@@ -277,6 +278,10 @@ func runCosts(p *plan.Plan) string {
 	}
 	if send > 0 || recv > 0 {
 		parts = append(parts, fmt.Sprintf("a message costs its sender up to %.3g µs and its receiver up to %.3g µs", send*1e6, recv*1e6))
+	}
+	if k := plan.HostWorkers(p.Devices, p.DevicesPerNode); p.Device.JoinExtra(k) > 0 {
+		parts = append(parts, fmt.Sprintf("with %d workers on a host a message between them takes %.3g µs longer than with 2 (the profile's joins)",
+			k, p.Device.JoinExtra(k)*1e6))
 	}
 	return strings.Join(parts, "; ")
 }
