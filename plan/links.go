@@ -113,15 +113,22 @@ func (s Slowdowns) MarshalJSON() ([]byte, error) { return json.Marshal(s.v[:s.n]
 
 // UnmarshalJSON reads a list of at most MaxCoreSlowdown numbers.
 func (s *Slowdowns) UnmarshalJSON(data []byte) error {
+	vs, err := perWorkers(data, "core_slowdown")
+	*s = NewSlowdowns(vs...)
+	return err
+}
+
+// perWorkers reads field's JSON list of at most MaxCoreSlowdown numbers,
+// one per worker count.
+func perWorkers(data []byte, field string) ([]float64, error) {
 	var vs []float64
 	if err := json.Unmarshal(data, &vs); err != nil {
-		return fmt.Errorf("core_slowdown: %v", err)
+		return nil, fmt.Errorf("%s: %v", field, err)
 	}
 	if len(vs) > MaxCoreSlowdown {
-		return fmt.Errorf("core_slowdown: at most %d worker counts, got %d", MaxCoreSlowdown, len(vs))
+		return nil, fmt.Errorf("%s: at most %d worker counts, got %d", field, MaxCoreSlowdown, len(vs))
 	}
-	*s = NewSlowdowns(vs...)
-	return nil
+	return vs, nil
 }
 
 // JoinLatencies is NATSJoinS: a Slowdowns list of seconds, per worker
@@ -133,15 +140,9 @@ func NewJoinLatencies(vs ...float64) JoinLatencies { return JoinLatencies{NewSlo
 
 // UnmarshalJSON reads a list of at most MaxCoreSlowdown numbers.
 func (j *JoinLatencies) UnmarshalJSON(data []byte) error {
-	var vs []float64
-	if err := json.Unmarshal(data, &vs); err != nil {
-		return fmt.Errorf("nats_join_s: %v", err)
-	}
-	if len(vs) > MaxCoreSlowdown {
-		return fmt.Errorf("nats_join_s: at most %d worker counts, got %d", MaxCoreSlowdown, len(vs))
-	}
+	vs, err := perWorkers(data, "nats_join_s")
 	*j = NewJoinLatencies(vs...)
-	return nil
+	return err
 }
 
 // JoinExtra is how much longer a message between workers on one host
