@@ -15,6 +15,11 @@ func FuzzParseDevice(f *testing.F) {
 		data, _ := json.Marshal(Profiles[name])
 		f.Add(data)
 	}
+	measured := Profiles["cpu"]
+	measured.RunCosts = RunCosts{NATSLat: 1e-4, NATSBW: 3e8, HostCores: 2, CoreSlowdown: NewSlowdowns(1, 1.1, 1.5), NATSJoinS: NewJoinLatencies(1e-4, 1e-4, 1.4e-4)}
+	if data, err := json.Marshal(measured); err == nil {
+		f.Add(data)
+	}
 	f.Add([]byte(`{"name":"x","peak_flops":1e308,"max_eff":1,"half_work":1e-300,"mem_bw":1e-300,"memory":1,"intra_bw":1,"inter_bw":1}`))
 	addFiles(f, "testdata/devices/*.json")
 	f.Fuzz(func(t *testing.T, data []byte) {
