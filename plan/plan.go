@@ -213,6 +213,20 @@ func (p *Plan) NodeOf(d int) int {
 	return d / max(p.DevicesPerNode, 1)
 }
 
+// NodeWorkers is how many of p's workers (a device of a stage each) run on
+// node n.
+func (p *Plan) NodeWorkers(n int) int {
+	k := 0
+	for _, st := range p.Stages {
+		for _, d := range st.Devices {
+			if p.NodeOf(d) == n {
+				k++
+			}
+		}
+	}
+	return k
+}
+
 // KindOf is the index of stage s's kind in the cluster (0 for devices of
 // one kind).
 func (p *Plan) KindOf(s int) int {

@@ -13,23 +13,21 @@ import (
 // A join is the shape of a graph pipeline's iteration on one host: k−1
 // branch workers each compute a pass and send their activations to one
 // join worker, which takes them all, computes, and sends a gradient back
-// to each in turn (joinPass). Its messages travel while other workers compute, send
-// and wake on the same cores, which a probe between two workers never
-// sees: on this project's 2-core virtual machine a 4 KiB message took
-// about twice as long one way in a join of 3 worker processes as between 2
-// (bench/history.md). joins times the one-way messages of joins of 2, 3,
-// ... workers (NATSJoinS).
+// to each in turn (joinPass). Its messages travel while other workers
+// compute, send and wake on the same cores, which a probe between two
+// workers never sees (bench/history.md has the one-way times that showed
+// it). joins times the one-way messages of joins of 2, 3, ... workers
+// (NATSJoinS).
 
 // joinPass is how long a join's workers compute between their messages:
 // branch b computes b passes after the go before it sends (the branches'
 // messages leave a pass apart, as stages of different work send theirs),
 // the join two after taking them all, each branch one after taking its
-// gradient. A short pass, as the small presets' stages compute (40-140
-// µs): messages that leave soon after the go meet the go's own traffic
-// and the other workers' waking, which a pass of 200 µs lets settle (on
-// this project's 2-core virtual machine a join of 3 measured 185-200 µs
-// one way with passes of 40 µs, 150-175 µs with 200 µs, and the small
-// DLRM's 3-stage run 240-400 µs: bench/history.md).
+// gradient. A short pass, as short as the small presets' stages compute:
+// messages that leave soon after the go meet the go's own traffic and the
+// other workers' waking, which a long pass lets settle, and a run's
+// messages meet them (bench/history.md has the times this was chosen
+// from).
 const joinPass = 40 * time.Microsecond
 
 // joinKey keys a join's messages: activations (Dir 'a') and gradients

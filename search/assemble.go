@@ -188,7 +188,7 @@ func priceEdge(p *plan.Plan, i int, in []stageIn, cm *costModel) {
 		e.Transfer += float64(max(fanOut, fanIn)-1)*bytes/l.bw + float64(fanOut-1)*send
 	}
 	if bytes > 0 && a == b && !e.Inter && e.Transport == plan.TransportNATS { // more workers on the host than two: the message waits for a core
-		e.Transfer += cm.kind(a).dev.JoinExtra(nodeWorkers(p, node(p, to.Devices[0])))
+		e.Transfer += cm.kind(a).dev.JoinExtra(p.NodeWorkers(node(p, to.Devices[0])))
 	}
 	e.SendS, e.RecvS = float64(fanOut)*send, float64(fanIn)*recv
 	e.HoldS = cm.kind(a).dev.SendHoldS
@@ -263,19 +263,6 @@ func chainEdges(p *plan.Plan, g *dag.Graph, sg *partition.StageGraph) {
 }
 
 func node(p *plan.Plan, dev int) int { return p.NodeOf(dev) }
-
-// nodeWorkers is how many of p's workers (a device each) run on node n.
-func nodeWorkers(p *plan.Plan, n int) int {
-	k := 0
-	for _, st := range p.Stages {
-		for _, d := range st.Devices {
-			if node(p, d) == n {
-				k++
-			}
-		}
-	}
-	return k
-}
 
 // spans says whether devices lie on more than one node.
 func spans(p *plan.Plan, devs []int) bool {

@@ -19,6 +19,9 @@ func TestRunCostsNamesJoins(t *testing.T) {
 		want    bool
 	}{{3, dev, true}, {2, dev, false}, {3, plan.Profiles["cpu"], false}} {
 		p := &plan.Plan{Device: c.dev, Devices: c.devices, DevicesPerNode: 4}
+		for d := range c.devices {
+			p.Stages = append(p.Stages, plan.PlanStage{Devices: []int{d}})
+		}
 		got := runCosts(p)
 		has := strings.Contains(got, "the profile's joins")
 		if has != c.want || has && !strings.Contains(got, "with 3 workers on a host a message between them takes 50 µs longer") {

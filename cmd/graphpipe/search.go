@@ -279,11 +279,22 @@ func runCosts(p *plan.Plan) string {
 	if send > 0 || recv > 0 {
 		parts = append(parts, fmt.Sprintf("a message costs its sender up to %.3g µs and its receiver up to %.3g µs", send*1e6, recv*1e6))
 	}
-	if k := plan.HostWorkers(p.Devices, p.DevicesPerNode); p.Device.JoinExtra(k) > 0 {
+	if k := busiestNode(p); p.Device.JoinExtra(k) > 0 {
 		parts = append(parts, fmt.Sprintf("with %d workers on a host a message between them takes %.3g µs longer than with 2 (the profile's joins)",
 			k, p.Device.JoinExtra(k)*1e6))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// busiestNode is the most workers of p on one node.
+func busiestNode(p *plan.Plan) int {
+	k := 0
+	for _, st := range p.Stages {
+		for _, d := range st.Devices {
+			k = max(k, p.NodeWorkers(p.NodeOf(d)))
+		}
+	}
+	return k
 }
 
 // lastGo is when the coordinator's go reaches the plan's last worker, by
