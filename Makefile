@@ -20,9 +20,9 @@ build:
 test:
 	$(GO) test ./...
 	# the CUDA path as shipped (CGO_ENABLED=0: purego without cgo), on the kernels' emulator
-	CGO_ENABLED=0 $(GO) test ./tensor/cuda ./stage ./cmd/graphpipe -run 'Emulat|Staging|ParamCache|Mixed|Driver|IPC'
+	CGO_ENABLED=0 $(GO) test ./tensor/cuda ./stage/... ./cmd/graphpipe -run 'Emulat|Staging|ParamCache|Mixed|Driver|IPC'
 	# a toy op kind added by one row per table (docs/adding-an-op.md), end to end
-	CGO_ENABLED=0 $(GO) test -tags toyop ./dag ./onnx ./stage -run 'Toy|Table|Gradients|Float32Matches|OpsOnEmulator'
+	CGO_ENABLED=0 $(GO) test -tags toyop ./dag ./onnx ./stage/... -run 'Toy|Table|Gradients|Float32Matches|OpsOnEmulator'
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x
@@ -69,7 +69,7 @@ demo: build
 # The race detector over the packages with goroutines (about 4 minutes on 2
 # cores: not part of make test).
 race:
-	$(GO) test -race ./runtime/... ./stage ./search ./cmd/graphpipe ./tensor
+	$(GO) test -race ./runtime/... ./stage/... ./search ./cmd/graphpipe ./tensor
 
 fuzz:
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME)
@@ -151,6 +151,7 @@ gpu-build:
 	mkdir -p build/gpu
 	CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o build/gpu/graphpipe ./cmd/graphpipe
 	CGO_ENABLED=0 $(GO) test -c -ldflags="-s -w" -o build/gpu/stage.test ./stage
+	CGO_ENABLED=0 $(GO) test -c -ldflags="-s -w" -o build/gpu/kernel.test ./stage/internal/kernel
 	CGO_ENABLED=0 $(GO) test -c -ldflags="-s -w" -o build/gpu/cuda.test ./tensor/cuda
 	CGO_ENABLED=0 $(GO) test -c -ldflags="-s -w" -o build/gpu/graphpipe.test ./cmd/graphpipe
 

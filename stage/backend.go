@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/graphpipe/graphpipe/stage/internal/kernel"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -25,7 +26,7 @@ type Backend interface {
 	// Name is "cpu" or "cuda".
 	Name() string
 	// bind ties the backend to e and makes the kernels of e's ops.
-	bind(e *Executor) (map[int]kernel[float32], error)
+	bind(e *Executor) (map[int]kernel.Kernel[float32], error)
 	passes
 	steps
 }
@@ -53,9 +54,8 @@ type passes interface {
 	release(mb int) error
 	// waitOp waits for the op just launched to end (Executor.SyncOps).
 	waitOp() error
-	// precision sets what the matrix products compute in: "fp32", "tf32"
-	// or "bf16" (SetPrecision has checked the name).
-	precision(p string) error
+	// precision sets what the matrix products compute in.
+	precision(p kernel.Precision) error
 	// close gives back what the backend holds; it must not run again.
 	close() error
 }

@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/graphpipe/graphpipe/stage/internal/kernel"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // cudaBackend computes on a GPU, where the training state lives from the
-// first step to the last (devState, gpu_exec.go; devTrain, gpu_state.go):
+// first step to the last (devState, residency.go; devTrain, device_state.go):
 //
 //   - the parameters are uploaded once, from the host's Params and Buffers
 //     (the seed's values, --init, a checkpoint: LoadState), before the
@@ -38,14 +39,14 @@ type cudaBackend struct {
 
 func (b *cudaBackend) Name() string { return "cuda" }
 
-func (b *cudaBackend) bind(e *Executor) (map[int]kernel[float32], error) {
+func (b *cudaBackend) bind(e *Executor) (map[int]kernel.Kernel[float32], error) {
 	if b.e != nil {
 		return nil, fmt.Errorf("stage: a backend serves one executor")
 	}
 	dev := newDevState(b.d, e)
-	kernels := make(map[int]kernel[float32], len(e.ops))
+	kernels := make(map[int]kernel.Kernel[float32], len(e.ops))
 	for _, i := range e.ops {
-		k, err := newGPUKernel(e.g, i, b.d, dev, &e.devErr, &e.ctx)
+		k, err := kernel.NewGPU(e.g, i, b.d, dev, &e.devErr, &e.ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -57,10 +58,10 @@ func (b *cudaBackend) bind(e *Executor) (map[int]kernel[float32], error) {
 
 // run runs f on the device with the stage's state ready (allocated, and
 // what the host wrote uploaded).
-func (b *cudaBackend) run(f func(s *gpuScope, t *devTrain)) error {
-	return onDevice(b.d, b.dev, func(s *gpuScope) {
+func (b *cudaBackend) run(f func(s *kernel.Scope, t *devTrain)) error {
+	return kernel.OnDevice(b.d, b.dev, func(s *kernel.Scope) {
 		b.dev.train.ready(s)
-		if s.err == nil {
+		if s.Err() == nil {
 			f(s, b.dev.train)
 		}
 	})
@@ -68,7 +69,7 @@ func (b *cudaBackend) run(f func(s *gpuScope, t *devTrain)) error {
 
 // begin makes the state ready and starts mb's residency.
 func (b *cudaBackend) begin(mb int) error {
-	if err := b.run(func(*gpuScope, *devTrain) {}); err != nil {
+	if err := b.run(func(*kernel.Scope, *devTrain) {}); err != nil {
 		return err
 	}
 	b.dev.begin(mb)
@@ -85,7 +86,7 @@ func (b *cudaBackend) resume(mb int) {
 // the outputs read outside it; with eval, the loss and its inputs (in
 // training the loss stays on the device: keepLoss).
 // In training, the outputs the worker keeps on the device (KeepOnDevice)
-// are lent to it instead (gpu_link.go).
+// are lent to it instead (device_links.go).
 func (b *cudaBackend) outputs(out map[string]*Value[float32], eval bool) error {
 	return b.dev.fetch(out, func(name string) bool {
 		if !eval && b.dev.keepOut[name] && b.dev.lend(out[name]) {
@@ -128,8 +129,8 @@ func (b *cudaBackend) release(mb int) error { return b.dev.release(mb) }
 
 func (b *cudaBackend) waitOp() error { return b.d.Sync() }
 
-func (b *cudaBackend) precision(p string) error {
-	b.dev.bf16, b.dev.tf32 = p == "bf16", p == "tf32"
+func (b *cudaBackend) precision(p kernel.Precision) error {
+	b.dev.prec = p
 	return nil
 }
 
@@ -162,13 +163,13 @@ func (b *cudaBackend) setOptimizer(o TrainOptions) error {
 }
 
 func (b *cudaBackend) keepLoss(slot int, v *Value[float32]) error {
-	return b.run(func(s *gpuScope, t *devTrain) { t.keepLoss(s, slot, v) })
+	return b.run(func(s *kernel.Scope, t *devTrain) { t.keepLoss(s, b.dev.cur, slot, v) })
 }
 
 // stepLosses are the losses the step's readback brought (readStep).
 func (b *cudaBackend) stepLosses(n int) ([]float32, error) {
 	var r *readback
-	err := b.run(func(s *gpuScope, t *devTrain) { r = t.readStep(s) })
+	err := b.run(func(s *kernel.Scope, t *devTrain) { r = t.readStep(s) })
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +185,7 @@ func (b *cudaBackend) allReduce(ctx context.Context, c StepComm) error {
 	if r, ok := c.(Replicated); ok && r.Replicas() < 2 {
 		return nil
 	}
-	return b.run(func(s *gpuScope, t *devTrain) {
+	return b.run(func(s *kernel.Scope, t *devTrain) {
 		t.allReduce(s, func(grads []*Value[float32]) error { return c.AllReduce(ctx, grads) })
 	})
 }
@@ -207,7 +208,7 @@ func (b *cudaBackend) gradsFinite() (bool, error) {
 // firstNonFinite brings the state and the gradients to the host and scans
 // them there: the slow path, taken only when a value is not finite.
 func (b *cudaBackend) firstNonFinite() (op, what string, err error) {
-	if err := b.run(func(s *gpuScope, t *devTrain) { t.fetch(s); t.fetchGrads(s) }); err != nil {
+	if err := b.run(func(s *kernel.Scope, t *devTrain) { t.fetch(s); t.fetchGrads(s) }); err != nil {
 		return "", "", err
 	}
 	op, what = b.e.scanNonFinite()
@@ -216,7 +217,7 @@ func (b *cudaBackend) firstNonFinite() (op, what string, err error) {
 
 func (b *cudaBackend) squaredNorms() (map[string]float64, error) {
 	var r *readback
-	if err := b.run(func(s *gpuScope, t *devTrain) { r = t.readStep(s) }); err != nil {
+	if err := b.run(func(s *kernel.Scope, t *devTrain) { r = t.readStep(s) }); err != nil {
 		return nil, err
 	}
 	out := make(map[string]float64, len(r.squares))
@@ -230,27 +231,27 @@ func (b *cudaBackend) scaleGrads(c float32) error {
 	if c == 1 {
 		return nil
 	}
-	return b.run(func(s *gpuScope, t *devTrain) { t.scale(s, c) })
+	return b.run(func(s *kernel.Scope, t *devTrain) { t.scale(s, c) })
 }
 
 func (b *cudaBackend) update(rate float64) error {
-	return b.run(func(s *gpuScope, t *devTrain) { t.update(s, rate) })
+	return b.run(func(s *kernel.Scope, t *devTrain) { t.update(s, rate) })
 }
 
 func (b *cudaBackend) clearGrads() error {
-	return b.run(func(s *gpuScope, t *devTrain) { t.clear(s) })
+	return b.run(func(s *kernel.Scope, t *devTrain) { t.clear(s) })
 }
 
 func (b *cudaBackend) fetchGrads() error {
-	return b.run(func(s *gpuScope, t *devTrain) { t.fetchGrads(s) })
+	return b.run(func(s *kernel.Scope, t *devTrain) { t.fetchGrads(s) })
 }
 
 func (b *cudaBackend) keepBuffers() error {
-	return b.run(func(s *gpuScope, t *devTrain) { t.keepBuffers(s) })
+	return b.run(func(s *kernel.Scope, t *devTrain) { t.keepBuffers(s) })
 }
 
 func (b *cudaBackend) restoreBuffers() error {
-	return b.run(func(s *gpuScope, t *devTrain) { t.restoreBuffers(s) })
+	return b.run(func(s *kernel.Scope, t *devTrain) { t.restoreBuffers(s) })
 }
 
 // changed notes what the host wrote; it is uploaded before the device next
@@ -260,19 +261,19 @@ func (b *cudaBackend) changed(names []string) { b.dev.train.changed(names) }
 // fetch brings the parameters and buffers to the host when the device's
 // are newer.
 func (b *cudaBackend) fetch() error {
-	return b.run(func(s *gpuScope, t *devTrain) { t.fetch(s) })
+	return b.run(func(s *kernel.Scope, t *devTrain) { t.fetch(s) })
 }
 
 func (b *cudaBackend) optimizerState() (map[string][]float32, int, error) {
 	var st map[string][]float32
 	var n int
-	err := b.run(func(s *gpuScope, t *devTrain) { st, n = t.optimizerState(s) })
+	err := b.run(func(s *kernel.Scope, t *devTrain) { st, n = t.optimizerState(s) })
 	return st, n, err
 }
 
 func (b *cudaBackend) loadOptimizerState(st map[string][]float32, step int) error {
 	var lerr error
-	err := b.run(func(s *gpuScope, t *devTrain) { lerr = t.loadOptimizerState(s, st, step) })
+	err := b.run(func(s *kernel.Scope, t *devTrain) { lerr = t.loadOptimizerState(s, st, step) })
 	if lerr != nil {
 		return lerr
 	}

@@ -2,7 +2,6 @@ package stage
 
 import (
 	"fmt"
-	"hash/fnv"
 	"math"
 	"math/bits"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/stage/internal/kernel"
 )
 
 // teacherSeed separates the teacher's draws from the inputs' and the
@@ -69,8 +69,8 @@ func NewDataset(g *dag.Graph) (*Dataset, error) {
 	loss := g.OpInputs(g.Loss())
 	if t := loss[1]; t.Producer < 0 {
 		d.target = t.Name
-		d.out = sizeOf(toIntsShape(loss[0].Shape))
-		d.w = gaussian(rng(d.seed^teacherSeed, "teacher", "out"), d.out*teacherWidth, 1/math.Sqrt(teacherWidth))
+		d.out = kernel.SizeOf(kernel.IntShape(loss[0].Shape))
+		d.w = gaussian(kernel.RNG(d.seed^teacherSeed, "teacher", "out"), d.out*teacherWidth, 1/math.Sqrt(teacherWidth))
 		for _, in := range g.Inputs() {
 			if in.Name != d.target {
 				d.taps = append(d.taps, d.tap(in))
@@ -83,8 +83,8 @@ func NewDataset(g *dag.Graph) (*Dataset, error) {
 // tap chooses input in's positions (all of them when there are few) and
 // draws its float features.
 func (d *Dataset) tap(in dag.Input) teacherTap {
-	per := sizeOf(toIntsShape(in.Shape))
-	r := rng(d.seed^teacherSeed, "teacher", in.Name)
+	per := kernel.SizeOf(kernel.IntShape(in.Shape))
+	r := kernel.RNG(d.seed^teacherSeed, "teacher", in.Name)
 	pos := make([]int, per)
 	for i := range pos {
 		pos[i] = i
@@ -94,7 +94,7 @@ func (d *Dataset) tap(in dag.Input) teacherTap {
 		pos = pos[:teacherTaps]
 		sort.Ints(pos)
 	}
-	t := teacherTap{per: per, pos: pos, key: splitmix(uint64(d.seed)^teacherSeed) ^ fnvString(in.Name), rng: in.Range, data: d.dataKey(in.Name),
+	t := teacherTap{per: per, pos: pos, key: kernel.Splitmix(uint64(d.seed)^teacherSeed) ^ kernel.FNV(in.Name), rng: in.Range, data: d.dataKey(in.Name),
 		scale: 1 / math.Sqrt(float64(max(len(pos), 1)))}
 	if in.DType != dag.Int32 {
 		t.r = gaussian(r, len(pos)*teacherWidth, 1)
@@ -118,19 +118,19 @@ func (d *Dataset) Inputs(step, n int, names map[string]bool) (map[string]*Value[
 		if names != nil && !names[in.Name] {
 			continue
 		}
-		shape := append([]int{n}, toIntsShape(in.Shape)...)
+		shape := append([]int{n}, kernel.IntShape(in.Shape)...)
 		base := stepBase(d.dataKey(in.Name), step)
 		v := &Value[float32]{Shape: shape}
 		if in.DType == dag.Int32 {
-			v.Ints = make([]int32, sizeOf(shape))
-			eachSpan(len(v.Ints), func(lo, hi int) {
+			v.Ints = make([]int32, kernel.SizeOf(shape))
+			kernel.EachSpan(len(v.Ints), func(lo, hi int) {
 				for i := lo; i < hi; i++ {
 					v.Ints[i] = intAt(base, i, in.Range)
 				}
 			})
 		} else {
-			v.Data = make([]float32, sizeOf(shape))
-			eachSpan(len(v.Data), func(lo, hi int) {
+			v.Data = make([]float32, kernel.SizeOf(shape))
+			kernel.EachSpan(len(v.Data), func(lo, hi int) {
 				for i := lo; i < hi; i++ {
 					v.Data[i] = normalAt(base, i)
 				}
@@ -168,15 +168,17 @@ func poison(batch map[string]*Value[float32], step int) {
 
 // dataKey separates the inputs' streams.
 func (d *Dataset) dataKey(name string) uint64 {
-	return splitmix(uint64(d.seed)) ^ fnvString("data\x00"+name)
+	return kernel.Splitmix(uint64(d.seed)) ^ kernel.FNV("data\x00"+name)
 }
 
 // stepBase is the generator state of one input's values at step.
-func stepBase(key uint64, step int) uint64 { return splitmix(key ^ splitmix(uint64(step))) }
+func stepBase(key uint64, step int) uint64 {
+	return kernel.Splitmix(key ^ kernel.Splitmix(uint64(step)))
+}
 
 // word is the i-th word of a SplitMix64 stream from base: counter-based, so
 // any value is made without the ones before it.
-func word(base uint64, i int) uint64 { return splitmix(base + uint64(i)*0x9e3779b97f4a7c15) }
+func word(base uint64, i int) uint64 { return kernel.Splitmix(base + uint64(i)*0x9e3779b97f4a7c15) }
 
 // normalAt is value i of base's stream, close to N(0, 1): the sum of the
 // four 16-bit uniforms of word i, centred and scaled to variance 1 (its
@@ -194,21 +196,13 @@ func intAt(base uint64, i int, rng *[2]int64) int32 {
 	return int32(rng[0] + int64(hi))
 }
 
-func sizeOf(shape []int) int {
-	n := 1
-	for _, s := range shape {
-		n *= s
-	}
-	return n
-}
-
 // label replaces the target input of a batch of n samples by the teacher's
 // answer, the samples split over the cores (each label is its sample's
 // alone, so the split changes nothing).
 func (d *Dataset) label(tgt *Value[float32], step, n int) {
-	write := kernels[d.g.Op(d.g.Loss()).Kind].label
+	write := kernel.Label(d.g.Op(d.g.Loss()).Kind)
 	work := teacherWidth * (d.out + len(d.taps)*teacherTaps)
-	eachHead(n, work, func(s int) {
+	kernel.EachItem(n, work, func(s int) {
 		feat := make([]float64, teacherWidth)
 		z := make([]float64, d.out)
 		d.features(step, s, feat)
@@ -221,34 +215,6 @@ func (d *Dataset) label(tgt *Value[float32], step, n int) {
 		}
 		write(z, tgt, s)
 	})
-}
-
-// labelClass is softmax_cross_entropy's label: the teacher's best class.
-func labelClass(z []float64, tgt *Value[float32], s int) {
-	best := 0
-	for o := range z {
-		if z[o] > z[best] {
-			best = o
-		}
-	}
-	tgt.Ints[s] = int32(best)
-}
-
-// labelValues is mse's: the teacher's outputs.
-func labelValues(z []float64, tgt *Value[float32], s int) {
-	for o, v := range z {
-		tgt.Data[s*len(z)+o] = float32(v)
-	}
-}
-
-// labelBits is bce_with_logits': 1 where the teacher's output is positive.
-func labelBits(z []float64, tgt *Value[float32], s int) {
-	for o, v := range z {
-		tgt.Data[s*len(z)+o] = 0
-		if v > 0 {
-			tgt.Data[s*len(z)+o] = 1
-		}
-	}
 }
 
 // features is tanh of the sum of every input's random features for sample
@@ -284,17 +250,11 @@ func gaussian(r interface{ NormFloat64() float64 }, n int, scale float64) []floa
 	return out
 }
 
-func fnvString(s string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	return h.Sum64()
-}
-
 // addIntFeatures adds scale times int value x's fixed random vector to
 // feat: teacherWidth values uniform in [−√3, √3) (unit variance), four from
 // each 64-bit word, without a table as large as the input's range.
 func addIntFeatures(feat []float64, key uint64, x int32, scale float64) {
-	base := splitmix(key ^ splitmix(uint64(int64(x))))
+	base := kernel.Splitmix(key ^ kernel.Splitmix(uint64(int64(x))))
 	for f := 0; f < len(feat); f += 4 {
 		w := word(base, f)
 		for q := 0; q < 4 && f+q < len(feat); q++ {
@@ -302,12 +262,4 @@ func addIntFeatures(feat []float64, key uint64, x int32, scale float64) {
 			feat[f+q] += scale * (2*u - 1) * math.Sqrt(3)
 		}
 	}
-}
-
-// splitmix is SplitMix64's finaliser.
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
 }

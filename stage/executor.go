@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/stage/internal/kernel"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -20,7 +21,7 @@ import (
 type Executor struct {
 	g       *dag.Graph
 	ops     []int // the stage's ops, in topological order
-	kernels map[int]kernel[float32]
+	kernels map[int]kernel.Kernel[float32]
 	be      Backend // where it computes and the state lives
 	// Params and Grads are the stage's parameters and their gradients by
 	// name (dag.Param.Key): the state on the CPU backend, the host's copies
@@ -39,8 +40,8 @@ type Executor struct {
 	// its launch: the device is synchronised after every op (for timing
 	// ops, at the cost of overlap; graphpipe profile --model).
 	SyncOps bool
-	devErr  error  // the first device error of a backward pass (GPU kernels)
-	ctx     runCtx // what the running pass tells its kernels
+	devErr  error       // the first device error of a backward pass (GPU kernels)
+	ctx     kernel.Pass // what the running pass tells its kernels
 
 	train    *TrainOptions // the optimizer's, the schedule's and clipping's (SetOptimizer)
 	lossOp   string        // the loss op's name when the stage holds it
@@ -85,7 +86,7 @@ func NewExecutor(g *dag.Graph, ops []int, seed int64, on ...Backend) (*Executor,
 		return nil, err
 	}
 	e := &Executor{g: g, Params: map[string]*Value[float32]{}, Grads: map[string]*Value[float32]{},
-		Buffers: map[string]*Value[float32]{}, mbs: map[int]*microBatch{}, OpSeconds: map[string]*[2]float64{}, ctx: runCtx{seed: seed}}
+		Buffers: map[string]*Value[float32]{}, mbs: map[int]*microBatch{}, OpSeconds: map[string]*[2]float64{}, ctx: kernel.Pass{Seed: seed}}
 	pos := map[int]int{}
 	for k, i := range g.Order() {
 		pos[i] = k
@@ -258,10 +259,10 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
 	}
-	e.ctx.pos = pos
-	if e.ctx.pos.Rows == 0 {
+	e.ctx.Pos = pos
+	if e.ctx.Pos.Rows == 0 {
 		for _, v := range feeds {
-			e.ctx.pos.Rows = v.Shape[0]
+			e.ctx.Pos.Rows = v.Shape[0]
 			break
 		}
 	}
@@ -308,7 +309,7 @@ func (e *Executor) lossReads(name string) bool {
 }
 
 func (e *Executor) forward(mb int, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
-	m := &microBatch{grads: map[string]*Value[float32]{}, pos: e.ctx.pos, feeds: feeds, lossAt: -1}
+	m := &microBatch{grads: map[string]*Value[float32]{}, pos: e.ctx.Pos, feeds: feeds, lossAt: -1}
 	out, err := e.run(m)
 	if err != nil {
 		return nil, err
@@ -335,7 +336,7 @@ func (e *Executor) run(m *microBatch) (map[string]*Value[float32], error) {
 			}
 			x = append(x, v)
 		}
-		y, st, err := e.kernels[i].forward(x, e.params(i))
+		y, st, err := e.kernels[i].Forward(x, e.params(i))
 		if e.opDone(); err == nil {
 			err = e.devErr
 		}
@@ -363,7 +364,7 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		m.grads[k] = v
 	}
 	e.seedLoss(m, grads)
-	e.ctx.pos = m.pos
+	e.ctx.Pos = m.pos
 	e.be.resume(mb)
 	if m.shed {
 		if err := e.recompute(m); err != nil {
@@ -382,7 +383,7 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		if weights {
 			gp = e.paramGrads(i)
 		}
-		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, gp)
+		e.kernels[i].Backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, gp)
 		e.opDone()
 		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
 	}
@@ -462,7 +463,7 @@ func (e *Executor) Weights(mb int) error {
 	if !ok || !m.weight {
 		return fmt.Errorf("stage: micro-batch %d owes no weight gradients", mb)
 	}
-	e.ctx.pos = m.pos
+	e.ctx.Pos = m.pos
 	for _, i := range e.ops {
 		if len(e.g.Params(i)) == 0 {
 			continue
@@ -475,7 +476,7 @@ func (e *Executor) Weights(mb int) error {
 		e.be.resume(mb)
 		x, _ := e.inputsAndGrads(m, i)
 		gx := make([]*Value[float32], len(x)) // inputs' gradients are done
-		e.kernels[i].backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, e.paramGrads(i))
+		e.kernels[i].Backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, e.paramGrads(i))
 		e.opDone()
 		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
 	}

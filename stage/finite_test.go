@@ -4,13 +4,15 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/graphpipe/graphpipe/stage/internal/kernel"
 )
 
 // TestFinite: a NaN or an infinity anywhere in a slice of any length (the
 // unrolled body, the tail, a span of its own) is found; finite extremes
 // are not taken for one.
 func TestFinite(t *testing.T) {
-	for _, n := range []int{0, 1, 3, 4, 5, 17, minSpan*4 + 3} {
+	for _, n := range []int{0, 1, 3, 4, 5, 17, kernel.MinSpan*4 + 3} {
 		x := make([]float32, n)
 		for i := range x {
 			x[i] = float32(i%7) - 3

@@ -6,6 +6,8 @@ import (
 	"math/rand"
 	"runtime"
 	"testing"
+
+	"github.com/graphpipe/graphpipe/stage/internal/kernel"
 )
 
 // refStep is the simple thing the fused step is held to: the step's passes
@@ -146,7 +148,7 @@ func TestFusedStepMatchesPasses(t *testing.T) {
 // TestEachPieceCoversOnce: every element of every range is given to f
 // exactly once, the empty ranges included, on one core and on several.
 func TestEachPieceCoversOnce(t *testing.T) {
-	sizes := []int{0, 1, pieceSize - 1, pieceSize, pieceSize + 1, 5 * minSpan, 3}
+	sizes := []int{0, 1, pieceSize - 1, pieceSize, pieceSize + 1, 5 * kernel.MinSpan, 3}
 	for _, cores := range []int{1, 2, 4} {
 		func() {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cores))

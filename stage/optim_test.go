@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 	"testing"
+
+	"github.com/graphpipe/graphpipe/stage/internal/kernel"
 )
 
 // optimGolden is testdata/torch/optim_golden.json, written by
@@ -160,7 +162,7 @@ func TestWeightDecayByHand(t *testing.T) {
 // TestSquaredNormsAreCoreIndependent: a gradient's squared norm is the
 // same number on 1 core and on 4 (the blocks are fixed), and it is Σg².
 func TestSquaredNormsAreCoreIndependent(t *testing.T) {
-	x := make([]float32, 5*normBlock+17+4*minSpan)
+	x := make([]float32, 5*normBlock+17+4*kernel.MinSpan)
 	naive := 0.0
 	for i := range x {
 		x[i] = float32(math.Sin(float64(i)*0.37)) * 3

@@ -8,6 +8,7 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
+	"github.com/graphpipe/graphpipe/tensor/cuda/cudatest"
 )
 
 // TestTimeOps: every op gets a time per pass at every size; ops without
@@ -68,10 +69,10 @@ func TestTimeOpsSizes(t *testing.T) {
 // TestTimeOpsOnEmulator: the same on the CUDA code path (its CPU emulator),
 // each op synchronised: every op timed, the weight pass where there are
 // weights.
-func TestTimeOpsOnEmulator(t *testing.T) { checkTimeOps(t, emulatedDevice(t)) }
+func TestTimeOpsOnEmulator(t *testing.T) { checkTimeOps(t, cudatest.Emulator(t)) }
 
 // TestTimeOpsOnGPU is TestTimeOpsOnEmulator on a real GPU (skipped without one).
-func TestTimeOpsOnGPU(t *testing.T) { checkTimeOps(t, gpuDevice(t)) }
+func TestTimeOpsOnGPU(t *testing.T) { checkTimeOps(t, cudatest.GPU(t)) }
 
 func checkTimeOps(t *testing.T, dev *cuda.Device) {
 	g := tinyMMT(t)

@@ -46,7 +46,9 @@ func newAdam(decoupled bool) func(o TrainOptions) Optimizer {
 	}
 }
 
-func adamBytes(TrainOptions) int64 { return 8 } // exp_avg and exp_avg_sq
+func adamBytes(TrainOptions) int64 { return 8 }
+
+// exp_avg and exp_avg_sq
 
 // OptimizerNames lists the catalogue's names: "sgd, adam, adamw".
 func OptimizerNames() string {

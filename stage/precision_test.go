@@ -5,37 +5,14 @@ import (
 	"testing"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/stage/internal/kernel"
 	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
+	"github.com/graphpipe/graphpipe/tensor/cuda/cudatest"
 )
 
-// bf16Round rounds x to bfloat16 (nearest even) and back.
-func bf16Round(x []float32) []float32 {
-	out := make([]float32, len(x))
-	for i, v := range x {
-		u := math.Float32bits(v)
-		u += 0x7fff + (u>>16)&1
-		out[i] = math.Float32frombits(u &^ 0xffff)
-	}
-	return out
-}
-
-// tf32Round rounds x to TF32 (10 mantissa bits; nearest even) and back.
-func tf32Round(x []float32) []float32 {
-	out := make([]float32, len(x))
-	for i, v := range x {
-		u := math.Float32bits(v)
-		if u&0x7f800000 != 0x7f800000 {
-			u += 0xfff + (u>>13)&1
-			u &^= 0x1fff
-		}
-		out[i] = math.Float32frombits(u)
-	}
-	return out
-}
-
 // rounders are what each precision does to a product's operands.
-var rounders = map[string]func([]float32) []float32{"bf16": bf16Round, "tf32": tf32Round}
+var rounders = map[string]func([]float32) []float32{"bf16": cudatest.RoundBF16, "tf32": cudatest.RoundTF32}
 
 // gemmSpan is how many elements a stored rows × cols matrix at stride ld
 // reads, over count batches stride apart.
@@ -55,7 +32,7 @@ func pickT(trans bool, rows, cols int) int {
 
 // gemmChecker checks every matrix product a kernel runs on the device
 // against float32 math on its operands rounded as the executor's precision
-// rounds them (testHookGemm).
+// rounds them (kernel.TestHookGemm).
 type gemmChecker struct {
 	t              *testing.T
 	precision      string
@@ -126,10 +103,10 @@ func (c *gemmChecker) hook(d *cuda.Device, g cuda.GemmArgs, sa, sb, sc, count in
 // weight gradients) as float32 math on operands rounded to TF32 or bf16,
 // each product checked as it runs; the loss tracks float32's within 1%, not
 // equal to it.
-func TestPrecisionGemmsOnEmulator(t *testing.T) { checkPrecisionGemms(t, emulatedDevice(t)) }
+func TestPrecisionGemmsOnEmulator(t *testing.T) { checkPrecisionGemms(t, cudatest.Emulator(t)) }
 
 // TestPrecisionGemmsOnGPU is TestPrecisionGemmsOnEmulator on a real GPU (skipped without one).
-func TestPrecisionGemmsOnGPU(t *testing.T) { checkPrecisionGemms(t, gpuDevice(t)) }
+func TestPrecisionGemmsOnGPU(t *testing.T) { checkPrecisionGemms(t, cudatest.GPU(t)) }
 
 func checkPrecisionGemms(t *testing.T, d *cuda.Device) {
 	v2, err := dag.Load([]byte(v2Net))
@@ -152,10 +129,10 @@ func checkPrecisionGemms(t *testing.T, d *cuda.Device) {
 				}
 				c := &gemmChecker{t: t, precision: p}
 				if p != "fp32" {
-					testHookGemm = c.hook
+					kernel.TestHookGemm = c.hook
 				}
 				l, _, err := tr.Step(0)
-				testHookGemm = nil
+				kernel.TestHookGemm = nil
 				tr.Ex.Close()
 				if err != nil {
 					t.Fatal(err)

@@ -1,6 +1,9 @@
 package stage
 
-import "github.com/graphpipe/graphpipe/tensor/cuda"
+import (
+	"github.com/graphpipe/graphpipe/stage/internal/kernel"
+	"github.com/graphpipe/graphpipe/tensor/cuda"
+)
 
 // Activation recomputation (Executor.Recompute): after a micro-batch's
 // Forward the executor keeps only what it was fed (on a device, the
@@ -10,7 +13,7 @@ import "github.com/graphpipe/graphpipe/tensor/cuda"
 // optimizer step changes inside an iteration; dropout draws its masks from
 // (seed, step, op, sample) (Position, restored from the micro-batch); and
 // batch_norm normalises by the statistics of the same input again but does
-// not move its running statistics a second time (runCtx.recomputing). So
+// not move its running statistics a second time (kernel.Pass.recomputing). So
 // the recomputed values, and everything computed from them, are the
 // first forward's bit for bit.
 
@@ -24,8 +27,8 @@ func (e *Executor) shed(mb int) error {
 // recompute reruns micro-batch m's forward from its feeds, leaving buffers
 // alone, before its backward.
 func (e *Executor) recompute(m *microBatch) error {
-	e.ctx.recomputing = true
-	defer func() { e.ctx.recomputing = false }()
+	e.ctx.Recomputing = true
+	defer func() { e.ctx.Recomputing = false }()
 	if _, err := e.run(m); err != nil {
 		return err
 	}
@@ -60,9 +63,9 @@ func (dev *devState) shed(mb int, keep map[*Value[float32]]bool) error {
 		}
 	}
 	r.owned = owned
-	return onDevice(dev.d, nil, func(s *gpuScope) {
+	return kernel.OnDevice(dev.d, nil, func(s *kernel.Scope) {
 		for _, b := range free {
-			s.fail(dev.d.Free(b))
+			s.Fail(dev.d.Free(b))
 		}
 	})
 }

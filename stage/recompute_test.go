@@ -6,6 +6,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
+	"github.com/graphpipe/graphpipe/tensor/cuda/cudatest"
 )
 
 // stateAfter runs two steps of one batch in mbs micro-batches, every
@@ -124,10 +125,10 @@ func TestRecomputeIsBitIdentical(t *testing.T) {
 // TestRecomputeOnEmulator: the same on the CUDA kernels' emulator, where a
 // micro-batch's device memory but its fed values' copies and the staged
 // outputs is freed after its forward.
-func TestRecomputeOnEmulator(t *testing.T) { checkRecompute(t, emulatedDevice(t)) }
+func TestRecomputeOnEmulator(t *testing.T) { checkRecompute(t, cudatest.Emulator(t)) }
 
 // TestRecomputeOnGPU is TestRecomputeOnEmulator on a real GPU (skipped without one).
-func TestRecomputeOnGPU(t *testing.T) { checkRecompute(t, gpuDevice(t)) }
+func TestRecomputeOnGPU(t *testing.T) { checkRecompute(t, cudatest.GPU(t)) }
 
 func checkRecompute(t *testing.T, d *cuda.Device) {
 	g, err := dag.Load([]byte(v2Net))

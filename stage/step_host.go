@@ -1,6 +1,8 @@
 package stage
 
-import "context"
+import (
+	"context"
+)
 
 // hostStep runs a step's pieces on the host's copies of the state: the
 // whole step of the CPU backend (backend_cpu.go).

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/stage/internal/kernel"
+	"github.com/graphpipe/graphpipe/tensor/cuda/cudatest"
 )
 
 // The step's contract, which every backend runs (stepContract): EndStep and
@@ -29,8 +31,8 @@ type backendCase struct {
 func backendCases() []backendCase {
 	return []backendCase{
 		{"cpu", func(*testing.T) Backend { return CPU() }, 0},
-		{"cuda-emulator", func(t *testing.T) Backend { return CUDA(emulatedDevice(t)) }, 0}, // the device's optimizer is the host's, bit for bit
-		{"cuda", func(t *testing.T) Backend { return CUDA(gpuDevice(t)) }, 1e-6},
+		{"cuda-emulator", func(t *testing.T) Backend { return CUDA(cudatest.Emulator(t)) }, 0}, // the device's optimizer is the host's, bit for bit
+		{"cuda", func(t *testing.T) Backend { return CUDA(cudatest.GPU(t)) }, 1e-6},
 	}
 }
 
@@ -199,7 +201,7 @@ func lossOf(t *testing.T, ex *Executor, mb int, v *Value[float32]) float32 {
 	}
 	cb := ex.be.(*cudaBackend)
 	var x [1]float32
-	if err := onDevice(cb.d, nil, func(s *gpuScope) { s.down(x[:], cb.dev.mbs[mb].vals[v]) }); err != nil {
+	if err := kernel.OnDevice(cb.d, nil, func(s *kernel.Scope) { s.Down(x[:], cb.dev.mbs[mb].vals[v]) }); err != nil {
 		t.Fatal(err)
 	}
 	return x[0]
@@ -345,7 +347,7 @@ func stepMisuse(t *testing.T, c backendCase) {
 // TestUseDeviceCarriesTheOptimizer: moving an executor onto CUDA after
 // steps on the CPU keeps its optimizer's state, bit for bit.
 func TestUseDeviceCarriesTheOptimizer(t *testing.T) {
-	d := emulatedDevice(t)
+	d := cudatest.Emulator(t)
 	tr := stepTrainer(t, backendCases()[0], TrainOptions{Optimizer: "adam", LR: 1e-3})
 	for s := 0; s < 2; s++ {
 		if _, _, err := tr.Step(s); err != nil {

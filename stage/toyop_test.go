@@ -11,16 +11,12 @@ import (
 	"github.com/graphpipe/graphpipe/dag"
 )
 
-// The toy operator scale2 (y = 2x) end to end, with nothing but its row in
-// dag's table (dag/op_toy.go) and its row and kernels in stage's
-// (kernels_toy.go): go test -tags toyop ./stage -run 'Toy|Gradients|Float32|OpsOnEmulator'.
-// The op cases below put it through the finite-difference, float32 and
-// GPU-emulator checks every op gets; TestAgainstPyTorch then asks for its
-// PyTorch golden case, which a real op adds (docs/adding-an-op.md).
-
-func init() {
-	opCases = append(opCases, opCase{"scale2", `{"name":"x","shape":[2,3],"dtype":"float32"}`, `"op":"scale2","inputs":["x"]`})
-}
+// The toy operator scale2 (y = 2x) end to end through the executor, with
+// nothing but its row in dag's table (dag/op_toy.go) and its row and
+// kernels in the kernel room's (internal/kernel/toy.go):
+// go test -tags toyop ./stage/... -run 'Toy|Table|Gradients|Float32|OpsOnEmulator'.
+// The kernel room's op cases put it through the finite-difference, float32
+// and GPU-emulator checks every op gets (internal/kernel/toy_test.go).
 
 const toyModel = `{"format": "graphpipe/model@2", "batch_size": 2,
   "inputs": [{"name": "x", "shape": [3], "dtype": "float32"}, {"name": "t", "shape": [4], "dtype": "float32"}],

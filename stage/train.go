@@ -159,22 +159,6 @@ func (t *Trainer) Apply(skip bool) error {
 // Report is what ending the last step Compute ran found (EndStep).
 func (t *Trainer) Report() StepReport { return t.report }
 
-// SliceRows is rows [lo, hi) of a batch-major value, sharing its storage.
-func SliceRows[T Num](v *Value[T], lo, hi int) *Value[T] {
-	per := 1
-	for _, d := range v.Shape[1:] {
-		per *= d
-	}
-	out := &Value[T]{Shape: append([]int{hi - lo}, v.Shape[1:]...)}
-	if v.Data != nil {
-		out.Data = v.Data[lo*per : hi*per]
-	}
-	if v.Ints != nil {
-		out.Ints = v.Ints[lo*per : hi*per]
-	}
-	return out
-}
-
 // GradNorm is the last step's global gradient norm before clipping (0
 // without ClipGradNorm): what clip_grad_norm_ returns. A skipped step
 // leaves it as the step before left it.

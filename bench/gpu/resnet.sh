@@ -20,7 +20,8 @@ B=${B:-build/gpu}
 OUT=${OUT:-$B/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt" || true
-(cd stage && ../$B/stage.test -test.run 'TestBatchNormDNNOnGPU|TestConvDNNOnGPU|TestConvTimesOnGPU' -test.v) >"$OUT/tests.txt" 2>&1 || true
+(cd stage/internal/kernel && ../../../$B/kernel.test -test.run 'TestBatchNormDNNOnGPU|TestConvDNNOnGPU|TestConvPathsAgreeOnGPU' -test.v) >"$OUT/tests.txt" 2>&1 || true
+(cd stage && ../$B/stage.test -test.run 'TestConvTimesOnGPU' -test.v) >>"$OUT/tests.txt" 2>&1 || true
 $B/cuda.test -test.run 'TestConvsOnGPU' -test.v >>"$OUT/tests.txt" 2>&1 || true
 grep -E '^(--- |ok|FAIL|PASS)|largest|forward .* ms' "$OUT/tests.txt" | grep -v '^    --- PASS' || true
 timeout 200 env GP=$B/graphpipe OUT="$OUT" MODEL=bench/gpu/resnet50.json BATCH=64 STEPS=10 PRECISIONS="fp32 tf32" \

@@ -27,7 +27,8 @@ echo "libcudnn found: ${dnn:-none}" | tee "$OUT/cudnn.txt"
 # in fp32 and tf32 (TestConvDNNOnGPU: skipped, saying why, where no cuDNN
 # loads), and ResNet-50's layer1 3x3 and 1x1 convolutions and batch norm
 # timed through cuDNN and im2col (TestConvTimesOnGPU)
-(cd stage && ../$B/stage.test -test.run 'OnGPU' -test.v) 2>&1 | tee "$OUT/ops.txt"
+(cd stage/internal/kernel && ../../../$B/kernel.test -test.run 'OnGPU' -test.v) 2>&1 | tee "$OUT/ops.txt"
+(cd stage && ../$B/stage.test -test.run 'OnGPU' -test.v) 2>&1 | tee -a "$OUT/ops.txt"
 # the step's contract on the GPU: EndStep and ApplyStep against the host's
 # primitives (the device's norms, finite check, clip and optimizer), the
 # report before clipping, a skip undone, failures named
