@@ -8,7 +8,7 @@ import (
 // tuneShared is tune, then the plan's sharing of its hosts priced again
 // (reshare): stages run further ahead are busy at once more often.
 func tuneShared(p *plan.Plan, cm *costModel) error {
-	if err := tune(p); err != nil {
+	if err := tune(p, cm.tu.tuneFloor); err != nil {
 		return err
 	}
 	return reshare(p, cm)
@@ -27,8 +27,8 @@ const tuneBudget = 2_000_000
 // stages before it to stay ahead, and keeps the first that helps; it stops
 // when a round finds nothing or the budget is spent, or when the iteration
 // is at its bound (iterationFloor): no warm-up can then shorten it, and the
-// round would find nothing. Deterministic.
-func tune(p *plan.Plan) error {
+// round would find nothing (where atFloor: tuning.tuneFloor). Deterministic.
+func tune(p *plan.Plan, atFloor bool) error {
 	pipe, t := p.Pipeline(), p.Timing()
 	cost := actions(pipe, p.Schedule == "zb") // per simulation
 	if (p.Schedule != "1f1b" && p.Schedule != "zb") || 2*cost > tuneBudget {
@@ -72,7 +72,7 @@ func tune(p *plan.Plan) error {
 	spent := cost
 	floor := iterationFloor(pipe, t, p.Schedule == "zb")
 	for improved := true; improved; {
-		if improved = false; tuneFloor && floor >= cur*(1-1e-10) {
+		if improved = false; atFloor && floor >= cur*(1-1e-10) {
 			break // every try would simulate at least cur·(1−1e−9): none is kept
 		}
 		for s := 0; s < len(warm) && !improved; s++ {
@@ -92,10 +92,6 @@ func tune(p *plan.Plan) error {
 	p.SetSchedule(sched)
 	return p.Predict()
 }
-
-// tuneFloor lets tune stop at iterationFloor (tests compare the plans
-// tuned without it).
-var tuneFloor = true
 
 // iterationFloor is a bound from below on the iteration any 1F1B (or, if
 // split, zb) schedule of pipe takes under t, whatever its warm-up counts.

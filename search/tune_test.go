@@ -181,12 +181,14 @@ func TestIterationFloor(t *testing.T) {
 // keeps the same plans as tuning on until a round finds nothing, byte for
 // byte (bisectCases).
 func TestTuneFloorSamePlans(t *testing.T) {
-	samePlansToggled(t, &tuneFloor, "stopping tuning at the floor")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.tuneFloor }, "stopping tuning at the floor")
 }
 
 // TestRestFloorSamePlans: weighing untuned the plans whose floor lies above
 // their planner's fastest as tuned keeps the same plans as tuning them
 // all, byte for byte (bisectCases).
 func TestRestFloorSamePlans(t *testing.T) {
-	samePlansToggled(t, &restFloor, "weighing the hopeless untuned")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.restFloor }, "weighing the hopeless untuned")
 }
