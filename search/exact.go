@@ -221,7 +221,7 @@ func (ep *exactProblem) solve(cm *costModel, k int, gpipe bool) (float64, []int,
 func exactAt(g *dag.Graph, o *Options, cm *costModel, ds *downsets, b int64) (*plan.Plan, error) {
 	ep := newExactProblem(cm, ds, o, b)
 	for k := o.Devices / ep.g; k >= 1; k-- {
-		_, chosen, ks, ok := ep.solve(cm, k, o.Schedule == "gpipe")
+		_, chosen, ks, ok := ep.solve(cm, k, o.sched.AllForwardsFirst)
 		if !ok {
 			continue
 		}

@@ -290,7 +290,7 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	// of it as tuned, each plan on its own (in parallel), and weigh them in
 	// order; one whose floor (iterationFloor) lies above its planner's
 	// fastest as tuned is weighed as it is: no warm-up makes it as fast
-	if err := each(len(families), func(i int) error { return tuneShared(tops[families[i]][0], cm) }); err != nil {
+	if err := each(len(families), func(i int) error { return tuneShared(tops[families[i]][0], o.sched, cm) }); err != nil {
 		return nil, err
 	}
 	var tuned, rest []*plan.Plan
@@ -300,13 +300,13 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 			if p.Predicted.IterationS > tuneWithin*tops[w][0].Predicted.IterationS {
 				break
 			}
-			if j > 0 && !(sp.tu.restFloor && iterationFloor(p.Pipeline(), p.Timing(), p.Schedule == "zb")*(1-1e-10) > tops[w][0].Predicted.IterationS) {
+			if j > 0 && !(sp.tu.restFloor && iterationFloor(p.Pipeline(), p.Timing(), o.sched.Split)*(1-1e-10) > tops[w][0].Predicted.IterationS) {
 				rest = append(rest, p)
 			}
 			tuned, who = append(tuned, p), append(who, w)
 		}
 	}
-	if err := each(len(rest), func(i int) error { return tuneShared(rest[i], cm) }); err != nil {
+	if err := each(len(rest), func(i int) error { return tuneShared(rest[i], o.sched, cm) }); err != nil {
 		return nil, err
 	}
 	var best, seq *plan.Plan

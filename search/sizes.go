@@ -25,7 +25,7 @@ type planner struct {
 
 // dp is the planner's DP at micro-batch b.
 func (pl *planner) dp(b int64) *dp {
-	mbs, gpipe := int(pl.o.Batch/b), pl.o.Schedule == "gpipe"
+	mbs, gpipe := int(pl.o.Batch/b), pl.o.sched.AllForwardsFirst
 	if c := pl.o.Cluster; c != nil {
 		var devices []int
 		for _, k := range c.Kinds {

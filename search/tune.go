@@ -7,8 +7,8 @@ import (
 
 // tuneShared is tune, then the plan's sharing of its hosts priced again
 // (reshare): stages run further ahead are busy at once more often.
-func tuneShared(p *plan.Plan, cm *costModel) error {
-	if err := tune(p, cm.tu.tuneFloor); err != nil {
+func tuneShared(p *plan.Plan, k microbatch.ScheduleKind, cm *costModel) error {
+	if err := tune(p, k, cm.tu.tuneFloor); err != nil {
 		return err
 	}
 	return reshare(p, cm)
@@ -18,9 +18,9 @@ func tuneShared(p *plan.Plan, cm *costModel) error {
 // in all: a plan's list lengths times the simulations it tries.
 const tuneBudget = 2_000_000
 
-// tune raises the plan's 1F1B (or zb) warm-up counts from Warmup's while the
-// simulator finds the iteration shorter and every stage still fits in
-// memory. Warmup's rule is a steady-state one; an iteration of few
+// tune raises the warm-up counts of the plan's schedule, of kind k, from
+// Warmup's, where k is Tunable (1f1b, zb), while the simulator finds the
+// iteration shorter and every stage still fits in memory. Warmup's rule is a steady-state one; an iteration of few
 // micro-batches, or of unequal stages, can gain from running further ahead
 // (the faster stages' forwards then wait less on the slow ones' backwards).
 // Each round tries, stage by stage, one more and twice as many, raising the
@@ -28,10 +28,10 @@ const tuneBudget = 2_000_000
 // when a round finds nothing or the budget is spent, or when the iteration
 // is at its bound (iterationFloor): no warm-up can then shorten it, and the
 // round would find nothing (where atFloor: tuning.tuneFloor). Deterministic.
-func tune(p *plan.Plan, atFloor bool) error {
+func tune(p *plan.Plan, k microbatch.ScheduleKind, atFloor bool) error {
 	pipe, t := p.Pipeline(), p.Timing()
-	cost := actions(pipe, p.Schedule == "zb") // per simulation
-	if (p.Schedule != "1f1b" && p.Schedule != "zb") || 2*cost > tuneBudget {
+	cost := actions(pipe, k.Split) // per simulation
+	if !k.Tunable || 2*cost > tuneBudget {
 		return schedule(p) // nothing to tune, or no room to try anything
 	}
 	warm, err := microbatch.Warmup(pipe, t, p.MemoryLimit)
@@ -40,13 +40,10 @@ func tune(p *plan.Plan, atFloor bool) error {
 	}
 	var sched *microbatch.Schedule // the best so far, built with warm
 	build := func(w []int) (*microbatch.Schedule, error) {
-		switch {
-		case p.Schedule == "zb":
-			return microbatch.ZeroBubble(pipe, t, w)
-		case sched != nil: // only the stages whose counts changed
-			return microbatch.OneFOneBWarmFrom(sched, warm, w)
+		if sched != nil { // where k allows, only the stages whose counts changed
+			return k.Rewarmed(sched, warm, w, t)
 		}
-		return microbatch.OneFOneBWarm(pipe, w)
+		return k.Warmed(pipe, t, w)
 	}
 	eval := func(w []int) (float64, *microbatch.Schedule, bool) {
 		s, err := build(w)
@@ -70,7 +67,7 @@ func tune(p *plan.Plan, atFloor bool) error {
 		return schedule(p) // the lists it was simulated with
 	}
 	spent := cost
-	floor := iterationFloor(pipe, t, p.Schedule == "zb")
+	floor := iterationFloor(pipe, t, k.Split)
 	for improved := true; improved; {
 		if improved = false; atFloor && floor >= cur*(1-1e-10) {
 			break // every try would simulate at least cur·(1−1e−9): none is kept
