@@ -30,6 +30,12 @@
 //     durations. Zero Bubble (Qi et al., ICLR 2024) is for chains; this one
 //     runs on any stage DAG.
 //
+// A ScheduleKind (KindOf, from the name a flag or a plan file gives)
+// describes a schedule by what its builders and the planner branch on:
+// whether the backward splits, whether every forward runs first, whether
+// its warm-up counts come from the durations and may be tuned. Code outside
+// this package reads those properties, never the name.
+//
 // Check verifies a schedule: every micro-batch's F, B (and W) once per stage in
 // that order, sends and receives that pair up in the same order on every edge,
 // and no deadlock. Simulate runs a schedule against per-stage and per-edge

@@ -2,7 +2,6 @@ package microbatch
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/graphpipe/graphpipe/partition"
 )
@@ -231,25 +230,6 @@ func oneFOneBWarm(p Pipeline, warm []int, base *Schedule, baseWarm []int) *Sched
 	return sch
 }
 
-// Names are the schedules New and NewTimed build: 1f1b (warmed up by
-// Warmup when built by NewTimed), 1f1b-depth (each stage holds its depth, 1 +
-// its longest path to a sink: PipeDream-Flush's rule, however it is built), zb (ZeroBubble, which
-// needs durations: NewTimed only) and gpipe.
-var Names = []string{"1f1b", "1f1b-depth", "zb", "gpipe"}
-
-// Splits says whether the named schedule splits the backward into B and W.
-func Splits(name string) bool { return name == "zb" }
-
-// Known says whether name is one of Names.
-func Known(name string) bool {
-	for _, n := range Names {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
-
 // checkWarm refuses warm-up counts that could deadlock 1F1B.
 func (p Pipeline) checkWarm(warm []int) error {
 	if len(warm) != p.Stages {
@@ -286,33 +266,21 @@ func oneFOneBOrder(m, w int) []Action {
 	return acts
 }
 
-// New builds the named schedule without durations: both 1F1Bs warm up to the
-// depth.
+// New builds the named schedule without durations (ScheduleKind.New).
 func New(name string, p Pipeline) (*Schedule, error) {
-	switch name {
-	case "1f1b", "1f1b-depth":
-		return OneFOneB(p)
-	case "gpipe":
-		return GPipe(p)
-	case "zb":
-		return nil, fmt.Errorf("schedule zb is built from durations (NewTimed)")
-	}
-	return nil, fmt.Errorf("unknown schedule %q (known: %s)", name, strings.Join(Names, ", "))
-}
-
-// NewTimed builds the named schedule for these durations and a per-device
-// memory limit in bytes (0: none): 1f1b warms up as Warmup says; the others
-// are New's.
-func NewTimed(name string, p Pipeline, t Timing, limit int64) (*Schedule, error) {
-	if name != "1f1b" && name != "zb" {
-		return New(name, p)
-	}
-	warm, err := Warmup(p, t, limit)
+	k, err := KindOf(name)
 	if err != nil {
 		return nil, err
 	}
-	if name == "zb" {
-		return ZeroBubble(p, t, warm)
+	return k.New(p)
+}
+
+// NewTimed builds the named schedule for these durations and a per-device
+// memory limit in bytes (0: none) (ScheduleKind.NewTimed).
+func NewTimed(name string, p Pipeline, t Timing, limit int64) (*Schedule, error) {
+	k, err := KindOf(name)
+	if err != nil {
+		return nil, err
 	}
-	return OneFOneBWarm(p, warm)
+	return k.NewTimed(p, t, limit)
 }

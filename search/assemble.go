@@ -55,7 +55,7 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 			st.Ops = append(st.Ops, g.Op(op).Name)
 		}
 		st.ForwardS, st.BackwardS = s.cost.f, s.cost.bi+s.cost.bw
-		if microbatch.Splits(o.Schedule) {
+		if o.sched.Split {
 			st.BackwardS, st.WeightS = s.cost.bi, s.cost.bw
 		}
 		st.StaticBytes = s.cost.static + s.cost.work

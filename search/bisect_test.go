@@ -23,15 +23,17 @@ func encodeNoTime(p *plan.Plan) []byte {
 	return q.Encode()
 }
 
-// searchToggled is Search with a switch of the search's (a package
-// variable) on and off.
-func searchToggled(t *testing.T, g *dag.Graph, o Options, flag *bool) (on, off []byte) {
+// speedup names one of a tuning's switches.
+type speedup func(*tuning) *bool
+
+// searchToggled is Search with a switch of the search's tuning on and off,
+// the others as defaultTuning has them.
+func searchToggled(t *testing.T, g *dag.Graph, o Options, flag speedup) (on, off []byte) {
 	t.Helper()
 	run := func(v bool) []byte {
-		saved := *flag
-		*flag = v
-		defer func() { *flag = saved }()
-		p, err := Search(g, o)
+		tu := defaultTuning()
+		*flag(&tu) = v
+		p, err := searchTuned(g, o, tu)
 		if err != nil {
 			return []byte("error: " + err.Error())
 		}
@@ -95,7 +97,7 @@ func bisectCases(t *testing.T) []bisectCase {
 
 // samePlansToggled checks that every bisectCase plans the same, byte for
 // byte, with flag on and off.
-func samePlansToggled(t *testing.T, flag *bool, what string) {
+func samePlansToggled(t *testing.T, flag speedup, what string) {
 	cases := bisectCases(t)
 	plans := 0
 	for _, c := range cases {
@@ -120,42 +122,48 @@ func samePlansToggled(t *testing.T, flag *bool, what string) {
 // earlier solves give (dpmemo.go) finds the same plans as the plain
 // bisection, byte for byte (bisectCases).
 func TestBoundedBisectionSamePlans(t *testing.T) {
-	samePlansToggled(t, &boundedBisection, "with the bisection's bounds")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.boundedBisection }, "with the bisection's bounds")
 }
 
 // TestMidFirstSamePlans: the bisection that solves its middle candidate
 // first (midFirst) finds the same plans as the one that checks the top
 // first, byte for byte (bisectCases).
 func TestMidFirstSamePlans(t *testing.T) {
-	samePlansToggled(t, &midFirst, "solving the middle first")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.midFirst }, "solving the middle first")
 }
 
 // TestValueBisectionSamePlans: bisecting the candidates' values (leastT)
 // finds the same plans as bisecting their sorted list, byte for byte
 // (bisectCases).
 func TestValueBisectionSamePlans(t *testing.T) {
-	samePlansToggled(t, &valueBisection, "bisecting the candidates' values")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.valueBisection }, "bisecting the candidates' values")
 }
 
 // TestHintsSamePlans: the bisections looking first where earlier DPs found
 // their least T (hints.go) find the same plans as looking at the
 // candidates' median, byte for byte (bisectCases).
 func TestHintsSamePlans(t *testing.T) {
-	samePlansToggled(t, &hintsOn, "with hints")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.hintsOn }, "with hints")
 }
 
 // TestFrontierWindowSamePlans: the frontier sorting only the candidates it
 // may probe finds the same plans as sorting them all, byte for byte
 // (bisectCases).
 func TestFrontierWindowSamePlans(t *testing.T) {
-	samePlansToggled(t, &frontierWindow, "sorting the frontier's window")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.frontierWindow }, "sorting the frontier's window")
 }
 
 // TestReuseProbeSamePlans: a frontier's bisection that takes the values
 // its probe solved at its first candidate (reuseProbe) finds the same plans
 // as one that solves it again, byte for byte (bisectCases).
 func TestReuseProbeSamePlans(t *testing.T) {
-	samePlansToggled(t, &reuseProbe, "reusing the frontier's probe")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.reuseProbe }, "reusing the frontier's probe")
 }
 
 // TestMinTBelowIsLinearScan: the bisection's least T (minTBelow, uncapped,
@@ -167,6 +175,7 @@ func TestReuseProbeSamePlans(t *testing.T) {
 // with no cap, leastT (the bisection of their values) finds the same T and
 // leaves the DP solved there, wherever a hint has it look first.
 func TestMinTBelowIsLinearScan(t *testing.T) {
+	t.Parallel()
 	checked, found := 0, 0
 	for seed := int64(0); seed < 8; seed++ {
 		g, err := models.RandomDAG(100+seed, 6+int(seed%3)*5, 256)
@@ -209,7 +218,7 @@ func TestMinTBelowIsLinearScan(t *testing.T) {
 					}
 					for _, mid := range []bool{true, false} {
 						for _, bounded := range []bool{true, false} {
-							midFirst, boundedBisection = mid, bounded
+							pr.tu.midFirst, pr.tu.boundedBisection = mid, bounded
 							d := &dp{prices: pr}
 							T, i, ok := d.minTBelow(k, q.from, q.depth, maxT)
 							if mid && q.from == 0 && q.depth == inf && q.top == len(ts) { // what leastT answers, wherever a hint has it look first
@@ -224,7 +233,7 @@ func TestMinTBelowIsLinearScan(t *testing.T) {
 									}
 								}
 							}
-							midFirst, boundedBisection = true, true
+							pr.tu.midFirst, pr.tu.boundedBisection = true, true
 							if ok != (want >= 0) || ok && (i != want || T != ts[want]) {
 								t.Fatalf("seed %d b %d k %d %+v mid %v bounded %v: minTBelow (%v, %d, %v), first fitting candidate %d", seed, b, k, q, mid, bounded, T, i, ok, want)
 							}
@@ -310,6 +319,7 @@ func TestDistinctTimes(t *testing.T) {
 // with fit, answers recomputeMayHelp at every candidate time as the scan
 // over recFit does.
 func TestPriceAllIsPriceAt(t *testing.T) {
+	t.Parallel()
 	var graphs []*dag.Graph
 	for _, name := range []string{"mmt", "dlrm", "candle-uno", "case-study"} {
 		e, err := models.Lookup(name)
@@ -410,9 +420,9 @@ func checkRecHelp(t *testing.T, d *dp, help float64) (yes int) {
 	for _, T := range ts {
 		d.recHelp = help
 		lazy := d.recomputeMayHelp(T)
-		eagerRecFit = true
+		d.tu.eagerRecFit = true
 		scan := d.recomputeMayHelp(T)
-		eagerRecFit = false
+		d.tu.eagerRecFit = false
 		if lazy != scan {
 			t.Fatalf("recomputeMayHelp at %v: %v by recHelp (%v), %v by the scan over recFit", T, lazy, help, scan)
 		}
@@ -427,7 +437,8 @@ func checkRecHelp(t *testing.T, d *dp, help float64) (yes int) {
 // recompute (recFits, recHelp) gives the same plans as pricing it with fit
 // and scanning it, byte for byte (bisectCases).
 func TestEagerRecFitSamePlans(t *testing.T) {
-	samePlansToggled(t, &eagerRecFit, "pricing recFit with fit")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.eagerRecFit }, "pricing recFit with fit")
 }
 
 // TestMergeTimes: the candidates with recomputation allowed, merged from

@@ -42,6 +42,10 @@ type costModel struct {
 	slow float64
 	// msgs says whether the profile prices messages (messageCPU)
 	msgs bool
+
+	// tu is how the planners that price with this model run: the
+	// default's, or the Search's (spaces.costModel)
+	tu tuning
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.
@@ -50,7 +54,7 @@ type opTime struct{ f, bi, bw float64 }
 func newCostModel(g *dag.Graph, o *Options) *costModel {
 	cm := &costModel{g: g, dev: o.Device, devices: o.Devices, perNode: o.DevicesPerNode,
 		limit: o.MemoryLimit, optBytes: o.OptimizerBytes, opTimes: map[int64][]opTime{}, recompute: o.Recompute,
-		slow: o.Device.Slowdown(plan.HostWorkers(o.Devices, o.DevicesPerNode))}
+		slow: o.Device.Slowdown(plan.HostWorkers(o.Devices, o.DevicesPerNode)), tu: defaultTuning()}
 	cm.msgs = o.Device.SendS > 0 || o.Device.SendBW > 0 || o.Device.RecvS > 0 || o.Device.RecvBW > 0
 	if o.OpTimes != nil {
 		cm.measured, _ = resolveOpTimes(o.OpTimes, g) // checked by withDefaults

@@ -55,6 +55,7 @@ func TestMoreDevicesNeverSlower(t *testing.T) {
 // TestFewerDevicesCANDLE: spp on CANDLE-Uno at 32 v100 with a batch of 128
 // runs faster on 8 devices than the DP's plan on all 32.
 func TestFewerDevicesCANDLE(t *testing.T) {
+	t.Parallel()
 	e, _ := models.Lookup("candle-uno")
 	g, err := e.Build(e.Default)
 	if err != nil {
@@ -65,9 +66,9 @@ func TestFewerDevicesCANDLE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fewerDevices = false
-	without, err := Search(g, o)
-	fewerDevices = true
+	tu := defaultTuning()
+	tu.fewerDevices = false
+	without, err := searchTuned(g, o, tu)
 	if err != nil {
 		t.Fatal(err)
 	}

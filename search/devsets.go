@@ -44,12 +44,12 @@ type devSets struct {
 const maxDeviceSets = 1200
 
 // newDevSets numbers the sets of devices[t] devices of each kind t at
-// micro-batch b.
-func newDevSets(devices []int, b int64) devSets {
+// micro-batch b, each kind in groups past most devices (dpGroup).
+func newDevSets(devices []int, b int64, most int) devSets {
 	k := len(devices)
 	s := devSets{counts: make([]int, k), g: make([]int, k), kmax: make([]int, k), stride: make([]int, k), off: make([]int, k)}
 	for t, n := range devices {
-		s.g[t] = dpGroup(n)
+		s.g[t] = dpGroup(n, most)
 	}
 	for k > 1 { // coarser groups, the kind with the most first, until the sets are few enough
 		n := 1

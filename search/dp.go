@@ -112,20 +112,15 @@ type fitEntry struct {
 	maxIn int     // the most micro-batches in flight that fit in memory (maxInFlight)
 }
 
-// maxDPDevices is the most device counts the DP tells apart: its tables grow
-// with the square of them and its splits with the cube. Past it, devices go
-// in groups (dpGroup), each stage on a whole number of groups (BENCHMARKS.md,
-// "Planner history", has what groups cost and saved).
-var maxDPDevices = 64
-
-// dpGroup is the devices per group for the DP: 1 up to maxDPDevices, else
-// the least group size that makes at most maxDPDevices groups, or a little
-// more where that divides the devices evenly (at most twice as large).
-func dpGroup(devices int) int {
-	if devices <= maxDPDevices {
+// dpGroup is the devices per group for the DP: 1 up to most devices (the
+// most it tells apart: tuning.maxDPDevices), else the least group size that
+// makes at most most groups, or a little more where that divides the
+// devices evenly (at most twice as large).
+func dpGroup(devices, most int) int {
+	if devices <= most {
 		return 1
 	}
-	lo := (devices + maxDPDevices - 1) / maxDPDevices
+	lo := (devices + most - 1) / most
 	for g := lo; g <= 2*lo; g++ {
 		if devices%g == 0 {
 			return g
@@ -181,13 +176,8 @@ func (d *dp) inflight(depth int) int {
 // overfull says whether k's devices are more than units i.. of n can use
 // (devSets.overfull): every subproblem on exactly them is inf.
 func (d *dp) overfull(n *snode, i, k int) bool {
-	return deviceBounds && d.devs.overfull(n, i, k)
+	return d.tu.deviceBounds && d.devs.overfull(n, i, k)
 }
-
-// deviceBounds turns on what the DP knows from device counts alone:
-// overfull subproblems, and that a chain on k devices holds at least the
-// stages they need (tests compare the plans without them).
-var deviceBounds = true
 
 // fits says whether block id on the devices of set k (devsets.go: one
 // kind's, for a stage), depth stages from the end, runs within T and fits
@@ -267,6 +257,6 @@ func (d *dp) noteGroups(plans []*plan.Plan) {
 		return
 	}
 	for _, p := range plans {
-		p.Search.Notes = append(p.Search.Notes, fmt.Sprintf("devices planned in groups of %d (%d groups): past %d devices every stage takes whole groups", d.g, d.D, maxDPDevices))
+		p.Search.Notes = append(p.Search.Notes, fmt.Sprintf("devices planned in groups of %d (%d groups): past %d devices every stage takes whole groups", d.g, d.D, d.tu.maxDPDevices))
 	}
 }

@@ -208,16 +208,12 @@ func sortBits(keys []uint64) []uint64 {
 // minT finds the smallest candidate T at which the root fits on k devices,
 // by binary search over the candidates. ok is false if none fits.
 func (d *dp) minT(k int) (float64, bool) {
-	if valueBisection {
+	if d.tu.valueBisection {
 		return d.leastT(k)
 	}
 	T, _, ok := d.minTBelow(k, 0, inf, math.Inf(1))
 	return T, ok
 }
-
-// valueBisection makes minT and minTOnMost bisect the candidates' values
-// (leastT) rather than their sorted list (minTBelow); tests compare.
-var valueBisection = true
 
 // leastT finds the least candidate T at which the root fits on k devices,
 // and leaves the DP solved there: minTBelow(k, 0, inf, +Inf)'s answer,
@@ -241,7 +237,7 @@ func (d *dp) leastT(k int) (float64, bool) {
 		d.keepBounds(ok)
 		return ok
 	}
-	d.beginBounds()
+	d.beginBounds(d.tu.boundedBisection)
 	defer d.endBounds()
 	var sample []uint64
 	var hi uint64 // the least probe so far where the root fits
@@ -352,7 +348,7 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	// extracted, pins nothing
 	feasible := func(i int) bool {
 		d.budget--
-		if !reuseProbe || !d.solved || d.T != ts[i] { // a frontier's probe (depthAt) may have solved it: its values stand
+		if !d.tu.reuseProbe || !d.solved || d.T != ts[i] { // a frontier's probe (depthAt) may have solved it: its values stand
 			d.reset(ts[i])
 		}
 		ok := d.solve(d.sp.root, k, 0) < depth
@@ -360,11 +356,11 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 		return ok
 	}
 	spent := func() bool { return d.capped && d.budget <= 0 }
-	d.beginBounds()
+	d.beginBounds(d.tu.boundedBisection)
 	defer d.endBounds()
 	lo, hi := from, top-1
 	switch {
-	case d.capped || !midFirst || lo == hi: // check the top, then bisect
+	case d.capped || !d.tu.midFirst || lo == hi: // check the top, then bisect
 		if spent() || !feasible(hi) {
 			return 0, 0, false
 		}
@@ -388,20 +384,6 @@ func (d *dp) minTBelow(k, from, depth int, maxT float64) (float64, int, bool) {
 	d.solve(d.sp.root, k, 0)
 	return ts[hi], hi, true
 }
-
-// midFirst makes an uncapped bisection solve first at its middle candidate
-// and at the top only when nothing fits there: the top's solve, where every
-// stage meets T and every tail may be absorbed, is the costliest of the
-// bisection, its bounds the loosest, and the least T lies mostly in the
-// lower half of the candidates. The least T is the same in either order
-// (the DP's value never grows with T); a capped bisection (the frontier's)
-// keeps its order, in which its budget is spent. Tests compare the orders.
-var midFirst = true
-
-// reuseProbe lets a bisection take the values the memo holds at its first
-// candidate instead of solving it again: a frontier's bisection starts at
-// the candidate its probe (depthAt) has just solved. Tests turn it off.
-var reuseProbe = true
 
 // depthAt solves at the largest candidate T at most T on k devices and
 // returns the root's depth there (inf when nothing fits); ok is false when

@@ -122,10 +122,6 @@ func (d *dp) groupHost(s sub, t *tailSpec, need bool) int {
 	return best
 }
 
-// shareFeeds lets groupHost's answers with no tail left to place be shared
-// by every tail (tests compare the plans without).
-var shareFeeds = true
-
 // hostTable returns the lazily allocated absorption table of (tail, node).
 func (d *dp) hostTable(tabs [][]*table, t *tailSpec, n *snode, size int) *table {
 	if tabs[t.id][n.id] == nil {
@@ -139,7 +135,7 @@ func (d *dp) hostTable(tabs [][]*table, t *tailSpec, n *snode, size int) *table 
 // tail that is: the value and its choice are the same for every tail, and
 // one table (feedM) holds them for all.
 func (d *dp) hostGroupIdx(s sub, t *tailSpec, need bool) (*table, slot) {
-	if !need && shareFeeds {
+	if !need && d.tu.shareFeeds {
 		return d.feedM[s.n.id], d.at(s)
 	}
 	at := d.at(s)

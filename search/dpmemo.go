@@ -136,18 +136,15 @@ func (m *memo) forget() {
 	m.touched = m.touched[:0]
 }
 
-// boundedBisection turns the bisection's bounds on (tests compare the
-// bisection with and without them).
-var boundedBisection = true
-
-// beginBounds starts a bisection: bounds in use, none known yet.
-func (m *memo) beginBounds() {
+// beginBounds starts a bisection: bounds in use where bounded
+// (tuning.boundedBisection), none known yet.
+func (m *memo) beginBounds(bounded bool) {
 	for _, e := range m.bounded {
 		s := m.slabs[e.s]
 		s.hi[e.j], s.lo[e.j] = -1, -1
 	}
 	m.bounded = m.bounded[:0]
-	m.pin, m.useFloors = boundedBisection, boundedBisection
+	m.pin, m.useFloors = bounded, bounded
 }
 
 // keepBounds records the values memoised at T as bounds for the rest of

@@ -53,7 +53,7 @@ func (d *dp) suffix(s sub) int {
 			return inf
 		}
 		floor = max(floor, δ+int(stages[s.i]))
-		if deviceBounds { // a chain's stages run one after another, as many as its devices need at least
+		if d.tu.deviceBounds { // a chain's stages run one after another, as many as its devices need at least
 			floor = max(floor, δ+int(d.devs.need[s.k]))
 		}
 	}
@@ -140,7 +140,7 @@ func (d *dp) splits(s sub, best int, ch choice, floor int, stages []int16) (int,
 		if col < 0 {
 			continue // a stage's devices are of one kind, at most kmax of it
 		}
-		if stages != nil && deviceBounds && δ+1+int(d.devs.need[s.k-k1]) >= best {
+		if stages != nil && d.tu.deviceBounds && δ+1+int(d.devs.need[s.k-k1]) >= best {
 			continue // the rest's devices make too many stages, one after another
 		}
 		for ; p < last && best > floor; p++ {

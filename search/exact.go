@@ -159,7 +159,7 @@ type exactProblem struct {
 	ds     *downsets
 	b      int64
 	mbs    int
-	kmax   int // in groups of g devices, as the gpp DP counts them past maxDPDevices
+	kmax   int // in groups of g devices, as the gpp DP counts them past tuning.maxDPDevices
 	g      int
 	stages []exactStage
 	out    [][]int // per downset, its candidate stages
@@ -167,7 +167,7 @@ type exactProblem struct {
 }
 
 func newExactProblem(cm *costModel, ds *downsets, o *Options, b int64) *exactProblem {
-	g := dpGroup(o.Devices)
+	g := dpGroup(o.Devices, cm.tu.maxDPDevices)
 	ep := &exactProblem{ds: ds, b: b, mbs: int(o.Batch / b), g: g, kmax: int(min(int64(o.Devices/g), b/int64(g))), out: make([][]int, len(ds.sets))}
 	for i := range ds.sets {
 		for _, j := range ds.supers[i] {
@@ -221,7 +221,7 @@ func (ep *exactProblem) solve(cm *costModel, k int, gpipe bool) (float64, []int,
 func exactAt(g *dag.Graph, o *Options, cm *costModel, ds *downsets, b int64) (*plan.Plan, error) {
 	ep := newExactProblem(cm, ds, o, b)
 	for k := o.Devices / ep.g; k >= 1; k-- {
-		_, chosen, ks, ok := ep.solve(cm, k, o.Schedule == "gpipe")
+		_, chosen, ks, ok := ep.solve(cm, k, o.sched.AllForwardsFirst)
 		if !ok {
 			continue
 		}

@@ -11,7 +11,7 @@ import (
 // several T (the DP computing each tail's table on its own, as without
 // shareFeeds); and the shared table gives that value.
 func TestFeedsAreTailFree(t *testing.T) {
-	defer func(v bool) { shareFeeds = v }(shareFeeds)
+	t.Parallel()
 	checked := 0
 	for _, c := range overfullDPs(t) {
 		d := c.d
@@ -20,7 +20,7 @@ func TestFeedsAreTailFree(t *testing.T) {
 		}
 		ts := d.candidates()
 		for j := 0; j < len(ts); j += max(1, len(ts)/4) {
-			shareFeeds = false
+			d.tu.shareFeeds = false // shared's too: they share their prices
 			d.reset(ts[j])
 			shared := &dp{prices: d.prices}
 			shared.reset(ts[j])
@@ -41,9 +41,9 @@ func TestFeedsAreTailFree(t *testing.T) {
 									t.Fatalf("%s at T %v: node %d from kid %d on set %d (δ %d): %d under tail %d, %d under tail 0", c.name, ts[j], n.id, i, k, δ, v, tl.id, want)
 								}
 							}
-							shareFeeds = true
+							d.tu.shareFeeds = true
 							v := shared.groupHost(s, d.sp.tails[len(d.sp.tails)-1], false)
-							shareFeeds = false
+							d.tu.shareFeeds = false
 							if v != want {
 								t.Fatalf("%s at T %v: node %d from kid %d on set %d (δ %d): %d from the shared table, %d computed per tail", c.name, ts[j], n.id, i, k, δ, v, want)
 							}
@@ -64,7 +64,8 @@ func TestFeedsAreTailFree(t *testing.T) {
 // shared by every tail, give the same plans as each tail's own, byte for
 // byte (bisectCases).
 func TestShareFeedsSamePlans(t *testing.T) {
-	samePlansToggled(t, &shareFeeds, "sharing the tail-free answers")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.shareFeeds }, "sharing the tail-free answers")
 }
 
 // reachable says whether a subproblem on set k with δ stages after it can

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/models"
 	"github.com/graphpipe/graphpipe/partition"
 	"github.com/graphpipe/graphpipe/plan"
@@ -58,12 +59,11 @@ func TestFrontierMatchesScan(t *testing.T) {
 }
 
 // searchWithout is Search with the frontier turned off.
-func searchWithout(t *testing.T, run func() (*plan.Plan, error)) *plan.Plan {
+func searchWithout(t *testing.T, g *dag.Graph, o Options) *plan.Plan {
 	t.Helper()
-	saved := shallowerPlans
-	shallowerPlans = 0
-	defer func() { shallowerPlans = saved }()
-	p, err := run()
+	tu := defaultTuning()
+	tu.shallowerPlans = 0
+	p, err := searchTuned(g, o, tu)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +75,7 @@ func searchWithout(t *testing.T, run func() (*plan.Plan, error)) *plan.Plan {
 // searched plan slower, and somewhere make it faster; every plan still passes
 // the checker.
 func TestFrontierNeverSlower(t *testing.T) {
+	t.Parallel()
 	faster := 0
 	for seed := int64(0); seed < 40; seed++ {
 		g, err := models.RandomDAG(seed, 6+int(seed)%40, 256)
@@ -84,13 +85,12 @@ func TestFrontierNeverSlower(t *testing.T) {
 		for _, strategy := range []string{"gpp", "spp"} {
 			o := Options{Device: plan.Profiles["v100"], Devices: 3 + int(seed%6), Batch: 8 << (seed % 4), Strategy: strategy,
 				Schedule: []string{"1f1b", "zb", "1f1b-depth", "gpipe"}[seed%4]}
-			run := func() (*plan.Plan, error) { return Search(g, o) }
-			with, err := run()
+			with, err := Search(g, o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkPlan(t, g, with)
-			without := searchWithout(t, run)
+			without := searchWithout(t, g, o)
 			if with.Predicted.IterationS > without.Predicted.IterationS*(1+1e-12) {
 				t.Fatalf("seed %d, %s: %v s with the frontier, %v s without", seed, strategy, with.Predicted.IterationS, without.Predicted.IterationS)
 			}
@@ -109,19 +109,18 @@ func TestFrontierNeverSlower(t *testing.T) {
 // per device), where gpp's least-bottleneck plans are deeper than pays
 // with so few micro-batches.
 func TestFrontierDLRM(t *testing.T) {
+	t.Parallel()
 	e, _ := models.Lookup("dlrm")
 	g, err := e.Build(e.Default)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func() (*plan.Plan, error) {
-		return Search(g, Options{Device: plan.Profiles["v100"], Devices: 32, Batch: 2048})
-	}
-	with, err := run()
+	o := Options{Device: plan.Profiles["v100"], Devices: 32, Batch: 2048}
+	with, err := Search(g, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	without := searchWithout(t, run)
+	without := searchWithout(t, g, o)
 	gain := without.Predicted.IterationS/with.Predicted.IterationS - 1
 	t.Logf("frontier gained %.2f%%: depth %d, %d stages, micro-batch %d (without: depth %d, %d stages, micro-batch %d)", 100*gain,
 		with.Predicted.Depth, len(with.Stages), with.MicroBatch, without.Predicted.Depth, len(without.Stages), without.MicroBatch)

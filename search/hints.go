@@ -22,13 +22,10 @@ type hintKey struct {
 	b       int64
 }
 
-// hintsOn turns the hints on (tests compare the plans without).
-var hintsOn = true
-
 // guess is where a DP of space sp on devices at micro-batch b may look
-// first: 0 for nowhere.
+// first: 0 for nowhere. The DPs look only where tuning.hintsOn.
 func (h *hints) guess(sp *space, devices int, b int64) float64 {
-	if h == nil || !hintsOn {
+	if h == nil {
 		return 0
 	}
 	h.mu.Lock()

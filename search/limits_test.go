@@ -129,27 +129,30 @@ func TestSaturatingBytes(t *testing.T) {
 }
 
 func TestDPGroup(t *testing.T) {
-	defer func(m int) { maxDPDevices = m }(maxDPDevices)
-	maxDPDevices = 128 // the rule, at a size where its cases are easy to check by hand
+	t.Parallel()
+	const most = 128 // the rule, at a size where its cases are easy to check by hand
 	for _, tc := range []struct{ devices, g int }{
 		{1, 1}, {128, 1}, {129, 3}, {256, 2}, {300, 3}, {4096, 32}, {1021, 8},
 	} {
-		g := dpGroup(tc.devices)
+		g := dpGroup(tc.devices, most)
 		if g != tc.g {
-			t.Errorf("dpGroup(%d) = %d, want %d", tc.devices, g, tc.g)
+			t.Errorf("dpGroup(%d, %d) = %d, want %d", tc.devices, most, g, tc.g)
 		}
-		if tc.devices/g > maxDPDevices {
-			t.Errorf("dpGroup(%d) = %d makes %d groups, over %d", tc.devices, g, tc.devices/g, maxDPDevices)
+		if tc.devices/g > most {
+			t.Errorf("dpGroup(%d, %d) = %d makes %d groups, over %d", tc.devices, most, g, tc.devices/g, most)
 		}
 	}
 }
 
-// TestGroupedDevices: past maxDPDevices the DP plans whole groups of devices.
-// Its space is a subset of the ungrouped one, so its bottleneck is never
-// below the ungrouped DP's; every stage takes whole groups; the plan says so.
+// TestGroupedDevices: past tuning.maxDPDevices the DP plans whole groups
+// of devices. Its space is a subset of the ungrouped one, so its
+// bottleneck is never below the ungrouped DP's; every stage takes whole
+// groups; the plan says so.
 func TestGroupedDevices(t *testing.T) {
-	defer func(m int, f bool) { maxDPDevices, fewerDevices = m, f }(maxDPDevices, fewerDevices)
-	fewerDevices = false // on half the devices there are no groups
+	t.Parallel()
+	grouped := defaultTuning()
+	grouped.maxDPDevices = 4
+	grouped.fewerDevices = false // on half the devices there are no groups
 	for seed := int64(0); seed < 40; seed++ {
 		g, err := models.RandomDAG(seed, 6+int(seed%10), 256)
 		if err != nil {
@@ -158,18 +161,18 @@ func TestGroupedDevices(t *testing.T) {
 		o, _ := Options{Device: plan.Profiles["v100"], Devices: 8, DevicesPerNode: 4, Batch: 64}.withDefaults(64)
 		cm := newCostModel(g, &o)
 		sp := newSpace(cm, partition.Decompose(g, o.MaxSeries).Root, cm.boundary)
-		maxDPDevices = 128
+		cm.tu.maxDPDevices = 128
 		free, okFree := newDP(sp, 8, 8, 8, false).minT(8)
-		maxDPDevices = 4
+		cm.tu = grouped
 		d := newDP(sp, 8, 8, 8, false)
-		grouped, ok := d.minT(d.D)
+		least, ok := d.minT(d.D)
 		if d.g != 2 || d.D != 4 {
 			t.Fatalf("groups of %d, %d of them; want 4 of 2", d.g, d.D)
 		}
-		if ok && (!okFree || grouped < free*(1-1e-12)) {
-			t.Fatalf("seed %d: grouped bottleneck %v below the ungrouped %v", seed, grouped, free)
+		if ok && (!okFree || least < free*(1-1e-12)) {
+			t.Fatalf("seed %d: grouped bottleneck %v below the ungrouped %v", seed, least, free)
 		}
-		p, err := Search(g, o)
+		p, err := searchTuned(g, o, grouped)
 		if err != nil {
 			continue
 		}

@@ -12,7 +12,7 @@ import (
 // Options are what a search is asked for.
 type Options struct {
 	Strategy       string // "gpp" (default), "spp" or "spp-exact"
-	Schedule       string // "1f1b" (default), "1f1b-depth" or "gpipe" (microbatch.Names)
+	Schedule       string // "1f1b" (default), "1f1b-depth", "zb" or "gpipe" (microbatch.Names)
 	Device         plan.Device
 	Devices        int
 	DevicesPerNode int   // default 4
@@ -39,6 +39,10 @@ type Options struct {
 	// stage recompute. Schedules that split the backward (zb) never
 	// recompute.
 	Recompute string
+
+	// sched is Schedule's description, which withDefaults looks up: what
+	// the search decides by the schedule, it reads here
+	sched microbatch.ScheduleKind
 }
 
 // NoOptimizerState is Options.OptimizerBytes for an optimizer that keeps
@@ -106,15 +110,16 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	if o.Recompute == "" {
 		o.Recompute = "auto"
 	}
+	sched, schedErr := microbatch.KindOf(o.Schedule)
 	switch {
 	case o.Strategy != "gpp" && o.Strategy != "spp" && o.Strategy != "spp-exact":
 		return o, &OptionError{"strategy", fmt.Sprintf("unknown strategy %q (known: gpp, spp, spp-exact)", o.Strategy)}
-	case !microbatch.Known(o.Schedule):
-		return o, &OptionError{"schedule", fmt.Sprintf("unknown schedule %q (known: %s)", o.Schedule, strings.Join(microbatch.Names, ", "))}
+	case schedErr != nil:
+		return o, &OptionError{"schedule", schedErr.Error()}
 	case o.Recompute != "auto" && o.Recompute != "off" && o.Recompute != "all":
 		return o, &OptionError{"recompute", fmt.Sprintf("unknown choice %q (known: auto, off, all)", o.Recompute)}
-	case o.Recompute == "all" && microbatch.Splits(o.Schedule):
-		return o, &OptionError{"recompute", fmt.Sprintf("schedule %s defers weight gradients past the backward, which recomputation does not fit: use 1f1b, 1f1b-depth or gpipe", o.Schedule)}
+	case o.Recompute == "all" && sched.Split:
+		return o, &OptionError{"recompute", fmt.Sprintf("schedule %s defers weight gradients past the backward, which recomputation does not fit: use %s", o.Schedule, unsplit())}
 	case o.Devices < 1 || o.Devices > plan.MaxDevices:
 		return o, &OptionError{"devices", fmt.Sprintf("must be between 1 and %d, got %d", plan.MaxDevices, o.Devices)}
 	case o.DevicesPerNode < 1:
@@ -136,7 +141,23 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	if err := o.Device.Validate(); err != nil {
 		return o, &OptionError{"device", err.Error()}
 	}
+	o.sched = sched
 	return o, nil
+}
+
+// unsplit lists the schedules that do not split the backward, as "a, b
+// or c": those recomputation fits.
+func unsplit() string {
+	var names []string
+	for _, k := range microbatch.Kinds() {
+		if !k.Split {
+			names = append(names, k.Name)
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // clusterDefaults takes Device, Devices and DevicesPerNode from the
@@ -176,7 +197,7 @@ func (o Options) clusterDefaults() (Options, error) {
 
 // mayRecompute says whether the planners may choose to recompute a stage.
 func (o *Options) mayRecompute() bool {
-	return o.Recompute == "auto" && !microbatch.Splits(o.Schedule)
+	return o.Recompute == "auto" && !o.sched.Split
 }
 
 // MaxMicroBatches bounds the micro-batches per iteration the planner tries

@@ -60,14 +60,14 @@ func overfullDPs(t *testing.T) []overfullDP {
 // devices need: on random DAGs with stages of few devices (spp's chains
 // among them), and on clusters of several kinds.
 func TestOverfullIsInf(t *testing.T) {
-	defer func(v bool) { deviceBounds = v }(deviceBounds)
+	t.Parallel()
 	overfull, checked, chains := 0, 0, 0
 	for _, c := range overfullDPs(t) {
 		d := c.d
 		ts := d.candidates()
 		for j := 0; j < len(ts); j += max(1, len(ts)/6) {
 			for _, T := range []float64{ts[j], ts[len(ts)-1]} {
-				deviceBounds = false
+				d.tu.deviceBounds = false // bounded's too: they share their prices
 				d.reset(T)
 				bounded := &dp{prices: d.prices}
 				bounded.reset(T)
@@ -83,9 +83,9 @@ func TestOverfullIsInf(t *testing.T) {
 									if v < δ+int(d.devs.need[k]) {
 										t.Fatalf("%s at T %v: a chain from unit %d on set %d (δ %d) holds %d, fewer than the %d stages its devices need", c.name, T, i, k, δ, v, d.devs.need[k])
 									}
-									deviceBounds = true
+									d.tu.deviceBounds = true
 									w := bounded.suffix(sub{n, i, k, δ})
-									deviceBounds = false
+									d.tu.deviceBounds = false
 									if w != v {
 										t.Fatalf("%s at T %v: a chain from unit %d on set %d (δ %d) holds %d with the device bounds, %d without", c.name, T, i, k, δ, w, v)
 									}
@@ -143,12 +143,14 @@ func TestOverfullIsInf(t *testing.T) {
 // as the one without, byte for byte (bisectCases, and clusters of several
 // kinds).
 func TestOverfullSamePlans(t *testing.T) {
-	samePlansToggled(t, &deviceBounds, "with the device bounds")
+	t.Parallel()
+	deviceBounds := func(tu *tuning) *bool { return &tu.deviceBounds }
+	samePlansToggled(t, deviceBounds, "with the device bounds")
 	for i, tc := range kindsCases(t) {
 		if i%10 != 0 {
 			continue
 		}
-		on, off := searchToggled(t, tc.g, Options{Cluster: tc.cluster, Batch: 16}, &deviceBounds)
+		on, off := searchToggled(t, tc.g, Options{Cluster: tc.cluster, Batch: 16}, deviceBounds)
 		if !bytes.Equal(on, off) {
 			t.Errorf("kinds case %d: the plan with the device bounds differs from the one without:\n%s\n---\n%s", tc.seed, on, off)
 		}

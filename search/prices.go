@@ -10,6 +10,7 @@ import (
 // on T, and the DPs at one micro-batch share them (the search's,
 // recomputation's and the frontier's).
 type prices struct {
+	tu    tuning // the first kind's cost model's, read in the DP's loops
 	sp    *space
 	cm    *costModel   // prices the stages (the first kind's)
 	kinds []*costModel // per device kind, what prices its stages (just cm, for devices of one kind)
@@ -83,8 +84,8 @@ func newPrices(cm *costModel, sp *space, devices int, b int64, mbs int, gpipe bo
 // newKindPrices prices every block of sp on every count of devices of each
 // kind, kinds[t] pricing the devices[t] of kind t.
 func newKindPrices(kinds []*costModel, devices []int, sp *space, b int64, mbs int, gpipe bool) *prices {
-	d := &prices{sp: sp, cm: kinds[0], kinds: kinds, b: b, mbs: mbs, gpipe: gpipe}
-	d.devs = newDevSets(devices, b)
+	d := &prices{tu: kinds[0].tu, sp: sp, cm: kinds[0], kinds: kinds, b: b, mbs: mbs, gpipe: gpipe}
+	d.devs = newDevSets(devices, b, d.tu.maxDPDevices)
 	d.D, d.g, d.kmax, d.W = d.devs.total, d.devs.g[0], d.devs.kmax[0], d.devs.w
 	d.fit = make([]fitEntry, len(sp.blocks)*d.W)
 	d.recAuto, d.recHelp = d.cm.recompute == "auto", math.Inf(1)
@@ -94,7 +95,7 @@ func newKindPrices(kinds []*costModel, devices []int, sp *space, b int64, mbs in
 	}
 	d.tailFloor, d.headFloor = d.floors(sp.tails), d.floors(sp.heads)
 	d.hostFloor = d.hostFloors(false)
-	if eagerRecFit {
+	if d.tu.eagerRecFit {
 		d.recFits()
 	}
 	d.runs = make([]*runTimes, len(sp.nodes))
@@ -121,9 +122,6 @@ func (d *prices) recFits() []fitEntry {
 	})
 	return d.recFit
 }
-
-// eagerRecFit prices recFit with fit (tests compare the plans so priced).
-var eagerRecFit = false
 
 // hostFloors computes hostFloor from fit, and from recFit if rec.
 func (d *prices) hostFloors(rec bool) [][2][]float64 {

@@ -44,7 +44,7 @@ func (d *dp) cost(a assignment) stageCost {
 // search skips the second solve (the plans where memory does not bind stay
 // as they were).
 func (d *dp) recomputeMayHelp(T float64) bool {
-	if eagerRecFit { // the scan over recFit that recHelp answers
+	if d.tu.eagerRecFit { // the scan over recFit that recHelp answers
 		most := d.mbs
 		if !d.gpipe {
 			most = min(d.mbs, d.D)
@@ -73,7 +73,7 @@ func (pl *planner) recomputeAt(d *dp, keep least, out *sized) error {
 	}
 	r := &dp{prices: d.prices}
 	r.allowRecompute()
-	if keep.ok && keep.k == d.devs.full && hintsOn {
+	if keep.ok && keep.k == d.devs.full && d.tu.hintsOn {
 		r.hint = keep.T // keeping's plan fits where stages may also recompute
 	}
 	k2, T2, ok2 := r.minTOnMost(r.D)

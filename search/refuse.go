@@ -19,10 +19,6 @@ import (
 // so that a model that cannot fit is told so at once rather than after the
 // whole search.
 
-// refuseFirst turns the refusals on (tests check them against the search
-// they save).
-var refuseFirst = true
-
 // refuse returns a NoPlanError with Bound set when a bound that needs no
 // plan already rules every plan out.
 func refuse(g *dag.Graph, o *Options) error {

@@ -74,6 +74,9 @@ func TestRefusals(t *testing.T) {
 // nothing, every model refused before the search is one the search itself
 // finds no plan for; and refusals do happen.
 func TestRefusalsAreSound(t *testing.T) {
+	t.Parallel()
+	searchAll := defaultTuning()
+	searchAll.refuseFirst = false // the search the refusals save
 	var graphs []*dag.Graph
 	for seed := int64(0); seed < 12; seed++ {
 		g, err := models.RandomDAG(seed, 4+int(seed%6), 256)
@@ -107,9 +110,7 @@ func TestRefusalsAreSound(t *testing.T) {
 					continue
 				}
 				refused++
-				refuseFirst = false
-				p, err := Search(g, o)
-				refuseFirst = true
+				p, err := searchTuned(g, o, searchAll)
 				if !errors.As(err, &np) {
 					t.Errorf("%s: refused, but the search finds a plan of %d stages (peak %d bytes)", name, len(p.Stages), p.Predicted.PeakMemory)
 				}

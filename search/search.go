@@ -14,6 +14,11 @@ import (
 // OptionError for options it cannot use. The search is deterministic; the
 // wall time it took is reported in the plan, not used.
 func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
+	return searchTuned(g, o, defaultTuning())
+}
+
+// searchTuned is Search run as tu says (tests turn its speedups off).
+func searchTuned(g *dag.Graph, o Options, tu tuning) (*plan.Plan, error) {
 	start := time.Now()
 	o, err := o.withDefaults(g.BatchSize())
 	if err != nil {
@@ -27,7 +32,7 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
-	sp := &spaces{}
+	sp := &spaces{tu: tu}
 	if o.Cluster != nil {
 		return sp.searchKinds(g, o, start)
 	}
@@ -36,7 +41,7 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 
 // search is Search on devices of one kind, o with its defaults.
 func (sp *spaces) search(g *dag.Graph, o Options, start time.Time) (*plan.Plan, error) {
-	if err := refuse(g, &o); err != nil && refuseFirst {
+	if err := refuse(g, &o); err != nil && sp.tu.refuseFirst {
 		return nil, err
 	}
 	best, err := sp.searchOn(g, o)
@@ -55,7 +60,7 @@ func (sp *spaces) search(g *dag.Graph, o Options, start time.Time) (*plan.Plan, 
 	candidates := best.Search.Candidates
 	t := g.Total()
 	perSample := t.FwdFLOPs + t.BwdFLOPs()
-	for sub := o; fewerDevices && sub.Devices >= 4; {
+	for sub := o; sp.tu.fewerDevices && sub.Devices >= 4; {
 		sub.Devices /= 2
 		ideal := float64(sub.Devices) * o.Device.PeakFLOPs * o.Device.MaxEff / perSample
 		// measured op times are no FLOP rate: no ideal bounds them
@@ -88,7 +93,7 @@ func (sp *spaces) search(g *dag.Graph, o Options, start time.Time) (*plan.Plan, 
 // devices alone (as Search of them would, fewer devices included); the
 // fastest plan, which may leave a kind idle (its notes say so).
 func (sp *spaces) searchKinds(g *dag.Graph, o Options, start time.Time) (*plan.Plan, error) {
-	if err := refuseKinds(g, &o); err != nil && refuseFirst {
+	if err := refuseKinds(g, &o); err != nil && sp.tu.refuseFirst {
 		return nil, err
 	}
 	best, err := sp.searchOn(g, o)
@@ -177,9 +182,6 @@ func (sp *spaces) smallerMicroBatch(g *dag.Graph, o Options, failed error) (*pla
 	return best, bestO, nil
 }
 
-// fewerDevices turns Search's tries on fewer devices on (tests turn it off).
-var fewerDevices = true
-
 // betterBaseline is the faster of two sequential summaries, by better's
 // order (the first on ties); nil counts as none.
 func betterBaseline(a, b *plan.Baseline) *plan.Baseline {
@@ -191,8 +193,10 @@ func betterBaseline(a, b *plan.Baseline) *plan.Baseline {
 
 // spaces are a Search's search spaces, built by its first search and shared
 // by the others (on fewer devices, at smaller micro-batches): they depend on
-// the graph and the options that do not change between them.
+// the graph and the options that do not change between them. They carry
+// the Search's tuning to every search.
 type spaces struct {
+	tu         tuning
 	tree       *partition.Tree
 	gpp, chain *space
 	hints      hints // the least bottlenecks its searches found, where the next may look first
@@ -215,18 +219,28 @@ func (sp *spaces) sequential(g *dag.Graph, o *Options, cm *costModel) *space {
 	return sp.chain
 }
 
-// searchOn is Search on exactly o's devices at most.
-func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
-	start := time.Now()
-	cm := newCostModel(g, &o)
-	if o.Cluster != nil { // a cost model per kind, each pricing its stages
+// costModel is o's cost model, with a cost model per kind on a cluster of
+// several kinds, each pricing its stages; all run as the Search's tuning says.
+func (sp *spaces) costModel(g *dag.Graph, o *Options) *costModel {
+	cm := newCostModel(g, o)
+	cm.tu = sp.tu
+	if o.Cluster != nil {
 		for _, k := range o.Cluster.Kinds {
 			ko := o.kindAlone(k)
 			ko.Devices = o.Devices // a link inside the DP is between nodes, as the run spans them
-			cm.kinds = append(cm.kinds, newCostModel(g, &ko))
+			kc := newCostModel(g, &ko)
+			kc.tu = sp.tu
+			cm.kinds = append(cm.kinds, kc)
 		}
 		cm.kinds[0] = cm
 	}
+	return cm
+}
+
+// searchOn is Search on exactly o's devices at most.
+func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
+	start := time.Now()
+	cm := sp.costModel(g, &o)
 	// the fastest few of each planner's candidates, whose schedules are tuned
 	// at the end (tune): the same ones whichever strategy offers them, so gpp,
 	// which also offers spp's, is never worse than spp; only those close
@@ -276,7 +290,7 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	// of it as tuned, each plan on its own (in parallel), and weigh them in
 	// order; one whose floor (iterationFloor) lies above its planner's
 	// fastest as tuned is weighed as it is: no warm-up makes it as fast
-	if err := each(len(families), func(i int) error { return tuneShared(tops[families[i]][0], cm) }); err != nil {
+	if err := each(len(families), func(i int) error { return tuneShared(tops[families[i]][0], o.sched, cm) }); err != nil {
 		return nil, err
 	}
 	var tuned, rest []*plan.Plan
@@ -286,13 +300,13 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 			if p.Predicted.IterationS > tuneWithin*tops[w][0].Predicted.IterationS {
 				break
 			}
-			if j > 0 && !(restFloor && iterationFloor(p.Pipeline(), p.Timing(), p.Schedule == "zb")*(1-1e-10) > tops[w][0].Predicted.IterationS) {
+			if j > 0 && !(sp.tu.restFloor && iterationFloor(p.Pipeline(), p.Timing(), o.sched.Split)*(1-1e-10) > tops[w][0].Predicted.IterationS) {
 				rest = append(rest, p)
 			}
 			tuned, who = append(tuned, p), append(who, w)
 		}
 	}
-	if err := each(len(rest), func(i int) error { return tuneShared(rest[i], cm) }); err != nil {
+	if err := each(len(rest), func(i int) error { return tuneShared(rest[i], o.sched, cm) }); err != nil {
 		return nil, err
 	}
 	var best, seq *plan.Plan
@@ -317,10 +331,6 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	best.Search.Notes = append(notes, best.Search.Notes...)
 	return best, nil
 }
-
-// restFloor lets Search weigh untuned the plans no tuning could make as
-// fast as their planner's fastest (tests compare the plans without).
-var restFloor = true
 
 // Tuning takes each planner's fastest tuneTop plans that are within
 // tuneWithin of its fastest: those that tuning could make the fastest.

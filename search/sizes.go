@@ -25,7 +25,7 @@ type planner struct {
 
 // dp is the planner's DP at micro-batch b.
 func (pl *planner) dp(b int64) *dp {
-	mbs, gpipe := int(pl.o.Batch/b), pl.o.Schedule == "gpipe"
+	mbs, gpipe := int(pl.o.Batch/b), pl.o.sched.AllForwardsFirst
 	if c := pl.o.Cluster; c != nil {
 		var devices []int
 		for _, k := range c.Kinds {
@@ -53,7 +53,7 @@ func (pl *planner) assemble(d *dp, k int) (*plan.Plan, error) {
 func (pl *planner) plans(consider func(*plan.Plan, string)) error {
 	sizes := pl.o.microBatches()
 	first := make([]sized, len(sizes))
-	var keep keeper
+	keep := keeper{most: pl.cm.tu.frontierSizes}
 	if err := each(len(sizes), func(i int) (err error) {
 		first[i], err = pl.planAt(sizes[i])
 		keep.offer(first, i)
@@ -68,8 +68,8 @@ func (pl *planner) plans(consider func(*plan.Plan, string)) error {
 			best = math.Min(best, p.Predicted.IterationS)
 		}
 	}
-	// the frontier at the frontierSizes sizes with the fastest plans, where
-	// a shallower plan could still beat the best
+	// the frontier at the tuning's frontierSizes sizes with the fastest
+	// plans, where a shallower plan could still beat the best
 	var order []int
 	for i, f := range first {
 		if f.gain > 0 && f.plans[0].Predicted.IterationS < best*f.gain {
@@ -79,7 +79,7 @@ func (pl *planner) plans(consider func(*plan.Plan, string)) error {
 	sort.SliceStable(order, func(a, b int) bool {
 		return first[order[a]].plans[0].Predicted.IterationS < first[order[b]].plans[0].Predicted.IterationS
 	})
-	order = order[:min(len(order), frontierSizes)]
+	order = order[:min(len(order), keep.most)]
 	more := make([][]*plan.Plan, len(sizes))
 	if err := each(len(order), func(j int) (err error) {
 		i := order[j]
@@ -97,12 +97,13 @@ func (pl *planner) plans(consider func(*plan.Plan, string)) error {
 }
 
 // keeper keeps the prices of the sizes the frontier may follow, the
-// frontierSizes whose first plans are fastest among those with a gain
+// (most) sizes whose first plans are fastest among those with a gain
 // (what plans' order ranks first, but for its filter on the best plan of
 // all, known only at the end): the DP at those sizes is not priced again.
 // Only the kept sizes' prices stay in memory; a size whose prices were
 // dropped is priced again if the frontier follows it after all.
 type keeper struct {
+	most int        // the sizes the frontier follows (tuning.frontierSizes)
 	mu   sync.Mutex // guards kept
 	kept []int      // indices into the sizes, fastest first
 }
@@ -125,9 +126,9 @@ func (k *keeper) offer(first []sized, i int) {
 		j--
 	}
 	k.kept = slices.Insert(k.kept, j, i)
-	if len(k.kept) > frontierSizes {
-		first[k.kept[frontierSizes]].pr = nil
-		k.kept = k.kept[:frontierSizes]
+	if len(k.kept) > k.most {
+		first[k.kept[k.most]].pr = nil
+		k.kept = k.kept[:k.most]
 	}
 }
 
@@ -184,7 +185,9 @@ func (pl *planner) planAt(b int64) (sized, error) {
 	var out sized
 	d := pl.dp(b)
 	var keep least
-	d.hint = pl.hints.guess(pl.sp, pl.o.Devices, b)
+	if d.tu.hintsOn {
+		d.hint = pl.hints.guess(pl.sp, pl.o.Devices, b)
+	}
 	keep.k, keep.T, keep.ok = d.minTOnMost(d.devs.full)
 	if keep.ok && keep.k == d.devs.full {
 		pl.hints.found(pl.sp, pl.o.Devices, b, keep.T)
@@ -240,12 +243,13 @@ func (pl *planner) dataParallel(d *dp) (*plan.Plan, error) {
 }
 
 // frontier samples the DP's frontier at micro-batch b past its least
-// bottleneck (see doc.go): up to shallowerPlans plans, each the shallowest
-// at one of frontierProbes bottlenecks up to what can still pay (f.gain), at
-// the least bottleneck of its depth.
+// bottleneck (see doc.go): up to the tuning's shallowerPlans plans, each
+// the shallowest at one of frontierProbes bottlenecks up to what can still
+// pay (f.gain), at the least bottleneck of its depth.
 func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error) {
 	var out []*plan.Plan
-	if shallowerPlans == 0 {
+	tu := &pl.cm.tu
+	if tu.shallowerPlans == 0 {
 		return nil, nil
 	}
 	d := &dp{prices: f.pr} // planAt's, where kept
@@ -255,7 +259,7 @@ func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error
 	if f.rec {
 		d.allowRecompute()
 	}
-	d.capped, d.budget = true, frontierSolves
+	d.capped, d.budget = true, tu.frontierSolves
 	// probe the frontier at bottlenecks growing geometrically from the DP's
 	// T0 to T0·gain; where the pipeline can be shallower, offer the
 	// shallowest plan at the least T of its depth. Past best/M no plan
@@ -265,11 +269,11 @@ func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error
 	if reach <= 1 {
 		return nil, nil
 	}
-	step := math.Pow(reach, 1/float64(frontierProbes))
+	step := math.Pow(reach, 1/float64(tu.frontierProbes))
 	i := 0
-	if frontierWindow { // the candidates from T0 to the last probe, T0 first: the probes' bisections ask for no others
+	if tu.frontierWindow { // the candidates from T0 to the last probe, T0 first: the probes' bisections ask for no others
 		last := T
-		for range frontierProbes {
+		for range tu.frontierProbes {
 			last *= step
 		}
 		d.ts = d.candidatesIn(T, last)
@@ -277,7 +281,7 @@ func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error
 		d.ts = d.candidates()
 		i = sort.SearchFloat64s(d.ts, T) // T is a candidate
 	}
-	for j := 0; j < frontierProbes && depth > 1 && len(out) < shallowerPlans; j++ {
+	for j := 0; j < tu.frontierProbes && depth > 1 && len(out) < tu.shallowerPlans; j++ {
 		T *= step
 		shallowest, ok := d.depthAt(k, T)
 		if !ok {
@@ -302,21 +306,3 @@ func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error
 	d.noteGroups(out)
 	return out, nil
 }
-
-// frontierWindow makes the frontier sort only the candidates it may probe
-// (tests compare the plans with all of them sorted). Its bisections count
-// candidates from where they start, so that the window's indices, offset
-// from the whole list's, pick the same ones.
-var frontierWindow = true
-
-// shallowerPlans is how many plans past the least bottleneck frontier
-// offers at each micro-batch size, at the frontierSizes most promising, from
-// frontierProbes probes in at most frontierSolves solves of the DP each (a
-// solve of the DP on a large graph over 64 devices takes tens of
-// milliseconds). Variables, so that tests can turn the frontier off.
-var (
-	shallowerPlans = 3
-	frontierSizes  = 2
-	frontierSolves = 12
-	frontierProbes = 6
-)

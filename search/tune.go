@@ -7,8 +7,8 @@ import (
 
 // tuneShared is tune, then the plan's sharing of its hosts priced again
 // (reshare): stages run further ahead are busy at once more often.
-func tuneShared(p *plan.Plan, cm *costModel) error {
-	if err := tune(p); err != nil {
+func tuneShared(p *plan.Plan, k microbatch.ScheduleKind, cm *costModel) error {
+	if err := tune(p, k, cm.tu.tuneFloor); err != nil {
 		return err
 	}
 	return reshare(p, cm)
@@ -18,20 +18,20 @@ func tuneShared(p *plan.Plan, cm *costModel) error {
 // in all: a plan's list lengths times the simulations it tries.
 const tuneBudget = 2_000_000
 
-// tune raises the plan's 1F1B (or zb) warm-up counts from Warmup's while the
-// simulator finds the iteration shorter and every stage still fits in
-// memory. Warmup's rule is a steady-state one; an iteration of few
+// tune raises the warm-up counts of the plan's schedule, of kind k, from
+// Warmup's, where k is Tunable (1f1b, zb), while the simulator finds the
+// iteration shorter and every stage still fits in memory. Warmup's rule is a steady-state one; an iteration of few
 // micro-batches, or of unequal stages, can gain from running further ahead
 // (the faster stages' forwards then wait less on the slow ones' backwards).
 // Each round tries, stage by stage, one more and twice as many, raising the
 // stages before it to stay ahead, and keeps the first that helps; it stops
 // when a round finds nothing or the budget is spent, or when the iteration
 // is at its bound (iterationFloor): no warm-up can then shorten it, and the
-// round would find nothing. Deterministic.
-func tune(p *plan.Plan) error {
+// round would find nothing (where atFloor: tuning.tuneFloor). Deterministic.
+func tune(p *plan.Plan, k microbatch.ScheduleKind, atFloor bool) error {
 	pipe, t := p.Pipeline(), p.Timing()
-	cost := actions(pipe, p.Schedule == "zb") // per simulation
-	if (p.Schedule != "1f1b" && p.Schedule != "zb") || 2*cost > tuneBudget {
+	cost := actions(pipe, k.Split) // per simulation
+	if !k.Tunable || 2*cost > tuneBudget {
 		return schedule(p) // nothing to tune, or no room to try anything
 	}
 	warm, err := microbatch.Warmup(pipe, t, p.MemoryLimit)
@@ -40,13 +40,10 @@ func tune(p *plan.Plan) error {
 	}
 	var sched *microbatch.Schedule // the best so far, built with warm
 	build := func(w []int) (*microbatch.Schedule, error) {
-		switch {
-		case p.Schedule == "zb":
-			return microbatch.ZeroBubble(pipe, t, w)
-		case sched != nil: // only the stages whose counts changed
-			return microbatch.OneFOneBWarmFrom(sched, warm, w)
+		if sched != nil { // where k allows, only the stages whose counts changed
+			return k.Rewarmed(sched, warm, w, t)
 		}
-		return microbatch.OneFOneBWarm(pipe, w)
+		return k.Warmed(pipe, t, w)
 	}
 	eval := func(w []int) (float64, *microbatch.Schedule, bool) {
 		s, err := build(w)
@@ -70,9 +67,9 @@ func tune(p *plan.Plan) error {
 		return schedule(p) // the lists it was simulated with
 	}
 	spent := cost
-	floor := iterationFloor(pipe, t, p.Schedule == "zb")
+	floor := iterationFloor(pipe, t, k.Split)
 	for improved := true; improved; {
-		if improved = false; tuneFloor && floor >= cur*(1-1e-10) {
+		if improved = false; atFloor && floor >= cur*(1-1e-10) {
 			break // every try would simulate at least cur·(1−1e−9): none is kept
 		}
 		for s := 0; s < len(warm) && !improved; s++ {
@@ -92,10 +89,6 @@ func tune(p *plan.Plan) error {
 	p.SetSchedule(sched)
 	return p.Predict()
 }
-
-// tuneFloor lets tune stop at iterationFloor (tests compare the plans
-// tuned without it).
-var tuneFloor = true
 
 // iterationFloor is a bound from below on the iteration any 1F1B (or, if
 // split, zb) schedule of pipe takes under t, whatever its warm-up counts.

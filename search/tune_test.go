@@ -96,7 +96,7 @@ func TestActionsCountsLists(t *testing.T) {
 		for _, l := range sch.Lists {
 			n += len(l)
 		}
-		if got := actions(p.Pipeline(), sched == "zb"); got != n || len(p.Edges) == 0 {
+		if got := actions(p.Pipeline(), microbatch.Splits(sched)); got != n || len(p.Edges) == 0 {
 			t.Errorf("%s: actions %d, the lists hold %d (%d edges)", sched, got, n, len(p.Edges))
 		}
 	}
@@ -123,7 +123,7 @@ func TestIterationFloor(t *testing.T) {
 				t.Fatal(err)
 			}
 			pipe, tm := p.Pipeline(), p.Timing()
-			if floor := iterationFloor(pipe, tm, sched == "zb"); floor > p.Predicted.IterationS*(1+1e-12) { // Search tuned it
+			if floor := iterationFloor(pipe, tm, microbatch.Splits(sched)); floor > p.Predicted.IterationS*(1+1e-12) { // Search tuned it
 				t.Fatalf("seed %d %s: the searched plan simulates %v, below its floor %v", seed, sched, p.Predicted.IterationS, floor)
 			}
 			if seed%2 == 1 { // what a run pays beside its ops: beginnings, messages, holds, a fixed cost
@@ -136,7 +136,7 @@ func TestIterationFloor(t *testing.T) {
 					tm.Post, tm.Take, tm.Hold = append(tm.Post, it*r.Float64()/50), append(tm.Take, it*r.Float64()/50), append(tm.Hold, it*r.Float64()/50)
 				}
 			}
-			split := sched == "zb"
+			split := microbatch.Splits(sched)
 			floor := iterationFloor(pipe, tm, split)
 			warm, err := microbatch.Warmup(pipe, tm, 0)
 			if err != nil {
@@ -181,12 +181,14 @@ func TestIterationFloor(t *testing.T) {
 // keeps the same plans as tuning on until a round finds nothing, byte for
 // byte (bisectCases).
 func TestTuneFloorSamePlans(t *testing.T) {
-	samePlansToggled(t, &tuneFloor, "stopping tuning at the floor")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.tuneFloor }, "stopping tuning at the floor")
 }
 
 // TestRestFloorSamePlans: weighing untuned the plans whose floor lies above
 // their planner's fastest as tuned keeps the same plans as tuning them
 // all, byte for byte (bisectCases).
 func TestRestFloorSamePlans(t *testing.T) {
-	samePlansToggled(t, &restFloor, "weighing the hopeless untuned")
+	t.Parallel()
+	samePlansToggled(t, func(tu *tuning) *bool { return &tu.restFloor }, "weighing the hopeless untuned")
 }
