@@ -325,10 +325,10 @@ func (a Assignment) String() string {
 }
 
 func assigned(job *Job, w *Worker) Assignment {
-	st := w.plan.Stages[w.Stage]
-	return Assignment{Run: job.Run, Gen: job.gen(), Model: w.plan.Model.Name, Stage: w.Stage, Stages: len(w.plan.Stages),
+	st := w.role.plan.Stages[w.Stage]
+	return Assignment{Run: job.Run, Gen: job.gen(), Model: w.role.plan.Model.Name, Stage: w.Stage, Stages: len(w.role.plan.Stages),
 		Replica: w.Replica, Replicas: len(st.Devices), Ops: st.Ops, MicroBatch: st.MicroBatch,
-		From: job.Options.Start, Steps: job.Steps, Emulate: w.Emulate, Device: w.plan.Device.Name}
+		From: job.Options.Start, Steps: job.Steps, Emulate: w.Emulate, Device: w.role.plan.Device.Name}
 }
 
 // serveStage trains the stage a assigns, under the coordinator's watch,
@@ -349,7 +349,7 @@ func serveStage(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *
 		worker.Lock()
 		defer worker.Unlock()
 		if worker.w != nil {
-			if h := worker.w.hang(); h != "" {
+			if h := worker.w.watch.hang(); h != "" {
 				b = append(b, h...)
 			}
 		}
@@ -508,7 +508,7 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 		}
 	}
 	for n := a.Options.Start; n < a.Steps; n++ {
-		w.kill = killPoint(job.Config.KillPoints, a.Gen, w.ID, n)
+		w.kill.point = killPoint(job.Config.KillPoints, a.Gen, w.ID, n)
 		// every stage starts an iteration together, as the simulator assumes
 		order, err := ctl.Receive(ctx, msgKey(int64(n), mbGo, ctlEdge, 'a'))
 		if err != nil {

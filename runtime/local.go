@@ -125,7 +125,7 @@ func RunLocal(ctx context.Context, job *Job, t wire.Transport) (*Result, error) 
 		for k, v := range state {
 			res.Params[k] = v
 		}
-		res.Stats = append(res.Stats, w.ep.Stats())
+		res.Stats = append(res.Stats, w.links.ep.Stats())
 	}
 	return res, nil
 }
