@@ -3,14 +3,11 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
-	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
@@ -590,56 +587,4 @@ func (w *Worker) OpSeconds() map[string][2]float64 {
 		out[name] = *t
 	}
 	return out
-}
-
-// loadEntries restores a share of a checkpoint (sendResume's stream):
-// "param:<name>", "buffer:<name>" and "optim:<name>.<slot>", the
-// optimizer's step in the metadata.
-func (w *Worker) loadEntries(entries []tensor.Named, meta map[string]string) error {
-	kinds := map[string]string{} // the stage's values: "param" or "buffer" by name
-	for _, name := range w.ex.ParamNames() {
-		kinds[name] = "param"
-	}
-	for _, name := range w.ex.BufferNames() {
-		kinds[name] = "buffer"
-	}
-	have := w.ex.State()
-	vals, optim := map[string]*stage.Value[float32]{}, map[string][]float32{}
-	for _, e := range entries {
-		kind, name, _ := strings.Cut(e.Name, ":")
-		switch kind {
-		case "param", "buffer":
-			if kinds[name] != kind || len(have[name].Data) != len(e.F32) {
-				return fmt.Errorf("checkpoint: %s %q does not fit stage %d", valueKind(kind), name, w.Stage)
-			}
-			vals[name] = &stage.Value[float32]{Shape: have[name].Shape, Data: e.F32}
-		case "optim":
-			optim[name] = e.F32
-		}
-	}
-	for _, name := range append(w.ex.ParamNames(), w.ex.BufferNames()...) {
-		if !hasEntry(entries, kinds[name]+":"+name) {
-			return fmt.Errorf("checkpoint: lacks %s %q", valueKind(kinds[name]), name)
-		}
-	}
-	w.ex.LoadState(vals)
-	step, _ := strconv.Atoi(meta["optimizer_step"])
-	return w.ex.LoadOptimizerState(optim, step)
-}
-
-// valueKind words a checkpoint entry's kind ("param", "buffer") for a message.
-func valueKind(kind string) string {
-	if kind == "param" {
-		return "parameter"
-	}
-	return kind
-}
-
-func hasEntry(entries []tensor.Named, name string) bool {
-	for _, e := range entries {
-		if e.Name == name {
-			return true
-		}
-	}
-	return false
 }
