@@ -18,6 +18,7 @@ type Graph struct {
 	costs     []Cost
 	order     []int // topological order of op indices
 	loss      int
+	hash      modelHash // ModelHash's, computed once
 }
 
 // Build validates a model and infers every shape and cost. On failure it

@@ -18,6 +18,7 @@ type PlanError struct {
 	Stage int
 	Field string
 	Msg   string
+	Err   error // the typed error it stands for, if any (a *ModelMismatchError)
 }
 
 func (e *PlanError) Error() string {
@@ -27,8 +28,39 @@ func (e *PlanError) Error() string {
 	return fmt.Sprintf("stage %d: %s: %s", e.Stage, e.Field, e.Msg)
 }
 
+func (e *PlanError) Unwrap() error { return e.Err }
+
 func planErr(stage int, field, format string, args ...any) error {
-	return &PlanError{stage, field, fmt.Sprintf(format, args...)}
+	return &PlanError{Stage: stage, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ModelMismatchError is a plan given a model it was not made for: the
+// model hash the plan names (Plan.Model.SHA256) is not the model's
+// (dag.ModelHash). Op names what refused it: "plan" (LoadPlan), "job"
+// (runtime.Job.Validate), "coordinate", "run local".
+type ModelMismatchError struct {
+	Op        string
+	PlanHash  string // the hash the plan names
+	ModelHash string // the hash of the model it was given
+}
+
+func (e *ModelMismatchError) Error() string { return e.Op + ": " + e.Reason() }
+
+// Reason is what is wrong, without the op: the message of the PlanError or
+// runtime.JobError that carries it.
+func (e *ModelMismatchError) Reason() string {
+	return fmt.Sprintf("made for another model (the plan says hash %.12s, this model's is %.12s)", e.PlanHash, e.ModelHash)
+}
+
+// CheckModelHash is the one check that p was made for model g, by hash,
+// wherever a plan meets a model (LoadPlan, a job, a run): nil, or a
+// *ModelMismatchError naming op. The model's hash is computed once per
+// graph (dag.ModelHash).
+func (p *Plan) CheckModelHash(op string, g *dag.Graph) error {
+	if h := dag.ModelHash(g); h != p.Model.SHA256 {
+		return &ModelMismatchError{Op: op, PlanHash: p.Model.SHA256, ModelHash: h}
+	}
+	return nil
 }
 
 // LoadPlan decodes a plan file (DecodePlan) and, when g is not nil, checks
@@ -281,8 +313,9 @@ func (p *Plan) checkEdges() error {
 // bring every stage each tensor its ops read from another stage (directly,
 // or relayed by stages between, as a sequential plan does).
 func (p *Plan) CheckModel(g *dag.Graph) error {
-	if h := dag.ModelHash(g); h != p.Model.SHA256 {
-		return planErr(-1, "model.sha256", "made for another model (the plan says hash %.12s, this model's is %.12s)", p.Model.SHA256, h)
+	var mm *ModelMismatchError
+	if errors.As(p.CheckModelHash("plan", g), &mm) {
+		return &PlanError{Stage: -1, Field: "model.sha256", Msg: mm.Reason(), Err: mm}
 	}
 	stageOf := make([]int, g.NumOps())
 	for i := range stageOf {

@@ -99,6 +99,36 @@ func TestHandEditedPlans(t *testing.T) {
 	}
 }
 
+// TestCheckModelHash: the one check of a plan against a model passes the
+// plan's own model and refuses another with a *ModelMismatchError naming
+// the op and both hashes; LoadPlan's PlanError (model.sha256) carries it.
+func TestCheckModelHash(t *testing.T) {
+	g, data := caseStudy(t)
+	p, err := DecodePlan(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckModelHash("job", g); err != nil {
+		t.Fatalf("its own model: %v", err)
+	}
+	e, _ := models.Lookup("mlp")
+	other, _ := e.Build(e.Small)
+	err = p.CheckModelHash("job", other)
+	var mm *ModelMismatchError
+	if !errors.As(err, &mm) || mm.Op != "job" || mm.PlanHash != p.Model.SHA256 || mm.ModelHash != dag.ModelHash(other) {
+		t.Fatalf("another model: got %v (%#v)", err, mm)
+	}
+	want := "job: made for another model (the plan says hash " + p.Model.SHA256[:12] + ", this model's is " + dag.ModelHash(other)[:12] + ")"
+	if err.Error() != want {
+		t.Errorf("got %q, want %q", err, want)
+	}
+	_, err = LoadPlan(data, other)
+	var pe *PlanError
+	if !errors.As(err, &pe) || pe.Field != "model.sha256" || !errors.As(err, &mm) || mm.Op != "plan" {
+		t.Errorf("LoadPlan: got %v, want a PlanError on model.sha256 carrying the mismatch", err)
+	}
+}
+
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 // TestStoredPlans: the plan files kept as fuzz seeds decode.

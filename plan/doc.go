@@ -32,7 +32,10 @@
 //     plan was made for it (by hash), that every op is in exactly one stage,
 //     that the stages are convex with acyclic dependencies, and that the
 //     edges bring every stage each tensor its ops read from another stage.
-//     Each refusal is a PlanError naming the stage and the field.
+//     Each refusal is a PlanError naming the stage and the field. The hash
+//     check is CheckModelHash, the one every caller that meets a plan and a
+//     model uses (LoadPlan, runtime's job, coordinator and local run): a
+//     *ModelMismatchError naming the op and both hashes.
 //  4. A device profile (graphpipe/device@1, Device) is what the cost model
 //     knows of an accelerator and its links; Profiles are the built-in ones.
 //     ParseDevice reads a profile file strictly and refuses a missing or

@@ -19,12 +19,12 @@ import (
 // that replica's link; and every replica steps its optimizer on the same
 // numbers, since each chunk is summed once, in one order, and copied.
 func (w *Worker) allReduce(ctx context.Context, n int64, grads []*stage.Value[float32]) error {
-	k := w.lay.count[w.Stage]
+	k := w.role.lay.count[w.Stage]
 	g := newGradRing(grads, k)
 	if k == 1 || g.total == 0 { // a stage without parameters (a replicated loss) has nothing to sum: every replica knows it
 		return nil
 	}
-	return ringAllReduce(ctx, w.ep, w.lay.id(w.Stage, (w.Replica+1)%k), w.Replica, n, g)
+	return ringAllReduce(ctx, w.links.ep, w.role.lay.id(w.Stage, (w.Replica+1)%k), w.Replica, n, g)
 }
 
 // ringAllReduce is replica r's part of the ring over endpoint ep, next the

@@ -83,7 +83,7 @@ func TestRingAllReduce(t *testing.T) {
 // worker has no endpoint here, so a ring step would fail. One with
 // parameters does try.
 func TestAllReduceNothing(t *testing.T) {
-	w := &Worker{lay: replicas{offset: []int{0}, count: []int{2}, total: 2}}
+	w := &Worker{role: role{lay: replicas{offset: []int{0}, count: []int{2}, total: 2}}}
 	if err := w.allReduce(context.Background(), 0, nil); err != nil {
 		t.Errorf("no gradients: %v", err)
 	}

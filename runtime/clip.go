@@ -28,21 +28,21 @@ func (w *Worker) globalNorm(ctx context.Context, n int64, own map[string]float64
 		if err != nil {
 			return 0, err
 		}
-		for id := int32(0); id < int32(w.lay.total); id++ {
+		for id := int32(0); id < int32(w.role.lay.total); id++ {
 			if id == w.ID {
 				continue
 			}
-			if err := w.ep.Send(ctx, id, msgKey(n, int32(w.Stage), normEdge, 'g'), msg); err != nil {
+			if err := w.links.ep.Send(ctx, id, msgKey(n, int32(w.Stage), normEdge, 'g'), msg); err != nil {
 				return 0, err
 			}
 		}
 	}
 	all := maps.Clone(own)
-	for s := range w.lay.count {
+	for s := range w.role.lay.count {
 		if s == w.Stage {
 			continue
 		}
-		msg, err := w.ep.Receive(ctx, msgKey(n, int32(s), normEdge, 'g'))
+		msg, err := w.links.ep.Receive(ctx, msgKey(n, int32(s), normEdge, 'g'))
 		if err != nil {
 			return 0, err
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -28,8 +29,8 @@ func since(t time.Time) float64 { return time.Since(t).Seconds() }
 // loss) and the final parameters.
 func Coordinate(ctx context.Context, job *Job, t wire.Transport, progress func(iter int64, loss float64)) (*Result, error) {
 	g, plan := job.Graph, job.Plan
-	if h := dag.ModelHash(g); h != plan.Model.SHA256 {
-		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
+	if err := plan.CheckModelHash("coordinate", g); err != nil {
+		return nil, err
 	}
 	ctl, err := wire.NewEndpoint(t, job.Run, job.gen()+ctlGenOffset, coordinator)
 	if err != nil {
@@ -312,7 +313,7 @@ type collector struct {
 	saved   int // the step of the newest checkpoint written, 0 for none
 	skips   int // steps skipped in a row
 	// left says, by worker id, which workers have handed over all they
-	// owed and gone, their silence no failure (shard.go)
+	// owed and gone, their silence no failure (shard.go, handover.go)
 	left []atomic.Bool
 }
 
@@ -461,6 +462,22 @@ func (c *collector) tell(ctx context.Context, iter int64, mb int32, what string)
 		}
 	}
 	return nil
+}
+
+// StoppedError is a run that stopped when asked (Config.Stop) after its
+// iteration in flight: at Step (iterations done), with a checkpoint of that
+// step in Dir when Saved.
+type StoppedError struct {
+	Step  int
+	Dir   string
+	Saved bool
+}
+
+func (e *StoppedError) Error() string {
+	if !e.Saved {
+		return fmt.Sprintf("stopped at step %d; nothing saved (no --checkpoint)", e.Step)
+	}
+	return fmt.Sprintf("stopped at step %d; checkpoint %s in %s; continue with --resume %s", e.Step, filepath.Base(stepDir("", e.Step)), e.Dir, e.Dir)
 }
 
 // stop ends the run before iteration n, as Config.Stop asked: with a

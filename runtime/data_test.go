@@ -165,8 +165,8 @@ func TestWorkerRefusesOtherData(t *testing.T) {
 		}
 		w, err := NewWorker(&Job{Graph: g, Plan: plan, Options: o}, id, ep)
 		if !reads {
-			if err != nil || len(w.sets) != 0 {
-				t.Fatalf("worker %d reads no input, yet: %v, %d files open", id, err, len(w.sets))
+			if err != nil || len(w.feed.sets) != 0 {
+				t.Fatalf("worker %d reads no input, yet: %v, %d files open", id, err, len(w.feed.sets))
 			}
 			continue
 		}

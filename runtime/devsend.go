@@ -104,8 +104,8 @@ func (p *devicePiece) release(failed bool) {
 // the sender's goroutine reports those sent (done), the worker's gives the
 // values back (finished).
 type deviceSends struct {
-	mu   sync.Mutex // guards sent
-	open map[*stage.Value[float32]]int
+	mu   sync.Mutex                    // guards sent
+	open map[*stage.Value[float32]]int // the worker's goroutine's alone
 	sent []*stage.Value[float32]
 }
 
@@ -122,9 +122,9 @@ func (d *deviceSends) done(v *stage.Value[float32]) {
 	d.sent = append(d.sent, v)
 }
 
-// finished gives the stage back the values whose every piece is sent.
-func (w *Worker) finished() error {
-	d := &w.devSends
+// finished gives the stage's executor ex back the values whose every
+// piece is sent.
+func (d *deviceSends) finished(ex *stage.Executor) error {
 	d.mu.Lock()
 	sent := d.sent
 	d.sent = nil
@@ -134,7 +134,7 @@ func (w *Worker) finished() error {
 			continue
 		}
 		delete(d.open, v)
-		if err := w.ex.Return(v); err != nil {
+		if err := ex.Return(v); err != nil {
 			return err
 		}
 	}
@@ -179,11 +179,11 @@ func (w *Worker) deviceSets() {
 		return
 	}
 	var outs, grads []string
-	for _, pe := range w.plan.Edges {
+	for _, pe := range w.role.plan.Edges {
 		switch w.Stage {
 		case pe.From:
 			for _, x := range pe.Tensors {
-				if i, ok := w.g.OpIndex(x); ok && w.ops[x] && w.g.Out(i).DType == dag.Float32 {
+				if i, ok := w.role.g.OpIndex(x); ok && w.role.ops[x] && w.role.g.Out(i).DType == dag.Float32 {
 					outs = append(outs, x)
 				}
 			}

@@ -31,7 +31,8 @@
 //  1. Build the Job and check it once with Job.Validate (every refusal a
 //     *JobError naming the field, "Options.CheckpointEvery" or
 //     "Config.JoinTimeout"); Coordinate checks only that the plan was made
-//     for the model.
+//     for the model (plan.CheckModelHash: a *plan.ModelMismatchError, which
+//     Validate's JobError carries too).
 //  2. Give Coordinate a transport every worker of the run reaches, and start
 //     one worker per device of the plan (Workers) with Serve, each with its
 //     own process's Config; a worker of a pool's agent says which slot it was

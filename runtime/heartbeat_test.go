@@ -117,18 +117,18 @@ func TestCoordinatorNamesAHungWorker(t *testing.T) {
 // pays for compiling kernels and loading libraries), up to the warm-up's.
 func TestFirstIterationMayTakeLonger(t *testing.T) {
 	tm := Timings{}.WithDefaults()
-	w := &Worker{plan: &plan.Plan{Stages: []plan.PlanStage{{}}}, timings: tm}
+	w := newWatch(tm, plan.PlanStage{})
 	w.busy("iteration 0 action 0B")
-	w.busySince = time.Now().Add(-2 * tm.HangTimeout)
+	w.since = time.Now().Add(-2 * tm.HangTimeout)
 	if h := w.hang(); h != "" {
 		t.Fatalf("first iteration, %v in: called hung (%s)", 2*tm.HangTimeout, h)
 	}
-	w.busySince = time.Now().Add(-tm.WarmupHangTimeout - time.Second)
+	w.since = time.Now().Add(-tm.WarmupHangTimeout - time.Second)
 	if h := w.hang(); h == "" {
 		t.Fatalf("first iteration, past WarmupHangTimeout: not called hung")
 	}
-	w.warm = true
-	w.busySince = time.Now().Add(-2 * tm.HangTimeout)
+	w.warmed()
+	w.since = time.Now().Add(-2 * tm.HangTimeout)
 	if h := w.hang(); !strings.Contains(h, "0B") {
 		t.Fatalf("after an iteration, %v in: got %q, want a hang naming the action", 2*tm.HangTimeout, h)
 	}

@@ -104,13 +104,13 @@ func ipcEdge(p *plan.Plan, g *dag.Graph, lay replicas, ids []linkID, e int) bool
 // setPeers takes every worker's linkID (by worker id) and decides which of
 // the worker's edges go by IPC.
 func (w *Worker) setPeers(ids []linkID) {
-	w.ipc = map[int]bool{}
+	w.links.ipc = map[int]bool{}
 	if w.ex == nil || w.dev == nil {
 		return
 	}
-	for e, pe := range w.plan.Edges {
-		if (w.Stage == pe.From || w.Stage == pe.To) && ipcEdge(w.plan, w.g, w.lay, ids, e) {
-			w.ipc[e] = true
+	for e, pe := range w.role.plan.Edges {
+		if (w.Stage == pe.From || w.Stage == pe.To) && ipcEdge(w.role.plan, w.role.g, w.role.lay, ids, e) {
+			w.links.ipc[e] = true
 		}
 	}
 }
@@ -174,16 +174,17 @@ func (w *Worker) sendDevice(ctx context.Context, it *iteration, a microbatch.Act
 		return false, err
 	}
 	k := msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir))
-	w.lent = append(w.lent, lentSend{vals: vals, peer: p.id, ack: msgKey(it.n, int32(a.MB)+ipcAckMB, k.Edge, k.Dir)})
+	w.links.lent = append(w.links.lent, lentSend{vals: vals, peer: p.id, ack: msgKey(it.n, int32(a.MB)+ipcAckMB, k.Edge, k.Dir)})
 	prep := time.Since(start).Seconds()
 	send := func(ctx context.Context) error {
 		if err := w.dev.WaitFree(computed); err != nil {
 			return err
 		}
-		return w.ep.SendPayload(ctx, p.id, k, wire.Bytes(msg))
+		return w.links.ep.SendPayload(ctx, p.id, k, wire.Bytes(msg))
 	}
-	return true, w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, send: send,
-		done: func(err error, secs float64) { w.meter.sent(a.Edge, byte(a.Dir), TransportIPC, bytes)(err, secs+prep) }})
+	meter := w.links.meter.sent(a.Edge, byte(a.Dir), TransportIPC, bytes)
+	return true, w.links.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, send: send,
+		done: func(err error, secs float64) { meter(err, secs+prep) }})
 }
 
 // recvDevice copies a message of device tensors from peer p into buffers
@@ -225,32 +226,7 @@ func (w *Worker) recvDevice(ctx context.Context, it *iteration, a microbatch.Act
 		parts[t.Name] = v
 		bytes += 4 * n
 	}
-	w.meter.received(a.Edge, byte(a.Dir), TransportIPC, bytes, time.Since(start).Seconds())
+	w.links.meter.received(a.Edge, byte(a.Dir), TransportIPC, bytes, time.Since(start).Seconds())
 	ack := msgKey(it.n, int32(a.MB)+ipcAckMB, edgeKey(a.Edge, p.replica), byte(a.Dir))
-	return w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: ack, p: wire.Bytes(nil)})
-}
-
-// giveBack returns to the stage the buffers of the messages whose copies
-// are acknowledged: all of them with wait (the iteration's end), else
-// those whose acknowledgement has come.
-func (w *Worker) giveBack(ctx context.Context, wait bool) error {
-	kept := w.lent[:0]
-	for _, l := range w.lent {
-		if wait {
-			if _, err := w.ep.Receive(ctx, l.ack); err != nil {
-				return fmt.Errorf("waiting for worker %d's copy: %w", l.peer, err)
-			}
-		} else if _, ok := w.ep.TryReceive(l.ack); !ok {
-			kept = append(kept, l)
-			continue
-		}
-		for _, v := range l.vals {
-			if err := w.ex.Return(v); err != nil {
-				return err
-			}
-		}
-	}
-	clear(w.lent[len(kept):])
-	w.lent = kept
-	return nil
+	return w.links.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: ack, p: wire.Bytes(nil)})
 }

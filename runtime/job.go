@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -30,9 +31,12 @@ type JobError struct {
 	Op    string // what refused it: "job"
 	Field string
 	Msg   string
+	Err   error // the typed error it stands for, if any (a *plan.ModelMismatchError)
 }
 
 func (e *JobError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Op, e.Field, e.Msg) }
+
+func (e *JobError) Unwrap() error { return e.Err }
 
 func jobErr(field, format string, args ...any) *JobError {
 	return &JobError{Op: "job", Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -52,8 +56,9 @@ func (j *Job) Validate() error {
 	case j.Plan == nil:
 		return jobErr("Plan", "no plan")
 	}
-	if h := dag.ModelHash(j.Graph); h != j.Plan.Model.SHA256 {
-		return jobErr("Plan", "made for model %q with hash %.12s, this model's is %.12s", j.Plan.Model.Name, j.Plan.Model.SHA256, h)
+	var mm *plan.ModelMismatchError
+	if errors.As(j.Plan.CheckModelHash("job", j.Graph), &mm) {
+		return &JobError{Op: "job", Field: "Plan", Msg: mm.Reason(), Err: mm}
 	}
 	if j.Steps < 1 {
 		return jobErr("Steps", "must be positive, got %d", j.Steps)

@@ -1,11 +1,92 @@
 package runtime
 
 import (
+	"context"
+	"fmt"
 	"sort"
 	"sync"
 
+	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/wire"
+	"github.com/graphpipe/graphpipe/stage"
 )
+
+// links is a worker's ends of its plan's edges: its endpoint, the sender
+// its messages queue on, the edges whose tensors go device to device, the
+// messages whose device buffers are lent until acknowledged or sent, and
+// the meter of what its transfers took. The worker's goroutine uses them;
+// the sender's goroutine adds to meter and devSends, each of which guards
+// itself.
+type links struct {
+	ep    *wire.Endpoint
+	out   *sender      // sends the computer's messages in order, while it computes on
+	meter linkMeter    // this iteration's transfers, by edge and direction
+	ipc   map[int]bool // the plan's edges whose tensors go device to device (ipc.go)
+	lent  []lentSend   // messages of device tensors not yet acknowledged
+	// devSends: values the stage lent that go as bytes, downloaded as
+	// their frames go out (devsend.go)
+	devSends deviceSends
+}
+
+// open starts the links over endpoint ep: its sender's goroutine, a
+// meter for the first iteration.
+func (l *links) open(ep *wire.Endpoint) {
+	l.ep, l.out = ep, newSender(ep)
+	l.meter.reset()
+}
+
+// release waits, before a pass that may end micro-batch a.MB (its
+// backward, its weight gradients), until the micro-batch's messages are
+// sent: they read its values where they lie.
+func (l *links) release(ctx context.Context, a microbatch.Action) error {
+	if a.Kind != microbatch.Backward && a.Kind != microbatch.Weight {
+		return nil
+	}
+	return l.out.wait(ctx, a.MB)
+}
+
+// recycle gives the endpoint back the messages iteration it received,
+// which nothing reads once its step is done.
+func (l *links) recycle(it *iteration) {
+	for _, m := range it.msgs {
+		l.ep.Recycle(m)
+	}
+	it.msgs = nil
+}
+
+// giveBack returns to the stage's executor ex the buffers of the messages
+// whose copies are acknowledged: all of them with wait (the iteration's
+// end), else those whose acknowledgement has come.
+func (l *links) giveBack(ctx context.Context, ex *stage.Executor, wait bool) error {
+	kept := l.lent[:0]
+	for _, s := range l.lent {
+		if wait {
+			if _, err := l.ep.Receive(ctx, s.ack); err != nil {
+				return fmt.Errorf("waiting for worker %d's copy: %w", s.peer, err)
+			}
+		} else if _, ok := l.ep.TryReceive(s.ack); !ok {
+			kept = append(kept, s)
+			continue
+		}
+		for _, v := range s.vals {
+			if err := ex.Return(v); err != nil {
+				return err
+			}
+		}
+	}
+	clear(l.lent[len(kept):])
+	l.lent = kept
+	return nil
+}
+
+// close ends the sender's goroutine once what is queued is sent.
+func (l *links) close() {
+	if l.out != nil {
+		l.out.close()
+		l.out = nil
+	}
+}
 
 // Transport is how an edge's tensors go from one worker to the next: bytes
 // over NATS, or, between workers that share a host and reach each other's
@@ -37,7 +118,7 @@ type LinkTime struct {
 // linkMeter sums a worker's LinkTimes over an iteration; the sender's
 // goroutine and the worker's both add to it.
 type linkMeter struct {
-	mu   sync.Mutex // guards cur
+	mu   sync.Mutex // guards cur, last
 	cur  map[linkEnd]*LinkTime
 	last []LinkTime // the iteration before's, sorted
 }
@@ -104,11 +185,11 @@ func (m *linkMeter) finish() {
 	})
 }
 
-// Links is the transfers of the last iteration the worker finished.
-func (w *Worker) Links() []LinkTime {
-	w.meter.mu.Lock()
-	defer w.meter.mu.Unlock()
-	return append([]LinkTime(nil), w.meter.last...)
+// lastTimes is a copy of the iteration before's times.
+func (m *linkMeter) lastTimes() []LinkTime {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]LinkTime(nil), m.last...)
 }
 
 // EdgeTime is one plan edge's transfers in the last iteration, both

@@ -90,22 +90,6 @@ func (e *NonFiniteError) Error() string {
 	return msg
 }
 
-// StoppedError is a run that stopped when asked (Config.Stop) after its
-// iteration in flight: at Step (iterations done), with a checkpoint of that
-// step in Dir when Saved.
-type StoppedError struct {
-	Step  int
-	Dir   string
-	Saved bool
-}
-
-func (e *StoppedError) Error() string {
-	if !e.Saved {
-		return fmt.Sprintf("stopped at step %d; nothing saved (no --checkpoint)", e.Step)
-	}
-	return fmt.Sprintf("stopped at step %d; checkpoint %s in %s; continue with --resume %s", e.Step, filepath.Base(stepDir("", e.Step)), e.Dir, e.Dir)
-}
-
 // describe says what a stage found not finite in an iteration, "" if
 // nothing: the executor's check as the step ended (stage.StepReport: the
 // loss it holds, then its gradients, read once, and, only when something

@@ -20,14 +20,14 @@ type sleeper struct{ w *Worker }
 func (sleeper) begin(*iteration) error { return nil }
 
 func (s sleeper) compute(ctx context.Context, _ *iteration, _ microbatch.Action, end float64) error {
-	s.w.sleepUntil(ctx, end)
+	s.w.timeline.sleepUntil(ctx, end)
 	return nil
 }
 
 func (s sleeper) send(ctx context.Context, it *iteration, a microbatch.Action, land float64) error {
-	stamp := []byte(s.w.wallClock(land).Format(time.RFC3339Nano))
+	stamp := []byte(s.w.timeline.wallClock(land).Format(time.RFC3339Nano))
 	for _, p := range s.w.peers(a) {
-		if err := s.w.ep.Send(ctx, p.id, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, s.w.Replica), byte(a.Dir)), stamp); err != nil {
+		if err := s.w.links.ep.Send(ctx, p.id, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, s.w.Replica), byte(a.Dir)), stamp); err != nil {
 			return err
 		}
 	}
@@ -37,7 +37,7 @@ func (s sleeper) send(ctx context.Context, it *iteration, a microbatch.Action, l
 func (s sleeper) recv(ctx context.Context, it *iteration, a microbatch.Action) (float64, error) {
 	land := 0.0
 	for _, p := range s.w.peers(a) {
-		msg, err := s.w.ep.Receive(ctx, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)))
+		msg, err := s.w.links.ep.Receive(ctx, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)))
 		if err != nil {
 			return 0, err
 		}
@@ -45,33 +45,14 @@ func (s sleeper) recv(ctx context.Context, it *iteration, a microbatch.Action) (
 		if err != nil {
 			return 0, fmt.Errorf("emulated transfer: %w", err)
 		}
-		land = max(land, at.Sub(s.w.iterZero).Seconds())
+		land = max(land, s.w.timeline.at(at))
 	}
-	land = max(land, time.Since(s.w.iterZero).Seconds()) // a message that came later than planned
-	s.w.sleepUntil(ctx, land)
+	land = max(land, s.w.timeline.now()) // a message that came later than planned
+	s.w.timeline.sleepUntil(ctx, land)
 	return land, nil
 }
 
 func (s sleeper) flush(ctx context.Context, _ *iteration, end float64) error {
-	s.w.sleepUntil(ctx, end)
+	s.w.timeline.sleepUntil(ctx, end)
 	return nil
-}
-
-// wallClock is the time t seconds into the iteration.
-func (w *Worker) wallClock(t float64) time.Time {
-	return w.iterZero.Add(time.Duration(t * float64(time.Second)))
-}
-
-// sleepUntil sleeps until t seconds into the iteration, or ctx ends.
-func (w *Worker) sleepUntil(ctx context.Context, t float64) {
-	d := time.Until(w.wallClock(t))
-	if d <= 0 {
-		return
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-	}
 }

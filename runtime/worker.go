@@ -3,120 +3,43 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
-	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
-	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
 
 // Worker runs one replica of one stage of a plan: its action list, once per
-// iteration, on its rows of every micro-batch.
+// iteration, on its rows of every micro-batch. Its state is cut in parts,
+// each with the fields it guards: its role in the plan, its links to the
+// other workers, its feed of data, its timeline, the watch its heartbeat
+// reads and the test hook's kill point.
 type Worker struct {
 	ID      int32 // worker id, also its endpoint's
 	Stage   int
 	Replica int
-	lay     replicas
-	g       *dag.Graph
-	plan    *plan.Plan
-	sched   []microbatch.Action
-	split   bool // the schedule runs each backward as B (inputs) and a later W (weights)
-	sch     *microbatch.Schedule
-	timing  microbatch.Timing // the plan's, each whole backward one action unless split
-	do      executor          // computer, or sleeper when emulating
-	ex      *stage.Executor
-	ep      *wire.Endpoint
-	out     *sender      // sends the computer's messages in order, while it computes on
-	meter   linkMeter    // this iteration's transfers, by edge and direction
-	ipc     map[int]bool // the plan's edges whose tensors go device to device (ipc.go)
-	lent    []lentSend   // messages of device tensors not yet acknowledged
-	// devSends: values the stage lent that go as bytes, downloaded as
-	// their frames go out (devsend.go)
-	devSends deviceSends
+	// Emulate replaces computation by waits of the plan's times and
+	// transfers by their modelled times; frames still flow (sleeper).
+	Emulate bool
+
+	role role
+	do   executor        // computer, or sleeper when emulating
+	ex   *stage.Executor // nil when emulating
+	dev  *cuda.Device    // the worker's device, nil on the CPU
 	// lastStep is the executor's report of the last iteration's step
 	// (stage.Executor.EndStep; zero when emulating).
 	lastStep stage.StepReport
-	// dev is the worker's device, nil on the CPU; calls what it was asked
-	// in the last iteration whose update is done (from its first action to
-	// its optimizer step), and callsAt the counts as the iteration began.
-	dev     *cuda.Device
-	calls   *cuda.Counts
-	callsAt cuda.Counts
-	data    stage.Source     // the training batches
-	eval    stage.EvalSource // the evaluation set, when the stage reads model inputs
-	sets    []interface{ Close() error }
-	spec    *DataSpec
-	loss    string // the loss op's name when this stage holds it
-	ops     map[string]bool
-	reads   map[string]bool // the model inputs this stage's ops read
 
-	// Emulate replaces computation by waits of the plan's times and
-	// transfers by their modelled times; frames still flow (sleeper).
-	Emulate  bool
-	events   []Event // this iteration's timeline
-	iterZero time.Time
-	kill     string // a test hook's point to die at in this iteration, "" for none
-	sends    int    // sends so far this iteration
-	// evalRows is, while evaluating, the rows of the micro-batch at hand
-	// (an evaluation's last batch may be partial); -1 while training.
-	evalRows int
-
-	busyMu    sync.Mutex // guards busySince, busyWhat
-	busySince time.Time  // when the computation under way began; zero while waiting on others
-	busyWhat  string
-	warm      bool    // an iteration has finished (see Timings.WarmupHangTimeout)
-	timings   Timings // the run's: its hang timeouts
+	links    links
+	feed     feed
+	timeline timeline
+	watch    *watch
+	kill     killHook
 	// streamShards: stream checkpoint shards even where the directory is
 	// seen (Config.StreamCheckpoints)
 	streamShards bool
-}
-
-// busy marks the start (what != "") or end of a computation of the worker's own.
-func (w *Worker) busy(what string) {
-	w.busyMu.Lock()
-	defer w.busyMu.Unlock()
-	w.busyWhat = what
-	if what == "" {
-		w.busySince = time.Time{}
-	} else {
-		w.busySince = time.Now()
-	}
-}
-
-// hang says, for the heartbeat, whether one computation has run past the
-// worker's hang threshold, and which.
-func (w *Worker) hang() string {
-	w.busyMu.Lock()
-	defer w.busyMu.Unlock()
-	st := w.plan.Stages[w.Stage]
-	floor, warmup := w.timings.HangTimeout, w.timings.WarmupHangTimeout
-	if !w.warm {
-		floor = max(floor, warmup)
-	}
-	limit := max(floor, time.Duration(10*(st.ForwardS+st.BackwardS+st.WeightS+st.FlushS)*float64(time.Second)))
-	if !w.busySince.IsZero() && time.Since(w.busySince) > limit {
-		return fmt.Sprintf("computing %s for %v (its limit %v)", w.busyWhat, time.Since(w.busySince).Round(time.Millisecond), limit)
-	}
-	return ""
-}
-
-// Event is one measured action of a stage, in seconds from its iteration's
-// start: a forward, backward or weight gradient, or the call that sends or
-// receives a micro-batch's tensors along an edge (Edge and Dir).
-type Event struct {
-	Kind  byte    `json:"kind"`
-	MB    int     `json:"mb"`
-	Start float64 `json:"start"`
-	End   float64 `json:"end"`
-	Edge  int     `json:"edge,omitempty"`
-	Dir   byte    `json:"dir,omitempty"`
 }
 
 // NewWorker prepares worker id of job's plan over an endpoint, as job's
@@ -132,36 +55,14 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 	if st < 0 {
 		return nil, fmt.Errorf("plan: worker %d is beyond its %d devices", id, lay.total)
 	}
-	w := &Worker{ID: int32(id), Stage: st, Replica: rep, lay: lay, g: g, plan: plan, sched: sch.Lists[st], split: sch.Split, sch: sch,
-		timing: plan.Timing(), ep: ep, ops: map[string]bool{}, reads: map[string]bool{}, spec: o.Data, evalRows: -1,
-		timings: job.Config.Timings.WithDefaults(), streamShards: job.Config.StreamCheckpoints}
+	w := &Worker{ID: int32(id), Stage: st, Replica: rep, role: newRole(g, plan, lay, sch, st),
+		feed:  feed{spec: o.Data, reads: map[string]bool{}, evalRows: -1},
+		watch: newWatch(job.Config.Timings.WithDefaults(), plan.Stages[st]), streamShards: job.Config.StreamCheckpoints}
 	w.do = computer{w}
-	w.out = newSender(ep)
-	w.meter.reset()
-	if !sch.Split { // a whole backward is one action
-		for s := range w.timing.B {
-			w.timing.B[s] += w.timing.W[s]
-		}
-	}
-	var ops []int
-	for _, name := range plan.Stages[st].Ops {
-		i, ok := g.OpIndex(name)
-		if !ok {
-			return nil, fmt.Errorf("plan: stage %d names op %q the model lacks", st, name)
-		}
-		ops = append(ops, i)
-		w.ops[name] = true
-		for _, t := range g.OpInputs(i) {
-			if t.Producer < 0 {
-				w.reads[t.Name] = true
-			}
-		}
-		if i == g.Loss() {
-			w.loss = name
-		}
-		if g.Op(i).Kind.MixesSamples() && lay.count[st] > 1 {
-			return nil, fmt.Errorf("plan: stage %d splits op %q (%s) over %d data-parallel replicas; its statistics span the micro-batch, so its stage must run on one device", st, name, g.Op(i).Kind, lay.count[st])
-		}
+	w.links.open(ep)
+	ops, err := w.role.takeOps(st, w.feed.reads)
+	if err != nil {
+		return nil, err
 	}
 	if w.Emulate = o.Emulate; w.Emulate {
 		w.do = sleeper{w}
@@ -176,17 +77,21 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 		return nil, err
 	}
 	w.deviceSets()
-	if err := w.openData(g); err != nil {
+	if err := w.feed.open(g, w.ID, int(plan.BatchSize)); err != nil {
 		w.Close()
 		return nil, err
 	}
-	if ds, ok := w.data.(*stage.Dataset); ok { // the next batch made while this one trains (a GPU's host idles; a CPU stage waits on its peers); a user's DataSource reads ahead on its own
-		w.data = stage.NewPrefetcher(ds)
-	}
+	w.feed.prefetch()
 	if err := w.ex.SetOptimizer(o.Train); err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// Close lets go of the worker's sender and data files.
+func (w *Worker) Close() {
+	w.links.close()
+	w.feed.close()
 }
 
 // iteration is one iteration's state at a worker.
@@ -216,78 +121,57 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 	it := &iteration{n: n, feeds: map[int]map[string]*stage.Value[float32]{}, outs: map[int]map[string]*stage.Value[float32]{},
 		grads: map[int]map[string]*stage.Value[float32]{}, ingrads: map[int]map[string]*stage.Value[float32]{}}
-	cur, err := microbatch.NewCursor(w.sch, w.Stage, w.timing)
+	cur, err := microbatch.NewCursor(w.role.sch, w.Stage, w.role.timing)
 	if err != nil {
 		return 0, err
 	}
-	w.iterZero, w.events, w.sends = time.Now(), w.events[:0], 0
-	w.callsAt = w.counts()
+	w.kill.begin()
+	w.timeline.begin(w.dev)
 	if err := w.do.begin(it); err != nil {
 		return 0, err
 	}
-	w.meter.reset()
+	l := &w.links
+	l.meter.reset()
 	for a, ok := cur.Next(); ok; a, ok = cur.Next() {
 		start := time.Now()
 		if a.Kind != microbatch.Send && a.Kind != microbatch.Recv {
-			w.busy(fmt.Sprintf("iteration %d action %v", n, a))
+			w.watch.busy(fmt.Sprintf("iteration %d action %v", n, a))
 		}
-		err := w.release(ctx, a)
+		err := l.release(ctx, a)
 		if err == nil {
-			err = w.giveBack(ctx, false)
+			err = l.giveBack(ctx, w.ex, false)
 		}
 		if err == nil {
-			err = w.finished()
+			err = l.devSends.finished(w.ex)
 		}
 		if err == nil {
 			err = w.step(ctx, it, cur, a)
 		}
-		w.busy("")
+		w.watch.busy("")
 		if err != nil {
 			return 0, fmt.Errorf("stage %d replica %d, iteration %d, action %v: %w", w.Stage, w.Replica, n, a, err)
 		}
-		if a.Kind == microbatch.Send {
-			if w.sends++; w.sends == 1 {
-				w.die("after-send")
-			}
+		if a.Kind == microbatch.Send && w.kill.sent() {
+			w.die("after-send")
 		}
-		w.events = append(w.events, Event{Kind: byte(a.Kind), MB: a.MB, Start: start.Sub(w.iterZero).Seconds(), End: time.Since(w.iterZero).Seconds(),
-			Edge: a.Edge, Dir: byte(a.Dir)})
+		w.timeline.record(a, start)
 	}
-	if err := w.out.drain(ctx); err != nil {
+	if err := l.out.drain(ctx); err != nil {
 		return 0, fmt.Errorf("stage %d replica %d, iteration %d, sending: %w", w.Stage, w.Replica, n, err)
 	}
-	if err := w.giveBack(ctx, true); err != nil {
+	if err := l.giveBack(ctx, w.ex, true); err != nil {
 		return 0, fmt.Errorf("stage %d replica %d, iteration %d: %w", w.Stage, w.Replica, n, err)
 	}
-	if err := w.finished(); err != nil {
+	if err := l.devSends.finished(w.ex); err != nil {
 		return 0, err
 	}
 	_, end := cur.Finish()
 	if err := w.do.flush(ctx, it, end); err != nil {
 		return 0, err
 	}
-	w.recycle(it)
-	w.meter.finish()
+	l.recycle(it)
+	l.meter.finish()
 	return it.loss, nil
-}
-
-// release waits, before a pass that may end micro-batch a.MB (its
-// backward, its weight gradients), until the micro-batch's messages are
-// sent: they read its values where they lie.
-func (w *Worker) release(ctx context.Context, a microbatch.Action) error {
-	if a.Kind != microbatch.Backward && a.Kind != microbatch.Weight {
-		return nil
-	}
-	return w.out.wait(ctx, a.MB)
-}
-
-// recycle gives the endpoint back the messages iteration it received,
-// which nothing reads once its step is done.
-func (w *Worker) recycle(it *iteration) {
-	for _, m := range it.msgs {
-		w.ep.Recycle(m)
-	}
-	it.msgs = nil
 }
 
 // flush has the executor end iteration n's step (stage.Executor.EndStep):
@@ -318,7 +202,7 @@ func (c stepComm) AllReduce(ctx context.Context, grads []*stage.Value[float32]) 
 
 // Replicas is the stage's replica count: a stage of one has nothing to
 // all-reduce (stage.Replicated).
-func (c stepComm) Replicas() int { return c.w.lay.count[c.w.Stage] }
+func (c stepComm) Replicas() int { return c.w.role.lay.count[c.w.Stage] }
 
 func (c stepComm) PoolNorms(ctx context.Context, squares map[string]float64) (float64, error) {
 	return c.w.globalNorm(ctx, c.n, squares)
@@ -331,46 +215,33 @@ func (c stepComm) PoolNorms(ctx context.Context, squares map[string]float64) (fl
 func (w *Worker) update(n int64, skip bool) error {
 	defer stage.PaceGC()
 	if !w.Emulate {
-		w.busy(fmt.Sprintf("iteration %d optimizer step", n))
+		w.watch.busy(fmt.Sprintf("iteration %d optimizer step", n))
 		err := w.ex.ApplyStep(skip)
-		w.busy("")
+		w.watch.busy("")
 		if err != nil {
 			return fmt.Errorf("stage %d replica %d, iteration %d, %w", w.Stage, w.Replica, n, err)
 		}
-		if w.dev != nil {
-			c := w.counts().Sub(w.callsAt)
-			w.calls = &c
-		}
+		w.timeline.updated(w.dev)
 	}
-	w.ep.Forget(n)
-	w.busyMu.Lock()
-	w.warm = true
-	w.busyMu.Unlock()
+	w.links.ep.Forget(n)
+	w.watch.warmed()
 	return nil
-}
-
-// counts is the device's counts so far (zero on the CPU), read with the
-// device taken: workers of one process may share it, and then each one's
-// calls include the others'.
-func (w *Worker) counts() cuda.Counts {
-	if w.dev == nil {
-		return cuda.Counts{}
-	}
-	defer w.dev.Exclusive()()
-	return w.dev.Counts()
 }
 
 // DeviceCalls is what the worker asked of its device in its last iteration
 // whose optimizer step is done: nil on the CPU, or before such an
 // iteration.
-func (w *Worker) DeviceCalls() *cuda.Counts { return w.calls }
+func (w *Worker) DeviceCalls() *cuda.Counts { return w.timeline.calls }
 
 // GradNorm is the last iteration's global gradient norm before clipping
 // (0 without clipping or when emulating).
 func (w *Worker) GradNorm() float64 { return w.lastStep.GradNorm }
 
 // Events is the timeline of the last iteration Run finished.
-func (w *Worker) Events() []Event { return append([]Event(nil), w.events...) }
+func (w *Worker) Events() []Event { return w.timeline.last() }
+
+// Links is the transfers of the last iteration the worker finished.
+func (w *Worker) Links() []LinkTime { return w.links.meter.lastTimes() }
 
 // step does the action at the cursor a (microbatch.Cursor's contract):
 // a Recv takes its data and moves the cursor's clock to when it landed; a
@@ -411,14 +282,9 @@ type executor interface {
 type computer struct{ w *Worker }
 
 func (c computer) begin(it *iteration) error {
-	w := c.w
-	if len(w.reads) > 0 {
-		var err error
-		if it.batch, err = w.data.Inputs(int(it.n), int(w.plan.BatchSize), w.reads); err != nil {
-			return dataErr(err)
-		}
-	}
-	return nil
+	var err error
+	it.batch, err = c.w.feed.batch(int(it.n), int(c.w.role.plan.BatchSize))
+	return err
 }
 
 func (c computer) compute(ctx context.Context, it *iteration, a microbatch.Action, _ float64) error {
@@ -431,7 +297,7 @@ func (c computer) send(ctx context.Context, it *iteration, a microbatch.Action, 
 
 func (c computer) recv(ctx context.Context, it *iteration, a microbatch.Action) (float64, error) {
 	err := c.w.recv(ctx, it, a)
-	return time.Since(c.w.iterZero).Seconds(), err
+	return c.w.timeline.now(), err
 }
 
 func (c computer) flush(ctx context.Context, it *iteration, _ float64) error {
@@ -444,9 +310,9 @@ func (c computer) flush(ctx context.Context, it *iteration, _ float64) error {
 
 // act computes a forward, backward or weight gradient.
 func (w *Worker) act(it *iteration, a microbatch.Action) error {
-	b := int(w.plan.MicroBatch)
+	b := int(w.role.plan.MicroBatch)
 	lo, hi := w.rows()
-	weight := float32(hi-lo) / float32(w.plan.BatchSize) // this replica's share of the batch's mean loss
+	weight := float32(hi-lo) / float32(w.role.plan.BatchSize) // this replica's share of the batch's mean loss
 	switch a.Kind {
 	case microbatch.Forward:
 		feeds := w.feedsOf(it, a.MB)
@@ -464,10 +330,10 @@ func (w *Worker) act(it *iteration, a microbatch.Action) error {
 		if g == nil {
 			g = map[string]*stage.Value[float32]{}
 		}
-		if w.loss != "" {
-			g[w.loss] = &stage.Value[float32]{Shape: []int{1}, Data: []float32{weight}}
+		if w.role.loss != "" {
+			g[w.role.loss] = &stage.Value[float32]{Shape: []int{1}, Data: []float32{weight}}
 		}
-		in, err := w.ex.Backward(a.MB, g, !w.split)
+		in, err := w.ex.Backward(a.MB, g, !w.role.split)
 		it.ingrads[a.MB] = in
 		delete(it.outs, a.MB)
 		return err
@@ -486,15 +352,15 @@ func (w *Worker) feedsOf(it *iteration, mb int) map[string]*stage.Value[float32]
 
 // rows is this replica's rows of a micro-batch.
 func (w *Worker) rows() (int, int) {
-	return w.clip(rowRange(int(w.plan.MicroBatch), w.lay.count[w.Stage], w.Replica))
+	return w.clip(rowRange(int(w.role.plan.MicroBatch), w.role.lay.count[w.Stage], w.Replica))
 }
 
 // clip cuts a replica's rows to those of a partial evaluation micro-batch.
 func (w *Worker) clip(lo, hi int) (int, int) {
-	if w.evalRows < 0 {
+	if w.feed.evalRows < 0 {
 		return lo, hi
 	}
-	return min(lo, w.evalRows), min(hi, w.evalRows)
+	return min(lo, w.feed.evalRows), min(hi, w.feed.evalRows)
 }
 
 // peer is a replica at the other end of an edge whose rows overlap ours:
@@ -507,18 +373,18 @@ type peer struct {
 
 // peers lists the replicas of the stage across a Send or Recv's edge.
 func (w *Worker) peers(a microbatch.Action) []peer {
-	e := w.plan.Edges[a.Edge]
+	e := w.role.plan.Edges[a.Edge]
 	other := e.To // activations go to the consumer, gradients come from it
 	if (a.Kind == microbatch.Send) != (a.Dir == microbatch.Act) {
 		other = e.From
 	}
-	b := int(w.plan.MicroBatch)
+	b := int(w.role.plan.MicroBatch)
 	lo, hi := w.rows()
 	var out []peer
-	for r := 0; r < w.lay.count[other]; r++ {
-		plo, phi := w.clip(rowRange(b, w.lay.count[other], r))
+	for r := 0; r < w.role.lay.count[other]; r++ {
+		plo, phi := w.clip(rowRange(b, w.role.lay.count[other], r))
 		if l, h := max(lo, plo), min(hi, phi); l < h {
-			out = append(out, peer{w.lay.id(other, r), r, l, h})
+			out = append(out, peer{w.role.lay.id(other, r), r, l, h})
 		}
 	}
 	return out
@@ -538,7 +404,7 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 		return err
 	}
 	for _, p := range peers {
-		if w.ipc[a.Edge] && !w.Emulate {
+		if w.links.ipc[a.Edge] && !w.Emulate {
 			sent, err := w.sendDevice(ctx, it, a, p, names, vals)
 			if err != nil {
 				return err
@@ -560,7 +426,7 @@ func (w *Worker) send(ctx context.Context, it *iteration, a microbatch.Action) e
 func (w *Worker) edgeValues(it *iteration, a microbatch.Action) ([]string, []*stage.Value[float32], error) {
 	var names []string
 	var vals []*stage.Value[float32]
-	for _, name := range w.plan.Edges[a.Edge].Tensors {
+	for _, name := range w.role.plan.Edges[a.Edge].Tensors {
 		var v *stage.Value[float32]
 		if a.Dir == microbatch.Act {
 			if v = it.outs[a.MB][name]; v == nil {
@@ -593,18 +459,18 @@ func (w *Worker) sendBytes(ctx context.Context, it *iteration, a microbatch.Acti
 		return err
 	}
 	for _, v := range lent {
-		w.devSends.add(v)
+		w.links.devSends.add(v)
 	}
-	meter := w.meter.sent(a.Edge, byte(a.Dir), TransportNATS, payload.Len())
+	meter := w.links.meter.sent(a.Edge, byte(a.Dir), TransportNATS, payload.Len())
 	done := func(err error, secs float64) {
 		meter(err, secs)
 		for i, p := range pieces {
 			p.release(err != nil)
-			w.devSends.done(lent[i])
+			w.links.devSends.done(lent[i])
 		}
 	}
 	k := msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir))
-	return w.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload, done: done, host: len(lent) == 0})
+	return w.links.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload, done: done, host: len(lent) == 0})
 }
 
 // recv takes an edge's messages from every overlapping replica and places
@@ -615,7 +481,7 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 	lo, hi := w.rows()
 	parts := map[string]*stage.Value[float32]{}
 	for _, p := range w.peers(a) {
-		msg, err := w.ep.Receive(ctx, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)))
+		msg, err := w.links.ep.Receive(ctx, msgKey(it.n, int32(a.MB), edgeKey(a.Edge, p.replica), byte(a.Dir)))
 		if err != nil {
 			return err
 		}
@@ -636,7 +502,7 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 				return fmt.Errorf("edge %d: %w", a.Edge, err)
 			}
 		}
-		w.meter.received(a.Edge, byte(a.Dir), TransportNATS, len(msg), time.Since(start).Seconds())
+		w.links.meter.received(a.Edge, byte(a.Dir), TransportNATS, len(msg), time.Since(start).Seconds())
 	}
 	w.deliver(it, a, parts)
 	return nil
@@ -721,56 +587,4 @@ func (w *Worker) OpSeconds() map[string][2]float64 {
 		out[name] = *t
 	}
 	return out
-}
-
-// loadEntries restores a share of a checkpoint (sendResume's stream):
-// "param:<name>", "buffer:<name>" and "optim:<name>.<slot>", the
-// optimizer's step in the metadata.
-func (w *Worker) loadEntries(entries []tensor.Named, meta map[string]string) error {
-	kinds := map[string]string{} // the stage's values: "param" or "buffer" by name
-	for _, name := range w.ex.ParamNames() {
-		kinds[name] = "param"
-	}
-	for _, name := range w.ex.BufferNames() {
-		kinds[name] = "buffer"
-	}
-	have := w.ex.State()
-	vals, optim := map[string]*stage.Value[float32]{}, map[string][]float32{}
-	for _, e := range entries {
-		kind, name, _ := strings.Cut(e.Name, ":")
-		switch kind {
-		case "param", "buffer":
-			if kinds[name] != kind || len(have[name].Data) != len(e.F32) {
-				return fmt.Errorf("checkpoint: %s %q does not fit stage %d", valueKind(kind), name, w.Stage)
-			}
-			vals[name] = &stage.Value[float32]{Shape: have[name].Shape, Data: e.F32}
-		case "optim":
-			optim[name] = e.F32
-		}
-	}
-	for _, name := range append(w.ex.ParamNames(), w.ex.BufferNames()...) {
-		if !hasEntry(entries, kinds[name]+":"+name) {
-			return fmt.Errorf("checkpoint: lacks %s %q", valueKind(kinds[name]), name)
-		}
-	}
-	w.ex.LoadState(vals)
-	step, _ := strconv.Atoi(meta["optimizer_step"])
-	return w.ex.LoadOptimizerState(optim, step)
-}
-
-// valueKind words a checkpoint entry's kind ("param", "buffer") for a message.
-func valueKind(kind string) string {
-	if kind == "param" {
-		return "parameter"
-	}
-	return kind
-}
-
-func hasEntry(entries []tensor.Named, name string) bool {
-	for _, e := range entries {
-		if e.Name == name {
-			return true
-		}
-	}
-	return false
 }

@@ -391,10 +391,9 @@ func loadPlan(path, modelPath string, stdin io.Reader) (*plan.Plan, error) {
 // carry what the stages read. Problems are exit 2, naming the file.
 func decodePlan(data []byte, path string, g *dag.Graph, modelPath string) (*plan.Plan, error) {
 	p, err := plan.LoadPlan(data, g)
-	var pe *plan.PlanError
-	if errors.As(err, &pe) && pe.Field == "model.sha256" {
-		hashes := strings.TrimSuffix(strings.TrimPrefix(pe.Msg, "made for another model ("), ")")
-		return nil, inputf("%s: the plan was made for another model than %s (%s)", path, modelPath, hashes)
+	var mm *plan.ModelMismatchError
+	if errors.As(err, &mm) {
+		return nil, inputf("%s: the plan was made for another model than %s (the plan says hash %.12s, this model's is %.12s)", path, modelPath, mm.PlanHash, mm.ModelHash)
 	}
 	if err != nil {
 		return nil, inputf("%s: %v", path, err)

@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,15 +173,38 @@ func TestFaultyTransport(t *testing.T) {
 	t.Logf("faulty run: %d frames resent, %d duplicates dropped", resent, dups)
 }
 
+// TestPlanForAnotherModel: a plan made for another model is refused by
+// one check (plan.CheckModelHash) wherever it meets the model: loading it,
+// validating the job, coordinating and running it, each a
+// *plan.ModelMismatchError that names what refused it and both hashes.
 func TestPlanForAnotherModel(t *testing.T) {
 	e, _ := models.Lookup("mlp")
 	g, _ := e.Build(e.Small)
-	plan, _ := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: 2})
+	p, _ := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: 2})
 	other, _ := models.Lookup("candle-uno")
 	h, _ := other.Build(other.Small)
-	_, err := RunLocal(context.Background(), &Job{Run: "x", Graph: h, Plan: plan, Steps: 1, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.1}}}, wire.NewMemory(1, wire.Faults{}, 1<<20))
-	if err == nil {
-		t.Fatal("a plan for another model ran")
+	job := &Job{Run: "x", Graph: h, Plan: p, Steps: 1, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.1}}}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		op  string
+		run func() error
+	}{
+		{"plan", func() error { _, err := plan.LoadPlan(p.Encode(), h); return err }},
+		{"job", job.Validate},
+		{"coordinate", func() error { _, err := Coordinate(ctx, job, wire.NewMemory(1, wire.Faults{}, 1<<20), nil); return err }},
+		{"run local", func() error { _, err := RunLocal(ctx, job, wire.NewMemory(1, wire.Faults{}, 1<<20)); return err }},
+	} {
+		err := tc.run()
+		var mm *plan.ModelMismatchError
+		if !errors.As(err, &mm) || mm.Op != tc.op || mm.PlanHash != p.Model.SHA256 || mm.ModelHash != dag.ModelHash(h) {
+			t.Errorf("%s: got %v (%#v), want a ModelMismatchError of op %q, hashes %.12s and %.12s", tc.op, err, mm, tc.op, p.Model.SHA256, dag.ModelHash(h))
+			continue
+		}
+		for _, hash := range []string{p.Model.SHA256, dag.ModelHash(h)} {
+			if !strings.Contains(err.Error(), hash[:12]) {
+				t.Errorf("%s: %q does not name hash %.12s", tc.op, err, hash)
+			}
+		}
 	}
 }
 

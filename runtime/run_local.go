@@ -3,56 +3,13 @@ package runtime
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/runtime/wire"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor/cuda"
 )
-
-// Result is a finished run.
-type Result struct {
-	Losses []float64                        // per iteration
-	Params map[string]*stage.Value[float32] // every stage's, by name
-	Stats  []wire.Stats                     // per stage endpoint
-	Iters  []float64                        // measured seconds per iteration
-	Events [][]Event                        // per stage, the last iteration's timeline
-	Ops    []map[string][2]float64          // per stage: each op's forward and backward seconds
-	// DeviceCalls is, per stage, what its replica 0 asked of its device in
-	// its last iteration (nil for a stage on the CPU; nil when none is on a
-	// device): Worker.DeviceCalls.
-	DeviceCalls []*cuda.Counts
-	// Devices says where each worker (by id) computed: "cpu" or a GPU's
-	// name (Coordinate only).
-	Devices []string
-	// Joined says, by worker id, who each worker was: its host, pid,
-	// device and agent (Coordinate only).
-	Joined []Joined
-	// Skipped lists the iterations whose update was skipped, their values
-	// not being finite (Options.OnNonFinite skip; Coordinate only).
-	Skipped []int
-	// Evals is every evaluation of the run (Options.Data's evaluation set).
-	Evals []stage.EvalResult
-	// GradNorms, with clipping, is each iteration's global gradient norm
-	// before clipping (what clip_grad_norm_ returns; 0 where not finite).
-	GradNorms []float64
-	// Links is, by worker id, what its ends of the edges took in the last
-	// iteration (EdgeTimes sums them by edge).
-	Links [][]LinkTime
-}
-
-// Joined is a worker that joined a run.
-type Joined struct {
-	Host   string `json:"host"`
-	PID    int    `json:"pid"`
-	Device string `json:"device"`
-	BLAS   string `json:"blas,omitempty"`  // on the cpu, what computed its matrix products
-	Agent  string `json:"agent,omitempty"` // its id in the pool it came from
-	link   linkID // who it is for same-host links (ipc.go)
-}
 
 // RunLocal trains job in this process, one goroutine per worker, over
 // transport t, from step 0 (job's Config.Resume and Stop are the
@@ -60,8 +17,8 @@ type Joined struct {
 // against a single process. It refuses a plan made for another model.
 func RunLocal(ctx context.Context, job *Job, t wire.Transport) (*Result, error) {
 	g, plan, o, steps := job.Graph, job.Plan, job.Options, job.Steps
-	if h := dag.ModelHash(g); h != plan.Model.SHA256 {
-		return nil, fmt.Errorf("plan: made for model %q with hash %.12s, this model's is %.12s", plan.Model.Name, plan.Model.SHA256, h)
+	if err := plan.CheckModelHash("run local", g); err != nil {
+		return nil, err
 	}
 	workers := make([]*Worker, layout(plan).total)
 	for id := range workers {
@@ -125,7 +82,7 @@ func RunLocal(ctx context.Context, job *Job, t wire.Transport) (*Result, error) 
 		for k, v := range state {
 			res.Params[k] = v
 		}
-		res.Stats = append(res.Stats, w.ep.Stats())
+		res.Stats = append(res.Stats, w.links.ep.Stats())
 	}
 	return res, nil
 }

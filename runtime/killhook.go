@@ -30,18 +30,36 @@ func killPoint(points string, gen uint32, worker int32, iter int) string {
 	return ""
 }
 
+// killHook is a worker's test hook (Config.KillPoints) in an iteration:
+// the point it dies at, and the sends that find after-send's. Only the
+// worker's goroutine uses it.
+type killHook struct {
+	point string // "" for none
+	sends int    // sends so far this iteration
+}
+
+// begin starts an iteration: no sends yet.
+func (k *killHook) begin() { k.sends = 0 }
+
+// sent counts a send, and says whether it is the iteration's first.
+func (k *killHook) sent() bool {
+	k.sends++
+	return k.sends == 1
+}
+
 // die exits the process if this iteration's kill point is point, or hangs
 // (computing forever, as far as anyone can tell) if it is "hang-"+point.
 func (w *Worker) die(point string) {
-	if w.kill == point || w.kill == "hang-"+point {
-		w.out.drain(context.Background()) // what was sent before the point is out
+	kill := w.kill.point
+	if kill == point || kill == "hang-"+point {
+		w.links.out.drain(context.Background()) // what was sent before the point is out
 	}
-	if w.kill == "hang-"+point {
+	if kill == "hang-"+point {
 		fmt.Fprintf(os.Stderr, "test hook: worker %d hangs %s\n", w.ID, point)
-		w.busy("a hang the test hook asked for at " + point)
+		w.watch.busy("a hang the test hook asked for at " + point)
 		select {}
 	}
-	if w.kill == point {
+	if kill == point {
 		fmt.Fprintf(os.Stderr, "test hook: worker %d exits %s\n", w.ID, point)
 		os.Exit(9)
 	}
