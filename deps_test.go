@@ -22,17 +22,21 @@ const module = "github.com/graphpipe/graphpipe"
 // below every other: the few lines that refuse a user's file that is not a
 // regular file (a FIFO, a device, a directory), which every package that
 // reads one shares (dag, dataset, onnx, runtime; cmd), and which import
-// nothing of the project. The table is ordered from the bottom up: a room
-// imports only rooms listed before it.
+// nothing of the project; internal/atomicfile, just above it, the few lines
+// that write a whole output file (a device or a FIFO written through, never
+// replaced), which every writer shares (tensor/cuda's cache, runtime's
+// checkpoint manifest, runtime/supervise, cmd). The table is ordered from
+// the bottom up: a room imports only rooms listed before it.
 var rooms = []struct {
 	room    string
 	imports []string
 }{
 	{"internal/regular", nil},
+	{"internal/atomicfile", []string{"internal/regular"}},
 	{"internal", nil},
 	{"dag", []string{"internal/regular"}},
 	{"tensor", nil},
-	{"tensor/cuda", nil},
+	{"tensor/cuda", []string{"internal/atomicfile"}},
 	{"partition", []string{"dag"}},
 	{"microbatch", []string{"partition"}},
 	{"models", []string{"dag"}},
@@ -45,8 +49,8 @@ var rooms = []struct {
 	{"runtime/wire", []string{"tensor"}},
 	{"runtime/wire/wiretest", []string{"runtime/wire", "internal"}},
 	{"profile", []string{"dag", "models", "plan", "stage", "tensor", "tensor/cuda", "runtime/wire"}},
-	{"runtime", []string{"internal/regular", "dag", "tensor", "tensor/cuda", "dataset", "microbatch", "plan", "stage", "runtime/wire"}},
-	{"runtime/supervise", []string{"dag", "tensor", "tensor/cuda", "dataset", "microbatch", "plan", "stage", "chart", "runtime", "runtime/wire"}},
+	{"runtime", []string{"internal/regular", "internal/atomicfile", "dag", "tensor", "tensor/cuda", "dataset", "microbatch", "plan", "stage", "runtime/wire"}},
+	{"runtime/supervise", []string{"internal/atomicfile", "dag", "tensor", "tensor/cuda", "dataset", "microbatch", "plan", "stage", "chart", "runtime", "runtime/wire"}},
 	{"bench", []string{"*"}},
 	{"cmd/graphpipe", []string{"*"}},
 }
