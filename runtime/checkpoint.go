@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graphpipe/graphpipe/internal/atomicfile"
 	"github.com/graphpipe/graphpipe/internal/regular"
 	"github.com/graphpipe/graphpipe/stage"
 	"github.com/graphpipe/graphpipe/tensor"
@@ -213,32 +214,12 @@ func commitCheckpoint(dir, tmp string, m *Manifest) error {
 	}
 	m.Format, m.Files, m.Created = CheckpointFormat, nil, time.Now().UTC().Format(time.RFC3339)
 	b, _ := json.MarshalIndent(m, "", "  ")
-	tmpM := filepath.Join(final, ".manifest.tmp")
-	if err := writeSynced(tmpM, append(b, '\n')); err != nil {
-		return err
-	}
-	if err := os.Rename(tmpM, filepath.Join(final, "manifest.json")); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(final, "manifest.json"), append(b, '\n'), 0o666); err != nil {
 		return err
 	}
 	syncDir(final)
 	syncDir(dir)
 	return prune(dir, 2)
-}
-
-func writeSynced(path string, b []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func syncDir(dir string) {

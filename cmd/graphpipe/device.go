@@ -88,7 +88,7 @@ func (f *deviceFlags) open() (*cuda.Device, error) {
 // workerArgs checks the run's device flags and returns each local worker's
 // extra arguments. With --backend cuda the driver must load here, so that a
 // machine without one fails at the start, naming the library.
-func (f *deviceFlags) workerArgs(workers string, emulate bool, plan *plan.Plan, log io.Writer) (func(int) []string, error) {
+func (f *deviceFlags) workerArgs(workers workersFlag, emulate bool, plan *plan.Plan, log io.Writer) (func(int) []string, error) {
 	if err := f.checkBackend(); err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (f *deviceFlags) workerArgs(workers string, emulate bool, plan *plan.Plan, 
 		}
 		return cpu, nil
 	}
-	if workers != "local" {
+	if !workers.local() {
 		return nil, usagef("--backend %s: with --workers external, each 'graphpipe worker' takes its own --backend and --gpu", f.backend)
 	}
 	if emulate {
@@ -152,8 +152,8 @@ func (f *deviceFlags) workerArgs(workers string, emulate bool, plan *plan.Plan, 
 // its --gpus names (or the driver sees): the devices over the GPUs,
 // rounded up; 1 where they do not outnumber them, where a worker stays on
 // the CPU, and where the driver or --gpus fails (workerArgs then says why).
-func (f *deviceFlags) workersPerGPU(workers string, emulate bool, devices int) int {
-	if f.backend != "cuda" || workers != "local" || emulate {
+func (f *deviceFlags) workersPerGPU(workers workersFlag, emulate bool, devices int) int {
+	if f.backend != "cuda" || !workers.local() || emulate {
 		return 1
 	}
 	n, err := cuda.Available()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,10 +34,10 @@ func (f *elasticFlags) register(cmd *cobra.Command) {
 // heartbeat timeout are the job's settings, Job.Validate's to check; but a
 // --heartbeat-timeout of 0, which the runtime would read as its default
 // (runtime.Timings), is refused here.
-func (f *elasticFlags) check(cmd *cobra.Command, workers string) error {
-	pool := strings.HasPrefix(workers, "pool:")
+func (f *elasticFlags) check(cmd *cobra.Command, workers workersFlag) error {
+	_, pool := workers.pool()
 	switch {
-	case f.restarts > 0 && workers == "external":
+	case f.restarts > 0 && workers.external():
 		return usagef("--restarts: workers started elsewhere (--workers external) cannot be restarted: use local workers or --workers pool:NAME")
 	case f.elastic && !pool:
 		return usagef("--elastic: re-planning counts the agents of a pool: it needs --workers pool:NAME")

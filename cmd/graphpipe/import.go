@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/dag"
+	"github.com/graphpipe/graphpipe/internal/atomicfile"
 	"github.com/graphpipe/graphpipe/onnx"
 )
 
@@ -130,31 +131,23 @@ func importError(path string, err error) error {
 	return err
 }
 
-// writeStream writes a file atomically from a writer function, buffered,
-// synced, renamed into place: a large file is never held in memory.
+// writeStream writes a file atomically from a writer function, buffered
+// (internal/atomicfile, 0666 less the umask): a large file is never held in
+// memory. An error about path comes without it (the caller names it); one
+// of write's about another file keeps that file's name.
 func writeStream(path string, write func(io.Writer) error) error {
-	tmp, err := createTemp(path)
-	if err != nil {
-		return cause(err)
+	err := atomicfile.Write(path, 0o666, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 4<<20)
+		if err := write(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return pe.Err
 	}
-	defer os.Remove(tmp.Name())
-	bw := bufio.NewWriterSize(tmp, 4<<20)
-	if err := write(bw); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		tmp.Close()
-		return cause(err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return cause(err)
-	}
-	if err := tmp.Close(); err != nil {
-		return cause(err)
-	}
-	return os.Rename(tmp.Name(), path)
+	return err
 }
 
 // byteText is a size for people.

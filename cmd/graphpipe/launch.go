@@ -58,33 +58,15 @@ func bulkOptions(o wire.NATSOptions) wire.NATSOptions {
 	return o
 }
 
-// checkWorkers checks --workers: local, external or pool:NAME (which needs
-// --nats, the server the pool's agents are on).
-func checkWorkers(workers, natsURL string) error {
-	pool, isPool := strings.CutPrefix(workers, "pool:")
-	switch {
-	case workers == "local" || workers == "external" || workers == "tasks":
-		return nil
-	case !isPool:
-		return usagef(`--workers: must be "local", "external", "pool:NAME" or "tasks", got %q`, workers)
-	case natsURL == "":
-		return usagef("--workers %s: needs --nats, the server the pool's agents are on", workers)
-	}
-	if err := supervise.CheckPoolName(pool); err != nil {
-		return usagef("--workers %s: %v", workers, err)
-	}
-	return nil
-}
-
 // launcher is --workers's launcher: local worker processes (with wargs(i)
 // their extra arguments), workers started elsewhere, or a pool's agents
 // (waited for up to the job's join timeout, live by its timings).
-func launcher(workers string, t wire.Transport, ns *runNATS, c runtime.Config, wargs func(int) []string, log io.Writer) (supervise.Launcher, error) {
-	if pool, ok := strings.CutPrefix(workers, "pool:"); ok {
+func launcher(workers workersFlag, t wire.Transport, ns *runNATS, c runtime.Config, wargs func(int) []string, log io.Writer) (supervise.Launcher, error) {
+	if pool, ok := workers.pool(); ok {
 		return supervise.NewPoolLauncher(t, supervise.PoolConfig{Pool: pool, JoinTimeout: c.JoinTimeout, Log: log, Timings: c.Timings})
 	}
 	opts := ns.opts
-	if workers == "external" {
+	if workers.external() {
 		return &supervise.ExternalLauncher{Announce: func(g *supervise.Generation) { ns.announce(log, workers, len(g.Slots), g.Run) }}, nil
 	}
 	return &supervise.LocalLauncher{URL: opts.URL, Env: func(n int) []string { return workerEnv(n, opts.Token) }, Args: wargs, Log: log}, nil

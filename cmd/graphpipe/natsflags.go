@@ -82,7 +82,7 @@ func (f *natsFlags) registerListen(cmd *cobra.Command) {
 // checkListen refuses what the embedded server cannot do: listen beside
 // --nats, an address that is not ADDR:PORT, half of TLS, TLS to local
 // workers, and, off loopback, neither a token nor TLS.
-func (f *natsFlags) checkListen(workers string) error {
+func (f *natsFlags) checkListen(workers workersFlag) error {
 	tls := f.tlsCert != "" || f.tlsKey != ""
 	switch {
 	case f.listen == "" && tls:
@@ -93,7 +93,7 @@ func (f *natsFlags) checkListen(workers string) error {
 		return usagef("--nats-listen: the run uses the server at --nats %s; listening is for the embedded one", redactURLs(f.url))
 	case tls && (f.tlsCert == "" || f.tlsKey == ""):
 		return usagef("--nats-tls-cert and --nats-tls-key: TLS needs both, the certificate and its key")
-	case tls && workers == "local":
+	case tls && workers.local():
 		return usagef("--nats-tls-cert: TLS is for workers on other hosts (--workers external); local workers dial over loopback")
 	}
 	host, port, err := f.listenAddr()
@@ -179,8 +179,8 @@ func (r *runNATS) close() {
 // start each of them with (the token's value when it is the embedded
 // server's, which nobody else knows); with local workers, where a listening
 // server can be reached.
-func (r *runNATS) announce(w io.Writer, workers string, n int, runID string) {
-	if workers != "external" {
+func (r *runNATS) announce(w io.Writer, workers workersFlag, n int, runID string) {
+	if !workers.external() {
 		if r.nf.listen != "" {
 			fmt.Fprintf(w, "graphpipe: the NATS server listens at %s%s\n", r.reachableURL(), r.tokenNote())
 		}

@@ -10,8 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/internal/atomicfile"
+	"github.com/graphpipe/graphpipe/internal/regular"
 	"github.com/graphpipe/graphpipe/runtime"
-	"github.com/graphpipe/graphpipe/runtime/supervise"
 )
 
 // checkOutputs refuses, before any work starts, an output flag whose file
@@ -35,7 +36,16 @@ func checkOutput(flag, path string) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return usagef("%s %s: is a directory, not a file", flag, path)
 	}
-	dir := filepath.Dir(path)
+	t, err := atomicfile.Resolve(path)
+	switch {
+	case errors.Is(err, regular.ErrNotRegular):
+		return usagef("%s %s: cannot write: %v", flag, path, cause(err))
+	case err != nil:
+		t.Path = path // its directory's checks say what is wrong
+	case t.Through:
+		return nil // a device or a FIFO, written through: nothing is made beside it
+	}
+	dir := filepath.Dir(t.Path) // a link's target's directory, where its temporary file goes
 	st, err := os.Stat(dir)
 	switch {
 	case err != nil:
@@ -133,17 +143,12 @@ func writeOutput(cmd *cobra.Command, flag, path string, data []byte) error {
 	return nil
 }
 
-// writeFile writes data to path atomically; errors name flag and path.
+// writeFile writes data to path atomically (internal/atomicfile: a device
+// or a FIFO written through, never replaced), 0666 less the umask; errors
+// name flag and path.
 func writeFile(flag, path string, data []byte) error {
-	if err := writeFileAtomic(path, data); err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o666); err != nil {
 		return inputf("%s %s: cannot write: %v", flag, path, cause(err))
 	}
 	return nil
 }
-
-// writeFileAtomic writes through a temporary file, synced, renamed into place.
-func writeFileAtomic(path string, data []byte) error { return supervise.WriteFileAtomic(path, data) }
-
-// createTemp creates a new temporary file beside path, to be renamed onto
-// it, 0666 less the umask (supervise.CreateTemp).
-func createTemp(path string) (*os.File, error) { return supervise.CreateTemp(path) }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,14 +67,15 @@ type runFlags struct {
 	steps, checkpointEvery, logEvery int
 	seed                             int64
 	joinTimeout                      time.Duration
-	workers, model, runID, emulate   string
+	model, runID, emulate            string
 	dump, trace, timeline, profile   string
 	checkpoint, resume, init         string
 	metrics                          string
-	preemptName                      string
+	preemptName, workersArg          string
 	json                             bool
 
 	preempt os.Signal          // --preempt-signal's
+	workers workersFlag        // --workers's
 	tasks   *supervise.TaskEnv // the environment that started this task (--workers tasks), nil for none
 	met     bool               // task 0 wrote the rendezvous file
 }
@@ -90,7 +90,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.IntVar(&f.steps, "steps", 10, "training iterations")
 	f.optim.register(cmd)
-	fl.StringVar(&f.workers, "workers", "local", "local: start one worker process per stage; external: wait for workers to join; pool:NAME: take agents of that pool (graphpipe worker --pool NAME); tasks: every task srun, torchrun or a Kubernetes Indexed Job started runs this command, task 0 coordinating (the default in such a task)")
+	fl.StringVar(&f.workersArg, "workers", "local", "local: start one worker process per stage; external: wait for workers to join; pool:NAME: take agents of that pool (graphpipe worker --pool NAME); tasks: every task srun, torchrun or a Kubernetes Indexed Job started runs this command, task 0 coordinating (the default in such a task)")
 	fl.StringVar(&f.preemptName, "preempt-signal", "USR1", "the `SIGNAL` a workload manager warns with before it ends the job (Slurm's --signal=B:USR1@120): the run checkpoints at the step reached and exits 128 + it, as on SIGTERM and SIGINT")
 	fl.StringVar(&f.model, "model", "", "with a PLAN: the model `FILE` it was made for")
 	fl.StringVar(&f.dump, "dump", "", "write init, data, final parameters and losses to `DIR`, as graphpipe train --dump")
@@ -138,6 +138,9 @@ type planned struct {
 func (f *runFlags) run(cmd *cobra.Command, arg string) error {
 	var err error
 	if f.preempt, err = parsePreempt(f.preemptName); err != nil {
+		return err
+	}
+	if f.workers, err = parseWorkers(f.workersArg); err != nil {
 		return err
 	}
 	if err := f.detectTasks(cmd); err != nil {
@@ -287,7 +290,7 @@ func (f *runFlags) checkWiring(d *runData, p *plan.Plan) error {
 	if err := d.checkEvalKeys(p); err != nil {
 		return err
 	}
-	if err := checkWorkers(f.workers, f.nats.url); err != nil {
+	if err := f.workers.checkNATS(f.nats.url); err != nil {
 		return err
 	}
 	if err := f.nats.check(); err != nil {
@@ -461,7 +464,7 @@ func (f *runFlags) checkOutputs() error {
 // checkHostMemory refuses local CPU workers whose plan this host's memory
 // cannot hold.
 func (f *runFlags) checkHostMemory(j *supervise.Job) error {
-	if f.workers != "local" || j.Options.Emulate || f.device.backend == "cuda" {
+	if !f.workers.local() || j.Options.Emulate || f.device.backend == "cuda" {
 		return nil
 	}
 	p := j.Plan
@@ -518,7 +521,7 @@ func (f *runFlags) supervise(cmd *cobra.Command, s *runSetup) error {
 	}
 	defer stop()
 	job.Config.Bulk = bulk
-	if f.workers != "external" && f.workers != "tasks" && !strings.HasPrefix(f.workers, "pool:") {
+	if f.workers.local() {
 		ns.announce(log, f.workers, runtime.Workers(job.Plan), job.Run)
 	}
 	var l supervise.Launcher

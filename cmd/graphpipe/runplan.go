@@ -22,15 +22,15 @@ import (
 // an emulated run as the devices it emulates. External workers cannot be
 // asked before the plan is made: they are taken for CPU workers, and the
 // line printed says how to choose.
-func (f *deviceFlags) defaultDevice(workers, emulate string) (name, why string, err error) {
+func (f *deviceFlags) defaultDevice(workers workersFlag, emulate string) (name, why string, err error) {
 	switch {
 	case emulate != "":
 		return emulate, "the devices --emulate names", nil
-	case workers == "external":
+	case workers.external():
 		return "cpu", "external workers, taken for CPU workers: --device names theirs", nil
-	case strings.HasPrefix(workers, "pool:"):
+	case workers.kind == poolWorkers:
 		return "cpu", "the agents of a pool, taken for CPU workers: --device names theirs", nil
-	case f.backend != "cuda" && workers == "tasks":
+	case f.backend != "cuda" && workers.tasks():
 		return "cpu", "the tasks compute on the CPU", nil
 	case f.backend != "cuda":
 		return "cpu", "the local workers compute on the CPU", nil

@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/profile"
@@ -90,12 +89,12 @@ func deviceCalls(p *plan.Plan, res *runtime.Result) ([]stageCalls, float64) {
 }
 
 // printRun prints a finished run: its summary line, or --json's object.
-func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float64, workers string, asJSON bool) error {
+func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float64, workers workersFlag, asJSON bool) error {
 	g, plan, o, steps := job.Graph, job.Plan, job.Options, job.Steps
 	ran := len(res.Losses)
 	sum := runSummary{Format: runFormat, Model: g.Name(), Strategy: plan.Strategy, Device: plan.Device.Name, Stages: len(plan.Stages), Steps: ran,
 		Batch: plan.BatchSize, Losses: res.Losses, FinalLoss: ptr(jsonFloat(res.Losses[ran-1])), Skipped: []int{}, SamplesPerS: float64(plan.BatchSize) * float64(ran) / secs,
-		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers, Devices: res.Devices}
+		MeasuredIterS: median(res.Iters), PredictedIter: plan.Predicted.IterationS, Workers: workers.String(), Devices: res.Devices}
 	for k := steps - ran; k < steps; k++ { // a resumed run reports its own steps
 		sum.LRs = append(sum.LRs, o.Train.Rate(k))
 	}
@@ -112,7 +111,7 @@ func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float
 	sum.Edges = runtime.EdgeTimes(plan, res.Result)
 	sum.DeviceCalls, sum.DeviceEstimateS = deviceCalls(plan, res.Result)
 	sum.Recoveries, sum.Replans = recoveriesJSON(res.Recoveries)
-	if strings.HasPrefix(workers, "pool:") {
+	if _, ok := workers.pool(); ok {
 		sum.Assignment = assignment(plan, res.Result)
 	}
 	for _, r := range res.Evals {

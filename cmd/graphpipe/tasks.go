@@ -36,7 +36,7 @@ import (
 // the variable.
 func (f *runFlags) detectTasks(cmd *cobra.Command) error {
 	given := cmd.Flags().Changed("workers")
-	if given && f.workers != "tasks" {
+	if given && !f.workers.tasks() {
 		return nil
 	}
 	e, err := supervise.DetectEnv(os.Getenv)
@@ -49,7 +49,7 @@ func (f *runFlags) detectTasks(cmd *cobra.Command) error {
 	case e == nil || e.Tasks == 1 && !given:
 		return nil
 	}
-	f.tasks, f.workers = e, "tasks"
+	f.tasks, f.workers = e, workersFlag{kind: taskWorkers}
 	return nil
 }
 

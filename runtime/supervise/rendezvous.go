@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/graphpipe/graphpipe/internal/atomicfile"
 )
 
 // Rendezvous is what task 0 tells the other tasks of a run through a file
@@ -34,26 +36,14 @@ func RendezvousPath(dir string, e *TaskEnv) string {
 	return filepath.Join(dir, ".graphpipe-"+e.Key+".json")
 }
 
-// WriteRendezvous writes r to path, readable by its owner alone, in one
-// rename: a task never reads half of it.
+// WriteRendezvous writes r to path, readable by its owner alone (it holds
+// the token), in one rename: a task never reads half of it.
 func WriteRendezvous(path string, r Rendezvous) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*") // 0600
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.WriteFile(path, data, 0o600)
 }
 
 // RendezvousError is a rendezvous file that did not come, or that cannot

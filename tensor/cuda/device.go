@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"sync"
 	"unsafe"
+
+	"github.com/graphpipe/graphpipe/internal/atomicfile"
 )
 
 //go:embed kernels.cu
@@ -528,10 +530,8 @@ func cubin(arch string) ([]byte, error) {
 		return nil, err
 	}
 	if path != "" && os.MkdirAll(filepath.Dir(path), 0o755) == nil {
-		tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-		if os.WriteFile(tmp, image, 0o644) == nil {
-			_ = os.Rename(tmp, path)
-		}
+		// a cache: a failed write costs the next process a compile
+		_ = atomicfile.WriteFile(path, image, 0o644)
 	}
 	return image, nil
 }

@@ -347,6 +347,10 @@ func EmulatorLibrary() (string, error) {
 		os.RemoveAll(tmp)
 		return "", err
 	}
+	// A directory renamed into place, not a file (internal/atomicfile's
+	// case): rename(2) of a directory replaces an empty directory only and
+	// fails (ENOTDIR) on anything that is not one, a device or a FIFO
+	// included; the loser of a race to build keeps the winner's.
 	if err := os.Rename(tmp, dir); err != nil {
 		os.RemoveAll(tmp)
 		if _, serr := os.Stat(lib); serr != nil {
