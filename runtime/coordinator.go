@@ -48,7 +48,8 @@ func Coordinate(ctx context.Context, job *Job, t wire.Transport, progress func(i
 		return nil, err
 	}
 	defer bulk.Close()
-	c := &collector{ctl: ctl, bulk: bulk, job: job, lay: layout(plan), res: &Result{Params: map[string]*stage.Value[float32]{}}}
+	c := &collector{ctl: ctl, bulk: bulk, job: job, lay: layout(plan), res: &Result{Params: map[string]*stage.Value[float32]{}},
+		verdict: stage.NonFinite{Skip: job.Options.OnNonFinite == NonFiniteSkip && !job.Options.Emulate, MaxSkips: cmp.Or(job.Config.MaxSkips, 10)}}
 	if dir := job.Config.CheckpointDir; dir != "" && !job.Options.Emulate {
 		target, unprobe, err := newCheckpointTarget(dir)
 		if err != nil {
@@ -311,7 +312,9 @@ type collector struct {
 	workers []int32 // by worker id: each one's control address
 	res     *Result
 	saved   int // the step of the newest checkpoint written, 0 for none
-	skips   int // steps skipped in a row
+	// verdict is the rule at a step with values not finite (stage's,
+	// which graphpipe train follows too), and its count of skips
+	verdict stage.NonFinite
 	// left says, by worker id, which workers have handed over all they
 	// owed and gone, their silence no failure (shard.go, handover.go)
 	left []atomic.Bool
@@ -418,22 +421,21 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 // there, or, when steps may be skipped, every stage is told to step or to
 // skip.
 func (c *collector) judge(ctx context.Context, n int, bad string, badStage int) error {
-	skipping := c.job.Options.OnNonFinite == NonFiniteSkip && !c.job.Options.Emulate
-	if bad == "" {
-		c.skips = 0
-		if skipping {
-			return c.tell(ctx, int64(n), mbVerdict, verdictStep)
-		}
+	skipping := c.verdict.Skip
+	v, skipped := c.verdict.Judge(bad)
+	switch {
+	case v == stage.StepOn && skipping:
+		return c.tell(ctx, int64(n), mbVerdict, verdictStep)
+	case v == stage.StepOn:
 		return nil
-	}
-	e := c.nonFinite(n+1, badStage, bad)
-	if !skipping {
-		c.tell(ctx, int64(n+1), mbGo, goAbort)
-		return e
-	}
-	if c.skips++; c.skips > cmp.Or(c.job.Config.MaxSkips, 10) {
-		e.Skips = c.skips - 1
-		c.tell(ctx, int64(n), mbVerdict, goAbort)
+	case v == stage.StopRun:
+		e := c.nonFinite(n+1, badStage, bad)
+		e.Skips = skipped
+		if skipping {
+			c.tell(ctx, int64(n), mbVerdict, goAbort)
+		} else {
+			c.tell(ctx, int64(n+1), mbGo, goAbort)
+		}
 		return e
 	}
 	c.res.Skipped = append(c.res.Skipped, n)

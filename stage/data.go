@@ -50,6 +50,7 @@ type Dataset struct {
 	out    int       // per-sample values of the prediction
 	w      []float32 // [out, teacherWidth] output map
 	taps   []teacherTap
+	poison poisoning // the test hook's (PoisonEnv), read when the dataset is made
 }
 
 // teacherTap is what the teacher reads of one input.
@@ -65,7 +66,7 @@ type teacherTap struct {
 
 // NewDataset prepares the data of g.
 func NewDataset(g *dag.Graph) (*Dataset, error) {
-	d := &Dataset{g: g, seed: g.Seed()}
+	d := &Dataset{g: g, seed: g.Seed(), poison: poisonFrom(os.Getenv(PoisonEnv))}
 	loss := g.OpInputs(g.Loss())
 	if t := loss[1]; t.Producer < 0 {
 		d.target = t.Name
@@ -141,7 +142,7 @@ func (d *Dataset) Inputs(step, n int, names map[string]bool) (map[string]*Value[
 	if d.target != "" && out[d.target] != nil {
 		d.label(out[d.target], step, n)
 	}
-	poison(out, step)
+	d.poison.apply(out, step)
 	return out, nil
 }
 
@@ -151,17 +152,27 @@ func (d *Dataset) Inputs(step, n int, names map[string]bool) (map[string]*Value[
 // loss and the gradients downstream of it are not finite.
 const PoisonEnv = "GRAPHPIPE_TEST_POISON"
 
-func poison(batch map[string]*Value[float32], step int) {
-	spec := os.Getenv(PoisonEnv)
-	if spec == "" {
+// poisoning is PoisonEnv's step and input; input "" for none.
+type poisoning struct {
+	step  int
+	input string
+}
+
+// poisonFrom reads PoisonEnv's value; anything but "step:input" is none.
+func poisonFrom(spec string) poisoning {
+	var p poisoning
+	if c, _ := fmt.Sscanf(strings.Replace(spec, ":", " ", 1), "%d %s", &p.step, &p.input); c != 2 {
+		return poisoning{}
+	}
+	return p
+}
+
+// apply puts the NaN into step's batch where the hook asks for one.
+func (p poisoning) apply(batch map[string]*Value[float32], step int) {
+	if p.input == "" || p.step != step {
 		return
 	}
-	var at int
-	var input string
-	if c, _ := fmt.Sscanf(strings.Replace(spec, ":", " ", 1), "%d %s", &at, &input); c != 2 || at != step {
-		return
-	}
-	if v := batch[input]; v != nil && len(v.Data) > 0 {
+	if v := batch[p.input]; v != nil && len(v.Data) > 0 {
 		v.Data[0] = float32(math.NaN())
 	}
 }

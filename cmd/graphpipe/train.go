@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -214,71 +213,47 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 		}
 	}
 	start := time.Now()
-	samples, skips := 0, 0
-	dev := t.Ex.Device()
-	for step := 0; step < steps; step++ {
-		var at cuda.Counts
-		if dev != nil {
-			at = dev.Counts()
-		}
-		began := time.Now()
-		loss, batch, err := t.Compute(step)
-		if err != nil {
-			if runtime.IsDataError(err) {
-				return inputf("--data %v", err)
-			}
-			return err
-		}
-		bad := trainNonFinite(t, loss)
-		if bad != "" && (nff.policy == runtime.NonFiniteStop || skips == nff.maxSkips) {
-			return &exitError{exitDiverged, &runtime.NonFiniteError{Step: step + 1, Stage: -1, What: bad, Skips: skips}}
-		}
-		if bad != "" {
-			skips++
+	samples := 0
+	stepped := func(r stage.StepResult) error {
+		step := r.Step
+		if r.NonFinite != "" {
 			sum.Skipped = append(sum.Skipped, step+1)
 			if !asJSON {
-				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: step %d: %s: its update skipped (%d in a row)\n", step+1, bad, skips)
+				fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: step %d: %s: its update skipped (%d in a row)\n", step+1, r.NonFinite, r.Skips)
 			}
-		} else {
-			skips = 0
 		}
-		if err := t.Apply(bad != ""); err != nil {
-			return err
+		sum.IterationS = append(sum.IterationS, r.Seconds)
+		if r.DeviceCalls != nil {
+			sum.DeviceCalls = r.DeviceCalls
 		}
-		sum.IterationS = append(sum.IterationS, time.Since(began).Seconds())
-		if dev != nil {
-			c := dev.Counts().Sub(at)
-			sum.DeviceCalls = &c
-		}
-		sum.Losses = append(sum.Losses, loss)
+		sum.Losses = append(sum.Losses, r.Loss)
 		sum.LRs = append(sum.LRs, o.Rate(step))
 		if o.ClipGradNorm > 0 {
 			sum.GradNorms = append(sum.GradNorms, t.GradNorm())
 		}
-		samples += batch[t.G.Inputs()[0].Name].Shape[0]
-		sum.Batch = batch[t.G.Inputs()[0].Name].Shape[0]
+		samples += r.Batch[t.G.Inputs()[0].Name].Shape[0]
+		sum.Batch = r.Batch[t.G.Inputs()[0].Name].Shape[0]
 		if dump != "" {
-			for name, v := range batch {
+			for name, v := range r.Batch {
 				data = append(data, tensor.Named{Name: fmt.Sprintf("%d/%s", step, name), Shape: v.Shape, F32: v.Data, I32: v.Ints})
 			}
 		}
 		if !asJSON && (step%max(1, steps/10) == 0 || step == steps-1) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "step %d/%d: loss %.6g, lr %.4g\n", step+1, steps, loss, o.Rate(step)) // counted from 1, as run counts
+			fmt.Fprintf(cmd.ErrOrStderr(), "step %d/%d: loss %.6g, lr %.4g\n", step+1, steps, r.Loss, o.Rate(step)) // counted from 1, as run counts
 		}
-		if d.spec.EvalDue(step, steps) {
-			r, err := t.Evaluate(step+1, d.eval)
-			if err != nil {
-				if runtime.IsDataError(err) {
-					return inputf("--eval-data %v", err)
-				}
-				return err
-			}
-			sum.addEval(r)
-			last = r
-			if !asJSON {
-				fmt.Fprintf(cmd.ErrOrStderr(), "step %d/%d: %s\n", step+1, steps, evalLine(r))
-			}
+		return nil
+	}
+	evaluated := func(step int, r stage.EvalResult) {
+		sum.addEval(r)
+		last = r
+		if !asJSON {
+			fmt.Fprintf(cmd.ErrOrStderr(), "step %d/%d: %s\n", step+1, steps, evalLine(r))
 		}
+	}
+	loop := stage.Loop{Steps: steps, NonFinite: stage.NonFinite{Skip: nff.policy == runtime.NonFiniteSkip, MaxSkips: nff.maxSkips},
+		Eval: d.eval, EvalDue: d.spec.EvalDue, Stepped: stepped, Evaluated: evaluated}
+	if err := t.Run(loop); err != nil {
+		return trainError(err)
 	}
 	sum.SamplesPerS = float64(samples) / time.Since(start).Seconds()
 	sum.FirstLoss, sum.FinalLoss = jsonFloat(sum.Losses[0]), jsonFloat(sum.Losses[len(sum.Losses)-1])
@@ -300,17 +275,23 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 	return nil
 }
 
-// trainNonFinite says where a step of train found a value that is not
-// finite, "" if none: its loss, then its gradients (read once), and only
-// then the first op with one.
-func trainNonFinite(t *stage.Trainer, loss float64) string {
-	if !math.IsNaN(loss) && !math.IsInf(loss, 0) && t.Ex.GradsFinite() {
-		return ""
+// trainError is how train reports what ended a Trainer's run: a step whose
+// values are not finite (exit 3, as a pipeline run's coordinator reports
+// it), the user's data (exit 2), or another failure.
+func trainError(err error) error {
+	var stop *stage.NonFiniteStop
+	var eval *stage.EvalError
+	switch {
+	case errors.As(err, &stop):
+		return &exitError{exitDiverged, &runtime.NonFiniteError{Step: stop.Step, Stage: -1, What: stop.What, Skips: stop.Skips}}
+	case errors.As(err, &eval) && runtime.IsDataError(eval.Err):
+		return inputf("--eval-data %v", eval.Err)
+	case errors.As(err, &eval):
+		return eval.Err
+	case runtime.IsDataError(err):
+		return inputf("--data %v", err)
 	}
-	if op, what := t.Ex.FirstNonFinite(); op != "" {
-		return fmt.Sprintf("op %q: %s", op, what)
-	}
-	return fmt.Sprintf("op %q: the loss is %v", t.G.Op(t.G.Loss()).Name, float32(loss))
+	return err
 }
 
 // readInit reads an --init file and checks it against the model: every
