@@ -46,7 +46,9 @@ type NonFiniteStop struct {
 	Skips int    // > 0: the steps skipped in a row before it, the limit
 }
 
-func (e *NonFiniteStop) Error() string { return fmt.Sprintf("step %d: non-finite values: %s", e.Step, e.What) }
+func (e *NonFiniteStop) Error() string {
+	return fmt.Sprintf("step %d: non-finite values: %s", e.Step, e.What)
+}
 
 // EvalError is an evaluation of Run that failed.
 type EvalError struct {
