@@ -66,6 +66,7 @@ type kindSpec struct {
 	loss         bool       // a loss: the model's one output
 	mixes        bool       // MixesSamples
 	gathers      bool       // Gathers
+	products     bool       // Products
 
 	defaults func(a *Attrs)                                  // attribute defaults; nil: all zero
 	derive   func(a *Attrs, given func(name string) bool)    // defaults that follow other attributes, once read
@@ -81,7 +82,7 @@ var kinds = map[Kind]kindSpec{
 	Linear: {since: 1, minIn: 1, maxIn: 1,
 		attrs: []attrSpec{{name: "out", typ: tInt, required: true}, {name: "bias", typ: tBool},
 			{name: "weight_layout", typ: tString, since: 2}},
-		defaults: linearDefaults, check: checkLinear, infer: inferLinear, slots: linearSlots, cost: linearCost},
+		products: true, defaults: linearDefaults, check: checkLinear, infer: inferLinear, slots: linearSlots, cost: linearCost},
 	ReLU:    {since: 1, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(1, 1, stashInput)},
 	GELU:    {since: 1, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(8, 12, stashInput)},
 	Tanh:    {since: 1, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(4, 2, stashOutput)},
@@ -106,9 +107,9 @@ var kinds = map[Kind]kindSpec{
 		gathers: true, defaults: embeddingBagDefaults, check: checkEmbeddingBag, infer: inferEmbeddingBag,
 		slots: embeddingSlots, cost: embeddingCost},
 	Attention: {since: 1, minIn: 1, maxIn: 1,
-		attrs: []attrSpec{{name: "heads", typ: tInt, required: true}, {name: "causal", typ: tBool}},
-		check: checkAttention, infer: inferAttention, slots: attentionSlots, cost: attentionCost},
-	DotInteraction:      {since: 1, minIn: 2, maxIn: -1, infer: inferDot, cost: dotCost},
+		attrs:    []attrSpec{{name: "heads", typ: tInt, required: true}, {name: "causal", typ: tBool}},
+		products: true, check: checkAttention, infer: inferAttention, slots: attentionSlots, cost: attentionCost},
+	DotInteraction:      {since: 1, minIn: 2, maxIn: -1, products: true, infer: inferDot, cost: dotCost},
 	SoftmaxCrossEntropy: {since: 1, minIn: 2, maxIn: 2, loss: true, infer: inferCrossEntropy, cost: perInput(5, 2, stashInput)},
 	MSE:                 {since: 1, minIn: 2, maxIn: 2, loss: true, infer: inferElementLoss, cost: perInput(3, 3, stashInputs)},
 	BCEWithLogits:       {since: 1, minIn: 2, maxIn: 2, loss: true, infer: inferElementLoss, cost: perInput(8, 6, stashInputs)},
@@ -121,7 +122,7 @@ var kinds = map[Kind]kindSpec{
 	Conv2D: {since: 2, minIn: 1, maxIn: 1,
 		attrs: []attrSpec{{name: "out", typ: tInt, required: true}, kernelAttr, strideAttr, paddingAttr,
 			dilationAttr, {name: "groups", typ: tInt}, {name: "bias", typ: tBool}},
-		defaults: conv2DDefaults, check: checkConv2D, infer: inferConv2D, slots: conv2DSlots, cost: conv2DCost},
+		products: true, defaults: conv2DDefaults, check: checkConv2D, infer: inferConv2D, slots: conv2DSlots, cost: conv2DCost},
 	BatchNorm: {since: 2, minIn: 1, maxIn: 1, mixes: true,
 		attrs:    []attrSpec{{name: "eps", typ: tFloat}, {name: "momentum", typ: tFloat}},
 		defaults: batchNormDefaults, check: checkBatchNorm, infer: inferNorm, slots: batchNormSlots,
@@ -134,7 +135,7 @@ var kinds = map[Kind]kindSpec{
 			{name: "count_include_pad", typ: tBool}},
 		defaults: avgPoolDefaults, derive: poolDerive, check: checkAvgPool, infer: inferAvgPool, cost: avgPoolCost},
 	GlobalAvgPool: {since: 2, minIn: 1, maxIn: 1, infer: inferGlobalAvgPool, cost: perInput(1, 1, nil)},
-	MatMul:        {since: 2, minIn: 2, maxIn: 2, infer: inferMatMul, cost: matmulCost},
+	MatMul:        {since: 2, minIn: 2, maxIn: 2, products: true, infer: inferMatMul, cost: matmulCost},
 	Reshape: {since: 2, minIn: 1, maxIn: 1, attrs: []attrSpec{{name: "shape", typ: tShape, required: true}},
 		infer: inferReshape, cost: moves},
 	Transpose: {since: 2, minIn: 1, maxIn: 1, attrs: []attrSpec{{name: "perm", typ: tShape, required: true}},
@@ -202,6 +203,12 @@ func (k Kind) HasParams() bool { return kinds[k].slots != nil }
 // stage holding one must see whole micro-batches, so it is never split
 // across data-parallel replicas.
 func (k Kind) MixesSamples() bool { return kinds[k].mixes }
+
+// Products reports whether an op of kind k spends its FLOPs in matrix
+// products (linear, matmul, attention, conv2d, dot_interaction): what a
+// GPU's tensor cores compute in a reduced precision (tf32, bf16), and
+// autocast writes in bf16; the planner prices them at the precision's rate.
+func (k Kind) Products() bool { return kinds[k].products }
 
 // Gathers reports whether an op of kind k reads only the rows of its
 // parameters that its indices name (the embeddings), not all of them: the

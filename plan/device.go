@@ -14,16 +14,19 @@ import (
 // sources of the built-in numbers.
 type Device struct {
 	Name      string  `json:"name"`
-	PeakFLOPs float64 `json:"peak_flops"`  // fp32 FLOP/s
-	MaxEff    float64 `json:"max_eff"`     // fraction of peak reached by large kernels
-	HalfWork  float64 `json:"half_work"`   // FLOPs in one kernel call at which it reaches MaxEff/2
-	MemBW     float64 `json:"mem_bw"`      // device memory bytes/s
-	Memory    int64   `json:"memory"`      // bytes per device
-	Launch    float64 `json:"launch_s"`    // seconds of fixed overhead per op call
-	IntraBW   float64 `json:"intra_bw"`    // bytes/s between devices in one node
-	InterBW   float64 `json:"inter_bw"`    // bytes/s between nodes
-	IntraLat  float64 `json:"intra_lat_s"` // seconds per message inside a node
-	InterLat  float64 `json:"inter_lat_s"` // seconds per message between nodes
+	PeakFLOPs float64 `json:"peak_flops"` // fp32 FLOP/s
+	// Rates are the matrix products' peak FLOP/s in the precisions beyond
+	// fp32 the device has (precision.go); absent or 0: none.
+	Rates    Rates   `json:"rates,omitzero"`
+	MaxEff   float64 `json:"max_eff"`     // fraction of peak reached by large kernels
+	HalfWork float64 `json:"half_work"`   // FLOPs in one kernel call at which it reaches MaxEff/2
+	MemBW    float64 `json:"mem_bw"`      // device memory bytes/s
+	Memory   int64   `json:"memory"`      // bytes per device
+	Launch   float64 `json:"launch_s"`    // seconds of fixed overhead per op call
+	IntraBW  float64 `json:"intra_bw"`    // bytes/s between devices in one node
+	InterBW  float64 `json:"inter_bw"`    // bytes/s between nodes
+	IntraLat float64 `json:"intra_lat_s"` // seconds per message inside a node
+	InterLat float64 `json:"inter_lat_s"` // seconds per message between nodes
 	// The device's link to its host, for pricing a step's driver calls
 	// (profile.DeviceCallsTime); zero: HostLink's assumptions.
 	HostBW     float64 `json:"host_bw,omitempty"`     // bytes/s of copies between pinned host memory and the device
@@ -66,11 +69,13 @@ func (d Device) HostLink() (hostBW, pageableBW, syncS float64) {
 var Profiles = map[string]Device{
 	"v100": {Name: "v100", PeakFLOPs: 15.7e12, MaxEff: 0.81, HalfWork: 2e8, MemBW: 900e9, Memory: 16e9,
 		Launch: 10e-6, IntraBW: 50e9, InterBW: 12.5e9, IntraLat: 10e-6, InterLat: 20e-6},
-	"a100": {Name: "a100", PeakFLOPs: 19.5e12, MaxEff: 0.81, HalfWork: 3e8, MemBW: 2.0e12, Memory: 80e9,
+	"a100": {Name: "a100", PeakFLOPs: 19.5e12, Rates: Rates{TF32: 156e12, BF16: 312e12}, MaxEff: 0.81, HalfWork: 3e8, MemBW: 2.0e12, Memory: 80e9,
 		Launch: 8e-6, IntraBW: 300e9, InterBW: 25e9, IntraLat: 8e-6, InterLat: 15e-6},
-	"h100": {Name: "h100", PeakFLOPs: 67e12, MaxEff: 0.81, HalfWork: 1e9, MemBW: 3.0e12, Memory: 80e9,
+	"h100": {Name: "h100", PeakFLOPs: 67e12, Rates: Rates{TF32: 495e12, BF16: 989e12}, MaxEff: 0.81, HalfWork: 1e9, MemBW: 3.0e12, Memory: 80e9,
 		Launch: 6e-6, IntraBW: 450e9, InterBW: 50e9, IntraLat: 6e-6, InterLat: 12e-6},
-	"cpu": {Name: "cpu", PeakFLOPs: 16e9, MaxEff: 1, HalfWork: 2e6, MemBW: 10.7e9, Memory: 8e9,
+	// the CPU emulator of the CUDA kernels computes every precision on the
+	// host's float32 units: at the fp32 rate
+	"cpu": {Name: "cpu", PeakFLOPs: 16e9, Rates: Rates{TF32: 16e9, BF16: 16e9}, MaxEff: 1, HalfWork: 2e6, MemBW: 10.7e9, Memory: 8e9,
 		Launch: 2e-6, IntraBW: 0.8e9, InterBW: 0.8e9, IntraLat: 100e-6, InterLat: 100e-6},
 }
 
@@ -189,6 +194,9 @@ func (d Device) Validate() error {
 	}
 	if err := d.RunCosts.validate(); err != nil {
 		return fmt.Errorf("device profile %q: %v", d.Name, err)
+	}
+	if err := d.validateRates(); err != nil {
+		return err
 	}
 	if d.MaxEff > 1 {
 		return fmt.Errorf("device profile %q: max_eff: must be at most 1, got %g", d.Name, d.MaxEff)

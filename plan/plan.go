@@ -21,13 +21,16 @@ const MicroBatchLimit = 65536
 // Plan is a self-contained training plan: which model, which devices, the
 // stages and their edges, every stage's action list, and the predictions.
 type Plan struct {
-	Format         string   `json:"format"`
-	Model          ModelRef `json:"model"`
-	Strategy       string   `json:"strategy"`
-	Schedule       string   `json:"schedule"`
-	Device         Device   `json:"device"`
-	Devices        int      `json:"devices"`
-	DevicesPerNode int      `json:"devices_per_node"`
+	Format   string   `json:"format"`
+	Model    ModelRef `json:"model"`
+	Strategy string   `json:"strategy"`
+	Schedule string   `json:"schedule"`
+	// Precision is what the plan was priced in and trains in (Precisions);
+	// "" is fp32 (PrecisionName).
+	Precision      string `json:"precision,omitempty"`
+	Device         Device `json:"device"`
+	Devices        int    `json:"devices"`
+	DevicesPerNode int    `json:"devices_per_node"`
 	// Cluster, for devices of more than one kind, is the kinds (Device,
 	// DevicesPerNode and MemoryLimit are then the first kind's, and each
 	// stage names its kind); nil for devices of one kind.

@@ -46,6 +46,9 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 	p := &plan.Plan{Format: plan.PlanFormat, Model: plan.ModelRef{Name: g.Name(), SHA256: cm.modelHash(), Ops: g.NumOps()}, Strategy: o.Strategy,
 		Schedule: o.Schedule, Device: o.Device, Devices: o.Devices, DevicesPerNode: o.DevicesPerNode,
 		MemoryLimit: o.MemoryLimit, BatchSize: o.Batch, MicroBatch: b, MicroBatches: mbs, Cluster: o.Cluster}
+	if o.Precision != "fp32" { // a plan without one is fp32 (plan.Plan.PrecisionName), as plans were before
+		p.Precision = o.Precision
+	}
 	for i, s := range in {
 		st := plan.PlanStage{ID: i, MicroBatch: s.cost.m, Params: s.blk.params, Recompute: s.cost.recompute}
 		if o.Cluster != nil {
@@ -64,10 +67,10 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 		p.Stages = append(p.Stages, st)
 	}
 	if chain {
-		chainEdges(p, g, sg)
+		chainEdges(p, g, sg, cm)
 	} else {
 		for _, e := range sg.Edges {
-			p.Edges = append(p.Edges, plan.PlanEdge{From: e.From, To: e.To, Tensors: e.Tensors, Bytes: e.Bytes})
+			p.Edges = append(p.Edges, plan.PlanEdge{From: e.From, To: e.To, Tensors: e.Tensors, Bytes: edgeBytes(g, e.Tensors, cm)})
 		}
 	}
 	return p, placeBest(p, in, cm)
@@ -241,9 +244,21 @@ func kindPlacements(p *plan.Plan, in []stageIn) [][][]int {
 	return out
 }
 
+// edgeBytes is the bytes per sample of the named ops' outputs, a stage
+// edge's tensors, in the plan's precision.
+func edgeBytes(g *dag.Graph, tensors []string, cm *costModel) int64 {
+	var b int64
+	for _, name := range tensors {
+		if i, ok := g.OpIndex(name); ok {
+			b += cm.tensorBytes(g.Out(i))
+		}
+	}
+	return b
+}
+
 // chainEdges links stage i to i+1 with every tensor live across that cut:
 // produced in stages ≤ i and read in stages > i.
-func chainEdges(p *plan.Plan, g *dag.Graph, sg *partition.StageGraph) {
+func chainEdges(p *plan.Plan, g *dag.Graph, sg *partition.StageGraph, cm *costModel) {
 	for i := 0; i+1 < len(sg.Stages); i++ {
 		e := plan.PlanEdge{From: i, To: i + 1}
 		for s := 0; s <= i; s++ {
@@ -251,7 +266,7 @@ func chainEdges(p *plan.Plan, g *dag.Graph, sg *partition.StageGraph) {
 				for _, c := range g.Consumers(op) {
 					if sg.StageOf(c) > i {
 						e.Tensors = append(e.Tensors, g.Op(op).Name)
-						e.Bytes += g.Out(op).Bytes()
+						e.Bytes += cm.tensorBytes(g.Out(op))
 						break
 					}
 				}

@@ -46,6 +46,16 @@ type costModel struct {
 	// tu is how the planners that price with this model run: the
 	// default's, or the Search's (spaces.costModel)
 	tu tuning
+
+	// prec is the precision the plan is priced in (Options.Precision);
+	// prod is dev as its matrix products run in it (plan.Device.InPrecision),
+	// what ops of dag.Kind.Products are priced on; act is the bytes of an
+	// activation element (plan.ActivationBytes) and copyB the bytes per
+	// parameter of a weight copy in the precision (plan.WeightCopyBytes)
+	prec  string
+	prod  plan.Device
+	act   int64
+	copyB int64
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.
@@ -54,7 +64,9 @@ type opTime struct{ f, bi, bw float64 }
 func newCostModel(g *dag.Graph, o *Options) *costModel {
 	cm := &costModel{g: g, dev: o.Device, devices: o.Devices, perNode: o.DevicesPerNode,
 		limit: o.MemoryLimit, optBytes: o.OptimizerBytes, opTimes: map[int64][]opTime{}, recompute: o.Recompute,
-		slow: o.Device.Slowdown(plan.HostWorkers(o.Devices, o.DevicesPerNode)), tu: defaultTuning()}
+		slow: o.Device.Slowdown(plan.HostWorkers(o.Devices, o.DevicesPerNode)), tu: defaultTuning(),
+		prec: o.Precision, act: plan.ActivationBytes(o.Precision), copyB: plan.WeightCopyBytes(o.Precision)}
+	cm.prod, _ = o.Device.InPrecision(o.Precision) // withDefaults checked the device has it
 	cm.msgs = o.Device.SendS > 0 || o.Device.SendBW > 0 || o.Device.RecvS > 0 || o.Device.RecvBW > 0
 	if o.OpTimes != nil {
 		cm.measured, _ = resolveOpTimes(o.OpTimes, g) // checked by withDefaults
@@ -101,30 +113,52 @@ func (cm *costModel) times(m int64) []opTime {
 
 // opTime prices one op: its measured times where the search has them (an
 // OpTimes), else forward, input gradient and weight gradient, each a
-// kernel whose memory traffic is its activations (per sample × m) plus its
-// parameters, except gathers (embeddings), which touch only the rows they read.
+// kernel whose memory traffic is its activations (per sample × m, in the
+// precision's bytes) plus its parameters (a product's in its weight copy,
+// where the precision makes one), except gathers (embeddings), which touch
+// only the rows they read. A product's FLOPs run at the precision's rate.
 func (cm *costModel) opTime(i int, m int64) opTime {
 	if cm.measured != nil {
 		return seriesAt(cm.measured[i], m)
 	}
 	c := cm.g.Cost(i)
 	mf := float64(m)
-	act := float64(c.MemBytes - 4*c.Params)
-	mem := act*mf + 4*float64(c.Params)
+	act := float64(cm.actBytes(c.MemBytes - 4*c.Params))
+	dev, weight := cm.dev, 4.0
+	if cm.g.Op(i).Kind.Products() {
+		dev = cm.prod
+		if cm.copyB > 0 {
+			weight = float64(cm.copyB)
+		}
+	}
+	mem := act*mf + weight*float64(c.Params)
 	if cm.g.Op(i).Kind.Gathers() {
 		mem = act * mf
 	}
-	t := opTime{f: kernel(cm.dev, c.FwdFLOPs*mf, mem)}
-	t.bi = kernel(cm.dev, c.BwdInputFLOPs*mf, act*mf)
+	t := opTime{f: kernel(dev, c.FwdFLOPs*mf, mem)}
+	t.bi = kernel(dev, c.BwdInputFLOPs*mf, act*mf)
 	if c.BwdWeightFLOPs > 0 {
-		t.bw = kernel(cm.dev, c.BwdWeightFLOPs*mf, mem)
+		t.bw = kernel(dev, c.BwdWeightFLOPs*mf, mem)
 	}
 	return t
 }
 
+// actBytes is b, bytes of float32 activations as the dag counts them, in
+// the precision's bytes (bf16: half).
+func (cm *costModel) actBytes(b int64) int64 {
+	if cm.act == 4 {
+		return b
+	}
+	return satMul(b, cm.act) / 4
+}
+
+// tensorBytes is a tensor's bytes per sample in the plan's precision.
+func (cm *costModel) tensorBytes(t *dag.Tensor) int64 { return plan.TensorBytes(t, cm.prec) }
+
 // static is the per-device memory of a stage's parameters: weights, gradients
-// and optimizer state; data-parallel replicas each hold all of it.
-func (cm *costModel) static(params int64) int64 { return satMul(params, 8+cm.optBytes) }
+// and optimizer state, and the weights' copy in the precision (bf16);
+// data-parallel replicas each hold all of it.
+func (cm *costModel) static(params int64) int64 { return satMul(params, 8+cm.optBytes+cm.copyB) }
 
 // setMemory fills c's memory terms for blk at per-device micro-batch m.
 func (cm *costModel) setMemory(c *stageCost, blk *block, m int64) {
@@ -216,7 +250,9 @@ func (cm *costModel) optimizerStepAt(params int64, slow float64) float64 {
 	if params <= 0 {
 		return 0
 	}
-	opt := float64(params) * float64(8+2*cm.optBytes) / cm.dev.MemBW
+	// weights and gradients read, weights written, the state read and
+	// written; the weight copy (bf16) rounded from the weights
+	opt := float64(params) * float64(8+2*cm.optBytes+2*cm.copyB) / cm.dev.MemBW
 	if slow != 1 {
 		opt *= slow
 	}
@@ -258,8 +294,8 @@ func (cm *costModel) newBlock(ops []int, cross func(ops []int) (int64, int64)) *
 	for _, i := range ops {
 		c := cm.g.Cost(i)
 		b.params += c.Params
-		b.stash += c.StashBytes
-		b.work = max(b.work, 2*c.OutBytes)
+		b.stash += cm.actBytes(c.StashBytes)
+		b.work = max(b.work, 2*cm.tensorBytes(cm.g.Out(i)))
 		b.fwdSamples += c.FwdFLOPs
 		b.whole = b.whole || cm.mixes[i]
 	}
@@ -310,7 +346,7 @@ func (cm *costModel) inputBytes(ops []int) int64 {
 			default:
 				s.seenInputs = append(s.seenInputs, t.Name)
 			}
-			n = satAdd(n, t.Bytes())
+			n = satAdd(n, cm.tensorBytes(t))
 		}
 	}
 	return n
@@ -328,12 +364,12 @@ func (cm *costModel) boundary(ops []int) (in, out int64) {
 	for _, i := range ops {
 		for _, t := range cm.g.OpInputs(i) {
 			if t.Producer >= 0 && s.in[t.Producer] != s.gen {
-				in = max(in, t.Bytes())
+				in = max(in, cm.tensorBytes(t))
 			}
 		}
 		for _, c := range cm.g.Consumers(i) {
 			if s.in[c] != s.gen {
-				out = max(out, cm.g.Out(i).Bytes())
+				out = max(out, cm.tensorBytes(cm.g.Out(i)))
 				break
 			}
 		}

@@ -29,7 +29,7 @@ type downsets struct {
 // the units consistent with the graph, by a DP over downsets (see doc.go).
 func exactPlans(g *dag.Graph, o *Options, cm *costModel, consider func(*plan.Plan, string)) error {
 	units := partition.Decompose(g, 0).Root.Leaves() // single ops: the finest sequential space
-	ds, err := enumerate(g, units, o.MaxDownsets)
+	ds, err := enumerate(g, units, o.MaxDownsets, cm.tensorBytes)
 	if err != nil {
 		return err
 	}
@@ -45,7 +45,7 @@ func exactPlans(g *dag.Graph, o *Options, cm *costModel, consider func(*plan.Pla
 	return nil
 }
 
-func enumerate(g *dag.Graph, leaves []*partition.Node, limit int) (*downsets, error) {
+func enumerate(g *dag.Graph, leaves []*partition.Node, limit int, bytes func(*dag.Tensor) int64) (*downsets, error) {
 	n := len(leaves)
 	unitOf := make([]int, g.NumOps())
 	ds := &downsets{}
@@ -101,12 +101,13 @@ func enumerate(g *dag.Graph, leaves []*partition.Node, limit int) (*downsets, er
 			}
 		}
 	}
-	ds.index(g, unitOf)
+	ds.index(g, unitOf, bytes)
 	return ds, nil
 }
 
-// index fills each downset's ops, live bytes and supersets.
-func (ds *downsets) index(g *dag.Graph, unitOf []int) {
+// index fills each downset's ops, live bytes (a tensor's: bytes) and
+// supersets.
+func (ds *downsets) index(g *dag.Graph, unitOf []int, bytes func(*dag.Tensor) int64) {
 	in := func(s []uint64, u int) bool { return s[u/64]&(1<<(u%64)) != 0 }
 	for _, s := range ds.sets {
 		var ops []int
@@ -119,7 +120,7 @@ func (ds *downsets) index(g *dag.Graph, unitOf []int) {
 			for _, op := range unit {
 				for _, c := range g.Consumers(op) {
 					if !in(s, unitOf[c]) {
-						live += g.Out(op).Bytes()
+						live += bytes(g.Out(op))
 						break
 					}
 				}

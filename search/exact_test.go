@@ -81,7 +81,7 @@ func TestExactEqualsBruteForce(t *testing.T) {
 		o := tc.o
 		o.MaxSeries, o.MaxDownsets = 0, 1<<20
 		cm := newCostModel(tc.g, &o)
-		ds, err := enumerate(tc.g, partition.Decompose(tc.g, 0).Root.Leaves(), o.MaxDownsets)
+		ds, err := enumerate(tc.g, partition.Decompose(tc.g, 0).Root.Leaves(), o.MaxDownsets, (*dag.Tensor).Bytes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +110,7 @@ func TestExactEqualsBruteForce(t *testing.T) {
 			t.Fatalf("seed %d (%d ops, %d devices): spp-exact %v, brute force %v", tc.seed, tc.ops, tc.k, got, want)
 		}
 		// spp cuts one topological order: it can only be as good or worse
-		sp := newSpace(cm, chainTree(chainUnits(tc.g, 1000)), liveCross(tc.g))
+		sp := newSpace(cm, chainTree(chainUnits(tc.g, 1000)), liveCross(tc.g, (*dag.Tensor).Bytes))
 		spp, ok := newDP(sp, tc.k, tc.b, tc.mbs, false).minT(tc.k)
 		if ok && spp < got*(1-1e-9) {
 			t.Fatalf("seed %d: spp %v beats the exact sequential optimum %v", tc.seed, spp, got)

@@ -39,6 +39,9 @@ type Options struct {
 	// stage recompute. Schedules that split the backward (zb) never
 	// recompute.
 	Recompute string
+	// Precision is what the plan is priced in (plan.Precisions): "" or
+	// "fp32" (default), "tf32", "bf16"; the devices must have its rate.
+	Precision string
 
 	// sched is Schedule's description, which withDefaults looks up: what
 	// the search decides by the schedule, it reads here
@@ -140,6 +143,9 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	}
 	if err := o.Device.Validate(); err != nil {
 		return o, &OptionError{"device", err.Error()}
+	}
+	if err := o.precisionDefaults(); err != nil {
+		return o, err
 	}
 	o.sched = sched
 	return o, nil
@@ -245,4 +251,28 @@ func (o Options) smallerMicroBatches() []int64 {
 		}
 	}
 	return out
+}
+
+// precisionDefaults makes "" fp32 and refuses a precision that is not one,
+// or that a device of the search (every kind of a cluster) has no rate for.
+func (o *Options) precisionDefaults() error {
+	if o.Precision == "" {
+		o.Precision = "fp32"
+	}
+	if err := plan.CheckPrecision(o.Precision); err != nil {
+		return &OptionError{"precision", err.Error()}
+	}
+	devs := []plan.Device{o.Device}
+	if o.Cluster != nil {
+		devs = devs[:0]
+		for _, k := range o.Cluster.Kinds {
+			devs = append(devs, k.Device)
+		}
+	}
+	for _, d := range devs {
+		if _, err := d.InPrecision(o.Precision); err != nil {
+			return &OptionError{"precision", err.Error()}
+		}
+	}
+	return nil
 }

@@ -360,7 +360,7 @@ func checkExtract(t *testing.T, tc oracleCase, cm *costModel, sp *space, d *dp, 
 func TestSPPEqualsBruteForce(t *testing.T) {
 	for _, tc := range oracleCases(t) {
 		cm := newCostModel(tc.g, &tc.o)
-		cross := liveCross(tc.g)
+		cross := liveCross(tc.g, (*dag.Tensor).Bytes)
 		sp := newSpace(cm, chainTree(chainUnits(tc.g, 1000)), cross)
 		d := newDP(sp, tc.k, tc.b, tc.mbs, false)
 		got, ok := d.minT(tc.k)
@@ -402,7 +402,7 @@ func TestGapToAllConvex(t *testing.T) {
 		gap := gpp/all - 1
 		worst = math.Max(worst, gap)
 		sum += gap
-		cross := liveCross(tc.g)
+		cross := liveCross(tc.g, (*dag.Tensor).Bytes)
 		seq := newDP(newSpace(cm, chainTree(chainUnits(tc.g, 1000)), cross), tc.k, tc.b, tc.mbs, false)
 		both := gpp
 		if spp, ok := seq.minT(tc.k); ok {

@@ -83,7 +83,7 @@ func TestRecomputeEqualsBruteForce(t *testing.T) {
 				var plans [][]bfStage
 				cross := cm.boundary
 				if chain {
-					cross = liveCross(tc.g)
+					cross = liveCross(tc.g, (*dag.Tensor).Bytes)
 					sp = newSpace(cm, chainTree(chainUnits(tc.g, 1000)), cross)
 					plans = chainPlans(tc.g.Order(), tc.k)
 				} else {

@@ -29,7 +29,7 @@ func refuse(g *dag.Graph, o *Options) error {
 	worst, worstNeed, worstStatic, worstAct, worstM := -1, int64(0), int64(0), int64(0), int64(0)
 	for i := 0; i < g.NumOps(); i++ {
 		c := g.Cost(i)
-		static := satMul(c.Params, 8+o.OptimizerBytes)
+		static := o.stateBytes(c.Params)
 		total = satAdd(total, static)
 		if static > biggest || biggestOp == "" {
 			biggest, biggestOp = static, g.Op(i).Name
@@ -38,7 +38,7 @@ func refuse(g *dag.Graph, o *Options) error {
 		if g.Op(i).Kind.MixesSamples() {
 			m = bmin // a whole micro-batch on one device
 		}
-		act := satMul(satAdd(c.StashBytes, satMul(2, c.OutBytes)), m)
+		act := satMul(o.activationBytes(c), m)
 		if need := satAdd(static, act); worst < 0 || need > worstNeed {
 			worst, worstNeed, worstStatic, worstAct, worstM = i, need, static, act, m
 		}
@@ -86,7 +86,7 @@ func refuseKinds(g *dag.Graph, o *Options) error {
 		cluster = satAdd(cluster, satMul(int64(k.Devices), k.MemoryLimit))
 	}
 	for i := 0; i < g.NumOps(); i++ {
-		total = satAdd(total, satMul(g.Cost(i).Params, 8+o.OptimizerBytes))
+		total = satAdd(total, o.stateBytes(g.Cost(i).Params))
 		var least *NoPlanError // the kind it misses by the least
 		for _, k := range o.Cluster.Kinds {
 			one := o.kindAlone(k)
@@ -117,12 +117,12 @@ func refuseKinds(g *dag.Graph, o *Options) error {
 func opNeed(g *dag.Graph, o *Options, i int) (static, act, m, bmin int64) {
 	bmin = o.smallestMicroBatch()
 	c := g.Cost(i)
-	static = satMul(c.Params, 8+o.OptimizerBytes)
+	static = o.stateBytes(c.Params)
 	m = ceilDiv(bmin, int64(o.Devices)) // per device, on every device
 	if g.Op(i).Kind.MixesSamples() {
 		m = bmin // a whole micro-batch on one device
 	}
-	act = satMul(satAdd(c.StashBytes, satMul(2, c.OutBytes)), m)
+	act = satMul(o.activationBytes(c), m)
 	return static, act, m, bmin
 }
 
@@ -135,6 +135,22 @@ func (o *Options) smallestMicroBatch() int64 {
 	b := o.microBatches()[0]
 	if s := o.smallerMicroBatches(); len(s) > 0 {
 		b = s[len(s)-1]
+	}
+	return b
+}
+
+// stateBytes is what params parameters hold on a device at least: weights,
+// gradients and optimizer state, and the weights' copy in the precision.
+func (o *Options) stateBytes(params int64) int64 {
+	return satMul(params, 8+o.OptimizerBytes+plan.WeightCopyBytes(o.Precision))
+}
+
+// activationBytes is what an op holds per sample at least: its stash and
+// its output and the output's gradient, in the precision's bytes.
+func (o *Options) activationBytes(c dag.Cost) int64 {
+	b := satAdd(c.StashBytes, satMul(2, c.OutBytes))
+	if a := plan.ActivationBytes(o.Precision); a != 4 {
+		b = satMul(b, a) / 4
 	}
 	return b
 }

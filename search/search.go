@@ -374,7 +374,7 @@ func noPlan(g *dag.Graph, o *Options, cm *costModel) error {
 	var total, biggest int64
 	name := ""
 	for i := 0; i < g.NumOps(); i++ {
-		need := cm.static(g.Cost(i).Params) + 2*g.Cost(i).OutBytes
+		need := cm.static(g.Cost(i).Params) + 2*cm.tensorBytes(g.Out(i))
 		total += cm.static(g.Cost(i).Params)
 		if need > biggest {
 			biggest, name = need, g.Op(i).Name

@@ -8,7 +8,7 @@ import (
 // chainSpace is spp's search space: a chain of units, each boundary priced
 // as a sequential pipeline pays it (liveCross).
 func chainSpace(g *dag.Graph, o *Options, cm *costModel) *space {
-	return newSpace(cm, chainTree(chainUnits(g, o.MaxUnits)), liveCross(g))
+	return newSpace(cm, chainTree(chainUnits(g, o.MaxUnits)), liveCross(g, cm.tensorBytes))
 }
 
 // chainUnits cuts the graph's topological order into at most maxUnits runs of
@@ -55,7 +55,7 @@ func chainTree(units [][]int) *partition.Node {
 // as a sequential pipeline pays it: every tensor live across the cut before
 // the run enters it, and every tensor live across the cut after it leaves,
 // including tensors the stage only relays to later stages.
-func liveCross(g *dag.Graph) func([]int) (int64, int64) {
+func liveCross(g *dag.Graph, bytes func(*dag.Tensor) int64) func([]int) (int64, int64) {
 	pos := make([]int, g.NumOps())
 	for k, op := range g.Order() {
 		pos[op] = k
@@ -69,8 +69,8 @@ func liveCross(g *dag.Graph) func([]int) (int64, int64) {
 			last = max(last, pos[v])
 		}
 		if last > pos[u] {
-			delta[pos[u]+1] += g.Out(u).Bytes()
-			delta[last+1] -= g.Out(u).Bytes()
+			delta[pos[u]+1] += bytes(g.Out(u))
+			delta[last+1] -= bytes(g.Out(u))
 		}
 	}
 	live := make([]int64, n+1)

@@ -31,6 +31,7 @@ var zooPlans = []struct {
 	{"mlp-small-4cpu", []string{"mlp", "--preset", "small"}, []string{"--devices", "4", "--device", "cpu"}},
 	{"mmt-small-3cpu-mb", []string{"mmt", "--preset", "small"}, []string{"--devices", "3", "--device", "cpu", "--micro-batch", "2"}},
 	{"mmt-8v100-batch4096", []string{"mmt"}, []string{"--devices", "8", "--device", "v100", "--batch", "4096", "--recompute", "off"}},
+	{"transformer-8h100-bf16", []string{"transformer"}, []string{"--devices", "8", "--device", "h100", "--devices-per-node", "8", "--precision", "bf16"}},
 }
 
 // searchLine is explain's one line that measures this machine.

@@ -56,3 +56,43 @@ func TestPrecisionTF32Emulated(t *testing.T) {
 		t.Errorf("tf32's losses equal fp32's bit for bit (%v): the products were not rounded", losses["fp32"])
 	}
 }
+
+// TestPrecisionPlanned: search --precision prices a plan in it, which the
+// plan file, --json and explain say; a device without the precision's rate
+// is exit 2 naming both; run trains a plan in the plan's precision, and
+// refuses a --precision that contradicts it.
+func TestPrecisionPlanned(t *testing.T) {
+	dir := t.TempDir()
+	model := smallModel(t, "mmt")
+	bf16 := dir + "/bf16.json"
+	code, out, errs := gp(t, "", "search", model, "--devices", "2", "--device", "h100", "--precision", "bf16", "--json", "-o", bf16)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var s struct{ Precision string }
+	if err := json.Unmarshal([]byte(out), &s); err != nil || s.Precision != "bf16" {
+		t.Fatalf("search --json: %v: %s", err, out)
+	}
+	if !strings.Contains(readFile(t, bf16), `"precision": "bf16"`) {
+		t.Error("the plan file does not record bf16")
+	}
+	if code, out, errs := gp(t, "", "explain", bf16); code != 0 || !strings.Contains(out, "precision   bf16: matrix products at 989 TFLOP/s") {
+		t.Errorf("explain: exit %d: %s%s", code, out, errs)
+	}
+	code, _, errs = gp(t, "", "search", model, "--devices", "2", "--device", "v100", "--precision", "bf16")
+	if code != 2 || !strings.Contains(errs, "--precision: device v100 has no bf16 rate") {
+		t.Errorf("v100 in bf16: exit %d, %q", code, errs)
+	}
+	cpuPlan := dir + "/cpu-bf16.json"
+	if code, _, errs := gp(t, "", "search", model, "--devices", "2", "--device", "cpu", "--precision", "bf16", "-o", cpuPlan); code != 0 {
+		t.Fatal(errs)
+	}
+	code, _, errs = gp(t, "", "run", cpuPlan, "--model", model, "--steps", "1", "--backend", "cuda-emulator", "--precision", "fp32")
+	if code != 2 || !strings.Contains(errs, "is priced in bf16") {
+		t.Errorf("run of a bf16 plan with --precision fp32: exit %d, %q", code, errs)
+	}
+	code, _, errs = gp(t, "", "run", cpuPlan, "--model", model, "--steps", "1")
+	if code != 2 || !strings.Contains(errs, "--precision bf16: the cpu backend computes in float32 only") {
+		t.Errorf("run of a bf16 plan on the cpu backend: exit %d, %q", code, errs)
+	}
+}

@@ -257,11 +257,28 @@ func (f *runFlags) plan(cmd *cobra.Command, arg string) (*planned, error) {
 		return nil, err
 	}
 	f.search.planFor(pl.train) // memory for this optimizer's state
+	f.search.precision = f.device.precision
 	f.shareGPUs(cmd)
 	if pl.g, pl.p, err = modelAndPlan(cmd, arg, f.model, &f.search, reseed, f.stdin); err != nil {
 		return nil, err
 	}
+	if err := f.trainIn(cmd, pl.p); err != nil {
+		return nil, err
+	}
 	return pl, nil
+}
+
+// trainIn makes the run train in the precision its plan was priced in:
+// a plan given in another than --precision names is refused.
+func (f *runFlags) trainIn(cmd *cobra.Command, p *plan.Plan) error {
+	want := p.PrecisionName()
+	if got := cmp.Or(f.device.precision, "fp32"); got != want {
+		if cmd.Flags().Changed("precision") {
+			return usagef("--precision %s: the plan %s is priced in %s; leave out --precision to train in it, or search again with --precision %s", got, f.model, want, got)
+		}
+		f.device.precision = want
+	}
+	return nil
 }
 
 // shareGPUs prices a run searched here whose local CUDA workers outnumber

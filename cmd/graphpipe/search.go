@@ -37,6 +37,9 @@ type searchFlags struct {
 	// local CUDA workers outnumber the GPUs
 	timeSliced bool
 	cmd        *cobra.Command // the command registered with: which flags were set
+	// precision is what to price the plan in: search's --precision, run's
+	// (the device flags')
+	precision string
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
@@ -87,7 +90,8 @@ func (f *searchFlags) options() (search.Options, error) {
 		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices, Recompute: f.recompute,
-		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes}
+		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
+		Precision: f.precision}
 	if f.opTimes != "" {
 		data, _, err := readInput(f.opTimes, f.stdin)
 		if err != nil {
@@ -128,7 +132,8 @@ func (f *searchFlags) clusterOptions() (search.Options, error) {
 		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Cluster: c, Recompute: f.recompute,
-		MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes}
+		MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
+		Precision: f.precision}
 	if f.opTimes != "" {
 		return o, usagef("--op-times: op times are measured on one device; not with --cluster")
 	}
@@ -173,6 +178,7 @@ type planSummary struct {
 	Strategy     string   `json:"strategy"`
 	Chosen       string   `json:"chosen"`
 	Schedule     string   `json:"schedule"`
+	Precision    string   `json:"precision"`
 	Device       string   `json:"device"`
 	Devices      int      `json:"devices"`
 	Stages       int      `json:"stages"`
@@ -195,7 +201,7 @@ type planSummary struct {
 }
 
 func summary(p *plan.Plan) planSummary {
-	s := planSummary{searchFormat, p.Model.Name, p.Strategy, p.Search.Chosen, p.Schedule, p.Device.Name, p.Devices, len(p.Stages), p.Predicted.Depth,
+	s := planSummary{searchFormat, p.Model.Name, p.Strategy, p.Search.Chosen, p.Schedule, p.PrecisionName(), p.Device.Name, p.Devices, len(p.Stages), p.Predicted.Depth,
 		p.BatchSize, p.MicroBatch, p.MicroBatches, p.Predicted.IterationS, p.Predicted.SamplesPerS, p.Predicted.Bubble,
 		p.Predicted.PeakMemory, p.MemoryLimit, p.Search.Seconds, p.Predicted.Feasible, p.Search.Notes, 0, 0}
 	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
@@ -226,6 +232,9 @@ func printSummary(w io.Writer, p *plan.Plan) {
 		fmt.Fprintf(w, "            the best plan found is the %s planner's\n", p.Search.Chosen)
 	}
 	fmt.Fprintf(w, "stages      %d, depth %d, micro-batch %d (%d per iteration of %d samples), schedule %s\n", len(p.Stages), p.Predicted.Depth, p.MicroBatch, p.MicroBatches, p.BatchSize, p.Schedule)
+	if p.PrecisionName() != "fp32" {
+		fmt.Fprintf(w, "precision   %s\n", precisionLine(p))
+	}
 	fmt.Fprintf(w, "predicted   %.4g s per iteration, %.4g samples/s, bubble %.1f%%\n", p.Predicted.IterationS, p.Predicted.SamplesPerS, 100*p.Predicted.Bubble)
 	if p.Cluster != nil {
 		fmt.Fprintf(w, "memory      peak %.3g GB per device, each within its kind's\n", float64(p.Predicted.PeakMemory)/1e9)
@@ -367,7 +376,26 @@ when the search finds no plan that fits; each says which limit failed.`,
 	cmd.Flags().Float32Var(&momentum, "momentum", 0, "with --optimizer sgd: plan for its momentum buffer")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write the plan (graphpipe/plan@1) to `FILE`")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().StringVar(&f.precision, "precision", "fp32", "price the plan in this precision, which run then trains in: "+precisionWords)
 	return cmd
+}
+
+// precisionWords says what each precision is, for the flags that take one.
+const precisionWords = "fp32 (float32 everywhere), tf32 (float32 storage, matrix products on TF32 tensor cores: PyTorch's allow_tf32) or bf16 (PyTorch's autocast: matrix products on bf16 operands with float32 accumulation, activations, stashes and stage edges in bf16, weights, gradients and optimizer state in float32); tf32 and bf16 need a device with their rate (a100, h100)"
+
+// precisionLine is explain's word on a plan's precision: the products'
+// rate and the bytes it prices activations and the weights' copy in.
+func precisionLine(p *plan.Plan) string {
+	name := p.PrecisionName()
+	peak, _ := p.Device.Peak(name)
+	line := fmt.Sprintf("%s: matrix products at %.4g TFLOP/s (fp32 %.4g)", name, peak/1e12, p.Device.PeakFLOPs/1e12)
+	if a := plan.ActivationBytes(name); a != 4 {
+		line += fmt.Sprintf("; activations, stashes and stage edges in %d bytes an element", a)
+	}
+	if c := plan.WeightCopyBytes(name); c > 0 {
+		line += fmt.Sprintf("; a %d-byte copy of every weight beside its float32 weight, gradient and optimizer state", c)
+	}
+	return line
 }
 
 // loadPlan reads a plan file and, when modelPath is set, checks it against
