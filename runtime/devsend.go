@@ -61,7 +61,7 @@ func (p *devicePiece) Slice(off, n int) ([]byte, bool, error) {
 // stage in buffer b, and returns it as a payload.
 func (w *Worker) downloadPiece(v *stage.Value[float32], b cuda.Buffer, lo, hi int) (*devicePiece, error) {
 	per := sizeOf(v.Shape[1:])
-	p := &devicePiece{dev: w.dev, n: 4 * (hi - lo) * per}
+	p := &devicePiece{dev: w.dev, n: b.Elem() * (hi - lo) * per}
 	if p.n == 0 {
 		return p, nil
 	}
@@ -73,7 +73,7 @@ func (w *Worker) downloadPiece(v *stage.Value[float32], b cuda.Buffer, lo, hi in
 		src := b.Offset(lo * per)
 		for off := 0; off < p.n; off += pieceBytes {
 			k := min(pieceBytes, p.n-off)
-			if err := w.dev.DownloadStaged(p.st.Slice(off, k), src.Offset(off/4)); err != nil {
+			if err := w.dev.DownloadStaged(p.st.Slice(off, k), src.Offset(off/b.Elem())); err != nil {
 				return err
 			}
 			ev, err := w.dev.Record()
@@ -156,7 +156,7 @@ func (w *Worker) messageSpecs(names []string, vals []*stage.Value[float32], lo, 
 				if err != nil {
 					return nil, nil, nil, err
 				}
-				specs = append(specs, wire.TensorSpec{Name: names[i], Shape: shape, Data: p})
+				specs = append(specs, wire.TensorSpec{Name: names[i], Shape: shape, BF16: b.Half, Data: p})
 				pieces, lent = append(pieces, p), append(lent, v)
 				continue
 			}
@@ -165,8 +165,8 @@ func (w *Worker) messageSpecs(names []string, vals []*stage.Value[float32], lo, 
 			return nil, nil, nil, fmt.Errorf("tensor %q of shape %v has neither host data nor a device buffer", names[i], v.Shape)
 		}
 		part := stage.SliceRows(v, lo, hi)
-		t := wire.Tensor{Name: names[i], Shape: part.Shape, F32: part.Data, I32: part.Ints}
-		specs = append(specs, wire.TensorSpec{Name: names[i], Shape: part.Shape, Int: part.Ints != nil, Data: t.Data()})
+		t := wire.Tensor{Name: names[i], Shape: part.Shape, F32: part.Data, I32: part.Ints, BF16: w.links.bf16 && part.Ints == nil}
+		specs = append(specs, wire.TensorSpec{Name: names[i], Shape: part.Shape, Int: part.Ints != nil, BF16: t.BF16, Data: t.Data()})
 	}
 	return specs, pieces, lent, nil
 }

@@ -158,7 +158,7 @@ func (w *Worker) sendDevice(ctx context.Context, it *iteration, a microbatch.Act
 				return err
 			}
 			ts[i] = wire.DeviceTensor{Name: names[i], Shape: v.Shape, Handle: h, Offset: off}
-			bytes += 4 * sizeOf(v.Shape)
+			bytes += bufs[i].Bytes()
 		}
 		// the peer copies what the stream computes: the handles go once
 		// it is done (the sender waits, the worker queues on)
@@ -208,7 +208,11 @@ func (w *Worker) recvDevice(ctx context.Context, it *iteration, a microbatch.Act
 		var b cuda.Buffer
 		err := w.onDevice(func() error {
 			var err error
-			if b, err = w.dev.Alloc(n); err != nil {
+			alloc := w.dev.Alloc
+			if w.links.bf16 { // the run's precision, the sender's too: its tensors are bf16
+				alloc = w.dev.HalfBuffer
+			}
+			if b, err = alloc(n); err != nil {
 				return err
 			}
 			if err = w.dev.CopyFromPeer(b, t.Handle, t.Offset, n); err != nil {
@@ -224,7 +228,7 @@ func (w *Worker) recvDevice(ctx context.Context, it *iteration, a microbatch.Act
 			return err
 		}
 		parts[t.Name] = v
-		bytes += 4 * n
+		bytes += b.Bytes()
 	}
 	w.links.meter.received(a.Edge, byte(a.Dir), TransportIPC, bytes, time.Since(start).Seconds())
 	ack := msgKey(it.n, int32(a.MB)+ipcAckMB, edgeKey(a.Edge, p.replica), byte(a.Dir))

@@ -27,6 +27,9 @@ type links struct {
 	// devSends: values the stage lent that go as bytes, downloaded as
 	// their frames go out (devsend.go)
 	devSends deviceSends
+	// bf16: the run computes in bf16, whose activations and gradients are
+	// bf16 values: they cross as bf16, 2 bytes an element
+	bf16 bool
 }
 
 // open starts the links over endpoint ep: its sender's goroutine, a

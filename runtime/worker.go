@@ -76,6 +76,7 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 	if err := w.ex.SetPrecision(job.Config.Precision); err != nil {
 		return nil, err
 	}
+	w.links.bf16 = job.Config.Precision == "bf16"
 	w.deviceSets()
 	if err := w.feed.open(g, w.ID, int(plan.BatchSize)); err != nil {
 		w.Close()

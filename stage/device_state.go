@@ -440,10 +440,27 @@ func (t *devTrain) state(s *kernel.Scope) {
 }
 
 // update steps the optimizer at rate: one kernel per parameter, in the
-// host optimizer's arithmetic (kernels.cu's gp_sgd_step, gp_adam_step).
+// host optimizer's arithmetic (kernels.cu's gp_sgd_step, gp_adam_step),
+// which also writes the parameter's bf16 copy where it has one (fresh
+// after the step, without a rounding kernel of its own).
 func (t *devTrain) update(s *kernel.Scope, rate float64) {
 	t.ready(s)
 	t.state(s)
+	t.stale()
+	var written []*halfCopy
+	half := func(name string) cuda.Buffer { // the copy the kernel writes, if any
+		h := t.halves[t.e.Params[name]]
+		if h == nil {
+			return cuda.Buffer{}
+		}
+		written = append(written, h)
+		return h.buf
+	}
+	defer func() {
+		for _, h := range written {
+			h.fresh = s.Err() == nil
+		}
+	}()
 	o := &t.opt
 	switch spec := o.spec.(type) {
 	case *SGD:
@@ -460,7 +477,7 @@ func (t *devTrain) update(s *kernel.Scope, rate float64) {
 				o.has[k] = true
 			}
 			if n > 0 {
-				s.Launch("gp_sgd_step", n, t.pl.view(t.p, k), t.pl.view(t.g, k), buf, float32(rate), wd, spec.Momentum, first, kernel.BoolInt(spec.Nesterov), n)
+				s.Launch("gp_sgd_step", n, t.pl.view(t.p, k), t.pl.view(t.g, k), buf, half(name), float32(rate), wd, spec.Momentum, first, kernel.BoolInt(spec.Nesterov), n)
 			}
 		}
 	case *Adam:
@@ -481,7 +498,7 @@ func (t *devTrain) update(s *kernel.Scope, rate float64) {
 			}
 			o.has[k] = true
 			if n > 0 {
-				s.Launch("gp_adam_step", n, t.pl.view(t.p, k), t.pl.view(t.g, k), t.pl.view(o.m, k), t.pl.view(o.v, k),
+				s.Launch("gp_adam_step", n, t.pl.view(t.p, k), t.pl.view(t.g, k), t.pl.view(o.m, k), t.pl.view(o.v, k), half(name),
 					step, sqrtBC2, spec.Beta1, spec.Beta2, omb1, omb2, spec.Eps, coupled, shrink, n)
 			}
 		}
@@ -489,7 +506,6 @@ func (t *devTrain) update(s *kernel.Scope, rate float64) {
 		s.Fail(fmt.Errorf("the CUDA backend has no device step for optimizer %T", o.spec))
 	}
 	t.hostStale = true
-	t.stale()
 }
 
 // optimizerState brings the optimizer's state to the host, as Stateful's

@@ -29,8 +29,10 @@
 //  4. Recompute keeps only a micro-batch's feeds between its forward and
 //     its backward, which reruns the forward first: the same computation
 //     bit for bit.
-//  5. SetPrecision: fp32 everywhere; tf32 and bf16 (the matrix products'
-//     operands, PyTorch's allow_tf32 and autocast) on CUDA only; the
+//  5. SetPrecision: fp32 everywhere; tf32 (the products' operands read as
+//     TF32: PyTorch's allow_tf32) and bf16 (autocast: every value of a
+//     micro-batch stored in bf16 by its producer, products on bf16
+//     operands, float32 accumulation and reductions) on CUDA only; the
 //     parameters, gradients and optimizer state stay float32.
 //  6. The synthetic data (Dataset) is a function of (seed, step, input,
 //     index) alone; a loss's target is labelled by a fixed random-feature

@@ -2,28 +2,30 @@ package stage
 
 import "github.com/graphpipe/graphpipe/stage/internal/kernel"
 
-// Precision (Executor.SetPrecision) is what the stage's matrix products on
-// the device (linear, matmul, attention's per-head products, convolutions'
-// GEMMs or cuDNN's convolutions, forward and backward) compute in:
+// Precision (Executor.SetPrecision) is what the stage computes in on the
+// device:
 //
 //   - "fp32" (the default): FP32 operands, FP32 math (cuBLAS SGEMM; cuDNN
 //     in CUDNN_FMA_MATH, no TF32);
-//   - "tf32": FP32 operands read as TF32 (FP32's range, 10 mantissa bits)
-//     by the tensor cores, FP32 accumulation (cuda.Device.GemmTF32; cuDNN
-//     in its default math, which allows TF32), as PyTorch computes with
-//     torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32;
-//   - "bf16": both operands rounded to bfloat16, FP32 accumulation into an
-//     FP32 result (cuda.Device.GemmRounded), as PyTorch's autocast runs
-//     matmuls on bf16. A weight is rounded once a step, after the update,
-//     into a bf16 copy every product of the step reads (as autocast's
-//     weight cache), the activations and gradients at each product.
-//     Convolutions keep the im2col path in bf16 (its GEMMs rounded so),
-//     not cuDNN's.
+//   - "tf32": FP32 storage; the matrix products' FP32 operands read as TF32
+//     (FP32's range, 10 mantissa bits) by the tensor cores, FP32
+//     accumulation (cuda.Device.GemmTF32; cuDNN in its default math, which
+//     allows TF32), as PyTorch computes with allow_tf32;
+//   - "bf16": PyTorch's autocast, with no rounding kernel of its own: every
+//     value of a micro-batch (a model input, an op's output, its gradient,
+//     what a backward keeps of it, what crosses the stage's edges) is
+//     stored in bf16 by the kernel that makes it (kernel.Residency: half
+//     buffers), every matrix product reads bf16 operands and accumulates in
+//     FP32 (a weight's bf16 copy, which the optimizer's kernel writes as it
+//     writes the weight), normalisations, softmax, losses and every
+//     reduction compute in FP32, attention runs fused (its scores never
+//     stored), and convolutions take the im2col path (cuDNN's FP32 paths
+//     aside). A stage's values on the host are float32 whatever the
+//     precision: a bf16 value widened exactly.
 //
-// Every other kernel (elementwise ops, normalisations, softmax, losses,
-// reductions) runs in float32 in every precision, and the parameters, their
-// gradients and the optimizer state stay float32 (the master weights). The
-// CPU backend computes in float32 only: it takes "fp32" alone.
+// The parameters, their gradients and the optimizer state stay float32 in
+// every precision (the master weights). The CPU backend computes in float32
+// only: it takes "fp32" alone.
 
 // Precisions are the precisions SetPrecision knows.
 var Precisions = []string{"fp32", "tf32", "bf16"}

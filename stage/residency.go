@@ -105,12 +105,14 @@ func (dev *devState) use(mb int) { dev.cur = dev.mbs[mb] }
 // contents (zeros when it has none: a gradient nothing added into). Every
 // copy goes through pinned staging, all queued before one wait. Staged
 // values keep the staging memory as their host data (see stagedValue);
-// the others (keep false: what must outlive the micro-batch) are copied
-// out of it into Go memory.
+// the others (keep false: what must outlive the micro-batch), and a bf16
+// stage's (16-bit on the device, float32 on the host), are copied out of
+// it into Go memory.
 func (dev *devState) fetch(vals map[string]*Value[float32], want func(string) bool, keep bool) error {
 	type pending struct {
-		v  *Value[float32]
-		st cuda.Staging
+		v    *Value[float32]
+		st   cuda.Staging
+		half bool
 	}
 	var queued []pending
 	return kernel.OnDevice(dev.d, nil, func(s *kernel.Scope) {
@@ -124,19 +126,25 @@ func (dev *devState) fetch(vals map[string]*Value[float32], want func(string) bo
 				v.Data = make([]float32, n)
 				continue
 			}
-			st, err := dev.d.Stage(4 * n)
+			st, err := dev.d.Stage(b.Elem() * n)
 			if err != nil {
 				s.Fail(err)
 				continue
 			}
 			s.Fail(dev.d.DownloadStaged(st, b))
-			queued = append(queued, pending{v, st})
+			queued = append(queued, pending{v, st, b.Half})
 		}
 		if len(queued) > 0 {
 			s.Wait()
 		}
 		for _, q := range queued {
 			n := tensor.Size(q.v.Shape)
+			if q.half { // bf16 on the device: widened into Go memory
+				q.v.Data = make([]float32, n)
+				tensor.GetBF16(q.v.Data, q.st.Uint16s()[:n])
+				s.Fail(dev.d.Unstage(q.st))
+				continue
+			}
 			if keep {
 				q.v.Data = q.st.Float32s()[:n]
 				dev.cur.staged = append(dev.cur.staged, stagedValue{q.v, q.st})
@@ -198,8 +206,9 @@ func (dev *devState) NewValue(shape []int) *Value[float32] {
 }
 
 // Input is v's device copy, or an upload of its host data through pinned
-// staging without a wait, kept for the micro-batch (values are never
-// changed once made): a micro-batch's feeds cross once.
+// staging without a wait (rounded to bf16 in a bf16 stage), kept for the
+// micro-batch (values are never changed once made): a micro-batch's feeds
+// cross once.
 func (dev *devState) Input(s *kernel.Scope, v *Value[float32]) cuda.Buffer {
 	r := dev.cur
 	if r == nil {
@@ -211,7 +220,11 @@ func (dev *devState) Input(s *kernel.Scope, v *Value[float32]) cuda.Buffer {
 	if !s.HasData(v) || s.Err() != nil {
 		return cuda.Buffer{}
 	}
-	b, err := dev.d.UploadAsync(v.Data)
+	upload := dev.d.UploadAsync
+	if dev.prec == kernel.BF16 { // a bf16 stage's values are bf16 on the device: rounded as they are staged
+		upload = dev.d.UploadHalfAsync
+	}
+	b, err := upload(v.Data)
 	if err != nil {
 		s.Fail(err)
 		return b
@@ -286,9 +299,9 @@ func (dev *devState) Grad(s *kernel.Scope, v *Value[float32], whole bool) (cuda.
 	}
 	var b cuda.Buffer
 	if n := tensor.Size(v.Shape); whole {
-		b = s.Scratch(n)
+		b = s.ActScratch(n)
 	} else {
-		b = s.Zeros(n)
+		b = s.ActZeros(n)
 	}
 	if s.Err() == nil {
 		s.Own(b)
@@ -323,6 +336,18 @@ func (dev *devState) Param(s *kernel.Scope, v *Value[float32]) cuda.Buffer {
 	if !ok && s.Err() == nil {
 		s.Fail(fmt.Errorf("a parameter of shape %v is not in the stage's state", v.Shape))
 	}
+	return b
+}
+
+// ParamGrad is a parameter's place in the flat gradients (devTrain).
+func (dev *devState) ParamGrad(s *kernel.Scope, v *Value[float32]) cuda.Buffer {
+	if dev.cur == nil {
+		return kernel.Copies{}.ParamGrad(s, v)
+	}
+	if b, ok := dev.train.grads[v]; ok {
+		return b
+	}
+	b, _ := dev.Grad(s, v, false)
 	return b
 }
 

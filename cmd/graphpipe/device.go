@@ -32,7 +32,7 @@ const backendHelp = "where ops run: cpu, cuda (NVIDIA GPUs through the driver, c
 
 const noIPCHelp = "send every edge's tensors over NATS as bytes, even between workers whose GPUs (or CUDA emulators) share a host, which otherwise copy them device to device through an IPC handle"
 
-const precisionHelp = "fp32; or, with a CUDA backend, tf32 (float32 storage, matrix products on TF32 tensor cores: PyTorch's allow_tf32) or bf16 (matrix products on bf16 operands with float32 accumulation, everything else and the weights in float32: PyTorch's autocast)"
+const precisionHelp = "fp32; or, with a CUDA backend, tf32 (float32 storage, matrix products on TF32 tensor cores: PyTorch's allow_tf32) or bf16 (PyTorch's autocast: matrix products on bf16 operands with float32 accumulation, activations, their gradients, stashes and stage edges stored in bf16, normalisations, softmax and losses computed in float32, weights, gradients and optimizer state in float32); a plan's precision is its own"
 
 func (f *deviceFlags) registerRun(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.backend, "backend", "cpu", backendHelp)

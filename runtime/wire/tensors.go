@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"github.com/graphpipe/graphpipe/tensor"
 )
 
 // Tensor is one named tensor of a message: float32 or int32 data.
@@ -13,10 +15,16 @@ type Tensor struct {
 	Shape []int
 	F32   []float32
 	I32   []int32
+	// BF16: F32 crosses the wire as bfloat16, 2 bytes an element, rounded
+	// to nearest even (tensor.ToBF16; a bf16 run's activations and
+	// gradients, which are bf16 values already: nothing is lost); a
+	// decoded bf16 tensor says so and holds the values widened.
+	BF16 bool
 }
 
 // A tensor message is a msgpack array of tensors, each an array of [name,
-// dtype, shape, pad, data]: dtype 0 is float32, 1 int32; data is one
+// dtype, shape, pad, data]: dtype 0 is float32, 1 int32, 2 bfloat16 (2
+// bytes an element); data is one
 // little-endian binary field in its 5-byte form, and pad a binary field of
 // 0 to 3 zero bytes that puts the data at a multiple of 4 bytes from the
 // message's start. A receiver that assembles the message in memory aligned
@@ -40,10 +48,22 @@ var nativeLittle = func() bool {
 // Data is t's elements as little-endian bytes: t's memory itself on a
 // little-endian machine (keep t unchanged until they are sent).
 func (t Tensor) Data() Bytes {
-	if t.I32 != nil {
+	switch {
+	case t.I32 != nil:
 		return littleBytes(t.I32)
+	case t.BF16:
+		return bf16Bytes(t.F32)
 	}
 	return littleBytes(t.F32)
+}
+
+// bf16Bytes is v rounded to bfloat16, as little-endian bytes.
+func bf16Bytes(v []float32) []byte {
+	b := make([]byte, 2*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint16(b[2*i:], tensor.ToBF16(x))
+	}
+	return b
 }
 
 // Payload is a message's bytes as its sender holds them: Len bytes, which
@@ -105,12 +125,13 @@ func Flatten(p Payload) ([]byte, error) {
 }
 
 // TensorSpec is a tensor of a message whose data the caller supplies as a
-// payload (4 bytes per element, little-endian): from host memory, or from
-// a device as the frames go out.
+// payload (4 bytes per element, 2 for BF16, little-endian): from host
+// memory, or from a device as the frames go out.
 type TensorSpec struct {
 	Name  string
 	Shape []int
 	Int   bool // int32 elements; float32 otherwise
+	BF16  bool // bfloat16 elements (a half buffer's bytes)
 	Data  Payload
 }
 
@@ -135,9 +156,12 @@ func LayoutTensors(specs []TensorSpec) (Concat, error) {
 		}
 		head = appendArrayLen(head, tensorFields)
 		head = appendString(head, s.Name)
-		dtype := uint64(0)
-		if s.Int {
+		dtype, size := uint64(0), 4
+		switch {
+		case s.Int:
 			dtype = 1
+		case s.BF16:
+			dtype, size = 2, 2
 		}
 		head = appendUint(head, dtype)
 		head = appendArrayLen(head, len(s.Shape))
@@ -146,9 +170,9 @@ func LayoutTensors(specs []TensorSpec) (Concat, error) {
 		}
 		pad := (4 - (pos+len(head)+2+5)%4) % 4 // the data after pad's and its own headers lands on a multiple of 4
 		head = append(appendBinLen(head, pad), make([]byte, pad)...)
-		head = appendBin32Len(head, 4*elems)
+		head = appendBin32Len(head, size*elems)
 		out = append(out, Bytes(head), s.Data)
-		pos += len(head) + 4*elems
+		pos += len(head) + size*elems
 		head = nil
 	}
 	if len(specs) == 0 {
@@ -171,7 +195,14 @@ func checkSpec(s TensorSpec) (int, error) {
 		}
 		elems *= d
 	}
-	if s.Data.Len() != 4*elems {
+	size := 4
+	if s.BF16 && !s.Int {
+		size = 2
+	}
+	if s.Int && s.BF16 {
+		return 0, &TensorError{s.Name, "int32 and bfloat16 at once"}
+	}
+	if s.Data.Len() != size*elems {
 		return 0, &TensorError{s.Name, fmt.Sprintf("%d bytes of data for shape %v", s.Data.Len(), s.Shape)}
 	}
 	return elems, nil
@@ -183,12 +214,8 @@ func checkSpec(s TensorSpec) (int, error) {
 func TensorPayload(ts []Tensor) (Concat, error) {
 	specs := make([]TensorSpec, len(ts))
 	for i, t := range ts {
-		specs[i] = TensorSpec{Name: t.Name, Shape: t.Shape}
-		if t.I32 != nil {
-			specs[i].Int, specs[i].Data = true, Bytes(littleBytes(t.I32))
-		} else {
-			specs[i].Data = Bytes(littleBytes(t.F32))
-		}
+		specs[i] = TensorSpec{Name: t.Name, Shape: t.Shape, Data: t.Data()}
+		specs[i].Int, specs[i].BF16 = t.I32 != nil, t.I32 == nil && t.BF16
 	}
 	return LayoutTensors(specs)
 }
@@ -255,7 +282,7 @@ func (r *reader) tensor(i int, view bool) (Tensor, bool) {
 		r.fail("tensor %d: %d fields, want %d", i, m, tensorFields)
 	}
 	t := Tensor{Name: r.str(maxTensorName, "tensor name")}
-	dtype := r.uint(1, "dtype")
+	dtype := r.uint(2, "dtype")
 	rank := r.arrayLen()
 	if rank > maxTensorRank {
 		r.fail("tensor %q: rank %d", t.Name, rank)
@@ -275,15 +302,22 @@ func (r *reader) tensor(i int, view bool) (Tensor, bool) {
 		}
 	}
 	data := r.binView("tensor data")
-	if r.err == nil && uint64(len(data)) != 4*elems {
+	size := uint64(4)
+	if dtype == 2 {
+		size = 2
+	}
+	if r.err == nil && uint64(len(data)) != size*elems {
 		r.fail("tensor %q: %d bytes for shape %v", t.Name, len(data), t.Shape)
 	}
 	if r.err != nil {
 		return t, false
 	}
-	if dtype == 1 {
+	switch dtype {
+	case 1:
 		t.I32 = fromLittle[int32](data, view)
-	} else {
+	case 2:
+		t.F32, t.BF16 = fromBF16(data), true
+	default:
 		t.F32 = fromLittle[float32](data, view)
 	}
 	return t, true
@@ -308,6 +342,15 @@ func fromLittle[T float32 | int32](data []byte, view bool) []T {
 	for j := range out {
 		u := binary.LittleEndian.Uint32(data[4*j:])
 		out[j] = *(*T)(unsafe.Pointer(&u))
+	}
+	return out
+}
+
+// fromBF16 is little-endian bfloat16s widened to float32s.
+func fromBF16(data []byte) []float32 {
+	out := make([]float32, len(data)/2)
+	for j := range out {
+		out[j] = tensor.FromBF16(binary.LittleEndian.Uint16(data[2*j:]))
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/graphpipe/graphpipe/tensor"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -418,4 +419,37 @@ func TestSplitFramesSurviveFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d frames, %d resent", a.Stats().Sent, a.Stats().Resent)
+}
+
+// TestBF16Tensors: a bf16 tensor crosses in 2 bytes an element, rounded to
+// nearest even, and reads back widened, saying it was bf16; a spec whose
+// bytes are not 2 an element is refused.
+func TestBF16Tensors(t *testing.T) {
+	vals := []float32{1, -2.5, 3.14159, 1e-3, 65504, 0}
+	f32, err := EncodeTensors([]Tensor{{Name: "x", Shape: []int{2, 3}, F32: vals}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b16, err := EncodeTensors([]Tensor{{Name: "x", Shape: []int{2, 3}, F32: vals, BF16: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f32)-len(b16) != 2*len(vals) {
+		t.Errorf("a float32 message of %d bytes, a bf16 one of %d: want %d fewer", len(f32), len(b16), 2*len(vals))
+	}
+	ts, err := DecodeTensors(b16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 1 || !ts[0].BF16 || len(ts[0].F32) != len(vals) {
+		t.Fatalf("decoded %+v", ts)
+	}
+	for i, v := range vals {
+		if want := tensor.RoundBF16(v); ts[0].F32[i] != want {
+			t.Errorf("element %d: %g, want %g (%g rounded)", i, ts[0].F32[i], want, v)
+		}
+	}
+	if _, err := LayoutTensors([]TensorSpec{{Name: "x", Shape: []int{3}, BF16: true, Data: Bytes(make([]byte, 12))}}); err == nil {
+		t.Error("12 bytes for 3 bf16 elements were accepted")
+	}
 }

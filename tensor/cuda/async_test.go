@@ -40,9 +40,9 @@ func TestAsyncUploadsEmulated(t *testing.T) {
 		{"record again: the event handle is reused", func() error { ev, err = d.Record(); return err }, Counts{Events: 1}},
 		{"write: pageable, waited for", func() error { return d.Write(a, src) },
 			Counts{H2DCalls: 1, H2DBytes: 4 * n, PageableCopies: 1, PageableBytes: 4 * n, Syncs: 1}},
-		{"memset", func() error { return d.Memset(Buffer{b.Ptr, n / 2}) }, Counts{Memsets: 1, MemsetBytes: 2 * n}},
+		{"memset", func() error { return d.Memset(Buffer{Ptr: b.Ptr, N: n / 2}) }, Counts{Memsets: 1, MemsetBytes: 2 * n}},
 		{"refused: copy in past the end", func() error {
-			if d.CopyIn(Buffer{a.Ptr, 1}, src) == nil {
+			if d.CopyIn(Buffer{Ptr: a.Ptr, N: 1}, src) == nil {
 				t.Error("a copy of 100 elements into 1 was accepted")
 			}
 			return nil
@@ -101,7 +101,7 @@ func TestRoundedWithAWeightsCopyEmulated(t *testing.T) {
 	if !slices.Equal(x, y) {
 		t.Errorf("with the copy given %v, rounded per call %v", y, x)
 	}
-	if d.GemmRoundedWith(g, BF16, Buffer{}, Buffer{wh.Ptr, 2}, 0, 0, 0, 1) == nil {
+	if d.GemmRoundedWith(g, BF16, Buffer{}, Buffer{Ptr: wh.Ptr, N: 2, Half: true}, 0, 0, 0, 1) == nil {
 		t.Error("a 16-bit copy too short for the product was accepted")
 	}
 }

@@ -23,8 +23,8 @@ type backend interface {
 	sgemmBatched(ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error
 	// gemmEx's A and B hold elements of type in (CUDA_R_32F, _16F, _16BF),
 	// C FP32; compute is the cuBLAS compute type (32F, 32F_FAST_TF32).
-	gemmEx(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error
-	gemmExBatched(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error
+	gemmEx(in, out, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error
+	gemmExBatched(in, out, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error
 	sync() error
 	// events mark a point of the stream: made once (newEvent), recorded
 	// after the work queued so far, waited for by the host
@@ -112,14 +112,14 @@ func (g *gpu) sgemmBatched(ta, tb int32, m, n, k int32, alpha float32, a uint64,
 	return checkBLAS("cublasSgemmStridedBatched", cublasSgemmStridedBatched(g.blas, ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c, ldc, sc, count))
 }
 
-func (g *gpu) gemmEx(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error {
+func (g *gpu) gemmEx(in, out, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error {
 	return checkBLAS("cublasGemmEx", cublasGemmEx(g.blas, ta, tb, m, n, k, unsafe.Pointer(&alpha), a, in, lda, b, in, ldb,
-		unsafe.Pointer(&beta), c, dataR32F, ldc, compute, gemmDefault))
+		unsafe.Pointer(&beta), c, out, ldc, compute, gemmDefault))
 }
 
-func (g *gpu) gemmExBatched(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error {
+func (g *gpu) gemmExBatched(in, out, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error {
 	return checkBLAS("cublasGemmStridedBatchedEx", cublasGemmStridedBatchedEx(g.blas, ta, tb, m, n, k, unsafe.Pointer(&alpha), a, in, lda, sa, b, in, ldb, sb,
-		unsafe.Pointer(&beta), c, dataR32F, ldc, sc, count, compute, gemmDefault))
+		unsafe.Pointer(&beta), c, out, ldc, sc, count, compute, gemmDefault))
 }
 
 func (g *gpu) sync() error { return check("cuStreamSynchronize", cuStreamSynchronize(g.stream)) }

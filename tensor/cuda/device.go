@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/graphpipe/graphpipe/internal/atomicfile"
+	"github.com/graphpipe/graphpipe/tensor"
 )
 
 //go:embed kernels.cu
@@ -64,11 +65,25 @@ func (d *Device) Exclusive() func() {
 // or N halves for a 16-bit buffer.
 type Buffer struct {
 	Ptr uint64
-	N   int
+	N   int // elements
+	// Half: the elements are 16-bit (bf16 storage: a bf16 run's
+	// activations and their gradients, a weight's bf16 copy), not float32
+	Half bool
 }
 
+// Elem is the bytes of one of b's elements: 2 for a half buffer, else 4.
+func (b Buffer) Elem() int {
+	if b.Half {
+		return 2
+	}
+	return 4
+}
+
+// Bytes is b's size in bytes.
+func (b Buffer) Bytes() int { return b.N * b.Elem() }
+
 // Offset is the view of b that starts k elements in.
-func (b Buffer) Offset(k int) Buffer { return Buffer{b.Ptr + uint64(4*k), b.N - k} }
+func (b Buffer) Offset(k int) Buffer { return Buffer{b.Ptr + uint64(b.Elem()*k), b.N - k, b.Half} }
 
 // Open loads the libraries (once) and opens GPU ordinal, as numbered after
 // CUDA_VISIBLE_DEVICES.
@@ -197,7 +212,7 @@ func (d *Device) Alloc(n int) (Buffer, error) {
 	reused := d.mem.Stats.Reuses
 	p, err := d.mem.Get(uint64(4 * max(n, 1)))
 	d.counts.PoolHits += int64(d.mem.Stats.Reuses - reused)
-	return Buffer{p, n}, err
+	return Buffer{Ptr: p, N: n}, err
 }
 
 // Zeros allocates n zeroed 4-byte elements.
@@ -208,6 +223,19 @@ func (d *Device) Zeros(n int) (Buffer, error) {
 	}
 	return b, err
 }
+
+// HalfZeros allocates n zeroed 16-bit elements.
+func (d *Device) HalfZeros(n int) (Buffer, error) {
+	b, err := d.HalfBuffer(n)
+	if err == nil {
+		err = d.memset(b.Ptr, words(b))
+	}
+	return b, err
+}
+
+// words is how many 4-byte words b's elements take (at least 1, as the
+// pool hands out): a half buffer of an odd length ends in half a word.
+func words(b Buffer) uint64 { return uint64(max((b.Bytes()+3)/4, 1)) }
 
 // memset zeroes words 4-byte words at p.
 func (d *Device) memset(p uint64, words uint64) error {
@@ -221,7 +249,7 @@ func (d *Device) Memset(b Buffer) error {
 	if b.N == 0 {
 		return nil
 	}
-	return d.memset(b.Ptr, uint64(b.N))
+	return d.memset(b.Ptr, words(b))
 }
 
 // Free returns b to the pool.
@@ -270,7 +298,17 @@ func (d *Device) Write(b Buffer, src []float32) error {
 	if len(src) == 0 {
 		return nil
 	}
-	n := uint64(4 * len(src))
+	if b.Half { // rounded to bf16 on the host
+		bits := make([]uint16, len(src))
+		tensor.PutBF16(bits, src)
+		return hostWrite(d, b, bits)
+	}
+	return hostWrite(d, b, src)
+}
+
+// hostWrite copies src into b from Go memory and waits.
+func hostWrite[T float32 | uint16](d *Device, b Buffer, src []T) error {
+	n := uint64(unsafe.Sizeof(src[0])) * uint64(len(src))
 	d.counts.hostCopy(true, false, n)
 	err := d.b.htod(b.Ptr, unsafe.Pointer(&src[0]), n)
 	if err == nil {
@@ -288,7 +326,18 @@ func (d *Device) Download(dst []float32, b Buffer) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	n := uint64(4 * len(dst))
+	if b.Half { // widened on the host
+		bits := make([]uint16, len(dst))
+		err := hostRead(d, bits, b)
+		tensor.GetBF16(dst, bits)
+		return err
+	}
+	return hostRead(d, dst, b)
+}
+
+// hostRead copies len(dst) elements of b into Go memory and waits.
+func hostRead[T float32 | uint16](d *Device, dst []T, b Buffer) error {
+	n := uint64(unsafe.Sizeof(dst[0])) * uint64(len(dst))
 	d.counts.hostCopy(false, false, n)
 	err := d.b.dtoh(unsafe.Pointer(&dst[0]), b.Ptr, n)
 	if err == nil {
@@ -300,28 +349,32 @@ func (d *Device) Download(dst []float32, b Buffer) error {
 
 // Vec4 says whether n floats at each of bufs can go through the kernels
 // that move four at a time (kernels.cu's gp_*4, given n/4): n a multiple
-// of 4 and every buffer 16-byte aligned (the pool's blocks are; a view at
-// an offset may not be).
+// of 4 and every buffer float32 and 16-byte aligned (the pool's blocks
+// are; a view at an offset may not be).
 func Vec4(n int, bufs ...Buffer) bool {
 	if n%4 != 0 {
 		return false
 	}
 	for _, b := range bufs {
-		if b.Ptr%16 != 0 {
+		if b.Ptr%16 != 0 || b.Half {
 			return false
 		}
 	}
 	return true
 }
 
-// Copy copies n elements from src to dst on the device.
+// Copy copies n elements from src to dst on the device; both hold
+// elements of one size.
 func (d *Device) Copy(dst, src Buffer, n int) error {
 	if n > dst.N || n > src.N {
 		return fmt.Errorf("cuda: copy of %d elements between buffers of %d and %d", n, src.N, dst.N)
 	}
+	if dst.Half != src.Half {
+		return fmt.Errorf("cuda: copy between a buffer of %d-byte and one of %d-byte elements", src.Elem(), dst.Elem())
+	}
 	d.counts.D2DCalls++
-	d.counts.D2DBytes += int64(4 * n)
-	return d.b.dtod(dst.Ptr, src.Ptr, uint64(4*n))
+	d.counts.D2DBytes += int64(src.Elem() * n)
+	return d.b.dtod(dst.Ptr, src.Ptr, uint64(src.Elem()*n))
 }
 
 // Sync waits for everything queued on the device; the staging buffers of
@@ -422,6 +475,28 @@ func (d *Device) UploadIntsAsync(src []int32) (Buffer, error) { return uploadAsy
 // UploadAsync does.
 func (d *Device) CopyIn(b Buffer, src []float32) error { return copyIn(d, b, src) }
 
+// UploadHalfAsync is UploadAsync into a new half buffer: src rounded to
+// bf16 (tensor.ToBF16) as the host copies it into the staging buffer.
+func (d *Device) UploadHalfAsync(src []float32) (Buffer, error) {
+	b, err := d.HalfBuffer(len(src))
+	if err != nil || len(src) == 0 {
+		return b, err
+	}
+	st, err := d.Stage(2 * len(src))
+	if err != nil {
+		_ = d.Free(b)
+		return b, err
+	}
+	tensor.PutBF16(st.Uint16s(), src)
+	if err := d.UploadStaged(b, st); err != nil {
+		_ = d.Unstage(st)
+		_ = d.Free(b)
+		return b, err
+	}
+	d.retiring = append(d.retiring, retired{st, d.recorded})
+	return b, nil
+}
+
 func uploadAsync[T float32 | int32](d *Device, src []T) (Buffer, error) {
 	b, err := d.Alloc(len(src))
 	if err == nil {
@@ -482,6 +557,10 @@ func (s Staging) Bytes() []byte { return unsafe.Slice((*byte)(s.ptr), s.n) }
 // Float32s is the buffer's memory as float32s (n/4 of them).
 func (s Staging) Float32s() []float32 { return unsafe.Slice((*float32)(s.ptr), s.n/4) }
 
+// Uint16s is the buffer's memory as 16-bit values (n/2 of them): a half
+// buffer's staged elements.
+func (s Staging) Uint16s() []uint16 { return unsafe.Slice((*uint16)(s.ptr), s.n/2) }
+
 // Slice is the n bytes of s from off.
 func (s Staging) Slice(off, n int) Staging {
 	if off < 0 || n < 0 || off+n > s.n {
@@ -502,7 +581,7 @@ func (d *Device) Unstage(s Staging) error { return d.pinned.Put(s.ptr) }
 // UploadStaged queues a copy of a staging buffer into b; the staging
 // buffer must stay untouched until Sync.
 func (d *Device) UploadStaged(b Buffer, s Staging) error {
-	if uint64(s.n) > uint64(4*b.N) {
+	if uint64(s.n) > uint64(b.Bytes()) {
 		return fmt.Errorf("cuda: %d staged bytes do not fit a buffer of %d elements", s.n, b.N)
 	}
 	d.counts.hostCopy(true, true, uint64(s.n))
@@ -512,7 +591,7 @@ func (d *Device) UploadStaged(b Buffer, s Staging) error {
 // DownloadStaged queues a copy of b into a staging buffer; its bytes are
 // valid after Sync, or Wait for an event recorded after it.
 func (d *Device) DownloadStaged(s Staging, b Buffer) error {
-	if uint64(s.n) > uint64(4*b.N) {
+	if uint64(s.n) > uint64(b.Bytes()) {
 		return fmt.Errorf("cuda: %d staged bytes exceed a buffer of %d elements", s.n, b.N)
 	}
 	d.counts.hostCopy(false, true, uint64(s.n))
@@ -552,6 +631,9 @@ func kernelCache(arch string) string {
 // block. args follow the kernel's parameters: Buffer (its pointer), int
 // (passed as a 64-bit long), int32, float32, float64 (a double).
 func (d *Device) Launch(name string, n int, args ...any) error {
+	if err := checkArgs(name, args); err != nil {
+		return err
+	}
 	params := make([]unsafe.Pointer, len(args))
 	for i, a := range args {
 		switch v := a.(type) {

@@ -48,10 +48,10 @@ func (b *dry) sgemm(int32, int32, int32, int32, int32, float32, uint64, int32, u
 func (b *dry) sgemmBatched(int32, int32, int32, int32, int32, float32, uint64, int32, int64, uint64, int32, int64, float32, uint64, int32, int64, int32) error {
 	return nil
 }
-func (b *dry) gemmEx(int32, int32, int32, int32, int32, int32, int32, float32, uint64, int32, uint64, int32, float32, uint64, int32) error {
+func (b *dry) gemmEx(int32, int32, int32, int32, int32, int32, int32, int32, float32, uint64, int32, uint64, int32, float32, uint64, int32) error {
 	return nil
 }
-func (b *dry) gemmExBatched(int32, int32, int32, int32, int32, int32, int32, float32, uint64, int32, int64, uint64, int32, int64, float32, uint64, int32, int64, int32) error {
+func (b *dry) gemmExBatched(int32, int32, int32, int32, int32, int32, int32, int32, float32, uint64, int32, int64, uint64, int32, int64, float32, uint64, int32, int64, int32) error {
 	return nil
 }
 

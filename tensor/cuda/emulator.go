@@ -40,6 +40,7 @@ static gp_dim3 threadIdx, blockIdx, blockDim, gridDim;
 #define __device__
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline float atomicAdd(float* p, float v) { float o = *p; *p = o + v; return o; }
 // CUDA's rounded arithmetic: one IEEE operation each (the build turns
@@ -83,10 +84,20 @@ static float gp_tf32(float x) {
   memcpy(&x, &u, 4); return x;
 }
 
+// x rounded to BF16 (to nearest, ties to even; a NaN stays one), as a
+// GPU stores a BF16 result
+static unsigned short gp_bf16_bits(float x) {
+  unsigned u; memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+
 // column-major C = alpha op(A) op(B) + beta C, as cuBLAS: A and B of type
-// in, read as TF32 when tf32; C FP32, not read when beta is 0
-static void gp_gemm(int in, int tf32, int ta, int tb, int m, int n, int k, float alpha, const void* a, int lda,
-                    const void* b, int ldb, float beta, float* c, int ldc) {
+// in, read as TF32 when tf32; C of type out (0 FP32, 14 BF16: read and
+// written rounded), not read when beta is 0
+static void gp_gemm(int in, int out, int tf32, int ta, int tb, int m, int n, int k, float alpha, const void* a, int lda,
+                    const void* b, int ldb, float beta, void* c, int ldc) {
   for (int j = 0; j < n; j++)
     for (int i = 0; i < m; i++) {
       double s = 0;
@@ -97,33 +108,37 @@ static void gp_gemm(int in, int tf32, int ta, int tb, int m, int n, int k, float
         if (tf32) { av = gp_tf32(av); bv = gp_tf32(bv); }
         s += (double)av * bv;
       }
-      float* out = &c[(long)j * ldc + i];
-      *out = alpha * (float)s + (beta == 0.f ? 0.f : beta * *out);
+      long ic = (long)j * ldc + i;
+      float old = beta == 0.f ? 0.f : gp_elem(c, ic, out);
+      float r = alpha * (float)s + (beta == 0.f ? 0.f : beta * old);
+      if (out == 14) ((unsigned short*)c)[ic] = gp_bf16_bits(r);
+      else ((float*)c)[ic] = r;
     }
 }
 
 void gp_emu_sgemm(int ta, int tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
-                  float beta, float* c, int ldc) { gp_gemm(0, 0, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); }
+                  float beta, float* c, int ldc) { gp_gemm(0, 0, 0, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); }
 
 void gp_emu_sgemm_batched(int ta, int tb, int m, int n, int k, float alpha, const float* a, int lda, long sa,
                           const float* b, int ldb, long sb, float beta, float* c, int ldc, long sc, int count) {
   for (int q = 0; q < count; q++)
-    gp_gemm(0, 0, ta, tb, m, n, k, alpha, a + q * sa, lda, b + q * sb, ldb, beta, c + q * sc, ldc);
+    gp_gemm(0, 0, 0, ta, tb, m, n, k, alpha, a + q * sa, lda, b + q * sb, ldb, beta, c + q * sc, ldc);
 }
 
 // cublasGemmEx: compute 77 (CUBLAS_COMPUTE_32F_FAST_TF32) on FP32 operands
-// reads them as TF32; otherwise (68, CUBLAS_COMPUTE_32F) FP32 math
-void gp_emu_gemm_ex(int in, int compute, int ta, int tb, int m, int n, int k, float alpha, const void* a, int lda,
-                    const void* b, int ldb, float beta, float* c, int ldc) {
-  gp_gemm(in, in == 0 && compute == 77, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+// reads them as TF32; otherwise (68, CUBLAS_COMPUTE_32F) FP32 math; C of
+// type out
+void gp_emu_gemm_ex(int in, int out, int compute, int ta, int tb, int m, int n, int k, float alpha, const void* a, int lda,
+                    const void* b, int ldb, float beta, void* c, int ldc) {
+  gp_gemm(in, out, in == 0 && compute == 77, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void gp_emu_gemm_ex_batched(int in, int compute, int ta, int tb, int m, int n, int k, float alpha, const void* a, int lda, long sa,
-                            const void* b, int ldb, long sb, float beta, float* c, int ldc, long sc, int count) {
-  long size = in == 0 ? 4 : 2;  // bytes per operand element
+void gp_emu_gemm_ex_batched(int in, int out, int compute, int ta, int tb, int m, int n, int k, float alpha, const void* a, int lda, long sa,
+                            const void* b, int ldb, long sb, float beta, void* c, int ldc, long sc, int count) {
+  long size = in == 0 ? 4 : 2, csize = out == 0 ? 4 : 2;  // bytes per operand and result element
   for (int q = 0; q < count; q++)
-    gp_gemm(in, in == 0 && compute == 77, ta, tb, m, n, k, alpha, (const char*)a + q * sa * size, lda,
-            (const char*)b + q * sb * size, ldb, beta, c + q * sc, ldc);
+    gp_gemm(in, out, in == 0 && compute == 77, ta, tb, m, n, k, alpha, (const char*)a + q * sa * size, lda,
+            (const char*)b + q * sb * size, ldb, beta, (char*)c + q * sc * csize, ldc);
 }
 }  // extern "C"
 `
@@ -221,8 +236,8 @@ type emu struct {
 	launch_    func(name string, grid, block int32, params unsafe.Pointer) int32
 	sgemm_     func(ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32)
 	batch_     func(ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32)
-	gemmEx_    func(in, compute, ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32)
-	batchEx    func(in, compute, ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32)
+	gemmEx_    func(in, out, compute, ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32)
+	batchEx    func(in, out, compute, ta, tb, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32)
 }
 
 // OpenEmulator opens a Device on the emulator library BuildEmulator made.
@@ -296,13 +311,13 @@ func (e *emu) sgemmBatched(ta, tb int32, m, n, k int32, alpha float32, a uint64,
 	return nil
 }
 
-func (e *emu) gemmEx(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error {
-	e.gemmEx_(in, compute, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+func (e *emu) gemmEx(in, out, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, b uint64, ldb int32, beta float32, c uint64, ldc int32) error {
+	e.gemmEx_(in, out, compute, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 	return nil
 }
 
-func (e *emu) gemmExBatched(in, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error {
-	e.batchEx(in, compute, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count)
+func (e *emu) gemmExBatched(in, out, compute int32, ta, tb int32, m, n, k int32, alpha float32, a uint64, lda int32, sa int64, b uint64, ldb int32, sb int64, beta float32, c uint64, ldc int32, sc int64, count int32) error {
+	e.batchEx(in, out, compute, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count)
 	return nil
 }
 

@@ -107,22 +107,28 @@ func (d *Device) Convert(dst, src Buffer, h Half) error {
 	return d.Launch(kernel, src.N, src, dst, src.N)
 }
 
-// HalfBuffer allocates room for n 16-bit values.
+// HalfBuffer allocates room for n 16-bit values: a half buffer.
 func (d *Device) HalfBuffer(n int) (Buffer, error) {
 	b, err := d.Alloc((n + 1) / 2)
-	b.N = n
+	b.N, b.Half = n, true
 	return b, err
 }
 
 // Gemm16 runs GEMM on 16-bit operands already on the device (A and B
-// converted with Convert) with FP32 accumulation and an FP32 C.
+// converted with Convert, or half buffers) with FP32 accumulation into C:
+// an FP32 C, or a BF16 one (a half buffer) that it reads and writes
+// rounded to nearest even.
 func (d *Device) Gemm16(g GemmArgs, h Half) error {
 	a, b := g.A, g.B // 16-bit: N counts halves, so the size checks hold
 	if err := g.defaults(); err != nil {
 		return err
 	}
+	out, err := resultType(g.C, h)
+	if err != nil {
+		return err
+	}
 	d.counts.GEMMs++
-	return d.b.gemmEx(halfType(h), compute32F, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+	return d.b.gemmEx(halfType(h), out, compute32F, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 		g.Alpha, b.Ptr, int32(g.LDB), a.Ptr, int32(g.LDA), g.Beta, g.C.Ptr, int32(g.LDC))
 }
 
@@ -143,9 +149,25 @@ func (d *Device) Gemm16Batched(g GemmArgs, h Half, strideA, strideB, strideC, co
 	if err := g.batch(strideA, strideB, strideC, count); err != nil {
 		return err
 	}
+	out, err := resultType(g.C, h)
+	if err != nil {
+		return err
+	}
 	d.counts.GEMMs++
-	return d.b.gemmExBatched(halfType(h), compute32F, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+	return d.b.gemmExBatched(halfType(h), out, compute32F, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 		g.Alpha, g.B.Ptr, int32(g.LDB), int64(strideB), g.A.Ptr, int32(g.LDA), int64(strideA), g.Beta, g.C.Ptr, int32(g.LDC), int64(strideC), int32(count))
+}
+
+// resultType is C's element type for a product on h operands: FP32, or
+// BF16 for a half C of a BF16 product.
+func resultType(c Buffer, h Half) (int32, error) {
+	switch {
+	case !c.Half:
+		return dataR32F, nil
+	case h == BF16:
+		return dataR16BF, nil
+	}
+	return 0, fmt.Errorf("cuda: gemm: a 16-bit result of %s operands; only bf16 writes one", h)
 }
 
 func halfType(h Half) int32 {
@@ -167,7 +189,7 @@ func (d *Device) GemmTF32(g GemmArgs) error {
 		return err
 	}
 	d.counts.GEMMs++
-	return d.b.gemmEx(dataR32F, compute32FFastTF32, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+	return d.b.gemmEx(dataR32F, dataR32F, compute32FFastTF32, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 		g.Alpha, g.B.Ptr, int32(g.LDB), g.A.Ptr, int32(g.LDA), g.Beta, g.C.Ptr, int32(g.LDC))
 }
 
@@ -178,7 +200,7 @@ func (d *Device) GemmTF32Batched(g GemmArgs, strideA, strideB, strideC, count in
 		return err
 	}
 	d.counts.GEMMs++
-	return d.b.gemmExBatched(dataR32F, compute32FFastTF32, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
+	return d.b.gemmExBatched(dataR32F, dataR32F, compute32FFastTF32, op(g.TransB), op(g.TransA), int32(g.N), int32(g.M), int32(g.K),
 		g.Alpha, g.B.Ptr, int32(g.LDB), int64(strideB), g.A.Ptr, int32(g.LDA), int64(strideA), g.Beta, g.C.Ptr, int32(g.LDC), int64(strideC), int32(count))
 }
 
@@ -200,7 +222,9 @@ func (d *Device) GemmRoundedBatched(g GemmArgs, h Half, strideA, strideB, stride
 // GemmRoundedWith is GemmRoundedBatched given A's or B's 16-bit copy (ah,
 // bh: made by Round from the buffer g.A or g.B starts at; a zero Buffer
 // for an operand rounded here, per call): a weight rounded once a step
-// and read by every product of the step.
+// and read by every product of the step. An operand that is a half buffer
+// (a bf16 run's activation or gradient) is read as it is, and a half C is
+// written in BF16 (Gemm16).
 func (d *Device) GemmRoundedWith(g GemmArgs, h Half, ah, bh Buffer, strideA, strideB, strideC, count int) error {
 	if err := g.batch(strideA, strideB, strideC, count); err != nil {
 		return err
@@ -214,13 +238,21 @@ func (d *Device) GemmRoundedWith(g GemmArgs, h Half, ah, bh Buffer, strideA, str
 		return fmt.Errorf("cuda: gemm: the 16-bit copies hold %d and %d elements, the products read %d and %d", ah.N, bh.N, na, nb)
 	}
 	var err error
-	if ah.Ptr == 0 {
+	switch {
+	case ah.Ptr != 0:
+	case g.A.Half: // already 16-bit: a half buffer is read as it is
+		ah = g.A
+	default:
 		if ah, err = d.half(g.A, na, h); err != nil {
 			return err
 		}
 		defer d.Free(ah)
 	}
-	if bh.Ptr == 0 {
+	switch {
+	case bh.Ptr != 0:
+	case g.B.Half:
+		bh = g.B
+	default:
 		if bh, err = d.half(g.B, nb, h); err != nil {
 			return err
 		}
@@ -264,7 +296,7 @@ func (d *Device) half(x Buffer, n int, h Half) (Buffer, error) {
 		return b, err
 	}
 	if n > 0 {
-		if err := d.Convert(b, Buffer{Ptr: x.Ptr, N: n}, h); err != nil {
+		if err := d.Convert(b, Buffer{Ptr: x.Ptr, N: n, Half: x.Half}, h); err != nil {
 			d.Free(b)
 			return b, err
 		}

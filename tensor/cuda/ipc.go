@@ -79,8 +79,8 @@ func (d *Device) CopyFromPeer(b Buffer, h IPCHandle, off uint64, n int) error {
 		return err
 	}
 	d.counts.PeerCopies++
-	d.counts.PeerBytes += int64(4 * n)
-	return ib.peerCopy(b.Ptr, base+off, uint64(4*n))
+	d.counts.PeerBytes += int64(b.Elem() * n)
+	return ib.peerCopy(b.Ptr, base+off, uint64(b.Elem()*n))
 }
 
 // open is the peer allocation h names, mapped here, opened at its first use.

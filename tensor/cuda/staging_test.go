@@ -40,7 +40,7 @@ func TestStagingRoundTrip(t *testing.T) {
 			t.Fatalf("element %d: %v, want %v", i, got, float32(i))
 		}
 	}
-	if err := d.UploadStaged(Buffer{b.Ptr, n - 1}, in); err == nil {
+	if err := d.UploadStaged(Buffer{Ptr: b.Ptr, N: n - 1}, in); err == nil {
 		t.Error("4000 staged bytes were accepted into a buffer of 999 elements")
 	}
 	d.Unstage(in)

@@ -23,7 +23,7 @@ func gpuAdd() (fwdFn, bwdFn) {
 			s.out(y, s.copyOf(s.In(x[0]), n))
 			return y, nil, nil
 		}
-		yb, a, b := s.Scratch(n), s.In(x[0]), s.In(x[1])
+		yb, a, b := s.ActScratch(n), s.In(x[0]), s.In(x[1])
 		if cuda.Vec4(n, yb, a, b) { // y = x0 + x1, then += each other input in turn
 			s.Launch("gp_add4", n/4, a, b, yb, n/4)
 		} else {
@@ -80,7 +80,7 @@ func gpuMul() (fwdFn, bwdFn) {
 	fwd := func(s *Scope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
 		n := tensor.Size(y.Shape)
-		yb := s.Scratch(n)
+		yb := s.ActScratch(n)
 		s.Launch("gp_mul", n, s.In(x[0]), s.In(x[1]), yb, n)
 		s.out(y, yb)
 		return y, nil, nil
@@ -140,7 +140,7 @@ func gpuBroadcast(k *broadcast[float32]) (fwdFn, bwdFn) {
 		n := x[0].Shape[0]
 		y := s.newValue(dims(n)...)
 		size := tensor.Size(y.Shape)
-		yb := s.Scratch(size)
+		yb := s.ActScratch(size)
 		for j, v := range x {
 			op := ops[k.kind]
 			if j == 0 {
@@ -164,7 +164,7 @@ func gpuBroadcast(k *broadcast[float32]) (fwdFn, bwdFn) {
 			case k.kind == dag.Sub && j == 1:
 				scale = -1
 			case k.kind == dag.Mul || k.kind == dag.Div:
-				c = s.Scratch(size)
+				c = s.ActScratch(size)
 				div := int32(0)
 				if k.kind == dag.Div {
 					div = 1

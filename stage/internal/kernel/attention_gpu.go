@@ -9,7 +9,20 @@ import (
 type gpuAttnStash struct {
 	heads, probs, ctx Stashed  // q, k, v [3, n, h, s, dh]; probs [n, h, s, s]; ctx [n·s, d]
 	gqkv              *Stashed // kept by an inputs-only backward for the weights' pass
+	// lse, where the forward was fused (fusedAttention: probs is then
+	// empty), is each (sample, head, query) row's log-sum-exp [n, h, s]
+	lse *Stashed
 }
+
+// attnMaxDH is kernels.cu's GP_ATTN_DH: the widest head the fused kernels
+// take.
+const attnMaxDH = 256
+
+// fusedAttention says whether attention runs fused (gp_attn_fwd and its
+// backward: the scores never reach memory, their softmax in float32): in a
+// bf16 scope, whose unfused softmax would read bf16 scores and write bf16
+// probabilities, or where a test asks; heads up to attnMaxDH wide.
+func fusedAttention(s *Scope, dh int) bool { return (s.half() || s.opts.fusedAttn) && dh <= attnMaxDH }
 
 // gpuAttention computes what the CPU kernel does: qkv = x·W_inᵀ + b_in
 // [n·s, 3d], head j of q, k, v at columns j·dh, d + j·dh, 2d + j·dh; probs
@@ -82,19 +95,22 @@ func attentionWith(k *attention[float32], sm softmaxKernels) (fwdFn, bwdFn) {
 		nb, blk := n*heads, sq*dh // batches; elements of one (sample, head) block of q, k, v or ctx
 		scale := float32(1 / math.Sqrt(float64(dh)))
 		nctx, npr := n*sq*d, n*heads*sq*sq
-		qkv, hd, pr := s.Scratch(3*nctx), s.Scratch(3*nctx), s.Scratch(npr)
+		if fusedAttention(s, dh) {
+			return fusedForward(s, x, p, z.n, sq, d, dh, heads, scale, c)
+		}
+		qkv, hd, pr := s.ActScratch(3*nctx), s.ActScratch(3*nctx), s.ActScratch(npr)
 		s.gemm(cuda.GemmArgs{TransB: true, M: n * sq, N: 3 * d, K: d, Alpha: 1, A: s.In(x[0]), B: s.param(p[0]), C: qkv}) // qkv = x·W_inᵀ
 		s.Launch("gp_heads_split", 3*nctx, qkv, s.param(p[1]), hd, n, sq, heads, dh, 3)                                   // heads = qkv + b_in
 		q, kh, v := hd, hd.Offset(nctx), hd.Offset(2*nctx)
 		// scores[s,s] = q[s,dh]·kᵀ per (sample, head)
 		s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: q, B: kh, C: pr}, blk, blk, sq*sq, nb)
 		sm.fwd(s, pr, pr, n*heads*sq, sq, scale, c) // every (sample, head, query) row at once
-		ctxh, ctx := s.Scratch(nctx), s.Scratch(nctx)
+		ctxh, ctx := s.ActScratch(nctx), s.ActScratch(nctx)
 		// ctx[s,dh] = P[s,s]·v[s,dh] per (sample, head)
 		s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, A: pr, B: v, C: ctxh}, sq*sq, blk, blk, nb)
 		s.Launch("gp_heads_merge", nctx, ctxh, ctx, n, sq, heads, dh, 1)
 		y := s.newValue(n, sq, d)
-		yb := s.Scratch(nctx)
+		yb := s.ActScratch(nctx)
 		s.gemm(cuda.GemmArgs{TransB: true, M: n * sq, N: d, K: d, Alpha: 1, A: ctx, B: s.param(p[2]), C: yb}) // y = ctx·W_outᵀ
 		s.Launch("gp_bias", nctx, yb, s.param(p[3]), n*sq, d)
 		s.out(y, yb)
@@ -104,14 +120,17 @@ func attentionWith(k *attention[float32], sm softmaxKernels) (fwdFn, bwdFn) {
 	// from gy through the output projection and the softmax.
 	qkvGrad := func(s *Scope, g cuda.Buffer, p []*Value[float32], st *gpuAttnStash, z dims, scale float32) cuda.Buffer {
 		n, sq, d, dh := z.n, z.sq, z.d, z.dh
+		if st.lse != nil {
+			return fusedQKVGrad(s, g, p, st, n, sq, d, dh, heads, scale, c)
+		}
 		nb, blk := n*heads, sq*dh
 		nctx, npr := n*sq*d, n*heads*sq*sq
 		hd, pr := s.unstash(st.heads), s.unstash(st.probs)
 		q, kh, v := hd, hd.Offset(nctx), hd.Offset(2*nctx)
-		gctx, gch := s.Scratch(nctx), s.Scratch(nctx)
+		gctx, gch := s.ActScratch(nctx), s.ActScratch(nctx)
 		s.gemm(cuda.GemmArgs{M: n * sq, N: d, K: d, Alpha: 1, A: g, B: s.param(p[2]), C: gctx}) // gctx = gy·W_out
 		s.Launch("gp_heads_split", nctx, gctx, cuda.Buffer{}, gch, n, sq, heads, dh, 1)
-		ghd, gP := s.Scratch(3*nctx), s.Scratch(npr)
+		ghd, gP := s.ActScratch(3*nctx), s.ActScratch(npr)
 		gq, gk, gv := ghd, ghd.Offset(nctx), ghd.Offset(2*nctx)
 		// gP[s,s] = gctx[s,dh]·vᵀ; gv[s,dh] = Pᵀ·gctx
 		s.batched(cuda.GemmArgs{TransB: true, M: sq, N: sq, K: dh, Alpha: 1, A: gch, B: v, C: gP}, blk, blk, sq*sq, nb)
@@ -121,7 +140,7 @@ func attentionWith(k *attention[float32], sm softmaxKernels) (fwdFn, bwdFn) {
 		// gq[s,dh] = gS·k; gk[s,dh] = gSᵀ·q
 		s.batched(cuda.GemmArgs{M: sq, N: dh, K: sq, Alpha: 1, A: gP, B: kh, C: gq}, sq*sq, blk, blk, nb)
 		s.batched(cuda.GemmArgs{TransA: true, M: sq, N: dh, K: sq, Alpha: 1, A: gP, B: q, C: gk}, sq*sq, blk, blk, nb)
-		gqkv := s.Scratch(3 * nctx)
+		gqkv := s.ActScratch(3 * nctx)
 		s.Launch("gp_heads_merge", 3*nctx, ghd, gqkv, n, sq, heads, dh, 3)
 		return gqkv
 	}
@@ -133,12 +152,12 @@ func attentionWith(k *attention[float32], sm softmaxKernels) (fwdFn, bwdFn) {
 		g := s.In(gy)
 		if gp != nil {
 			if gp[2] != nil {
-				b := s.acc(gp[2])
+				b := s.pacc(gp[2])
 				s.gemm(cuda.GemmArgs{TransA: true, M: d, N: d, K: n * sq, Alpha: 1, Beta: 1, A: g, B: s.unstash(st.ctx), C: b}) // gW_out += gyᵀ·ctx
 				s.back(gp[2], b)
 			}
 			if gp[3] != nil {
-				b := s.acc(gp[3])
+				b := s.pacc(gp[3])
 				s.colSums(g, n*sq, d, b)
 				s.back(gp[3], b)
 			}
@@ -163,15 +182,57 @@ func attentionWith(k *attention[float32], sm softmaxKernels) (fwdFn, bwdFn) {
 			}
 		}
 		if gp != nil && gp[0] != nil {
-			b := s.acc(gp[0])
+			b := s.pacc(gp[0])
 			s.gemm(cuda.GemmArgs{TransA: true, M: 3 * d, N: d, K: n * sq, Alpha: 1, Beta: 1, A: gqkv, B: s.In(x[0]), C: b}) // gW_in += gqkvᵀ·x
 			s.back(gp[0], b)
 		}
 		if gp != nil && gp[1] != nil {
-			b := s.acc(gp[1])
+			b := s.pacc(gp[1])
 			s.colSums(gqkv, n*sq, 3*d, b)
 			s.back(gp[1], b)
 		}
 	}
 	return fwd, bwd
+}
+
+// fusedForward is attention's forward with the fused kernel: the
+// projections and heads as the unfused forward makes them, then
+// gp_attn_fwd from q, k, v to the context's heads and each row's
+// log-sum-exp, which the backward keeps instead of the probabilities.
+func fusedForward(s *Scope, x, p []*Value[float32], n, sq, d, dh, heads int, scale float32, causal int32) (*Value[float32], any, error) {
+	nctx, rows := n*sq*d, n*heads*sq
+	qkv, hd := s.ActScratch(3*nctx), s.ActScratch(3*nctx)
+	s.gemm(cuda.GemmArgs{TransB: true, M: n * sq, N: 3 * d, K: d, Alpha: 1, A: s.In(x[0]), B: s.param(p[0]), C: qkv}) // qkv = x·W_inᵀ
+	s.Launch("gp_heads_split", 3*nctx, qkv, s.param(p[1]), hd, n, sq, heads, dh, 3)                                   // heads = qkv + b_in
+	ctxh, ctx, lse := s.ActScratch(nctx), s.ActScratch(nctx), s.Scratch(rows)
+	s.Launch("gp_attn_fwd", rows, hd, hd.Offset(nctx), hd.Offset(2*nctx), ctxh, lse, rows, sq, dh, scale, causal)
+	s.Launch("gp_heads_merge", nctx, ctxh, ctx, n, sq, heads, dh, 1)
+	y := s.newValue(n, sq, d)
+	yb := s.ActScratch(nctx)
+	s.gemm(cuda.GemmArgs{TransB: true, M: n * sq, N: d, K: d, Alpha: 1, A: ctx, B: s.param(p[2]), C: yb}) // y = ctx·W_outᵀ
+	s.Launch("gp_bias", nctx, yb, s.param(p[3]), n*sq, d)
+	s.out(y, yb)
+	l := s.stash(lse, rows)
+	return y, &gpuAttnStash{heads: s.stash(hd, 3*nctx), ctx: s.stash(ctx, nctx), lse: &l}, nil
+}
+
+// fusedQKVGrad is the unfused backward's qkvGrad with the fused kernels:
+// the context's gradient through the output projection, FlashAttention's
+// D (gp_attn_rowdot), then q's gradient a query row a thread and k's and
+// v's a key row a thread, the probabilities made again from q, k and the
+// log-sum-exp, never stored.
+func fusedQKVGrad(s *Scope, g cuda.Buffer, p []*Value[float32], st *gpuAttnStash, n, sq, d, dh, heads int, scale float32, causal int32) cuda.Buffer {
+	nctx, rows := n*sq*d, n*heads*sq
+	hd, ctx, lse := s.unstash(st.heads), s.unstash(st.ctx), s.unstash(*st.lse)
+	q, kh, v := hd, hd.Offset(nctx), hd.Offset(2*nctx)
+	gctx, gch, dd := s.ActScratch(nctx), s.ActScratch(nctx), s.Scratch(rows)
+	s.gemm(cuda.GemmArgs{M: n * sq, N: d, K: d, Alpha: 1, A: g, B: s.param(p[2]), C: gctx}) // gctx = gy·W_out
+	s.Launch("gp_heads_split", nctx, gctx, cuda.Buffer{}, gch, n, sq, heads, dh, 1)
+	s.Launch("gp_attn_rowdot", rows, gctx, ctx, dd, n, sq, heads, dh)
+	ghd := s.ActScratch(3 * nctx)
+	s.Launch("gp_attn_bwd_dq", rows, q, kh, v, gch, lse, dd, ghd, rows, sq, dh, scale, causal)
+	s.Launch("gp_attn_bwd_dkv", rows, q, kh, v, gch, lse, dd, ghd.Offset(nctx), ghd.Offset(2*nctx), rows, sq, dh, scale, causal)
+	gqkv := s.ActScratch(3 * nctx)
+	s.Launch("gp_heads_merge", 3*nctx, ghd, gqkv, n, sq, heads, dh, 3)
+	return gqkv
 }

@@ -60,12 +60,12 @@ func gpuConv2D(k *conv2d[float32]) (fwdFn, bwdFn) {
 			s.back(gx[0], b)
 		}
 		if gp != nil && gp[0] != nil {
-			xb, b := s.In(x[0]), s.acc(gp[0])
+			xb, b := s.In(x[0]), s.pacc(gp[0])
 			s.dnn(func() error { return s.d.ConvBackwardFilter(c, xb, g, b) })
 			s.back(gp[0], b)
 		}
 		if k.bias && gp != nil && gp[1] != nil {
-			b := s.acc(gp[1])
+			b := s.pacc(gp[1])
 			s.dnn(func() error { return s.d.ConvBackwardBias(c, g, b) })
 			s.back(gp[1], b)
 		}
@@ -120,13 +120,13 @@ func gpuConv2DCols(k *conv2d[float32]) (fwdFn, bwdFn) {
 	fwd := func(s *Scope, x, p []*Value[float32]) (*Value[float32], any, error) {
 		n := x[0].Shape[0]
 		y := s.newValue(n, k.out, k.oh, k.ow)
-		xb, w, yb := s.In(x[0]), s.param(p[0]), s.Scratch(n*per)
+		xb, w, yb := s.In(x[0]), s.param(p[0]), s.ActScratch(n*per)
 		var bias cuda.Buffer
 		if k.bias {
 			bias = s.param(p[1])
 		}
 		S := chunk(n)
-		col, ycm := s.Scratch(rowsCol*S*hw), s.Scratch(k.out*S*hw)
+		col, ycm := s.ActScratch(rowsCol*S*hw), s.ActScratch(k.out*S*hw)
 		for s0 := 0; s0 < n; s0 += S {
 			m := min(S, n-s0)
 			im2col(s, xb.Offset(s0*in), col, m)
@@ -145,19 +145,19 @@ func gpuConv2DCols(k *conv2d[float32]) (fwdFn, bwdFn) {
 			return
 		}
 		S := chunk(n)
-		g, w, gycm := s.In(gy), s.param(p[0]), s.Scratch(k.out*S*hw)
+		g, w, gycm := s.In(gy), s.param(p[0]), s.ActScratch(k.out*S*hw)
 		var xb, col, gxb, gw, gb, ones cuda.Buffer
 		if gx[0] != nil || wantW {
-			col = s.Scratch(rowsCol * S * hw)
+			col = s.ActScratch(rowsCol * S * hw)
 		}
 		if gx[0] != nil {
 			gxb = s.acc(gx[0])
 		}
 		if wantW {
-			xb, gw = s.In(x[0]), s.acc(gp[0])
+			xb, gw = s.In(x[0]), s.pacc(gp[0])
 		}
 		if wantB {
-			gb, ones = s.acc(gp[1]), s.Scratch(S*hw)
+			gb, ones = s.pacc(gp[1]), s.ActScratch(S*hw)
 			s.Launch("gp_fill", S*hw, ones, float32(1), S*hw)
 		}
 		for s0 := 0; s0 < n; s0 += S {
@@ -193,7 +193,7 @@ func gpuMaxPool(k *maxPool[float32]) (fwdFn, bwdFn) {
 		n := x[0].Shape[0]
 		y := s.newValue(n, k.c, k.oh, k.ow)
 		size := tensor.Size(y.Shape)
-		yb, arg := s.Scratch(size), s.Scratch(size)
+		yb, arg := s.ActScratch(size), s.Scratch(size)
 		s.Launch("gp_maxpool", size, append([]any{s.In(x[0]), yb, arg, n * k.c}, k.geometry()[1:]...)...)
 		s.out(y, yb)
 		return y, s.stash(arg, size), nil
@@ -222,7 +222,7 @@ func gpuAvgPool(k *avgPool[float32]) (fwdFn, bwdFn) {
 		n := x[0].Shape[0]
 		y := s.newValue(n, k.c, k.oh, k.ow)
 		size := tensor.Size(y.Shape)
-		yb := s.Scratch(size)
+		yb := s.ActScratch(size)
 		s.Launch("gp_avgpool", size, append([]any{s.In(x[0]), yb}, geom(n*k.c)...)...)
 		s.out(y, yb)
 		return y, nil, nil
@@ -247,7 +247,7 @@ func gpuGlobalAvgPool() (fwdFn, bwdFn) {
 			shape[i] = 1
 		}
 		y := s.newValue(shape...)
-		yb := s.Scratch(n * c)
+		yb := s.ActScratch(n * c)
 		s.Launch("gp_rowmean", n*c, s.In(x[0]), yb, n*c, sz)
 		s.out(y, yb)
 		return y, nil, nil

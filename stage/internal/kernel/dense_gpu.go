@@ -18,7 +18,7 @@ func gpuLinear(k *linear[float32]) (fwdFn, bwdFn) {
 		in, out := dims(p[0])
 		r := Rows(x[0].Shape)
 		y := s.newValue(append(append([]int(nil), x[0].Shape[:len(x[0].Shape)-1]...), out)...)
-		xb, w, yb := s.In(x[0]), s.param(p[0]), s.Scratch(tensor.Size(y.Shape))
+		xb, w, yb := s.In(x[0]), s.param(p[0]), s.ActScratch(tensor.Size(y.Shape))
 		s.gemm(cuda.GemmArgs{TransB: !inOut, M: r, N: out, K: in, Alpha: 1, A: xb, B: w, C: yb}) // y[R,out] = x·Wᵀ (x·W)
 		if bias {
 			s.Launch("gp_bias", r*out, yb, s.param(p[1]), r, out)
@@ -39,7 +39,7 @@ func gpuLinear(k *linear[float32]) (fwdFn, bwdFn) {
 			return
 		}
 		if gp[0] != nil {
-			b := s.acc(gp[0])
+			b := s.pacc(gp[0])
 			if inOut {
 				s.gemm(cuda.GemmArgs{TransA: true, M: in, N: out, K: r, Alpha: 1, Beta: 1, A: s.In(x[0]), B: g, C: b}) // gW += xᵀ·gy
 			} else {
@@ -48,7 +48,7 @@ func gpuLinear(k *linear[float32]) (fwdFn, bwdFn) {
 			s.back(gp[0], b)
 		}
 		if bias && gp[1] != nil {
-			b := s.acc(gp[1])
+			b := s.pacc(gp[1])
 			s.colSums(g, r, out, b)
 			s.back(gp[1], b)
 		}
@@ -62,7 +62,7 @@ func gpuMatMul(k *matmul[float32]) (fwdFn, bwdFn) {
 	fwd := func(s *Scope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		batch, m, kk, p := k.dims(x[0].Shape, x[1].Shape)
 		y := s.newValue(append(append([]int(nil), x[0].Shape[:len(x[0].Shape)-1]...), p)...)
-		yb := s.Scratch(tensor.Size(y.Shape)) // beta 0 (empty when batch is 0)
+		yb := s.ActScratch(tensor.Size(y.Shape)) // beta 0 (empty when batch is 0)
 		if batch > 0 {
 			// c[m,p] = a[m,k]·b[k,p] per batch
 			s.batched(cuda.GemmArgs{M: m, N: p, K: kk, Alpha: 1, A: s.In(x[0]), B: s.In(x[1]), C: yb}, m*kk, kk*p, m*p, batch)

@@ -36,6 +36,10 @@
 //     OpError naming the op: nothing trains on wrong data.
 //  8. A GPU kernel runs in a Scope whose Residency says where values live
 //     between calls (the step room's device state, or Copies for a kernel
-//     used alone) and what products compute in (Precision: fp32, tf32,
-//     bf16; every other kernel computes in float32).
+//     used alone) and the precision (fp32, tf32, bf16). In bf16 a kernel
+//     stores the activations and activation gradients it writes in bf16
+//     (ActScratch: half buffers; kernels.cu's name_h forms), reads its
+//     parameters in float32 and a product's weight as its bf16 copy, and
+//     computes in float32; attention runs fused (gp_attn_fwd and its
+//     backward), never storing its scores.
 package kernel

@@ -10,7 +10,7 @@ func gpuParameter(k *parameter[float32]) (fwdFn, bwdFn) {
 	fwd := func(s *Scope, _, p []*Value[float32]) (*Value[float32], any, error) {
 		n, per := k.ctx.Pos.Rows, len(p[0].Data)
 		y := s.newValue(append([]int{n}, p[0].Shape...)...)
-		yb := s.Scratch(n * per)
+		yb := s.ActScratch(n * per)
 		s.Launch("gp_tile", n*per, s.param(p[0]), yb, per, n*per)
 		s.out(y, yb)
 		return y, nil, nil
@@ -19,7 +19,7 @@ func gpuParameter(k *parameter[float32]) (fwdFn, bwdFn) {
 		if gp == nil || gp[0] == nil {
 			return
 		}
-		b := s.acc(gp[0])
+		b := s.pacc(gp[0])
 		s.colSums(s.In(gy), gy.Shape[0], tensor.Size(gp[0].Shape), b)
 		s.back(gp[0], b)
 	}
@@ -39,7 +39,7 @@ func gpuConstant(k *constant[float32]) (fwdFn, bwdFn) {
 			one[i] = float32(k.values[min(i, len(k.values)-1)])
 		}
 		y := s.newValue(append([]int{n}, k.shape...)...)
-		yb := s.Scratch(n * per)
+		yb := s.ActScratch(n * per)
 		s.Launch("gp_tile", n*per, s.constant(one), yb, per, n*per)
 		s.out(y, yb)
 		return y, nil, nil

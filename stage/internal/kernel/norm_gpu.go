@@ -19,7 +19,7 @@ func gpuLayerNorm(k *layerNorm[float32]) (fwdFn, bwdFn) {
 		d := p[0].Shape[0]
 		r := Rows(x[0].Shape)
 		y := s.newValue(x[0].Shape...)
-		yb, mb, rb := s.Scratch(tensor.Size(y.Shape)), s.Scratch(r), s.Scratch(r)
+		yb, mb, rb := s.ActScratch(tensor.Size(y.Shape)), s.Scratch(r), s.Scratch(r)
 		xb, part := s.In(x[0]), s.Scratch(r*lnLanes)
 		s.Launch("gp_layernorm_part", r*lnLanes, xb, cuda.Buffer{}, part, r, d)
 		s.Launch("gp_layernorm_fold", r, part, mb, r, d, float32(0), int32(0))
@@ -44,7 +44,7 @@ func gpuLayerNorm(k *layerNorm[float32]) (fwdFn, bwdFn) {
 			s.back(gx[0], b)
 		}
 		if gp != nil && (gp[0] != nil || gp[1] != nil) {
-			gg, gb := s.grad(gp[0], d), s.grad(gp[1], d)
+			gg, gb := s.paramGrad(gp[0], d), s.paramGrad(gp[1], d)
 			if chunk, parts := colParts(r, d); parts > 0 {
 				pg, pb := s.Scratch(parts*d), s.Scratch(parts*d)
 				s.Launch("gp_layernorm_bwd_p_part", parts*d, xb, mb, rb, g, pg, pb, r, d, chunk, parts)
@@ -72,7 +72,7 @@ func gpuBatchNormEval(s *Scope, k *batchNorm[float32], x *Value[float32], p []*V
 	s.Launch("gp_bn_eval_stats", c, s.buffer(p[2]), s.buffer(p[3]), mean, rstd, k.eps, c)
 	y := s.newValue(x.Shape...)
 	size := tensor.Size(y.Shape)
-	xh, yb := s.Scratch(size), s.Scratch(size)
+	xh, yb := s.Scratch(size), s.ActScratch(size)
 	s.Launch("gp_bn_apply", size, s.In(x), mean, rstd, s.param(p[0]), s.param(p[1]), xh, yb, n, c, sz)
 	s.out(y, yb)
 	return y
@@ -159,7 +159,7 @@ func gpuBatchNorm(k *batchNorm[float32]) (fwdFn, bwdFn) {
 		s.Launch("gp_bn_part", parts*c*lanes, xb, mean, part, n, c, sz, chunk, parts, lanes)
 		s.foldParts(part, vr, parts, c, lanes, float64(cnt))
 		s.Launch("gp_bn_rstd", c, vr, rstd, k.eps, c)
-		xh, yb := s.Scratch(size), s.Scratch(size)
+		xh, yb := s.Scratch(size), s.ActScratch(size)
 		s.Launch("gp_bn_apply", size, xb, mean, rstd, s.param(p[0]), s.param(p[1]), xh, yb, n, c, sz)
 		if k.ctx == nil || !k.ctx.Recomputing { // a recomputation leaves them as the first forward moved them
 			bnRunning(s, k, p, mean, vr, c, cnt)
@@ -196,10 +196,10 @@ func bnOwnBack(s *Scope, gy *Value[float32], xh, rstd cuda.Buffer, p, gx, gp []*
 	if wantW || wantB {
 		var gw, gb cuda.Buffer
 		if wantW {
-			gw = s.acc(gp[0])
+			gw = s.pacc(gp[0])
 		}
 		if wantB {
-			gb = s.acc(gp[1])
+			gb = s.pacc(gp[1])
 		}
 		s.Launch("gp_bn_bwd_p", c, sg, sgx, gw, gb, c)
 		if wantW {
@@ -218,12 +218,13 @@ func bnOwnBack(s *Scope, gy *Value[float32], xh, rstd cuda.Buffer, p, gx, gp []*
 
 // dnnBN is batch_norm's shape over n samples for cuDNN, and whether
 // cuDNN runs it: where the device has cuDNN (as conv2d, whatever the
-// precision: batch norm's data is FP32 in all three) and cuDNN takes the
+// precision but bf16, whose activations cuDNN's FP32 batch norm would not
+// read: batch norm's data is FP32 in fp32 and tf32) and cuDNN takes the
 // shape (cuda.BNReady). A cuDNN call that fails fails the scope (true is
 // returned then, so that the caller queues nothing more).
 func (s *Scope) dnnBN(n, c, sz int) (cuda.BNShape, bool) {
 	b := cuda.BNShape{N: n, C: c, S: sz}
-	if s.err != nil || s.opts.im2col {
+	if s.err != nil || s.opts.im2col || s.half() {
 		return b, false
 	}
 	err := s.d.BNReady(b)
@@ -285,10 +286,10 @@ func gpuBatchNormDNNBack(s *Scope, k *batchNorm[float32], st *gpuBNDNNStash, gy,
 		gxb, fresh = s.accInto(gx[0])
 	}
 	if wantW {
-		gw = s.acc(gp[0])
+		gw = s.pacc(gp[0])
 	}
 	if wantB {
-		gb = s.acc(gp[1])
+		gb = s.pacc(gp[1])
 	}
 	g, xb, w := s.In(gy), s.In(x), s.param(p[0])
 	mean, inv := s.unstash(st.mean), s.unstash(st.invStd)
@@ -308,7 +309,7 @@ func gpuSoftmax(k *softmax[float32]) (fwdFn, bwdFn) {
 	fwd := func(s *Scope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
 		outer, n, inner := span(x[0].Shape, k.axis)
-		yb := s.Scratch(tensor.Size(y.Shape))
+		yb := s.ActScratch(tensor.Size(y.Shape))
 		s.Launch("gp_softmax_axis", outer*inner, s.In(x[0]), yb, outer, n, inner)
 		s.out(y, yb)
 		return y, nil, nil

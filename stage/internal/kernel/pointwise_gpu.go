@@ -27,14 +27,14 @@ func gpuPointwise(name string, kind int32, extra ...any) (fwdFn, bwdFn) {
 // pointwiseOp is gpuPointwise; with vec4, name also has kernels over
 // groups of four, name4(kind, x, y, extra..., n/4) and name4_bwd(kind, x,
 // y, gy, gx, extra..., n/4, add), taken where the buffers allow
-// (cuda.Vec4), and the gradient is written where nothing else has given to
-// it yet (accInto).
+// (cuda.Vec4), its name_bwd takes add too, and the gradient is written
+// where nothing else has given to it yet (accInto).
 func pointwiseOp(name string, vec4 bool, kind int32, extra ...any) (fwdFn, bwdFn) {
 	args := func(n int, bufs ...any) []any { return append(append(append([]any{kind}, bufs...), extra...), n) }
 	fwd := func(s *Scope, x, _ []*Value[float32]) (*Value[float32], any, error) {
 		y := s.newValue(x[0].Shape...)
 		n := tensor.Size(y.Shape)
-		xb, yb := s.In(x[0]), s.Scratch(n)
+		xb, yb := s.In(x[0]), s.ActScratch(n)
 		if vec4 && cuda.Vec4(n, xb, yb) {
 			s.Launch(name+"4", n/4, args(n/4, xb, yb)...)
 		} else {
@@ -56,10 +56,12 @@ func pointwiseOp(name string, vec4 bool, kind int32, extra ...any) (fwdFn, bwdFn
 		} else {
 			b = s.acc(gx[0])
 		}
-		if vec4 && cuda.Vec4(n, xb, yb, g, b) {
+		switch {
+		case vec4 && cuda.Vec4(n, xb, yb, g, b):
 			s.Launch(name+"4_bwd", n/4, append(args(n/4, xb, yb, g, b), BoolInt(!fresh))...)
-		} else {
-			s.clearIfFresh(b, fresh)
+		case vec4:
+			s.Launch(name+"_bwd", n, append(args(n, xb, yb, g, b), BoolInt(!fresh))...)
+		default:
 			s.Launch(name+"_bwd", n, args(n, xb, yb, g, b)...)
 		}
 		s.back(gx[0], b)
@@ -92,7 +94,7 @@ func gpuDropout(k *dropout[float32]) (fwdFn, bwdFn) {
 			s.out(y, s.copyOf(s.In(x[0]), tensor.Size(y.Shape)))
 			return y, nil, nil
 		}
-		yb := s.Scratch(tensor.Size(y.Shape))
+		yb := s.ActScratch(tensor.Size(y.Shape))
 		apply(s, s.In(x[0]), yb, y.Shape, 0)
 		s.out(y, yb)
 		return y, nil, nil

@@ -9,7 +9,7 @@ func gpuMean(k *mean[float32]) (fwdFn, bwdFn) {
 		shape := append(append([]int(nil), x[0].Shape[:k.axis]...), x[0].Shape[k.axis+1:]...)
 		y := s.newValue(shape...)
 		outer, l, inner := k.dims(x[0].Shape)
-		yb := s.Scratch(tensor.Size(y.Shape))
+		yb := s.ActScratch(tensor.Size(y.Shape))
 		s.Launch("gp_mean", outer*inner, s.In(x[0]), yb, outer, l, inner)
 		s.out(y, yb)
 		return y, nil, nil
@@ -38,7 +38,7 @@ func gpuReduce(k *reduce[float32]) (fwdFn, bwdFn) {
 		n := x[0].Shape[0]
 		y := s.newValue(append([]int{n}, k.out...)...)
 		size := tensor.Size(y.Shape)
-		yb := s.Scratch(size)
+		yb := s.ActScratch(size)
 		s.Launch("gp_reduce", size, s.In(x[0]), yb, s.meta(append([]int{n}, k.in...), red), rank, size, k.scale(), int32(0))
 		s.out(y, yb)
 		return y, nil, nil

@@ -52,8 +52,11 @@ type Values interface {
 
 // Params is how a residency holds the stage's parameters and buffers.
 type Params interface {
-	// Param is a parameter's or buffer's device copy.
+	// Param is a parameter's or buffer's device copy; ParamGrad the buffer
+	// a parameter's gradient is added into (float32 in every precision),
+	// which GradDone ends as it ends an activation's.
 	Param(s *Scope, v *Value[float32]) cuda.Buffer
+	ParamGrad(s *Scope, v *Value[float32]) cuda.Buffer
 	// Moved says a kernel has changed buffer v, whose copy Param gave as b
 	// (batch_norm's running statistics).
 	Moved(s *Scope, v *Value[float32], b cuda.Buffer)
@@ -74,7 +77,7 @@ func (Copies) Input(s *Scope, v *Value[float32]) cuda.Buffer {
 	if !s.HasData(v) {
 		return cuda.Buffer{}
 	}
-	return s.Up(v.Data)
+	return s.upAct(v.Data)
 }
 
 func (Copies) Indices(s *Scope, v *Value[float32]) cuda.Buffer { return s.upInts(v.Ints) }
@@ -89,7 +92,7 @@ func (Copies) Table(s *Scope, _ string, upload func(bool) (cuda.Buffer, error)) 
 func (Copies) Output(s *Scope, y *Value[float32], b cuda.Buffer) { s.Down(y.Data, b) }
 
 func (Copies) Grad(s *Scope, v *Value[float32], _ bool) (cuda.Buffer, bool) {
-	return s.Up(v.Data), false
+	return s.upAct(v.Data), false
 }
 
 func (Copies) GradDone(s *Scope, v *Value[float32], b cuda.Buffer) { s.Down(v.Data, b) }
@@ -97,10 +100,12 @@ func (Copies) GradDone(s *Scope, v *Value[float32], b cuda.Buffer) { s.Down(v.Da
 func (Copies) Stash(s *Scope, b cuda.Buffer, n int) Stashed {
 	h := make([]float32, n)
 	s.Down(h, b)
-	return Stashed{host: h}
+	return Stashed{host: h, half: b.Half}
 }
 
 func (Copies) Param(s *Scope, v *Value[float32]) cuda.Buffer { return s.Up(v.Data) }
+
+func (Copies) ParamGrad(s *Scope, v *Value[float32]) cuda.Buffer { return s.Up(v.Data) }
 
 func (Copies) Moved(s *Scope, v *Value[float32], b cuda.Buffer) { s.Down(v.Data, b) }
 
@@ -165,21 +170,24 @@ func (s *Scope) acc(v *Value[float32]) cuda.Buffer {
 // read of zeros the less).
 func (s *Scope) accInto(v *Value[float32]) (b cuda.Buffer, fresh bool) { return s.res.Grad(s, v, true) }
 
-// clearIfFresh zeroes a fresh accumulator (accInto) that a kernel adding
-// into it is about to be given.
-func (s *Scope) clearIfFresh(b cuda.Buffer, fresh bool) {
-	if fresh && s.err == nil {
-		s.Fail(s.d.Memset(b))
+// grad is acc, or a zero temporary when the caller does not want the
+// gradient (v nil): of an activation.
+func (s *Scope) grad(v *Value[float32], n int) cuda.Buffer {
+	if v == nil {
+		return s.ActZeros(n)
 	}
+	return s.acc(v)
 }
 
-// grad is acc, or a zero temporary when the caller does not want the
-// gradient (v nil).
-func (s *Scope) grad(v *Value[float32], n int) cuda.Buffer {
+// pacc is acc for a parameter's gradient (Params.ParamGrad).
+func (s *Scope) pacc(v *Value[float32]) cuda.Buffer { return s.res.ParamGrad(s, v) }
+
+// paramGrad is grad for a parameter's gradient: float32 in every precision.
+func (s *Scope) paramGrad(v *Value[float32], n int) cuda.Buffer {
 	if v == nil {
 		return s.Zeros(n)
 	}
-	return s.acc(v)
+	return s.pacc(v)
 }
 
 // gradOrNone is acc, or a null buffer when the caller does not want the
@@ -210,11 +218,13 @@ func (s *Scope) scalar(v *Value[float32]) float32 {
 }
 
 // Stashed is a device buffer a backward pass needs again: downloaded to
-// the host, or kept on the device for the micro-batch.
+// the host (half: from a half buffer, to go back to one), or kept on the
+// device for the micro-batch.
 type Stashed struct {
 	host []float32
 	dev  cuda.Buffer
 	kept bool
+	half bool
 }
 
 // KeptStash is a stash kept on the device as b.
@@ -223,8 +233,11 @@ func KeptStash(b cuda.Buffer) Stashed { return Stashed{dev: b, kept: true} }
 func (s *Scope) stash(b cuda.Buffer, n int) Stashed { return s.res.Stash(s, b, n) }
 
 func (s *Scope) unstash(sb Stashed) cuda.Buffer {
-	if sb.kept {
+	switch {
+	case sb.kept:
 		return sb.dev
+	case sb.half:
+		return s.upAct(sb.host)
 	}
 	return s.Up(sb.host)
 }

@@ -31,8 +31,9 @@ func (s *Scope) Err() error { return s.err }
 // whatever the residency's precision, and conv2d's im2col path where
 // cuDNN is loaded.
 type scopeOpts struct {
-	tf32   bool
-	im2col bool
+	tf32      bool
+	im2col    bool
+	fusedAttn bool // attention's fused kernels in float32 too (fusedAttention)
 }
 
 // tf32 says whether the scope's products (GEMMs, cuDNN's convolutions)
@@ -76,6 +77,44 @@ func (s *Scope) Scratch(n int) cuda.Buffer {
 		return cuda.Buffer{}
 	}
 	return s.keep(s.d.Alloc(n))
+}
+
+// half says whether the scope's activations (op outputs, their gradients,
+// what the backward keeps of them, a model input) are bf16: the
+// residency's precision is.
+func (s *Scope) half() bool { return s.res.Precision() == BF16 }
+
+// ActScratch is Scratch for an activation or an activation's gradient:
+// bf16 in a bf16 scope (a half buffer), float32 otherwise.
+func (s *Scope) ActScratch(n int) cuda.Buffer {
+	if !s.half() {
+		return s.Scratch(n)
+	}
+	if s.err != nil {
+		return cuda.Buffer{}
+	}
+	return s.keep(s.d.HalfBuffer(n))
+}
+
+// ActZeros is Zeros for an activation or an activation's gradient.
+func (s *Scope) ActZeros(n int) cuda.Buffer {
+	if !s.half() {
+		return s.Zeros(n)
+	}
+	if s.err != nil {
+		return cuda.Buffer{}
+	}
+	return s.keep(s.d.HalfZeros(n))
+}
+
+// upAct is Up for an activation: rounded to bf16 in a bf16 scope.
+func (s *Scope) upAct(v []float32) cuda.Buffer {
+	if !s.half() {
+		return s.Up(v)
+	}
+	b := s.ActScratch(len(v))
+	s.Write(b, v)
+	return b
 }
 
 // colParts cuts rows into chunks for the two-pass column sums
@@ -174,10 +213,20 @@ func (s *Scope) Wait() {
 	s.Fail(s.d.Wait(ev))
 }
 
+// Launch runs kernel name over n work items: its bf16 form (name_h) where
+// a buffer it is given is half (a bf16 scope's activations), which
+// cuda.Device.Launch checks against the kernel's parameter types.
 func (s *Scope) Launch(name string, n int, args ...any) {
-	if s.err == nil {
-		s.Fail(s.d.Launch(name, n, args...))
+	if s.err != nil {
+		return
 	}
+	for _, a := range args {
+		if b, ok := a.(cuda.Buffer); ok && b.Half && cuda.HasKernel(name+"_h") {
+			name += "_h"
+			break
+		}
+	}
+	s.Fail(s.d.Launch(name, n, args...))
 }
 
 func (s *Scope) done() error {

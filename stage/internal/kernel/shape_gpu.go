@@ -15,7 +15,7 @@ func gpuConcat(k *concat[float32]) (fwdFn, bwdFn) {
 		y := s.newValue(shape...)
 		outer, inner := k.split(shape)
 		width := shape[k.axis] * inner
-		yb := s.Scratch(tensor.Size(y.Shape)) // the inputs' slices cover it
+		yb := s.ActScratch(tensor.Size(y.Shape)) // the inputs' slices cover it
 		off := 0
 		for _, xi := range x {
 			w := xi.Shape[k.axis] * inner
@@ -81,9 +81,13 @@ func (s *Scope) meta(dims []int, strides ...[]int) cuda.Buffer {
 	return s.table(m)
 }
 
-// copyOf is a new device buffer holding b's first n elements.
+// copyOf is a new device buffer holding b's first n elements, of b's
+// element type.
 func (s *Scope) copyOf(b cuda.Buffer, n int) cuda.Buffer {
 	y := s.Scratch(n)
+	if b.Half {
+		y = s.ActScratch(n)
+	}
 	if s.err == nil {
 		s.Fail(s.d.Copy(y, b, n))
 	}
@@ -127,7 +131,7 @@ func gpuTranspose(k *transpose[float32]) (fwdFn, bwdFn) {
 		y := s.newValue(append([]int{n}, k.out...)...)
 		size := tensor.Size(y.Shape)
 		m, rank := table(s, n)
-		yb := s.Scratch(size)
+		yb := s.ActScratch(size)
 		s.Launch("gp_strided", size, s.In(x[0]), yb, m, int32(rank), size, 0, int32(0), int32(0)) // y[o] = x[map(o)]
 		s.out(y, yb)
 		return y, nil, nil
@@ -162,7 +166,7 @@ func gpuSlice(k *slice[float32]) (fwdFn, bwdFn) {
 		y := s.newValue(shape...)
 		size := tensor.Size(shape)
 		m, rank, off := table(s, x[0].Shape)
-		yb := s.Scratch(size)
+		yb := s.ActScratch(size)
 		s.Launch("gp_strided", size, s.In(x[0]), yb, m, int32(rank), size, off, int32(0), int32(0))
 		s.out(y, yb)
 		return y, nil, nil
@@ -203,7 +207,7 @@ func gpuPad(k *pad[float32]) (fwdFn, bwdFn) {
 		y := s.newValue(outShape(x[0].Shape)...)
 		size, nx := tensor.Size(y.Shape), tensor.Size(x[0].Shape)
 		m, rank, off := table(s, x[0].Shape)
-		yb := s.Scratch(size)
+		yb := s.ActScratch(size)
 		s.Launch("gp_fill", size, yb, k.value, size)
 		s.Launch("gp_strided", nx, s.In(x[0]), yb, m, int32(rank), nx, off, int32(1), int32(0)) // y[off + map(i)] = x[i]
 		s.out(y, yb)

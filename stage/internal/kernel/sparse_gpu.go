@@ -24,7 +24,7 @@ func gpuEmbedding(k *embedding[float32]) (fwdFn, bwdFn) {
 		}
 		y := s.newValue(append(append([]int(nil), x[0].Shape...), dim)...)
 		n := len(x[0].Ints)
-		yb := s.Scratch(tensor.Size(y.Shape)) // the indices were checked: every row is written
+		yb := s.ActScratch(tensor.Size(y.Shape)) // the indices were checked: every row is written
 		s.Launch("gp_embedding", n*dim, s.ints(x[0]), s.param(p[0]), yb, n, dim, num, s.d.BadFlag())
 		s.out(y, yb)
 		return y, nil, nil
@@ -34,7 +34,7 @@ func gpuEmbedding(k *embedding[float32]) (fwdFn, bwdFn) {
 			return
 		}
 		n := len(x[0].Ints)
-		b := s.acc(gp[0])
+		b := s.pacc(gp[0])
 		s.Launch("gp_embedding_bwd", n*dim, s.ints(x[0]), s.In(gy), b, n, dim, num)
 		s.back(gp[0], b)
 	}
@@ -53,7 +53,7 @@ func gpuEmbeddingBag(k *embeddingBag[float32]) (fwdFn, bwdFn) {
 		}
 		n, bag := x[0].Shape[0], x[0].Shape[1]
 		y := s.newValue(n, dim)
-		yb := s.Scratch(tensor.Size(y.Shape))
+		yb := s.ActScratch(tensor.Size(y.Shape))
 		s.Launch("gp_embedding_bag", n*dim, s.ints(x[0]), s.param(p[0]), yb, n, bag, dim, num, m, s.d.BadFlag())
 		s.out(y, yb)
 		return y, nil, nil
@@ -63,7 +63,7 @@ func gpuEmbeddingBag(k *embeddingBag[float32]) (fwdFn, bwdFn) {
 			return
 		}
 		n, bag := x[0].Shape[0], x[0].Shape[1]
-		b := s.acc(gp[0])
+		b := s.pacc(gp[0])
 		s.Launch("gp_embedding_bag_bwd", n*bag*dim, s.ints(x[0]), s.In(gy), b, n, bag, dim, num, m)
 		s.back(gp[0], b)
 	}
@@ -79,7 +79,7 @@ func gpuDot() (fwdFn, bwdFn) {
 		for i := range x {
 			xs[i] = s.In(x[i])
 		}
-		yb := s.Scratch(tensor.Size(y.Shape)) // the pairs cover it
+		yb := s.ActScratch(tensor.Size(y.Shape)) // the pairs cover it
 		p := 0
 		for i := 0; i < m; i++ {
 			for j := i + 1; j < m; j++ {
