@@ -152,6 +152,9 @@ func (f *runFlags) run(cmd *cobra.Command, arg string) error {
 	if err := f.probeListen(); err != nil {
 		return err
 	}
+	if err := f.clearRendezvous(); err != nil {
+		return err
+	}
 	s, err := f.setup(cmd, arg)
 	if err != nil {
 		f.taskZeroFailed(err)

@@ -76,6 +76,35 @@ func (f *runFlags) forTasks(cmd *cobra.Command) {
 	}
 }
 
+// processStart is when this process started: a task takes a rendezvous
+// file that says its task 0 ended before then for an earlier launch's
+// (supervise.RendezvousWait.Since).
+var processStart = time.Now()
+
+// clearRendezvous is task 0's first act, before it plans: the rendezvous
+// file an earlier launch's task 0 left is removed (one that failed, or
+// was killed), so that no task reads its failure or its token; a file of
+// a task 0 still there, or one not to be trusted, is exit 2.
+func (f *runFlags) clearRendezvous() error {
+	if f.tasks == nil || f.tasks.Rank != 0 {
+		return nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	err = supervise.ClearRendezvous(supervise.RendezvousPath(wd, f.tasks), host, nil)
+	var ue *supervise.UntrustedError
+	switch {
+	case errors.As(err, &ue):
+		return inputf("%v", err)
+	case err != nil:
+		return inputf("%s: 0, but %v", f.tasks.RankVar, err)
+	}
+	return nil
+}
+
 // taskZeroFailed tells the other tasks, through the rendezvous file, that
 // task 0 failed with err before the run began: they leave at once instead
 // of waiting for it for --join-timeout.
@@ -233,9 +262,13 @@ func (f *runFlags) serveTask(cmd *cobra.Command) error {
 		defer dev.Close()
 	}
 	ctx := cmd.Context()
-	rv, err := f.rendezvous(ctx, e)
+	rv, err := f.rendezvous(ctx, e, log)
 	if err != nil {
 		return err
+	}
+	if rv.Done != "" {
+		fmt.Fprintf(log, "graphpipe: task 0 (host %s, pid %d): %s\n", rv.Host, rv.PID, rv.Done)
+		return nil
 	}
 	name := fmt.Sprintf("graphpipe task %d of run %s", e.Rank, rv.Run)
 	opts := wire.NATSOptions{URL: rv.URL, Token: rv.Token, CredsFile: f.nats.creds, CAFile: f.nats.ca, Name: name}
@@ -267,7 +300,7 @@ func (f *runFlags) serveTask(cmd *cobra.Command) error {
 // environment and flags make when they say them all (--nats, or
 // MASTER_ADDR:MASTER_PORT, and a token every task has), else task 0's
 // rendezvous file, waited for up to --join-timeout.
-func (f *runFlags) rendezvous(ctx context.Context, e *supervise.TaskEnv) (supervise.Rendezvous, error) {
+func (f *runFlags) rendezvous(ctx context.Context, e *supervise.TaskEnv, log io.Writer) (supervise.Rendezvous, error) {
 	run := f.runID
 	if run == "" {
 		run = e.Key
@@ -287,7 +320,13 @@ func (f *runFlags) rendezvous(ctx context.Context, e *supervise.TaskEnv) (superv
 	if err != nil {
 		return supervise.Rendezvous{}, err
 	}
-	rv, err := supervise.ReadRendezvous(ctx, supervise.RendezvousPath(wd, e), e.Key, f.joinTimeout)
+	w := supervise.RendezvousWait{Path: supervise.RendezvousPath(wd, e), Key: e.Key, Wait: f.joinTimeout, Since: processStart,
+		Log: func(format string, args ...any) { fmt.Fprintf(log, "graphpipe: "+format+"\n", args...) }}
+	rv, err := w.Read(ctx)
+	var ue *supervise.UntrustedError
+	if errors.As(err, &ue) {
+		return rv, inputf("%v", err)
+	}
 	if err != nil {
 		return rv, err
 	}

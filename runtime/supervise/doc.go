@@ -62,8 +62,13 @@
 //  6. Where an environment started every task of a run with the same
 //     command, DetectEnv reads which task this is (an *EnvError names the
 //     variable of a wrong or partial environment; ExpandHostlist reads
-//     Slurm's node lists). Task 0 writes the Rendezvous file (its server's
-//     URL, a generated token, the run, mode 0600) and coordinates with a
+//     Slurm's node lists). Task 0 first removes the rendezvous file an
+//     earlier launch of the same key left (ClearRendezvous), then writes
+//     its own (its server's URL, a generated token, the run, mode 0600);
+//     the other tasks read it (RendezvousWait), refusing a file task 0
+//     did not write (*UntrustedError: a FIFO, another user's, one others
+//     may read) and waiting past one whose task 0 is gone. Task 0
+//     coordinates with a
 //     TaskLauncher, which refuses a plan the tasks cannot run
 //     (CheckPlanOnTasks), orders every other task (a Task) to join each
 //     generation as the plan device its node and local rank make
