@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/graphpipe/graphpipe/runtime"
 )
 
 // twoTower imports the two-tower model of onnx/testdata into dir and plans
@@ -162,6 +164,28 @@ func TestParsePreempt(t *testing.T) {
 			t.Errorf("%q: took %v", tc.name, sig)
 		case tc.want != "" && (err != nil || signalName(sig) != tc.want):
 			t.Errorf("%q: %v, %v; want %s", tc.name, sig, err, tc.want)
+		}
+	}
+}
+
+// TestTasksOfAFailedRunFail: the other tasks of a run that failed (task
+// 0's own worker killed mid-run, no restarts) exit non-zero, naming the
+// run's failure, as task 0 does: an environment that reruns failed tasks
+// (a Kubernetes Indexed Job) must not count them completed.
+func TestTasksOfAFailedRunFail(t *testing.T) {
+	dir := t.TempDir()
+	model, _, plan := twoTower(t, dir)
+	port := freePort(t)
+	args := []string{plan, "--model", model, "--steps", "6"}
+	others := []*runProc{task(t, dir, torchrun(1, 3, port), args...), task(t, dir, torchrun(2, 3, port), args...)}
+	zero := task(t, dir, append(torchrun(0, 3, port), runtime.KillEnv+"=1:0:2:after-send"), args...)
+	if code := zero.exitCode(t, 60*time.Second); code == 0 {
+		t.Fatalf("task 0 exited 0:\n%s", zero.errs())
+	}
+	for i, p := range others {
+		code := p.exitCode(t, 30*time.Second)
+		if errs := p.errs(); code == 0 || !strings.Contains(errs, fmt.Sprintf("graphpipe: run torchrun-127-0-0-1-%d-0 failed: ", port)) {
+			t.Fatalf("task %d of the failed run exited %d:\n%s", i+1, code, errs)
 		}
 	}
 }

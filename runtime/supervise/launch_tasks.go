@@ -341,21 +341,29 @@ func end(p *exec.Cmd) {
 	p.Process.Kill()
 }
 
-// Close tells the tasks the run is over, again every beat until each one
-// heard has said it leaves or has been quiet for two beats (for at most
-// the heartbeat timeout): once Close returns, task 0 may shut its server
-// down without a task missing the word. It stops listening.
-func (l *TaskLauncher) Close() error {
+// Close tells the tasks the run is over, as a run that ended well.
+func (l *TaskLauncher) Close() error { return l.End(nil) }
+
+// End tells the tasks the run is over, and how: failed with err, or
+// well (nil), again every beat until each one heard has said it leaves
+// or has been quiet for two beats (for at most the heartbeat timeout):
+// once End returns, task 0 may shut its server down without a task
+// missing the word. It stops listening.
+func (l *TaskLauncher) End(err error) error {
 	tm := l.cfg.Timings
 	deadline := time.After(tm.HeartbeatTimeout)
 	tick := time.NewTicker(tm.HeartbeatEvery)
 	defer tick.Stop()
-	l.publish(l.run, TaskOrder{End: true})
+	last := TaskOrder{End: true}
+	if err != nil {
+		last.Failed = err.Error()
+	}
+	l.publish(l.run, last)
 	for l.staying() {
 		select {
 		case <-deadline:
 		case <-tick.C:
-			l.publish(l.run, TaskOrder{End: true})
+			l.publish(l.run, last)
 			continue
 		case <-l.change:
 			continue

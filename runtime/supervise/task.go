@@ -51,9 +51,10 @@ type served struct {
 	err error
 }
 
-// Serve runs the task until task 0 ends the run (nil), ctx ends, or task 0
-// is silent: before its first order for Config.JoinTimeout, then for the
-// run's heartbeat timeout while the task serves no generation.
+// Serve runs the task until task 0 ends the run (nil; a *RunFailedError
+// when the run failed), ctx ends, or task 0 is silent: before its first
+// order for Config.JoinTimeout, then for the run's heartbeat timeout
+// while the task serves no generation.
 func (k *Task) Serve(ctx context.Context, t wire.Transport) error {
 	if k.Log == nil {
 		k.Log = func(string, ...any) {}
@@ -157,6 +158,9 @@ func (k *Task) order(ctx context.Context, t wire.Transport, st *taskState, o Tas
 	switch {
 	case o.End:
 		k.endServing(st, done, errors.New("the run is over"))
+		if o.Failed != "" {
+			return true, &RunFailedError{Run: k.Run, Why: o.Failed}
+		}
 		return true, nil
 	case o.Stop:
 		if st.serving != nil && st.gen == o.Gen {

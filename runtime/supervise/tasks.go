@@ -38,14 +38,24 @@ type TaskAdvert struct {
 // TaskOrder is task 0's word to the tasks: join generation Gen, each as
 // the plan device Devices names for its rank (a task not named has no
 // stage, and leaves); leave generation Gen (Stop: it failed); or leave,
-// the run being over (End).
+// the run being over (End), with Failed saying why when it failed: the
+// tasks then exit with an error too, so that an environment that reruns
+// failed tasks (a Kubernetes Indexed Job) does not count them completed.
 type TaskOrder struct {
 	Gen     uint32           `json:"gen,omitempty"`
 	Devices map[int]int      `json:"devices,omitempty"`
 	Stop    bool             `json:"stop,omitempty"`
 	End     bool             `json:"end,omitempty"`
+	Failed  string           `json:"failed,omitempty"`
 	Timings *runtime.Timings `json:"timings,omitempty"` // the run's
 }
+
+// RunFailedError is a task's end when task 0 ended the run as failed.
+type RunFailedError struct {
+	Run, Why string
+}
+
+func (e *RunFailedError) Error() string { return fmt.Sprintf("run %s failed: %s", e.Run, e.Why) }
 
 // CheckPlanOnTasks refuses a plan the environment's tasks cannot run, one
 // task per device: as many tasks as the plan has devices, on as many
