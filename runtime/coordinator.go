@@ -469,8 +469,8 @@ func (c *collector) tell(ctx context.Context, iter int64, mb int32, what string)
 // StoppedError is a run that stopped when asked (Config.Stop) after its
 // iteration in flight: at Step (iterations done), with a checkpoint of that
 // step in Dir (Config.CheckpointDir, "" for none) when Saved. Early says
-// it stopped while it waited for its workers: it trained nothing, so there
-// was nothing to save, whatever Dir is.
+// it stopped while it waited for its workers: it trained nothing since
+// Step, so there was nothing to save, whatever Dir is.
 type StoppedError struct {
 	Step  int
 	Dir   string
@@ -485,7 +485,7 @@ func (e *StoppedError) Error() string {
 	case e.Saved:
 		return fmt.Sprintf("stopped at step %d; checkpoint %s in %s; continue with --resume %s", e.Step, filepath.Base(stepDir("", e.Step)), e.Dir, e.Dir)
 	case e.Early:
-		return fmt.Sprintf("stopped at step %d before training began; nothing to save", e.Step)
+		return fmt.Sprintf("stopped at step %d while waiting for the workers; nothing new to save", e.Step)
 	case e.Dir == "":
 		return fmt.Sprintf("stopped at step %d; nothing saved (no --checkpoint)", e.Step)
 	}

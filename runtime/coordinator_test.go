@@ -241,7 +241,7 @@ func TestCoordinatorStoppedWhileWaiting(t *testing.T) {
 	if !errors.As(err, &se) || !se.Early || se.Saved || se.Dir != dir {
 		t.Fatalf("got %v (%+v), want an early stop", err, se)
 	}
-	if want := "stopped at step 0 before training began; nothing to save"; err.Error() != want {
+	if want := "stopped at step 0 while waiting for the workers; nothing new to save"; err.Error() != want {
 		t.Fatalf("said %q, want %q", err, want)
 	}
 }
@@ -255,8 +255,8 @@ func TestStoppedErrorWords(t *testing.T) {
 	}{
 		{StoppedError{Step: 7}, "stopped at step 7; nothing saved (no --checkpoint)"},
 		{StoppedError{Step: 7, Dir: "ck", Saved: true}, "stopped at step 7; checkpoint step-00000007 in ck; continue with --resume ck"},
-		{StoppedError{Step: 7, Dir: "ck", Early: true}, "stopped at step 7 before training began; nothing to save"},
-		{StoppedError{Step: 0, Early: true}, "stopped at step 0 before training began; nothing to save"},
+		{StoppedError{Step: 7, Dir: "ck", Early: true}, "stopped at step 7 while waiting for the workers; nothing new to save"},
+		{StoppedError{Step: 0, Early: true}, "stopped at step 0 while waiting for the workers; nothing new to save"},
 		{StoppedError{Step: 7, Dir: "ck"}, "stopped at step 7; nothing saved in ck (an emulated run keeps no checkpoint)"},
 	} {
 		if got := tc.e.Error(); got != tc.want {

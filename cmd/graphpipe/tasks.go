@@ -12,6 +12,8 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -210,6 +212,7 @@ func (f *runFlags) taskLauncher(t wire.Transport, ns *runNATS, job *supervise.Jo
 	}
 	env := workerEnv(e.PerNode, ns.opts.Token) // a share of the node's cores and memory
 	cfg := supervise.TaskConfig{Env: e, Replace: e.Source == "slurm" && e.JobID != "" && srun != "", JoinTimeout: job.Config.JoinTimeout, Timings: job.Config.Timings, Log: log,
+		Stop: job.Config.Stop,
 		Worker: func(ctx context.Context, w supervise.TaskWorker) (*exec.Cmd, error) {
 			args := append([]string{"worker", "--quiet", "--nats", ns.opts.URL, "--run", w.Run, "--gen", fmt.Sprint(w.Gen), "--managed", "--plan-device", fmt.Sprint(w.Device)}, wargs(0)...)
 			if w.Own {
@@ -244,10 +247,23 @@ func (f *runFlags) taskLauncher(t wire.Transport, ns *runNATS, job *supervise.Jo
 
 // serveTask is every task but task 0: it joins the generations task 0
 // orders, on the device its environment gives it, until the run is over.
-// The signals that stop a run are task 0's to act on.
+// Once it has joined, the signals that stop a run are task 0's to act on;
+// before, the first ends it (taskSignals).
 func (f *runFlags) serveTask(cmd *cobra.Command) error {
+	var task atomic.Pointer[supervise.Task] // set once made; the signals' goroutine reads it
+	ctx, sig := watchTaskSignals(cmd.Context(), f.preempt, func() bool { k := task.Load(); return k != nil && k.Joined() })
+	defer sig.done()
+	err := f.serveTaskCtx(ctx, cmd, task.Store)
+	if code := sig.code(); code != 0 {
+		return &exitError{code, fmt.Errorf("%s: task %d stopped before it joined the run", signalName(sig.first()), f.tasks.Rank)}
+	}
+	return err
+}
+
+// serveTaskCtx is serveTask under ctx, which the first signal ends until
+// the task (given to made) has joined the run.
+func (f *runFlags) serveTaskCtx(ctx context.Context, cmd *cobra.Command, made func(*supervise.Task)) error {
 	e, log := f.tasks, cmd.ErrOrStderr()
-	signal.Ignore(os.Interrupt, syscall.SIGTERM, f.preempt)
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		goruntime.GOMAXPROCS(max(1, goruntime.NumCPU()/e.PerNode))
 	}
@@ -261,7 +277,6 @@ func (f *runFlags) serveTask(cmd *cobra.Command) error {
 	if dev != nil {
 		defer dev.Close()
 	}
-	ctx := cmd.Context()
 	rv, err := f.rendezvous(ctx, e, log)
 	if err != nil {
 		return err
@@ -288,6 +303,7 @@ func (f *runFlags) serveTask(cmd *cobra.Command) error {
 	k := &supervise.Task{Env: e, Run: rv.Run, Log: workerLog(log, false),
 		Config: runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv), Bulk: bulk, JoinTimeout: f.joinTimeout,
 			StreamCheckpoints: os.Getenv(runtime.StreamEnv) == "1"}}
+	made(k)
 	err = k.Serve(ctx, t)
 	var ee *supervise.EnvError
 	if errors.As(err, &ee) {
@@ -334,4 +350,67 @@ func (f *runFlags) rendezvous(ctx context.Context, e *supervise.TaskEnv, log io.
 		rv.Token = tok
 	}
 	return rv, nil
+}
+
+// taskSignals are the signals of a task other than 0: SIGINT, SIGTERM and
+// the preemption signal. Until the task has joined the run, the first one
+// ends it (its context, and the process with 128 + it): nothing is lost,
+// and a task waiting for a task 0 that never comes must not need SIGKILL.
+// Once it has joined, they are task 0's to act on (a workload manager
+// signals every task; task 0 checkpoints and orders the stop), and the
+// task goes on.
+type taskSignals struct {
+	ch     chan os.Signal
+	quit   chan struct{}
+	mu     sync.Mutex // guards got
+	got    os.Signal
+	cancel context.CancelCauseFunc
+}
+
+// watchTaskSignals listens for a task's signals; joined says whether it
+// has joined the run.
+func watchTaskSignals(ctx context.Context, preempt os.Signal, joined func() bool) (context.Context, *taskSignals) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	s := &taskSignals{ch: make(chan os.Signal, 4), quit: make(chan struct{}), cancel: cancel}
+	signal.Notify(s.ch, os.Interrupt, syscall.SIGTERM, preempt)
+	go func() {
+		for {
+			select {
+			case sig := <-s.ch:
+				if joined() {
+					continue // task 0 orders the stop
+				}
+				s.mu.Lock()
+				s.got = sig
+				s.mu.Unlock()
+				cancel(fmt.Errorf("%s before joining the run", signalName(sig)))
+				return
+			case <-s.quit:
+				return
+			}
+		}
+	}()
+	return ctx, s
+}
+
+// first is the signal that ended the task, nil for none.
+func (s *taskSignals) first() os.Signal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.got
+}
+
+// code is 128 + the signal that ended the task, 0 for none.
+func (s *taskSignals) code() int {
+	if sig, ok := s.first().(syscall.Signal); ok {
+		return 128 + int(sig)
+	}
+	return 0
+}
+
+// done stops listening.
+func (s *taskSignals) done() {
+	signal.Stop(s.ch)
+	close(s.quit)
+	s.cancel(nil)
 }

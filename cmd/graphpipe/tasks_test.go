@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,5 +188,37 @@ func TestTasksOfAFailedRunFail(t *testing.T) {
 		if errs := p.errs(); code == 0 || !strings.Contains(errs, fmt.Sprintf("graphpipe: run torchrun-127-0-0-1-%d-0 failed: ", port)) {
 			t.Fatalf("task %d of the failed run exited %d:\n%s", i+1, code, errs)
 		}
+	}
+}
+
+// TestTaskSignalsBeforeTheRun: task 0 waiting for its tasks stops at the
+// first SIGTERM, SIGINT or preemption signal with 128 + it, removes its
+// rendezvous file and says it saved nothing new (not "no --checkpoint",
+// which it was given); so does a task waiting for task 0's orders.
+func TestTaskSignalsBeforeTheRun(t *testing.T) {
+	dir := t.TempDir()
+	model, _, plan := twoTower(t, dir)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1} {
+		t.Run(signalName(sig), func(t *testing.T) {
+			port := freePort(t)
+			args := []string{plan, "--model", model, "--steps", "4", "--checkpoint", filepath.Join(dir, "ck-"+signalName(sig))}
+			zero := task(t, dir, torchrun(0, 3, port), args...)
+			zero.waitFor(t, "coordinates run")
+			one := task(t, dir, torchrun(1, 3, port), args...) // task 2 never comes
+			one.waitFor(t, "waiting for task 0's orders")
+			one.Process.Signal(sig)
+			if code := one.exitCode(t, 10*time.Second); code != 128+int(sig) || !strings.Contains(one.errs(), "task 1 stopped before it joined the run") {
+				t.Fatalf("task 1 exited %d, want %d:\n%s", code, 128+int(sig), one.errs())
+			}
+			zero.Process.Signal(sig)
+			code := zero.exitCode(t, 10*time.Second)
+			errs := zero.errs()
+			if code != 128+int(sig) || !strings.Contains(errs, "graphpipe: stopped at step 0 while waiting for the workers; nothing new to save") || strings.Contains(errs, "no --checkpoint") {
+				t.Fatalf("task 0 exited %d, want %d:\n%s", code, 128+int(sig), errs)
+			}
+			if rv, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf(".graphpipe-*-%d-*", port))); len(rv) != 0 {
+				t.Fatalf("the rendezvous file is left: %v", rv)
+			}
+		})
 	}
 }

@@ -65,6 +65,11 @@ type TaskConfig struct {
 	Replace bool
 	// JoinTimeout > 0 bounds the wait for the tasks; 0 waits for ever.
 	JoinTimeout time.Duration
+	// Stop, once closed, ends the wait for the tasks with a
+	// *runtime.StoppedError (Early), as it ends the coordinator's wait for
+	// its workers (runtime.Config.Stop): a run that has not begun stops at
+	// the first signal.
+	Stop <-chan struct{}
 	// Timings are the run's: a task is lost when silent for its
 	// HeartbeatTimeout.
 	Timings runtime.Timings
@@ -187,6 +192,8 @@ func (l *TaskLauncher) await(ctx context.Context, gen *Generation) (map[int]Task
 		select {
 		case <-ctx.Done():
 			return nil, nil, context.Cause(ctx)
+		case <-l.cfg.Stop:
+			return nil, nil, &runtime.StoppedError{Step: gen.From, Early: true}
 		case <-deadline:
 			return nil, nil, fmt.Errorf("%s %s of %d not there within %v", l.cfg.Env.RankVar, ranksWord(missing), l.cfg.Env.Tasks, wait)
 		case <-l.change:

@@ -62,8 +62,10 @@ func (k *Task) Serve(ctx context.Context, t wire.Transport) error {
 	if k.Host == "" {
 		k.Host, _ = os.Hostname()
 	}
+	k.mu.Lock()
 	k.ad = TaskAdvert{Rank: k.Env.Rank, Node: k.Env.Node, Local: k.Env.Local, Host: k.Host, PID: os.Getpid(),
 		Device: runtime.DeviceLabel(k.Config.Device), Visible: k.Env.Visible, GPU: k.Env.GPU}
+	k.mu.Unlock()
 	orders := make(chan TaskOrder, 64)
 	unsub, err := t.Subscribe(tasksOrders(k.Run), func(b []byte) {
 		var o TaskOrder
@@ -207,6 +209,15 @@ func (k *Task) advert() []byte {
 	defer k.mu.Unlock()
 	b, _ := json.Marshal(k.ad)
 	return b
+}
+
+// Joined says the task has joined a generation of the run: from then on
+// a stop is task 0's to order (the tasks' signals are its), before then
+// nothing is lost by leaving.
+func (k *Task) Joined() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ad.Gen > 0
 }
 
 func (k *Task) setGen(gen uint32) {
