@@ -78,6 +78,7 @@ type runFlags struct {
 	workers workersFlag        // --workers's
 	tasks   *supervise.TaskEnv // the environment that started this task (--workers tasks), nil for none
 	met     bool               // task 0 wrote the rendezvous file
+	digest  string             // with tasks: what this launch trains (launchDigest)
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -145,6 +146,9 @@ func (f *runFlags) run(cmd *cobra.Command, arg string) error {
 	}
 	if err := f.detectTasks(cmd); err != nil {
 		return err
+	}
+	if f.tasks != nil {
+		f.digest = f.launchDigest(cmd, arg)
 	}
 	if f.tasks != nil && f.tasks.Rank != 0 {
 		return f.serveTask(cmd)

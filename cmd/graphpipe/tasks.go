@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/internal/regular"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/runtime/wire"
@@ -76,6 +79,34 @@ func (f *runFlags) forTasks(cmd *cobra.Command) {
 	if f.device.backend == "cuda" && f.device.gpus == "" && e.GPU >= 0 {
 		f.device.gpus = strconv.Itoa(e.GPU)
 	}
+}
+
+// launchDigest is a digest of what the command names to train (the model
+// or plan file's bytes, --model's, and --seed when given), alike in every
+// task of one launch: task 0 refuses a task whose digest is another's
+// (supervise.TaskConfig.Model). "" when a file cannot be read here (not
+// compared: task 0 says what is wrong with it).
+func (f *runFlags) launchDigest(cmd *cobra.Command, arg string) string {
+	h := sha256.New()
+	for _, path := range []string{arg, f.model} {
+		if path == "-" {
+			return "" // standard input is task 0's alone
+		}
+		if path == "" {
+			h.Write([]byte{0})
+			continue
+		}
+		data, err := regular.ReadFile(path)
+		if err != nil {
+			return ""
+		}
+		fmt.Fprintf(h, "%d:", len(data))
+		h.Write(data)
+	}
+	if cmd.Flags().Changed("seed") {
+		fmt.Fprintf(h, "seed %d", f.seed)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // processStart is when this process started: a task takes a rendezvous
@@ -212,7 +243,7 @@ func (f *runFlags) taskLauncher(t wire.Transport, ns *runNATS, job *supervise.Jo
 	}
 	env := workerEnv(e.PerNode, ns.opts.Token) // a share of the node's cores and memory
 	cfg := supervise.TaskConfig{Env: e, Replace: e.Source == "slurm" && e.JobID != "" && srun != "", JoinTimeout: job.Config.JoinTimeout, Timings: job.Config.Timings, Log: log,
-		Stop: job.Config.Stop,
+		Stop: job.Config.Stop, Model: f.digest,
 		Worker: func(ctx context.Context, w supervise.TaskWorker) (*exec.Cmd, error) {
 			args := append([]string{"worker", "--quiet", "--nats", ns.opts.URL, "--run", w.Run, "--gen", fmt.Sprint(w.Gen), "--managed", "--plan-device", fmt.Sprint(w.Device)}, wargs(0)...)
 			if w.Own {
@@ -300,13 +331,14 @@ func (f *runFlags) serveTaskCtx(ctx context.Context, cmd *cobra.Command, made fu
 		return dialError(err)
 	}
 	defer bulk.Close()
-	k := &supervise.Task{Env: e, Run: rv.Run, Log: workerLog(log, false),
+	k := &supervise.Task{Env: e, Run: rv.Run, Log: workerLog(log, false), Model: f.digest, Started: processStart,
 		Config: runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv), Bulk: bulk, JoinTimeout: f.joinTimeout,
 			StreamCheckpoints: os.Getenv(runtime.StreamEnv) == "1"}}
 	made(k)
 	err = k.Serve(ctx, t)
 	var ee *supervise.EnvError
-	if errors.As(err, &ee) {
+	var re *supervise.RefusedError
+	if errors.As(err, &ee) || errors.As(err, &re) {
 		return inputf("%v", err)
 	}
 	return err

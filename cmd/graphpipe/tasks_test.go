@@ -222,3 +222,59 @@ func TestTaskSignalsBeforeTheRun(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskIntrudersRefused: a second launch started by mistake in the
+// directory and on the port of a running one does not end it. Its task 0
+// finds the port taken; its other tasks, which find the running job's
+// rendezvous file and join its server, are refused with exit 2: those of
+// the same command because their ranks are held by live tasks and they
+// started after the run began, one given another plan, one counting
+// another number of tasks. The running job trains on until stopped.
+func TestTaskIntrudersRefused(t *testing.T) {
+	dir := t.TempDir()
+	model, _, plan := twoTower(t, dir)
+	other := filepath.Join(dir, "plan-mb2.json")
+	if code, _, errs := gp(t, "", "search", model, "--devices", "3", "--device", "cpu", "--micro-batch", "2", "-o", other); code != 0 {
+		t.Fatal(errs)
+	}
+	port := freePort(t)
+	args := []string{plan, "--model", model, "--steps", "100000", "--log-every", "1"}
+	zero := task(t, dir, torchrun(0, 3, port), args...)
+	task(t, dir, torchrun(1, 3, port), args...)
+	task(t, dir, torchrun(2, 3, port), args...)
+	zero.waitFor(t, "step 3/100000")
+	second := task(t, dir, torchrun(0, 3, port), args...)
+	if code := second.exitCode(t, 30*time.Second); code != 2 || !strings.Contains(second.errs(), "is taken: another task claims rank 0") {
+		t.Fatalf("the second launch's task 0 exited %d:\n%s", code, second.errs())
+	}
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{torchrun(1, 3, port), args, "RANK 1 is task 1's (host "},
+		{torchrun(2, 3, port), args, "RANK 2 is task 2's (host "},
+		{torchrun(1, 3, port), append([]string{other}, args[1:]...), "it was given another model or plan"},
+		{torchrun(3, 4, port), args, "it is one of 4 tasks (WORLD_SIZE), and this run's are 3"},
+	} {
+		p := task(t, dir, tc.env, tc.args...)
+		code := p.exitCode(t, 30*time.Second)
+		errs := p.errs()
+		if code != 2 || !strings.Contains(errs, "refused by task 0 of run torchrun-127-0-0-1-") || !strings.Contains(errs, tc.want) {
+			t.Fatalf("an intruder (%v) exited %d, want 2 and %q:\n%s", tc.env, code, tc.want, errs)
+		}
+	}
+	n := strings.Count(zero.errs(), "\nstep ")
+	for deadline := time.Now().Add(30 * time.Second); strings.Count(zero.errs(), "\nstep ") < n+3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the running job no longer trains:\n%s", zero.errs())
+		}
+	}
+	if errs := zero.errs(); strings.Count(errs, "refused a task claiming") != 4 {
+		t.Fatalf("task 0 does not say it refused 4 tasks:\n%s", errs)
+	}
+	zero.Process.Signal(syscall.SIGTERM)
+	if code := zero.exitCode(t, 30*time.Second); code != 128+15 {
+		t.Fatalf("the running job's task 0 exited %d:\n%s", code, zero.errs())
+	}
+}

@@ -75,6 +75,11 @@
 //     (PlanDevice), starts a worker process for task 0's own device,
 //     replaces a task lost for good with a worker process within the
 //     allocation (srun) or waits for the environment to start it again,
-//     and, on Close, tells the tasks the run is over and waits for them to
-//     say they leave. Two live tasks of one rank are a final *EnvError.
+//     and, on End, tells the tasks the run is over, and whether it failed
+//     (the tasks then exit non-zero), and waits for them to say they
+//     leave. A task of another launch (another model or plan, another
+//     number of tasks, or one started after the run began that claims a
+//     live task's rank) is refused (a *RefusedError ends it) and the run
+//     goes on; two live tasks of one launch claiming one rank are a final
+//     *EnvError.
 package supervise

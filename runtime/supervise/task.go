@@ -24,6 +24,11 @@ type Task struct {
 	Run  string
 	Host string // "": os.Hostname
 	Kind string // the device profile it computes as ("": not said)
+	// Model is a digest of the model and plan it was given, and Started
+	// when its process started: task 0 refuses a task of another launch
+	// by them ("" and zero: not said).
+	Model   string
+	Started time.Time
 	// Config is its worker's (runtime.Join.Config): Device, Precision,
 	// KillPoints, Bulk; JoinTimeout bounds the wait for task 0's first
 	// order (0: for ever), Timings the adverts' heartbeat until an order
@@ -64,7 +69,8 @@ func (k *Task) Serve(ctx context.Context, t wire.Transport) error {
 	}
 	k.mu.Lock()
 	k.ad = TaskAdvert{Rank: k.Env.Rank, Node: k.Env.Node, Local: k.Env.Local, Host: k.Host, PID: os.Getpid(),
-		Device: runtime.DeviceLabel(k.Config.Device), Visible: k.Env.Visible, GPU: k.Env.GPU}
+		Device: runtime.DeviceLabel(k.Config.Device), Visible: k.Env.Visible, GPU: k.Env.GPU,
+		Tasks: k.Env.Tasks, Model: k.Model, Started: k.Started}
 	k.mu.Unlock()
 	orders := make(chan TaskOrder, 64)
 	unsub, err := t.Subscribe(tasksOrders(k.Run), func(b []byte) {
@@ -154,6 +160,16 @@ func (st *taskState) silent(quiet time.Duration, k *Task) error {
 // order acts on one of task 0's orders; end says the task is done, with
 // err.
 func (k *Task) order(ctx context.Context, t wire.Transport, st *taskState, o TaskOrder, done chan served) (end bool, err error) {
+	if o.Refuse != nil {
+		k.mu.Lock()
+		me := o.Refuse.names(k.ad)
+		k.mu.Unlock()
+		if !me {
+			return false, nil // another task's
+		}
+		k.endServing(st, done, errors.New("refused by task 0"))
+		return true, &RefusedError{Run: k.Run, RankVar: k.Env.RankVar, Rank: k.Env.Rank, Why: o.Refuse.Why}
+	}
 	if o.Timings != nil {
 		st.tm, st.ordered = o.Timings.WithDefaults(), true
 	}
