@@ -55,6 +55,10 @@ func (f *runFlags) detectTasks(cmd *cobra.Command) error {
 		return nil
 	}
 	f.tasks, f.workers = e, workersFlag{kind: taskWorkers}
+	if e.Outer != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %s's variables (%s %d of %s %d) and %s are both set, as under 'srun torchrun': following %s's, the launcher that started this process\n",
+			e.Source, e.RankVar, e.Rank, e.TasksVar, e.Tasks, e.Outer, e.Source)
+	}
 	return nil
 }
 

@@ -110,6 +110,8 @@ func TestTaskEnvRefused(t *testing.T) {
 		{"SLURM_PROCID beyond SLURM_NTASKS", append(slurm, "SLURM_PROCID=3"), "SLURM_PROCID: 3 is beyond SLURM_NTASKS 3 (ranks 0 to 2)"},
 		{"no MASTER_ADDR", []string{"RANK=1", "WORLD_SIZE=3", "MASTER_PORT=29500"}, "MASTER_ADDR: not set"},
 		{"a task more than the plan's devices", torchrun(0, 4, freePort(t)), "WORLD_SIZE: 4 tasks, but the plan runs on 3 devices"},
+		{"Slurm's and torchrun's variables, not torchrun's doing", append(slurm[:len(slurm):len(slurm)], append(torchrun(0, 3, freePort(t)), "SLURM_PROCID=0")...),
+			"RANK: 0 is set, and so are Slurm's variables (SLURM_PROCID 0 of SLURM_NTASKS 3), but no TORCHELASTIC_RUN_ID says torchrun started this process"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := task(t, dir, tc.env, plan, "--model", model, "--steps", "2")
@@ -276,5 +278,34 @@ func TestTaskIntrudersRefused(t *testing.T) {
 	zero.Process.Signal(syscall.SIGTERM)
 	if code := zero.exitCode(t, 30*time.Second); code != 128+15 {
 		t.Fatalf("the running job's task 0 exited %d:\n%s", code, zero.errs())
+	}
+}
+
+// TestTorchrunInsideSlurm: 'srun torchrun ... graphpipe run' gives each
+// process Slurm's variables (one srun task, which torchrun is) and
+// torchrun's: the processes follow torchrun's, say so, and train as its 3
+// tasks, instead of each running a whole local run.
+func TestTorchrunInsideSlurm(t *testing.T) {
+	dir := t.TempDir()
+	model, _, plan := twoTower(t, dir)
+	port := freePort(t)
+	srun := []string{"SLURM_JOB_ID=7", "SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_NODEID=0", "SLURM_LOCALID=0", "SLURM_JOB_NODELIST=vm",
+		"TORCHELASTIC_RUN_ID=7", "TORCHELASTIC_RESTART_COUNT=0"}
+	var procs []*runProc
+	for _, rank := range []int{2, 1, 0} {
+		procs = append(procs, task(t, dir, append(append([]string{}, srun...), torchrun(rank, 3, port)...), plan, "--model", model, "--steps", "2"))
+	}
+	for i, p := range procs {
+		if code := p.exitCode(t, 60*time.Second); code != 0 {
+			t.Fatalf("rank %d exited %d:\n%s", 2-i, code, p.errs())
+		}
+	}
+	errs := procs[2].errs()
+	said := "graphpipe: torchrun's variables (RANK 0 of WORLD_SIZE 3) and Slurm's (SLURM_PROCID 0 of SLURM_NTASKS 1) are both set, as under 'srun torchrun': following torchrun's, the launcher that started this process"
+	if !strings.Contains(errs, said) || !strings.Contains(errs, "task 0 of 3 (RANK 0) coordinates run torchrun-127-0-0-1-") {
+		t.Fatalf("rank 0 did not say it follows torchrun and coordinates its 3 tasks:\n%s", errs)
+	}
+	if !strings.Contains(procs[0].errs(), "joining generation 1 of run torchrun-127-0-0-1-") {
+		t.Fatalf("rank 2 did not join:\n%s", procs[0].errs())
 	}
 }

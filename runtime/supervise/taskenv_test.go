@@ -47,6 +47,9 @@ func TestDetectEnv(t *testing.T) {
 		{"torchrun on nodes, its agent's store", env("RANK=5", "WORLD_SIZE=8", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=4", "GROUP_RANK=1", "MASTER_ADDR=n0", "MASTER_PORT=29500",
 			"TORCHELASTIC_USE_AGENT_STORE=True", "TORCHELASTIC_RESTART_COUNT=1"),
 			&TaskEnv{Source: "torchrun", RankVar: "RANK", TasksVar: "WORLD_SIZE", PerNodeVar: "LOCAL_WORLD_SIZE", Rank: 5, Tasks: 8, Node: 1, Local: 1, Nodes: 2, PerNode: 4, Addr: "n0", Port: 29501, GPU: 1, Key: "torchrun-n0-29501-1", Restart: 1}},
+		{"torchrun inside srun", slurmTask("0", "RANK=4", "WORLD_SIZE=6", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=3", "GROUP_RANK=1", "MASTER_ADDR=vm", "MASTER_PORT=29500", "TORCHELASTIC_RUN_ID=j41"),
+			&TaskEnv{Source: "torchrun", RankVar: "RANK", TasksVar: "WORLD_SIZE", PerNodeVar: "LOCAL_WORLD_SIZE", Rank: 4, Tasks: 6, Node: 1, Local: 1, Nodes: 2, PerNode: 3, Addr: "vm", Port: 29500, GPU: 1, Key: "torchrun-vm-29500-0",
+				Outer: "Slurm's (SLURM_PROCID 0 of SLURM_NTASKS 3)"}},
 		{"a Kubernetes Indexed Job's pod", env("JOB_COMPLETION_INDEX=2", "WORLD_SIZE=3", "MASTER_ADDR=train-0.train", "MASTER_PORT=4222"),
 			&TaskEnv{Source: "kubernetes", RankVar: "JOB_COMPLETION_INDEX", TasksVar: "WORLD_SIZE", PerNodeVar: "WORLD_SIZE", Rank: 2, Tasks: 3, Node: 2, Nodes: 3, PerNode: 1, Addr: "train-0.train", Port: 4222, GPU: -1, Key: "k8s-train-0-train-4222"}},
 	} {
@@ -88,6 +91,9 @@ func TestDetectEnvRefuses(t *testing.T) {
 		{"no RANK", env("WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1"), "RANK", "not set"},
 		{"LOCAL_RANK off its RANK", env("RANK=2", "WORLD_SIZE=4", "LOCAL_WORLD_SIZE=2", "LOCAL_RANK=1", "MASTER_ADDR=h", "MASTER_PORT=1"), "LOCAL_RANK", "is not RANK 2"},
 		{"LOCAL_WORLD_SIZE not dividing", env("RANK=0", "WORLD_SIZE=3", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1"), "LOCAL_WORLD_SIZE", "does not divide WORLD_SIZE 3"},
+		{"Slurm's and torchrun's, not torchrun's doing", slurmTask("0", "RANK=1", "WORLD_SIZE=3", "MASTER_ADDR=vm", "MASTER_PORT=29500"), "RANK",
+			"1 is set, and so are Slurm's variables (SLURM_PROCID 0 of SLURM_NTASKS 3), but no TORCHELASTIC_RUN_ID says torchrun started this process"},
+		{"Slurm's and a WORLD_SIZE", slurmTask("0", "WORLD_SIZE=3"), "WORLD_SIZE", "3 is set, and so are Slurm's variables"},
 		{"an Indexed Job without WORLD_SIZE", env("JOB_COMPLETION_INDEX=0", "MASTER_ADDR=h", "MASTER_PORT=1"), "WORLD_SIZE", "its completions"},
 		{"an Indexed Job's index beyond", env("JOB_COMPLETION_INDEX=4", "WORLD_SIZE=4", "MASTER_ADDR=h", "MASTER_PORT=1"), "JOB_COMPLETION_INDEX", "4 is beyond WORLD_SIZE 4"},
 	} {
