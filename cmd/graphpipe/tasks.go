@@ -65,11 +65,15 @@ func (f *runFlags) detectTasks(cmd *cobra.Command) error {
 // forTasks makes task 0's defaults the allocation's: a model is planned for
 // one device per task, as many on a node as the tasks on each node; the
 // embedded server listens on task 0's node's address (MASTER_ADDR:PORT);
-// the run is named after the launch.
-func (f *runFlags) forTasks(cmd *cobra.Command) {
+// the run is named after the launch. --devices, given, must be the tasks'
+// number.
+func (f *runFlags) forTasks(cmd *cobra.Command) error {
 	e, fl := f.tasks, cmd.Flags()
-	if !fl.Changed("devices") {
-		f.search.devices = e.Tasks
+	switch {
+	case !fl.Changed("devices"):
+		f.search.devices, f.search.devicesFrom = e.Tasks, e.TasksVar
+	case f.search.devices != e.Tasks:
+		return usagef("--devices %d: the run's tasks are %d (%s %d), one per device of the plan: leave --devices out, and a model is planned for %d devices", f.search.devices, e.Tasks, e.TasksVar, e.Tasks, e.Tasks)
 	}
 	if !fl.Changed("devices-per-node") {
 		f.search.perNode = e.PerNode
@@ -83,6 +87,7 @@ func (f *runFlags) forTasks(cmd *cobra.Command) {
 	if f.device.backend == "cuda" && f.device.gpus == "" && e.GPU >= 0 {
 		f.device.gpus = strconv.Itoa(e.GPU)
 	}
+	return nil
 }
 
 // launchDigest is a digest of what the command names to train (the model
@@ -158,6 +163,22 @@ func (f *runFlags) taskZeroFailed(err error) {
 	supervise.WriteRendezvous(supervise.RendezvousPath(wd, f.tasks), rv)
 }
 
+// taskZeroDone tells the other tasks, through the rendezvous file, that
+// task 0 found nothing to do (done says why): they leave at once, and
+// well, instead of waiting for it for --join-timeout.
+func (f *runFlags) taskZeroDone(done string) {
+	if f.tasks == nil || f.tasks.Rank != 0 {
+		return
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return
+	}
+	rv := supervise.Rendezvous{Key: f.tasks.Key, PID: os.Getpid(), Done: done}
+	rv.Host, _ = os.Hostname()
+	supervise.WriteRendezvous(supervise.RendezvousPath(wd, f.tasks), rv)
+}
+
 // tasksError words a run's failure that is its tasks' environment's fault:
 // two tasks standing for one device of the plan (the coordinator's
 // refusal) names the rank's variable; nil for any other.
@@ -170,18 +191,28 @@ func (f *runFlags) tasksError(err error) error {
 }
 
 // probeListen refuses, before task 0 plans anything, an address its
-// environment names (MASTER_ADDR:MASTER_PORT) that another process holds:
-// another task claims rank 0, or another program the port.
+// environment names (MASTER_ADDR:MASTER_PORT, Slurm's first node) where
+// it cannot listen: one that is not this host's (task 0 runs where it
+// points), or does not resolve, or that another process holds (another
+// task claims rank 0, or another program the port).
 func (f *runFlags) probeListen() error {
 	e := f.tasks
-	if e == nil || e.Port == 0 || f.nats.url != "" || f.nats.listen != "" {
+	if e == nil || f.nats.url != "" || f.nats.listen != "" {
 		return nil
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort(e.Addr, strconv.Itoa(e.Port)))
-	if err != nil {
-		return f.tasksListenError(inputf("--nats-listen: %v", cause(err)))
+	if err == nil {
+		return l.Close()
 	}
-	return l.Close()
+	host, _ := os.Hostname()
+	var de *net.DNSError
+	switch {
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return inputf("%s: %s is not an address of this host (%s), where task 0 (%s 0) runs and its server listens for the other tasks: it must name task 0's host", e.AddrVar, e.Addr, host, e.RankVar)
+	case errors.As(err, &de):
+		return inputf("%s: %s does not resolve here (%s): it must name task 0's host (%s), where its server listens for the other tasks", e.AddrVar, e.Addr, de.Err, host)
+	}
+	return f.tasksListenError(inputf("--nats-listen: %v", cause(err)))
 }
 
 // tasksListenError words task 0's failure to listen where its

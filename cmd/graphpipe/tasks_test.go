@@ -121,6 +121,29 @@ func TestTaskEnvRefused(t *testing.T) {
 			}
 		})
 	}
+	// given the model, task 0 plans for its tasks: what the environment
+	// says of their number is named, not --devices, which was not given
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"more tasks than a plan has devices", torchrun(0, 5000, freePort(t)), nil, "WORLD_SIZE: 5000 tasks, but a run of tasks plans one device per task, and a plan has 1 to 4096 devices"},
+		{"--devices against the tasks", torchrun(0, 2, freePort(t)), []string{"--devices", "3"}, "--devices 3: the run's tasks are 2 (WORLD_SIZE 2), one per device of the plan: leave --devices out"},
+		{"a MASTER_ADDR not of this host", []string{"RANK=0", "WORLD_SIZE=3", "MASTER_ADDR=192.0.2.1", fmt.Sprint("MASTER_PORT=", freePort(t))}, nil,
+			"MASTER_ADDR: 192.0.2.1 is not an address of this host ("},
+		{"no port after MASTER_PORT", []string{"RANK=0", "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=65535", "TORCHELASTIC_USE_AGENT_STORE=True"}, nil,
+			"MASTER_PORT: 65535: torchrun's agent holds it (TORCHELASTIC_USE_AGENT_STORE=True) and task 0's server takes the port after it, which would be 65536"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := task(t, dir, tc.env, append([]string{model, "--steps", "2"}, tc.args...)...)
+			code := p.exitCode(t, 30*time.Second)
+			if errs := strings.TrimSuffix(p.errs(), "\n"); code != 2 || !strings.HasPrefix(strings.TrimPrefix(errs, "graphpipe: "), tc.want) || strings.Count(errs, "\n") > 1 {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 and a line starting %q", code, errs, tc.want)
+			}
+		})
+	}
 	t.Run("two tasks claiming rank 0", func(t *testing.T) {
 		port := freePort(t)
 		// given the model, rank 0 plans for the 2 tasks
@@ -307,5 +330,36 @@ func TestTorchrunInsideSlurm(t *testing.T) {
 	}
 	if !strings.Contains(procs[0].errs(), "joining generation 1 of run torchrun-127-0-0-1-") {
 		t.Fatalf("rank 2 did not join:\n%s", procs[0].errs())
+	}
+}
+
+// TestTasksResumeAutoNothingLeft: a requeued job that had finished
+// (--resume auto, its checkpoint at --steps) exits 0 saying there is
+// nothing left to do, task 0 and the other tasks alike, which task 0 tells
+// through the rendezvous file; an explicit --resume at --steps names
+// --steps, not a field of the runtime's.
+func TestTasksResumeAutoNothingLeft(t *testing.T) {
+	dir := t.TempDir()
+	model, _, plan := twoTower(t, dir)
+	ck := filepath.Join(dir, "ck")
+	args := []string{plan, "--model", model, "--steps", "4", "--checkpoint", ck, "--checkpoint-every", "2"}
+	if code, _, errs := gp(t, "", append([]string{"run"}, args...)...); code != 0 {
+		t.Fatal(errs)
+	}
+	port := freePort(t)
+	auto := append(args, "--resume", "auto")
+	var procs []*runProc
+	for _, rank := range []int{2, 1, 0} {
+		procs = append(procs, task(t, dir, torchrun(rank, 3, port), auto...))
+	}
+	said := "--resume auto: the checkpoint in " + ck + " is at step 4, --steps 4: nothing left to do"
+	for i, p := range procs {
+		if code := p.exitCode(t, 30*time.Second); code != 0 || !strings.Contains(p.errs(), said) {
+			t.Fatalf("rank %d exited %d, want 0 and %q:\n%s", 2-i, code, said, p.errs())
+		}
+	}
+	code, _, errs := gp(t, "", append([]string{"run", "--resume", ck}, args...)...)
+	if want := "--resume " + ck + ": the checkpoint is at step 4, and --steps is 4: nothing is left to train"; code != 2 || !strings.Contains(errs, want) {
+		t.Fatalf("--resume at --steps: exit %d, %q; want 2 and %q", code, errs, want)
 	}
 }

@@ -28,8 +28,9 @@ type TaskEnv struct {
 	// nil where the environment does not say them.
 	Hosts []string
 	// Addr is where task 0's NATS server listens and the others reach it:
-	// its node's host (Slurm), MASTER_ADDR (torchrun, Kubernetes).
-	Addr string
+	// its node's host (Slurm), MASTER_ADDR (torchrun, Kubernetes); AddrVar
+	// is the variable that says it, for messages.
+	Addr, AddrVar string
 	// Port is the server's port, 0 for any (the rendezvous file then says
 	// which).
 	Port int
