@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -263,25 +264,29 @@ func gone(r Rendezvous, host string, probe func(string) error) string {
 	return ""
 }
 
-// probeServer connects to the host and port of a NATS URL, and hangs up.
-func probeServer(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" {
-		return nil // not a URL to probe: trusted to the dial
-	}
-	host := u.Host
-	if u.Port() == "" {
-		host = net.JoinHostPort(u.Hostname(), "4222")
-	}
-	c, err := net.DialTimeout("tcp", host, 2*time.Second)
-	if err != nil {
+// probeServer connects to the host and port of a NATS URL (of any of a
+// comma-separated list: a cluster's), and hangs up: nil when one answers.
+func probeServer(urls string) error {
+	var err error
+	for _, s := range strings.Split(urls, ",") {
+		u, perr := url.Parse(strings.TrimSpace(s))
+		if perr != nil || u.Host == "" {
+			return nil // not a URL to probe: left to the dial
+		}
+		host := u.Host
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "4222")
+		}
+		c, derr := net.DialTimeout("tcp", host, 2*time.Second)
+		if derr == nil {
+			return c.Close()
+		}
 		var oe *net.OpError
-		if errors.As(err, &oe) && oe.Err != nil {
+		if err = derr; errors.As(derr, &oe) && oe.Err != nil {
 			err = oe.Err
 		}
-		return err
 	}
-	return c.Close()
+	return err
 }
 
 // ClearRendezvous readies path for this launch's task 0 on host, before

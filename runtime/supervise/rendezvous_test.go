@@ -3,6 +3,7 @@ package supervise
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -216,5 +217,27 @@ func TestClearRendezvous(t *testing.T) {
 				t.Fatalf("got %v; the file is still there", err)
 			}
 		})
+	}
+}
+
+// TestProbeServer: a server that listens answers, one of a cluster's
+// list is enough, and a port no one holds does not.
+func TestProbeServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := "nats://" + l.Addr().String()
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	gone := "nats://" + dead.Addr().String()
+	dead.Close()
+	defer l.Close()
+	for _, tc := range []struct {
+		urls    string
+		answers bool
+	}{{live, true}, {gone + "," + live, true}, {gone, false}, {"not a url", true}} {
+		if err := probeServer(tc.urls); (err == nil) != tc.answers {
+			t.Errorf("%s: %v, want answering %v", tc.urls, err, tc.answers)
+		}
 	}
 }
