@@ -112,7 +112,7 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 		go func() {
 			select {
 			case <-stop:
-				stopJoin(&StoppedError{Step: job.From()})
+				stopJoin(&StoppedError{Step: job.From(), Dir: job.Config.CheckpointDir, Early: true})
 			case <-joinCtx.Done():
 			}
 		}()
@@ -468,18 +468,28 @@ func (c *collector) tell(ctx context.Context, iter int64, mb int32, what string)
 
 // StoppedError is a run that stopped when asked (Config.Stop) after its
 // iteration in flight: at Step (iterations done), with a checkpoint of that
-// step in Dir when Saved.
+// step in Dir (Config.CheckpointDir, "" for none) when Saved. Early says
+// it stopped while it waited for its workers: it trained nothing since
+// Step, so there was nothing to save, whatever Dir is.
 type StoppedError struct {
 	Step  int
 	Dir   string
 	Saved bool
+	Early bool
 }
 
+// Error says what the stop left behind, as it is: the words "no
+// --checkpoint" only when there was none.
 func (e *StoppedError) Error() string {
-	if !e.Saved {
+	switch {
+	case e.Saved:
+		return fmt.Sprintf("stopped at step %d; checkpoint %s in %s; continue with --resume %s", e.Step, filepath.Base(stepDir("", e.Step)), e.Dir, e.Dir)
+	case e.Early:
+		return fmt.Sprintf("stopped at step %d while waiting for the workers; nothing new to save", e.Step)
+	case e.Dir == "":
 		return fmt.Sprintf("stopped at step %d; nothing saved (no --checkpoint)", e.Step)
 	}
-	return fmt.Sprintf("stopped at step %d; checkpoint %s in %s; continue with --resume %s", e.Step, filepath.Base(stepDir("", e.Step)), e.Dir, e.Dir)
+	return fmt.Sprintf("stopped at step %d; nothing saved in %s (an emulated run keeps no checkpoint)", e.Step, e.Dir)
 }
 
 // stop ends the run before iteration n, as Config.Stop asked: with a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,10 +82,17 @@ func TestCoordinatorStopsWhenAsked(t *testing.T) {
 		}
 		return nt
 	}
+	var logMu sync.Mutex // guards said
+	var said []string
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		said = append(said, fmt.Sprintf(format, args...))
+	}
 	serve := func(run string) chan error {
 		errs := make(chan error, len(plan.Stages))
 		for range plan.Stages {
-			go func() { errs <- Serve(ctx, dial(), Join{Run: run}) }()
+			go func() { errs <- Serve(ctx, dial(), Join{Run: run, Log: logf}) }()
 		}
 		return errs
 	}
@@ -108,6 +116,20 @@ func TestCoordinatorStopsWhenAsked(t *testing.T) {
 		t.Fatalf("got %v (%+v), want a stop at step 3 with a checkpoint", err, se)
 	}
 	join(errs)
+	logMu.Lock()
+	ends := 0
+	for _, l := range said {
+		if strings.Contains(l, "done") || strings.Contains(l, "stopped at step") && l != "run stopped stopped at step 3: trained steps 1 to 3" {
+			t.Errorf("a stopped worker said %q", l)
+		}
+		if strings.Contains(l, "stopped at step") {
+			ends++
+		}
+	}
+	if ends != len(plan.Stages) {
+		t.Errorf("%d workers said where they stopped, want %d: %q", ends, len(plan.Stages), said)
+	}
+	logMu.Unlock()
 	ck, err := LoadCheckpoint(c.CheckpointDir, nil)
 	if err != nil || ck.Manifest.Step != 3 || ck.Manifest.Run != "stopped" {
 		t.Fatalf("checkpoint: %v %+v", err, ck)
@@ -199,5 +221,46 @@ func TestFreeSlotsRefuse(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCoordinatorStoppedWhileWaiting: Config.Stop closed while the
+// coordinator waits for its workers ends the wait at once with a
+// StoppedError that says nothing trained, and does not say "no
+// --checkpoint" of a run that has a checkpoint directory.
+func TestCoordinatorStoppedWhileWaiting(t *testing.T) {
+	g, plan := smallPlan(t, "case-study", 3, 4)
+	stop := make(chan struct{})
+	close(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	_, err := Coordinate(ctx, &Job{Run: "waiting", Graph: g, Plan: plan, Steps: 5, Config: Config{CheckpointDir: dir, Stop: stop}},
+		wire.NewMemory(1, wire.Faults{}, 1<<20), nil)
+	var se *StoppedError
+	if !errors.As(err, &se) || !se.Early || se.Saved || se.Dir != dir {
+		t.Fatalf("got %v (%+v), want an early stop", err, se)
+	}
+	if want := "stopped at step 0 while waiting for the workers; nothing new to save"; err.Error() != want {
+		t.Fatalf("said %q, want %q", err, want)
+	}
+}
+
+// TestStoppedErrorWords: a stop says what it left, and names --checkpoint
+// as missing only when it was.
+func TestStoppedErrorWords(t *testing.T) {
+	for _, tc := range []struct {
+		e    StoppedError
+		want string
+	}{
+		{StoppedError{Step: 7}, "stopped at step 7; nothing saved (no --checkpoint)"},
+		{StoppedError{Step: 7, Dir: "ck", Saved: true}, "stopped at step 7; checkpoint step-00000007 in ck; continue with --resume ck"},
+		{StoppedError{Step: 7, Dir: "ck", Early: true}, "stopped at step 7 while waiting for the workers; nothing new to save"},
+		{StoppedError{Step: 0, Early: true}, "stopped at step 0 while waiting for the workers; nothing new to save"},
+		{StoppedError{Step: 7, Dir: "ck"}, "stopped at step 7; nothing saved in ck (an emulated run keeps no checkpoint)"},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.e, got, tc.want)
+		}
 	}
 }

@@ -76,7 +76,13 @@ func Serve(ctx context.Context, t wire.Transport, j Join) error {
 	if err != nil {
 		return err
 	}
-	if err = serveStage(ctx, t, ctl, j.job(a), a, logf); err != nil {
+	err = serveStage(ctx, t, ctl, j.job(a), a, logf)
+	var st *stoppedAt
+	if errors.As(err, &st) {
+		logf("run %s stopped at step %d: %s", j.Run, st.step, trainedWord(a.Options.Start, st.step))
+		return nil
+	}
+	if err != nil {
 		m := map[string]string{"error": err.Error()}
 		if IsDataError(err) {
 			m["data"] = "true" // the user's to fix: the command exits 2, no restart
@@ -84,8 +90,24 @@ func Serve(ctx context.Context, t wire.Transport, j Join) error {
 		sendJSON(context.Background(), ctl, coordinator, int64(id), mbError, m)
 		return err
 	}
-	logf("run %s done: trained steps %d to %d", j.Run, a.Options.Start+1, a.Steps)
+	logf("run %s done: %s", j.Run, trainedWord(a.Options.Start, a.Steps))
 	return nil // serveWork drained ctl while the coordinator was watched
+}
+
+// stoppedAt is a worker's stage ended before iteration step by the
+// coordinator's order (a stop asked for, or a divergence): Serve says so,
+// instead of the steps it was assigned, and returns nil.
+type stoppedAt struct{ step int }
+
+func (s *stoppedAt) Error() string { return fmt.Sprintf("stopped at step %d", s.step) }
+
+// trainedWord says which steps a worker trained, from after step from to
+// step to: "trained steps 1 to 40", or "trained no step".
+func trainedWord(from, to int) string {
+	if to <= from {
+		return "trained no step"
+	}
+	return fmt.Sprintf("trained steps %d to %d", from+1, to)
 }
 
 // join says hello to the coordinator and waits for the assignment: for
@@ -268,7 +290,8 @@ func serveStage(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *
 		worker.Unlock()
 		logf("%s", assigned(job, w))
 	})
-	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
+	var st *stoppedAt
+	if cause := context.Cause(ctx); err != nil && !errors.As(err, &st) && cause != nil && cause != context.Canceled {
 		return cause
 	}
 	return err
@@ -370,7 +393,8 @@ func receivePeers(ctx context.Context, ctl *wire.Endpoint, w *Worker, a *assignm
 }
 
 // serveWork loads the model and plan a carries into job and runs the
-// stage's iterations to the end, or to the coordinator's stop.
+// stage's iterations to the end (nil), or to the coordinator's stop (a
+// *stoppedAt).
 func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *Job, a *assignment, started func(*Worker)) error {
 	var err error
 	if job.Graph, err = dag.Load(a.Model); err != nil {
@@ -411,11 +435,17 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 			return err
 		}
 		if string(order) != goOn {
-			return stopWorker(ctx, ctl, bulk, w, a, n, string(order))
+			if err := stopWorker(ctx, ctl, bulk, w, a, n, string(order)); err != nil {
+				return err
+			}
+			return &stoppedAt{n}
 		}
 		stop, err := iterate(ctx, ctl, bulk, w, a, n)
-		if err != nil || stop {
+		if err != nil {
 			return err
+		}
+		if stop {
+			return &stoppedAt{n}
 		}
 	}
 	// the other stages acknowledge everything sent to them before the

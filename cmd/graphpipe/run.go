@@ -78,6 +78,7 @@ type runFlags struct {
 	workers workersFlag        // --workers's
 	tasks   *supervise.TaskEnv // the environment that started this task (--workers tasks), nil for none
 	met     bool               // task 0 wrote the rendezvous file
+	digest  string             // with tasks: what this launch trains (launchDigest)
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -146,13 +147,23 @@ func (f *runFlags) run(cmd *cobra.Command, arg string) error {
 	if err := f.detectTasks(cmd); err != nil {
 		return err
 	}
+	if f.tasks != nil {
+		f.digest = f.launchDigest(cmd, arg)
+	}
 	if f.tasks != nil && f.tasks.Rank != 0 {
 		return f.serveTask(cmd)
 	}
 	if err := f.probeListen(); err != nil {
 		return err
 	}
+	if err := f.clearRendezvous(); err != nil {
+		return err
+	}
 	s, err := f.setup(cmd, arg)
+	var nl *nothingLeftError
+	if errors.As(err, &nl) {
+		return f.nothingLeft(cmd, nl)
+	}
 	if err != nil {
 		f.taskZeroFailed(err)
 		return err
@@ -244,7 +255,9 @@ func (f *runFlags) plan(cmd *cobra.Command, arg string) (*planned, error) {
 		reseed = &f.seed
 	}
 	if f.tasks != nil {
-		f.forTasks(cmd)
+		if err := f.forTasks(cmd); err != nil {
+			return nil, err
+		}
 	}
 	if !cmd.Flags().Changed("device") {
 		var err error
@@ -387,7 +400,31 @@ func (f *runFlags) config(cmd *cobra.Command, j *runtime.Job) error {
 	if err != nil {
 		return err
 	}
+	if at := c.Manifest.Step; at >= j.Steps {
+		return usagef("--resume %s: the checkpoint is at step %d, and --steps is %d: nothing is left to train; give --steps beyond %d to train on", f.resume, at, j.Steps, at)
+	}
 	j.Config.Resume = c
+	return nil
+}
+
+// nothingLeftError is --resume auto finding a checkpoint at --steps: a
+// requeued job that had finished before it was requeued. It is no
+// failure: the command says so and exits 0 (nothingLeft).
+type nothingLeftError struct {
+	dir         string
+	step, steps int
+}
+
+func (e *nothingLeftError) Error() string {
+	return fmt.Sprintf("--resume auto: the checkpoint in %s is at step %d, --steps %d: nothing left to do", e.dir, e.step, e.steps)
+}
+
+// nothingLeft ends a run that has nothing left to train: said, and, where
+// this is task 0, said to the other tasks (through the rendezvous file),
+// which leave too; exit 0.
+func (f *runFlags) nothingLeft(cmd *cobra.Command, nl *nothingLeftError) error {
+	fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %v\n", nl)
+	f.taskZeroDone(nl.Error())
 	return nil
 }
 
@@ -413,6 +450,12 @@ func (f *runFlags) resumeAuto(cmd *cobra.Command, j *runtime.Job) error {
 	}
 	if err != nil {
 		return err
+	}
+	switch at := c.Manifest.Step; {
+	case at == j.Steps:
+		return &nothingLeftError{dir: dir, step: at, steps: j.Steps}
+	case at > j.Steps:
+		return usagef("--resume auto: the checkpoint in %s is at step %d, past --steps %d: give --steps beyond %d to train on", dir, at, j.Steps, at)
 	}
 	j.Config.Resume = c // the checkpoint's values, not --init's
 	return nil

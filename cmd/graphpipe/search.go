@@ -36,7 +36,11 @@ type searchFlags struct {
 	// that share each (plan.Device.TimeSliced): run sets it where its
 	// local CUDA workers outnumber the GPUs
 	timeSliced bool
-	cmd        *cobra.Command // the command registered with: which flags were set
+	// devicesFrom is the variable the devices were read from instead of
+	// --devices (a run of tasks plans one device per task: SLURM_NTASKS,
+	// WORLD_SIZE), "" for the flag: messages name it.
+	devicesFrom string
+	cmd         *cobra.Command // the command registered with: which flags were set
 	// precision is what to price the plan in: search's --precision, run's
 	// (the device flags')
 	precision string
@@ -82,6 +86,9 @@ func (f *searchFlags) options() (search.Options, error) {
 	}
 	if f.timeSliced {
 		dev = dev.TimeSliced()
+	}
+	if f.devicesFrom != "" && (f.devices < 1 || f.devices > plan.MaxDevices) {
+		return search.Options{}, inputf("%s: %d tasks, but a run of tasks plans one device per task, and a plan has 1 to %d devices", f.devicesFrom, f.devices, plan.MaxDevices)
 	}
 	if f.perNode < 1 {
 		return search.Options{}, usagef("--devices-per-node: must be positive, got %d", f.perNode)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +14,14 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/graphpipe/graphpipe/internal/regular"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/runtime/wire"
@@ -50,17 +55,25 @@ func (f *runFlags) detectTasks(cmd *cobra.Command) error {
 		return nil
 	}
 	f.tasks, f.workers = e, workersFlag{kind: taskWorkers}
+	if e.Outer != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %s's variables (%s %d of %s %d) and %s are both set, as under 'srun torchrun': following %s's, the launcher that started this process\n",
+			e.Source, e.RankVar, e.Rank, e.TasksVar, e.Tasks, e.Outer, e.Source)
+	}
 	return nil
 }
 
 // forTasks makes task 0's defaults the allocation's: a model is planned for
 // one device per task, as many on a node as the tasks on each node; the
 // embedded server listens on task 0's node's address (MASTER_ADDR:PORT);
-// the run is named after the launch.
-func (f *runFlags) forTasks(cmd *cobra.Command) {
+// the run is named after the launch. --devices, given, must be the tasks'
+// number.
+func (f *runFlags) forTasks(cmd *cobra.Command) error {
 	e, fl := f.tasks, cmd.Flags()
-	if !fl.Changed("devices") {
-		f.search.devices = e.Tasks
+	switch {
+	case !fl.Changed("devices"):
+		f.search.devices, f.search.devicesFrom = e.Tasks, e.TasksVar
+	case f.search.devices != e.Tasks:
+		return usagef("--devices %d: the run's tasks are %d (%s %d), one per device of the plan: leave --devices out, and a model is planned for %d devices", f.search.devices, e.Tasks, e.TasksVar, e.Tasks, e.Tasks)
 	}
 	if !fl.Changed("devices-per-node") {
 		f.search.perNode = e.PerNode
@@ -74,6 +87,64 @@ func (f *runFlags) forTasks(cmd *cobra.Command) {
 	if f.device.backend == "cuda" && f.device.gpus == "" && e.GPU >= 0 {
 		f.device.gpus = strconv.Itoa(e.GPU)
 	}
+	return nil
+}
+
+// launchDigest is a digest of what the command names to train (the model
+// or plan file's bytes, --model's, and --seed when given), alike in every
+// task of one launch: task 0 refuses a task whose digest is another's
+// (supervise.TaskConfig.Model). "" when a file cannot be read here (not
+// compared: task 0 says what is wrong with it).
+func (f *runFlags) launchDigest(cmd *cobra.Command, arg string) string {
+	h := sha256.New()
+	for _, path := range []string{arg, f.model} {
+		if path == "-" {
+			return "" // standard input is task 0's alone
+		}
+		if path == "" {
+			h.Write([]byte{0})
+			continue
+		}
+		data, err := regular.ReadFile(path)
+		if err != nil {
+			return ""
+		}
+		fmt.Fprintf(h, "%d:", len(data))
+		h.Write(data)
+	}
+	if cmd.Flags().Changed("seed") {
+		fmt.Fprintf(h, "seed %d", f.seed)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// processStart is when this process started: a task takes a rendezvous
+// file that says its task 0 ended before then for an earlier launch's
+// (supervise.RendezvousWait.Since).
+var processStart = time.Now()
+
+// clearRendezvous is task 0's first act, before it plans: the rendezvous
+// file an earlier launch's task 0 left is removed (one that failed, or
+// was killed), so that no task reads its failure or its token; a file of
+// a task 0 still there, or one not to be trusted, is exit 2.
+func (f *runFlags) clearRendezvous() error {
+	if f.tasks == nil || f.tasks.Rank != 0 {
+		return nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	err = supervise.ClearRendezvous(supervise.RendezvousPath(wd, f.tasks), host, nil)
+	var ue *supervise.UntrustedError
+	switch {
+	case errors.As(err, &ue):
+		return inputf("%v", err)
+	case err != nil:
+		return inputf("%s: 0, but %v", f.tasks.RankVar, err)
+	}
+	return nil
 }
 
 // taskZeroFailed tells the other tasks, through the rendezvous file, that
@@ -92,6 +163,22 @@ func (f *runFlags) taskZeroFailed(err error) {
 	supervise.WriteRendezvous(supervise.RendezvousPath(wd, f.tasks), rv)
 }
 
+// taskZeroDone tells the other tasks, through the rendezvous file, that
+// task 0 found nothing to do (done says why): they leave at once, and
+// well, instead of waiting for it for --join-timeout.
+func (f *runFlags) taskZeroDone(done string) {
+	if f.tasks == nil || f.tasks.Rank != 0 {
+		return
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return
+	}
+	rv := supervise.Rendezvous{Key: f.tasks.Key, PID: os.Getpid(), Done: done}
+	rv.Host, _ = os.Hostname()
+	supervise.WriteRendezvous(supervise.RendezvousPath(wd, f.tasks), rv)
+}
+
 // tasksError words a run's failure that is its tasks' environment's fault:
 // two tasks standing for one device of the plan (the coordinator's
 // refusal) names the rank's variable; nil for any other.
@@ -104,18 +191,28 @@ func (f *runFlags) tasksError(err error) error {
 }
 
 // probeListen refuses, before task 0 plans anything, an address its
-// environment names (MASTER_ADDR:MASTER_PORT) that another process holds:
-// another task claims rank 0, or another program the port.
+// environment names (MASTER_ADDR:MASTER_PORT, Slurm's first node) where
+// it cannot listen: one that is not this host's (task 0 runs where it
+// points), or does not resolve, or that another process holds (another
+// task claims rank 0, or another program the port).
 func (f *runFlags) probeListen() error {
 	e := f.tasks
-	if e == nil || e.Port == 0 || f.nats.url != "" || f.nats.listen != "" {
+	if e == nil || f.nats.url != "" || f.nats.listen != "" {
 		return nil
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort(e.Addr, strconv.Itoa(e.Port)))
-	if err != nil {
-		return f.tasksListenError(inputf("--nats-listen: %v", cause(err)))
+	if err == nil {
+		return l.Close()
 	}
-	return l.Close()
+	host, _ := os.Hostname()
+	var de *net.DNSError
+	switch {
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return inputf("%s: %s is not an address of this host (%s), where task 0 (%s 0) runs and its server listens for the other tasks: it must name task 0's host", e.AddrVar, e.Addr, host, e.RankVar)
+	case errors.As(err, &de):
+		return inputf("%s: %s does not resolve here (%s): it must name task 0's host (%s), where its server listens for the other tasks", e.AddrVar, e.Addr, de.Err, host)
+	}
+	return f.tasksListenError(inputf("--nats-listen: %v", cause(err)))
 }
 
 // tasksListenError words task 0's failure to listen where its
@@ -181,6 +278,7 @@ func (f *runFlags) taskLauncher(t wire.Transport, ns *runNATS, job *supervise.Jo
 	}
 	env := workerEnv(e.PerNode, ns.opts.Token) // a share of the node's cores and memory
 	cfg := supervise.TaskConfig{Env: e, Replace: e.Source == "slurm" && e.JobID != "" && srun != "", JoinTimeout: job.Config.JoinTimeout, Timings: job.Config.Timings, Log: log,
+		Stop: job.Config.Stop, Model: f.digest,
 		Worker: func(ctx context.Context, w supervise.TaskWorker) (*exec.Cmd, error) {
 			args := append([]string{"worker", "--quiet", "--nats", ns.opts.URL, "--run", w.Run, "--gen", fmt.Sprint(w.Gen), "--managed", "--plan-device", fmt.Sprint(w.Device)}, wargs(0)...)
 			if w.Own {
@@ -215,10 +313,23 @@ func (f *runFlags) taskLauncher(t wire.Transport, ns *runNATS, job *supervise.Jo
 
 // serveTask is every task but task 0: it joins the generations task 0
 // orders, on the device its environment gives it, until the run is over.
-// The signals that stop a run are task 0's to act on.
+// Once it has joined, the signals that stop a run are task 0's to act on;
+// before, the first ends it (taskSignals).
 func (f *runFlags) serveTask(cmd *cobra.Command) error {
+	var task atomic.Pointer[supervise.Task] // set once made; the signals' goroutine reads it
+	ctx, sig := watchTaskSignals(cmd.Context(), f.preempt, func() bool { k := task.Load(); return k != nil && k.Joined() })
+	defer sig.done()
+	err := f.serveTaskCtx(ctx, cmd, task.Store)
+	if code := sig.code(); code != 0 {
+		return &exitError{code, fmt.Errorf("%s: task %d stopped before it joined the run", signalName(sig.first()), f.tasks.Rank)}
+	}
+	return err
+}
+
+// serveTaskCtx is serveTask under ctx, which the first signal ends until
+// the task (given to made) has joined the run.
+func (f *runFlags) serveTaskCtx(ctx context.Context, cmd *cobra.Command, made func(*supervise.Task)) error {
 	e, log := f.tasks, cmd.ErrOrStderr()
-	signal.Ignore(os.Interrupt, syscall.SIGTERM, f.preempt)
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		goruntime.GOMAXPROCS(max(1, goruntime.NumCPU()/e.PerNode))
 	}
@@ -232,10 +343,13 @@ func (f *runFlags) serveTask(cmd *cobra.Command) error {
 	if dev != nil {
 		defer dev.Close()
 	}
-	ctx := cmd.Context()
-	rv, err := f.rendezvous(ctx, e)
+	rv, err := f.rendezvous(ctx, e, log)
 	if err != nil {
 		return err
+	}
+	if rv.Done != "" {
+		fmt.Fprintf(log, "graphpipe: task 0 (host %s, pid %d): %s\n", rv.Host, rv.PID, rv.Done)
+		return nil
 	}
 	name := fmt.Sprintf("graphpipe task %d of run %s", e.Rank, rv.Run)
 	opts := wire.NATSOptions{URL: rv.URL, Token: rv.Token, CredsFile: f.nats.creds, CAFile: f.nats.ca, Name: name}
@@ -252,12 +366,14 @@ func (f *runFlags) serveTask(cmd *cobra.Command) error {
 		return dialError(err)
 	}
 	defer bulk.Close()
-	k := &supervise.Task{Env: e, Run: rv.Run, Log: workerLog(log, false),
+	k := &supervise.Task{Env: e, Run: rv.Run, Log: workerLog(log, false), Model: f.digest, Started: processStart,
 		Config: runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv), Bulk: bulk, JoinTimeout: f.joinTimeout,
 			StreamCheckpoints: os.Getenv(runtime.StreamEnv) == "1"}}
+	made(k)
 	err = k.Serve(ctx, t)
 	var ee *supervise.EnvError
-	if errors.As(err, &ee) {
+	var re *supervise.RefusedError
+	if errors.As(err, &ee) || errors.As(err, &re) {
 		return inputf("%v", err)
 	}
 	return err
@@ -267,7 +383,7 @@ func (f *runFlags) serveTask(cmd *cobra.Command) error {
 // environment and flags make when they say them all (--nats, or
 // MASTER_ADDR:MASTER_PORT, and a token every task has), else task 0's
 // rendezvous file, waited for up to --join-timeout.
-func (f *runFlags) rendezvous(ctx context.Context, e *supervise.TaskEnv) (supervise.Rendezvous, error) {
+func (f *runFlags) rendezvous(ctx context.Context, e *supervise.TaskEnv, log io.Writer) (supervise.Rendezvous, error) {
 	run := f.runID
 	if run == "" {
 		run = e.Key
@@ -287,7 +403,13 @@ func (f *runFlags) rendezvous(ctx context.Context, e *supervise.TaskEnv) (superv
 	if err != nil {
 		return supervise.Rendezvous{}, err
 	}
-	rv, err := supervise.ReadRendezvous(ctx, supervise.RendezvousPath(wd, e), e.Key, f.joinTimeout)
+	w := supervise.RendezvousWait{Path: supervise.RendezvousPath(wd, e), Key: e.Key, Wait: f.joinTimeout, Since: processStart,
+		Log: func(format string, args ...any) { fmt.Fprintf(log, "graphpipe: "+format+"\n", args...) }}
+	rv, err := w.Read(ctx)
+	var ue *supervise.UntrustedError
+	if errors.As(err, &ue) {
+		return rv, inputf("%v", err)
+	}
 	if err != nil {
 		return rv, err
 	}
@@ -295,4 +417,67 @@ func (f *runFlags) rendezvous(ctx context.Context, e *supervise.TaskEnv) (superv
 		rv.Token = tok
 	}
 	return rv, nil
+}
+
+// taskSignals are the signals of a task other than 0: SIGINT, SIGTERM and
+// the preemption signal. Until the task has joined the run, the first one
+// ends it (its context, and the process with 128 + it): nothing is lost,
+// and a task waiting for a task 0 that never comes must not need SIGKILL.
+// Once it has joined, they are task 0's to act on (a workload manager
+// signals every task; task 0 checkpoints and orders the stop), and the
+// task goes on.
+type taskSignals struct {
+	ch     chan os.Signal
+	quit   chan struct{}
+	mu     sync.Mutex // guards got
+	got    os.Signal
+	cancel context.CancelCauseFunc
+}
+
+// watchTaskSignals listens for a task's signals; joined says whether it
+// has joined the run.
+func watchTaskSignals(ctx context.Context, preempt os.Signal, joined func() bool) (context.Context, *taskSignals) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	s := &taskSignals{ch: make(chan os.Signal, 4), quit: make(chan struct{}), cancel: cancel}
+	signal.Notify(s.ch, os.Interrupt, syscall.SIGTERM, preempt)
+	go func() {
+		for {
+			select {
+			case sig := <-s.ch:
+				if joined() {
+					continue // task 0 orders the stop
+				}
+				s.mu.Lock()
+				s.got = sig
+				s.mu.Unlock()
+				cancel(fmt.Errorf("%s before joining the run", signalName(sig)))
+				return
+			case <-s.quit:
+				return
+			}
+		}
+	}()
+	return ctx, s
+}
+
+// first is the signal that ended the task, nil for none.
+func (s *taskSignals) first() os.Signal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.got
+}
+
+// code is 128 + the signal that ended the task, 0 for none.
+func (s *taskSignals) code() int {
+	if sig, ok := s.first().(syscall.Signal); ok {
+		return 128 + int(sig)
+	}
+	return 0
+}
+
+// done stops listening.
+func (s *taskSignals) done() {
+	signal.Stop(s.ch)
+	close(s.quit)
+	s.cancel(nil)
 }

@@ -62,14 +62,24 @@
 //  6. Where an environment started every task of a run with the same
 //     command, DetectEnv reads which task this is (an *EnvError names the
 //     variable of a wrong or partial environment; ExpandHostlist reads
-//     Slurm's node lists). Task 0 writes the Rendezvous file (its server's
-//     URL, a generated token, the run, mode 0600) and coordinates with a
+//     Slurm's node lists). Task 0 first removes the rendezvous file an
+//     earlier launch of the same key left (ClearRendezvous), then writes
+//     its own (its server's URL, a generated token, the run, mode 0600);
+//     the other tasks read it (RendezvousWait), refusing a file task 0
+//     did not write (*UntrustedError: a FIFO, another user's, one others
+//     may read) and waiting past one whose task 0 is gone. Task 0
+//     coordinates with a
 //     TaskLauncher, which refuses a plan the tasks cannot run
 //     (CheckPlanOnTasks), orders every other task (a Task) to join each
 //     generation as the plan device its node and local rank make
 //     (PlanDevice), starts a worker process for task 0's own device,
 //     replaces a task lost for good with a worker process within the
 //     allocation (srun) or waits for the environment to start it again,
-//     and, on Close, tells the tasks the run is over and waits for them to
-//     say they leave. Two live tasks of one rank are a final *EnvError.
+//     and, on End, tells the tasks the run is over, and whether it failed
+//     (the tasks then exit non-zero), and waits for them to say they
+//     leave. A task of another launch (another model or plan, another
+//     number of tasks, or one started after the run began that claims a
+//     live task's rank) is refused (a *RefusedError ends it) and the run
+//     goes on; two live tasks of one launch claiming one rank are a final
+//     *EnvError.
 package supervise

@@ -29,7 +29,7 @@ type TaskLauncher struct {
 	run string
 
 	unsub func()
-	mu    sync.Mutex // guards seen, aside and conflict
+	mu    sync.Mutex // guards seen, aside, conflict, began and refused
 	seen  map[int]seenTask
 	// aside is the tasks a failed generation found quiet, and when: lost
 	// until heard again (Stop)
@@ -37,6 +37,13 @@ type TaskLauncher struct {
 	change chan struct{} // a new advert came (buffered, 1)
 	// conflict is two live tasks claiming one rank, "" if none.
 	conflict string
+	// began is when the first generation was ordered (zero: not yet): a
+	// task started after it that claims the rank of a live task is of
+	// another launch, and refused.
+	began time.Time
+	// refused is the tasks refused so far, by host and pid: each is said
+	// once.
+	refused map[string]bool
 
 	procs  []*exec.Cmd
 	exited <-chan struct{}
@@ -63,8 +70,17 @@ type TaskConfig struct {
 	// Worker's within the allocation; false: the environment starts the
 	// task again, and a generation waits for it.
 	Replace bool
+	// Model is the digest of the model and plan task 0 was given (""
+	// for none): a task that says another is of another launch, and
+	// refused.
+	Model string
 	// JoinTimeout > 0 bounds the wait for the tasks; 0 waits for ever.
 	JoinTimeout time.Duration
+	// Stop, once closed, ends the wait for the tasks with a
+	// *runtime.StoppedError (Early), as it ends the coordinator's wait for
+	// its workers (runtime.Config.Stop): a run that has not begun stops at
+	// the first signal.
+	Stop <-chan struct{}
 	// Timings are the run's: a task is lost when silent for its
 	// HeartbeatTimeout.
 	Timings runtime.Timings
@@ -87,7 +103,7 @@ type TaskWorker struct {
 // NewTaskLauncher starts listening to the adverts of run's tasks over t.
 func NewTaskLauncher(t wire.Transport, run string, c TaskConfig) (*TaskLauncher, error) {
 	c.Timings = c.Timings.WithDefaults()
-	l := &TaskLauncher{cfg: c, t: t, run: run, seen: map[int]seenTask{}, aside: map[int]time.Time{}, change: make(chan struct{}, 1)}
+	l := &TaskLauncher{cfg: c, t: t, run: run, seen: map[int]seenTask{}, aside: map[int]time.Time{}, refused: map[string]bool{}, change: make(chan struct{}, 1)}
 	unsub, err := t.Subscribe(tasksAdverts(run), l.heard)
 	if err != nil {
 		return nil, err
@@ -96,14 +112,28 @@ func NewTaskLauncher(t wire.Transport, run string, c TaskConfig) (*TaskLauncher,
 	return l, nil
 }
 
+// heard takes a task's advert: a task of another launch is refused, and
+// the run goes on; one of this launch is seen.
 func (l *TaskLauncher) heard(b []byte) {
 	var ad TaskAdvert
-	if json.Unmarshal(b, &ad) != nil || ad.Rank <= 0 || ad.Rank >= l.cfg.Env.Tasks {
+	if json.Unmarshal(b, &ad) != nil || ad.Rank <= 0 {
+		return
+	}
+	if why := l.foreign(ad); why != "" {
+		l.refuse(ad, why)
+		return
+	}
+	if ad.Rank >= l.cfg.Env.Tasks {
 		return
 	}
 	now := time.Now()
 	l.mu.Lock()
 	s, ok := l.seen[ad.Rank]
+	if why := l.intruder(s, ok, ad, now); why != "" {
+		l.mu.Unlock()
+		l.refuse(ad, why)
+		return
+	}
 	next := seenTask{ad: ad, last: now, prev: s.prev}
 	if ok && !sameTask(s.ad, ad) {
 		// another process of this rank: one started again in the place of
@@ -119,6 +149,50 @@ func (l *TaskLauncher) heard(b []byte) {
 	case l.change <- struct{}{}:
 	default:
 	}
+}
+
+// foreign says why the task that advertises ad is of another launch than
+// task 0's, "" when it may be of this one: it counts another number of
+// tasks, or was given another model or plan.
+func (l *TaskLauncher) foreign(ad TaskAdvert) string {
+	e := l.cfg.Env
+	switch {
+	case ad.Tasks != 0 && ad.Tasks != e.Tasks:
+		return fmt.Sprintf("it is one of %d tasks (%s), and this run's are %d: it is of another launch", ad.Tasks, e.TasksVar, e.Tasks)
+	case ad.Model != "" && l.cfg.Model != "" && ad.Model != l.cfg.Model:
+		return fmt.Sprintf("it was given another model or plan (digest %.12s) than task 0 (%.12s): it is of another launch", ad.Model, l.cfg.Model)
+	}
+	return ""
+}
+
+// intruder says why a task that claims the rank of s (seen when ok), a
+// live task of the run, is refused: it started after the run began, so
+// it is of a launch started later (a second job, by mistake, in the same
+// directory and on the same port), which must not end the running one. A
+// task started before (two tasks of one launch claiming one rank: a wrong
+// environment) is left to the conflict it makes, which ends the run.
+// Guarded by l.mu.
+func (l *TaskLauncher) intruder(s seenTask, ok bool, ad TaskAdvert, now time.Time) string {
+	if !ok || sameTask(s.ad, ad) || l.began.IsZero() || ad.Started.IsZero() || !ad.Started.After(l.began) ||
+		s.ad.Left || now.Sub(s.last) > l.cfg.Timings.HeartbeatTimeout {
+		return ""
+	}
+	return fmt.Sprintf("%s %d is task %d's (host %s, pid %d), which serves the run; this task started after the run began: is it of a second launch, in the same directory and on the same address and port?",
+		l.cfg.Env.RankVar, ad.Rank, ad.Rank, s.ad.Host, s.ad.PID)
+}
+
+// refuse tells the task that advertises ad to leave, every time it is
+// heard until it does, and says so once.
+func (l *TaskLauncher) refuse(ad TaskAdvert, why string) {
+	who := fmt.Sprintf("%s/%d/%d", ad.Host, ad.PID, ad.Started.UnixNano())
+	l.mu.Lock()
+	said := l.refused[who]
+	l.refused[who] = true
+	l.mu.Unlock()
+	if !said {
+		l.say("refused a task claiming %s %d (host %s, pid %d): %s; the run goes on\n", l.cfg.Env.RankVar, ad.Rank, ad.Host, ad.PID, why)
+	}
+	l.publish(l.run, TaskOrder{Refuse: &TaskRefusal{Rank: ad.Rank, Host: ad.Host, PID: ad.PID, Started: ad.Started, Why: why}})
 }
 
 // Start orders gen's tasks to join it, once every task has been heard (up
@@ -158,6 +232,11 @@ func (l *TaskLauncher) Start(ctx context.Context, gen *Generation) error {
 	if err := l.startWorkers(ctx, gen, workers); err != nil {
 		return err
 	}
+	l.mu.Lock()
+	if l.began.IsZero() {
+		l.began = time.Now()
+	}
+	l.mu.Unlock()
 	l.publish(gen.Run, order)
 	go l.watch(ctx, gen, order)
 	return nil
@@ -187,6 +266,8 @@ func (l *TaskLauncher) await(ctx context.Context, gen *Generation) (map[int]Task
 		select {
 		case <-ctx.Done():
 			return nil, nil, context.Cause(ctx)
+		case <-l.cfg.Stop:
+			return nil, nil, &runtime.StoppedError{Step: gen.From, Early: true}
 		case <-deadline:
 			return nil, nil, fmt.Errorf("%s %s of %d not there within %v", l.cfg.Env.RankVar, ranksWord(missing), l.cfg.Env.Tasks, wait)
 		case <-l.change:
@@ -341,21 +422,29 @@ func end(p *exec.Cmd) {
 	p.Process.Kill()
 }
 
-// Close tells the tasks the run is over, again every beat until each one
-// heard has said it leaves or has been quiet for two beats (for at most
-// the heartbeat timeout): once Close returns, task 0 may shut its server
-// down without a task missing the word. It stops listening.
-func (l *TaskLauncher) Close() error {
+// Close tells the tasks the run is over, as a run that ended well.
+func (l *TaskLauncher) Close() error { return l.End(nil) }
+
+// End tells the tasks the run is over, and how: failed with err, or
+// well (nil), again every beat until each one heard has said it leaves
+// or has been quiet for two beats (for at most the heartbeat timeout):
+// once End returns, task 0 may shut its server down without a task
+// missing the word. It stops listening.
+func (l *TaskLauncher) End(err error) error {
 	tm := l.cfg.Timings
 	deadline := time.After(tm.HeartbeatTimeout)
 	tick := time.NewTicker(tm.HeartbeatEvery)
 	defer tick.Stop()
-	l.publish(l.run, TaskOrder{End: true})
+	last := TaskOrder{End: true}
+	if err != nil {
+		last.Failed = err.Error()
+	}
+	l.publish(l.run, last)
 	for l.staying() {
 		select {
 		case <-deadline:
 		case <-tick.C:
-			l.publish(l.run, TaskOrder{End: true})
+			l.publish(l.run, last)
 			continue
 		case <-l.change:
 			continue

@@ -24,6 +24,23 @@ type Launcher interface {
 	Close() error
 }
 
+// An Ender is a Launcher whose workers are told how the run ended (the
+// tasks an environment started exit with it): the supervisor calls End
+// with the run's error (nil: it ended well) instead of Close.
+type Ender interface {
+	Launcher
+	End(err error) error
+}
+
+// endLauncher gives l back once the run is over, ended with err.
+func endLauncher(l Launcher, err error) {
+	if e, ok := l.(Ender); ok {
+		e.End(err)
+		return
+	}
+	l.Close()
+}
+
 // Generation is one attempt at a job: a plan, the workers it takes (Slots)
 // and the step it starts from. A restart is a new generation, whose plan
 // and workers may differ from the last one's.

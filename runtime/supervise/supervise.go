@@ -55,7 +55,14 @@ func (s *Supervisor) Run(ctx context.Context) (*Result, float64, error) {
 	if err := s.Job.Validate(); err != nil {
 		return nil, 0, err
 	}
-	defer s.Launcher.Close()
+	var err error
+	defer func() { endLauncher(s.Launcher, err) }()
+	out, secs, err := s.run(ctx)
+	return out, secs, err
+}
+
+// run is Run once the job is valid.
+func (s *Supervisor) run(ctx context.Context) (*Result, float64, error) {
 	run := s.Job.Job                // each generation's: its plan, generation, start
 	var initial *runtime.Checkpoint // --init's values: what a restart with no checkpoint starts from
 	if run.Options.Init {

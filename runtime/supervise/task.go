@@ -24,6 +24,11 @@ type Task struct {
 	Run  string
 	Host string // "": os.Hostname
 	Kind string // the device profile it computes as ("": not said)
+	// Model is a digest of the model and plan it was given, and Started
+	// when its process started: task 0 refuses a task of another launch
+	// by them ("" and zero: not said).
+	Model   string
+	Started time.Time
 	// Config is its worker's (runtime.Join.Config): Device, Precision,
 	// KillPoints, Bulk; JoinTimeout bounds the wait for task 0's first
 	// order (0: for ever), Timings the adverts' heartbeat until an order
@@ -51,9 +56,10 @@ type served struct {
 	err error
 }
 
-// Serve runs the task until task 0 ends the run (nil), ctx ends, or task 0
-// is silent: before its first order for Config.JoinTimeout, then for the
-// run's heartbeat timeout while the task serves no generation.
+// Serve runs the task until task 0 ends the run (nil; a *RunFailedError
+// when the run failed), ctx ends, or task 0 is silent: before its first
+// order for Config.JoinTimeout, then for the run's heartbeat timeout
+// while the task serves no generation.
 func (k *Task) Serve(ctx context.Context, t wire.Transport) error {
 	if k.Log == nil {
 		k.Log = func(string, ...any) {}
@@ -61,8 +67,11 @@ func (k *Task) Serve(ctx context.Context, t wire.Transport) error {
 	if k.Host == "" {
 		k.Host, _ = os.Hostname()
 	}
+	k.mu.Lock()
 	k.ad = TaskAdvert{Rank: k.Env.Rank, Node: k.Env.Node, Local: k.Env.Local, Host: k.Host, PID: os.Getpid(),
-		Device: runtime.DeviceLabel(k.Config.Device), Visible: k.Env.Visible, GPU: k.Env.GPU}
+		Device: runtime.DeviceLabel(k.Config.Device), Visible: k.Env.Visible, GPU: k.Env.GPU,
+		Tasks: k.Env.Tasks, Model: k.Model, Started: k.Started}
+	k.mu.Unlock()
 	orders := make(chan TaskOrder, 64)
 	unsub, err := t.Subscribe(tasksOrders(k.Run), func(b []byte) {
 		var o TaskOrder
@@ -151,12 +160,25 @@ func (st *taskState) silent(quiet time.Duration, k *Task) error {
 // order acts on one of task 0's orders; end says the task is done, with
 // err.
 func (k *Task) order(ctx context.Context, t wire.Transport, st *taskState, o TaskOrder, done chan served) (end bool, err error) {
+	if o.Refuse != nil {
+		k.mu.Lock()
+		me := o.Refuse.names(k.ad)
+		k.mu.Unlock()
+		if !me {
+			return false, nil // another task's
+		}
+		k.endServing(st, done, errors.New("refused by task 0"))
+		return true, &RefusedError{Run: k.Run, RankVar: k.Env.RankVar, Rank: k.Env.Rank, Why: o.Refuse.Why}
+	}
 	if o.Timings != nil {
 		st.tm, st.ordered = o.Timings.WithDefaults(), true
 	}
 	switch {
 	case o.End:
 		k.endServing(st, done, errors.New("the run is over"))
+		if o.Failed != "" {
+			return true, &RunFailedError{Run: k.Run, Why: o.Failed}
+		}
 		return true, nil
 	case o.Stop:
 		if st.serving != nil && st.gen == o.Gen {
@@ -203,6 +225,15 @@ func (k *Task) advert() []byte {
 	defer k.mu.Unlock()
 	b, _ := json.Marshal(k.ad)
 	return b
+}
+
+// Joined says the task has joined a generation of the run: from then on
+// a stop is task 0's to order (the tasks' signals are its), before then
+// nothing is lost by leaving.
+func (k *Task) Joined() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ad.Gen > 0
 }
 
 func (k *Task) setGen(gen uint32) {

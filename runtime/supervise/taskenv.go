@@ -28,8 +28,9 @@ type TaskEnv struct {
 	// nil where the environment does not say them.
 	Hosts []string
 	// Addr is where task 0's NATS server listens and the others reach it:
-	// its node's host (Slurm), MASTER_ADDR (torchrun, Kubernetes).
-	Addr string
+	// its node's host (Slurm), MASTER_ADDR (torchrun, Kubernetes); AddrVar
+	// is the variable that says it, for messages.
+	Addr, AddrVar string
 	// Port is the server's port, 0 for any (the rendezvous file then says
 	// which).
 	Port int
@@ -49,6 +50,11 @@ type TaskEnv struct {
 	// JobID is Slurm's job id, "" elsewhere: a lost task is started again
 	// within the allocation (srun --jobid).
 	JobID string
+	// Outer, when another launcher's variables are set too (Slurm's, around
+	// torchrun: 'srun torchrun ... graphpipe run'), says whose and what
+	// they say: the environment read is the innermost launcher's, the one
+	// that started this process, and the command says so.
+	Outer string
 }
 
 // EnvError is an environment variable that does not describe a task of a
@@ -69,16 +75,44 @@ func envErr(v, format string, args ...any) *EnvError {
 // (JOB_COMPLETION_INDEX). It returns nil when none of them started this
 // process, and an *EnvError naming the variable at fault when one did but
 // said too little or something inconsistent.
+//
+// Slurm's variables and torchrun's together are 'srun torchrun': torchrun,
+// which started this process, is followed, and Outer says so. Without
+// TORCHELASTIC_RUN_ID, which torchrun sets, they are an *EnvError naming
+// both: the rank is not this process's in one of them, and which is not
+// for graphpipe to guess.
 func DetectEnv(getenv func(string) string) (*TaskEnv, error) {
+	slurm := getenv("SLURM_PROCID") != "" && getenv("SLURM_STEP_ID") != ""
+	torch := getenv("RANK") != "" || getenv("WORLD_SIZE") != "" && getenv("JOB_COMPLETION_INDEX") == ""
 	switch {
-	case getenv("SLURM_PROCID") != "" && getenv("SLURM_STEP_ID") != "":
+	case slurm && torch:
+		return torchrunInSlurm(getenv)
+	case slurm:
 		return slurmEnv(getenv)
-	case getenv("RANK") != "" || getenv("WORLD_SIZE") != "" && getenv("JOB_COMPLETION_INDEX") == "":
+	case torch:
 		return torchrunEnv(getenv)
 	case getenv("JOB_COMPLETION_INDEX") != "":
 		return kubernetesEnv(getenv)
 	}
 	return nil, nil
+}
+
+// torchrunInSlurm reads torchrun's environment inside a Slurm task's.
+func torchrunInSlurm(getenv func(string) string) (*TaskEnv, error) {
+	slurm := fmt.Sprintf("SLURM_PROCID %s of SLURM_NTASKS %s", getenv("SLURM_PROCID"), getenv("SLURM_NTASKS"))
+	if getenv("TORCHELASTIC_RUN_ID") == "" {
+		v := "RANK"
+		if getenv(v) == "" {
+			v = "WORLD_SIZE"
+		}
+		return nil, envErr(v, "%s is set, and so are Slurm's variables (%s), but no TORCHELASTIC_RUN_ID says torchrun started this process: start graphpipe with srun alone (unset RANK and WORLD_SIZE) or with 'srun torchrun'", getenv(v), slurm)
+	}
+	e, err := torchrunEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	e.Outer = "Slurm's (" + slurm + ")"
+	return e, nil
 }
 
 // envInt reads variable v as an integer of at least lo; "" is missing.

@@ -52,7 +52,7 @@ func (e *TaskEnv) slurmNodes(getenv func(string) string) error {
 	if err != nil {
 		return envErr(listVar, "%v", err)
 	}
-	e.Hosts, e.Nodes, e.Addr = hosts, len(hosts), hosts[0]
+	e.Hosts, e.Nodes, e.Addr, e.AddrVar = hosts, len(hosts), hosts[0], listVar
 	if e.Node, err = envInt(getenv, "SLURM_NODEID", 0); err != nil {
 		return err
 	}

@@ -30,7 +30,9 @@ func torchrunEnv(getenv func(string) string) (*TaskEnv, error) {
 		return nil, err
 	}
 	if getenv("TORCHELASTIC_USE_AGENT_STORE") == "True" {
-		e.Port++
+		if e.Port++; e.Port > 65535 {
+			return nil, envErr("MASTER_PORT", "65535: torchrun's agent holds it (TORCHELASTIC_USE_AGENT_STORE=True) and task 0's server takes the port after it, which would be 65536, past the last: choose a MASTER_PORT below 65535")
+		}
 	}
 	if e.GPU, err = gpuOf(getenv, e.Local, "", e.Local); err != nil {
 		return nil, err
@@ -75,7 +77,7 @@ func (e *TaskEnv) torchrunNodes(getenv func(string) string) error {
 
 // master reads MASTER_ADDR and MASTER_PORT, where rank 0 listens.
 func (e *TaskEnv) master(getenv func(string) string) error {
-	e.Addr = strings.TrimSpace(getenv("MASTER_ADDR"))
+	e.Addr, e.AddrVar = strings.TrimSpace(getenv("MASTER_ADDR")), "MASTER_ADDR"
 	if e.Addr == "" {
 		return envErr("MASTER_ADDR", "not set: the other %s tasks reach rank 0 there (%s %d)", e.Source, e.RankVar, e.Rank)
 	}

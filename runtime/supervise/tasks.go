@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
@@ -33,19 +34,67 @@ type TaskAdvert struct {
 	GPU     int    `json:"gpu"`               // its GPU ordinal (after Visible), -1 for none
 	Gen     uint32 `json:"gen,omitempty"`     // the generation it serves or last joined
 	Left    bool   `json:"left,omitempty"`    // its last word: it is leaving
+	// Tasks, Model and Started say which launch it is of: how many tasks
+	// its environment says there are, a digest of the model and plan it
+	// was given ("": not said) and when its process started (zero: not
+	// said). Task 0 refuses a task of another launch (TaskOrder.Refuse).
+	Tasks   int       `json:"tasks,omitempty"`
+	Model   string    `json:"model,omitempty"`
+	Started time.Time `json:"started,omitzero"`
 }
 
 // TaskOrder is task 0's word to the tasks: join generation Gen, each as
 // the plan device Devices names for its rank (a task not named has no
 // stage, and leaves); leave generation Gen (Stop: it failed); or leave,
-// the run being over (End).
+// the run being over (End), with Failed saying why when it failed: the
+// tasks then exit with an error too, so that an environment that reruns
+// failed tasks (a Kubernetes Indexed Job) does not count them completed.
 type TaskOrder struct {
 	Gen     uint32           `json:"gen,omitempty"`
 	Devices map[int]int      `json:"devices,omitempty"`
 	Stop    bool             `json:"stop,omitempty"`
 	End     bool             `json:"end,omitempty"`
+	Failed  string           `json:"failed,omitempty"`
 	Timings *runtime.Timings `json:"timings,omitempty"` // the run's
+	// Refuse names a task task 0 will not have: it leaves with a
+	// *RefusedError; the others take no notice.
+	Refuse *TaskRefusal `json:"refuse,omitempty"`
 }
+
+// TaskRefusal is a task task 0 refuses, as its advert names it, and why.
+type TaskRefusal struct {
+	Rank    int       `json:"rank"`
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started,omitzero"`
+	Why     string    `json:"why"`
+}
+
+// names says the refusal is of the task that advertises ad.
+func (r *TaskRefusal) names(ad TaskAdvert) bool {
+	return r.Rank == ad.Rank && r.Host == ad.Host && r.PID == ad.PID && r.Started.Equal(ad.Started)
+}
+
+// RefusedError is a task's end when task 0 refused it: it is of another
+// launch (a second job started by mistake in the same directory on the
+// same address and port, whose tasks found the running job's rendezvous
+// file), which the running job does not let in.
+type RefusedError struct {
+	Run, RankVar string
+	Rank         int
+	Why          string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s %d: refused by task 0 of run %s, which trains on: %s", e.RankVar, e.Rank, e.Run, e.Why)
+}
+
+// RunFailedError is a task's end when task 0 ended the run as failed.
+type RunFailedError struct {
+	Run, Why string
+}
+
+func (e *RunFailedError) Error() string { return fmt.Sprintf("run %s failed: %s", e.Run, e.Why) }
 
 // CheckPlanOnTasks refuses a plan the environment's tasks cannot run, one
 // task per device: as many tasks as the plan has devices, on as many

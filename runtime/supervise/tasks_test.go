@@ -237,3 +237,51 @@ func TestTasksTwoClaimOneRank(t *testing.T) {
 		t.Fatalf("got %v, want an EnvError: two tasks claim rank 2", err)
 	}
 }
+
+// TestTasksRefuseIntruders: once a generation is ordered, a task that
+// started after it and claims a live task's rank, or one of another model
+// or number of tasks, is refused (its Serve returns a *RefusedError) and
+// the generation goes on (gen.Lost is not called).
+func TestTasksRefuseIntruders(t *testing.T) {
+	r := newTaskRun(t, 3)
+	_, p := smallPlan(t, "mlp", 3, 8)
+	r.task(1, "h1")
+	r.task(2, "h2")
+	tr := dialServer(t, r.srv, "coordinator")
+	l := r.launcher(tr)
+	l.cfg.Model = "m"
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lost := make(chan error, 4)
+	gen := &Generation{Run: r.run, Gen: 1, Plan: p, Slots: Slots(p), Lost: func(err error) { lost <- err }}
+	if err := l.Start(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Stop(gen, true)
+	for _, tc := range []struct {
+		name       string
+		rank, n    int
+		model, why string
+	}{
+		{"a later task of a held rank", 2, 3, "m", "RANK 2 is task 2's (host h2, pid "},
+		{"another model's", 1, 3, "x", "it was given another model or plan"},
+		{"another number of tasks'", 3, 4, "m", "it is one of 4 tasks (WORLD_SIZE), and this run's are 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := r.env(tc.rank)
+			e.Tasks, e.PerNode = tc.n, tc.n
+			k := &Task{Env: e, Run: r.run, Host: "h9", Model: tc.model, Started: time.Now(), Config: runtime.Config{Timings: shortTimings(), JoinTimeout: 30 * time.Second}}
+			err := k.Serve(ctx, dialServer(t, r.srv, "intruder"))
+			var re *RefusedError
+			if !errors.As(err, &re) || !strings.Contains(err.Error(), tc.why) {
+				t.Fatalf("got %v, want refused: %q", err, tc.why)
+			}
+		})
+	}
+	select {
+	case err := <-lost:
+		t.Fatalf("the generation was lost: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
