@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,10 +17,13 @@ import (
 // A Meter measures one device for a profile: CPUMeter or GPUMeter.
 type Meter interface {
 	name() string
-	gemm(n int, half bool) (float64, error) // seconds per n×n×n GEMM (FP32, or BF16 with FP32 accumulation)
-	launch() (float64, error)               // seconds of fixed cost per kernel call
-	device() *cuda.Device                   // where the executor runs ops: nil for the CPU
-	copyRate(bytes int) (float64, error)    // bytes moved (read + written) per second
+	// gemm is the seconds of an n×n×n GEMM in precision prec ("fp32",
+	// "tf32": FP32 operands on TF32 tensor cores, "bf16": BF16 operands
+	// with FP32 accumulation); 0 where the meter has no such GEMM
+	gemm(n int, prec string) (float64, error)
+	launch() (float64, error)            // seconds of fixed cost per kernel call
+	device() *cuda.Device                // where the executor runs ops: nil for the CPU
+	copyRate(bytes int) (float64, error) // bytes moved (read + written) per second
 	memory() int64
 	base() plan.Device // where the links come from when links cannot measure them
 	// runCosts measures what a run of workers of this kind on this host
@@ -36,6 +40,7 @@ type Result struct {
 	Device  plan.Device `json:"device"`
 	Sizes   []int       `json:"gemm_sizes"`
 	FP32    []float64   `json:"gemm_fp32_s"`
+	TF32    []float64   `json:"gemm_tf32_s,omitempty"`
 	BF16    []float64   `json:"gemm_bf16_s,omitempty"`
 	LinksOf string      `json:"links_from"`
 	// KernelLaunch is the bare cost of a kernel call; Device.Launch is an
@@ -76,7 +81,7 @@ func Measure(m Meter, quick bool, log io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	peak, half, err := sweep(m, res, launch, log)
+	peak, half, rates, err := sweep(m, res, launch, log)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +102,7 @@ func Measure(m Meter, quick bool, log io.Writer) (*Result, error) {
 	// executor's own per-call work (allocation, bookkeeping, the launch
 	// itself), measured through it; the GEMM fit keeps the bare launch
 	d.PeakFLOPs, d.MaxEff, d.HalfWork, d.Launch, d.MemBW, d.Memory = peak, 1, half, max(perCall, launch), bw, m.memory()
+	d.Rates = rates
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
@@ -106,30 +112,56 @@ func Measure(m Meter, quick bool, log io.Writer) (*Result, error) {
 	return res, nil
 }
 
-// sweep times the GEMMs of res.Sizes in FP32 (and BF16 where m has it),
-// records them in res, writes their table to log, and fits the compute term
-// (FitCompute) with the bare kernel launch.
-func sweep(m Meter, res *Result, launch float64, log io.Writer) (peak, half float64, err error) {
+// sweep times the GEMMs of res.Sizes in FP32, TF32 and BF16 (those m
+// has), records them in res, writes their table to log, and fits the
+// compute term (FitCompute) with the bare kernel launch: FP32's is the
+// profile's peak and half-work point, each other precision's peak its
+// rate (plan.Rates), where m measured it at every size.
+func sweep(m Meter, res *Result, launch float64, log io.Writer) (peak, half float64, rates plan.Rates, err error) {
 	tw := tabwriter.NewWriter(log, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s\nGEMM n\tFP32 s\tFP32 TFLOP/s\tBF16 TFLOP/s\n", m.name())
-	var samples []KernelSample
+	fmt.Fprintf(tw, "%s\nGEMM n\tFP32 s\tFP32 TFLOP/s\tTF32 TFLOP/s\tBF16 TFLOP/s\n", m.name())
+	samples := map[string][]KernelSample{}
+	times := map[string]*[]float64{"fp32": &res.FP32, "tf32": &res.TF32, "bf16": &res.BF16}
 	for _, n := range res.Sizes {
-		t, err := m.gemm(n, false)
-		if err != nil {
-			return 0, 0, err
-		}
 		w := 2 * math.Pow(float64(n), 3)
-		samples = append(samples, KernelSample{Work: w, Seconds: t})
-		res.FP32 = append(res.FP32, t)
-		bf := "-"
-		if th, err := m.gemm(n, true); err == nil && th > 0 {
-			res.BF16 = append(res.BF16, th)
-			bf = fmt.Sprintf("%.4g", w/th/1e12)
+		cols := []string{fmt.Sprint(n)}
+		for _, p := range plan.Precisions {
+			t, err := m.gemm(n, p)
+			switch {
+			case err != nil && p == "fp32":
+				return 0, 0, rates, err
+			case err != nil || t <= 0:
+				cols = append(cols, "-")
+				continue
+			case p == "fp32":
+				cols = append(cols, fmt.Sprintf("%.4g", t))
+			}
+			samples[p] = append(samples[p], KernelSample{Work: w, Seconds: t})
+			*times[p] = append(*times[p], t)
+			cols = append(cols, fmt.Sprintf("%.4g", w/t/1e12))
 		}
-		fmt.Fprintf(tw, "%d\t%.4g\t%.4g\t%s\n", n, t, w/t/1e12, bf)
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
 	tw.Flush()
-	return FitCompute(samples, launch)
+	if peak, half, err = FitCompute(samples["fp32"], launch); err != nil {
+		return 0, 0, rates, err
+	}
+	for _, p := range plan.Precisions[1:] {
+		if len(samples[p]) != len(res.Sizes) {
+			*times[p] = nil // measured at some sizes only: no rate
+			continue
+		}
+		r, _, err := FitCompute(samples[p], launch)
+		if err != nil {
+			return 0, 0, rates, fmt.Errorf("%s GEMMs: %w", p, err)
+		}
+		if p == "tf32" {
+			rates.TF32 = r
+		} else {
+			rates.BF16 = r
+		}
+	}
+	return peak, half, rates, nil
 }
 
 // measureLinks is m's base profile with what a run pays beside its ops

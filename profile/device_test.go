@@ -28,8 +28,8 @@ func (m modelMeter) copyRate(int) (float64, error) {
 	return m.d.MemBW, nil
 }
 
-func (m modelMeter) gemm(n int, half bool) (float64, error) {
-	if half {
+func (m modelMeter) gemm(n int, prec string) (float64, error) {
+	if prec != "fp32" {
 		return 0, nil
 	}
 	d := m.d

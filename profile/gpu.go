@@ -34,7 +34,7 @@ func (g *gpuMeter) sizes(quick bool) []int {
 	return []int{256, 512, 1024, 2048, 4096, 8192}
 }
 
-func (g *gpuMeter) gemm(n int, half bool) (float64, error) {
+func (g *gpuMeter) gemm(n int, prec string) (float64, error) {
 	d := g.d
 	a, err := d.Zeros(n * n)
 	if err != nil {
@@ -49,7 +49,10 @@ func (g *gpuMeter) gemm(n int, half bool) (float64, error) {
 	args := cuda.GemmArgs{M: n, N: n, K: n, Alpha: 1, A: a, B: a, C: c}
 	reps := 5
 	run := func() error { return d.Sgemm(args) }
-	if half {
+	if prec == "tf32" {
+		run = func() error { return d.GemmTF32(args) }
+	}
+	if prec == "bf16" {
 		h, err := d.HalfBuffer(n * n)
 		if err != nil {
 			return 0, err

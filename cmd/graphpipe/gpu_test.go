@@ -156,6 +156,10 @@ func TestProfileFeedsSearch(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
+	// a GEMM sweep per precision, each one's rate fitted into the profile
+	if len(res.TF32) != len(res.Sizes) || len(res.BF16) != len(res.Sizes) || !(res.Device.Rates.TF32 > 0) || !(res.Device.Rates.BF16 > 0) {
+		t.Fatalf("profile on the emulator: %d TF32 and %d BF16 GEMMs for %d sizes, rates %+v", len(res.TF32), len(res.BF16), len(res.Sizes), res.Device.Rates)
+	}
 	// both launch figures are written; links cannot be probed from one GPU
 	if res.KernelLaunch <= 0 || res.Device.Launch <= 0 || len(res.LinkSizes) != 0 || res.LinksOf != "cpu" {
 		t.Errorf("kernel launch %g s, op call %g s, links %q %v", res.KernelLaunch, res.Device.Launch, res.LinksOf, res.LinkSizes)
