@@ -21,6 +21,12 @@ type Cost struct {
 	OutBytes       int64 // the output tensor
 	StashBytes     int64 // kept from forward until backward
 	MemBytes       int64 // read and written by forward: inputs, output, parameters
+	// ScoreFLOPs is, of FwdFLOPs, attention's scores and their mixing
+	// (q·kᵀ and P·v over every head), and ScoreBytes, of StashBytes, its
+	// probabilities: what a fused attention computes in registers (its
+	// backward making them again) and keeps none of. 0 for other ops.
+	ScoreFLOPs float64
+	ScoreBytes int64
 }
 
 // BwdFLOPs is the whole backward: input and weight gradients.

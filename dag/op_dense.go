@@ -159,6 +159,7 @@ func attentionCost(k *costing) {
 	// stash: x, q|k|v, attention probabilities, the pre-projection context
 	sd := s.mul(x[0], x[1])
 	c.StashBytes = s.mul(4, s.add(sd, s.mul(3, sd), s.mul(k.op.Attrs.Heads, x[0], x[0]), sd))
+	c.ScoreFLOPs, c.ScoreBytes = scores+mix, s.mul(4, k.op.Attrs.Heads, x[0], x[0])
 }
 
 // inferDot: m vectors [d] → their m(m−1)/2 pairwise dot products.

@@ -110,6 +110,9 @@ func (p *Plan) validate() error {
 	if err := p.Device.Validate(); err != nil {
 		return planErr(-1, "device", "%v", err)
 	}
+	if err := p.checkCompute(); err != nil {
+		return err
+	}
 	if p.Cluster != nil {
 		if err := p.Cluster.validate(p.Devices); err != nil {
 			return err
@@ -413,3 +416,27 @@ func (p *Plan) stageOrder() []int {
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// checkCompute refuses a precision or attention the plan cannot be priced
+// in, and a precision its devices have no rate for.
+func (p *Plan) checkCompute() error {
+	if err := CheckPrecision(p.Precision); err != nil {
+		return planErr(-1, "precision", "%v", err)
+	}
+	if err := CheckAttention(p.Attention); err != nil {
+		return planErr(-1, "attention", "%v", err)
+	}
+	devs := []Device{p.Device}
+	if p.Cluster != nil {
+		devs = devs[:0]
+		for _, k := range p.Cluster.Kinds {
+			devs = append(devs, k.Device)
+		}
+	}
+	for _, d := range devs {
+		if _, err := d.InPrecision(p.PrecisionName()); err != nil {
+			return planErr(-1, "precision", "%v", err)
+		}
+	}
+	return nil
+}

@@ -27,7 +27,10 @@ type Plan struct {
 	Schedule string   `json:"schedule"`
 	// Precision is what the plan was priced in and trains in (Precisions);
 	// "" is fp32 (PrecisionName).
-	Precision      string `json:"precision,omitempty"`
+	Precision string `json:"precision,omitempty"`
+	// Attention is how attention runs (Attentions): "fused", or "" for
+	// unfused (AttentionName).
+	Attention      string `json:"attention,omitempty"`
 	Device         Device `json:"device"`
 	Devices        int    `json:"devices"`
 	DevicesPerNode int    `json:"devices_per_node"`

@@ -151,3 +151,32 @@ func (p *Plan) PrecisionName() string {
 	}
 	return p.Precision
 }
+
+// How attention runs on the device (Options.Attention, Plan.Attention):
+// Unfused, its products as GEMMs and its s × s scores stored for the
+// backward; or Fused, the scores computed in registers by one kernel (on
+// the CUDA cores) and again in the backward, never stored.
+const (
+	Unfused = "unfused"
+	Fused   = "fused"
+)
+
+// Attentions are the ways attention can run.
+var Attentions = []string{Unfused, Fused}
+
+// CheckAttention refuses what is not one of Attentions ("" is unfused).
+func CheckAttention(a string) error {
+	if a == "" || slices.Contains(Attentions, a) {
+		return nil
+	}
+	return fmt.Errorf("unknown attention %q (known: %s)", a, strings.Join(Attentions, ", "))
+}
+
+// AttentionName is how the plan's attention runs: unfused where the plan
+// names none.
+func (p *Plan) AttentionName() string {
+	if p.Attention == "" {
+		return Unfused
+	}
+	return p.Attention
+}

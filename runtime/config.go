@@ -44,6 +44,9 @@ type Config struct {
 	// Precision is what a worker's matrix products compute in on Device:
 	// "" or "fp32", or "bf16" (stage.Executor.SetPrecision).
 	Precision string
+	// Attention is how attention runs on Device: "" or "unfused", or
+	// "fused" (stage.Executor.SetAttention).
+	Attention string
 	// NoIPC keeps a worker process off same-host device links: its peers
 	// send it bytes over NATS, and it sends them bytes (ipc.go).
 	NoIPC bool

@@ -77,6 +77,9 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 		return nil, err
 	}
 	w.links.bf16 = job.Config.Precision == "bf16"
+	if err := w.ex.SetAttention(job.Config.Attention == "fused"); err != nil { // plan.Fused
+		return nil, err
+	}
 	w.deviceSets()
 	if err := w.feed.open(g, w.ID, int(plan.BatchSize)); err != nil {
 		w.Close()

@@ -49,6 +49,9 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 	if o.Precision != "fp32" { // a plan without one is fp32 (plan.Plan.PrecisionName), as plans were before
 		p.Precision = o.Precision
 	}
+	if o.Attention == plan.Fused {
+		p.Attention = plan.Fused
+	}
 	for i, s := range in {
 		st := plan.PlanStage{ID: i, MicroBatch: s.cost.m, Params: s.blk.params, Recompute: s.cost.recompute}
 		if o.Cluster != nil {

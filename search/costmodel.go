@@ -56,6 +56,10 @@ type costModel struct {
 	prod  plan.Device
 	act   int64
 	copyB int64
+	// fused: attention runs fused (Options.Attention): its scores' FLOPs
+	// priced at the device's float32 rate, on the CUDA cores, the backward
+	// making them again; its probabilities kept none of
+	fused bool
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.
@@ -65,7 +69,8 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 	cm := &costModel{g: g, dev: o.Device, devices: o.Devices, perNode: o.DevicesPerNode,
 		limit: o.MemoryLimit, optBytes: o.OptimizerBytes, opTimes: map[int64][]opTime{}, recompute: o.Recompute,
 		slow: o.Device.Slowdown(plan.HostWorkers(o.Devices, o.DevicesPerNode)), tu: defaultTuning(),
-		prec: o.Precision, act: plan.ActivationBytes(o.Precision), copyB: plan.WeightCopyBytes(o.Precision)}
+		prec: o.Precision, act: plan.ActivationBytes(o.Precision), copyB: plan.WeightCopyBytes(o.Precision),
+		fused: o.Attention == plan.Fused}
 	cm.prod, _ = o.Device.InPrecision(o.Precision) // withDefaults checked the device has it
 	cm.msgs = o.Device.SendS > 0 || o.Device.SendBW > 0 || o.Device.RecvS > 0 || o.Device.RecvBW > 0
 	if o.OpTimes != nil {
@@ -135,12 +140,50 @@ func (cm *costModel) opTime(i int, m int64) opTime {
 	if cm.g.Op(i).Kind.Gathers() {
 		mem = act * mf
 	}
+	if cm.fused && c.ScoreFLOPs > 0 {
+		return cm.fusedAttention(c, dev, mf, mem, act)
+	}
 	t := opTime{f: kernel(dev, c.FwdFLOPs*mf, mem)}
 	t.bi = kernel(dev, c.BwdInputFLOPs*mf, act*mf)
 	if c.BwdWeightFLOPs > 0 {
 		t.bw = kernel(dev, c.BwdWeightFLOPs*mf, mem)
 	}
 	return t
+}
+
+// fusedBackward is the fused attention backward's scores FLOPs over its
+// forward's: per (query, key, head) the forward's q·k and P·v are 4·dh
+// FLOPs; the backward's query pass makes q·k and gO·v and adds dS·k (6·dh),
+// its key pass makes q·k and gO·v and adds dS·q and P·gO (8·dh).
+const fusedBackward = 14.0 / 4
+
+// fusedAttention prices an attention op of cost c that runs fused: its
+// projections as products on dev, its scores and mixing kernels on the
+// CUDA cores at the device's float32 rate (cm.dev), reading the heads
+// (activations) once a pass; the unfused backward's 2× the scores' FLOPs
+// become fusedBackward× (made again, not read).
+func (cm *costModel) fusedAttention(c dag.Cost, dev plan.Device, mf, mem, act float64) opTime {
+	proj := c.FwdFLOPs - c.ScoreFLOPs
+	t := opTime{f: kernel(dev, proj*mf, mem) + kernel(cm.dev, c.ScoreFLOPs*mf, act*mf)}
+	t.bi = kernel(dev, (c.BwdInputFLOPs-2*c.ScoreFLOPs)*mf, act*mf) + kernel(cm.dev, fusedBackward*c.ScoreFLOPs*mf, act*mf)
+	if c.BwdWeightFLOPs > 0 {
+		t.bw = kernel(dev, c.BwdWeightFLOPs*mf, mem)
+	}
+	return t
+}
+
+// stashBytes is op i's stash per sample in the precision's bytes, a fused
+// attention's probabilities left out for its rows' log-sum-exps (4 bytes
+// each, float32: a head's row per query).
+func (cm *costModel) stashBytes(i int) int64 {
+	c := cm.g.Cost(i)
+	b := c.StashBytes
+	if cm.fused && c.ScoreBytes > 0 {
+		x := cm.g.OpInputs(i)[0].Shape
+		rows := int64(cm.g.Op(i).Attrs.Heads) * x[0]
+		return satAdd(cm.actBytes(b-c.ScoreBytes), satMul(4, rows))
+	}
+	return cm.actBytes(b)
 }
 
 // actBytes is b, bytes of float32 activations as the dag counts them, in
@@ -294,7 +337,7 @@ func (cm *costModel) newBlock(ops []int, cross func(ops []int) (int64, int64)) *
 	for _, i := range ops {
 		c := cm.g.Cost(i)
 		b.params += c.Params
-		b.stash += cm.actBytes(c.StashBytes)
+		b.stash += cm.stashBytes(i)
 		b.work = max(b.work, 2*cm.tensorBytes(cm.g.Out(i)))
 		b.fwdSamples += c.FwdFLOPs
 		b.whole = b.whole || cm.mixes[i]

@@ -42,6 +42,11 @@ type Options struct {
 	// Precision is what the plan is priced in (plan.Precisions): "" or
 	// "fp32" (default), "tf32", "bf16"; the devices must have its rate.
 	Precision string
+	// Attention is how attention runs on the device: "" or "unfused"
+	// (default: its products as GEMMs, the scores stored), or "fused"
+	// (plan.Attentions: the scores never stored, computed on the CUDA
+	// cores and again in the backward).
+	Attention string
 
 	// sched is Schedule's description, which withDefaults looks up: what
 	// the search decides by the schedule, it reads here
@@ -146,6 +151,12 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	}
 	if err := o.precisionDefaults(); err != nil {
 		return o, err
+	}
+	if o.Attention == "" {
+		o.Attention = plan.Unfused
+	}
+	if err := plan.CheckAttention(o.Attention); err != nil {
+		return o, &OptionError{"attention", err.Error()}
 	}
 	o.sched = sched
 	return o, nil

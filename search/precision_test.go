@@ -89,3 +89,49 @@ func TestPrecisionRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedAttentionPriced: with attention fused the plan says so, an
+// attention op keeps none of its probabilities (its stash shrinks by
+// them, a float32 log-sum-exp a row in their place), and its scores' FLOPs
+// are priced on the CUDA cores, slower than the tensor cores' GEMMs in
+// bf16.
+func TestFusedAttentionPriced(t *testing.T) {
+	t.Parallel()
+	g := zooModel(t, "transformer")
+	attn := -1
+	for i := 0; i < g.NumOps(); i++ {
+		if g.Cost(i).ScoreFLOPs > 0 {
+			attn = i
+			break
+		}
+	}
+	if attn < 0 {
+		t.Fatal("no attention op")
+	}
+	cms := map[string]*costModel{}
+	for _, a := range []string{"unfused", "fused"} {
+		o, err := Options{Device: plan.Profiles["h100"], Devices: 8, Precision: "bf16", Attention: a}.withDefaults(g.BatchSize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cms[a] = newCostModel(g, &o)
+	}
+	c := g.Cost(attn)
+	heads, s := int64(g.Op(attn).Attrs.Heads), g.OpInputs(attn)[0].Shape[0]
+	if got, want := cms["fused"].stashBytes(attn), (c.StashBytes-c.ScoreBytes)/2+4*heads*s; got != want {
+		t.Errorf("fused stash %d bytes a sample, want %d", got, want)
+	}
+	if u, f := cms["unfused"].stashBytes(attn), cms["fused"].stashBytes(attn); f >= u {
+		t.Errorf("fused stash %d, unfused %d: want less", f, u)
+	}
+	if u, f := cms["unfused"].opTime(attn, 16), cms["fused"].opTime(attn, 16); !(f.f > u.f && f.bi > u.bi) {
+		t.Errorf("fused %+v, unfused %+v: the scores on the CUDA cores should take longer", f, u)
+	}
+	p, err := Search(g, Options{Device: plan.Profiles["h100"], Devices: 8, Precision: "bf16", Attention: "fused"})
+	if err != nil || p.AttentionName() != "fused" {
+		t.Fatalf("search: %v, attention %q", err, p.Attention)
+	}
+	if _, err := Search(g, Options{Device: plan.Profiles["h100"], Devices: 8, Attention: "flash"}); err == nil {
+		t.Error("attention flash accepted")
+	}
+}

@@ -54,8 +54,10 @@ type passes interface {
 	release(mb int) error
 	// waitOp waits for the op just launched to end (Executor.SyncOps).
 	waitOp() error
-	// precision sets what the matrix products compute in.
+	// precision sets what the matrix products compute in; attention
+	// whether attention runs fused (SetAttention).
 	precision(p kernel.Precision) error
+	attention(fused bool) error
 	// close gives back what the backend holds; it must not run again.
 	close() error
 }

@@ -62,6 +62,13 @@ func (b *cpuBackend) changed([]string) {}
 
 func (b *cpuBackend) fetch() error { return nil }
 
+func (b *cpuBackend) attention(fused bool) error {
+	if fused {
+		return fmt.Errorf("attention fused: the CPU backend computes attention unfused; fused attention runs on the CUDA backend")
+	}
+	return nil
+}
+
 func (b *cpuBackend) precision(p kernel.Precision) error {
 	if p != kernel.FP32 {
 		return fmt.Errorf("precision %s: the CPU backend computes in float32 only; %s runs on the CUDA backend", p, p)

@@ -129,8 +129,13 @@ func (b *cudaBackend) release(mb int) error { return b.dev.release(mb) }
 
 func (b *cudaBackend) waitOp() error { return b.d.Sync() }
 
+func (b *cudaBackend) attention(fused bool) error {
+	b.dev.how.Fused = fused
+	return nil
+}
+
 func (b *cudaBackend) precision(p kernel.Precision) error {
-	b.dev.prec = p
+	b.dev.how.Precision = p
 	return nil
 }
 

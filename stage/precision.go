@@ -27,6 +27,13 @@ import "github.com/graphpipe/graphpipe/stage/internal/kernel"
 // every precision (the master weights). The CPU backend computes in float32
 // only: it takes "fp32" alone.
 
+// SetAttention says how attention runs on the device: fused (kernels.cu's
+// gp_attn_fwd and its backward: the s × s scores never stored, made in
+// registers on the CUDA cores and again in the backward) or unfused (the
+// default: its products as GEMMs, the scores stored for the backward).
+// The CPU backend computes attention unfused alone.
+func (e *Executor) SetAttention(fused bool) error { return e.be.attention(fused) }
+
 // Precisions are the precisions SetPrecision knows.
 var Precisions = []string{"fp32", "tf32", "bf16"}
 

@@ -35,9 +35,9 @@ type devState struct {
 	consts   map[string]cuda.Buffer // tables and constants by contents, kept for the executor's life
 	cur      *residency
 	mbs      map[int]*residency
-	external map[string]bool  // op outputs read outside the stage, and the loss
-	loss     string           // the loss op's name when the stage holds it
-	prec     kernel.Precision // what matrix products compute in (SetPrecision)
+	external map[string]bool // op outputs read outside the stage, and the loss
+	loss     string          // the loss op's name when the stage holds it
+	how      kernel.Compute  // the precision and attention the kernels compute in (SetPrecision, SetAttention)
 	// values that leave the stage device to device (device_links.go): outputs
 	// and gradients of fed values kept there, the buffers lent out, and
 	// buffers adopted for micro-batches not yet begun
@@ -195,7 +195,7 @@ func (dev *devState) free() error {
 // writes, as kernel.Copies does. The parameters, their gradients and the
 // buffers are the training state's (devTrain), the tables the executor's.
 
-func (dev *devState) Precision() kernel.Precision { return dev.prec }
+func (dev *devState) Compute() kernel.Compute { return dev.how }
 
 // NewValue is an op's output: shape only while a micro-batch is in flight.
 func (dev *devState) NewValue(shape []int) *Value[float32] {
@@ -221,7 +221,7 @@ func (dev *devState) Input(s *kernel.Scope, v *Value[float32]) cuda.Buffer {
 		return cuda.Buffer{}
 	}
 	upload := dev.d.UploadAsync
-	if dev.prec == kernel.BF16 { // a bf16 stage's values are bf16 on the device: rounded as they are staged
+	if dev.how.Precision == kernel.BF16 { // a bf16 stage's values are bf16 on the device: rounded as they are staged
 		upload = dev.d.UploadHalfAsync
 	}
 	b, err := upload(v.Data)

@@ -96,6 +96,11 @@ if [ "$batch" -gt 0 ]; then
 		sh bench/gpu/train_vs_torch.sh >"$OUT/gpt.log" 2>&1 || echo "gpt: cut off or failed (see $OUT/gpt.log)"
 	tail -n 8 "$OUT/gpt.log"
 	mfu gpt "$gpt" || true
+	# the same with attention fused (its scores never stored, on the CUDA cores)
+	timeout 150 env MODEL="$gpt" BATCH="$batch" STEPS="$steps" PRECISIONS=bf16 TAG=gpt-fused- GP_FLAGS="--attention fused" \
+		sh bench/gpu/train_vs_torch.sh >"$OUT/gpt-fused.log" 2>&1 || echo "gpt, fused attention: cut off or failed (see $OUT/gpt-fused.log)"
+	tail -n 4 "$OUT/gpt-fused.log"
+	mfu gpt-fused "$gpt" || true
 	# a 1-stage bf16 run: measured against the plan's prediction
 	timeout 120 "$GP" run "$gpt" --devices 1 --device h100 --backend "$BACKEND" --precision bf16 --steps "$steps" --json \
 		>"$OUT/gpt-run.json" 2>"$OUT/gpt-run.log" || echo "gpt run: cut off or failed (see $OUT/gpt-run.log)"

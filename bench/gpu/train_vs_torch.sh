@@ -12,7 +12,8 @@
 # The defaults are the issue's: MMT at batch 16, Adam at lr 1e-3, 20 steps,
 # on the GPU. MODEL is a zoo model's name (exported, at PRESET if set) or a
 # model file (bench/gpu/resnet50.json: the imported ResNet-50, BATCH=64);
-# PRECISIONS picks the precisions; TORCH_FLAGS adds flags to torch_step.py
+# PRECISIONS picks the precisions; GP_FLAGS adds flags to graphpipe train
+# (--attention fused); TORCH_FLAGS adds flags to torch_step.py
 # (--cudnn-benchmark: PyTorch's convolutions chosen by cuDNN's measured
 # search, as graphpipe's are by default). To try it without a GPU:
 # GP=bin/graphpipe BACKEND=cuda-emulator TORCH_DEVICE=cpu PRESET=small PYTHON=/usr/bin/python3 sh bench/gpu/train_vs_torch.sh
@@ -62,7 +63,7 @@ for p in $precisions; do
 		dump="--dump $DUMP"
 	fi
 	# shellcheck disable=SC2086 # $OPT and $dump are lists of flags
-	"$GP" train "$M" --batch "$BATCH" --steps "$STEPS" $OPT --backend "$BACKEND" --precision "$p" --json $dump >"$OUT/${TAG}train-$p.json" 2>"$OUT/${TAG}train-$p.log"
+	"$GP" train "$M" --batch "$BATCH" --steps "$STEPS" $OPT ${GP_FLAGS:-} --backend "$BACKEND" --precision "$p" --json $dump >"$OUT/${TAG}train-$p.json" 2>"$OUT/${TAG}train-$p.log"
 	gp="$gp --graphpipe $p=$OUT/${TAG}train-$p.json"
 done
 pt=""

@@ -76,3 +76,42 @@ func TestBF16RunEmulated(t *testing.T) {
 		t.Errorf("bf16's loss %v against fp32's %v", final["bf16"], final["fp32"])
 	}
 }
+
+// TestFusedAttentionTrainsEmulated: train --attention fused on the emulator
+// trains as unfused does (float32: within 1e-4 a step), a plan searched
+// with it says so and runs so, and the cpu backend refuses it.
+func TestFusedAttentionTrainsEmulated(t *testing.T) {
+	needEmulator(t)
+	model := smallModel(t, "mmt")
+	losses := map[string][]float64{}
+	for _, a := range []string{"unfused", "fused"} {
+		code, out, errs := gp(t, "", "train", model, "--backend", "cuda-emulator", "--steps", "3", "--attention", a, "--json")
+		if code != 0 {
+			t.Fatalf("--attention %s: exit %d: %s", a, code, errs)
+		}
+		var r struct{ Losses []float64 }
+		if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Losses) != 3 {
+			t.Fatalf("%v: %s", err, out)
+		}
+		losses[a] = r.Losses
+	}
+	for i, l := range losses["unfused"] {
+		if d := math.Abs(losses["fused"][i]-l) / l; d > 1e-4 {
+			t.Errorf("step %d: fused loss %v, unfused %v", i+1, losses["fused"][i], l)
+		}
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "plan.json")
+	if code, _, errs := gp(t, "", "search", model, "--devices", "2", "--device", "cpu", "--attention", "fused", "-o", p); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, out, errs := gp(t, "", "explain", p); code != 0 || !strings.Contains(out, "attention fused") {
+		t.Errorf("explain: exit %d: %s%s", code, out, errs)
+	}
+	if code, _, errs := gp(t, "", "run", p, "--model", model, "--steps", "1"); code != 2 || !strings.Contains(errs, "--attention fused") {
+		t.Errorf("a fused plan on the cpu backend: exit %d: %s", code, errs)
+	}
+	if code, _, errs := gp(t, "", "run", p, "--model", model, "--steps", "2", "--backend", "cuda-emulator"); code != 0 {
+		t.Errorf("a fused plan on the emulator: exit %d: %s", code, errs)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -21,12 +22,15 @@ type deviceFlags struct {
 	gpus      string
 	gpu       int
 	precision string // what matrix products compute in: fp32, tf32 or bf16 (tf32 and bf16 on CUDA backends)
+	attention string // how attention runs: unfused, or fused (CUDA backends)
 	noIPC     bool   // --no-ipc: every edge's tensors as bytes over NATS
 	// perGPU is how many of the plan's devices share one GPU (run, where
 	// its local CUDA workers outnumber the GPUs): device d's worker runs on
 	// the (d/perGPU)th GPU entry; 0: workers take the entries in turn
 	perGPU int
 }
+
+const attentionHelp = "unfused (its products as GEMMs, the sequence × sequence scores stored for the backward) or, with a CUDA backend, fused (one kernel a row in registers: the scores never stored, computed again in the backward, on the CUDA cores); a plan's attention is its own"
 
 const backendHelp = "where ops run: cpu, cuda (NVIDIA GPUs through the driver, cuBLAS and NVRTC), or cuda-emulator (the CUDA code path with its kernels compiled for the CPU by g++: for testing)"
 
@@ -37,6 +41,7 @@ const precisionHelp = "fp32; or, with a CUDA backend, tf32 (float32 storage, mat
 func (f *deviceFlags) registerRun(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.backend, "backend", "cpu", backendHelp)
 	cmd.Flags().StringVar(&f.precision, "precision", "fp32", precisionHelp)
+	cmd.Flags().StringVar(&f.attention, "attention", "unfused", attentionHelp)
 	cmd.Flags().BoolVar(&f.noIPC, "no-ipc", false, noIPCHelp)
 	cmd.Flags().StringVar(&f.gpus, "gpus", "", "with --backend cuda: GPU ordinals (after CUDA_VISIBLE_DEVICES) for the local workers, e.g. 0,1,2,3; where the workers outnumber them, each GPU takes the workers of consecutive devices and the run is planned with it time-sliced among them; \"cpu\" entries keep a worker on the CPU and workers take the entries in turn (default: every GPU the driver sees)")
 }
@@ -46,6 +51,7 @@ func (f *deviceFlags) registerWorker(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.gpu, "gpu", 0, "with --backend cuda: the GPU ordinal (after CUDA_VISIBLE_DEVICES)")
 	cmd.Flags().BoolVar(&f.noIPC, "no-ipc", false, noIPCHelp)
 	cmd.Flags().StringVar(&f.precision, "precision", "fp32", precisionHelp)
+	cmd.Flags().StringVar(&f.attention, "attention", "unfused", attentionHelp)
 }
 
 func (f *deviceFlags) checkBackend() error {
@@ -59,6 +65,10 @@ func (f *deviceFlags) checkBackend() error {
 		return usagef("--precision: unknown precision %q (known: fp32, tf32, bf16)", f.precision)
 	case f.precision != "" && f.precision != "fp32" && f.backend == "cpu":
 		return usagef("--precision %s: the cpu backend computes in float32 only; %s needs --backend cuda (or cuda-emulator)", f.precision, f.precision)
+	case plan.CheckAttention(f.attention) != nil:
+		return usagef("--attention: %v", plan.CheckAttention(f.attention))
+	case f.attention == plan.Fused && f.backend == "cpu":
+		return usagef("--attention fused: the cpu backend computes attention unfused; fused needs --backend cuda (or cuda-emulator)")
 	}
 	return nil
 }
@@ -105,7 +115,7 @@ func (f *deviceFlags) workerArgs(workers workersFlag, emulate bool, plan *plan.P
 	if emulate {
 		return nil, usagef("--backend %s: an emulated run computes nothing", f.backend)
 	}
-	prec := []string{"--precision", f.precision}
+	prec := []string{"--precision", f.precision, "--attention", cmp.Or(f.attention, "unfused")}
 	if f.backend == "cuda-emulator" {
 		if _, err := cuda.EmulatorLibrary(); err != nil {
 			return nil, err
@@ -228,6 +238,10 @@ func (f *deviceFlags) useDevice(t *stage.Trainer) (func(), error) {
 	if err := t.Ex.SetPrecision(f.precision); err != nil {
 		dev.Close()
 		return func() {}, usagef("--precision: %v", err)
+	}
+	if err := t.Ex.SetAttention(f.attention == plan.Fused); err != nil {
+		dev.Close()
+		return func() {}, usagef("--attention: %v", err)
 	}
 	return func() { dev.Close() }, nil
 }

@@ -270,7 +270,7 @@ func (f *runFlags) plan(cmd *cobra.Command, arg string) (*planned, error) {
 		return nil, err
 	}
 	f.search.planFor(pl.train) // memory for this optimizer's state
-	f.search.precision = f.device.precision
+	f.search.precision, f.search.attention = f.device.precision, f.device.attention
 	f.shareGPUs(cmd)
 	if pl.g, pl.p, err = modelAndPlan(cmd, arg, f.model, &f.search, reseed, f.stdin); err != nil {
 		return nil, err
@@ -281,15 +281,25 @@ func (f *runFlags) plan(cmd *cobra.Command, arg string) (*planned, error) {
 	return pl, nil
 }
 
-// trainIn makes the run train in the precision its plan was priced in:
-// a plan given in another than --precision names is refused.
+// trainIn makes the run train in the precision and attention its plan was
+// priced in: a plan given in another than --precision or --attention
+// names is refused.
 func (f *runFlags) trainIn(cmd *cobra.Command, p *plan.Plan) error {
-	want := p.PrecisionName()
-	if got := cmp.Or(f.device.precision, "fp32"); got != want {
-		if cmd.Flags().Changed("precision") {
-			return usagef("--precision %s: the plan %s is priced in %s; leave out --precision to train in it, or search again with --precision %s", got, f.model, want, got)
+	for _, c := range []struct {
+		flag, want string
+		got        *string
+	}{{"precision", p.PrecisionName(), &f.device.precision}, {"attention", p.AttentionName(), &f.device.attention}} {
+		got := *c.got
+		if got == "" {
+			got = map[string]string{"precision": "fp32", "attention": plan.Unfused}[c.flag]
 		}
-		f.device.precision = want
+		if got == c.want {
+			continue
+		}
+		if cmd.Flags().Changed(c.flag) {
+			return usagef("--%s %s: the plan %s is priced in %s; leave out --%s to train in it, or search again with --%s %s", c.flag, got, f.model, c.want, c.flag, c.flag, got)
+		}
+		*c.got = c.want
 	}
 	return nil
 }

@@ -41,9 +41,9 @@ type searchFlags struct {
 	// WORLD_SIZE), "" for the flag: messages name it.
 	devicesFrom string
 	cmd         *cobra.Command // the command registered with: which flags were set
-	// precision is what to price the plan in: search's --precision, run's
-	// (the device flags')
-	precision string
+	// precision and attention are what to price the plan in: search's
+	// --precision and --attention, run's (the device flags')
+	precision, attention string
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
@@ -98,7 +98,7 @@ func (f *searchFlags) options() (search.Options, error) {
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices, Recompute: f.recompute,
 		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
-		Precision: f.precision}
+		Precision: f.precision, Attention: f.attention}
 	if f.opTimes != "" {
 		data, _, err := readInput(f.opTimes, f.stdin)
 		if err != nil {
@@ -140,7 +140,7 @@ func (f *searchFlags) clusterOptions() (search.Options, error) {
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Cluster: c, Recompute: f.recompute,
 		MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
-		Precision: f.precision}
+		Precision: f.precision, Attention: f.attention}
 	if f.opTimes != "" {
 		return o, usagef("--op-times: op times are measured on one device; not with --cluster")
 	}
@@ -239,7 +239,7 @@ func printSummary(w io.Writer, p *plan.Plan) {
 		fmt.Fprintf(w, "            the best plan found is the %s planner's\n", p.Search.Chosen)
 	}
 	fmt.Fprintf(w, "stages      %d, depth %d, micro-batch %d (%d per iteration of %d samples), schedule %s\n", len(p.Stages), p.Predicted.Depth, p.MicroBatch, p.MicroBatches, p.BatchSize, p.Schedule)
-	if p.PrecisionName() != "fp32" {
+	if p.PrecisionName() != "fp32" || p.AttentionName() != plan.Unfused {
 		fmt.Fprintf(w, "precision   %s\n", precisionLine(p))
 	}
 	fmt.Fprintf(w, "predicted   %.4g s per iteration, %.4g samples/s, bubble %.1f%%\n", p.Predicted.IterationS, p.Predicted.SamplesPerS, 100*p.Predicted.Bubble)
@@ -384,6 +384,7 @@ when the search finds no plan that fits; each says which limit failed.`,
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write the plan (graphpipe/plan@1) to `FILE`")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&f.precision, "precision", "fp32", "price the plan in this precision, which run then trains in: "+precisionWords)
+	cmd.Flags().StringVar(&f.attention, "attention", "unfused", "price attention as it runs: "+attentionHelp)
 	return cmd
 }
 
@@ -396,6 +397,9 @@ func precisionLine(p *plan.Plan) string {
 	name := p.PrecisionName()
 	peak, _ := p.Device.Peak(name)
 	line := fmt.Sprintf("%s: matrix products at %.4g TFLOP/s (fp32 %.4g)", name, peak/1e12, p.Device.PeakFLOPs/1e12)
+	if p.AttentionName() == plan.Fused {
+		line += "; attention fused (its scores never stored, computed on the CUDA cores and again in the backward)"
+	}
 	if a := plan.ActivationBytes(name); a != 4 {
 		line += fmt.Sprintf("; activations, stashes and stage edges in %d bytes an element", a)
 	}

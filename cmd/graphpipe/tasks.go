@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/graphpipe/graphpipe/internal/regular"
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/runtime/wire"
@@ -237,7 +239,7 @@ func (f *runFlags) taskWorkerArgs(emulate bool) (func(int) []string, error) {
 	if d.backend != "cpu" && emulate {
 		return nil, usagef("--backend %s: an emulated run computes nothing", d.backend)
 	}
-	args := []string{"--backend", d.backend, "--precision", d.precision}
+	args := []string{"--backend", d.backend, "--precision", d.precision, "--attention", cmp.Or(d.attention, plan.Unfused)}
 	if d.backend == "cuda" {
 		args = append(args, "--gpu", strconv.Itoa(max(f.tasks.GPU, 0)))
 	}
@@ -367,7 +369,7 @@ func (f *runFlags) serveTaskCtx(ctx context.Context, cmd *cobra.Command, made fu
 	}
 	defer bulk.Close()
 	k := &supervise.Task{Env: e, Run: rv.Run, Log: workerLog(log, false), Model: f.digest, Started: processStart,
-		Config: runtime.Config{Device: dev, Precision: f.device.precision, KillPoints: os.Getenv(runtime.KillEnv), Bulk: bulk, JoinTimeout: f.joinTimeout,
+		Config: runtime.Config{Device: dev, Precision: f.device.precision, Attention: f.device.attention, KillPoints: os.Getenv(runtime.KillEnv), Bulk: bulk, JoinTimeout: f.joinTimeout,
 			StreamCheckpoints: os.Getenv(runtime.StreamEnv) == "1"}}
 	made(k)
 	err = k.Serve(ctx, t)

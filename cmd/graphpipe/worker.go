@@ -184,7 +184,7 @@ func (f *workerFlags) work(cmd *cobra.Command, ctx context.Context, t, bulk *wir
 	logf := workerLog(cmd.ErrOrStderr(), f.quiet)
 	// the process's own: its device, precision, test hooks and its
 	// connection for state streams
-	c := runtime.Config{Device: dev, Precision: f.device.precision, NoIPC: f.device.noIPC, KillPoints: os.Getenv(runtime.KillEnv),
+	c := runtime.Config{Device: dev, Precision: f.device.precision, Attention: f.device.attention, NoIPC: f.device.noIPC, KillPoints: os.Getenv(runtime.KillEnv),
 		Bulk: bulk, StreamCheckpoints: os.Getenv(runtime.StreamEnv) == "1"}
 	kind, err := f.kind()
 	if err != nil {

@@ -19,10 +19,14 @@ type gpuAttnStash struct {
 const attnMaxDH = 256
 
 // fusedAttention says whether attention runs fused (gp_attn_fwd and its
-// backward: the scores never reach memory, their softmax in float32): in a
-// bf16 scope, whose unfused softmax would read bf16 scores and write bf16
-// probabilities, or where a test asks; heads up to attnMaxDH wide.
-func fusedAttention(s *Scope, dh int) bool { return (s.half() || s.opts.fusedAttn) && dh <= attnMaxDH }
+// backward: the scores never reach memory, their softmax in float32), as
+// the residency's Compute or a test asks, for heads up to attnMaxDH wide.
+// The fused kernels trade the scores' memory (s² a head and sample, kept
+// for the backward) for their products on the CUDA cores rather than as
+// GEMMs, and the backward's recomputing them.
+func fusedAttention(s *Scope, dh int) bool {
+	return (s.res.Compute().Fused || s.opts.fusedAttn) && dh <= attnMaxDH
+}
 
 // gpuAttention computes what the CPU kernel does: qkv = x·W_inᵀ + b_in
 // [n·s, 3d], head j of q, k, v at columns j·dh, d + j·dh, 2d + j·dh; probs

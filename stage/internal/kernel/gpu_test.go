@@ -100,7 +100,7 @@ func checkOpIn(t *testing.T, d *cuda.Device, c opCase, worst *closeness, opts sc
 	if !generic {
 		t.Fatalf("%s: the GPU kernel is the CPU's %T", c.name, gpu)
 	}
-	gk.opts, gk.res = opts, Copies{Products: prec}
+	gk.opts, gk.res = opts, Copies{How: Compute{Precision: prec}}
 	close3 := func(t *testing.T, what string, got, want []float32) float64 {
 		t.Helper()
 		return cudatest.Near(t, what, got, want, tol)

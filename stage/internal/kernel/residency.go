@@ -18,10 +18,18 @@ import (
 // so the host's values are always current (a kernel used alone, as the op
 // tests use one).
 type Residency interface {
-	// Precision is what the scope's matrix products compute in.
-	Precision() Precision
+	// Compute is how the scope's kernels compute.
+	Compute() Compute
 	Values
 	Params
+}
+
+// Compute is how a scope's kernels compute: in which precision, and
+// whether attention runs fused (gp_attn_fwd and its backward: the s × s
+// scores never stored; otherwise as GEMMs, the scores stored).
+type Compute struct {
+	Precision Precision
+	Fused     bool
 }
 
 // Values is how a residency holds the values of the micro-batch in
@@ -66,10 +74,10 @@ type Params interface {
 }
 
 // Copies is the residency of a kernel used alone: nothing stays on the
-// device between calls; products compute in Precision.
-type Copies struct{ Products Precision }
+// device between calls; the kernels compute as How says.
+type Copies struct{ How Compute }
 
-func (c Copies) Precision() Precision { return c.Products }
+func (c Copies) Compute() Compute { return c.How }
 
 func (Copies) NewValue(shape []int) *Value[float32] { return NewValue[float32](shape...) }
 

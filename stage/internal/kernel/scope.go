@@ -33,15 +33,15 @@ func (s *Scope) Err() error { return s.err }
 type scopeOpts struct {
 	tf32      bool
 	im2col    bool
-	fusedAttn bool // attention's fused kernels in float32 too (fusedAttention)
+	fusedAttn bool // attention's fused kernels, whatever the residency says (fusedAttention)
 }
 
 // tf32 says whether the scope's products (GEMMs, cuDNN's convolutions)
 // run in TF32: the residency's precision, or the test's.
-func (s *Scope) tf32() bool { return s.res.Precision() == TF32 || s.opts.tf32 }
+func (s *Scope) tf32() bool { return s.res.Compute().Precision == TF32 || s.opts.tf32 }
 
 // bf16 says whether the scope's GEMMs round their operands to bf16.
-func (s *Scope) bf16() bool { return s.res.Precision() == BF16 }
+func (s *Scope) bf16() bool { return s.res.Compute().Precision == BF16 }
 
 func (s *Scope) Fail(err error) {
 	if s.err == nil {
@@ -82,7 +82,7 @@ func (s *Scope) Scratch(n int) cuda.Buffer {
 // half says whether the scope's activations (op outputs, their gradients,
 // what the backward keeps of them, a model input) are bf16: the
 // residency's precision is.
-func (s *Scope) half() bool { return s.res.Precision() == BF16 }
+func (s *Scope) half() bool { return s.res.Compute().Precision == BF16 }
 
 // ActScratch is Scratch for an activation or an activation's gradient:
 // bf16 in a bf16 scope (a half buffer), float32 otherwise.
