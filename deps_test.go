@@ -64,6 +64,7 @@ var rooms = roomTable{
 	{"onnx", []string{"internal/regular", "dag", "tensor"}},
 	{"plan", []string{"dag", "partition", "microbatch"}},
 	{"search", []string{"dag", "partition", "microbatch", "plan"}},
+	{"sweep", nil},
 	{"stage/internal/kernel", []string{"dag", "tensor", "tensor/cuda"}},
 	{"stage", []string{"dag", "tensor", "tensor/cuda"}},
 	{"chart", []string{"microbatch"}},
