@@ -72,4 +72,10 @@
 //     allocation (srun) or waits for the environment to start it again,
 //     and, on Close, tells the tasks the run is over and waits for them to
 //     say they leave. Two live tasks of one rank are a final *EnvError.
+//  7. A SweepRunner runs many jobs on one cluster as a sweep.Progress
+//     says: each in a goroutine of its own (the caller's Job, a run of its
+//     own on its slot's devices) as soon as its devices free up, its end or
+//     failure told back, the jobs not started re-planned when a measured
+//     time drifts; a failed job skips the jobs that wait for it
+//     (*SweepFailedError), and the rest run on.
 package supervise
