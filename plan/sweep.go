@@ -47,6 +47,9 @@ type SweepJob struct {
 	Precision  string `json:"precision,omitempty"`
 	// Data is a dataset path (run's --data), relative like Model.
 	Data string `json:"data,omitempty"`
+	// OpTimes is the model's op times (search's --op-times: graphpipe
+	// profile --model), relative like Model, to price it by.
+	OpTimes string `json:"op_times,omitempty"`
 
 	Optimizer    string   `json:"optimizer,omitempty"`
 	LR           float64  `json:"lr,omitempty"`

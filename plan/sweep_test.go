@@ -11,7 +11,7 @@ const goodSweep = `{"format": "graphpipe/sweep@1", "jobs": [
   {"name": "a", "model": "mmt.json", "steps": 200, "optimizer": "adam", "lr": 0.001},
   {"name": "b.2", "model": "/m/dlrm.json", "steps": 50, "batch": 64, "micro_batch": 8, "schedule": "zb", "precision": "bf16",
    "seed": 7, "weight_decay": 0, "momentum": 0.9, "optimizer": "sgd", "lr_schedule": "cosine", "warmup_steps": 5, "clip_grad_norm": 1,
-   "data": "d.npz", "after": ["a"]},
+   "data": "d.npz", "op_times": "t.json", "after": ["a"]},
   {"name": "c", "model": "mmt.json", "steps": 1, "after": ["a", "b.2"]}]}`
 
 func TestDecodeSweep(t *testing.T) {
