@@ -61,10 +61,13 @@ func Gantts(format Format, gs ...Gantt) ([]byte, error) {
 			end = max(end, b.End)
 		}
 	}
+	// Tableau 10: the one style's seven, and three more, so that a sweep
+	// of up to ten jobs shows each in a colour of its own
+	pal := append(palette[:len(palette):len(palette)], rgb(0xff9da7), rgb(0x9c755f), rgb(0xbab0ac))
 	colors := map[string]color.Color{}
 	f := &figure{w: ganttW, legend: newLegend(), x: SecondsAxis, y: DeviceAxis}
 	for i, b := range gs[0].Bars {
-		colors[b.Label] = palette[i%len(palette)]
+		colors[b.Label] = pal[i%len(pal)]
 		if len(gs[0].Bars) <= maxGanttLegend {
 			f.legend.Add(b.Label, swatch{colors[b.Label]})
 			f.legendEntries++
