@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/runtime"
 )
 
@@ -273,5 +274,54 @@ func TestSweepRunFailure(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "out", "c", "model.json")); err != nil {
 		t.Errorf("a job with a seed of its own runs its model reseeded: %v", err)
+	}
+}
+
+// TestSweepCluster: a cluster file of one kind is its devices (the JSON
+// names them, in snake_case throughout); one of two kinds is refused.
+func TestSweepCluster(t *testing.T) {
+	dir := t.TempDir()
+	exportModel(t, dir, "m.json", "mlp", "--preset", "small")
+	path := writeSweep(t, dir, `"name": "a", "model": "m.json", "steps": 10`, `"name": "b", "model": "m.json", "steps": 20`)
+	one := filepath.Join(dir, "one.json")
+	writeTestFile(t, one, `{"format": "graphpipe/cluster@1", "nodes": [{"count": 2, "devices_per_node": 2, "device": "cpu"}]}`)
+	code, out, errs := gp(t, "", "sweep", path, "--cluster", one, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["devices"] != 4.0 || doc["devices_per_node"] != 2.0 || doc["device"] != "cpu" || doc["format"] != sweepFormat {
+		t.Fatalf("%s", out)
+	}
+	if bad := badKeys(doc, ""); len(bad) > 0 {
+		t.Errorf("keys not in snake_case: %v", bad)
+	}
+	two := filepath.Join(dir, "two.json")
+	writeTestFile(t, two, `{"format": "graphpipe/cluster@1", "nodes": [{"count": 1, "devices_per_node": 2, "device": "v100"}, {"count": 1, "devices_per_node": 2, "device": "a100"}]}`)
+	if code, _, errs := gp(t, "", "sweep", path, "--cluster", two); code != 2 || !strings.Contains(errs, "a sweep plans devices of one kind, and it has 2") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
+
+// TestOnBusyNode: where a profile measured core sharing, a sweep's job
+// meets every device of its node busy, whatever its own count; a profile
+// that measured none (a GPU's) is priced as it is.
+func TestOnBusyNode(t *testing.T) {
+	cpu := plan.Profiles["cpu"]
+	cpu.CoreSlowdown = plan.NewSlowdowns(1, 1.2, 1.7, 2.4)
+	busy := onBusyNode(cpu, 4)
+	for k := 1; k <= 4; k++ {
+		if busy.Slowdown(k) != 2.4 {
+			t.Errorf("%d workers: ×%g, want the busy node's ×2.4", k, busy.Slowdown(k))
+		}
+	}
+	if busy.Slowdown(8) != 4.8 { // past the node, time-sliced as before
+		t.Errorf("8 workers: ×%g", busy.Slowdown(8))
+	}
+	if v := plan.Profiles["v100"]; onBusyNode(v, 4) != v {
+		t.Error("a GPU's profile changed")
 	}
 }
