@@ -64,6 +64,7 @@ var rooms = roomTable{
 	{"onnx", []string{"internal/regular", "dag", "tensor"}},
 	{"plan", []string{"dag", "partition", "microbatch"}},
 	{"search", []string{"dag", "partition", "microbatch", "plan"}},
+	{"sweep", nil},
 	{"stage/internal/kernel", []string{"dag", "tensor", "tensor/cuda"}},
 	{"stage", []string{"dag", "tensor", "tensor/cuda"}},
 	{"chart", []string{"microbatch"}},
@@ -71,7 +72,7 @@ var rooms = roomTable{
 	{"runtime/wire/wiretest", []string{"runtime/wire", "internal"}},
 	{"profile", []string{"dag", "models", "plan", "stage", "tensor", "tensor/cuda", "runtime/wire"}},
 	{"runtime", []string{"internal/regular", "internal/atomicfile", "dag", "tensor", "tensor/cuda", "dataset", "microbatch", "plan", "stage", "runtime/wire"}},
-	{"runtime/supervise", []string{"internal/atomicfile", "dag", "tensor", "microbatch", "plan", "stage", "chart", "runtime", "runtime/wire"}},
+	{"runtime/supervise", []string{"internal/atomicfile", "dag", "tensor", "microbatch", "plan", "stage", "chart", "sweep", "runtime", "runtime/wire"}},
 	{"bench", []string{"*"}},
 	{"cmd/graphpipe", []string{"*"}},
 }

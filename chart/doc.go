@@ -1,6 +1,7 @@
 // Package chart draws graphpipe's pictures with gonum.org/v1/plot, in one
-// style, as SVG or PNG: line charts for the benchmark report (Line) and
-// pipeline timelines for the simulator and the runtime (Timeline).
+// style, as SVG or PNG: line charts for the benchmark report (Line),
+// pipeline timelines for the simulator and the runtime (Timeline), and
+// Gantt charts of a sweep's jobs on a cluster (Gantt).
 //
 // The contract:
 //
@@ -14,7 +15,12 @@
 //     names; the stage's idle time, its share of the bubble, is shaded.
 //     Timelines drawn together (Timelines) share one time axis, one above
 //     the other: a plan's simulated and measured iterations.
-//  3. Render and Timelines return the file's bytes; the caller writes them.
+//  3. A Gantt chart has a time axis in seconds and one row per device,
+//     device 0 at the top; each job is a bar over the devices it holds from
+//     its start to its end, named in the legend (and on the bar where it
+//     fits), in the same colour in every chart drawn with it (Gantts: a
+//     sweep planned and as it ran, one above the other).
+//  4. Render, Timelines and Gantts return the file's bytes; the caller writes them.
 //     Text is set in the Liberation fonts the library embeds, so drawing
 //     needs no fonts on the machine. A PNG carries the chart's title and axis
 //     titles as iTXt chunks (Title, Description), which image decoders skip.

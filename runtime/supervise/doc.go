@@ -82,4 +82,10 @@
 //     live task's rank) is refused (a *RefusedError ends it) and the run
 //     goes on; two live tasks of one launch claiming one rank are a final
 //     *EnvError.
+//  7. A SweepRunner runs many jobs on one cluster as a sweep.Progress
+//     says: each in a goroutine of its own (the caller's Job, a run of its
+//     own on its slot's devices) as soon as its devices free up, its end or
+//     failure told back, the jobs not started re-planned when a measured
+//     time drifts; a failed job skips the jobs that wait for it
+//     (*SweepFailedError), and the rest run on.
 package supervise

@@ -97,7 +97,7 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, rt)
-	for _, name := range []string{"sgemm", "cpu-training", "cpu-runs"} {
+	for _, name := range []string{"sgemm", "cpu-training", "cpu-runs", "sweep"} {
 		s, err := alone[name](c)
 		if err != nil {
 			return nil, err
@@ -130,6 +130,7 @@ var alone = map[string]func(bench.Config) (*bench.Section, error){
 	"cpu-runs":     bench.CPURuns,
 	"device-calls": bench.DeviceCallsSection,
 	"precision":    bench.PrecisionSection,
+	"sweep":        bench.SweepSection,
 }
 
 // runOnly runs the named sections and splices them into root's BENCHMARKS.md.
