@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test race demo fuzz loaded bench bench-quick bench-scaling bench-cpu-runs bench-go lint clean replay replay-bf16 gpu-build readme
+.PHONY: build test race demo fuzz loaded bench bench-quick bench-scaling bench-cpu-runs bench-go lint clean replay replay-bf16 replay-torchvision gpu-build readme
 
 # graphpipe version prints the commit (and whether the tree had changes)
 COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
@@ -201,6 +201,24 @@ replay-bf16: build
 	  d=$$(grep -o 'bf16 losses: largest relative difference [0-9.e+-]*' out/replay-bf16/$$m.log | awk '{print $$NF}'); \
 	  echo "$$m (batch $$b): bf16 against PyTorch's CPU autocast, largest relative loss difference over 10 steps $$d"; \
 	  $(TORCH_PY) -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 5e-3 else 1)" "$$d" || { echo "$$m: over 5e-3"; exit 1; }; \
+	done
+
+# torchvision's models that the importer once refused (issue 53), exported
+# exactly as README.md says (onnx/testdata/torch/export.py, Debian's
+# python3-torchvision), imported, trained 2 steps (batch 4, micro-batches of
+# 2, SGD with momentum) and replayed against the original module within
+# 2e-4. Needs /usr/bin/python3 with torch and torchvision; about 10 MB each.
+TORCHVISION := mobilenet_v3_small
+replay-torchvision: build
+	@mkdir -p out/replay-torchvision
+	@for m in $(TORCHVISION); do \
+	  d=out/replay-torchvision/$$m; rm -rf $$d; mkdir -p $$d; \
+	  $(TORCH_PY) onnx/testdata/torch/export.py $$m $$d/$$m.onnx > $$d/export.log 2>&1 || { tail -3 $$d/export.log; exit 1; }; \
+	  args=$$($(TORCH_PY) -c "import json,sys; print(' '.join(json.load(open('onnx/testdata/models/'+sys.argv[1]+'.json'))['import_args']))" $$m) && \
+	  $(BIN) import $$d/$$m.onnx -o $$d/$$m.json --weights $$d/$$m.safetensors --batch 4 $$args > $$d/import.log 2>&1 || { cat $$d/import.log; exit 1; }; \
+	  $(BIN) train $$d/$$m.json --init $$d/$$m.safetensors --steps 2 --micro-batch 2 --optimizer sgd --lr 0.01 --momentum 0.9 --dump $$d/sgd > $$d/train.log 2>&1 || { tail -3 $$d/train.log; exit 1; }; \
+	  $(TORCH_PY) onnx/testdata/torch/replay_module.py $$m $$d/sgd --optimizer sgd --lr 0.01 --momentum 0.9 --micro-batch 2 > $$d/replay.log 2>&1; s=$$?; \
+	  echo "$$m: $$(grep -h -e '^losses' -e '^final' $$d/replay.log | paste -sd ';' | sed 's/;/; /')"; [ $$s = 0 ] || exit $$s; \
 	done
 
 replay: build

@@ -113,6 +113,10 @@ func (a *Attrs) field(s attrSpec) any {
 		return &a.PadValue
 	case "exponent":
 		return &a.Exponent
+	case "alpha":
+		return &a.Alpha
+	case "beta":
+		return &a.Beta
 	case "axes":
 		return &a.Axes
 	case "keepdims":

@@ -54,6 +54,8 @@ const (
 	Dropout       Kind = "dropout"
 	Parameter     Kind = "parameter"
 	Constant      Kind = "constant"
+	HardSigmoid   Kind = "hard_sigmoid"
+	HardSwish     Kind = "hard_swish"
 )
 
 // kindSpec is one operator kind's row of the table: what the spec says
@@ -160,6 +162,9 @@ var kinds = map[Kind]kindSpec{
 	Sqrt: {since: 2, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(4, 4, stashInput)},
 	Neg:  {since: 2, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(1, 1, nil)},
 	Erf:  {since: 2, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(4, 4, stashInput)},
+	HardSigmoid: {since: 2, minIn: 1, maxIn: 1, attrs: []attrSpec{{name: "alpha", typ: tFloat}, {name: "beta", typ: tFloat}},
+		defaults: hardSigmoidDefaults, check: checkHardSigmoid, infer: inferSame, cost: perElement(3, 2, stashInput)},
+	HardSwish: {since: 2, minIn: 1, maxIn: 1, infer: inferSame, cost: perElement(5, 4, stashInput)},
 	ReduceMean: {since: 2, minIn: 1, maxIn: 1, attrs: reduceAttrs,
 		defaults: reduceDefaults, infer: inferReduce, cost: perInput(1, 1, nil)},
 	ReduceSum: {since: 2, minIn: 1, maxIn: 1, attrs: reduceAttrs,

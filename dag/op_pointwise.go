@@ -1,8 +1,9 @@
 package dag
 
 // The rows' pieces of the elementwise ops: add, mul, sub, div (of two
-// inputs, or of one and a scalar), pow, dropout. relu, gelu, tanh, sigmoid,
-// exp, log, sqrt, neg and erf need no more than inferSame and perElement.
+// inputs, or of one and a scalar), pow, dropout, hard_sigmoid. relu, gelu,
+// tanh, sigmoid, exp, log, sqrt, neg, erf and hard_swish need no more than
+// inferSame and perElement.
 
 // inferAddMul: model@1 adds or multiplies inputs of one shape; model@2
 // broadcasts them.
@@ -35,6 +36,16 @@ func divCost(k *costing) {
 }
 
 func checkPow(ck *attrChecker) { ck.finite("exponent", ck.op.Attrs.Exponent) }
+
+// hardSigmoidDefaults are PyTorch's nn.Hardsigmoid, relu6(x + 3) / 6
+// (ONNX's HardSigmoid defaults to alpha 0.2: the importer writes its own).
+func hardSigmoidDefaults(a *Attrs) { a.Alpha, a.Beta = 1.0/6, 0.5 }
+
+// checkHardSigmoid: a finite slope and offset.
+func checkHardSigmoid(ck *attrChecker) {
+	ck.finite("alpha", ck.op.Attrs.Alpha)
+	ck.finite("beta", ck.op.Attrs.Beta)
+}
 
 func dropoutDefaults(a *Attrs) { a.P = 0.5 }
 

@@ -125,6 +125,7 @@ type Attrs struct {
 	Pads            Shape     // pad: [begin per axis..., end per axis...]
 	PadValue        float64   // pad
 	Exponent        float64   // pow
+	Alpha, Beta     float64   // hard_sigmoid: y = max(0, min(1, alpha·x + beta))
 	Axes            Shape     // reduce_mean, reduce_sum
 	KeepDims        bool      // reduce_mean, reduce_sum
 	P               float64   // dropout

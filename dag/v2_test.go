@@ -19,7 +19,7 @@ func TestShapesV2(t *testing.T) {
 		{"conv", Shape{4, 8, 8}}, {"bn", Shape{4, 8, 8}}, {"mp", Shape{4, 4, 4}}, {"ap", Shape{4, 4, 4}},
 		{"gap", Shape{4, 1, 1}}, {"flat", Shape{4}}, {"seqT", Shape{6, 4}}, {"mm", Shape{4, 4}},
 		{"sm", Shape{4, 4}}, {"sl", Shape{2, 4}}, {"pd", Shape{2, 6}}, {"rm", Shape{6}}, {"rs", Shape{2, 1}},
-		{"bsub", Shape{2, 6}}, {"bdiv", Shape{2, 6}}, {"pw", Shape{6}}, {"dr", Shape{6}}, {"pos", Shape{6}},
+		{"bsub", Shape{2, 6}}, {"bdiv", Shape{2, 6}}, {"hsg", Shape{6}}, {"hsw", Shape{6}}, {"pw", Shape{6}}, {"dr", Shape{6}}, {"pos", Shape{6}},
 		{"adds", Shape{6}}, {"rsub", Shape{6}}, {"ids", Shape{2}}, {"emb", Shape{2, 6}}, {"cat", Shape{22}},
 		{"head", Shape{10}},
 	}
@@ -165,6 +165,9 @@ func TestRefusalsV2(t *testing.T) {
 		{"pads count", v2(gelu, `"op": "pad", "inputs": ["img.fc"], "attrs": {"pads": [1, 1]}`), "op", "img.act", "attrs.pads", "want 4"},
 		{"negative pad", v2(gelu, `"op": "pad", "inputs": ["img.fc"], "attrs": {"pads": [1, 1, -1, 0]}`), "op", "img.act", "attrs.pads", "≥ 0"},
 		{"axes twice", v2(`"op": "mean",       "inputs": ["img.act"], "attrs": {"axis": 0}`, `"op": "reduce_mean", "inputs": ["img.act"], "attrs": {"axes": [0, -2]}`), "op", "img.pool", "attrs.axes", "distinct"},
+		{"hard_sigmoid alpha", v2(gelu, `"op": "hard_sigmoid", "inputs": ["img.fc"], "attrs": {"alpha": "steep"}`), "op", "img.act", "attrs.alpha", "number"},
+		{"hard_swish arity", v2(fuseOp, `{"name": "fuse", "op": "hard_swish", "inputs": ["tok.pool", "img.pool"]}`), "op", "fuse", "inputs", "1 input"},
+		{"hard_swish in @1", ed(gelu, `"op": "hard_swish", "inputs": ["img.fc"]`), "op", "img.act", "op", "graphpipe/model@2"},
 		{"dropout p", v2(gelu, `"op": "dropout", "inputs": ["img.fc"], "attrs": {"p": 1}`), "op", "img.act", "attrs.p", "[0, 1)"},
 		{"no broadcast", v2(fuseOp, `{"name": "fuse", "op": "sub", "inputs": ["tok.emb", "img.fc"]}`), "op", "fuse", "inputs", "broadcast"},
 		{"scalar arity", v2(fuseOp, `{"name": "fuse", "op": "mul", "inputs": ["tok.pool", "img.pool"], "attrs": {"scalar": 2}}`), "op", "fuse", "inputs", "takes 1 input"},

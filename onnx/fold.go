@@ -270,10 +270,29 @@ func foldUnary(op string, x *value) (*value, error) {
 			a = 1 / (1 + math.Exp(-a))
 		case "Relu":
 			a = math.Max(a, 0)
+		case "HardSwish":
+			a = a * min(max(a+3, 0), 6) / 6
 		case "Not":
 			a = b2f(a == 0)
 		}
 		out[k] = a
+	}
+	return floatConst(x.dims, out), nil
+}
+
+// foldHardSigmoid evaluates HardSigmoid of a float constant:
+// max(0, min(1, alpha·x + beta)).
+func foldHardSigmoid(x *value, alpha, beta float64) (*value, error) {
+	if x.isInt {
+		return nil, fmt.Errorf("HardSigmoid of integers")
+	}
+	out := make([]float64, x.length())
+	for k := range out {
+		a, ok := x.at(k)
+		if !ok {
+			return nil, fmt.Errorf("HardSigmoid of the batch size has no value graphpipe can track")
+		}
+		out[k] = max(0, min(1, alpha*a+beta))
 	}
 	return floatConst(x.dims, out), nil
 }

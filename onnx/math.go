@@ -1,6 +1,37 @@
 package onnx
 
-import "github.com/graphpipe/graphpipe/dag"
+import (
+	"math"
+
+	"github.com/graphpipe/graphpipe/dag"
+)
+
+// hardSigmoidOp: HardSigmoid, max(0, min(1, alpha·x + beta)), ONNX's
+// defaults alpha 0.2 and beta 0.5 written into the op (graphpipe's are
+// PyTorch's 1/6 and 1/2).
+func hardSigmoidOp(n *node) error {
+	alpha, beta := n.attrFloat("alpha", 0.2), n.attrFloat("beta", 0.5)
+	if math.IsNaN(alpha) || math.IsInf(alpha, 0) || math.IsNaN(beta) || math.IsInf(beta, 0) {
+		return n.refuse("alpha %g, beta %g: HardSigmoid's slope and offset must be finite", alpha, beta)
+	}
+	if v := n.in(0); v.kind != kAct {
+		cv, _, err := n.asConst(0)
+		if err != nil {
+			return err
+		}
+		out, err := foldHardSigmoid(cv, alpha, beta)
+		if err != nil {
+			return n.refuse("%v", err)
+		}
+		n.set(0, out)
+		return nil
+	}
+	x, err := n.act(0)
+	if err != nil {
+		return err
+	}
+	return n.emitLike(x, dag.HardSigmoid, []string{x.t}, func(a *dag.Attrs) { a.Alpha, a.Beta = alpha, beta })
+}
 
 // unaryOp maps an elementwise op of one input; kind "" is evaluated on
 // constants only (Reciprocal is 1/x on activations).

@@ -58,6 +58,8 @@ var ops = map[string]opSpec{
 	"Sqrt":           {handle: unaryOp(dag.Sqrt), opsets: every},
 	"Neg":            {handle: unaryOp(dag.Neg), opsets: every},
 	"Erf":            {handle: unaryOp(dag.Erf), opsets: every},
+	"HardSigmoid":    {handle: hardSigmoidOp, attrs: "alpha beta", opsets: every},
+	"HardSwish":      {handle: unaryOp(dag.HardSwish), opsets: [2]int64{14, MaxOpset}},
 	"Reciprocal":     {handle: unaryOp(""), opsets: every},
 	"Abs":            {handle: unaryOp(""), opsets: every},
 	"Floor":          {handle: unaryOp(""), opsets: every},

@@ -1003,9 +1003,10 @@ template <class A> static __device__ void gp_scalar_bwd_k(int kind, const A* x, 
 __global__ void gp_scalar_bwd(int kind, const float* x, const float* y, const float* gy, float* gx, float s, long n) { gp_scalar_bwd_k(kind, x, y, gy, gx, s, n); }
 __global__ void gp_scalar_bwd_h(int kind, const gp_h* x, const gp_h* y, const gp_h* gy, gp_h* gx, float s, long n) { gp_scalar_bwd_k(kind, x, y, gy, gx, s, n); }
 
-// kind: 0 exp, 1 log, 2 sqrt, 3 neg, 4 erf, 5 pow (exponent e), in double
+// kind: 0 exp, 1 log, 2 sqrt, 3 neg, 4 erf, 5 pow (exponent e), 6 hard_sigmoid
+// (slope e, offset e2), 7 hard_swish, in double
 extern "C++" {
-template <class A> static __device__ void gp_unary_k(int kind, const A* x, A* y, double e, long n) {
+template <class A> static __device__ void gp_unary_k(int kind, const A* x, A* y, double e, double e2, long n) {
   LOOP(i, n) {
     double f = x[i];
     switch (kind) {
@@ -1014,34 +1015,38 @@ template <class A> static __device__ void gp_unary_k(int kind, const A* x, A* y,
       case 2: f = sqrt(f); break;
       case 3: f = -f; break;
       case 4: f = erf(f); break;
+      case 6: f = fmax(0.0, fmin(1.0, e * f + e2)); break;  // hard_sigmoid: slope e, offset e2
+      case 7: f = f * fmin(fmax(f + 3.0, 0.0), 6.0) / 6.0; break;  // hard_swish
       default: f = pow(f, e); break;
     }
     y[i] = (float)f;
   }
 }
 }
-__global__ void gp_unary(int kind, const float* x, float* y, double e, long n) { gp_unary_k(kind, x, y, e, n); }
-__global__ void gp_unary_h(int kind, const gp_h* x, gp_h* y, double e, long n) { gp_unary_k(kind, x, y, e, n); }
+__global__ void gp_unary(int kind, const float* x, float* y, double e, double e2, long n) { gp_unary_k(kind, x, y, e, e2, n); }
+__global__ void gp_unary_h(int kind, const gp_h* x, gp_h* y, double e, double e2, long n) { gp_unary_k(kind, x, y, e, e2, n); }
 
 // gx += gy · f'(x), with y = f(x), in double
 extern "C++" {
-template <class A> static __device__ void gp_unary_bwd_k(int kind, const A* x, const A* y, const A* gy, A* gx, double e, long n) {
+template <class A> static __device__ void gp_unary_bwd_k(int kind, const A* x, const A* y, const A* gy, A* gx, double e, double e2, long n) {
   LOOP(i, n) {
-    double f = x[i], d;
+    double f = x[i], d, v;
     switch (kind) {
       case 0: d = y[i]; break;
       case 1: d = 1.0 / f; break;
       case 2: d = 0.5 / (double)y[i]; break;
       case 3: d = -1.0; break;
       case 4: d = 1.1283791670955126 * exp(-f * f); break;  // 2/√π
+      case 6: v = e * f + e2; d = v > 0.0 && v < 1.0 ? e : 0.0; break;
+      case 7: d = f < -3.0 ? 0.0 : f <= 3.0 ? f / 3.0 + 0.5 : 1.0; break;
       default: d = e == 0.0 ? 0.0 : e == 1.0 ? 1.0 : e == 2.0 ? 2.0 * f : e * pow(f, e - 1.0); break;
     }
     gx[i] += (float)((double)gy[i] * d);
   }
 }
 }
-__global__ void gp_unary_bwd(int kind, const float* x, const float* y, const float* gy, float* gx, double e, long n) { gp_unary_bwd_k(kind, x, y, gy, gx, e, n); }
-__global__ void gp_unary_bwd_h(int kind, const gp_h* x, const gp_h* y, const gp_h* gy, gp_h* gx, double e, long n) { gp_unary_bwd_k(kind, x, y, gy, gx, e, n); }
+__global__ void gp_unary_bwd(int kind, const float* x, const float* y, const float* gy, float* gx, double e, double e2, long n) { gp_unary_bwd_k(kind, x, y, gy, gx, e, e2, n); }
+__global__ void gp_unary_bwd_h(int kind, const gp_h* x, const gp_h* y, const gp_h* gy, gp_h* gx, double e, double e2, long n) { gp_unary_bwd_k(kind, x, y, gy, gx, e, e2, n); }
 
 // softmax over the middle axis of x: [outer, len, inner], a thread per
 // (outer, inner); e = exp(x − max) in double, y = e / Σe

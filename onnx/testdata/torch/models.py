@@ -200,6 +200,13 @@ MODELS = {
         "label": CLASSES1000,
         "small": False,
     },
+    "mobilenet_v3_small": {
+        "build": _torchvision("mobilenet_v3_small", dropout=0.0),
+        "inputs": _image(224),
+        "loss": "softmax_cross_entropy",
+        "label": CLASSES1000,
+        "small": False,
+    },
     "resnet50": {
         "build": _torchvision("resnet50"),
         "inputs": _image(224),

@@ -9,17 +9,24 @@ import (
 
 func exp64(x float64) float64 { return math.Exp(x) }
 
-// unary is an elementwise op of one input: exp, log, sqrt, neg, erf, or
-// pow with a constant exponent.
+// unary is an elementwise op of one input: exp, log, sqrt, neg, erf,
+// hard_swish, pow with a constant exponent, or hard_sigmoid with its slope
+// and offset.
 type unary[T Num] struct {
-	kind     dag.Kind
-	exponent float64
+	kind        dag.Kind
+	exponent    float64
+	alpha, beta float64 // hard_sigmoid
 }
 
 func unaryKernel[T Num](o *opArgs) *unary[T] { return &unary[T]{kind: o.op.Kind} }
 
 func powKernel[T Num](o *opArgs) *unary[T] {
 	return &unary[T]{kind: o.op.Kind, exponent: o.op.Attrs.Exponent}
+}
+
+// hardSigmoidKernel: x [n, ...] → y = max(0, min(1, alpha·x + beta)).
+func hardSigmoidKernel[T Num](o *opArgs) *unary[T] {
+	return &unary[T]{kind: o.op.Kind, alpha: o.op.Attrs.Alpha, beta: o.op.Attrs.Beta}
 }
 
 func (k *unary[T]) Forward(x, _ []*Value[T]) (*Value[T], any, error) {
@@ -39,6 +46,10 @@ func (k *unary[T]) Forward(x, _ []*Value[T]) (*Value[T], any, error) {
 			f = math.Erf(f)
 		case dag.Pow:
 			f = math.Pow(f, k.exponent)
+		case dag.HardSigmoid:
+			f = max(0, min(1, k.alpha*f+k.beta))
+		case dag.HardSwish: // x·relu6(x + 3)/6, PyTorch's
+			f = f * min(max(f+3, 0), 6) / 6
 		}
 		y.Data[i] = T(f)
 	}
@@ -63,6 +74,19 @@ func (k *unary[T]) Backward(gy *Value[T], x, _ []*Value[T], y *Value[T], _ any, 
 			d = -1
 		case dag.Erf:
 			d = 2 / math.Sqrt(math.Pi) * math.Exp(-f*f)
+		case dag.HardSigmoid: // the slope inside (0, 1), nothing at or past its ends
+			if v := k.alpha*f + k.beta; v > 0 && v < 1 {
+				d = k.alpha
+			}
+		case dag.HardSwish: // PyTorch's: 0 below −3, x/3 + 1/2 up to 3, 1 past it
+			switch {
+			case f < -3:
+				d = 0
+			case f <= 3:
+				d = f/3 + 0.5
+			default:
+				d = 1
+			}
 		case dag.Pow:
 			switch k.exponent {
 			case 0:

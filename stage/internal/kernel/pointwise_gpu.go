@@ -70,10 +70,17 @@ func pointwiseOp(name string, vec4 bool, kind int32, extra ...any) (fwdFn, bwdFn
 }
 
 // unaryKind is gp_unary's kind.
-var unaryKind = map[dag.Kind]int32{dag.Exp: 0, dag.Log: 1, dag.Sqrt: 2, dag.Neg: 3, dag.Erf: 4, dag.Pow: 5}
+var unaryKind = map[dag.Kind]int32{dag.Exp: 0, dag.Log: 1, dag.Sqrt: 2, dag.Neg: 3, dag.Erf: 4, dag.Pow: 5,
+	dag.HardSigmoid: 6, dag.HardSwish: 7}
 
+// gpuUnary is gp_unary: its two constants are pow's exponent, or
+// hard_sigmoid's slope and offset.
 func gpuUnary(k *unary[float32]) (fwdFn, bwdFn) {
-	return gpuPointwise("gp_unary", unaryKind[k.kind], k.exponent)
+	e, e2 := k.exponent, 0.0
+	if k.kind == dag.HardSigmoid {
+		e, e2 = k.alpha, k.beta
+	}
+	return gpuPointwise("gp_unary", unaryKind[k.kind], e, e2)
 }
 
 // gpuDropout draws the CPU kernel's mask on the device: the same key,

@@ -35,6 +35,9 @@ var tensorCases = []opCase{
 	{"reduce_mean-keep", `{"name":"x","shape":[2,3],"dtype":"float32"}`, `"op":"reduce_mean","inputs":["x"],"attrs":{"axes":[-1],"keepdims":true}`},
 	{"reduce_sum-all", `{"name":"x","shape":[2,3],"dtype":"float32"}`, `"op":"reduce_sum","inputs":["x"]`},
 	{"dropout", `{"name":"x","shape":[3,4],"dtype":"float32"}`, `"op":"dropout","inputs":["x"],"attrs":{"p":0.3}`},
+	// both regions of each: inputs are normal, the slope 0.5 puts the kinks at −1.5 and 0.5
+	{"hard_sigmoid", `{"name":"x","shape":[8],"dtype":"float32"}`, `"op":"hard_sigmoid","inputs":["x"],"attrs":{"alpha":0.5,"beta":0.25}`},
+	{"hard_swish", `{"name":"x","shape":[8],"dtype":"float32"}`, `"op":"hard_swish","inputs":["x"]`},
 }
 
 // positiveCases need positive inputs (log, sqrt, fractional powers): the

@@ -111,6 +111,14 @@ def dropout(m, op, x, a):
     return x[0] * mask / (1 - p)
 
 
+def hard_sigmoid(m, op, x, a):
+    """PyTorch's F.hardsigmoid is alpha 1/6, beta 1/2 (graphpipe's defaults); other slopes clamp."""
+    alpha, beta = a.get("alpha", 1 / 6), a.get("beta", 0.5)
+    if "alpha" not in a and "beta" not in a:
+        return torch.nn.functional.hardsigmoid(x[0])
+    return torch.clamp(alpha * x[0] + beta, 0, 1)
+
+
 def parameter(m, op, x, a):
     v = m.param(op, "value")
     return v.unsqueeze(0).expand([m.rows] + list(v.shape))
@@ -132,6 +140,7 @@ gptorch.OPS.update({
     "pow": pow_, "exp": lambda m, op, x, a: torch.exp(x[0]), "log": lambda m, op, x, a: torch.log(x[0]),
     "sqrt": lambda m, op, x, a: torch.sqrt(x[0]), "neg": lambda m, op, x, a: -x[0],
     "erf": lambda m, op, x, a: torch.erf(x[0]),
+    "hard_sigmoid": hard_sigmoid, "hard_swish": lambda m, op, x, a: torch.nn.functional.hardswish(x[0]),
     "reduce_mean": _reduce(torch.mean), "reduce_sum": _reduce(torch.sum),
     "dropout": dropout, "parameter": parameter, "constant": constant,
 })

@@ -27,6 +27,9 @@ CASES = [
     ("reduce_mean", '{"name":"x","shape":[2,3,4],"dtype":"float32"}', '"op":"reduce_mean","inputs":["x"],"attrs":{"axes":[0,2]}'),
     ("reduce_sum", '{"name":"x","shape":[2,3],"dtype":"float32"}', '"op":"reduce_sum","inputs":["x"],"attrs":{"axes":[-1],"keepdims":true}'),
     ("dropout", '{"name":"x","shape":[3,4],"dtype":"float32"}', '"op":"dropout","inputs":["x"],"attrs":{"p":0.3}'),
+    ("hard_sigmoid", '{"name":"x","shape":[8],"dtype":"float32"}', '"op":"hard_sigmoid","inputs":["x"],"attrs":{"alpha":0.5,"beta":0.25}'),
+    ("hard_sigmoid-torch", '{"name":"x","shape":[8],"dtype":"float32"}', '"op":"hard_sigmoid","inputs":["x"]'),
+    ("hard_swish", '{"name":"x","shape":[8],"dtype":"float32"}', '"op":"hard_swish","inputs":["x"]'),
 ]
 
 PARAMS = {}
