@@ -42,6 +42,18 @@ type Options struct {
 	// Precision is what the plan is priced in (plan.Precisions): "" or
 	// "fp32" (default), "tf32", "bf16"; the devices must have its rate.
 	Precision string
+	// OptimizerState is where each stage's optimizer state may live:
+	// "auto" (default: sharded across a stage's replicas where it has
+	// more than one, and spilled to host memory where that is what makes
+	// it fit), "replicated" (every replica holds all of it, as before),
+	// "sharded" (across a stage's replicas where it has more than one),
+	// "host" (every stage's in host memory, stepped on the host). See
+	// state.go.
+	OptimizerState string
+	// NoStreaming keeps every stage's weights on its devices: a spilled
+	// stage never streams them from host memory. The runtime does not
+	// stream weights, so a search for a run sets it.
+	NoStreaming bool
 
 	// sched is Schedule's description, which withDefaults looks up: what
 	// the search decides by the schedule, it reads here
@@ -112,6 +124,12 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	}
 	if o.Recompute == "" {
 		o.Recompute = "auto"
+	}
+	if o.OptimizerState == "" {
+		o.OptimizerState = StateAuto
+	}
+	if err := checkState(o.OptimizerState); err != nil {
+		return o, err
 	}
 	sched, schedErr := microbatch.KindOf(o.Schedule)
 	switch {
