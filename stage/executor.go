@@ -48,6 +48,9 @@ type Executor struct {
 	stepping bool          // a step's first training Forward has run
 	losses   []lossPart    // the step's losses, in Forward's order
 	pending  *stepCheck    // EndStep's check, until ApplyStep
+	// shard is the replica's share of a stage whose optimizer state is
+	// sharded (ShardOptimizer, shard.go); nil: it holds all of it
+	shard *shardView
 
 	// Recompute makes Forward keep, until the micro-batch's Backward, only
 	// what it was fed, and Backward rerun the forward first (recompute.go):
