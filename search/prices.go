@@ -50,6 +50,13 @@ type prices struct {
 	// the device, up to the most the DP asks of it (+Inf where none does).
 	alt       altKind
 	spillHelp float64
+	// bound, in the spilled prices, is per entry the variant (keeping its
+	// state on the device, or spilled) that meets the least time with one
+	// micro-batch in flight: what the bounds that ignore depth read
+	// (fitsTime, runTimes, least and the floors), where fit alone would
+	// rule out a stage that fits only spilled; nil otherwise (recomputing
+	// never fits where keeping does not: fit is its bound too)
+	bound []fitEntry
 	// tailFloor is, per tail, the least per-micro-batch time of any stage that
 	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
 	// longer one.
@@ -128,9 +135,35 @@ const (
 func (d *prices) spilled() *prices {
 	s := &prices{tu: d.tu, sp: d.sp, cm: d.cm, kinds: d.kinds, D: d.D, g: d.g, b: d.b, mbs: d.mbs, gpipe: d.gpipe,
 		fit: d.fit, kmax: d.kmax, W: d.W, devs: d.devs, least: d.least, recAuto: true, recHelp: math.Inf(1), alt: altSpill,
-		spillHelp: d.spillHelp, tailFloor: d.tailFloor, headFloor: d.headFloor, hostFloor: d.hostFloor, runs: d.runs}
+		spillHelp: d.spillHelp}
 	s.recFits()
+	s.bound, s.least = make([]fitEntry, len(s.fit)), infs(len(s.sp.blocks))
+	for at, e := range s.fit {
+		if r := s.recFit[at]; r.maxIn >= 1 && (e.maxIn < 1 || r.t < e.t) {
+			e = r
+		}
+		if s.bound[at] = e; e.maxIn >= 1 {
+			s.least[at/s.W] = min(s.least[at/s.W], e.t)
+		}
+	}
+	s.tailFloor, s.headFloor = s.floors(s.sp.tails), s.floors(s.sp.heads)
+	s.hostFloor = s.hostFloors(true)
+	s.runs = make([]*runTimes, len(s.sp.nodes))
+	for _, n := range s.sp.nodes {
+		if n.chain() {
+			s.runs[n.id] = s.runTimes(n)
+		}
+	}
 	return s
+}
+
+// bounds is what the bounds that ignore depth read: bound in the spilled
+// prices, else fit.
+func (d *prices) bounds() []fitEntry {
+	if d.bound != nil {
+		return d.bound
+	}
+	return d.fit
 }
 
 // recFits is recFit, priced when first asked for (nil where the planner
@@ -191,7 +224,7 @@ func (d *prices) runTimes(n *snode) *runTimes {
 		for col := 0; col < d.W; col++ { // a column of no devices never fits
 			worst := 0.0 // the slowest interval a..p' so far on the column's devices
 			for q, id := range n.blk[a] {
-				e := &d.fit[id*d.W+col]
+				e := &d.bounds()[id*d.W+col]
 				if e.maxIn < 1 {
 					worst = inf
 				}

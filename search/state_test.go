@@ -10,12 +10,16 @@ import (
 
 // gpt is the GPT-shaped transformers: 13b (40 layers, hidden 5120,
 // 12.8B parameters, batch 256) and 6b (32 layers, hidden 4096, 6.6B,
-// batch 512), sequence 2048, vocabulary 32000.
+// batch 512), and GPT-3's 175b (96 layers, hidden 12288, batch 512),
+// sequence 2048, vocabulary 32000.
 func gpt(t *testing.T, size string) *dag.Graph {
 	t.Helper()
 	knobs := map[string]int64{"layers": 32, "hidden": 4096, "ffn": 16384, "seq": 2048, "heads": 32, "vocab": 32000, "batch": 512}
-	if size == "13b" {
+	switch size {
+	case "13b":
 		knobs = map[string]int64{"layers": 40, "hidden": 5120, "ffn": 20480, "seq": 2048, "heads": 40, "vocab": 32000, "batch": 256}
+	case "175b":
+		knobs = map[string]int64{"layers": 96, "hidden": 12288, "ffn": 49152, "seq": 2048, "heads": 96, "vocab": 32000, "batch": 512}
 	}
 	return zoo(t, "transformer", knobs)
 }
@@ -174,4 +178,23 @@ func TestHostEveryStage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAutoSpillsWhereOnlySpillingFits: GPT-3's shape (175B) on 8 h100 in
+// bf16, where no stage of any split fits its weights and gradients alone,
+// plans under auto, every stage spilled and streaming: the DP's bounds that
+// ignore depth (which stage fits one micro-batch in flight at T) count the
+// spilled variant too, not the device placement alone.
+func TestAutoSpillsWhereOnlySpillingFits(t *testing.T) {
+	g := gpt(t, "175b")
+	p, err := Search(g, Options{Device: plan.Profiles["h100"], Devices: 8, DevicesPerNode: 8, Precision: "bf16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range p.Stages {
+		if st.StateName() != plan.StateHost || !st.StreamWeights {
+			t.Errorf("stage %d: %s (streams %v), want its state in host memory and its weights streamed", st.ID, st.StateName(), st.StreamWeights)
+		}
+	}
+	t.Logf("%d stages, micro-batch %d, %.4g samples/s, peak %.3g GB", len(p.Stages), p.MicroBatch, p.Predicted.SamplesPerS, float64(p.Predicted.PeakMemory)/1e9)
 }
