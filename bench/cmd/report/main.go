@@ -68,7 +68,7 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, scheds, sweep)
-	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.Controls, bench.OtherDevices, bench.Branches, bench.RecomputeSection} {
+	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.Controls, bench.OtherDevices, bench.Branches, bench.RecomputeSection, bench.MemorySection} {
 		s, err := f(c)
 		if err != nil {
 			return nil, err
@@ -129,6 +129,7 @@ var alone = map[string]func(bench.Config) (*bench.Section, error){
 	"cpu-training": bench.CPUTraining,
 	"cpu-runs":     bench.CPURuns,
 	"device-calls": bench.DeviceCallsSection,
+	"memory":       bench.MemorySection,
 }
 
 // runOnly runs the named sections and splices them into root's BENCHMARKS.md.
