@@ -150,6 +150,8 @@ func (e *Executor) use(b Backend) error {
 		return fmt.Errorf("stage: UseDevice with %d micro-batches in flight", len(e.mbs))
 	case e.stepping:
 		return fmt.Errorf("stage: UseDevice in the middle of a step (between its first Forward and ApplyStep)")
+	case e.shard != nil || e.Offloaded():
+		return fmt.Errorf("stage: UseDevice on an executor whose optimizer state is sharded or offloaded: move it first")
 	}
 	if err := e.be.fetch(); err != nil { // the host's copies are the state the new backend starts from
 		return err

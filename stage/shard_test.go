@@ -272,7 +272,7 @@ func count(st map[string][]float32) int {
 // optimizer state (a checkpoint's, from any plan) as its shard's pieces,
 // and gives back exactly those pieces; misuse is refused with a
 // ShardError: sharding after a step, an index out of range, a sharded step
-// without a StepComm that shards.
+// without a StepComm that shards; and moving a sharded executor.
 func TestShardedLoadsWholeState(t *testing.T) {
 	o := TrainOptions{Optimizer: "adam", LR: 0.01, MicroBatch: 2}
 	c := backendCases()[0]
@@ -317,9 +317,53 @@ func TestShardedLoadsWholeState(t *testing.T) {
 	for slot, w := range whole {
 		closeTo(t, slot, back[slot], w, 0)
 	}
+	moved := stepTrainer(t, c, o)
+	if err := moved.Ex.ShardOptimizer(Shard{0, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := moved.Ex.use(CPU()); err == nil {
+		t.Error("a sharded executor moved to another backend, its shard's state loaded as a whole stage's")
+	}
 	for _, s := range []Shard{{2, 2}, {-1, 2}, {0, 0}} {
 		if err := stepTrainer(t, c, o).Ex.ShardOptimizer(s); !errors.As(err, &se) {
 			t.Errorf("shard %+v: %v, want a ShardError", s, err)
 		}
+	}
+}
+
+// TestOffloadedStepMatchesDevice: on the emulator, an executor whose
+// optimizer is offloaded to the host (OffloadOptimizer: the gradients
+// down, the CPU's fused step on the master weights, the weights up) ends 3
+// steps of Adam with clipping and weight decay where one stepping on the
+// device ends (the device's optimizer is the host's arithmetic), its
+// state held on the host; on the CPU, offloading changes nothing.
+func TestOffloadedStepMatchesDevice(t *testing.T) {
+	emu := backendCases()[1]
+	o := TrainOptions{Optimizer: "adam", LR: 0.01, ClipGradNorm: 0.05, WeightDecay: 1e-2, MicroBatch: 2}
+	dev, off := stepTrainer(t, emu, o), stepTrainer(t, emu, o)
+	if err := off.Ex.OffloadOptimizer(); err != nil || !off.Ex.Offloaded() {
+		t.Fatalf("offload: %v (offloaded %v)", err, off.Ex.Offloaded())
+	}
+	for step := 0; step < 3; step++ {
+		for _, tr := range []*Trainer{dev, off} {
+			runPasses(t, tr, step)
+			if _, err := tr.Ex.EndStep(context.Background(), step, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Ex.ApplyStep(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := hostState(t, dev.Ex)
+	for name, v := range hostState(t, off.Ex) {
+		closeTo(t, name, v.Data, want[name].Data, 1e-6)
+	}
+	if m := off.Ex.Memory(); m.OptimizerStateBytes != 2*m.ParameterBytes {
+		t.Errorf("offloaded Adam holds %d bytes of state for %d bytes of parameters, want twice", m.OptimizerStateBytes, m.ParameterBytes)
+	}
+	cpu := stepTrainer(t, backendCases()[0], o)
+	if err := cpu.Ex.OffloadOptimizer(); err != nil || cpu.Ex.Offloaded() {
+		t.Errorf("on the CPU: %v, offloaded %v; want nothing done", err, cpu.Ex.Offloaded())
 	}
 }
