@@ -53,7 +53,7 @@ func PrecisionSection(c Config) (*Section, error) {
 		Intro: fmt.Sprintf("models export transformer --layers 32 --hidden 4096 --ffn 16384 --seq 2048 --heads 32 --vocab 32000 --batch 512 "+
 			"(%.3g billion parameters, %.4g TFLOP a sample forward and backward), searched with --device h100 --devices-per-node 8 "+
 			"--precision P; tokens/s per GPU = samples/s × %g / devices; MFU = tokens/s per GPU × FLOPs per token / %.0f TFLOP/s "+
-			"(the h100's dense bf16 rate, which MFU is quoted against in every precision).", params(g)/1e9, fps/1e12, seq, peak/1e12),
+			"(the h100's dense bf16 rate, which MFU is quoted against in every precision).", float64(params(g))/1e9, fps/1e12, seq, peak/1e12),
 		Columns: []string{"devices", "precision", "stages", "micro-batch", "iteration s", "samples/s", "tokens/s per GPU", "MFU", "peak GB", "over fp32"}}
 	for _, devices := range []int{8, 64} {
 		var base float64
@@ -85,11 +85,3 @@ func PrecisionSection(c Config) (*Section, error) {
 	return s, nil
 }
 
-// params is g's parameter count.
-func params(g *dag.Graph) float64 {
-	var n int64
-	for i := 0; i < g.NumOps(); i++ {
-		n += g.Cost(i).Params
-	}
-	return float64(n)
-}

@@ -198,6 +198,9 @@ func (p *Plan) checkStages() error {
 		if err := p.checkKind(i, s); err != nil {
 			return err
 		}
+		if err := p.checkState(i, s); err != nil {
+			return err
+		}
 		if want := ceilDiv(p.MicroBatch, int64(len(s.Devices))); s.MicroBatch != want {
 			return planErr(i, "device_micro_batch", "is %d, but a micro-batch of %d over the stage's %d device(s) is %d per device", s.MicroBatch, p.MicroBatch, len(s.Devices), want)
 		}

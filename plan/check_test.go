@@ -76,6 +76,10 @@ func TestHandEditedPlans(t *testing.T) {
 		{"tensor from nowhere", func(p *Plan) { p.Edges[in].Tensors = append(p.Edges[in].Tensors, p.Stages[many].Ops[0]) }, true, -1, "edges[" + itoa(in) + "].tensors", "neither computes nor receives"},
 		{"edge tensor unknown", func(p *Plan) { p.Edges[in].Tensors = append(p.Edges[in].Tensors, "ghost") }, true, -1, "edges[" + itoa(in) + "].tensors", `"ghost" is not an op`},
 		{"another model", func(p *Plan) { p.Model.SHA256 = strings.Repeat("0", 64) }, true, -1, "model.sha256", "made for another model"},
+		{"unknown placement", func(p *Plan) { p.Stages[0].OptimizerState = "zero3" }, false, 0, "optimizer_state", `unknown placement "zero3"`},
+		{"sharded on one device", func(p *Plan) { p.Stages[0].OptimizerState, p.Stages[0].Devices = StateSharded, p.Stages[0].Devices[:1] }, false, 0, "optimizer_state", "sharded over 1 device"},
+		{"streamed on the device", func(p *Plan) { p.Stages[0].StreamWeights = true }, false, 0, "stream_weights", `must be "host", got "replicated"`},
+		{"negative host copies", func(p *Plan) { p.Stages[0].OptimizerState, p.Stages[0].HostCopyBytes = StateHost, -8 }, false, 0, "host_copy_bytes", "got -8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p Plan

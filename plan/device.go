@@ -32,6 +32,10 @@ type Device struct {
 	HostBW     float64 `json:"host_bw,omitempty"`     // bytes/s of copies between pinned host memory and the device
 	PageableBW float64 `json:"pageable_bw,omitempty"` // bytes/s of copies from or to pageable host memory, waited for
 	SyncS      float64 `json:"sync_s,omitempty"`      // seconds a host wait for the device costs beyond the work it waits for
+	// HostMemBW is the host's memory bandwidth for an optimizer step on its
+	// cores (a stage whose state lives in host memory: StateHost); zero:
+	// HostStepBW's assumption.
+	HostMemBW float64 `json:"host_mem_bw,omitempty"`
 	// What the run itself pays, as graphpipe profile measures it on the
 	// device it runs on (links.go); zero or absent: not measured, and the
 	// cost model prices links from IntraLat/IntraBW/InterLat/InterBW and
@@ -49,6 +53,25 @@ const (
 	DefaultPageableBW = 7e9
 	DefaultSyncS      = 10e-6
 )
+
+// DefaultHostMemBW is the host memory bandwidth an optimizer step on a GPU
+// host's cores is priced at where a profile gives none: a third of what a
+// two-socket DDR5 server streams (about 300 GB/s), for an update's passes
+// over state far larger than its caches, split over the cores.
+const DefaultHostMemBW = 100e9
+
+// HostStepBW is the bandwidth an optimizer step on d's host reads and
+// writes its state at: the profile's host_mem_bw; else, on a CPU, its own
+// memory's (the host is the device); else DefaultHostMemBW.
+func (d Device) HostStepBW() float64 {
+	switch {
+	case d.HostMemBW > 0:
+		return d.HostMemBW
+	case d.IsCPU():
+		return d.MemBW
+	}
+	return DefaultHostMemBW
+}
 
 // HostLink is d's host link: its own numbers, or the defaults above.
 func (d Device) HostLink() (hostBW, pageableBW, syncS float64) {
@@ -187,7 +210,7 @@ func (d Device) Validate() error {
 		name string
 		v    float64
 	}{{"launch_s", d.Launch}, {"intra_lat_s", d.IntraLat}, {"inter_lat_s", d.InterLat},
-		{"host_bw", d.HostBW}, {"pageable_bw", d.PageableBW}, {"sync_s", d.SyncS}} {
+		{"host_bw", d.HostBW}, {"pageable_bw", d.PageableBW}, {"sync_s", d.SyncS}, {"host_mem_bw", d.HostMemBW}} {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("device profile %q: %s: must be ≥ 0, got %g", d.Name, f.name, f.v)
 		}

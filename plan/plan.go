@@ -100,6 +100,19 @@ type PlanStage struct {
 	// keeps; StaticBytes holds one micro-batch's full activations). Plans
 	// without the field load as keeping every activation.
 	Recompute bool `json:"recompute,omitempty"`
+	// OptimizerState is where the stage's optimizer state and master
+	// weights live (StatePlacements, state.go); "" is StateReplicated, as
+	// every plan made before placements were part of plans.
+	OptimizerState string `json:"optimizer_state,omitempty"`
+	// StreamWeights: with OptimizerState host, the weights and gradients
+	// stay in host memory too, streamed in (and out) per micro-batch.
+	StreamWeights bool `json:"stream_weights,omitempty"`
+	// HostCopyBytes is what the placement copies between host memory and
+	// the device per iteration (per replica): host's gradients down and
+	// weights up, streaming's per micro-batch; StateSavedBytes is what it
+	// saves per device against StateReplicated. Both zero when replicated.
+	HostCopyBytes   int64 `json:"host_copy_bytes,omitempty"`
+	StateSavedBytes int64 `json:"state_saved_bytes,omitempty"`
 }
 
 // PlanEdge is a stage edge and the tensors that cross it. In a sequential

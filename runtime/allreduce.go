@@ -19,19 +19,50 @@ import (
 // that replica's link; and every replica steps its optimizer on the same
 // numbers, since each chunk is summed once, in one order, and copied.
 func (w *Worker) allReduce(ctx context.Context, n int64, grads []*stage.Value[float32]) error {
+	return w.ring(ctx, n, grads, 0, 2)
+}
+
+// reduceScatter is the ring's first half: replica r ends with the whole
+// sum of chunk r+1 (shardOf), the rest of grads partial. A sharded stage
+// steps that chunk (stage.ShardComm).
+func (w *Worker) reduceScatter(ctx context.Context, n int64, grads []*stage.Value[float32]) error {
+	return w.ring(ctx, n, grads, 0, 1)
+}
+
+// allGather is the ring's second half, over a sharded stage's updated
+// parameters: each replica's chunk goes round and is copied.
+func (w *Worker) allGather(ctx context.Context, n int64, params []*stage.Value[float32]) error {
+	return w.ring(ctx, n, params, 1, 2)
+}
+
+// ring runs halves [from, to) of the ring over vals (0: the
+// reduce-scatter, 1: the all-gather) in iteration n.
+func (w *Worker) ring(ctx context.Context, n int64, vals []*stage.Value[float32], from, to int) error {
 	k := w.role.lay.count[w.Stage]
-	g := newGradRing(grads, k)
+	g := newGradRing(vals, k)
 	if k == 1 || g.total == 0 { // a stage without parameters (a replicated loss) has nothing to sum: every replica knows it
 		return nil
 	}
-	return ringAllReduce(ctx, w.links.ep, w.role.lay.id(w.Stage, (w.Replica+1)%k), w.Replica, n, g)
+	return ringSteps(ctx, w.links.ep, w.role.lay.id(w.Stage, (w.Replica+1)%k), w.Replica, n, g, from*(k-1), to*(k-1))
 }
+
+// shardOf is the shard (stage.Shard's index) replica r of k owns: the chunk
+// the reduce-scatter leaves summed at it.
+func shardOf(r, k int) stage.Shard { return stage.Shard{Index: (r + 1) % k, Count: k} }
 
 // ringAllReduce is replica r's part of the ring over endpoint ep, next the
 // endpoint of replica r+1, in iteration n.
 func ringAllReduce(ctx context.Context, ep *wire.Endpoint, next int32, r int, n int64, g gradRing) error {
+	return ringSteps(ctx, ep, next, r, n, g, 0, 2*(g.k-1))
+}
+
+// ringSteps is steps [from, to) of replica r's part of the ring: the
+// reduce-scatter's k−1, then the all-gather's k−1. Each step's messages
+// are keyed by its number, so the halves may run apart (a sharded stage
+// updates between them).
+func ringSteps(ctx context.Context, ep *wire.Endpoint, next int32, r int, n int64, g gradRing, from, to int) error {
 	k := g.k
-	for s := 0; s < 2*(k-1); s++ {
+	for s := from; s < to; s++ {
 		send, recv, add := r-s, r-s-1, true // reduce-scatter
 		if s >= k-1 {
 			s2 := s - (k - 1)

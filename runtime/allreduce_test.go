@@ -98,3 +98,82 @@ func TestAllReduceNothing(t *testing.T) {
 	}()
 	_ = w.allReduce(context.Background(), 0, []*stage.Value[float32]{{Shape: []int{2}, Data: []float32{1, 2}}})
 }
+
+// TestRingHalves: the ring's halves apart, as a sharded stage runs them
+// with its update between: the reduce-scatter leaves replica r the whole
+// sum of its shard (shardOf: chunk r+1) and the rest partial; the
+// all-gather then copies each replica's shard, whatever it holds (here the
+// sum negated, as an update would change it), to every replica; over a
+// transport that drops, duplicates and reorders.
+func TestRingHalves(t *testing.T) {
+	sizes := []int{300, 1, 1700, 0, 800}
+	total := 2801
+	for k := 2; k <= 4; k++ {
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			m := wire.NewMemory(int64(k), wire.Faults{Drop: 0.1, Duplicate: 0.1, Reorder: 0.1}, 1<<20)
+			eps := make([]*wire.Endpoint, k)
+			vals := make([][]*stage.Value[float32], k)
+			want := make([]float32, total)
+			for r := range eps {
+				var err error
+				if eps[r], err = wire.NewEndpoint(m, "ring", 1, int32(r)); err != nil {
+					t.Fatal(err)
+				}
+				defer eps[r].Close()
+				for _, n := range sizes {
+					vals[r] = append(vals[r], stage.NewValue[float32](n))
+				}
+				g := newGradRing(vals[r], k)
+				for c := 0; c < k; c++ {
+					g.each(c, func(piece []float32, at int) {
+						lo, _ := g.span(c)
+						for i := range piece {
+							piece[i] = float32(r + 1)
+							want[lo+at+i] += float32(r + 1)
+						}
+					})
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			errs := make(chan error, k)
+			for r := range eps {
+				go func() {
+					g := newGradRing(vals[r], k)
+					if err := ringSteps(ctx, eps[r], int32((r+1)%k), r, 3, g, 0, k-1); err != nil {
+						errs <- err
+						return
+					}
+					own := shardOf(r, k)
+					lo, _ := own.Span(g.total)
+					sum := g.read(own.Index)
+					for i, x := range sum {
+						if x != want[lo+i] {
+							errs <- fmt.Errorf("replica %d, shard %d value %d: %v after the reduce-scatter, want the sum %v", r, own.Index, lo+i, x, want[lo+i])
+							return
+						}
+						sum[i] = -x // the update
+					}
+					g.write(own.Index, sum, false)
+					errs <- ringSteps(ctx, eps[r], int32((r+1)%k), r, 3, g, k-1, 2*(k-1))
+				}()
+			}
+			for range eps {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			for r := range eps {
+				all := newGradRing(vals[r], k)
+				for c := 0; c < k; c++ {
+					lo, _ := all.span(c)
+					for i, x := range all.read(c) {
+						if x != -want[lo+i] {
+							t.Fatalf("replica %d value %d: %v after the all-gather, want %v", r, lo+i, x, -want[lo+i])
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -21,9 +21,15 @@ const normEdge = ringEdge + 1
 // of every other stage and sums them in the order of the parameters' names
 // (stage.GlobalNorm). Each parameter is counted once, however many
 // replicas hold it, and every worker, in every plan, gets the number one
-// process gets.
+// process gets. A sharded stage's replicas each send theirs, parts of
+// each norm (their shard's), which every worker adds in replica order
+// (shardNorms): the same number everywhere, within rounding of the whole.
 func (w *Worker) globalNorm(ctx context.Context, n int64, own map[string]float64) (float64, error) {
-	if w.Replica == 0 {
+	if w.role.sharded(w.Stage) { // every replica holds a part of each norm
+		if err := w.sendShardNorms(ctx, n, own); err != nil {
+			return 0, err
+		}
+	} else if w.Replica == 0 {
 		msg, err := msgpack.Marshal(own)
 		if err != nil {
 			return 0, err
@@ -38,7 +44,16 @@ func (w *Worker) globalNorm(ctx context.Context, n int64, own map[string]float64
 		}
 	}
 	all := maps.Clone(own)
+	if w.role.sharded(w.Stage) {
+		all = map[string]float64{}
+	}
 	for s := range w.role.lay.count {
+		if w.role.sharded(s) {
+			if err := w.shardNorms(ctx, n, s, own, all); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		if s == w.Stage {
 			continue
 		}

@@ -363,6 +363,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 		if s == 0 && c.job.Options.Train.ClipGradNorm > 0 && !c.job.Options.Emulate {
 			c.res.GradNorms = append(c.res.GradNorms, rep.GradNorm)
 		}
+		c.res.keepMemory(s, len(c.workers), rep.Memory)
 		st, replica := c.lay.where(s)
 		if rep.NonFinite != "" && bad == "" {
 			bad, badStage = rep.NonFinite, st

@@ -58,7 +58,17 @@
 //  2. A data-parallel stage's replicas all-reduce their gradients with a
 //     ring (allreduce.go): each sends 2(k−1)/k of them, as the cost model
 //     prices, and each chunk is summed once, in one order, and copied, so
-//     every replica steps its optimizer on the same numbers.
+//     every replica steps its optimizer on the same numbers. A stage whose
+//     plan shards its optimizer state (plan.StateSharded, optstate.go)
+//     runs the ring's halves apart: the reduce-scatter leaves replica r the
+//     sum of chunk r+1, its shard, which it alone checks, clips and steps
+//     with its shard of the state; the all-gather then copies every
+//     replica's updated chunk to the others. Its replicas each send their
+//     shard's squared norms (3), every worker adding them in replica
+//     order, and each hands its shard of the state to replica 0 for a
+//     checkpoint, written whole and keyed by name (6). A stage whose state
+//     lives in host memory (plan.StateHost) steps on the host where its
+//     worker computes on a GPU (stage.Executor.OffloadOptimizer).
 //  3. Clipping by the global norm (clip.go) needs every stage's gradients:
 //     after the all-reduce, each stage's replica 0 sends its parameters'
 //     squared norms to every other worker, and each worker sums all of them

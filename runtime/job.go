@@ -63,6 +63,11 @@ func (j *Job) Validate() error {
 	if j.Steps < 1 {
 		return jobErr("Steps", "must be positive, got %d", j.Steps)
 	}
+	for _, st := range j.Plan.Stages {
+		if st.StreamWeights && !j.Options.Emulate {
+			return jobErr("Plan", "stage %d streams its weights from host memory, which the runtime does not do yet: search again for a run (graphpipe run plans without streaming)", st.ID)
+		}
+	}
 	if err := j.validateOptions(); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	planpkg "github.com/graphpipe/graphpipe/plan"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -30,6 +31,12 @@ func TestJobValidate(t *testing.T) {
 		{"Plan", func(j *Job) { j.Plan = nil }},
 		{"Plan", func(j *Job) { j.Plan = other }},
 		{"Steps", func(j *Job) { j.Steps = 0 }},
+		{"Plan", func(j *Job) { // weight streaming, which the runtime does not do
+			q := *plan
+			q.Stages = append([]planpkg.PlanStage(nil), plan.Stages...)
+			q.Stages[0].OptimizerState, q.Stages[0].StreamWeights = planpkg.StateHost, true
+			j.Plan = &q
+		}},
 		{"Options.CheckpointEvery", func(j *Job) { j.Options.CheckpointEvery = 2 }},
 		{"Options.CheckpointEvery", func(j *Job) { j.Options.CheckpointEvery, j.Config.CheckpointDir = -1, "ck" }},
 		{"Options.OnNonFinite", func(j *Job) { j.Options.OnNonFinite = "retry" }},

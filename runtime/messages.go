@@ -97,6 +97,9 @@ type Report struct {
 	// Links is what the worker's ends of its edges took in the iteration
 	// (Worker.Links).
 	Links []LinkTime `json:"links,omitempty"`
+	// Memory, with the last iteration's report: what the worker holds of
+	// its stage's state (Worker.Memory).
+	Memory *WorkerMemory `json:"memory,omitempty"`
 }
 
 func sendJSON(ctx context.Context, ep *wire.Endpoint, peer int32, iter int64, mb int32, v any) error {

@@ -35,6 +35,9 @@ type Result struct {
 	// Links is, by worker id, what its ends of the edges took in the last
 	// iteration (EdgeTimes sums them by edge).
 	Links [][]LinkTime
+	// Memory is, by worker id, what each holds of its stage's state at the
+	// end (nil for an emulated run).
+	Memory []WorkerMemory
 }
 
 // Joined is a worker that joined a run.

@@ -64,6 +64,7 @@ func RunLocal(ctx context.Context, job *Job, t wire.Transport) (*Result, error) 
 	}
 	for _, w := range workers {
 		res.Links = append(res.Links, w.Links())
+		res.keepMemory(int(w.ID), len(workers), w.Memory())
 		if w.Replica != 0 {
 			continue // replicas hold the same parameters; report each stage once
 		}

@@ -318,7 +318,7 @@ func iterate(ctx context.Context, ctl, bulk *wire.Endpoint, w *Worker, a *assign
 	}
 	r.Secs, r.Events, r.Links = since(start), w.Events(), w.Links()
 	if n == a.Steps-1 {
-		r.OpSeconds, r.DeviceCalls = w.OpSeconds(), w.DeviceCalls()
+		r.OpSeconds, r.DeviceCalls, r.Memory = w.OpSeconds(), w.DeviceCalls(), w.Memory()
 	}
 	if err := sendJSON(ctx, ctl, coordinator, int64(n)*reportStride+int64(a.Stage), mbReport, r); err != nil {
 		return false, err
@@ -332,6 +332,11 @@ func iterate(ctx context.Context, ctl, bulk *wire.Endpoint, w *Worker, a *assign
 			return true, nil
 		}
 		if err := w.update(int64(n), string(v) == verdictSkip); err != nil {
+			return false, err
+		}
+	}
+	if k := a.Options.CheckpointEvery; k > 0 && (n+1)%k == 0 && w.Replica > 0 && w.role.sharded(w.Stage) && !w.Emulate {
+		if err := w.sendShardState(ctx, n+1); err != nil { // replica 0 writes it
 			return false, err
 		}
 	}
@@ -362,6 +367,14 @@ func stopWorker(ctx context.Context, ctl, bulk *wire.Endpoint, w *Worker, a *ass
 	case goStop, goStopAndSave:
 	default:
 		return fmt.Errorf("the coordinator said %q before an iteration", order)
+	}
+	if order == goStopAndSave && w.Replica > 0 && w.role.sharded(w.Stage) && !w.Emulate {
+		if err := w.sendShardState(ctx, n); err != nil { // replica 0 writes it
+			return err
+		}
+		if err := w.links.ep.Drain(ctx); err != nil { // delivered before this worker leaves
+			return err
+		}
 	}
 	if order == goStopAndSave && w.Replica == 0 && !w.Emulate {
 		if err := w.saveShards(ctx, ctl, bulk, a, n, msgKey(int64(a.Stage), mbStopState, ctlEdge, 'g')); err != nil {

@@ -107,14 +107,18 @@ type shardReport struct {
 }
 
 // stateEntries is this stage's parameters and buffers, and its optimizer
-// state, as a checkpoint's shards hold them, with the optimizer's step and
-// the first value that is not finite ("" if none).
-func (w *Worker) stateEntries() (params, optim []tensor.Named, step int, bad string, err error) {
+// state (of a sharded stage, every replica's shard of it: gatherState), as
+// the shards of the checkpoint at ckptStep hold them, with the optimizer's
+// step and the first value that is not finite ("" if none).
+func (w *Worker) stateEntries(ctx context.Context, ckptStep int) (params, optim []tensor.Named, step int, bad string, err error) {
 	vals, err := w.ex.HostState()
 	if err != nil {
 		return nil, nil, 0, "", err
 	}
 	st, step, err := w.ex.OptimizerState()
+	if w.role.sharded(w.Stage) {
+		st, step, err = w.gatherState(ctx, ckptStep)
+	}
 	if err != nil {
 		return nil, nil, 0, "", err
 	}
@@ -150,7 +154,7 @@ func (w *Worker) stateEntries() (params, optim []tensor.Named, step int, bad str
 // worker sees it, else streamed to the coordinator over bulk; the report
 // goes on ctl under key.
 func (w *Worker) saveShards(ctx context.Context, ctl, bulk *wire.Endpoint, a *assignment, step int, key wire.Key) error {
-	params, optim, optStep, bad, err := w.stateEntries()
+	params, optim, optStep, bad, err := w.stateEntries(ctx, step)
 	if err != nil {
 		return err
 	}

@@ -89,6 +89,9 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 	if err := w.ex.SetOptimizer(o.Train); err != nil {
 		return nil, err
 	}
+	if err := w.placeState(); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
 

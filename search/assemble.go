@@ -54,6 +54,7 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 	}
 	for i, s := range in {
 		st := plan.PlanStage{ID: i, MicroBatch: s.cost.m, Params: s.blk.params, Recompute: s.cost.recompute}
+		setPlacement(&st, s, cm.kind(s.kind))
 		if o.Cluster != nil {
 			st.Kind = o.Cluster.Kinds[s.kind].Name()
 		}
@@ -142,7 +143,8 @@ func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		st.Devices = devs[i]
-		st.FlushS = cm.kind(in[i].kind).flushAt(in[i].blk.params, in[i].k, spans(p, st.Devices))
+		kc := cm.kind(in[i].kind)
+		st.FlushS = kc.flushPlaced(in[i].cost.place, in[i].blk.params, in[i].k, spans(p, st.Devices), kc.slow)
 	}
 	workers := 0
 	for _, st := range p.Stages {

@@ -315,9 +315,11 @@ func TestDistinctTimes(t *testing.T) {
 // device count (priceAll) gives what fits needs exactly as pricing each
 // stage does (space.priceAt, fitEntry, recomputed): on the zoo's models
 // and random DAGs, grouped devices, every recompute setting, within a node
-// and across nodes, with and without optimizer state. And recHelp, priced
-// with fit, answers recomputeMayHelp at every candidate time as the scan
-// over recFit does.
+// and across nodes, with and without optimizer state, at every placement of
+// it (and, under auto, the spilled variant: spillFit against spillPrice,
+// and spillHelp against the scan over it). And recHelp, priced with fit,
+// answers recomputeMayHelp at every candidate time as the scan over recFit
+// does.
 func TestPriceAllIsPriceAt(t *testing.T) {
 	t.Parallel()
 	var graphs []*dag.Graph
@@ -339,7 +341,7 @@ func TestPriceAllIsPriceAt(t *testing.T) {
 		}
 		graphs = append(graphs, g)
 	}
-	checked := 0
+	checked, spillsMore := 0, 0
 	measured := plan.Profiles["v100"] // and what a run pays beside its ops
 	measured.RunCosts = plan.RunCosts{NATSLat: 3e-5, NATSBW: 5e8, RingLat: 7e-5, RingBW: 2e8, SendS: 1e-5, SendBW: 2e9,
 		RecvS: 4e-6, RecvBW: 3e9, HostCores: 2, CoreSlowdown: plan.NewSlowdowns(1, 1.2, 1.7)}
@@ -351,8 +353,10 @@ func TestPriceAllIsPriceAt(t *testing.T) {
 				recompute string
 				opt       int64
 				memory    int64
-			}{{3, 16, "auto", 0, 0}, {4, 4, "all", NoOptimizerState, 1 << 22}, {100, 256, "auto", 4, 0}, {8, 64, "off", 0, 1 << 20}} {
-				o, err := Options{Device: dev, Devices: c.devices, Batch: 1024, Recompute: c.recompute, OptimizerBytes: c.opt, MemoryLimit: c.memory}.withDefaults(g.BatchSize())
+				state     string
+			}{{3, 16, "auto", 0, 0, "replicated"}, {4, 4, "all", NoOptimizerState, 1 << 22, "replicated"}, {100, 256, "auto", 4, 0, "replicated"}, {8, 64, "off", 0, 1 << 20, "replicated"},
+				{3, 16, "auto", 0, 1 << 20, "auto"}, {4, 4, "all", 0, 1 << 22, "auto"}, {100, 256, "auto", 4, 1 << 21, "sharded"}, {1, 64, "off", 0, 1 << 18, "host"}, {8, 64, "auto", 0, 1 << 19, "host"}} {
+				o, err := Options{Device: dev, Devices: c.devices, Batch: 1024, Recompute: c.recompute, OptimizerBytes: c.opt, MemoryLimit: c.memory, OptimizerState: c.state}.withDefaults(g.BatchSize())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -397,11 +401,18 @@ func TestPriceAllIsPriceAt(t *testing.T) {
 							checked++
 						}
 					}
+					if c.state == StateAuto {
+						n, more := checkSpillFit(t, d, fmt.Sprintf("device %d graph %d %+v", di, gi, c))
+						checked, spillsMore = checked+n, spillsMore+more
+					}
 				}
 			}
 		}
 	}
-	t.Logf("%d prices checked", checked)
+	if spillsMore == 0 {
+		t.Error("no stage spilled holds more in flight than keeping its state: the spilled prices went untested")
+	}
+	t.Logf("%d prices checked, %d where spilling holds more", checked, spillsMore)
 }
 
 // checkRecHelp checks recomputeMayHelp by recHelp (help, priced with fit)
@@ -461,4 +472,44 @@ func TestMergeTimes(t *testing.T) {
 			t.Fatalf("merged %v, want %v", got, want)
 		}
 	}
+}
+
+// checkSpillFit checks the spilled prices of d (spilled) entry by entry
+// against spillPrice, and spillHelp, priced with d's fit, against the scan
+// over them at each of their times; it returns the entries checked and
+// those where spilling holds more in flight than keeping.
+func checkSpillFit(t *testing.T, d *prices, what string) (n, more int) {
+	t.Helper()
+	s := d.spilled()
+	most := d.mbs
+	if !d.gpipe {
+		most = min(d.mbs, d.D)
+	}
+	for id := range d.sp.blocks {
+		for k := 1; k <= d.kmax; k++ {
+			c := d.sp.spillPrice(d.cm, id, k*d.g, d.b, d.mbs, most)
+			at := id*d.W + k
+			if want := d.fitEntry(&c); s.recFit[at] != want {
+				t.Fatalf("%s block %d on %d: spilled %+v, spillPrice %+v", what, id, k, s.recFit[at], want)
+			}
+			if s.recFit[at].maxIn > d.fit[at].maxIn {
+				more++
+			}
+			n++
+		}
+	}
+	for _, T := range append(distinctTimes(s.recFit, 0), math.Inf(1)) {
+		scan := false
+		for at, r := range s.recFit {
+			keep := d.fit[at].maxIn
+			if keep < most && r.t < T && min(r.maxIn, most) > keep {
+				scan = true
+				break
+			}
+		}
+		if got := d.spillMayHelp(T); got != scan {
+			t.Fatalf("%s: spillMayHelp(%v) says %v, the scan over the spilled prices %v", what, T, got, scan)
+		}
+	}
+	return n, more
 }

@@ -60,6 +60,19 @@ type costModel struct {
 	// priced at the device's float32 rate, on the CUDA cores, the backward
 	// making them again; its probabilities kept none of
 	fused bool
+
+	// state is where the stages' optimizer state may live
+	// (Options.OptimizerState: auto, replicated, sharded, host); stream
+	// says whether a stage may stream its weights from host memory
+	// (Options.NoStreaming), streamB is the bytes a streamed weight takes
+	// (its precision's copy, else float32); hostBW and hostMem are the
+	// host link's and the host memory's bandwidth (state.go)
+	state   string
+	mayRec  bool // the planner may let a stage recompute (Options.mayRecompute)
+	stream  bool
+	streamB int64
+	hostBW  float64
+	hostMem float64
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.
@@ -72,6 +85,12 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 		prec: o.Precision, act: plan.ActivationBytes(o.Precision), copyB: plan.WeightCopyBytes(o.Precision),
 		fused: o.Attention == plan.Fused}
 	cm.prod, _ = o.Device.InPrecision(o.Precision) // withDefaults checked the device has it
+	cm.state, cm.stream, cm.streamB, cm.mayRec = o.OptimizerState, !o.NoStreaming, cm.copyB, o.mayRecompute()
+	if cm.streamB == 0 {
+		cm.streamB = 4
+	}
+	cm.hostBW, _, _ = o.Device.HostLink()
+	cm.hostMem = o.Device.HostStepBW()
 	cm.msgs = o.Device.SendS > 0 || o.Device.SendBW > 0 || o.Device.RecvS > 0 || o.Device.RecvBW > 0
 	if o.OpTimes != nil {
 		cm.measured, _ = resolveOpTimes(o.OpTimes, g) // checked by withDefaults
@@ -203,11 +222,52 @@ func (cm *costModel) tensorBytes(t *dag.Tensor) int64 { return plan.TensorBytes(
 // data-parallel replicas each hold all of it.
 func (cm *costModel) static(params int64) int64 { return satMul(params, 8+cm.optBytes+cm.copyB) }
 
-// setMemory fills c's memory terms for blk at per-device micro-batch m.
-func (cm *costModel) setMemory(c *stageCost, blk *block, m int64) {
-	c.static = cm.static(blk.params)
+// setMemory fills c's memory terms for blk on k devices at per-device
+// micro-batch m, its state at placement pl.
+func (cm *costModel) setMemory(c *stageCost, blk *block, k int, m int64, pl placement) {
+	c.static = cm.placedStatic(pl, blk, k)
 	c.stashPerMB = satMul(blk.stash, m)
 	c.work = satMul(blk.work, m)
+}
+
+// held is what blk holds at per-device micro-batch m besides its static
+// bytes, regardless (base) and per micro-batch in flight, as the cost
+// model prices its stages (recomputing, where every stage does).
+func (cm *costModel) held(blk *block, m int64) (base, stash int64) {
+	base, stash = satMul(blk.work, m), satMul(blk.stash, m)
+	if cm.recompute == "all" {
+		return satAdd(base, stash), satMul(blk.inputs, m)
+	}
+	return base, stash
+}
+
+// primaryFor is the placement a stage of blk on k devices at per-device
+// micro-batch m is priced at first: primary's, where every stage's state
+// is in host memory the one spill finds.
+func (cm *costModel) primaryFor(blk *block, k int, m int64) placement {
+	pl := cm.primary(k)
+	if pl == placeHost {
+		base, stash := cm.held(blk, m)
+		pl = cm.spill(blk, k, base, stash)
+	}
+	return pl
+}
+
+// finish prices c, its pass times set, as a stage of blk on k devices with
+// mbs micro-batches per iteration and its state at placement pl: its pass
+// times where the weights stream, its flush, period, link and memory, and
+// the variant the cost model makes of it (recomputed).
+func (cm *costModel) finish(c stageCost, blk *block, k, mbs int, pl placement) stageCost {
+	if pl == placeStreamed {
+		c.f, c.bi, c.bw = cm.streamTimes(blk.params, c.f, c.bi, c.bw)
+	}
+	c.flush = cm.flushPlaced(pl, blk.params, k, k > cm.perNode, cm.slow)
+	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs) + cm.messages(blk, c.m)
+	c.link = 2 * transfer(cm.dev, float64(max(blk.inB, blk.outB))*float64(c.m), cm.interDP())
+	cm.setMemory(&c, blk, k, c.m, pl)
+	c.place, c.host = pl, cm.hostBytes(pl, blk.params, mbs)
+	unsplittable(&c, blk, k)
+	return cm.variant(c, blk)
 }
 
 // recomputed is c for a stage that keeps only its inputs per micro-batch in
@@ -266,20 +326,11 @@ func maxInFlight(base, stash, limit int64) int {
 	return int(min((limit-base)/stash, math.MaxInt32))
 }
 
-// flush is a stage's once-per-iteration work: the gradient all-reduce across
-// its k replicas and the optimizer step (weights, gradients and state read and
-// written once).
-func (cm *costModel) flush(params int64, k int) float64 {
-	return cm.flushAt(params, k, k > cm.perNode)
-}
-
-func (cm *costModel) flushAt(params int64, k int, inter bool) float64 {
-	return cm.flushSlowed(params, k, inter, cm.slow)
-}
-
-// flushSlowed is flushAt with the optimizer step slowed by slow.
-func (cm *costModel) flushSlowed(params int64, k int, inter bool, slow float64) float64 {
-	return allReduce(cm.dev, 4*float64(params), k, inter) + cm.optimizerStepAt(params, slow)
+// flushPlaced is a stage's once-per-iteration work, its state at placement
+// pl: the gradient all-reduce across its k replicas (inter: over the link
+// between nodes) and the optimizer step (placedFlush), slowed by slow.
+func (cm *costModel) flushPlaced(pl placement, params int64, k int, inter bool, slow float64) float64 {
+	return cm.placedFlush(pl, params, k, allReduce(cm.dev, 4*float64(params), k, inter), slow)
 }
 
 // optimizerStep is a stage's optimizer step: weights, gradients and state
@@ -320,6 +371,7 @@ func (cm *costModel) interDP() bool { return cm.devices > cm.perNode }
 type block struct {
 	ops        []int
 	params     int64
+	maxParams  int64 // the most parameters of one op: what a streamed stage holds twice
 	stash      int64 // bytes per sample kept for backward
 	work       int64 // bytes per sample of the largest output and its gradient
 	inB, outB  int64 // bytes per sample crossing into and out of the block
@@ -337,6 +389,7 @@ func (cm *costModel) newBlock(ops []int, cross func(ops []int) (int64, int64)) *
 	for _, i := range ops {
 		c := cm.g.Cost(i)
 		b.params += c.Params
+		b.maxParams = max(b.maxParams, c.Params)
 		b.stash += cm.stashBytes(i)
 		b.work = max(b.work, 2*cm.tensorBytes(cm.g.Out(i)))
 		b.fwdSamples += c.FwdFLOPs
@@ -432,6 +485,8 @@ type stageCost struct {
 	stashPerMB int64 // bytes per device per micro-batch in flight
 	work       int64
 	recompute  bool // the stage reruns its forward during backward (recomputed)
+	place      placement
+	host       int64 // bytes its placement copies between host and device per iteration (hostBytes)
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
@@ -451,12 +506,7 @@ func (cm *costModel) priceOps(ops []int, blk *block, k int, b int64, mbs int) st
 		c.bi += t[op].bi
 		c.bw += t[op].bw
 	}
-	c.flush = cm.flush(blk.params, k)
-	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs) + cm.messages(blk, m)
-	c.link = 2 * transfer(cm.dev, float64(max(blk.inB, blk.outB))*float64(m), cm.interDP())
-	cm.setMemory(&c, blk, m)
-	unsplittable(&c, blk, k)
-	return cm.variant(c, blk)
+	return cm.finish(c, blk, k, mbs, cm.primaryFor(blk, k, m))
 }
 
 // unsplittable makes a block that must run whole fit nowhere on more than

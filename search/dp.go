@@ -220,7 +220,7 @@ func (d *dp) fitsTime(id, k int) bool {
 	if at < 0 {
 		return false
 	}
-	e := &d.fit[at]
+	e := &d.bounds()[at]
 	return e.t <= d.T && e.maxIn >= 1
 }
 

@@ -148,7 +148,7 @@ func (d *dp) splits(s sub, best int, ch choice, floor int, stages []int16) (int,
 				break // the rest has more devices than it can use, and a shorter rest too
 			}
 			at := row[p-s.i]*d.W + col
-			if e := &d.fit[at]; e.t > d.T || e.maxIn < 1 {
+			if e := &d.bounds()[at]; e.t > d.T || e.maxIn < 1 {
 				break // longer intervals cannot meet T either
 			}
 			if stages != nil && δ+1+int(stages[p+1]) >= best {

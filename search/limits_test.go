@@ -35,7 +35,7 @@ func TestAbsurdBatchFitsNowhere(t *testing.T) {
 func TestSmallerMicroBatchWhenNothingFits(t *testing.T) {
 	e, _ := models.Lookup("mmt")
 	g, _ := e.Build(e.Default)
-	o := Options{Device: plan.Profiles["v100"], Devices: 8, Batch: 1 << 20, Recompute: "off"}
+	o := Options{Device: plan.Profiles["v100"], Devices: 8, Batch: 1 << 20, Recompute: "off", OptimizerState: plan.StateReplicated}
 	p, err := Search(g, o)
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,18 @@ type Options struct {
 	// (plan.Attentions: the scores never stored, computed on the CUDA
 	// cores and again in the backward).
 	Attention string
+	// OptimizerState is where each stage's optimizer state may live:
+	// "auto" (default: sharded across a stage's replicas where it has
+	// more than one, and spilled to host memory where that is what makes
+	// it fit), "replicated" (every replica holds all of it, as before),
+	// "sharded" (across a stage's replicas where it has more than one),
+	// "host" (every stage's in host memory, stepped on the host). See
+	// state.go.
+	OptimizerState string
+	// NoStreaming keeps every stage's weights on its devices: a spilled
+	// stage never streams them from host memory. The runtime does not
+	// stream weights, so a search for a run sets it.
+	NoStreaming bool
 
 	// sched is Schedule's description, which withDefaults looks up: what
 	// the search decides by the schedule, it reads here
@@ -117,6 +129,12 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	}
 	if o.Recompute == "" {
 		o.Recompute = "auto"
+	}
+	if o.OptimizerState == "" {
+		o.OptimizerState = StateAuto
+	}
+	if err := checkState(o.OptimizerState); err != nil {
+		return o, err
 	}
 	sched, schedErr := microbatch.KindOf(o.Schedule)
 	switch {

@@ -42,6 +42,21 @@ type prices struct {
 	recAuto         bool
 	recOnce         sync.Once
 	recHelp         float64
+	// alt is what recFit holds: the stages recomputing (altRecompute), or
+	// their optimizer state spilled to host memory (altSpill: spillAt's
+	// prices, spilled). spillHelp is recHelp for spilling, priced with fit
+	// where the options let the DP spill: the least time at which a stage
+	// spilling holds more micro-batches in flight than keeping its state on
+	// the device, up to the most the DP asks of it (+Inf where none does).
+	alt       altKind
+	spillHelp float64
+	// bound, in the spilled prices, is per entry the variant (keeping its
+	// state on the device, or spilled) that meets the least time with one
+	// micro-batch in flight: what the bounds that ignore depth read
+	// (fitsTime, runTimes, least and the floors), where fit alone would
+	// rule out a stage that fits only spilled; nil otherwise (recomputing
+	// never fits where keeping does not: fit is its bound too)
+	bound []fitEntry
 	// tailFloor is, per tail, the least per-micro-batch time of any stage that
 	// absorbs it: a tail whose floor exceeds T cannot be absorbed, nor can a
 	// longer one.
@@ -88,7 +103,7 @@ func newKindPrices(kinds []*costModel, devices []int, sp *space, b int64, mbs in
 	d.devs = newDevSets(devices, b, d.tu.maxDPDevices)
 	d.D, d.g, d.kmax, d.W = d.devs.total, d.devs.g[0], d.devs.kmax[0], d.devs.w
 	d.fit = make([]fitEntry, len(sp.blocks)*d.W)
-	d.recAuto, d.recHelp = d.cm.recompute == "auto", math.Inf(1)
+	d.recAuto, d.recHelp, d.spillHelp = d.cm.recompute == "auto", math.Inf(1), math.Inf(1)
 	d.least = infs(len(sp.blocks))
 	for t := range kinds {
 		d.priceAll(t, false)
@@ -105,6 +120,50 @@ func newKindPrices(kinds []*costModel, devices []int, sp *space, b int64, mbs in
 		}
 	}
 	return d
+}
+
+// altKind is what a prices' second variant of every stage is.
+type altKind uint8
+
+const (
+	altRecompute altKind = iota // the stage recomputes its forward during backward
+	altSpill                    // the stage's optimizer state is in host memory (spill)
+)
+
+// spilled is d with the stages' second variant their state spilled to host
+// memory, sharing what d priced of keeping it: its fit, floors and runs.
+func (d *prices) spilled() *prices {
+	s := &prices{tu: d.tu, sp: d.sp, cm: d.cm, kinds: d.kinds, D: d.D, g: d.g, b: d.b, mbs: d.mbs, gpipe: d.gpipe,
+		fit: d.fit, kmax: d.kmax, W: d.W, devs: d.devs, least: d.least, recAuto: true, recHelp: math.Inf(1), alt: altSpill,
+		spillHelp: d.spillHelp}
+	s.recFits()
+	s.bound, s.least = make([]fitEntry, len(s.fit)), infs(len(s.sp.blocks))
+	for at, e := range s.fit {
+		if r := s.recFit[at]; r.maxIn >= 1 && (e.maxIn < 1 || r.t < e.t) {
+			e = r
+		}
+		if s.bound[at] = e; e.maxIn >= 1 {
+			s.least[at/s.W] = min(s.least[at/s.W], e.t)
+		}
+	}
+	s.tailFloor, s.headFloor = s.floors(s.sp.tails), s.floors(s.sp.heads)
+	s.hostFloor = s.hostFloors(true)
+	s.runs = make([]*runTimes, len(s.sp.nodes))
+	for _, n := range s.sp.nodes {
+		if n.chain() {
+			s.runs[n.id] = s.runTimes(n)
+		}
+	}
+	return s
+}
+
+// bounds is what the bounds that ignore depth read: bound in the spilled
+// prices, else fit.
+func (d *prices) bounds() []fitEntry {
+	if d.bound != nil {
+		return d.bound
+	}
+	return d.fit
 }
 
 // recFits is recFit, priced when first asked for (nil where the planner
@@ -165,7 +224,7 @@ func (d *prices) runTimes(n *snode) *runTimes {
 		for col := 0; col < d.W; col++ { // a column of no devices never fits
 			worst := 0.0 // the slowest interval a..p' so far on the column's devices
 			for q, id := range n.blk[a] {
-				e := &d.fit[id*d.W+col]
+				e := &d.bounds()[id*d.W+col]
 				if e.maxIn < 1 {
 					worst = inf
 				}
@@ -217,7 +276,7 @@ func (d *prices) priceAll(t int, rec bool) {
 	stageLink := edgeLink(cm.dev, cm.interDP())
 	linkLat, linkBW := stageLink.lat, stageLink.bw
 	all := cm.recompute == "all"
-	mbs, limit := float64(d.mbs), cm.limit
+	mbs, limit := d.mbs, cm.limit
 	most := d.mbs // the most in flight the DP asks of a stage
 	if !d.gpipe {
 		most = min(d.mbs, d.D)
@@ -228,8 +287,7 @@ func (d *prices) priceAll(t int, rec bool) {
 		if ref.tail != nil {
 			host, n = sp.owner[ref.host], ref.tail.n
 		}
-		arBytes, opt := 4*float64(blk.params), cm.optimizerStep(blk.params)
-		static, linkBytes := cm.static(blk.params), float64(max(blk.inB, blk.outB))
+		arBytes, linkBytes := 4*float64(blk.params), float64(max(blk.inB, blk.outB))
 		for k := 1; k <= kmax; k++ {
 			e := &ks[k]
 			s := e.sums[host.n.id]
@@ -240,44 +298,106 @@ func (d *prices) priceAll(t int, rec bool) {
 				bi += t[ref.tail.p+1][1] - t[ref.tail.i][1]
 				bw += t[ref.tail.p+1][2] - t[ref.tail.i][2]
 			}
-			flush := 0.0
+			ar := 0.0
 			if e.split && arBytes > 0 {
-				flush = e.arLat + e.arF*arBytes/e.arBW
+				ar = e.arLat + e.arF*arBytes/e.arBW
 			}
-			flush += opt
-			period := f + bi + bw + flush/mbs + cm.messages(blk, e.m)
 			link := 0.0
 			if lb := linkBytes * float64(e.m); lb > 0 {
 				link = 2 * (linkLat + lb/linkBW)
 			}
-			st, stash, work := static, satMul(blk.stash, e.m), satMul(blk.work, e.m)
-			if blk.whole && e.split {
-				st = math.MaxInt64
-			}
-			if all { // recomputed's
-				period += f
-				stash, work = satMul(blk.inputs, e.m), satAdd(work, stash)
+			x := entryIn{cm: cm, blk: blk, kg: k * g, m: e.m, split: e.split, f: f, bi: bi, bw: bw, ar: ar, link: link, mbs: mbs, limit: limit, all: all}
+			pl := cm.primary(x.kg)
+			if pl == placeHost || rec && d.alt == altSpill {
+				base, stash := cm.held(blk, e.m)
+				pl = cm.spill(blk, x.kg, base, stash)
 			}
 			at := id*d.W + off + k
-			if rec {
-				r := fitEntry{max(period+f, link), maxInFlight(satAdd(st, satAdd(work, stash)), satMul(blk.inputs, e.m), limit)}
+			if rec && d.alt == altSpill {
+				r := x.spillEntry(pl, most)
 				if d.recFit[at] = r; r.maxIn >= 1 {
 					d.recLeast[id] = min(d.recLeast[id], r.t)
 				}
 				continue
 			}
-			keep := maxInFlight(satAdd(st, work), stash, limit)
-			d.fit[at] = fitEntry{max(period, link), keep}
+			keepE, period, st := x.entry(pl)
+			if rec {
+				r := fitEntry{max(period+x.ff, link), maxInFlight(satAdd(st, satAdd(x.work, x.stash)), satMul(blk.inputs, e.m), limit)}
+				if d.recFit[at] = r; r.maxIn >= 1 {
+					d.recLeast[id] = min(d.recLeast[id], r.t)
+				}
+				continue
+			}
+			keep := keepE.maxIn
+			d.fit[at] = keepE
 			if keep >= 1 {
 				d.least[id] = min(d.least[id], d.fit[at].t)
 			}
 			if d.recAuto && keep < most { // recomputing may hold more (recFit's entry, as it will be)
-				if r := maxInFlight(satAdd(st, satAdd(work, stash)), satMul(blk.inputs, e.m), limit); min(r, most) > keep {
-					d.recHelp = min(d.recHelp, max(period+f, link))
+				if r := maxInFlight(satAdd(st, satAdd(x.work, x.stash)), satMul(blk.inputs, e.m), limit); min(r, most) > keep {
+					d.recHelp = min(d.recHelp, max(period+x.ff, link))
+				}
+			}
+			if cm.state == StateAuto && keep < most { // spilling may hold more (the spilled prices' entry, as it will be)
+				base, stash := cm.held(blk, e.m)
+				if r := x.spillEntry(cm.spill(blk, x.kg, base, stash), most); min(r.maxIn, most) > keep {
+					d.spillHelp = min(d.spillHelp, r.t)
 				}
 			}
 		}
 	}
+}
+
+// entryIn is what priceAll knows of a block on kg devices before its
+// state's placement: its pass times, all-reduce and link.
+type entryIn struct {
+	cm          *costModel
+	blk         *block
+	kg, mbs     int
+	m, limit    int64
+	split, all  bool
+	f, bi, bw   float64 // the pass times, before any streaming
+	ar, link    float64
+	ff          float64 // the forward's time at the placement entry last priced
+	work, stash int64   // its memory besides the static, as entry last priced it
+}
+
+// spillEntry is the fit entry of x spilled at placement pl, and
+// recomputing too where the planner may let it and that holds more
+// micro-batches in flight, up to most (spillPrice's).
+func (x *entryIn) spillEntry(pl placement, most int) fitEntry {
+	r, period, st := x.entry(pl)
+	if x.cm.mayRec && !x.all && r.maxIn < most {
+		rr := fitEntry{max(period+x.ff, x.link), maxInFlight(satAdd(st, satAdd(x.work, x.stash)), satMul(x.blk.inputs, x.m), x.limit)}
+		if min(rr.maxIn, most) > r.maxIn {
+			return rr
+		}
+	}
+	return r
+}
+
+// entry is the fit entry of x at placement pl, with exactly the arithmetic
+// of costModel.finish and fitEntry (and recomputed's, where every stage
+// recomputes), and its period and static bytes (for the recomputing
+// variant priced from them).
+func (x *entryIn) entry(pl placement) (fitEntry, float64, int64) {
+	cm, blk := x.cm, x.blk
+	f, bi, bw := x.f, x.bi, x.bw
+	if pl == placeStreamed {
+		f, bi, bw = cm.streamTimes(blk.params, f, bi, bw)
+	}
+	flush := cm.placedFlush(pl, blk.params, x.kg, x.ar, cm.slow)
+	period := f + bi + bw + flush/float64(x.mbs) + cm.messages(blk, x.m)
+	st, stash, work := cm.placedStatic(pl, blk, x.kg), satMul(blk.stash, x.m), satMul(blk.work, x.m)
+	if blk.whole && x.split {
+		st = math.MaxInt64
+	}
+	if x.all { // recomputed's
+		period += f
+		stash, work = satMul(blk.inputs, x.m), satAdd(work, stash)
+	}
+	x.ff, x.work, x.stash = f, work, stash
+	return fitEntry{max(period, x.link), maxInFlight(satAdd(st, work), stash, x.limit)}, period, st
 }
 
 // infs is n times +Inf.

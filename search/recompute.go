@@ -26,11 +26,15 @@ func (d *dp) keeps(id, k, depth int) bool {
 	return e.t <= d.T && d.inflight(depth) <= e.maxIn
 }
 
-// cost is the price of a solution's stage: recomputing where the DP may
-// choose that and keeping does not fit.
+// cost is the price of a solution's stage: recomputing (or its state
+// spilled, where that is the DP's second variant: spillAt) where the DP
+// may choose that and keeping does not fit.
 func (d *dp) cost(a assignment) stageCost {
 	c := d.keepCost(a.block, a.k)
 	if d.rfit != nil && !d.keeps(a.block, a.k, a.depth) {
+		if d.alt == altSpill {
+			return d.spillCost(a.block, a.k)
+		}
 		return recomputed(c, d.sp.blocks[a.block])
 	}
 	return c

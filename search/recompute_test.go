@@ -197,7 +197,7 @@ func TestRecomputeFitsWhereKeepingDoesNot(t *testing.T) {
 			t.Run(strategy+"/"+sched, func(t *testing.T) {
 				// 1F1B holds fewer micro-batches the smaller they are: at
 				// a forced size, the pipeline's depth is what binds
-				o := Options{Device: plan.Profiles["v100"], Devices: 4, Batch: 4096, MicroBatch: 256, Strategy: strategy, Schedule: sched, Recompute: "off"}
+				o := Options{Device: plan.Profiles["v100"], Devices: 4, Batch: 4096, MicroBatch: 256, Strategy: strategy, Schedule: sched, Recompute: "off", OptimizerState: plan.StateReplicated}
 				if sched == "gpipe" {
 					o.MicroBatch = 0
 				}

@@ -2,6 +2,7 @@ package search
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
@@ -47,7 +48,7 @@ func refuse(g *dag.Graph, o *Options) error {
 		name := g.Op(worst).Name
 		return &NoPlanError{Reason: opTooBig(o, name, worstStatic, worstAct, worstM, bmin), Op: name, Need: worstNeed, Limit: o.MemoryLimit, Bound: true}
 	}
-	if cluster := satMul(devices, o.MemoryLimit); total > cluster {
+	if cluster := satMul(devices, o.MemoryLimit); total > cluster && !o.streams() {
 		return &NoPlanError{Reason: fmt.Sprintf("memory: the model's weights, gradients and optimizer state take %s in all, over the %s that %s of %s hold (its largest op, %q, holds %s)",
 			gb(total), gb(cluster), count(o.Devices, "device"), gb(o.MemoryLimit), biggestOp, gb(biggest)), Op: biggestOp, Need: total, Limit: cluster, Bound: true}
 	}
@@ -105,7 +106,7 @@ func refuseKinds(g *dag.Graph, o *Options) error {
 			return least
 		}
 	}
-	if total > cluster {
+	if total > cluster && !o.streams() {
 		return &NoPlanError{Reason: fmt.Sprintf("memory: the model's weights, gradients and optimizer state take %s in all, over the %s that the cluster's %s hold",
 			gb(total), gb(cluster), count(o.Devices, "device")), Need: total, Limit: cluster, Bound: true}
 	}
@@ -139,11 +140,40 @@ func (o *Options) smallestMicroBatch() int64 {
 	return b
 }
 
-// stateBytes is what params parameters hold on a device at least: weights,
-// gradients and optimizer state, and the weights' copy in the precision.
+// stateBytes is what params parameters of one op hold on a device at
+// least, at the placements the options allow (state.go): weights,
+// gradients, the weights' copy in the precision and the optimizer state
+// (replicated); 1/Devices of the state (sharded); none of it (host); two
+// ops' weights and gradients (streamed).
 func (o *Options) stateBytes(params int64) int64 {
-	return satMul(params, 8+o.OptimizerBytes+plan.WeightCopyBytes(o.Precision))
+	copyB := plan.WeightCopyBytes(o.Precision)
+	least := int64(math.MaxInt64)
+	if o.OptimizerState != plan.StateHost {
+		least = satMul(params, 8+o.OptimizerBytes+copyB)
+	}
+	if o.OptimizerState == StateAuto || o.OptimizerState == plan.StateSharded {
+		least = min(least, satAdd(satMul(params, 8+copyB), satMul(ceilDiv(params, int64(o.Devices)), o.OptimizerBytes)))
+	}
+	if o.spills() {
+		least = min(least, satMul(params, 8+copyB))
+		if streamB := copyB; !o.NoStreaming {
+			if streamB == 0 {
+				streamB = 4 // float32 weights
+			}
+			least = min(least, satMul(params, 2*(streamB+4)))
+		}
+	}
+	return least
 }
+
+// spills says whether the options let a stage's state live in host memory.
+func (o *Options) spills() bool {
+	return o.OptimizerState == StateAuto || o.OptimizerState == plan.StateHost
+}
+
+// streams says whether the options let a stage stream its weights: then
+// no bound holds the model's total state to the devices' memory.
+func (o *Options) streams() bool { return o.spills() && !o.NoStreaming }
 
 // activationBytes is what an op holds per sample at least: its stash and
 // its output and the output's gradient, in the precision's bytes.

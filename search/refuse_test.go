@@ -44,15 +44,15 @@ func TestRefusals(t *testing.T) {
 		op   string
 		want string
 	}{
-		{"dlrm-64-branches", zoo(t, "dlrm", map[string]int64{"branches": 64}), Options{Device: v100, Devices: 64},
+		{"dlrm-64-branches", zoo(t, "dlrm", map[string]int64{"branches": 64}), Options{Device: v100, Devices: 64, OptimizerState: plan.StateReplicated},
 			"top.fc0", `op "top.fc0" alone needs 17.2 GB for its weights, gradients and optimizer state, over the 16 GB a device has`},
-		{"candle-uno-64-branches", zoo(t, "candle-uno", map[string]int64{"branches": 64}), Options{Device: v100, Devices: 32},
+		{"candle-uno-64-branches", zoo(t, "candle-uno", map[string]int64{"branches": 64}), Options{Device: v100, Devices: 32, OptimizerState: plan.StateReplicated},
 			"top.fc0", `op "top.fc0" alone needs`},
 		{"activations", zoo(t, "mmt", nil), Options{Device: v100, Devices: 8, Batch: 1 << 36},
 			"b0.l0.gelu", "for the activations of 131072 samples (micro-batches of at least 1048576 (the batch of 68719476736 in at most 65536 micro-batches per iteration) over 8 devices)"},
 		{"forced-micro-batch", zoo(t, "mmt", nil), Options{Device: v100, Devices: 2, Batch: 1 << 16, MicroBatch: 1 << 16},
 			"b0.l0.gelu", "(micro-batch 65536 over 2 devices)"},
-		{"total", zoo(t, "dlrm", nil), Options{Device: v100, Devices: 1},
+		{"total", zoo(t, "dlrm", nil), Options{Device: v100, Devices: 1, OptimizerState: plan.StateReplicated},
 			"top.fc0", "the model's weights, gradients and optimizer state take 17.4 GB in all, over the 16 GB that 1 device of 16 GB hold"},
 	}
 	for _, c := range cases {
@@ -72,7 +72,8 @@ func TestRefusals(t *testing.T) {
 // TestRefusalsAreSound: the clever thing against the simple thing. On
 // random DAGs and the zoo's small models, with memory squeezed from ample to
 // nothing, every model refused before the search is one the search itself
-// finds no plan for; and refusals do happen.
+// finds no plan for, wherever the optimizer state may live; and refusals
+// do happen.
 func TestRefusalsAreSound(t *testing.T) {
 	t.Parallel()
 	searchAll := defaultTuning()
@@ -99,20 +100,22 @@ func TestRefusalsAreSound(t *testing.T) {
 		for i := 0; i < g.NumOps(); i++ {
 			static += g.Cost(i).Params * 16
 		}
-		for _, devices := range []int{1, 3} {
-			for _, frac := range []float64{0.05, 0.2, 0.4, 0.7, 1, 1.5, 3} {
-				o := Options{Device: plan.Profiles["cpu"], Devices: devices, Batch: 64, MemoryLimit: max(1, int64(frac*float64(static)/float64(devices)))}
-				name := fmt.Sprintf("graph %d, %d devices, %d bytes", gi, devices, o.MemoryLimit)
-				_, err := Search(g, o)
-				var np *NoPlanError
-				if !errors.As(err, &np) || !np.Bound {
-					planned++
-					continue
-				}
-				refused++
-				p, err := searchTuned(g, o, searchAll)
-				if !errors.As(err, &np) {
-					t.Errorf("%s: refused, but the search finds a plan of %d stages (peak %d bytes)", name, len(p.Stages), p.Predicted.PeakMemory)
+		for _, state := range stateChoices {
+			for _, devices := range []int{1, 3} {
+				for _, frac := range []float64{0.05, 0.2, 0.4, 0.7, 1, 1.5, 3} {
+					o := Options{Device: plan.Profiles["cpu"], Devices: devices, Batch: 64, MemoryLimit: max(1, int64(frac*float64(static)/float64(devices))), OptimizerState: state}
+					name := fmt.Sprintf("graph %d, %s, %d devices, %d bytes", gi, state, devices, o.MemoryLimit)
+					_, err := Search(g, o)
+					var np *NoPlanError
+					if !errors.As(err, &np) || !np.Bound {
+						planned++
+						continue
+					}
+					refused++
+					p, err := searchTuned(g, o, searchAll)
+					if !errors.As(err, &np) {
+						t.Errorf("%s: refused, but the search finds a plan of %d stages (peak %d bytes)", name, len(p.Stages), p.Predicted.PeakMemory)
+					}
 				}
 			}
 		}

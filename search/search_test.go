@@ -137,12 +137,12 @@ func TestRandomPlans(t *testing.T) {
 func TestNoPlanSaysWhichLimit(t *testing.T) {
 	e, _ := models.Lookup("dlrm")
 	g, _ := e.Build(e.Default)
-	_, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 2, MemoryLimit: 1e9})
+	_, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 2, MemoryLimit: 1e9, OptimizerState: plan.StateReplicated})
 	var np *NoPlanError
 	if !errors.As(err, &np) || !strings.Contains(err.Error(), "memory") || !strings.Contains(err.Error(), `op "top.fc0" alone`) {
 		t.Fatalf("got %v", err)
 	}
-	_, err = Search(g, Options{Device: plan.Profiles["v100"], Devices: 2, MemoryLimit: 6e9})
+	_, err = Search(g, Options{Device: plan.Profiles["v100"], Devices: 2, MemoryLimit: 6e9, OptimizerState: plan.StateReplicated})
 	if !errors.As(err, &np) || !strings.Contains(err.Error(), "2 devices") {
 		t.Fatalf("got %v", err)
 	}

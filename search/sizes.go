@@ -170,7 +170,8 @@ type sized struct {
 	gain  float64
 	k, at int     // the DP's devices and depth
 	T     float64 // the DP's least bottleneck (a candidate)
-	rec   bool    // the DP's plan is the one with recomputation allowed (recomputeAt)
+	rec   bool    // the DP's plan is the one with recomputation allowed (recomputeAt), or spilling (spillAt: spill)
+	spill bool    // the DP's plan is the one with spilling allowed (spillAt); pr then prices it
 	pr    *prices // the DP's prices, while the frontier may want them (keeper)
 }
 
@@ -207,6 +208,10 @@ func (pl *planner) planAt(b int64) (sized, error) {
 			return out, err
 		}
 	}
+	spilled, err := pl.spillAt(d, keep, &out)
+	if err != nil {
+		return out, err
+	}
 	if len(out.plans) > 0 && out.at > 1 {
 		out.gain = d.gain(out.at)
 	}
@@ -224,6 +229,9 @@ func (pl *planner) planAt(b int64) (sized, error) {
 	}
 	d.noteGroups(out.plans)
 	out.pr = d.prices
+	if out.spill {
+		out.pr = spilled
+	}
 	return out, nil
 }
 
@@ -255,6 +263,9 @@ func (pl *planner) frontier(b int64, f sized, best float64) ([]*plan.Plan, error
 	d := &dp{prices: f.pr} // planAt's, where kept
 	if f.pr == nil {
 		d = pl.dp(b)
+		if f.spill {
+			d = &dp{prices: d.spilled()}
+		}
 	}
 	if f.rec {
 		d.allowRecompute()

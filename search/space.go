@@ -305,7 +305,7 @@ func (sp *space) unitSumsFor(cm *costModel, n *snode, m int64) [][3]float64 {
 }
 
 // price computes a block's stage cost under cm on k devices at
-// micro-batch b.
+// micro-batch b, its state at its primary placement.
 func (sp *space) price(cm *costModel, id, k int, b int64, mbs int) stageCost {
 	return sp.priceAt(cm, id, k, b, mbs, sp.timesFor(cm, id, ceilDiv(b, int64(k))))
 }
@@ -314,14 +314,31 @@ func (sp *space) price(cm *costModel, id, k int, b int64, mbs int) stageCost {
 func (sp *space) priceAt(cm *costModel, id, k int, b int64, mbs int, t [3]float64) stageCost {
 	blk := sp.blocks[id]
 	m := ceilDiv(b, int64(k))
-	c := stageCost{m: m, f: t[0], bi: t[1], bw: t[2]}
-	c.flush = cm.flush(blk.params, k)
-	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs) + cm.messages(blk, m)
-	bytes := float64(max(blk.inB, blk.outB)) * float64(m)
-	c.link = 2 * transfer(cm.dev, bytes, cm.interDP())
-	cm.setMemory(&c, blk, m)
-	unsplittable(&c, blk, k)
-	return cm.variant(c, blk)
+	return cm.finish(stageCost{m: m, f: t[0], bi: t[1], bw: t[2]}, blk, k, mbs, cm.primaryFor(blk, k, m))
+}
+
+// spillPrice is price with the block's state spilled to host memory (the
+// DP's second variant under auto: spill), and recomputing too where the
+// planner may let it and that holds more micro-batches in flight, up to
+// most, than keeping does.
+func (sp *space) spillPrice(cm *costModel, id, k int, b int64, mbs, most int) stageCost {
+	blk := sp.blocks[id]
+	m := ceilDiv(b, int64(k))
+	t := sp.timesFor(cm, id, m)
+	base, stash := cm.held(blk, m)
+	c := cm.finish(stageCost{m: m, f: t[0], bi: t[1], bw: t[2]}, blk, k, mbs, cm.spill(blk, k, base, stash))
+	if !cm.mayRec || c.recompute {
+		return c
+	}
+	keep := maxInFlight(satAdd(c.static, c.work), c.stashPerMB, cm.limit)
+	if keep >= most {
+		return c
+	}
+	r := recomputed(c, blk)
+	if min(maxInFlight(satAdd(r.static, r.work), r.stashPerMB, cm.limit), most) > keep {
+		return r
+	}
+	return c
 }
 
 // nodeSums is every node's prefix sums of its units' (f, bi, bw) at

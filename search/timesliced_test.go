@@ -27,7 +27,7 @@ func TestTimeSlicedGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []int{2, 3} {
-		o := Options{Devices: d, DevicesPerNode: d, Recompute: "off", MemoryLimit: one.Predicted.PeakMemory * 2 / 5}
+		o := Options{Devices: d, DevicesPerNode: d, Recompute: "off", MemoryLimit: one.Predicted.PeakMemory * 2 / 5, OptimizerState: plan.StateReplicated}
 		o.Device = plan.Profiles["h100"].TimeSliced()
 		p, err := Search(g, o)
 		if err != nil {

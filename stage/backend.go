@@ -72,8 +72,13 @@ type steps interface {
 	// there until the step reads them).
 	keepLoss(slot int, v *Value[float32]) error
 	stepLosses(n int) ([]float32, error)
-	// allReduce sums the gradients over the stage's replicas through c.
+	// allReduce sums the gradients over the stage's replicas through c
+	// (of a sharded stage, its shard's: ShardComm.ReduceScatter).
 	allReduce(ctx context.Context, c StepComm) error
+	// gather hands a sharded stage's updated shard of the parameters to
+	// its other replicas and takes theirs (ShardComm.AllGather), after
+	// update.
+	gather(ctx context.Context, c StepComm) error
 	// gradsFinite says whether every gradient is finite (one read of
 	// them); firstNonFinite is its slow path (Executor.FirstNonFinite).
 	gradsFinite() (bool, error)
@@ -102,6 +107,8 @@ type steps interface {
 	// loadOptimizerState restores it.
 	optimizerState() (map[string][]float32, int, error)
 	loadOptimizerState(st map[string][]float32, step int) error
+	// stateBytes is what the optimizer's state holds, wherever it is.
+	stateBytes() int64
 }
 
 // CPU is the backend that computes on the host's cores: the state is the

@@ -111,8 +111,12 @@ func (b *cpuBackend) update(rate float64) error {
 	if b.scaled {
 		scale = b.scale
 	}
-	f.step(b.e.Params, b.e.Grads, rate, scale, true)
-	b.scaled, b.cleared = false, true
+	// a sharded stage's update reads its shard of the gradients alone: the
+	// clear of the rest is clearGrads'
+	params, grads := b.stepState()
+	whole := b.e.shard == nil
+	f.step(params, grads, rate, scale, whole)
+	b.scaled, b.cleared = false, whole
 	return nil
 }
 

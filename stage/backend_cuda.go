@@ -35,6 +35,9 @@ type cudaBackend struct {
 	d   *cuda.Device
 	e   *Executor
 	dev *devState
+	// host, where the optimizer is offloaded (OffloadOptimizer), steps on
+	// the host: the pieces of a step after the passes are its (offload.go)
+	host *offload
 }
 
 func (b *cudaBackend) Name() string { return "cuda" }
@@ -154,6 +157,9 @@ func (b *cudaBackend) close() error {
 }
 
 func (b *cudaBackend) setOptimizer(o TrainOptions) error {
+	if b.host != nil {
+		return b.host.setOptimizer(o)
+	}
 	opt, err := NewOptimizer(o)
 	if err != nil {
 		return err
@@ -187,17 +193,39 @@ func (b *cudaBackend) stepLosses(n int) ([]float32, error) {
 // allReduce hands the gradients to c through pinned staging, unless c says
 // the stage has no replicas (Replicas): then they stay where they are.
 func (b *cudaBackend) allReduce(ctx context.Context, c StepComm) error {
+	if b.host != nil {
+		return b.hostAllReduce(ctx, c)
+	}
 	if r, ok := c.(Replicated); ok && r.Replicas() < 2 {
 		return nil
 	}
 	return b.run(func(s *kernel.Scope, t *devTrain) {
-		t.allReduce(s, func(grads []*Value[float32]) error { return c.AllReduce(ctx, grads) })
+		t.allReduce(s, func(grads []*Value[float32]) error {
+			if v := b.e.shard; v != nil {
+				return reduceScatter(ctx, c, grads, v.s)
+			}
+			return c.AllReduce(ctx, grads)
+		})
+	})
+}
+
+// gather is a sharded stage's all-gather of its updated parameters,
+// through the pinned staging (devTrain.gather).
+func (b *cudaBackend) gather(ctx context.Context, c StepComm) error {
+	if b.e.shard == nil || b.e.shard.s.Count < 2 {
+		return nil
+	}
+	return b.run(func(s *kernel.Scope, t *devTrain) {
+		t.gather(s, func(params []*Value[float32]) error { return allGather(ctx, c, params, b.e.shard.s) })
 	})
 }
 
 // gradsFinite reads the squared norms: their float64 sum is finite exactly
 // when every value is.
 func (b *cudaBackend) gradsFinite() (bool, error) {
+	if b.host != nil {
+		return b.host.gradsFinite()
+	}
 	sq, err := b.squaredNorms()
 	if err != nil {
 		return false, err
@@ -213,6 +241,9 @@ func (b *cudaBackend) gradsFinite() (bool, error) {
 // firstNonFinite brings the state and the gradients to the host and scans
 // them there: the slow path, taken only when a value is not finite.
 func (b *cudaBackend) firstNonFinite() (op, what string, err error) {
+	if b.host != nil {
+		return b.hostFirstNonFinite()
+	}
 	if err := b.run(func(s *kernel.Scope, t *devTrain) { t.fetch(s); t.fetchGrads(s) }); err != nil {
 		return "", "", err
 	}
@@ -221,6 +252,9 @@ func (b *cudaBackend) firstNonFinite() (op, what string, err error) {
 }
 
 func (b *cudaBackend) squaredNorms() (map[string]float64, error) {
+	if b.host != nil {
+		return b.host.squaredNorms()
+	}
 	var r *readback
 	if err := b.run(func(s *kernel.Scope, t *devTrain) { r = t.readStep(s) }); err != nil {
 		return nil, err
@@ -233,6 +267,10 @@ func (b *cudaBackend) squaredNorms() (map[string]float64, error) {
 }
 
 func (b *cudaBackend) scaleGrads(c float32) error {
+	if b.host != nil { // applied in the host's fused update
+		b.host.scale, b.host.scaled = c, c != 1
+		return nil
+	}
 	if c == 1 {
 		return nil
 	}
@@ -240,10 +278,16 @@ func (b *cudaBackend) scaleGrads(c float32) error {
 }
 
 func (b *cudaBackend) update(rate float64) error {
+	if b.host != nil {
+		return b.hostUpdate(rate)
+	}
 	return b.run(func(s *kernel.Scope, t *devTrain) { t.update(s, rate) })
 }
 
 func (b *cudaBackend) clearGrads() error {
+	if b.host != nil {
+		return b.hostClearGrads()
+	}
 	return b.run(func(s *kernel.Scope, t *devTrain) { t.clear(s) })
 }
 
@@ -270,6 +314,9 @@ func (b *cudaBackend) fetch() error {
 }
 
 func (b *cudaBackend) optimizerState() (map[string][]float32, int, error) {
+	if b.host != nil {
+		return b.host.optimizerState()
+	}
 	var st map[string][]float32
 	var n int
 	err := b.run(func(s *kernel.Scope, t *devTrain) { st, n = t.optimizerState(s) })
@@ -277,10 +324,22 @@ func (b *cudaBackend) optimizerState() (map[string][]float32, int, error) {
 }
 
 func (b *cudaBackend) loadOptimizerState(st map[string][]float32, step int) error {
+	if b.host != nil {
+		return b.host.loadOptimizerState(st, step)
+	}
 	var lerr error
 	err := b.run(func(s *kernel.Scope, t *devTrain) { lerr = t.loadOptimizerState(s, st, step) })
 	if lerr != nil {
 		return lerr
 	}
 	return err
+}
+
+// stateBytes is what the optimizer's state holds: on the device, or on the
+// host where it is offloaded.
+func (b *cudaBackend) stateBytes() int64 {
+	if b.host != nil {
+		return heldBytes(b.host.opt)
+	}
+	return b.dev.train.opt.stateBytes()
 }

@@ -40,6 +40,7 @@ type devTrain struct {
 
 	blocks, first cuda.Buffer // the squared norms' tables: blocks [2·nb] (start, length), first [np+1]
 	nblocks       int
+	tabled        *shardView  // the shard the tables were made for (nil: every parameter whole)
 	parts         cuda.Buffer // each block's partial sum, float64
 	rb            cuda.Buffer // the readback: squares [np] float64, then the step's losses (float32)
 	lossCap       int         // losses rb holds
@@ -142,19 +143,41 @@ func (t *devTrain) allocate(s *kernel.Scope) {
 	for k, name := range t.bl.names {
 		t.views[t.e.Buffers[name]] = t.bl.view(t.b, k)
 	}
+	t.normTables(s)
+	t.growLosses(s, 8)
+	t.allocated = s.Err() == nil
+}
+
+// normTables makes the squared norms' tables for the parameters the step
+// reads (units: every one whole, or a shard's pieces), again where the
+// executor was sharded since they were made.
+func (t *devTrain) normTables(s *kernel.Scope) {
+	if s.Err() != nil {
+		return
+	}
+	for _, b := range []cuda.Buffer{t.blocks, t.first, t.parts} {
+		if b.Ptr != 0 {
+			s.Fail(t.d.Free(b))
+		}
+	}
 	var blocks, first []int64
+	units := t.units()
 	for k := range t.pl.names {
 		first = append(first, int64(len(blocks)/2))
-		for lo := 0; lo < t.pl.n[k]; lo += normBlock {
-			blocks = append(blocks, int64(t.pl.off[k]+lo), int64(min(normBlock, t.pl.n[k]-lo)))
+		for _, u := range units {
+			if u.k != k {
+				continue
+			}
+			for lo := u.lo; lo < u.hi; lo += normBlock {
+				blocks = append(blocks, int64(t.pl.off[k]+lo), int64(min(normBlock, u.hi-lo)))
+			}
 		}
 	}
 	first = append(first, int64(len(blocks)/2))
 	t.nblocks = len(blocks) / 2
 	t.blocks, t.first = s.UpLongs(blocks), s.UpLongs(first)
 	t.parts = s.Hold(2 * max(t.nblocks, 1))
-	t.growLosses(s, 8)
-	t.allocated = s.Err() == nil
+	t.tabled = t.e.shard
 }
 
 // growLosses makes room in the readback buffer for at least n losses,
@@ -246,13 +269,17 @@ func (t *devTrain) keepLoss(s *kernel.Scope, r *residency, slot int, v *Value[fl
 
 // readStep computes each gradient's squared norm on the device (blocks of
 // normBlock elements summed in float64 in order, then each parameter's
-// blocks in order: SquaredNorms's numbers) and brings them down with the
-// step's losses: one copy and one wait.
+// blocks in order: SquaredNorms's numbers; of a sharded stage, over its
+// shard's pieces) and brings them down with the step's losses: one copy
+// and one wait.
 func (t *devTrain) readStep(s *kernel.Scope) *readback {
 	if t.read != nil {
 		return t.read
 	}
 	t.ready(s)
+	if t.tabled != t.e.shard {
+		t.normTables(s)
+	}
 	np := len(t.pl.names)
 	if np > 0 {
 		s.Launch("gp_sumsq_blocks", t.nblocks, t.g, t.blocks, t.parts, t.nblocks)
@@ -330,32 +357,125 @@ func (t *devTrain) restoreBuffers(s *kernel.Scope) {
 // queues their sums back (one copy).
 func (t *devTrain) allReduce(s *kernel.Scope, run func(grads []*Value[float32]) error) {
 	t.ready(s)
-	if s.Err() != nil || t.pl.total == 0 {
+	if s.Err() != nil || t.pl.total == 0 || !t.staging(s) {
 		return
-	}
-	if t.arStage.Bytes() == nil {
-		st, err := t.d.Stage(4 * t.pl.total)
-		if err != nil {
-			s.Fail(err)
-			return
-		}
-		t.arStage = st
 	}
 	s.Fail(t.d.DownloadStaged(t.arStage, t.g))
 	s.Wait()
 	if s.Err() != nil {
 		return
 	}
-	all := t.arStage.Float32s()
-	grads := make([]*Value[float32], len(t.pl.names))
-	for k, name := range t.pl.names {
-		grads[k] = &Value[float32]{Shape: t.e.Params[name].Shape, Data: all[t.pl.off[k] : t.pl.off[k]+t.pl.n[k]]}
-	}
+	grads := t.stagedViews(t.e.Params)
 	if err := run(grads); err != nil {
 		s.Fail(err)
 		return
 	}
-	s.Fail(t.d.UploadStaged(t.g, t.arStage))
+	if t.e.shard == nil {
+		s.Fail(t.d.UploadStaged(t.g, t.arStage))
+		return
+	}
+	for _, u := range t.units() { // a sharded stage's shard of the sums: the rest stays partial
+		t.upPiece(s, t.g, u)
+	}
+}
+
+// staging makes the pinned staging of the state's size, once.
+func (t *devTrain) staging(s *kernel.Scope) bool {
+	if t.arStage.Bytes() == nil && s.Err() == nil {
+		st, err := t.d.Stage(4 * t.pl.total)
+		if err != nil {
+			s.Fail(err)
+			return false
+		}
+		t.arStage = st
+	}
+	return s.Err() == nil
+}
+
+// stagedViews are the staging's places of every parameter (or gradient),
+// as values in parameter-name order with the parameters' shapes: what the
+// ring reads and writes.
+func (t *devTrain) stagedViews(params map[string]*Value[float32]) []*Value[float32] {
+	all := t.arStage.Float32s()
+	out := make([]*Value[float32], len(t.pl.names))
+	for k, name := range t.pl.names {
+		out[k] = &Value[float32]{Shape: params[name].Shape, Data: all[t.pl.off[k] : t.pl.off[k]+t.pl.n[k]]}
+	}
+	return out
+}
+
+// upPiece queues piece u of buf (t.p or t.g) up from its place in the
+// staging; downPiece queues it down there.
+func (t *devTrain) upPiece(s *kernel.Scope, buf cuda.Buffer, u piece) {
+	if n := u.hi - u.lo; n > 0 && s.Err() == nil {
+		off := t.pl.off[u.k] + u.lo
+		s.Fail(t.d.UploadStaged(cuda.Buffer{Ptr: buf.Ptr + uint64(4*off), N: n}, t.arStage.Slice(4*off, 4*n)))
+	}
+}
+
+func (t *devTrain) downPiece(s *kernel.Scope, buf cuda.Buffer, u piece) {
+	if n := u.hi - u.lo; n > 0 && s.Err() == nil {
+		off := t.pl.off[u.k] + u.lo
+		s.Fail(t.d.DownloadStaged(t.arStage.Slice(4*off, 4*n), cuda.Buffer{Ptr: buf.Ptr + uint64(4*off), N: n}))
+	}
+}
+
+// gather is a sharded stage's all-gather of its parameters after the
+// update: its shard's pieces down to the staging (one wait), every
+// replica's into it through run, the others' pieces up.
+func (t *devTrain) gather(s *kernel.Scope, run func(params []*Value[float32]) error) {
+	t.ready(s)
+	if t.pl.total == 0 || !t.staging(s) {
+		return
+	}
+	units := t.units()
+	for _, u := range units {
+		t.downPiece(s, t.p, u)
+	}
+	s.Wait()
+	if s.Err() != nil {
+		return
+	}
+	if err := run(t.stagedViews(t.e.Params)); err != nil {
+		s.Fail(err)
+		return
+	}
+	names := t.e.ParamNames()
+	sizes := append([]int(nil), t.pl.n...)
+	sh := t.e.shard.s
+	for j := 0; j < sh.Count; j++ {
+		if j == sh.Index {
+			continue
+		}
+		for _, u := range shardPieces(names, sizes, Shard{j, sh.Count}) {
+			t.upPiece(s, t.p, u)
+		}
+	}
+	t.hostStale = true
+	t.stale()
+}
+
+// units are the pieces of the parameters the step updates, with their
+// places in the optimizer's state: every parameter whole, at its place in
+// the layout; or a sharded stage's shard's pieces, end to end.
+func (t *devTrain) units() []piece {
+	if v := t.e.shard; v != nil {
+		return v.pieces
+	}
+	out := make([]piece, len(t.pl.names))
+	for k, name := range t.pl.names {
+		out[k] = piece{k: k, name: name, hi: t.pl.n[k], at: t.pl.off[k]}
+	}
+	return out
+}
+
+// stateSize is the elements each optimizer state buffer holds: the
+// layout's, or a shard's.
+func (t *devTrain) stateSize() int {
+	if v := t.e.shard; v != nil {
+		return v.size()
+	}
+	return t.pl.total
 }
 
 // free gives back every buffer the state holds.
@@ -430,8 +550,8 @@ func (t *devTrain) state(s *kernel.Scope) {
 		o.has = make([]bool, len(t.pl.names))
 	}
 	for k, b := range []*cuda.Buffer{&o.m, &o.v} {
-		if k < len(o.slots()) && b.Ptr == 0 && s.Err() == nil && t.pl.total > 0 {
-			*b = s.Hold(t.pl.total)
+		if k < len(o.slots()) && b.Ptr == 0 && s.Err() == nil && t.stateSize() > 0 {
+			*b = s.Hold(t.stateSize())
 			if s.Err() == nil {
 				s.Fail(t.d.Memset(*b))
 			}
@@ -448,13 +568,15 @@ func (t *devTrain) update(s *kernel.Scope, rate float64) {
 	t.state(s)
 	t.stale()
 	var written []*halfCopy
-	half := func(name string) cuda.Buffer { // the copy the kernel writes, if any
-		h := t.halves[t.e.Params[name]]
+	half := func(u piece) cuda.Buffer { // the copy the kernel writes, if any: the unit's place in it
+		h := t.halves[t.e.Params[u.name]]
 		if h == nil {
 			return cuda.Buffer{}
 		}
-		written = append(written, h)
-		return h.buf
+		if u.lo == 0 && u.hi == t.pl.n[u.k] { // a shard's piece leaves the rest of the copy stale
+			written = append(written, h)
+		}
+		return cuda.Buffer{Ptr: h.buf.Ptr + uint64(2*u.lo), N: u.hi - u.lo, Half: true}
 	}
 	defer func() {
 		for _, h := range written {
@@ -464,20 +586,20 @@ func (t *devTrain) update(s *kernel.Scope, rate float64) {
 	o := &t.opt
 	switch spec := o.spec.(type) {
 	case *SGD:
-		for k, name := range t.pl.names {
-			n := t.pl.n[k]
-			wd := float32(decay(spec.WeightDecay, spec.MatricesOnly, t.e.Params[name]))
+		for _, u := range t.units() {
+			k, n := u.k, u.hi-u.lo
+			wd := float32(decay(spec.WeightDecay, spec.MatricesOnly, t.e.Params[u.name]))
 			var buf cuda.Buffer
 			first := int32(0)
 			if spec.Momentum != 0 {
-				buf = t.pl.view(o.m, k)
+				buf = u.state(o.m)
 				if !o.has[k] {
 					first = 1
 				}
 				o.has[k] = true
 			}
 			if n > 0 {
-				s.Launch("gp_sgd_step", n, t.pl.view(t.p, k), t.pl.view(t.g, k), buf, half(name), float32(rate), wd, spec.Momentum, first, kernel.BoolInt(spec.Nesterov), n)
+				s.Launch("gp_sgd_step", n, t.unitView(t.p, u), t.unitView(t.g, u), buf, half(u), float32(rate), wd, spec.Momentum, first, kernel.BoolInt(spec.Nesterov), n)
 			}
 		}
 	case *Adam:
@@ -487,18 +609,18 @@ func (t *devTrain) update(s *kernel.Scope, rate float64) {
 		step := float32(rate / bc1)
 		sqrtBC2 := float32(math.Sqrt(bc2))
 		omb1, omb2 := 1-spec.Beta1, 1-spec.Beta2
-		for k, name := range t.pl.names {
-			n := t.pl.n[k]
-			wd := decay(spec.WeightDecay, spec.MatricesOnly, t.e.Params[name])
+		for _, u := range t.units() {
+			n := u.hi - u.lo
+			wd := decay(spec.WeightDecay, spec.MatricesOnly, t.e.Params[u.name])
 			var coupled, shrink float32 = 0, 1
 			if spec.Decoupled {
 				shrink = float32(1 - rate*wd)
 			} else {
 				coupled = float32(wd)
 			}
-			o.has[k] = true
+			o.has[u.k] = true
 			if n > 0 {
-				s.Launch("gp_adam_step", n, t.pl.view(t.p, k), t.pl.view(t.g, k), t.pl.view(o.m, k), t.pl.view(o.v, k), half(name),
+				s.Launch("gp_adam_step", n, t.unitView(t.p, u), t.unitView(t.g, u), u.state(o.m), u.state(o.v), half(u),
 					step, sqrtBC2, spec.Beta1, spec.Beta2, omb1, omb2, spec.Eps, coupled, shrink, n)
 			}
 		}
@@ -508,21 +630,31 @@ func (t *devTrain) update(s *kernel.Scope, rate float64) {
 	t.hostStale = true
 }
 
+// unitView is unit u's place in buf (t.p or t.g).
+func (t *devTrain) unitView(buf cuda.Buffer, u piece) cuda.Buffer {
+	return cuda.Buffer{Ptr: buf.Ptr + uint64(4*(t.pl.off[u.k]+u.lo)), N: u.hi - u.lo}
+}
+
+// state is the unit's place in an optimizer state buffer.
+func (u piece) state(buf cuda.Buffer) cuda.Buffer {
+	return cuda.Buffer{Ptr: buf.Ptr + uint64(4*u.at), N: u.hi - u.lo}
+}
+
 // optimizerState brings the optimizer's state to the host, as Stateful's
 // State keys it.
 func (t *devTrain) optimizerState(s *kernel.Scope) (map[string][]float32, int) {
 	t.ready(s)
 	o := &t.opt
 	out := map[string][]float32{}
-	for k, name := range t.pl.names {
-		if o.has == nil || !o.has[k] {
+	for _, u := range t.units() { // of a sharded stage, the shard's pieces
+		if o.has == nil || !o.has[u.k] {
 			continue
 		}
 		for j, slot := range o.slots() {
 			buf := []cuda.Buffer{o.m, o.v}[j]
-			h := make([]float32, t.pl.n[k])
-			s.Down(h, t.pl.view(buf, k))
-			out[name+"."+slot] = h
+			h := make([]float32, u.hi-u.lo)
+			s.Down(h, u.state(buf))
+			out[u.name+"."+slot] = h
 		}
 	}
 	if _, adam := o.spec.(*Adam); adam {
@@ -531,14 +663,16 @@ func (t *devTrain) optimizerState(s *kernel.Scope) (map[string][]float32, int) {
 	return out, 0
 }
 
-// loadOptimizerState puts st (Stateful's State keys) on the device, with
-// the checks and words of the host optimizers' LoadState.
+// loadOptimizerState puts st (Stateful's State keys, whole parameters')
+// on the device, of a sharded stage its shard's pieces, with the checks
+// and words of the host optimizers' LoadState.
 func (t *devTrain) loadOptimizerState(s *kernel.Scope, st map[string][]float32, step int) error {
 	o := &t.opt
 	has := make([]bool, len(t.pl.names))
 	_, adam := o.spec.(*Adam)
-	for k, name := range t.pl.names {
-		n := t.pl.n[k]
+	units := t.units()
+	for _, u := range units {
+		k, name, n := u.k, u.name, t.pl.n[u.k]
 		switch {
 		case adam:
 			m, okM := st[name+".exp_avg"]
@@ -561,11 +695,11 @@ func (t *devTrain) loadOptimizerState(s *kernel.Scope, st map[string][]float32, 
 	}
 	t.ready(s)
 	t.state(s)
-	for k, name := range t.pl.names {
+	for _, u := range units {
 		for j, slot := range o.slots() {
-			buf := t.pl.view([]cuda.Buffer{o.m, o.v}[j], k)
-			if has[k] {
-				s.Write(buf, st[name+"."+slot])
+			buf := u.state([]cuda.Buffer{o.m, o.v}[j])
+			if has[u.k] {
+				s.Write(buf, st[u.name+"."+slot][u.lo:u.hi])
 			} else if buf.N > 0 && s.Err() == nil {
 				s.Fail(t.d.Memset(buf))
 			}

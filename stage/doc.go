@@ -26,23 +26,31 @@
 //     restored and the optimizer left alone; the gradients cleared). One
 //     process (Trainer) and a pipeline's worker run the same pieces in the
 //     same order, so their parameters are equal.
-//  4. Recompute keeps only a micro-batch's feeds between its forward and
+//  4. Where the state lives beyond the backend is the plan's word: a
+//     sharded stage's replica (ShardOptimizer, shard.go) keeps, checks,
+//     clips and steps its shard of the parameters (Shard.Span of them laid
+//     end to end) between its StepComm's ShardComm halves (reduce-scatter,
+//     all-gather); a CUDA stage whose state is offloaded (OffloadOptimizer,
+//     offload.go) steps on the host, the gradients coming down and the
+//     weights going up once a step. OptimizerState is then the shard's,
+//     or the host's; GatherOptimizerState puts shards together by name.
+//  5. Recompute keeps only a micro-batch's feeds between its forward and
 //     its backward, which reruns the forward first: the same computation
 //     bit for bit.
-//  5. SetPrecision: fp32 everywhere; tf32 (the products' operands read as
+//  6. SetPrecision: fp32 everywhere; tf32 (the products' operands read as
 //     TF32: PyTorch's allow_tf32) and bf16 (autocast: every value of a
 //     micro-batch stored in bf16 by its producer, products on bf16
 //     operands, float32 accumulation and reductions) on CUDA only; the
 //     parameters, gradients and optimizer state stay float32.
-//  6. The synthetic data (Dataset) is a function of (seed, step, input,
+//  7. The synthetic data (Dataset) is a function of (seed, step, input,
 //     index) alone; a loss's target is labelled by a fixed random-feature
 //     teacher, so the task is learnable.
-//  7. The optimizers (SGD, Adam, AdamW), the schedules and clipping by the
+//  8. The optimizers (SGD, Adam, AdamW), the schedules and clipping by the
 //     global norm follow torch.optim, LambdaLR and clip_grad_norm_ step for
 //     step; a global norm is summed in float64 in parameter-name order from
 //     per-parameter sums that do not depend on the cores, so every
 //     partition computes the same number.
-//  8. The collector is paced per step (PaceGC): a heap of GBs of state
+//  9. The collector is paced per step (PaceGC): a heap of GBs of state
 //     holds its state and two steps' allocations, not twice its state; a
 //     GOGC the user sets stands.
 package stage

@@ -48,6 +48,9 @@ type Executor struct {
 	stepping bool          // a step's first training Forward has run
 	losses   []lossPart    // the step's losses, in Forward's order
 	pending  *stepCheck    // EndStep's check, until ApplyStep
+	// shard is the replica's share of a stage whose optimizer state is
+	// sharded (ShardOptimizer, shard.go); nil: it holds all of it
+	shard *shardView
 
 	// Recompute makes Forward keep, until the micro-batch's Backward, only
 	// what it was fed, and Backward rerun the forward first (recompute.go):
@@ -147,6 +150,8 @@ func (e *Executor) use(b Backend) error {
 		return fmt.Errorf("stage: UseDevice with %d micro-batches in flight", len(e.mbs))
 	case e.stepping:
 		return fmt.Errorf("stage: UseDevice in the middle of a step (between its first Forward and ApplyStep)")
+	case e.shard != nil || e.Offloaded():
+		return fmt.Errorf("stage: UseDevice on an executor whose optimizer state is sharded or offloaded: move it first")
 	}
 	if err := e.be.fetch(); err != nil { // the host's copies are the state the new backend starts from
 		return err

@@ -234,3 +234,21 @@ func (o *Adam) LoadState(state map[string][]float32, step int, params map[string
 	}
 	return nil
 }
+
+// stateBytes is what the momentum buffers hold.
+func (o *SGD) stateBytes() int64 {
+	var n int64
+	for _, b := range o.buf {
+		n += 4 * int64(len(b))
+	}
+	return n
+}
+
+// stateBytes is what exp_avg and exp_avg_sq hold.
+func (o *Adam) stateBytes() int64 {
+	var n int64
+	for name := range o.m {
+		n += 4 * int64(len(o.m[name])+len(o.v[name]))
+	}
+	return n
+}

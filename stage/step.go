@@ -81,7 +81,7 @@ type StepReport struct {
 // StepError is a piece of a step that failed.
 type StepError struct {
 	Step  int
-	Piece string // "all-reduce", "gradients", "gradient norm", "optimizer step"
+	Piece string // "all-reduce", "gradients", "gradient norm", "optimizer step", "all-gather"
 	Err   error
 }
 
@@ -96,6 +96,10 @@ type stepCheck struct {
 	finite   bool // every gradient
 	scanned  bool // op and what come from a scan (FirstNonFinite)
 	op, what string
+	// comm and ctx are EndStep's, for ApplyStep's all-gather of a sharded
+	// stage's parameters (ShardComm)
+	comm StepComm
+	ctx  context.Context
 }
 
 // lossPart is the weight one micro-batch's backward seeded its loss with;
@@ -139,6 +143,7 @@ func (e *Executor) EndStep(ctx context.Context, step int, comm StepComm) (StepRe
 		return rep, &StepError{step, "gradients", err}
 	}
 	rep.NonFinite = check.describe(e.lossOp, rep.Loss)
+	check.comm, check.ctx = comm, ctx
 	if clip > 0 {
 		norm, err := comm.PoolNorms(ctx, squares)
 		if err != nil {
@@ -191,6 +196,11 @@ func (e *Executor) ApplyStep(skip bool) error {
 	if !skip {
 		if err := e.be.update(e.train.Rate(p.step)); err != nil {
 			return &StepError{p.step, "optimizer step", err}
+		}
+		if e.shard != nil {
+			if err := e.be.gather(p.ctx, p.comm); err != nil {
+				return &StepError{p.step, "all-gather", err}
+			}
 		}
 	}
 	e.closeStep()

@@ -69,6 +69,7 @@ func (f *elasticFlags) replanner(g *dag.Graph, p *plan.Plan, sf *searchFlags, fr
 		}
 	}
 	o.Device, o.DevicesPerNode, o.MemoryLimit, o.Batch = p.Device, p.DevicesPerNode, p.MemoryLimit, p.BatchSize
+	o.NoStreaming = true // the runtime does not stream weights
 	if !fromModel || sf.microBatch > 0 {
 		o.MicroBatch = p.MicroBatch
 	}

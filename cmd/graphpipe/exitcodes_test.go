@@ -40,7 +40,7 @@ func TestExitCodes(t *testing.T) {
 	out := filepath.Join(dir, "out.safetensors")
 	cases := []exitCase{
 		{"nothing wrong", 0, [][]string{{"validate", model}}, ""},
-		{"no plan fits, found by searching", 1, [][]string{{"search", model, "--devices", "2", "--device", "cpu", "--memory-gb", "0.0001"}}, "no gpp plan of"},
+		{"no plan fits, found by searching", 1, [][]string{{"search", model, "--devices", "2", "--device", "cpu", "--memory-gb", "0.0001", "--optimizer-state", "replicated"}}, "no gpp plan of"},
 		{"an op that fits no device, refused before any search", 2, [][]string{{"search", model, "--devices", "2", "--device", "cpu", "--memory-gb", "0.000001"}}, `no plan fits: memory: op "mlp.fc1" alone needs`},
 		{"a NATS server that does not answer", 1, [][]string{
 			{"run", model, "--devices", "2", "--device", "cpu", "--steps", "1", "--nats", "nats://127.0.0.1:1", "--workers", "external"},

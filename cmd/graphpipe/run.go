@@ -269,7 +269,8 @@ func (f *runFlags) plan(cmd *cobra.Command, arg string) (*planned, error) {
 	if pl.train, err = f.optim.options(cmd, f.steps); err != nil {
 		return nil, err
 	}
-	f.search.planFor(pl.train) // memory for this optimizer's state
+	f.search.planFor(pl.train)  // memory for this optimizer's state
+	f.search.noStreaming = true // the runtime does not stream weights
 	f.search.precision, f.search.attention = f.device.precision, f.device.attention
 	f.shareGPUs(cmd)
 	if pl.g, pl.p, err = modelAndPlan(cmd, arg, f.model, &f.search, reseed, f.stdin); err != nil {

@@ -66,6 +66,10 @@ type runSummary struct {
 	// (profile.EstimateIteration).
 	DeviceCalls     []stageCalls `json:"device_calls,omitempty"`
 	DeviceEstimateS float64      `json:"device_estimate_s,omitempty"`
+	// Memory: what each worker held of its stage's state at the end (its
+	// parameters, its optimizer state: a shard of it where the plan
+	// shards it) and its process's peak resident set; none when emulated.
+	Memory []runtime.WorkerMemory `json:"memory,omitempty"`
 }
 
 // stageCalls is a stage's device calls in run --json.
@@ -110,6 +114,7 @@ func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float
 	sum.StageTimes = runtime.StageTimes(plan, res.Result)
 	sum.Edges = runtime.EdgeTimes(plan, res.Result)
 	sum.DeviceCalls, sum.DeviceEstimateS = deviceCalls(plan, res.Result)
+	sum.Memory = res.Memory
 	sum.Recoveries, sum.Replans = recoveriesJSON(res.Recoveries)
 	if _, ok := workers.pool(); ok {
 		sum.Assignment = assignment(plan, res.Result)

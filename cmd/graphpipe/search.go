@@ -44,10 +44,16 @@ type searchFlags struct {
 	// precision and attention are what to price the plan in: search's
 	// --precision and --attention, run's (the device flags')
 	precision, attention string
+	// optimizerState is --optimizer-state: where each stage's optimizer
+	// state may live (search.Options.OptimizerState); noStreaming keeps
+	// the weights on the devices, as a run needs (the runtime does not
+	// stream them)
+	optimizerState string
+	noStreaming    bool
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
-var searchFlagNames = []string{"devices", "device", "devices-per-node", "cluster", "memory-gb", "batch", "strategy", "schedule", "micro-batch", "op-times", "recompute"}
+var searchFlagNames = []string{"devices", "device", "devices-per-node", "cluster", "memory-gb", "batch", "strategy", "schedule", "micro-batch", "op-times", "recompute", "optimizer-state"}
 
 func (f *searchFlags) register(cmd *cobra.Command) {
 	f.cmd = cmd
@@ -61,6 +67,7 @@ func (f *searchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.schedule, "schedule", "1f1b", "schedule: 1f1b (warmed up to hide transfers where memory allows), zb (1f1b with weight gradients deferred into idle time), 1f1b-depth (each stage holds its depth: 1 + its longest path to a sink) or gpipe")
 	cmd.Flags().Int64Var(&f.microBatch, "micro-batch", 0, "force this micro-batch size on every stage (default: the planner chooses)")
 	cmd.Flags().StringVar(&f.recompute, "recompute", "auto", "activation recomputation: auto (a stage reruns its forward during backward where that makes a faster plan fit), off or all (every stage)")
+	cmd.Flags().StringVar(&f.optimizerState, "optimizer-state", "auto", "where each stage's optimizer state lives: auto (sharded across a stage's replicas where it has several, spilled to host memory where only that fits), replicated (every replica holds all of it), sharded (ZeRO-1: each replica holds 1/k and steps 1/k of the parameters) or host (master weights and optimizer state in host memory, stepped on the host's cores)")
 	cmd.Flags().StringVar(&f.opTimes, "op-times", "", "price every op from times measured on this model (`FILE` from 'graphpipe profile --model'), not from the profile's FLOP rate")
 }
 
@@ -98,7 +105,8 @@ func (f *searchFlags) options() (search.Options, error) {
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices, Recompute: f.recompute,
 		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
-		Precision: f.precision, Attention: f.attention}
+		Precision: f.precision, Attention: f.attention,
+		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming}
 	if f.opTimes != "" {
 		data, _, err := readInput(f.opTimes, f.stdin)
 		if err != nil {
@@ -140,7 +148,8 @@ func (f *searchFlags) clusterOptions() (search.Options, error) {
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Cluster: c, Recompute: f.recompute,
 		MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
-		Precision: f.precision, Attention: f.attention}
+		Precision: f.precision, Attention: f.attention,
+		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming}
 	if f.opTimes != "" {
 		return o, usagef("--op-times: op times are measured on one device; not with --cluster")
 	}
@@ -205,12 +214,30 @@ type planSummary struct {
 	// throughput over it
 	SequentialSamplesPerS float64 `json:"sequential_samples_per_s,omitempty"`
 	OverSequential        float64 `json:"over_sequential,omitempty"`
+	// OptimizerState is where each stage's optimizer state lives, stage
+	// by stage (plan.StatePlacements)
+	OptimizerState []stageState `json:"optimizer_state"`
+}
+
+// stageState is one stage's placement in search --json: where its state
+// lives, whether its weights stream, the bytes it saves each device and
+// copies over the host link per iteration.
+type stageState struct {
+	Stage         int    `json:"stage"`
+	Devices       int    `json:"devices"`
+	Placement     string `json:"placement"`
+	StreamWeights bool   `json:"stream_weights,omitempty"`
+	SavedBytes    int64  `json:"saved_bytes"`
+	HostCopyBytes int64  `json:"host_copy_bytes"`
 }
 
 func summary(p *plan.Plan) planSummary {
 	s := planSummary{searchFormat, p.Model.Name, p.Strategy, p.Search.Chosen, p.Schedule, p.PrecisionName(), p.Device.Name, p.Devices, len(p.Stages), p.Predicted.Depth,
 		p.BatchSize, p.MicroBatch, p.MicroBatches, p.Predicted.IterationS, p.Predicted.SamplesPerS, p.Predicted.Bubble,
-		p.Predicted.PeakMemory, p.MemoryLimit, p.Search.Seconds, p.Predicted.Feasible, p.Search.Notes, 0, 0}
+		p.Predicted.PeakMemory, p.MemoryLimit, p.Search.Seconds, p.Predicted.Feasible, p.Search.Notes, 0, 0, nil}
+	for _, st := range p.Stages {
+		s.OptimizerState = append(s.OptimizerState, stageState{st.ID, len(st.Devices), st.StateName(), st.StreamWeights, st.StateSavedBytes, st.HostCopyBytes})
+	}
 	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
 		s.SequentialSamplesPerS, s.OverSequential = q.SamplesPerS, p.Predicted.SamplesPerS/q.SamplesPerS
 	}
@@ -250,6 +277,9 @@ func printSummary(w io.Writer, p *plan.Plan) {
 	}
 	if r := recomputing(p); r != "" {
 		fmt.Fprintf(w, "recompute   %s rerun their forward during backward, keeping only their inputs per micro-batch in flight\n", r)
+	}
+	for _, line := range stateLines(p) {
+		fmt.Fprintf(w, "state       %s\n", line)
 	}
 	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
 		fmt.Fprintf(w, "sequential  the best sequential plan found: %.4g samples/s (%s, depth %d, micro-batch %d); this plan %.3f×\n",
@@ -438,6 +468,64 @@ func decodePlan(data []byte, path string, g *dag.Graph, modelPath string) (*plan
 		return nil, inputf("%s: %v", path, err)
 	}
 	return p, nil
+}
+
+// stateLines are explain's words on where the stages' optimizer state
+// lives, a line per placement naming its stages, what it saves a device
+// (the most of any of them) and copies over the host link per iteration
+// (all of them together), where some stage's is not replicated (none
+// otherwise: every plan before placements, and those that place none).
+func stateLines(p *plan.Plan) []string {
+	if !p.Placed() {
+		return nil
+	}
+	type group struct {
+		ids         []int
+		saved, host int64
+	}
+	var order []string
+	groups := map[string]*group{}
+	for _, s := range p.Stages {
+		w := s.StateWords()
+		g := groups[w]
+		if g == nil {
+			g = &group{}
+			groups[w], order = g, append(order, w)
+		}
+		g.ids, g.saved, g.host = append(g.ids, s.ID), max(g.saved, s.StateSavedBytes), g.host+s.HostCopyBytes
+	}
+	var out []string
+	for _, w := range order {
+		g := groups[w]
+		line := fmt.Sprintf("optimizer state %s: %s", w, stageIDs(g.ids))
+		var more []string
+		if g.saved > 0 {
+			more = append(more, "up to "+plan.GBWord(g.saved)+" less per device")
+		}
+		if g.host > 0 {
+			more = append(more, plan.GBWord(g.host)+" over the host link per iteration")
+		}
+		if len(more) > 0 {
+			line += " (" + strings.Join(more, ", ") + ")"
+		}
+		out = append(out, line)
+	}
+	if p.Streams() {
+		out = append(out, "graphpipe run does not stream weights from host memory: it refuses this plan (a search for a run plans without streaming)")
+	}
+	return out
+}
+
+// stageIDs is "stage 3" or "stages 0, 1, 4".
+func stageIDs(ids []int) string {
+	words := make([]string, len(ids))
+	for i, id := range ids {
+		words[i] = fmt.Sprint(id)
+	}
+	if len(ids) == 1 {
+		return "stage " + words[0]
+	}
+	return "stages " + strings.Join(words, ", ")
 }
 
 // recomputing names the stages of p that recompute ("stages 0, 3"), or "".

@@ -171,11 +171,13 @@ func TestSearchPlansTheOptimizersState(t *testing.T) {
 	}
 }
 
-// TestSearchRefusesAtOnce: models that no plan can fit (the issue's: DLRM
-// with 64 dense branches on 64 v100 with Adam, CANDLE-Uno with 64 branches
-// on 32 v100, and DLRM on one v100, whose ops each fit but whose total does
-// not) are refused before any search with exit 2, one line naming the op
-// and the numbers.
+// TestSearchRefusesAtOnce: models that no plan can fit with every replica
+// holding its stage's whole optimizer state (the issue's: DLRM with 64
+// dense branches on 64 v100 with Adam, CANDLE-Uno with 64 branches on 32
+// v100, and DLRM on one v100, whose ops each fit but whose total does not)
+// are refused before any search with exit 2, one line naming the op and
+// the numbers. (Where the state may be sharded or spilled, they plan:
+// TestSearchPlacesStateToFit.)
 func TestSearchRefusesAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
@@ -191,9 +193,55 @@ func TestSearchRefusesAtOnce(t *testing.T) {
 		if code, _, errs := gp(t, "", append(append([]string{"models", "export"}, c.model...), "-o", model)...); code != 0 {
 			t.Fatal(errs)
 		}
-		code, out, errs := gp(t, "", append([]string{"search", model, "--device", "v100"}, c.args...)...)
+		code, out, errs := gp(t, "", append([]string{"search", model, "--device", "v100", "--optimizer-state", "replicated"}, c.args...)...)
 		if code != 2 || out != "" || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
 			t.Errorf("%v %v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", c.model, c.args, code, out, errs, c.want)
+		}
+	}
+}
+
+// TestSearchPlacesStateToFit: what replicated state cannot fit plans where
+// the state may live elsewhere (--optimizer-state auto, the default), and
+// search --json and explain say where: the 12.8B GPT-shaped model
+// on one h100 in bf16 keeps its state in host memory (and streams its
+// weights, which explain says run refuses); DLRM on one v100 spills its
+// state to host memory; DLRM with 64 branches on 64 v100 shards it.
+func TestSearchPlacesStateToFit(t *testing.T) {
+	dir := t.TempDir()
+	for i, c := range []struct {
+		model, args []string
+		want        string // a stage's placement
+		stream      bool
+		explain     string
+	}{
+		{[]string{"transformer", "--layers", "40", "--hidden", "5120", "--ffn", "20480", "--seq", "2048", "--heads", "40", "--vocab", "32000", "--batch", "256"},
+			[]string{"--devices", "1", "--device", "h100", "--precision", "bf16"}, "host", true, "graphpipe run does not stream weights"},
+		{[]string{"dlrm"}, []string{"--devices", "1", "--device", "v100"}, "host", false, "optimizer state in host memory, stepped on the host's cores: stage 0 (up to"},
+		{[]string{"dlrm", "--branches", "64"}, []string{"--devices", "64", "--device", "v100"}, "sharded", false, "optimizer state sharded across each stage's replicas: stages"},
+	} {
+		model, planFile := filepath.Join(dir, fmt.Sprintf("m%d.json", i)), filepath.Join(dir, fmt.Sprintf("p%d.json", i))
+		if code, _, errs := gp(t, "", append(append([]string{"models", "export"}, c.model...), "-o", model)...); code != 0 {
+			t.Fatal(errs)
+		}
+		code, out, errs := gp(t, "", append([]string{"search", model, "--json", "-o", planFile}, c.args...)...)
+		if code != 0 {
+			t.Fatalf("%v %v: exit %d: %s", c.model, c.args, code, errs)
+		}
+		var got planSummary
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, st := range got.OptimizerState {
+			if st.Placement == c.want && st.StreamWeights == c.stream && st.SavedBytes > 0 {
+				found = true
+			}
+		}
+		if !found || len(got.OptimizerState) != got.Stages || !got.Feasible {
+			t.Errorf("%v %v: optimizer_state %+v, want a stage %s (streaming %v) that saves memory", c.model, c.args, got.OptimizerState, c.want, c.stream)
+		}
+		if code, text, errs := gp(t, "", "explain", planFile); code != 0 || !strings.Contains(text, c.explain) {
+			t.Errorf("%v %v: explain exit %d (%s) does not say %q:\n%s", c.model, c.args, code, errs, c.explain, text)
 		}
 	}
 }

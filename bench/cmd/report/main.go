@@ -68,7 +68,7 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, scheds, sweep)
-	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.Controls, bench.OtherDevices, bench.PrecisionSection, bench.Branches, bench.RecomputeSection} {
+	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.Controls, bench.OtherDevices, bench.PrecisionSection, bench.Branches, bench.RecomputeSection, bench.MemorySection} {
 		s, err := f(c)
 		if err != nil {
 			return nil, err
@@ -131,6 +131,7 @@ var alone = map[string]func(bench.Config) (*bench.Section, error){
 	"device-calls": bench.DeviceCallsSection,
 	"precision":    bench.PrecisionSection,
 	"sweep":        bench.SweepSection,
+	"memory":       bench.MemorySection,
 }
 
 // runOnly runs the named sections and splices them into root's BENCHMARKS.md.
