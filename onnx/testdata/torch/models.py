@@ -207,6 +207,20 @@ MODELS = {
         "label": CLASSES1000,
         "small": False,
     },
+    "vit_b_16": {  # dropout and attention_dropout are 0 by default
+        "build": _torchvision("vit_b_16"),
+        "inputs": _image(224),
+        "loss": "softmax_cross_entropy",
+        "label": CLASSES1000,
+        "small": False,
+    },
+    "mobilenet_v3_small": {
+        "build": _torchvision("mobilenet_v3_small", dropout=0.0),
+        "inputs": _image(224),
+        "loss": "softmax_cross_entropy",
+        "label": CLASSES1000,
+        "small": False,
+    },
 }
 
 SMALL = [n for n, m in MODELS.items() if m["small"]]
