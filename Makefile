@@ -208,7 +208,7 @@ replay-bf16: build
 # python3-torchvision), imported, trained 2 steps (batch 4, micro-batches of
 # 2, SGD with momentum) and replayed against the original module within
 # 2e-4. Needs /usr/bin/python3 with torch and torchvision; about 10 MB each.
-TORCHVISION := mobilenet_v3_small
+TORCHVISION := mobilenet_v3_small vit_b_16
 replay-torchvision: build
 	@mkdir -p out/replay-torchvision
 	@for m in $(TORCHVISION); do \

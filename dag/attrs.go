@@ -127,6 +127,20 @@ func (a *Attrs) field(s attrSpec) any {
 	panic("dag: no attribute " + s.name)
 }
 
+// CheckAttrs checks one op's attribute values as Build does, without the
+// rest of a graph: an importer checks what a file gave before it sizes
+// tensors with it (a stride of 0 divides). Each problem is an *Error of
+// Kind "op" whose Field is "attrs.<name>", in an Errors.
+func CheckAttrs(op *Op) error {
+	var c errs
+	if _, known := kinds[op.Kind]; !known {
+		c.op(op.Name, "op", "unknown operator %q", op.Kind)
+		return c.err()
+	}
+	checkAttrs(op, &c)
+	return c.err()
+}
+
 // checkAttrs checks attribute values that the types alone do not: the
 // kind's own checks, then a scalar operand's.
 func checkAttrs(op *Op, c *errs) bool {

@@ -130,8 +130,14 @@ func inferGlobalAvgPool(f *inferer) (Shape, DType) {
 
 // WindowOut is the output length of a convolution or pool along one axis:
 // input length n, padding lo and hi, kernel k, stride s, dilation d, with
-// PyTorch's ceil_mode rule. It is ≤ 0 when no window fits.
+// PyTorch's ceil_mode rule. It is ≤ 0 when no window fits, and 0 for a
+// kernel, stride or dilation below 1, which no window has: a caller that
+// has not run the attribute checks (an importer sizing a node before it
+// emits the op) gets a refusal to report, not a division by zero.
 func WindowOut(n, lo, hi, k, s, d int64, ceil bool) int64 {
+	if k < 1 || s < 1 || d < 1 {
+		return 0
+	}
 	span := n + lo + hi - d*(k-1) - 1
 	if span < 0 {
 		return 0

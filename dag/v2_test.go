@@ -90,6 +90,11 @@ func TestWindowOut(t *testing.T) {
 		{5, 1, 1, 2, 2, 1, true, 3}, // the last window would start in the padding
 		{8, 0, 0, 3, 1, 2, false, 4},
 		{2, 0, 0, 3, 1, 1, false, 0},
+		{8, 0, 0, 3, 0, 1, false, 0}, // stride 0: no window, not a division by zero
+		{8, 0, 0, 3, 0, 1, true, 0},
+		{8, 0, 0, 3, 1, 0, false, 0}, // dilation 0
+		{8, 0, 0, 0, 1, 1, false, 0}, // kernel 0
+		{8, 0, 0, 3, -2, 1, false, 0},
 	}
 	for _, c := range cases {
 		if got := WindowOut(c.n, c.lo, c.hi, c.k, c.s, c.d, c.ceil); got != c.want {

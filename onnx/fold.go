@@ -167,13 +167,90 @@ func symOp(op string, a, b sym) (sym, bool) {
 		return a.div(b)
 	}
 	if a.n != 0 || b.n != 0 {
-		if op == "Max" && a.n == 1 && b.n == 0 && b.c <= 1 { // max(N, 1) = N
-			return a, true
-		}
-		return sym{}, false
+		return symCompare(op, a, b)
 	}
 	f := floatOp(op, float64(a.c), float64(b.c))
 	return num(int64(f)), true
+}
+
+// symCompare is a comparison, Max or Min of two integers one of which
+// holds the batch size N, where N ≥ 1 decides it: c·N ranges over c, 2c,
+// 3c, ... So c·N == -1 is false for c > 0 (the exporter's
+// x.expand(N, -1, -1) compares its shape with -1 to find the axes to
+// keep), N > 0 is true, max(N, 1) is N; N == 3 is not decided, nor is
+// anything of N + 1 (no sym holds it).
+func symCompare(op string, a, b sym) (sym, bool) {
+	d := diffSpan(a, b)
+	pick := func(yes, no bool) (sym, bool) { return num(int64(b2f(yes))), yes || no }
+	switch op {
+	case "Equal":
+		return pick(d.exact && d.lo == 0, d.above(0) || d.below(0) || neverEqual(a, b) || neverEqual(b, a))
+	case "Less":
+		return pick(d.below(0), d.atLeast(0))
+	case "Greater":
+		return pick(d.above(0), d.atMost(0))
+	case "LessOrEqual":
+		return pick(d.atMost(0), d.above(0))
+	case "GreaterOrEqual":
+		return pick(d.atLeast(0), d.below(0))
+	case "Max":
+		if d.atLeast(0) {
+			return a, true
+		}
+		return b, d.atMost(0)
+	case "Min":
+		if d.atMost(0) {
+			return a, true
+		}
+		return b, d.atLeast(0)
+	}
+	return sym{}, false
+}
+
+// span is what a − b can be for every batch size N ≥ 1: at least lo
+// (hasLo), at most hi (hasHi), exactly lo (exact).
+type span struct {
+	lo, hi       int64
+	hasLo, hasHi bool
+	exact        bool
+}
+
+func (s span) above(k int64) bool   { return s.hasLo && s.lo > k }
+func (s span) atLeast(k int64) bool { return s.hasLo && s.lo >= k }
+func (s span) below(k int64) bool   { return s.hasHi && s.hi < k }
+func (s span) atMost(k int64) bool  { return s.hasHi && s.hi <= k }
+
+// diffSpan bounds a − b over N ≥ 1: e·N (e the difference of the terms in
+// N) is at least e when e > 0, at most e when e < 0.
+func diffSpan(a, b sym) span {
+	const big = 1 << 60 // past it the sums below could overflow: nothing is decided
+	if a.c > big || a.c < -big || b.c > big || b.c < -big {
+		return span{}
+	}
+	var e, k int64 // a − b = e·N + k
+	for _, t := range []struct {
+		s    sym
+		sign int64
+	}{{a, 1}, {b, -1}} {
+		if t.s.n == 1 {
+			e += t.sign * t.s.c
+		} else {
+			k += t.sign * t.s.c
+		}
+	}
+	switch {
+	case e == 0:
+		return span{lo: k, hi: k, hasLo: true, hasHi: true, exact: true}
+	case e > 0:
+		return span{lo: e + k, hasLo: true}
+	}
+	return span{hi: e + k, hasHi: true}
+}
+
+// neverEqual says c·N is no k for any N ≥ 1 that the span leaves open:
+// k is not a multiple of c.
+func neverEqual(a, b sym) bool {
+	return a.n == 1 && b.n == 0 && a.c != 0 && b.c%a.c != 0
 }
 
 func floatOp(op string, a, b float64) float64 {

@@ -4,15 +4,9 @@ import (
 	"math"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/onnx/onnxpb"
 )
-
-func floatAttr(name string, v float32) *onnxpb.AttributeProto {
-	return &onnxpb.AttributeProto{Name: proto.String(name), Type: onnxpb.AttributeProto_FLOAT.Enum(), F: proto.Float32(v)}
-}
 
 // TestImportHardSigmoidAndHardSwish: MobileNetV3's activations become
 // hard_sigmoid (ONNX's slope and offset written out, its defaults 0.2 and

@@ -115,14 +115,18 @@ func convOp(n *node) error {
 			return err
 		}
 	}
+	a := attrs(dag.Conv2D, func(a *dag.Attrs) {
+		a.Out, a.Kernel, a.Stride, a.Padding, a.Dilation, a.Groups, a.Bias = s.dims[0], kernel, stride, pads, dil, groups, b != nil
+	})
+	if err := n.checkAttrs(dag.Conv2D, a); err != nil {
+		return err
+	}
 	h := dag.WindowOut(x.dims[2], pads[0], pads[2], kernel[0], stride[0], dil[0], false)
 	wd := dag.WindowOut(x.dims[3], pads[1], pads[3], kernel[1], stride[1], dil[1], false)
 	if h < 1 || wd < 1 {
 		return n.refuse("its window does not fit the %dx%d input", x.dims[2], x.dims[3])
 	}
-	name, _ := n.c.emit(opHint(n, w.init), dag.Conv2D, []string{x.t}, attrs(dag.Conv2D, func(a *dag.Attrs) {
-		a.Out, a.Kernel, a.Stride, a.Padding, a.Dilation, a.Groups, a.Bias = s.dims[0], kernel, stride, pads, dil, groups, b != nil
-	}), params)
+	name, _ := n.c.emit(opHint(n, w.init), dag.Conv2D, []string{x.t}, a, params)
 	n.c.addWeight(w.init)
 	if b != nil {
 		n.c.addWeight(b.init)
@@ -158,6 +162,9 @@ func batchNormOp(n *node) error {
 		n.c.notes = append(n.c.notes, fmt.Sprintf("node %q was exported in inference mode; graphpipe trains it in training mode (batch statistics)", n.p.GetName()))
 	}
 	mom := n.attrFloat("momentum", 0.9)
+	if !(mom >= 0 && mom <= 1) { // ONNX's momentum, 1 minus PyTorch's
+		return n.refuse("attribute momentum: must be a number in [0, 1], got %g", mom)
+	}
 	eps := n.attrFloat("epsilon", 1e-5)
 	name, _ := n.c.emit(opHint(n, params["weight"]), dag.BatchNorm, []string{x.t}, attrs(dag.BatchNorm, func(a *dag.Attrs) {
 		a.Eps, a.Momentum = eps, roundMomentum(1-mom)
@@ -201,19 +208,23 @@ func poolOp(kind dag.Kind) handler {
 			return err
 		}
 		ceil := n.attrInt("ceil_mode", 0) != 0
-		h := dag.WindowOut(x.dims[2], pads[0], pads[2], kernel[0], stride[0], dil[0], ceil)
-		w := dag.WindowOut(x.dims[3], pads[1], pads[3], kernel[1], stride[1], dil[1], ceil)
-		if h < 1 || w < 1 {
-			return n.refuse("its window does not fit the %dx%d input", x.dims[2], x.dims[3])
-		}
-		name, _ := n.c.emit(n.p.GetName(), kind, []string{x.t}, attrs(kind, func(a *dag.Attrs) {
+		a := attrs(kind, func(a *dag.Attrs) {
 			a.Kernel, a.Stride, a.Padding, a.CeilMode = kernel, stride, pads, ceil
 			if kind == dag.MaxPool2D {
 				a.Dilation = dil
 			} else {
 				a.CountIncludePad = n.attrInt("count_include_pad", 0) != 0
 			}
-		}), nil)
+		})
+		if err := n.checkAttrs(kind, a); err != nil {
+			return err
+		}
+		h := dag.WindowOut(x.dims[2], pads[0], pads[2], kernel[0], stride[0], dil[0], ceil)
+		w := dag.WindowOut(x.dims[3], pads[1], pads[3], kernel[1], stride[1], dil[1], ceil)
+		if h < 1 || w < 1 {
+			return n.refuse("its window does not fit the %dx%d input", x.dims[2], x.dims[3])
+		}
+		name, _ := n.c.emit(n.p.GetName(), kind, []string{x.t}, a, nil)
 		n.set(0, outImage(x, name, x.dims[1], h, w))
 		return nil
 	}

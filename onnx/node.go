@@ -30,7 +30,11 @@ func (c *converter) node(p *onnxpb.NodeProto) error {
 		return nil // part of a pattern its last node converts
 	}
 	if f, ok := c.fused[p]; ok {
-		return f.emit(n)
+		first := len(c.ops)
+		if err := f.emit(n); err != nil {
+			return err
+		}
+		return n.checkEmitted(first)
 	}
 	if d := p.GetDomain(); d != "" && d != "ai.onnx" {
 		return n.opaqueOr("op type %s of domain %q is not one graphpipe reads", p.GetOpType(), d)
@@ -55,7 +59,11 @@ func (c *converter) node(p *onnxpb.NodeProto) error {
 			return n.refuse("input %d %q is neither a graph input, an initializer nor another node's output", i, in)
 		}
 	}
-	return spec.handle(n)
+	first := len(c.ops)
+	if err := spec.handle(n); err != nil {
+		return err
+	}
+	return n.checkEmitted(first)
 }
 
 // in is input i's value; nil when the input is absent (optional).

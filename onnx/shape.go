@@ -795,6 +795,11 @@ func expandOp(n *node) error {
 		return err
 	}
 	x := n.in(0)
+	if x.kind == kWeight && overBatch(shape) { // a weight given the batch (ViT's class token): a parameter op
+		if x, err = n.operand(0); err != nil {
+			return err
+		}
+	}
 	if x.kind != kAct {
 		cv, _, err := n.asConst(0)
 		if err != nil {
@@ -850,6 +855,16 @@ func expandOp(n *node) error {
 	}
 	n.set(0, x)
 	return nil
+}
+
+// overBatch says a shape holds the batch size.
+func overBatch(shape []sym) bool {
+	for _, s := range shape {
+		if s.n != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // constIntsSym reads input i as constant integers that may hold the batch.

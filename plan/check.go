@@ -147,10 +147,14 @@ func (p *Plan) validate() error {
 	return nil
 }
 
-// nonNegative refuses a stored number that is negative, NaN or infinite.
+// nonNegative refuses a stored number that is negative, NaN, infinite or
+// past MaxStored (a simulation's sums of it would overflow).
 func nonNegative(stage int, field string, v float64) error {
 	if !(v >= 0) || math.IsInf(v, 0) {
 		return planErr(stage, field, "must be a finite number, not negative, got %g", v)
+	}
+	if v > MaxStored {
+		return planErr(stage, field, "must be at most %g (sums of larger ones overflow), got %g", MaxStored, v)
 	}
 	return nil
 }

@@ -178,8 +178,8 @@ func DecodeCluster(data []byte, readFile func(path string) ([]byte, error)) (*Cl
 	}
 	c := &Cluster{}
 	if f.Link != nil {
-		if !(f.Link.Bandwidth > 0) || math.IsInf(f.Link.Bandwidth, 0) || !(f.Link.Latency >= 0) || math.IsInf(f.Link.Latency, 0) {
-			return nil, clusterErr(-1, "inter_node", "bandwidth must be positive and latency_s not negative, got %g and %g", f.Link.Bandwidth, f.Link.Latency)
+		if err := firstErr(rate("bandwidth", f.Link.Bandwidth), seconds("latency_s", f.Link.Latency)); err != nil {
+			return nil, clusterErr(-1, "inter_node", "%v", err)
 		}
 		c.InterBW, c.InterLat = f.Link.Bandwidth, f.Link.Latency
 	}
@@ -267,8 +267,11 @@ func (c *Cluster) validate(devices int) error {
 	if c.Total() != devices {
 		return planErr(-1, "cluster.kinds", "make %d devices, but the plan has %d", c.Total(), devices)
 	}
-	if !(c.InterBW >= 0) || math.IsInf(c.InterBW, 0) || !(c.InterLat >= 0) || math.IsInf(c.InterLat, 0) {
-		return planErr(-1, "cluster.inter_bw", "must be finite and not negative")
+	if err := optionalRate("inter_bw", c.InterBW); err != nil {
+		return planErr(-1, "cluster.inter_bw", "%v", err)
+	}
+	if err := seconds("inter_lat_s", c.InterLat); err != nil {
+		return planErr(-1, "cluster.inter_lat_s", "%v", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -108,6 +109,8 @@ func FuzzDecodeCluster(f *testing.F) {
 	f.Add([]byte(`{"format": "graphpipe/cluster@1", "nodes": [{"count": 4, "devices_per_node": 4, "device": "v100"}, {"count": 4, "devices_per_node": 4, "device": "a100"}]}`))
 	f.Add([]byte(`{"format": "graphpipe/cluster@1", "nodes": [{"count": 1, "devices_per_node": 2, "device": "cpu"}, {"count": 1, "devices_per_node": 2, "device": "slow.json"}], "inter_node": {"bandwidth": 1e9, "latency_s": 0}}`))
 	f.Add([]byte(`{"format": "graphpipe/cluster@1", "nodes": [{"count": 1, "devices_per_node": 1, "device": {"name": "z", "peak_flops": 1, "max_eff": 1, "half_work": 1, "mem_bw": 1, "memory": 1, "intra_bw": 1, "inter_bw": 1}}]}`))
+	f.Add([]byte(`{"format": "graphpipe/cluster@1", "nodes": [{"count": 1, "devices_per_node": 1, "device": "cpu"}], "inter_node": {"bandwidth": 1e-300, "latency_s": 1e308}}`))
+	f.Add([]byte(`{"format": "graphpipe/cluster@1", "nodes": [{"count": 1, "devices_per_node": 1, "device": ` + profileJSON("inter_lat_s", "1e308") + `}]}`))
 	slow := Profiles["cpu"]
 	slow.Name = "cpu-slow"
 	files := testFiles(map[string]string{"slow.json": string(EncodeDevice(slow))})
@@ -126,6 +129,11 @@ func FuzzDecodeCluster(f *testing.F) {
 		}
 		if c.Total() < 1 || c.Total() > MaxDevices || len(c.Kinds) > MaxClusterKinds {
 			t.Fatalf("%d devices of %d kinds", c.Total(), len(c.Kinds))
+		}
+		for _, k := range c.Kinds {
+			if w := worstSeconds(k.Device) + 9.3e18/math.Max(c.InterBW, MinRate) + c.InterLat; math.IsInf(w, 0) || math.IsNaN(w) {
+				t.Fatalf("kind %s prices the worst op at %g s", k.Name(), w)
+			}
 		}
 		type group struct {
 			Count          int    `json:"count"`

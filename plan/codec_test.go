@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -47,6 +48,14 @@ func TestPlanRefusals(t *testing.T) {
 func FuzzDecodePlan(f *testing.F) {
 	f.Add([]byte(`{"format": "graphpipe/plan@1"}`))
 	addFiles(f, "testdata/plans/*.json")
+	_, study := caseStudy(f)
+	for _, edit := range [][2]string{{`"forward_s": 0.000544608`, `"forward_s": 1e308`}, {`"launch_s": 0.000002`, `"launch_s": 1e308`}} {
+		if seed := strings.Replace(string(study), edit[0], edit[1], 1); seed != string(study) {
+			f.Add([]byte(seed)) // finite, and overflowing before the bounds
+		} else {
+			f.Fatalf("the stored plan has no %s to edit", edit[0])
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var q *Plan
 		var err error
@@ -56,8 +65,12 @@ func FuzzDecodePlan(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := q.Simulate(); err != nil {
+		r, err := q.Simulate()
+		if err != nil {
 			t.Fatalf("a plan that decodes does not simulate: %v", err)
+		}
+		if math.IsInf(r.Iteration, 0) || math.IsNaN(r.Iteration) || math.IsNaN(r.Bubble) {
+			t.Fatalf("a plan that decodes simulates to iteration %g, bubble %g", r.Iteration, r.Bubble)
 		}
 	})
 }

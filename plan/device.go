@@ -190,41 +190,27 @@ func ParseDevice(data []byte) (Device, error) {
 	return d, d.Validate()
 }
 
-// Validate refuses a profile with a missing or non-positive number.
+// Validate refuses a profile with a missing number, or one outside the
+// bounds that keep the cost model's sums finite (bounds.go): rates in
+// [MinRate, MaxRate], times in [0, MaxSeconds], max_eff in [MinMaxEff, 1].
 func (d Device) Validate() error {
 	if d.Name == "" {
 		return fmt.Errorf("device profile: name: required")
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{
-		{"peak_flops", d.PeakFLOPs}, {"max_eff", d.MaxEff}, {"half_work", d.HalfWork}, {"mem_bw", d.MemBW},
-		{"memory", float64(d.Memory)}, {"intra_bw", d.IntraBW}, {"inter_bw", d.InterBW},
-	} {
-		if !(f.v > 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("device profile %q: %s: must be a positive number, got %g", d.Name, f.name, f.v)
-		}
+	err := firstErr(
+		rate("peak_flops", d.PeakFLOPs), within("max_eff", d.MaxEff, MinMaxEff, 1),
+		within("half_work", d.HalfWork, math.SmallestNonzeroFloat64, MaxHalfWork), rate("mem_bw", d.MemBW),
+		rate("intra_bw", d.IntraBW), rate("inter_bw", d.InterBW),
+		seconds("launch_s", d.Launch), seconds("intra_lat_s", d.IntraLat), seconds("inter_lat_s", d.InterLat),
+		optionalRate("host_bw", d.HostBW), optionalRate("pageable_bw", d.PageableBW), seconds("sync_s", d.SyncS),
+		optionalRate("host_mem_bw", d.HostMemBW), d.RunCosts.validate())
+	if err == nil && d.Memory <= 0 {
+		err = fmt.Errorf("memory: must be a positive number of bytes, got %d", d.Memory)
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"launch_s", d.Launch}, {"intra_lat_s", d.IntraLat}, {"inter_lat_s", d.InterLat},
-		{"host_bw", d.HostBW}, {"pageable_bw", d.PageableBW}, {"sync_s", d.SyncS}, {"host_mem_bw", d.HostMemBW}} {
-		if !(f.v >= 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("device profile %q: %s: must be ≥ 0, got %g", d.Name, f.name, f.v)
-		}
-	}
-	if err := d.RunCosts.validate(); err != nil {
+	if err != nil {
 		return fmt.Errorf("device profile %q: %v", d.Name, err)
 	}
-	if err := d.validateRates(); err != nil {
-		return err
-	}
-	if d.MaxEff > 1 {
-		return fmt.Errorf("device profile %q: max_eff: must be at most 1, got %g", d.Name, d.MaxEff)
-	}
-	return nil
+	return d.validateRates()
 }
 
 // Efficiency is the fraction of peak a kernel of work FLOPs reaches.

@@ -38,8 +38,9 @@
 //     *ModelMismatchError naming the op and both hashes.
 //  4. A device profile (graphpipe/device@1, Device) is what the cost model
 //     knows of an accelerator and its links; Profiles are the built-in ones.
-//     ParseDevice reads a profile file strictly and refuses a missing or
-//     non-positive number. What a run pays beside its ops (RunCosts: the
+//     ParseDevice reads a profile file strictly and refuses a missing
+//     number or one outside the bounds (bounds.go: rates, seconds, factors)
+//     that keep every sum the cost model makes of them finite. What a run pays beside its ops (RunCosts: the
 //     NATS path, the same-host device path, the ring all-reduce, a
 //     message's cost to either end, an iteration's fixed cost, the
 //     slowdown of workers sharing a host's cores), as graphpipe profile
@@ -61,8 +62,9 @@
 //  6. An op-times file (graphpipe/optimes@1, OpTimes) holds one model's ops
 //     timed on one device at several micro-batch sizes, tied to the model by
 //     OpsHash (its canonical rendering without seed and batch size).
-//     DecodeOpTimes refuses a file that is not whole with an OpTimesError
-//     naming the field.
+//     DecodeOpTimes refuses a file that is not whole, or a time past
+//     MaxSeconds, with an OpTimesError naming the field. A plan's stored
+//     numbers are bounded by MaxStored, so a simulation's sums are finite.
 //
 // plan imports dag, partition and microbatch only.
 package plan

@@ -3,7 +3,6 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -158,34 +157,25 @@ func (d Device) JoinExtra(workers int) float64 {
 	return max(0, s[min(workers, len(s))-1]-s[1])
 }
 
-// validate refuses a negative, infinite or NaN figure, and a slowdown list
+// validate refuses a figure outside the bounds that keep the cost
+// model's sums finite (bounds.go): a rate that is not 0 (unmeasured) nor
+// in [MinRate, MaxRate], a time outside [0, MaxSeconds], a slowdown list
 // that is empty of sense (a non-positive entry, too many).
 func (r RunCosts) validate() error {
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{
-		{"nats_lat_s", r.NATSLat}, {"nats_bw", r.NATSBW}, {"ipc_lat_s", r.IPCLat}, {"ipc_bw", r.IPCBW},
-		{"allreduce_lat_s", r.RingLat}, {"allreduce_bw", r.RingBW}, {"send_s", r.SendS}, {"send_bw", r.SendBW},
-		{"recv_s", r.RecvS}, {"recv_bw", r.RecvBW}, {"send_hold_s", r.SendHoldS}, {"go_s", r.GoS}, {"go_worker_s", r.GoWorkerS},
-		{"report_s", r.ReportS}, {"report_worker_s", r.ReportWorkerS},
-		{"host_cores", float64(r.HostCores)},
-	} {
-		if !(f.v >= 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("%s: must be ≥ 0, got %g", f.name, f.v)
-		}
+	errs := []error{
+		seconds("nats_lat_s", r.NATSLat), optionalRate("nats_bw", r.NATSBW), seconds("ipc_lat_s", r.IPCLat), optionalRate("ipc_bw", r.IPCBW),
+		seconds("allreduce_lat_s", r.RingLat), optionalRate("allreduce_bw", r.RingBW), seconds("send_s", r.SendS), optionalRate("send_bw", r.SendBW),
+		seconds("recv_s", r.RecvS), optionalRate("recv_bw", r.RecvBW), seconds("send_hold_s", r.SendHoldS), seconds("go_s", r.GoS),
+		seconds("go_worker_s", r.GoWorkerS), seconds("report_s", r.ReportS), seconds("report_worker_s", r.ReportWorkerS),
+		within("host_cores", float64(r.HostCores), 0, MaxHostCores),
 	}
 	for i, v := range r.NATSJoinS.Values() {
-		if !(v >= 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("nats_join_s[%d]: must be ≥ 0, got %g", i, v)
-		}
+		errs = append(errs, seconds(fmt.Sprintf("nats_join_s[%d]", i), v))
 	}
 	for i, v := range r.CoreSlowdown.Values() {
-		if !(v > 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("core_slowdown[%d]: must be a positive number, got %g", i, v)
-		}
+		errs = append(errs, within(fmt.Sprintf("core_slowdown[%d]", i), v, 1/MaxSlowdown, MaxSlowdown))
 	}
-	return nil
+	return firstErr(errs...)
 }
 
 // IsCPU says whether d is a CPU: a profile whose name starts with "cpu"

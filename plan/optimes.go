@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
+	"strings"
 
 	"github.com/graphpipe/graphpipe/dag"
 )
@@ -77,7 +77,8 @@ func (t *OpTimes) Encode() ([]byte, error) {
 }
 
 // Validate checks the format tag and that every series is whole: ascending
-// positive micro-batches, one finite non-negative time per micro-batch and pass.
+// positive micro-batches, one time in [0, MaxSeconds] per micro-batch and
+// pass (bounds.go: larger ones overflow the cost model's sums).
 func (t *OpTimes) Validate() error {
 	switch {
 	case t.Format != OpTimesFormat:
@@ -100,9 +101,14 @@ func (t *OpTimes) Validate() error {
 	if len(t.Inputs) > 0 && t.InputBatch < 1 {
 		return &OpTimesError{"input_batch", fmt.Sprintf("the batch the inputs were made for must be positive, got %d", t.InputBatch)}
 	}
-	for name, v := range t.Inputs {
-		if !(v >= 0) || math.IsInf(v, 0) {
-			return &OpTimesError{"input_s." + name, fmt.Sprintf("must be finite and ≥ 0, got %g", v)}
+	inputs := make([]string, 0, len(t.Inputs))
+	for name := range t.Inputs {
+		inputs = append(inputs, name)
+	}
+	sort.Strings(inputs)
+	for _, name := range inputs {
+		if err := seconds("input_s."+name, t.Inputs[name]); err != nil {
+			return &OpTimesError{"input_s." + name, strings.TrimPrefix(err.Error(), "input_s."+name+": ")}
 		}
 	}
 	return nil
@@ -140,8 +146,8 @@ func (s OpSeries) validate() error {
 			return fmt.Errorf("%s: %d values for %d micro-batch sizes", f.name, len(f.v), n)
 		}
 		for _, v := range f.v {
-			if !(v >= 0) || math.IsInf(v, 0) {
-				return fmt.Errorf("%s: must be finite and ≥ 0, got %g", f.name, v)
+			if err := seconds(f.name, v); err != nil {
+				return err
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -44,10 +45,26 @@ func FuzzDecodeOpTimes(f *testing.F) {
 	f.Add([]byte(`{"format":"graphpipe/optimes@1","model":"m","model_sha256":"ab","device":"cpu","ops":{"x":{"micro_batch":[1,2],"forward_s":[1,2],"input_grad_s":[1,2],"weight_grad_s":[0,0]}}}`))
 	f.Add([]byte(`{"format":"graphpipe/optimes@1","ops":{}}`))
 	f.Add([]byte(`{"format":"graphpipe/optimes@1","model":"m","model_sha256":"ab","device":"cpu","ops":{"x":{"micro_batch":[1],"forward_s":[1],"input_grad_s":[1],"weight_grad_s":[0]}},"input_s":{"a":1e-4},"input_batch":8}`))
+	f.Add([]byte(`{"format":"graphpipe/optimes@1","model":"m","model_sha256":"ab","device":"cpu","ops":{"x":{"micro_batch":[1],"forward_s":[1e308],"input_grad_s":[1e308],"weight_grad_s":[1e308]}}}`))
+	f.Add([]byte(`{"format":"graphpipe/optimes@1","model":"m","model_sha256":"ab","device":"cpu","ops":{"x":{"micro_batch":[1],"forward_s":[1],"input_grad_s":[1],"weight_grad_s":[0]}},"input_s":{"a":1e308,"b":1e308},"input_batch":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ot, err := DecodeOpTimes(data)
 		if err != nil {
 			return
+		}
+		sum := 0.0 // every time, as many times as a plan has actions
+		for _, s := range ot.Ops {
+			for _, v := range [][]float64{s.Forward, s.InputGrad, s.WeightGrad} {
+				for _, x := range v {
+					sum += x
+				}
+			}
+		}
+		for _, x := range ot.Inputs {
+			sum += x
+		}
+		if sum *= 1 << 24; math.IsInf(sum, 0) || math.IsNaN(sum) {
+			t.Fatalf("accepted times sum to %g", sum)
 		}
 		enc, err := ot.Encode()
 		if err != nil {

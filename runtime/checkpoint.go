@@ -47,8 +47,14 @@ type Manifest struct {
 	// name, with its SHA-256.
 	Files map[string]string `json:"files,omitempty"`
 	// Shards (@2) are the files that hold the state, two per stage.
-	Shards  []Shard `json:"shards,omitempty"`
-	Created string  `json:"created"`
+	Shards []Shard `json:"shards,omitempty"`
+	// Stages (@2) is what completes the checkpoint: the stages, 0 to
+	// Stages-1, each with both its shards. A manifest whose shards leave
+	// one out is refused, and so is one that names no stages where it
+	// lists none. 0: written before manifests recorded it, its shards
+	// taken as they are.
+	Stages  int    `json:"stages,omitempty"`
+	Created string `json:"created"`
 }
 
 // Shard is one file of a sharded checkpoint: a stage's parameters and
@@ -197,6 +203,12 @@ func writeShard(dir, name string, write func(w io.Writer) error) (Shard, error) 
 // each checked for its size, tmp renamed to its step's directory, the
 // manifest written last and atomically, the older checkpoints pruned.
 func commitCheckpoint(dir, tmp string, m *Manifest) error {
+	if m.Stages == 0 {
+		m.Stages = shardStages(m.Shards)
+	}
+	if err := checkShards(*m); err != nil {
+		return fmt.Errorf("checkpoint at step %d is not whole: %w", m.Step, err)
+	}
 	for _, sh := range m.Shards {
 		st, err := os.Stat(filepath.Join(tmp, sh.File))
 		if err != nil {
@@ -229,19 +241,46 @@ func syncDir(dir string) {
 	}
 }
 
-// steps lists the step numbers of the checkpoint directories, newest first.
-func steps(dir string) []int {
+// stepEntry is a checkpoint directory: the step its name says, and the
+// name (step-00000040, or as a person wrote it: step-40).
+type stepEntry struct {
+	step int
+	name string
+}
+
+// stepDirs lists the checkpoint directories, newest first (of one step,
+// by name).
+func stepDirs(dir string) []stepEntry {
 	entries, _ := os.ReadDir(dir)
-	var out []int
+	var out []stepEntry
 	for _, e := range entries {
 		if n, ok := strings.CutPrefix(e.Name(), "step-"); ok && e.IsDir() {
-			if s, err := strconv.Atoi(n); err == nil {
-				out = append(out, s)
+			if s, err := strconv.Atoi(n); err == nil && s >= 0 {
+				out = append(out, stepEntry{s, e.Name()})
 			}
 		}
 	}
-	sort.Sort(sort.Reverse(sort.IntSlice(out)))
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].step != out[j].step {
+			return out[i].step > out[j].step
+		}
+		return out[i].name > out[j].name
+	})
 	return out
+}
+
+// StepMismatchError is a checkpoint directory whose manifest is of
+// another step (a manifest copied from another checkpoint, a directory
+// renamed): which of the two is the data position cannot be told, so the
+// checkpoint is not whole.
+type StepMismatchError struct {
+	Dir      string // the directory's name, step-00000040
+	DirStep  int    // the step its name says
+	Manifest int    // the step its manifest says
+}
+
+func (e *StepMismatchError) Error() string {
+	return fmt.Sprintf("directory %s is step %d, but its manifest says step %d", e.Dir, e.DirStep, e.Manifest)
 }
 
 // prune removes all but the newest keep whole checkpoints, anything older,
@@ -259,14 +298,15 @@ func prune(dir string, keep int) error {
 		}
 	}
 	whole := 0
-	for _, s := range steps(dir) {
+	for _, e := range stepDirs(dir) {
+		path := filepath.Join(dir, e.name)
 		if whole >= keep {
-			if err := os.RemoveAll(stepDir(dir, s)); err != nil {
+			if err := os.RemoveAll(path); err != nil {
 				return err
 			}
 			continue
 		}
-		if looksWhole(stepDir(dir, s)) == nil {
+		if looksWhole(path, e.step) == nil {
 			whole++
 		}
 	}
@@ -274,10 +314,10 @@ func prune(dir string, keep int) error {
 }
 
 // looksWhole checks a checkpoint without reading its tensors: its manifest
-// decodes, and every file it names is there, a regular file of the size
-// it says (@2).
-func looksWhole(path string) error {
-	m, err := readManifest(path)
+// decodes, is of the directory's step, and every file it names is there, a
+// regular file of the size it says (@2).
+func looksWhole(path string, step int) error {
+	m, err := readStepManifest(path, step)
 	if err != nil {
 		return err
 	}
@@ -319,14 +359,14 @@ func (e *NoCheckpointError) Error() string {
 // LoadCheckpoint reads the newest whole checkpoint in dir; it says which it
 // skipped and why through skipped. It fails if none is whole.
 func LoadCheckpoint(dir string, skipped func(step int, why error)) (*Checkpoint, error) {
-	all := steps(dir)
-	for _, s := range all {
-		c, err := readCheckpoint(stepDir(dir, s))
+	all := stepDirs(dir)
+	for _, e := range all {
+		c, err := readCheckpoint(filepath.Join(dir, e.name), e.step)
 		if err == nil {
 			return c, nil
 		}
 		if skipped != nil {
-			skipped(s, err)
+			skipped(e.step, err)
 		}
 	}
 	if len(all) == 0 {
@@ -392,6 +432,16 @@ func isSHA256(s string) bool {
 	return err == nil && len(s) == 64
 }
 
+// shardStages is one more than the highest stage of shards: the stages a
+// writer that does not say gave.
+func shardStages(shards []Shard) int {
+	n := 0
+	for _, sh := range shards {
+		n = max(n, sh.Stage+1)
+	}
+	return n
+}
+
 func checkShards(m Manifest) error {
 	if len(m.Files) > 0 {
 		return fmt.Errorf("manifest: files: a %s manifest names shards, not files", CheckpointFormat)
@@ -426,6 +476,28 @@ func checkShards(m Manifest) error {
 			}
 		}
 	}
+	return checkStages(m, seen)
+}
+
+// checkStages holds a manifest's shards to what it says completes it:
+// every stage below Stages, none past it.
+func checkStages(m Manifest, seen map[string]bool) error {
+	switch {
+	case m.Stages < 0 || m.Stages > 1<<20+1:
+		return fmt.Errorf("manifest: stages: must be between 1 and %d, got %d", 1<<20+1, m.Stages)
+	case m.Stages == 0:
+		return nil // before manifests recorded it
+	}
+	for _, sh := range m.Shards {
+		if sh.Stage >= m.Stages {
+			return fmt.Errorf("manifest: shards: %s is of stage %d, past the %d stages the checkpoint has", sh.File, sh.Stage, m.Stages)
+		}
+	}
+	for s := 0; s < m.Stages; s++ {
+		if !seen[shardFile(shardParams, s)] {
+			return fmt.Errorf("manifest: shards: stage %d of %d has none: the checkpoint is not whole", s, m.Stages)
+		}
+	}
 	return nil
 }
 
@@ -446,8 +518,18 @@ func readRegular(path string, limit int64) ([]byte, error) { return regular.Read
 // FIFO's open would wait for a writer for ever).
 func openRegular(path string) (*os.File, error) { return regular.Open(path) }
 
-func readCheckpoint(path string) (*Checkpoint, error) {
+// readStepManifest is readManifest of the checkpoint directory of step,
+// which its manifest must agree with.
+func readStepManifest(path string, step int) (Manifest, error) {
 	m, err := readManifest(path)
+	if err == nil && m.Step != step {
+		err = &StepMismatchError{Dir: filepath.Base(path), DirStep: step, Manifest: m.Step}
+	}
+	return m, err
+}
+
+func readCheckpoint(path string, step int) (*Checkpoint, error) {
+	m, err := readStepManifest(path, step)
 	if err != nil {
 		return nil, err
 	}

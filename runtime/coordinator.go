@@ -575,7 +575,7 @@ func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32)
 	}
 	m := Manifest{Step: step, Model: g.Name(), ModelHash: dag.ModelHash(g), Run: c.job.Run, Seed: g.Seed(),
 		Plan:      fmt.Sprintf("%s, %d stages on %d devices", p.Strategy, len(p.Stages), c.lay.total),
-		Optimizer: c.job.Options.Train.Optimizer, OptStep: optStep, Shards: shards}
+		Optimizer: c.job.Options.Train.Optimizer, OptStep: optStep, Shards: shards, Stages: len(p.Stages)}
 	if err := commitCheckpoint(c.target.Dir, tmp, &m); err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("checkpoint after step %d into %s: %w", step, dir, err)

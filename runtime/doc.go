@@ -94,8 +94,9 @@
 //     own params and optim shards where it sees the checkpoint directory
 //     (a probe file the coordinator leaves there tells it), and streams them
 //     to the coordinator where it does not; the manifest, naming every
-//     shard with its checksum and size, is written last. LoadCheckpoint
-//     reads @1's two files too.
+//     shard with its checksum and size and the stages that complete it, is
+//     written last; a checkpoint directory's step and its manifest's must
+//     agree (StepMismatchError). LoadCheckpoint reads @1's two files too.
 //  6. State never travels whole in one message: checkpoint shards, the
 //     parameters at the end and a share to resume from are streams of
 //     bounded chunks, each sent only once its receiver grants it

@@ -277,9 +277,10 @@ func TestCheckpointLayouts(t *testing.T) {
 		sh.Stage, sh.File = 1, strings.Replace(sh.File, "-000", "-001", 1)
 		m.Shards = append(m.Shards, sh)
 	}
+	m.Stages = 2 // a manifest of two stages says so
 	mb, _ := json.Marshal(m)
 	os.WriteFile(filepath.Join(stepDir(dir, 2), "manifest.json"), mb, 0o644)
-	_, err = readCheckpoint(stepDir(dir, 2))
+	_, err = readCheckpoint(stepDir(dir, 2), 2)
 	if err == nil || !strings.Contains(err.Error(), "a name belongs to one shard") {
 		t.Fatalf("a name in two shards: %v", err)
 	}

@@ -70,8 +70,22 @@ const (
 )
 
 // loadBLAS reads GRAPHPIPE_BLAS and loads what it names: (nil, nil) for the
-// Go kernels, by choice or because no optimized library is installed.
+// Go kernels, by choice or because no optimized library is installed. A
+// library that loads is checked against the Go kernels (blas_check.go)
+// before any product is its: a wrong one is a *BLASCheckError.
 func loadBLAS() (*blasLib, error) {
+	l, err := openBLAS()
+	if err != nil || l == nil {
+		return nil, err
+	}
+	if err := l.check(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// openBLAS opens and binds the library GRAPHPIPE_BLAS names, or finds one.
+func openBLAS() (*blasLib, error) {
 	switch v := os.Getenv(BLASEnv); v {
 	case "go":
 		return nil, nil
@@ -85,6 +99,9 @@ func loadBLAS() (*blasLib, error) {
 		}
 		return nil, nil
 	default:
+		if err := regularLibrary(v); err != nil {
+			return nil, &BLASLoadError{Lib: v, Tried: []string{v}, Err: err}
+		}
 		var h uintptr
 		var err error
 		pinCoreType(func() { h, err = purego.Dlopen(v, purego.RTLD_NOW|purego.RTLD_LOCAL) })

@@ -25,9 +25,13 @@
 //     worker's share of the cores), each a library call on its own
 //     goroutine, and batched products below it are shared out in runs
 //     (blas_split.go): no library threads spin beside the Go scheduler's.
-//     A library named that does not load is a BLASLoadError naming it and
-//     the symbol. The Go kernels are the library's oracle: its results
-//     agree with theirs to float32 rounding, not bit for bit.
+//     A library named that does not load (or is not a regular file: dlopen
+//     blocks on a FIFO) is a BLASLoadError naming it and the symbol. The Go
+//     kernels are the library's oracle: its results agree with theirs to
+//     float32 rounding, not bit for bit, and a library is held to them on a
+//     few small products as it loads (blas_check.go): one that computes a
+//     wrong product (a cblas_sgemm that does nothing) is a BLASCheckError,
+//     never used.
 //  5. Kernels comment their shapes; backward kernels accumulate (+=).
 //  6. Exp, GELU and GELUGrad run element-wise in AVX2/FMA assembly where the
 //     CPU has it, within a few float32 ulps of their float64 oracles

@@ -43,14 +43,21 @@ type comparedRun struct {
 // decodeRun reads one `graphpipe run --json` object: its format tag, and the
 // fields compare needs, whole and positive.
 func decodeRun(data []byte) (*runSummary, error) {
+	var tag struct {
+		Format string `json:"format"`
+	}
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&tag); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %v", err)
+	}
+	if tag.Format != runFormat {
+		return nil, notARun(tag.Format)
+	}
 	var s runSummary
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("not a JSON object: %v", err)
+		return nil, fmt.Errorf("a %s object that does not decode: %v", runFormat, err)
 	}
 	switch {
-	case s.Format != runFormat:
-		return nil, fmt.Errorf("format: is %q, want %q (the output of graphpipe run --json)", s.Format, runFormat)
 	case !(s.MeasuredIterS > 0):
 		return nil, fmt.Errorf("measured_iteration_s: must be positive, got %g", s.MeasuredIterS)
 	case !(s.PredictedIter > 0):
@@ -61,6 +68,31 @@ func decodeRun(data []byte) (*runSummary, error) {
 		return nil, fmt.Errorf("batch_size %d over an iteration of %g s (predicted %g s): not a finite rate", s.Batch, s.MeasuredIterS, s.PredictedIter)
 	}
 	return &s, nil
+}
+
+// otherOutputs are the documents graphpipe writes that compare does not
+// read, by format tag: what a file given to it is, when it is one of them.
+var otherOutputs = map[string]string{
+	trainFormat:         "the output of graphpipe train --json (one process; it measures no pipeline iteration)",
+	evalFormat:          "the output of graphpipe eval --json",
+	searchFormat:        "the output of graphpipe search --json",
+	simFormat:           "the output of graphpipe sim --json (a prediction, nothing measured)",
+	inspectFormat:       "the output of graphpipe inspect --json",
+	compareFormat:       "the output of graphpipe compare --json",
+	metricsFormat:       "a line of graphpipe run --metrics",
+	profileFormat:       "the output of graphpipe profile --json",
+	"graphpipe/plan@1":  "a plan file (graphpipe search -o)",
+	"graphpipe/model@1": "a model file",
+	"graphpipe/model@2": "a model file",
+}
+
+// notARun says what a file of format is, and what compare reads instead.
+func notARun(format string) error {
+	what, known := otherOutputs[format]
+	if !known {
+		return fmt.Errorf("format: is %q, want %q (the output of graphpipe run --json)", format, runFormat)
+	}
+	return fmt.Errorf("format: is %q, %s; compare reads what graphpipe run --json prints (%q), a pipeline run's median iteration, measured and predicted: run the model with graphpipe run --json and compare those", format, what, runFormat)
 }
 
 // compareRuns sets every run beside the first. Throughput comes from the

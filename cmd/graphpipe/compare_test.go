@@ -84,3 +84,30 @@ func FuzzDecodeRun(f *testing.F) {
 		}
 	})
 }
+
+// TestCompareNamesWhatItWasGiven: compare given train --json's output (or
+// a plan) says what it was given and what it reads instead, exit 2; it
+// said "not a JSON object: cannot unmarshal object into ... blas".
+func TestCompareNamesWhatItWasGiven(t *testing.T) {
+	model := smallModel(t, "mlp")
+	dir := t.TempDir()
+	code, out, errs := gp(t, "", "train", model, "--steps", "2", "--json")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	train := filepath.Join(dir, "train.json")
+	os.WriteFile(train, []byte(out), 0o644)
+	plan := filepath.Join(dir, "plan.json")
+	if code, _, errs := gp(t, "", "search", model, "--devices", "2", "--device", "cpu", "-o", plan); code != 0 {
+		t.Fatal(errs)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{train, train + `: format: is "graphpipe/train@1", the output of graphpipe train --json (one process; it measures no pipeline iteration); compare reads what graphpipe run --json prints ("graphpipe/run@1")`},
+		{plan, plan + `: format: is "graphpipe/plan@1", a plan file (graphpipe search -o); compare reads what graphpipe run --json prints`},
+	} {
+		code, _, errs := gp(t, "", "compare", tc.file, tc.file)
+		if code != 2 || !strings.HasPrefix(errs, tc.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("exit %d: %q\nwant exit 2 and one line starting %q", code, errs, tc.want)
+		}
+	}
+}

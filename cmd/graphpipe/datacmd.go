@@ -1,18 +1,15 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/spf13/cobra"
 
-	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/stage"
-	"github.com/graphpipe/graphpipe/tensor"
 )
 
 func newDataCmd(stdin io.Reader) *cobra.Command {
@@ -24,25 +21,24 @@ func newDataCmd(stdin io.Reader) *cobra.Command {
 	return cmd
 }
 
-// synthChunk is how many samples make one step of the synthetic data that
-// data synth draws from: sample i is row i mod synthChunk of step
-// ⌊i / synthChunk⌋, so that a sample is a function of its index alone.
-const synthChunk = 256
-
 func newDataSynthCmd(stdin io.Reader) *cobra.Command {
 	var out string
 	var samples, skip int
 	cmd := &cobra.Command{
 		Use:   "synth MODEL -o FILE.safetensors --samples N",
-		Short: "Write N samples of the model's synthetic data (labels from its teacher) as safetensors",
+		Short: "Write N samples of the model's synthetic data (labels from its teacher) as safetensors or .npz",
 		Long: `Write samples of the model's synthetic data, the data train and run use
 without --data: float inputs close to N(0, 1), int inputs uniform in their
 range, and the label made by a fixed random teacher of the other inputs (a
 function of the model's seed), so that a model can learn it. One tensor per
-model input, named after it, samples on the first axis: what --data reads.
---skip K starts at sample K, so that an evaluation set drawn past the
-training set holds other samples labelled by the same teacher.`,
-		Example: "  graphpipe data synth model.json -o train.safetensors --samples 4096\n  graphpipe data synth model.json -o eval.safetensors --samples 1024 --skip 4096",
+model input, named after it, samples on the first axis: what --data reads,
+as safetensors, or as a NumPy .npz archive (np.savez's, members stored)
+where -o ends in .npz. --skip K starts at sample K, so that an evaluation
+set drawn past the training set holds other samples labelled by the same
+teacher. A file larger than its file system's free space is refused before
+anything is written; SIGINT or SIGTERM stops the writing and leaves no
+partial file.`,
+		Example: "  graphpipe data synth model.json -o train.safetensors --samples 4096\n  graphpipe data synth model.json -o eval.npz --samples 1024 --skip 4096",
 		Args:    args("MODEL"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			g, err := loadModel(a[0], stdin)
@@ -58,65 +54,34 @@ training set holds other samples labelled by the same teacher.`,
 			if err := checkOutputs("-o", out); err != nil {
 				return err
 			}
+			s, err := newSynth(g, out, skip, samples)
+			if err != nil {
+				return err
+			}
+			if err := s.checkSpace(); err != nil {
+				return err
+			}
 			ds, err := stage.NewDataset(g)
 			if err != nil {
 				return err
 			}
-			if err := writeStream(out, func(w io.Writer) error { return synthWrite(w, g, ds, skip, samples) }); err != nil {
+			ctx, stop := stopOnSignal(cmd.Context())
+			defer stop()
+			if err := writeStream(out, func(w io.Writer) error { return s.write(ctx, w, ds) }); err != nil {
+				var se *signalError
+				if errors.As(err, &se) {
+					return &exitError{code: 128 + int(se.sig), err: fmt.Errorf("data synth: stopped by %s; %s not written", signalName(se.sig), out)}
+				}
 				return inputf("-o %s: cannot write: %v", out, err)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s (%d samples of %d inputs)\n", out, samples, len(g.Inputs()))
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s (%d samples of %d inputs, %s)\n", out, samples, len(g.Inputs()), s.format)
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "the safetensors `FILE` to write")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "the `FILE` to write: safetensors, or NumPy .npz where it ends in .npz")
 	cmd.Flags().IntVar(&samples, "samples", 1024, "samples to write")
 	cmd.Flags().IntVar(&skip, "skip", 0, "start at this sample of the synthetic stream")
 	return cmd
-}
-
-// synthWrite streams samples [skip, skip+n) of every input, one input at a
-// time, a chunk of synthetic steps at a time.
-func synthWrite(w io.Writer, g *dag.Graph, ds *stage.Dataset, skip, n int) error {
-	var heads []tensor.Head
-	for _, in := range g.Inputs() {
-		shape := []int{n}
-		for _, d := range in.Shape {
-			shape = append(shape, int(d))
-		}
-		dt := "F32"
-		if in.DType == dag.Int32 {
-			dt = "I32"
-		}
-		heads = append(heads, tensor.Head{Name: in.Name, Shape: shape, DType: dt})
-	}
-	meta := map[string]string{"graphpipe": fmt.Sprintf("synthetic data of model %q, seed %d, samples [%d, %d)", g.Name(), g.Seed(), skip, skip+n)}
-	return tensor.StreamSafetensors(w, heads, meta, func(h tensor.Head, w io.Writer) error {
-		per := tensor.Size(h.Shape[1:])
-		buf := make([]byte, 0, 4*per*synthChunk)
-		for i := skip; i < skip+n; {
-			step, row := i/synthChunk, i%synthChunk
-			take := min(synthChunk-row, skip+n-i)
-			b, err := ds.Inputs(step, synthChunk, map[string]bool{h.Name: true})
-			if err != nil {
-				return err
-			}
-			v := b[h.Name]
-			buf = buf[:0]
-			for k := row * per; k < (row+take)*per; k++ {
-				if v.Ints != nil {
-					buf = binary.LittleEndian.AppendUint32(buf, uint32(v.Ints[k]))
-				} else {
-					buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v.Data[k]))
-				}
-			}
-			if _, err := w.Write(buf); err != nil {
-				return err
-			}
-			i += take
-		}
-		return nil
-	})
 }
 
 // evalSummary is `graphpipe eval --json`'s object.

@@ -101,11 +101,33 @@ Models are graphpipe/model@1 JSON files; 'graphpipe models export' writes the zo
 	}
 	cobra.AddTemplateFunc("blasLine", blasLine)
 	root.SetVersionTemplate("{{.Version}}\n{{blasLine}}\n")
-	root.PersistentPreRunE = checkBLAS
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err.Error()} })
-	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return positiveFlags(c, "batch", "epochs") }
+	root.PersistentPreRunE = preRuns(
+		func(c *cobra.Command, _ []string) error { return positiveFlags(c, "batch", "epochs") },
+		checkBLAS,
+	)
 	root.AddCommand(newModelsCmd(), newInspectCmd(stdin), newValidateCmd(stdin), newSearchCmd(stdin), newSimCmd(stdin), newExplainCmd(stdin), newTrainCmd(stdin), newRunCmd(stdin), newWorkerCmd(), newExportCmd(), newProfileCmd(), newImportCmd(stdin), newDataCmd(stdin), newEvalCmd(stdin), newCompareCmd(stdin), newSweepCmd(stdin), newVersionCmd())
 	return root
+}
+
+// preRun is a check the root runs before every command.
+type preRun = func(*cobra.Command, []string) error
+
+// preRuns is the root's PersistentPreRunE: each check in turn, the first
+// error ending it. Cobra keeps one PersistentPreRunE per command, so a
+// check added by assigning it replaced the one before (the --batch 0
+// check replaced the BLAS check, and a GRAPHPIPE_BLAS that did not load
+// trained silently on the Go kernels): checks are added here. A
+// subcommand must not set its own, which would hide these.
+func preRuns(checks ...preRun) preRun {
+	return func(c *cobra.Command, a []string) error {
+		for _, check := range checks {
+			if err := check(c, a); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // positiveFlags refuses, in any command, each of the named flags that is

@@ -46,7 +46,7 @@ func (f *runFlags) detectTasks(cmd *cobra.Command) error {
 	if given && !f.workers.tasks() {
 		return nil
 	}
-	e, err := supervise.DetectEnv(os.Getenv)
+	e, err := supervise.DetectEnv(f.taskGetenv)
 	if err != nil {
 		return inputf("%v", err)
 	}

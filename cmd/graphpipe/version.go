@@ -83,7 +83,11 @@ func checkBLAS(cmd *cobra.Command, _ []string) error {
 		return nil
 	}
 	if _, err := tensor.LoadBLAS(); err != nil {
-		return inputf("%s=%s: %v (unset it to use the system BLAS found, or set it to go for the Go kernels)", tensor.BLASEnv, tensor.BLASChoice(), err)
+		fix := "unset it to use the system BLAS found, or set it to go for the Go kernels"
+		if tensor.BLASChoice() == "auto" { // the system's own library is at fault
+			fix = "set " + tensor.BLASEnv + "=go for the Go kernels, or another library's path"
+		}
+		return inputf("%s=%s: %v (%s)", tensor.BLASEnv, tensor.BLASChoice(), err, fix)
 	}
 	return nil
 }

@@ -49,7 +49,10 @@
 //     it; OpenDry makes a Device that counts and computes nothing, to count
 //     a step of a model too large for the emulator. Alloc's memory is
 //     undefined (NaN on the emulator); Zeros pays a memset, for what is
-//     added into.
+//     added into. The emulator's library is built once per source into the
+//     user cache directory with a sidecar of its SHA-256 and size
+//     (emucache.go), and verified against it before each load: a truncated
+//     or damaged one is rebuilt, never mapped.
 //  8. The training step's kernels (the optimizers, the squared norms, the
 //     clip, a loss's mean) compute the host's numbers of package stage
 //     operation for operation: every float operation rounded on its own

@@ -1,8 +1,6 @@
 package cuda
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -215,7 +213,7 @@ func BuildEmulator(dir string) (string, error) {
 	if err := os.WriteFile(src, []byte(emuShim+kernelSource+emuRuntime+launcher), 0o644); err != nil {
 		return "", err
 	}
-	lib := filepath.Join(dir, "libgraphpipe-cuda-emulator.so")
+	lib := filepath.Join(dir, emuLibName)
 	out, err := exec.Command(cxx, append(append([]string(nil), emuFlags...), "-o", lib, src)...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("cuda: emulator: %s failed: %v\n%s", cxx, err, out)
@@ -334,43 +332,4 @@ func (e *emu) close() error {
 	}
 	e.arena.close()
 	return nil
-}
-
-// EmulatorLibrary returns the emulator library for this kernels.cu,
-// building it into the user cache directory on first use (keyed by the
-// source, so an edited kernels.cu builds anew). Processes that race to
-// build it each build into their own directory; the first rename wins.
-func EmulatorLibrary() (string, error) {
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	sum := sha256.Sum256([]byte(emuShim + kernelSource + emuRuntime + strings.Join(emuFlags, " ")))
-	dir := filepath.Join(base, "graphpipe", "cuda-emulator-"+hex.EncodeToString(sum[:8]))
-	lib := filepath.Join(dir, "libgraphpipe-cuda-emulator.so")
-	if _, err := os.Stat(lib); err == nil {
-		return lib, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "build-")
-	if err != nil {
-		return "", err
-	}
-	if _, err := BuildEmulator(tmp); err != nil {
-		os.RemoveAll(tmp)
-		return "", err
-	}
-	// A directory renamed into place, not a file (internal/atomicfile's
-	// case): rename(2) of a directory replaces an empty directory only and
-	// fails (ENOTDIR) on anything that is not one, a device or a FIFO
-	// included; the loser of a race to build keeps the winner's.
-	if err := os.Rename(tmp, dir); err != nil {
-		os.RemoveAll(tmp)
-		if _, serr := os.Stat(lib); serr != nil {
-			return "", err
-		}
-	}
-	return lib, nil
 }

@@ -214,6 +214,13 @@ MODELS = {
         "label": CLASSES1000,
         "small": False,
     },
+    "vit_b_16": {  # dropout and attention_dropout are 0 by default
+        "build": _torchvision("vit_b_16"),
+        "inputs": _image(224),
+        "loss": "softmax_cross_entropy",
+        "label": CLASSES1000,
+        "small": False,
+    },
 }
 
 SMALL = [n for n, m in MODELS.items() if m["small"]]

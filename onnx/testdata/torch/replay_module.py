@@ -4,7 +4,7 @@ usage: /usr/bin/python3 onnx/testdata/torch/replay_module.py MODEL_NAME DUMP_DIR
            [--momentum M] --micro-batch B [--label NAME] [--tol 2e-4] [--first-loss-only]
 
 MODEL_NAME is an entry of models.py (two_tower, inception_block, wide_deep, residual_mlp, googlenet,
-inception_v3, mobilenet_v3_small, resnet50). DUMP_DIR holds what `graphpipe train MODEL.json --init W.safetensors --steps K
+inception_v3, resnet50, mobilenet_v3_small, vit_b_16). DUMP_DIR holds what `graphpipe train MODEL.json --init W.safetensors --steps K
 --optimizer ... --micro-batch B --dump DIR` writes:
 
   init.safetensors   every parameter and buffer under its state_dict name, F32
