@@ -17,8 +17,10 @@ const normEdge = ringEdge + 1
 // globalNorm is the gradients' norm over the whole model, for clipping
 // (stage/clip.go), once the stage's replicas hold the same gradients: each
 // stage's replica 0 sends its parameters' squared norms (own, by name) to
-// every other worker, and every worker pools them with its own and those
-// of every other stage and sums them in the order of the parameters' names
+// every worker of the other stages (its own stage's replicas hold the same
+// norms, and never read it: sent to them, it could arrive after they
+// left, unacknowledged, and hold the sender's last drain for ever), and
+// every worker pools them with its own and those of every other stage and sums them in the order of the parameters' names
 // (stage.GlobalNorm). Each parameter is counted once, however many
 // replicas hold it, and every worker, in every plan, gets the number one
 // process gets. A sharded stage's replicas each send theirs, parts of
@@ -34,10 +36,7 @@ func (w *Worker) globalNorm(ctx context.Context, n int64, own map[string]float64
 		if err != nil {
 			return 0, err
 		}
-		for id := int32(0); id < int32(w.role.lay.total); id++ {
-			if id == w.ID {
-				continue
-			}
+		for _, id := range w.role.lay.othersThan(w.Stage) {
 			if err := w.links.ep.Send(ctx, id, msgKey(n, int32(w.Stage), normEdge, 'g'), msg); err != nil {
 				return 0, err
 			}

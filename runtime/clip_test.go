@@ -2,7 +2,10 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,5 +73,59 @@ func TestClippedPipelineEqualsSingleProcess(t *testing.T) {
 			equalParams(t, res.Params, tr.Ex.Params, 1e-5)
 			t.Logf("%d stages on %d workers; norms %.4g", len(plan.Stages), lay.total, res.GradNorms)
 		})
+	}
+}
+
+// normTap records, of every frame published, the norm exchange's: which
+// worker sent it to which.
+type normTap struct {
+	wire.Transport
+	mu    sync.Mutex
+	sends [][2]int32 // from, to
+}
+
+func (n *normTap) Publish(subject string, data []byte) error {
+	var to int32
+	if f, err := wire.DecodeFrame(data); err == nil && f.Edge == normEdge && f.Kind == wire.KindData {
+		if _, err := fmt.Sscanf(subject[strings.LastIndex(subject, ".s")+2:], "%d", &to); err == nil {
+			n.mu.Lock()
+			n.sends = append(n.sends, [2]int32{f.From, to})
+			n.mu.Unlock()
+		}
+	}
+	return n.Transport.Publish(subject, data)
+}
+
+// TestNormsGoToOtherStagesOnly: a stage's replica 0 sends its squared
+// norms to the workers of the other stages, never to its own stage's
+// replicas, which hold the same norms and never read them: sent to them,
+// the message could arrive after they left and hold the sender's last
+// drain for ever (a run hung at its end, 4 runs in 10, before).
+func TestNormsGoToOtherStagesOnly(t *testing.T) {
+	g, _ := smallPlan(t, "mlp", 6, 8)
+	pl, err := search.Search(g, search.Options{Device: plan.Profiles["cpu"], Devices: 6, MicroBatch: 8, OptimizerState: "replicated"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay := layout(pl)
+	if lay.total == len(pl.Stages) {
+		t.Fatalf("plan of %d stages on %d workers: the test needs a stage with replicas", len(pl.Stages), lay.total)
+	}
+	tap := &normTap{Transport: wire.NewMemory(1, wire.Faults{}, 1<<20)}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	o := stage.TrainOptions{Optimizer: "adam", LR: 1e-3, ClipGradNorm: 0.05, Steps: 3}
+	if _, err := RunLocal(ctx, &Job{Run: "norms", Graph: g, Plan: pl, Steps: 3, Options: Options{Train: o}}, tap); err != nil {
+		t.Fatal(err)
+	}
+	if len(tap.sends) == 0 {
+		t.Fatal("no norm was sent: the test does not see the exchange")
+	}
+	for _, s := range tap.sends {
+		from, _ := lay.where(int(s[0]))
+		to, _ := lay.where(int(s[1]))
+		if from == to {
+			t.Errorf("worker %d (stage %d) sent its norms to worker %d of its own stage", s[0], from, s[1])
+		}
 	}
 }

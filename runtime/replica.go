@@ -38,6 +38,20 @@ func layout(plan *plan.Plan) replicas {
 // id is the worker id of replica r of stage s.
 func (l replicas) id(s, r int) int32 { return int32(l.offset[s] + r) }
 
+// othersThan is the worker ids of every stage but st, in order.
+func (l replicas) othersThan(st int) []int32 {
+	var out []int32
+	for s := range l.offset {
+		if s == st {
+			continue
+		}
+		for r := 0; r < l.count[s]; r++ {
+			out = append(out, l.id(s, r))
+		}
+	}
+	return out
+}
+
 // where is the (stage, replica) of worker id.
 func (l replicas) where(id int) (int, int) {
 	for s := range l.offset {
