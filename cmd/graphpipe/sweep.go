@@ -37,10 +37,11 @@ evenly among the jobs. --chart draws the schedule as a Gantt chart.
 
 With --run, the sweep trains: each job as a 'graphpipe run' of its plan on
 its devices (local workers, a pool's agents, or a workload manager's
-tasks), started as soon as its devices free up; its outputs under --out DIR/NAME/ (run --dump's files,
-run.json: its run --json, run.log: its log, plan.json). When a job's
-measured time drifts from its prediction by more than --drift, the jobs not
-started are planned again with the measured ratio (Saturn's introspection).
+tasks), started as soon as its devices free up; its outputs under --out
+DIR/NAME/ (run --dump's files, run.json: its run --json, run.log: its log,
+plan.json). When a job's measured time drifts from its prediction by more
+than --drift, the jobs not started are planned again with the measured
+ratio (Saturn's introspection).
 With --restarts, a job whose worker or agent is lost resumes from its last
 checkpoint (DIR/NAME/checkpoints); a job that fails skips the jobs that wait
 for it, and the sweep exits 1 after the rest.
@@ -100,7 +101,7 @@ func (f *sweepFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.out, "out", "", "with --run: each job's outputs under `DIR`/NAME/")
 	fl.Float64Var(&f.drift, "drift", 0.1, "with --run: re-plan the jobs not started when a job's measured time differs from its prediction by more than this ratio (0: never)")
 	fl.StringVar(&f.workersArg, "workers", "local", "with --run: local (worker processes of this host), pool:NAME (the agents of a pool, with --nats), or tasks: every task srun, torchrun or a Kubernetes Indexed Job started runs this command, task 0 sweeping over the others (the default in such a task)")
-	fl.StringVar(&f.backend, "backend", "cpu", "with --run: "+backendHelp+"; with cuda, each job's workers take the GPUs of its device ids")
+	fl.StringVar(&f.backend, "backend", "cpu", "with --run: "+backendHelp+"; with cuda, each job's local workers take the GPUs of its device ids, and with tasks each task its own GPU")
 	fl.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "with --run and --restarts: each job checkpoints after every K iterations (default: a tenth of its steps)")
 	fl.DurationVar(&f.joinTimeout, "join-timeout", 10*time.Minute, "with --run: a job gives up when not every worker has joined within this long")
 	f.nats.register(cmd)

@@ -71,7 +71,13 @@ func (f *sweepFlags) runSweep(cmd *cobra.Command, sp *sweepPlan) error {
 		return err
 	}
 	printSweep(log, sp.summary(nil))
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	stops := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if f.tasks != nil {
+		// a workload manager's warning, which the other tasks leave to
+		// task 0 (as a run's tasks do), stops the sweep too
+		stops = append(stops, syscall.SIGUSR1)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), stops...)
 	defer stop()
 	var host *sweepHost
 	if f.tasks != nil {

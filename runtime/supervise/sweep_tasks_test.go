@@ -25,6 +25,24 @@ func (r *taskRun) sweepTask(rank int, host, model string) <-chan error {
 	return done
 }
 
+// lockedLog is a log written and read by several goroutines.
+type lockedLog struct {
+	mu sync.Mutex // guards b
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // poolAgents counts the agents heard on r's pool within wait.
 func (r *taskRun) poolAgents(wait time.Duration) int {
 	var mu sync.Mutex
@@ -60,7 +78,8 @@ func TestSweepTasks(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := newTaskRun(t, 3)
 			one := r.sweepTask(1, "h1", "m")
-			s, err := NewSweepTasks(dialServer(t, r.srv, "task 0"), r.run, TaskConfig{Env: r.env(0), Model: "m", JoinTimeout: 30 * time.Second, Timings: shortTimings(), Log: SyncWriter(&r.log)})
+			var log lockedLog
+			s, err := NewSweepTasks(dialServer(t, r.srv, "task 0"), r.run, TaskConfig{Env: r.env(0), Model: "m", JoinTimeout: 30 * time.Second, Timings: shortTimings(), Log: &log})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,8 +121,8 @@ func TestSweepTasks(t *testing.T) {
 					t.Fatalf("task %d of a failed sweep: %v", rank+1, err)
 				}
 			}
-			if strings.Contains(r.log.String(), "is gone") {
-				t.Fatalf("task 0 took a task that left at the end for lost:\n%s", r.log.String())
+			if strings.Contains(log.String(), "is gone") {
+				t.Fatalf("task 0 took a task that left at the end for lost:\n%s", log.String())
 			}
 		})
 	}
@@ -120,7 +139,8 @@ func TestSweepTaskSilence(t *testing.T) {
 		t.Fatalf("no task 0: %v, want silent", err)
 	}
 	done := r.sweepTask(1, "h1", "")
-	s, err := NewSweepTasks(dialServer(t, r.srv, "task 0"), r.run, TaskConfig{Env: r.env(0), JoinTimeout: 30 * time.Second, Timings: shortTimings(), Log: SyncWriter(&r.log)})
+	var log lockedLog
+	s, err := NewSweepTasks(dialServer(t, r.srv, "task 0"), r.run, TaskConfig{Env: r.env(0), JoinTimeout: 30 * time.Second, Timings: shortTimings(), Log: &log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,9 +151,10 @@ func TestSweepTaskSilence(t *testing.T) {
 	if err := <-done; !errors.As(err, &se) || !strings.Contains(err.Error(), "task 0 of sweep "+r.run) {
 		t.Fatalf("task 0 silent: %v", err)
 	}
-	time.Sleep(2 * shortTimings().HeartbeatEvery)
-	s.End(nil)
-	if !strings.Contains(r.log.String(), "task 1 (RANK 1, host h1, pid ") {
-		t.Fatalf("task 0 did not say task 1 is gone:\n%s", r.log.String())
+	defer s.End(nil)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), "task 1 (RANK 1, host h1, pid "); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("task 0 did not say task 1 is gone:\n%s", log.String())
+		}
 	}
 }
