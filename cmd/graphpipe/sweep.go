@@ -73,9 +73,9 @@ type sweepFlags struct {
 	stdin   io.Reader
 
 	// tasks is the environment that started this process as one of a
-	// sweep's tasks (--workers tasks), nil for none; digest is what it
-	// sweeps (launchDigest); met says task 0 has told the tasks where it
-	// is.
+	// sweep's tasks (--workers tasks), nil for none; digest is a digest
+	// of the sweep file, alike in every task of one launch (task 0 refuses
+	// a task of another); met says task 0 has told the tasks where it is.
 	tasks  *supervise.TaskEnv
 	digest string
 	met    bool

@@ -164,6 +164,12 @@ func (f *sweepFlags) startAgent(h *sweepHost, log io.Writer) error {
 	if f.backend == "cuda" {
 		args = append(args, "--gpu", strconv.Itoa(max(e.GPU, 0)))
 	}
+	if f.nats.creds != "" { // --nats's server, which wants them
+		args = append(args, "--nats-creds", f.nats.creds)
+	}
+	if f.nats.ca != "" {
+		args = append(args, "--nats-ca", f.nats.ca)
+	}
 	h.agent = exec.Command(self, args...)
 	h.agent.Env, h.agent.Stderr = workerEnv(e.PerNode, h.ns.opts.Token), log
 	if err := h.agent.Start(); err != nil {
