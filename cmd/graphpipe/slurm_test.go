@@ -51,15 +51,16 @@ type slurmRun struct {
 // job is one sbatch of the README's script with args, in a directory of
 // its own holding the shared files.
 type job struct {
-	r   *slurmRun
-	dir string
-	cmd *exec.Cmd
-	out bytes.Buffer
+	r      *slurmRun
+	dir    string
+	prefix string // of its log's name: PREFIX-ID.log
+	cmd    *exec.Cmd
+	out    bytes.Buffer
 }
 
 func (r *slurmRun) submit(t *testing.T, name string, args ...string) *job {
 	t.Helper()
-	j := &job{r: r, dir: filepath.Join(r.dir, name)}
+	j := &job{r: r, dir: filepath.Join(r.dir, name), prefix: "two-tower"}
 	if err := os.Mkdir(j.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +69,16 @@ func (r *slurmRun) submit(t *testing.T, name string, args ...string) *job {
 			t.Fatal(err)
 		}
 	}
+	j.start(t, "two-tower.sbatch", args...)
+	return j
+}
+
+// start submits the job's script with args and waits for nothing.
+func (j *job) start(t *testing.T, script string, args ...string) {
+	t.Helper()
+	r := j.r
 	// the node has the machine's CPUs, fewer than 3 maybe: --overcommit
-	j.cmd = r.c.Command("sbatch", append([]string{"--wait", "--overcommit", "--chdir", j.dir, "two-tower.sbatch"}, args...)...)
+	j.cmd = r.c.Command("sbatch", append([]string{"--wait", "--overcommit", "--chdir", j.dir, script}, args...)...)
 	j.cmd.Dir = j.dir
 	j.cmd.Env = append(j.cmd.Env, "PATH="+r.bin+string(os.PathListSeparator)+os.Getenv("PATH"), "GRAPHPIPE_TEST_MAIN=1")
 	j.cmd.Stdout, j.cmd.Stderr = &j.out, &j.out
@@ -77,16 +86,15 @@ func (r *slurmRun) submit(t *testing.T, name string, args ...string) *job {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.cmd.Process.Kill(); j.cmd.Wait() })
-	return j
 }
 
-// id is the job's id, from its log file's name (two-tower-ID.log).
+// id is the job's id, from its log file's name (PREFIX-ID.log).
 func (j *job) id(t *testing.T) string {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		logs, _ := filepath.Glob(filepath.Join(j.dir, "two-tower-*.log"))
+		logs, _ := filepath.Glob(filepath.Join(j.dir, j.prefix+"-*.log"))
 		if len(logs) == 1 {
-			return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(logs[0]), "two-tower-"), ".log")
+			return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(logs[0]), j.prefix+"-"), ".log")
 		}
 	}
 	t.Fatalf("the job wrote no log in 30 s; sbatch said %s\n%s", j.out.String(), j.r.c.Logs())
@@ -95,7 +103,7 @@ func (j *job) id(t *testing.T) string {
 
 // log is the job's log so far.
 func (j *job) log(t *testing.T) string {
-	data, _ := os.ReadFile(filepath.Join(j.dir, "two-tower-"+j.id(t)+".log"))
+	data, _ := os.ReadFile(filepath.Join(j.dir, j.prefix+"-"+j.id(t)+".log"))
 	return string(data)
 }
 
@@ -199,6 +207,8 @@ func TestSlurm(t *testing.T) {
 	t.Run("RunThrough", r.runThrough)
 	t.Run("Preempted", r.preempted)
 	t.Run("TaskKilled", r.taskKilled)
+	t.Run("Sweep", r.sweep)
+	t.Run("SweepTaskKilled", r.sweepTaskKilled)
 }
 
 // runThrough: the script as it is, 8 steps.
@@ -263,6 +273,12 @@ func (r *slurmRun) taskKilled(t *testing.T) {
 // process whose environment says so.
 func taskPID(t *testing.T, id string, rank int) int {
 	t.Helper()
+	return taskPIDOf(t, id, rank, "\x00run\x00plan.json\x00")
+}
+
+// taskPIDOf is taskPID for tasks whose command line holds cmdline.
+func taskPIDOf(t *testing.T, id string, rank int, cmdline string) int {
+	t.Helper()
 	want := [][]byte{[]byte("SLURM_JOB_ID=" + id + "\x00"), []byte(fmt.Sprintf("SLURM_PROCID=%d\x00", rank)), []byte("SLURM_STEP_ID=0\x00")}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -270,8 +286,8 @@ func taskPID(t *testing.T, id string, rank int) int {
 		if err != nil {
 			continue
 		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if !bytes.Contains(cmdline, []byte("\x00run\x00plan.json\x00")) {
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if !bytes.Contains(cmd, []byte(cmdline)) {
 			continue
 		}
 		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -35,15 +36,26 @@ time on the whole cluster (each on its best plan), and the cluster split
 evenly among the jobs. --chart draws the schedule as a Gantt chart.
 
 With --run, the sweep trains: each job as a 'graphpipe run' of its plan on
-its devices (local workers, or a pool's agents), started as soon as its
-devices free up; its outputs under --out DIR/NAME/ (run --dump's files,
-run.json: its run --json, run.log: its log, plan.json). When a job's
-measured time drifts from its prediction by more than --drift, the jobs not
-started are planned again with the measured ratio (Saturn's introspection).
+its devices (local workers, a pool's agents, or a workload manager's
+tasks), started as soon as its devices free up; its outputs under --out
+DIR/NAME/ (run --dump's files, run.json: its run --json, run.log: its log,
+plan.json). When a job's measured time drifts from its prediction by more
+than --drift, the jobs not started are planned again with the measured
+ratio (Saturn's introspection).
 With --restarts, a job whose worker or agent is lost resumes from its last
 checkpoint (DIR/NAME/checkpoints); a job that fails skips the jobs that wait
-for it, and the sweep exits 1 after the rest.`,
-		Example: "  graphpipe sweep sweep.json --devices 32 --device v100 --chart sweep.svg\n  graphpipe sweep sweep.json --devices 4 --device cpu --run --out runs --json",
+for it, and the sweep exits 1 after the rest.
+
+Run by every task of an allocation ('srun graphpipe sweep SWEEP --run --out
+DIR', or torchrun's or a Kubernetes Indexed Job's tasks: --workers tasks,
+the default in such a task), task 0 plans the sweep for one device per task,
+as many on a node as the tasks on each, and runs it over the other tasks:
+each serves as an agent of a pool named after the launch, on task 0's NATS
+server (found through a rendezvous file in the working directory, as 'run'
+does), and task 0 runs one of its own. When the sweep ends, the tasks exit
+0, or 1 when it failed. A task lost mid-sweep is a lost agent: its job
+restarts from its checkpoint (--restarts) once the agents left can take it.`,
+		Example: "  graphpipe sweep sweep.json --devices 32 --device v100 --chart sweep.svg\n  graphpipe sweep sweep.json --devices 4 --device cpu --run --out runs --json\n  srun --ntasks 8 graphpipe sweep sweep.json --device h100 --backend cuda --run --out runs --restarts 2",
 		Args:    args("SWEEP"),
 		RunE:    func(cmd *cobra.Command, a []string) error { return f.run(cmd, a[0]) },
 	}
@@ -59,6 +71,14 @@ type sweepFlags struct {
 	nats    natsFlags
 	elastic elasticFlags
 	stdin   io.Reader
+
+	// tasks is the environment that started this process as one of a
+	// sweep's tasks (--workers tasks), nil for none; digest is a digest
+	// of the sweep file, alike in every task of one launch (task 0 refuses
+	// a task of another); met says task 0 has told the tasks where it is.
+	tasks  *supervise.TaskEnv
+	digest string
+	met    bool
 
 	asJSON, train    bool
 	chart, out       string
@@ -80,19 +100,42 @@ func (f *sweepFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.train, "run", false, "train the sweep: each job a 'graphpipe run' of its plan on its devices")
 	fl.StringVar(&f.out, "out", "", "with --run: each job's outputs under `DIR`/NAME/")
 	fl.Float64Var(&f.drift, "drift", 0.1, "with --run: re-plan the jobs not started when a job's measured time differs from its prediction by more than this ratio (0: never)")
-	fl.StringVar(&f.workersArg, "workers", "local", "with --run: local (worker processes of this host) or pool:NAME (the agents of a pool, with --nats)")
-	fl.StringVar(&f.backend, "backend", "cpu", "with --run: "+backendHelp+"; with cuda, each job's workers take the GPUs of its device ids")
+	fl.StringVar(&f.workersArg, "workers", "local", "with --run: local (worker processes of this host), pool:NAME (the agents of a pool, with --nats), or tasks: every task srun, torchrun or a Kubernetes Indexed Job started runs this command, task 0 sweeping over the others (the default in such a task)")
+	fl.StringVar(&f.backend, "backend", "cpu", "with --run: "+backendHelp+"; with cuda, each job's local workers take the GPUs of its device ids, and with tasks each task its own GPU")
 	fl.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "with --run and --restarts: each job checkpoints after every K iterations (default: a tenth of its steps)")
 	fl.DurationVar(&f.joinTimeout, "join-timeout", 10*time.Minute, "with --run: a job gives up when not every worker has joined within this long")
 	f.nats.register(cmd)
 	f.elastic.register(cmd)
 }
 
-// run plans the sweep at path, prints it, and trains it with --run.
+// run plans the sweep at path, prints it, and trains it with --run; a
+// task an environment started other than task 0 serves task 0's sweep.
 func (f *sweepFlags) run(cmd *cobra.Command, path string) error {
 	if err := f.check(cmd); err != nil {
 		return err
 	}
+	if f.tasks == nil {
+		return f.planAndRun(cmd, path)
+	}
+	f.digest = digestFiles([]string{path}, "")
+	if f.tasks.Rank != 0 {
+		return f.serveTask(cmd)
+	}
+	if err := probeTaskListen(f.tasks, &f.nats); err != nil {
+		return err
+	}
+	if err := clearTaskRendezvous(f.tasks); err != nil {
+		return err
+	}
+	err := f.planAndRun(cmd, path)
+	if err != nil && !f.met {
+		tellTasksFailed(f.tasks, err)
+	}
+	return err
+}
+
+// planAndRun plans the sweep at path, prints it, and trains it with --run.
+func (f *sweepFlags) planAndRun(cmd *cobra.Command, path string) error {
 	sw, err := f.load(path)
 	if err != nil {
 		return err
@@ -150,8 +193,17 @@ func (f *sweepFlags) checkRun(cmd *cobra.Command) error {
 	if f.workers, err = parseWorkers(f.workersArg); err != nil {
 		return err
 	}
-	if f.workers.external() || f.workers.tasks() {
-		return usagef("--workers %s: a sweep starts each job's workers itself: use local or pool:NAME", f.workers)
+	if f.workers.external() {
+		return usagef("--workers %s: a sweep starts each job's workers itself: use local or pool:NAME, or tasks in a task environment", f.workers)
+	}
+	if f.tasks, err = detectTaskEnv(cmd, f.workers); err != nil {
+		return err
+	}
+	if f.tasks != nil {
+		f.workers = workersFlag{kind: taskWorkers}
+		if err := f.forTasks(cmd); err != nil {
+			return err
+		}
 	}
 	if err := f.workers.checkNATS(f.nats.url); err != nil {
 		return err
@@ -168,7 +220,7 @@ func (f *sweepFlags) checkRun(cmd *cobra.Command) error {
 	if cmd.Flags().Changed("checkpoint-every") && f.elastic.restarts == 0 {
 		return usagef("--checkpoint-every: a sweep's jobs checkpoint to resume: give --restarts")
 	}
-	if err := f.elastic.check(cmd, f.workers); err != nil {
+	if err := f.elastic.check(cmd, f.jobWorkers()); err != nil {
 		return err
 	}
 	if err := f.runDevice(cmd); err != nil {

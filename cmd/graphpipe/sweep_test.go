@@ -169,6 +169,8 @@ func TestSweepRefuses(t *testing.T) {
 		{"out without run", `"name": "a", "model": "m.json", "steps": 1`, []string{"--out", dir}, "--out: only with --run"},
 		{"run without out", `"name": "a", "model": "m.json", "steps": 1`, []string{"--run"}, "--run: needs --out DIR"},
 		{"external workers", `"name": "a", "model": "m.json", "steps": 1`, []string{"--run", "--out", dir, "--workers", "external"}, "use local or pool:NAME"},
+		{"tasks without a task environment", `"name": "a", "model": "m.json", "steps": 1`, []string{"--run", "--out", dir, "--workers", "tasks"}, "--workers tasks: no task environment here"},
+		{"tasks without --run", `"name": "a", "model": "m.json", "steps": 1`, []string{"--workers", "tasks"}, "--workers: only with --run"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -64,14 +64,34 @@ func (f *sweepFlags) runSweep(cmd *cobra.Command, sp *sweepPlan) error {
 		return err
 	}
 	jr := &jobRunner{f: f, sp: sp, exe: exe, id: randomID()}
+	if f.tasks != nil {
+		jr.id = f.tasks.Key // the launch's, as a run of tasks is named
+	}
 	if err := jr.prepare(); err != nil {
 		return err
 	}
 	printSweep(log, sp.summary(nil))
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	stops := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if f.tasks != nil {
+		// a workload manager's warning, which the other tasks leave to
+		// task 0 (as a run's tasks do), stops the sweep too
+		stops = append(stops, syscall.SIGUSR1)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), stops...)
 	defer stop()
+	var host *sweepHost
+	if f.tasks != nil {
+		if host, err = f.hostTasks(ctx, cmd); err != nil {
+			return err
+		}
+		defer host.close()
+	}
 	r := &supervise.SweepRunner{Progress: prog, Job: jr.run, Event: func(e supervise.SweepEvent) { sweepEvent(log, sp, prog, e) }}
 	res, runErr := r.Run(ctx)
+	runErr = f.sweepError(sp, runErr)
+	if host != nil {
+		host.tasks.End(runErr) // the tasks leave: well, or failed with it
+	}
 	ran := &sweepRan{res: res, sp: sp, out: f.out}
 	if err := f.writeRan(cmd, sp, ran); err != nil {
 		return err
@@ -79,11 +99,17 @@ func (f *sweepFlags) runSweep(cmd *cobra.Command, sp *sweepPlan) error {
 	if err := f.print(cmd, sp, ran); err != nil {
 		return err
 	}
+	return runErr
+}
+
+// sweepError words the runner's error: the jobs that failed and were
+// skipped.
+func (f *sweepFlags) sweepError(sp *sweepPlan, err error) error {
 	var fe *supervise.SweepFailedError
-	if errors.As(runErr, &fe) {
+	if errors.As(err, &fe) {
 		return fmt.Errorf("sweep: %s failed%s (their logs: %s/NAME/run.log)", jobNames(sp, fe.Failed), skippedWords(sp, fe.Skipped), f.out)
 	}
-	return runErr
+	return err
 }
 
 // writeRan writes DIR/sweep.json, DIR/sweep.svg and --chart: the sweep
@@ -213,11 +239,18 @@ func (jr *jobRunner) args(j *sweepJob, sl sweep.Slot, planPath, dir string) []st
 	if j.dataPath != "" {
 		a = append(a, "--data", j.dataPath)
 	}
-	a = append(a, "--workers", f.workersArg, "--backend", f.backend, "--join-timeout", f.joinTimeout.String())
-	if f.backend != "cpu" {
-		a = append(a, "--gpus", joinInts(sl.DeviceIDs()))
+	a = append(a, "--workers", f.workers.String(), "--join-timeout", f.joinTimeout.String())
+	if f.workers.local() {
+		// a pool's agents compute where they were started to
+		a = append(a, "--backend", f.backend)
+		if f.backend != "cpu" {
+			a = append(a, "--gpus", joinInts(sl.DeviceIDs()))
+		}
 	}
-	for _, name := range []string{"nats", "nats-creds", "nats-ca", "nats-in-order", "restarts", "elastic", "replace-wait", "heartbeat-timeout"} {
+	if f.nats.url != "" { // --nats, or task 0's server
+		a = append(a, "--nats="+f.nats.url)
+	}
+	for _, name := range []string{"nats-creds", "nats-ca", "nats-in-order", "restarts", "elastic", "replace-wait", "heartbeat-timeout"} {
 		if fl := f.search.cmd.Flags().Lookup(name); fl != nil && fl.Changed {
 			a = append(a, "--"+name+"="+fl.Value.String())
 		}

@@ -42,26 +42,35 @@ import (
 // f.tasks, nil for none. A wrong or partial environment is exit 2, naming
 // the variable.
 func (f *runFlags) detectTasks(cmd *cobra.Command) error {
+	e, err := detectTaskEnv(cmd, f.workers)
+	if e != nil {
+		f.tasks, f.workers = e, workersFlag{kind: taskWorkers}
+	}
+	return err
+}
+
+// detectTaskEnv is detectTasks for any command with --workers (run,
+// sweep --run): the environment, nil for none.
+func detectTaskEnv(cmd *cobra.Command, workers workersFlag) (*supervise.TaskEnv, error) {
 	given := cmd.Flags().Changed("workers")
-	if given && !f.workers.tasks() {
-		return nil
+	if given && !workers.tasks() {
+		return nil, nil
 	}
 	e, err := supervise.DetectEnv(f.taskGetenv)
 	if err != nil {
-		return inputf("%v", err)
+		return nil, inputf("%v", err)
 	}
 	switch {
 	case e == nil && given:
-		return usagef("--workers tasks: no task environment here: run it as srun's tasks (SLURM_PROCID), torchrun's (RANK, WORLD_SIZE) or a Kubernetes Indexed Job's (JOB_COMPLETION_INDEX)")
+		return nil, usagef("--workers tasks: no task environment here: run it as srun's tasks (SLURM_PROCID), torchrun's (RANK, WORLD_SIZE) or a Kubernetes Indexed Job's (JOB_COMPLETION_INDEX)")
 	case e == nil || e.Tasks == 1 && !given:
-		return nil
+		return nil, nil
 	}
-	f.tasks, f.workers = e, workersFlag{kind: taskWorkers}
 	if e.Outer != "" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "graphpipe: %s's variables (%s %d of %s %d) and %s are both set, as under 'srun torchrun': following %s's, the launcher that started this process\n",
 			e.Source, e.RankVar, e.Rank, e.TasksVar, e.Tasks, e.Outer, e.Source)
 	}
-	return nil
+	return e, nil
 }
 
 // forTasks makes task 0's defaults the allocation's: a model is planned for
@@ -98,8 +107,18 @@ func (f *runFlags) forTasks(cmd *cobra.Command) error {
 // (supervise.TaskConfig.Model). "" when a file cannot be read here (not
 // compared: task 0 says what is wrong with it).
 func (f *runFlags) launchDigest(cmd *cobra.Command, arg string) string {
+	seed := ""
+	if cmd.Flags().Changed("seed") {
+		seed = fmt.Sprintf("seed %d", f.seed)
+	}
+	return digestFiles([]string{arg, f.model}, seed)
+}
+
+// digestFiles is a digest of the files at paths ("" for none) and extra,
+// "" when one cannot be read here or is standard input.
+func digestFiles(paths []string, extra string) string {
 	h := sha256.New()
-	for _, path := range []string{arg, f.model} {
+	for _, path := range paths {
 		if path == "-" {
 			return "" // standard input is task 0's alone
 		}
@@ -114,9 +133,7 @@ func (f *runFlags) launchDigest(cmd *cobra.Command, arg string) string {
 		fmt.Fprintf(h, "%d:", len(data))
 		h.Write(data)
 	}
-	if cmd.Flags().Changed("seed") {
-		fmt.Fprintf(h, "seed %d", f.seed)
-	}
+	h.Write([]byte(extra))
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -129,8 +146,12 @@ var processStart = time.Now()
 // file an earlier launch's task 0 left is removed (one that failed, or
 // was killed), so that no task reads its failure or its token; a file of
 // a task 0 still there, or one not to be trusted, is exit 2.
-func (f *runFlags) clearRendezvous() error {
-	if f.tasks == nil || f.tasks.Rank != 0 {
+func (f *runFlags) clearRendezvous() error { return clearTaskRendezvous(f.tasks) }
+
+// clearTaskRendezvous is clearRendezvous for task 0 of environment e (nil:
+// none).
+func clearTaskRendezvous(e *supervise.TaskEnv) error {
+	if e == nil || e.Rank != 0 {
 		return nil
 	}
 	wd, err := os.Getwd()
@@ -138,13 +159,13 @@ func (f *runFlags) clearRendezvous() error {
 		return err
 	}
 	host, _ := os.Hostname()
-	err = supervise.ClearRendezvous(supervise.RendezvousPath(wd, f.tasks), host, nil)
+	err = supervise.ClearRendezvous(supervise.RendezvousPath(wd, e), host, nil)
 	var ue *supervise.UntrustedError
 	switch {
 	case errors.As(err, &ue):
 		return inputf("%v", err)
 	case err != nil:
-		return inputf("%s: 0, but %v", f.tasks.RankVar, err)
+		return inputf("%s: 0, but %v", e.RankVar, err)
 	}
 	return nil
 }
@@ -153,16 +174,24 @@ func (f *runFlags) clearRendezvous() error {
 // task 0 failed with err before the run began: they leave at once instead
 // of waiting for it for --join-timeout.
 func (f *runFlags) taskZeroFailed(err error) {
-	if f.tasks == nil || f.tasks.Rank != 0 || f.met {
+	if !f.met {
+		tellTasksFailed(f.tasks, err)
+	}
+}
+
+// tellTasksFailed is taskZeroFailed for task 0 of environment e (nil:
+// none), before it has written the rendezvous file that says where it is.
+func tellTasksFailed(e *supervise.TaskEnv, err error) {
+	if e == nil || e.Rank != 0 {
 		return
 	}
 	wd, werr := os.Getwd()
 	if werr != nil {
 		return
 	}
-	rv := supervise.Rendezvous{Key: f.tasks.Key, PID: os.Getpid(), Failed: err.Error()}
+	rv := supervise.Rendezvous{Key: e.Key, PID: os.Getpid(), Failed: err.Error()}
 	rv.Host, _ = os.Hostname()
-	supervise.WriteRendezvous(supervise.RendezvousPath(wd, f.tasks), rv)
+	supervise.WriteRendezvous(supervise.RendezvousPath(wd, e), rv)
 }
 
 // taskZeroDone tells the other tasks, through the rendezvous file, that
@@ -197,9 +226,12 @@ func (f *runFlags) tasksError(err error) error {
 // it cannot listen: one that is not this host's (task 0 runs where it
 // points), or does not resolve, or that another process holds (another
 // task claims rank 0, or another program the port).
-func (f *runFlags) probeListen() error {
-	e := f.tasks
-	if e == nil || f.nats.url != "" || f.nats.listen != "" {
+func (f *runFlags) probeListen() error { return probeTaskListen(f.tasks, &f.nats) }
+
+// probeTaskListen is probeListen for task 0 of environment e (nil: none)
+// with nats flags nf.
+func probeTaskListen(e *supervise.TaskEnv, nf *natsFlags) error {
+	if e == nil || nf.url != "" || nf.listen != "" {
 		return nil
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort(e.Addr, strconv.Itoa(e.Port)))
@@ -214,14 +246,16 @@ func (f *runFlags) probeListen() error {
 	case errors.As(err, &de):
 		return inputf("%s: %s does not resolve here (%s): it must name task 0's host (%s), where its server listens for the other tasks", e.AddrVar, e.Addr, de.Err, host)
 	}
-	return f.tasksListenError(inputf("--nats-listen: %v", cause(err)))
+	return taskListenError(e, inputf("--nats-listen: %v", cause(err)))
 }
 
 // tasksListenError words task 0's failure to listen where its
 // environment says (MASTER_ADDR:MASTER_PORT) as the environment's fault:
 // another task claims rank 0, or another program holds the port.
-func (f *runFlags) tasksListenError(err error) error {
-	e := f.tasks
+func (f *runFlags) tasksListenError(err error) error { return taskListenError(f.tasks, err) }
+
+// taskListenError is tasksListenError for environment e (nil: none).
+func taskListenError(e *supervise.TaskEnv, err error) error {
 	var ie *inputError
 	if e == nil || e.Port == 0 || !errors.As(err, &ie) || !strings.HasPrefix(err.Error(), "--nats-listen") {
 		return err
@@ -386,26 +420,31 @@ func (f *runFlags) serveTaskCtx(ctx context.Context, cmd *cobra.Command, made fu
 // MASTER_ADDR:MASTER_PORT, and a token every task has), else task 0's
 // rendezvous file, waited for up to --join-timeout.
 func (f *runFlags) rendezvous(ctx context.Context, e *supervise.TaskEnv, log io.Writer) (supervise.Rendezvous, error) {
-	run := f.runID
+	return findTaskZero(ctx, e, &f.nats, f.runID, f.joinTimeout, log)
+}
+
+// findTaskZero is rendezvous for a task of environment e with nats flags
+// nf, run ID run ("": the launch's key) and join timeout wait.
+func findTaskZero(ctx context.Context, e *supervise.TaskEnv, nf *natsFlags, run string, wait time.Duration, log io.Writer) (supervise.Rendezvous, error) {
 	if run == "" {
 		run = e.Key
 	}
-	tok := f.nats.token
+	tok := nf.token
 	if tok == "" {
 		tok = os.Getenv(tokenEnv)
 	}
-	known := tok != "" || f.nats.creds != "" || f.nats.noToken()
+	known := tok != "" || nf.creds != "" || nf.noToken()
 	switch {
-	case f.nats.url != "" && known:
-		return supervise.Rendezvous{URL: f.nats.url, Token: tok, Run: run}, nil
-	case f.nats.url == "" && f.nats.listen == "" && e.Port > 0 && known:
+	case nf.url != "" && known:
+		return supervise.Rendezvous{URL: nf.url, Token: tok, Run: run}, nil
+	case nf.url == "" && nf.listen == "" && e.Port > 0 && known:
 		return supervise.Rendezvous{URL: "nats://" + net.JoinHostPort(e.Addr, strconv.Itoa(e.Port)), Token: tok, Run: run}, nil
 	}
 	wd, err := os.Getwd()
 	if err != nil {
 		return supervise.Rendezvous{}, err
 	}
-	w := supervise.RendezvousWait{Path: supervise.RendezvousPath(wd, e), Key: e.Key, Wait: f.joinTimeout, Since: processStart,
+	w := supervise.RendezvousWait{Path: supervise.RendezvousPath(wd, e), Key: e.Key, Wait: wait, Since: processStart,
 		Log: func(format string, args ...any) { fmt.Fprintf(log, "graphpipe: "+format+"\n", args...) }}
 	rv, err := w.Read(ctx)
 	var ue *supervise.UntrustedError

@@ -88,4 +88,12 @@
 //     failure told back, the jobs not started re-planned when a measured
 //     time drifts; a failed job skips the jobs that wait for it
 //     (*SweepFailedError), and the rest run on.
+//  8. A sweep whose tasks an environment started runs over a pool named
+//     after the launch: every task but 0 serves as an agent of it
+//     (SweepTask) on task 0's server, found through the rendezvous file
+//     of step 6; task 0 (SweepTasks: a TaskLauncher's adverts, refusals
+//     and join timeout) waits for them all, beats for them, says a task
+//     lost mid-sweep once (a lost agent, which the pool's runs restart
+//     without), and on End tells them the sweep is over, and whether it
+//     failed, as step 6 tells a run's tasks.
 package supervise
