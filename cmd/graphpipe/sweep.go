@@ -196,7 +196,7 @@ func (f *sweepFlags) checkRun(cmd *cobra.Command) error {
 	if f.workers.external() {
 		return usagef("--workers %s: a sweep starts each job's workers itself: use local or pool:NAME, or tasks in a task environment", f.workers)
 	}
-	if f.tasks, err = detectTaskEnv(cmd, f.workers); err != nil {
+	if f.tasks, err = detectTaskEnv(cmd, f.workers, f.backend); err != nil {
 		return err
 	}
 	if f.tasks != nil {

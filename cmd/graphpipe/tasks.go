@@ -42,7 +42,7 @@ import (
 // f.tasks, nil for none. A wrong or partial environment is exit 2, naming
 // the variable.
 func (f *runFlags) detectTasks(cmd *cobra.Command) error {
-	e, err := detectTaskEnv(cmd, f.workers)
+	e, err := detectTaskEnv(cmd, f.workers, f.device.backend)
 	if e != nil {
 		f.tasks, f.workers = e, workersFlag{kind: taskWorkers}
 	}
@@ -51,12 +51,12 @@ func (f *runFlags) detectTasks(cmd *cobra.Command) error {
 
 // detectTaskEnv is detectTasks for any command with --workers (run,
 // sweep --run): the environment, nil for none.
-func detectTaskEnv(cmd *cobra.Command, workers workersFlag) (*supervise.TaskEnv, error) {
+func detectTaskEnv(cmd *cobra.Command, workers workersFlag, backend string) (*supervise.TaskEnv, error) {
 	given := cmd.Flags().Changed("workers")
 	if given && !workers.tasks() {
 		return nil, nil
 	}
-	e, err := supervise.DetectEnv(f.taskGetenv)
+	e, err := supervise.DetectEnv(taskGetenv(backend))
 	if err != nil {
 		return nil, inputf("%v", err)
 	}
