@@ -315,9 +315,7 @@ func Ideal(rows []Row) *Section {
 		Columns: []string{"model", "devices", "ideal samples/s", "gpp fraction", "spp fraction"}}
 	for _, r := range rows {
 		g, _ := Paper(r.Model)
-		t := g.Total()
-		dev := plan.Profiles[r.Device]
-		ideal := float64(r.Devices) * dev.PeakFLOPs * dev.MaxEff / (t.FwdFLOPs + t.BwdFLOPs())
+		ideal := plan.IdealSamplesPerS(plan.Profiles[r.Device], "fp32", r.Devices, plan.FLOPsPerSample(g))
 		s.Rows = append(s.Rows, []string{r.Model, fmt.Sprint(r.Devices), f(ideal), fmt.Sprintf("%.3f", r.GPP.SamplesPerS/ideal), fmt.Sprintf("%.3f", r.SPP.SamplesPerS/ideal)})
 	}
 	return s

@@ -57,12 +57,12 @@ func (sp *spaces) search(g *dag.Graph, o Options, start time.Time) (*plan.Plan, 
 	// DP uses every device it can; while the best plan is slower than n
 	// devices' ideal (every op at the device's best efficiency, never idle),
 	// which no plan on n beats
+	// (its products at the plan's precision's rate: plan.IdealSamplesPerS)
 	candidates := best.Search.Candidates
-	t := g.Total()
-	perSample := t.FwdFLOPs + t.BwdFLOPs()
+	perSample := plan.FLOPsPerSample(g)
 	for sub := o; sp.tu.fewerDevices && sub.Devices >= 4; {
 		sub.Devices /= 2
-		ideal := float64(sub.Devices) * o.Device.PeakFLOPs * o.Device.MaxEff / perSample
+		ideal := plan.IdealSamplesPerS(o.Device, o.Precision, sub.Devices, perSample)
 		// measured op times are no FLOP rate: no ideal bounds them
 		if o.OpTimes == nil && perSample > 0 && best.Predicted.SamplesPerS >= ideal {
 			break

@@ -217,6 +217,12 @@ type planSummary struct {
 	// OptimizerState is where each stage's optimizer state lives, stage
 	// by stage (plan.StatePlacements)
 	OptimizerState []stageState `json:"optimizer_state"`
+	// the ideal bound of the plan's devices (plan.Plan.Ideal: every device
+	// at its best efficiency of its peak in the plan's precision, never
+	// idle, over the model's forward and backward FLOPs a sample), and the
+	// plan's throughput over it
+	IdealSamplesPerS float64 `json:"ideal_samples_per_s,omitempty"`
+	OfIdeal          float64 `json:"of_ideal,omitempty"`
 }
 
 // stageState is one stage's placement in search --json: where its state
@@ -231,15 +237,20 @@ type stageState struct {
 	HostCopyBytes int64  `json:"host_copy_bytes"`
 }
 
-func summary(p *plan.Plan) planSummary {
-	s := planSummary{searchFormat, p.Model.Name, p.Strategy, p.Search.Chosen, p.Schedule, p.PrecisionName(), p.Device.Name, p.Devices, len(p.Stages), p.Predicted.Depth,
-		p.BatchSize, p.MicroBatch, p.MicroBatches, p.Predicted.IterationS, p.Predicted.SamplesPerS, p.Predicted.Bubble,
-		p.Predicted.PeakMemory, p.MemoryLimit, p.Search.Seconds, p.Predicted.Feasible, p.Search.Notes, 0, 0, nil}
+func summary(p *plan.Plan, g *dag.Graph) planSummary {
+	s := planSummary{Format: searchFormat, Model: p.Model.Name, Strategy: p.Strategy, Chosen: p.Search.Chosen, Schedule: p.Schedule,
+		Precision: p.PrecisionName(), Device: p.Device.Name, Devices: p.Devices, Stages: len(p.Stages), Depth: p.Predicted.Depth,
+		BatchSize: p.BatchSize, MicroBatch: p.MicroBatch, MicroBatches: p.MicroBatches, IterationS: p.Predicted.IterationS,
+		SamplesPerS: p.Predicted.SamplesPerS, Bubble: p.Predicted.Bubble, PeakMemory: p.Predicted.PeakMemory, MemoryLimit: p.MemoryLimit,
+		SearchS: p.Search.Seconds, Feasible: p.Predicted.Feasible, Notes: p.Search.Notes}
 	for _, st := range p.Stages {
 		s.OptimizerState = append(s.OptimizerState, stageState{st.ID, len(st.Devices), st.StateName(), st.StreamWeights, st.StateSavedBytes, st.HostCopyBytes})
 	}
 	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
 		s.SequentialSamplesPerS, s.OverSequential = q.SamplesPerS, p.Predicted.SamplesPerS/q.SamplesPerS
+	}
+	if ideal := p.Ideal(g); ideal > 0 {
+		s.IdealSamplesPerS, s.OfIdeal = ideal, p.Predicted.SamplesPerS/ideal
 	}
 	return s
 }
@@ -402,7 +413,7 @@ when the search finds no plan that fits; each says which limit failed.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return json.NewEncoder(w).Encode(summary(p))
+				return json.NewEncoder(w).Encode(summary(p, g))
 			}
 			printSummary(w, p)
 			return nil

@@ -82,6 +82,11 @@ func build(c bench.Config) (*bench.Report, error) {
 		}
 	}
 	r.Sections = append(r.Sections, bench.Ideal(at32))
+	bd, err := bench.BreakdownSection(c)
+	if err != nil {
+		return nil, err
+	}
+	r.Sections = append(r.Sections, bd)
 	st, err := bench.SearchTime(c)
 	if err != nil {
 		return nil, err
@@ -124,6 +129,7 @@ func build(c bench.Config) (*bench.Report, error) {
 
 // alone are the sections report -only runs, by name.
 var alone = map[string]func(bench.Config) (*bench.Section, error){
+	"breakdown":    bench.BreakdownSection,
 	"scaling":      bench.ScalingSection,
 	"sgemm":        bench.SgemmSection,
 	"cpu-training": bench.CPUTraining,
