@@ -49,6 +49,10 @@ type Manifest struct {
 	// Shards (@2) are the files that hold the state, two per stage.
 	Shards  []Shard `json:"shards,omitempty"`
 	Created string  `json:"created"`
+	// SBHistory is, under selective backprop, the loss's stage's history
+	// of recent losses (stage.Selector.History), oldest first: what a
+	// resumed run selects by.
+	SBHistory []float64 `json:"selective_backprop_history,omitempty"`
 }
 
 // Shard is one file of a sharded checkpoint: a stage's parameters and

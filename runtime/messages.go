@@ -97,6 +97,9 @@ type Report struct {
 	// Links is what the worker's ends of its edges took in the iteration
 	// (Worker.Links).
 	Links []LinkTime `json:"links,omitempty"`
+	// Backprop, with selective backprop, is how many of the batch's samples
+	// had a backward pass (every stage knows it).
+	Backprop int `json:"backprop,omitempty"`
 }
 
 func sendJSON(ctx context.Context, ep *wire.Endpoint, peer int32, iter int64, mb int32, v any) error {

@@ -35,6 +35,9 @@ type Result struct {
 	// Links is, by worker id, what its ends of the edges took in the last
 	// iteration (EdgeTimes sums them by edge).
 	Links [][]LinkTime
+	// Backprop is, with selective backprop (Options.Train.Selective), each
+	// iteration's samples that had a backward pass; nil without.
+	Backprop []int
 }
 
 // Joined is a worker that joined a run.

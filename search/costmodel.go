@@ -60,6 +60,9 @@ type costModel struct {
 	// priced at the device's float32 rate, on the CUDA cores, the backward
 	// making them again; its probabilities kept none of
 	fused bool
+	// kept is selective backprop's fraction of rows with a backward pass
+	// (Options.BackpropFraction; selective.go); 0: every row
+	kept float64
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.
@@ -80,6 +83,7 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 	for i := range cm.mixes {
 		cm.mixes[i] = g.Op(i).Kind.MixesSamples()
 	}
+	cm.selective(o.BackpropFraction)
 	return cm
 }
 
@@ -107,7 +111,7 @@ func (cm *costModel) times(m int64) []opTime {
 	}
 	t := make([]opTime, cm.g.NumOps())
 	for i := range t {
-		t[i] = cm.opTime(i, m)
+		t[i] = cm.keptTimes(cm.opTime(i, m))
 		if cm.slow != 1 {
 			t[i] = opTime{cm.slow * t[i].f, cm.slow * t[i].bi, cm.slow * t[i].bw}
 		}

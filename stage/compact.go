@@ -82,6 +82,9 @@ func (e *Executor) Compact(mb int, kept []int) error {
 	if e.be.Name() != "cpu" {
 		return fmt.Errorf("stage: Compact: selective backprop runs on the cpu backend only")
 	}
+	if kept == nil {
+		kept = []int{} // nil would say every row
+	}
 	m.kept, m.rows = kept, n
 	if len(kept) == 0 {
 		m.vals, m.stash, m.feeds = nil, nil, nil

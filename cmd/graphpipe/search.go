@@ -44,6 +44,9 @@ type searchFlags struct {
 	// precision and attention are what to price the plan in: search's
 	// --precision and --attention, run's (the device flags')
 	precision, attention string
+	// backpropFraction is selective backprop's kept fraction to price
+	// (sbFlags.fraction); 0: every sample
+	backpropFraction float64
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
@@ -98,7 +101,7 @@ func (f *searchFlags) options() (search.Options, error) {
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices, Recompute: f.recompute,
 		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
-		Precision: f.precision, Attention: f.attention}
+		Precision: f.precision, Attention: f.attention, BackpropFraction: f.backpropFraction}
 	if f.opTimes != "" {
 		data, _, err := readInput(f.opTimes, f.stdin)
 		if err != nil {
@@ -140,7 +143,7 @@ func (f *searchFlags) clusterOptions() (search.Options, error) {
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Cluster: c, Recompute: f.recompute,
 		MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
-		Precision: f.precision, Attention: f.attention}
+		Precision: f.precision, Attention: f.attention, BackpropFraction: f.backpropFraction}
 	if f.opTimes != "" {
 		return o, usagef("--op-times: op times are measured on one device; not with --cluster")
 	}
@@ -205,15 +208,19 @@ type planSummary struct {
 	// throughput over it
 	SequentialSamplesPerS float64 `json:"sequential_samples_per_s,omitempty"`
 	OverSequential        float64 `json:"over_sequential,omitempty"`
+	// BackpropFraction, for a plan priced for selective backprop, is the
+	// fraction of samples priced with a backward pass
+	BackpropFraction float64 `json:"backprop_fraction,omitempty"`
 }
 
 func summary(p *plan.Plan) planSummary {
 	s := planSummary{searchFormat, p.Model.Name, p.Strategy, p.Search.Chosen, p.Schedule, p.PrecisionName(), p.Device.Name, p.Devices, len(p.Stages), p.Predicted.Depth,
 		p.BatchSize, p.MicroBatch, p.MicroBatches, p.Predicted.IterationS, p.Predicted.SamplesPerS, p.Predicted.Bubble,
-		p.Predicted.PeakMemory, p.MemoryLimit, p.Search.Seconds, p.Predicted.Feasible, p.Search.Notes, 0, 0}
+		p.Predicted.PeakMemory, p.MemoryLimit, p.Search.Seconds, p.Predicted.Feasible, p.Search.Notes, 0, 0, 0}
 	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
 		s.SequentialSamplesPerS, s.OverSequential = q.SamplesPerS, p.Predicted.SamplesPerS/q.SamplesPerS
 	}
+	s.BackpropFraction = p.BackpropFraction
 	return s
 }
 
@@ -250,6 +257,9 @@ func printSummary(w io.Writer, p *plan.Plan) {
 	}
 	if r := recomputing(p); r != "" {
 		fmt.Fprintf(w, "recompute   %s rerun their forward during backward, keeping only their inputs per micro-batch in flight\n", r)
+	}
+	if b := backpropLine(p); b != "" {
+		fmt.Fprintf(w, "backprop    %s\n", b)
 	}
 	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
 		fmt.Fprintf(w, "sequential  the best sequential plan found: %.4g samples/s (%s, depth %d, micro-batch %d); this plan %.3f×\n",
@@ -328,6 +338,7 @@ func lastGo(p *plan.Plan) float64 {
 
 func newSearchCmd(stdin io.Reader) *cobra.Command {
 	f := searchFlags{stdin: stdin}
+	var sb sbFlags
 	var out, optimizer string
 	var momentum float32
 	var asJSON bool
@@ -354,6 +365,10 @@ when the search finds no plan that fits; each says which limit failed.`,
 				return usagef("%v", err)
 			}
 			f.planFor(to)
+			if err := sb.check(cmd, ""); err != nil {
+				return err
+			}
+			f.backpropFraction = sb.fraction(cmd)
 			o, err := f.options()
 			if err != nil {
 				return err
@@ -385,6 +400,7 @@ when the search finds no plan that fits; each says which limit failed.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&f.precision, "precision", "fp32", "price the plan in this precision, which run then trains in: "+precisionWords)
 	cmd.Flags().StringVar(&f.attention, "attention", "unfused", "price attention as it runs: "+attentionHelp)
+	sb.registerSearch(cmd)
 	return cmd
 }
 
