@@ -72,6 +72,9 @@ type runSummary struct {
 	Samples         int64 `json:"samples"`
 	BackpropSamples int64 `json:"backprop_samples"`
 	BackpropPerStep []int `json:"backprop_per_step,omitempty"`
+	// IterationS is each iteration's measured seconds (the coordinator's:
+	// from its go to the last report, an evaluation after it aside).
+	IterationS []float64 `json:"iteration_s"`
 }
 
 // stageCalls is a stage's device calls in run --json.
@@ -106,6 +109,7 @@ func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float
 	}
 	sum.GradNorms = res.GradNorms
 	sum.Samples, sum.BackpropSamples = backpropSamples(plan.BatchSize, ran, res.Backprop)
+	sum.IterationS = res.Iters
 	if o.Train.Selective != nil {
 		sum.BackpropPerStep = res.Backprop
 	}

@@ -97,7 +97,7 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, rt)
-	for _, name := range []string{"sgemm", "cpu-training", "cpu-runs", "sweep"} {
+	for _, name := range []string{"sgemm", "cpu-training", "cpu-runs", "sweep", "selective-backprop"} {
 		s, err := alone[name](c)
 		if err != nil {
 			return nil, err
@@ -131,6 +131,8 @@ var alone = map[string]func(bench.Config) (*bench.Section, error){
 	"device-calls": bench.DeviceCallsSection,
 	"precision":    bench.PrecisionSection,
 	"sweep":        bench.SweepSection,
+
+	"selective-backprop": bench.SelectiveSection,
 }
 
 // runOnly runs the named sections and splices them into root's BENCHMARKS.md.
