@@ -100,3 +100,16 @@ func TestSelectiveRunEqualsTrain(t *testing.T) {
 		t.Fatalf("search's summary: exit %d, %s%s", code, out, errs)
 	}
 }
+
+// TestSelectiveProgressLine: a run's progress line shows the share of the
+// step's samples that had a backward pass, as the coordinator heard it.
+func TestSelectiveProgressLine(t *testing.T) {
+	var log strings.Builder
+	p := &progress{log: &log, every: 1, steps: 2, batch: 30}
+	p.start(0)
+	p.backprop(0, 10)
+	p.step(0, 1.5)
+	if !strings.Contains(log.String(), "loss 1.5, backprop 33%,") {
+		t.Fatalf("progress line %q", log.String())
+	}
+}
