@@ -45,13 +45,19 @@ func sbGraph(t *testing.T) *dag.Graph {
 // (nil: all), and returns the parameters after an SGD step of rate 1: the
 // parameters minus the step's gradient.
 func sgdStep(t *testing.T, g *dag.Graph, batch map[string]*Value[float32], b int, recompute bool, keep func(j int) []int) map[string]*Value[float32] {
+	return sgdStepClipped(t, g, batch, b, recompute, 0, keep)
+}
+
+// sgdStepClipped is sgdStep with the gradients clipped to a global norm of
+// clip (0: none).
+func sgdStepClipped(t *testing.T, g *dag.Graph, batch map[string]*Value[float32], b int, recompute bool, clip float64, keep func(j int) []int) map[string]*Value[float32] {
 	t.Helper()
 	ex, err := NewExecutor(g, allOps(g), g.Seed())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ex.Recompute = recompute
-	if err := ex.SetOptimizer(TrainOptions{Optimizer: "sgd", LR: 1}); err != nil {
+	if err := ex.SetOptimizer(TrainOptions{Optimizer: "sgd", LR: 1, ClipGradNorm: clip}); err != nil {
 		t.Fatal(err)
 	}
 	n := batchRows(batch)
@@ -154,6 +160,11 @@ func TestCompactIsTheKeptRowsStep(t *testing.T) {
 		for name, w := range want {
 			near(t, name, got[name].Data, w.Data, 1e-6)
 		}
+	}
+	wantClipped := sgdStepClipped(t, g, sub, k, false, 0.05, func(int) []int { return nil })
+	gotClipped := sgdStepClipped(t, g, batch, 4, false, 0.05, keep)
+	for name, w := range wantClipped { // the clip's norm is the kept samples' mean gradient's
+		near(t, "clipped "+name, gotClipped[name].Data, w.Data, 1e-6)
 	}
 	all := sgdStep(t, g, batch, 4, false, func(int) []int { return []int{0, 1, 2, 3} })
 	full := sgdStep(t, g, batch, 4, false, func(int) []int { return nil })

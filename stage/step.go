@@ -130,7 +130,9 @@ func (e *Executor) EndStep(ctx context.Context, step int, comm StepComm) (StepRe
 	squares, finite, err := e.readGrads(clip > 0)
 	scale := e.stepScale()
 	for name, sq := range squares { // the norms of the gradients as Selected scales them
-		squares[name] = sq * float64(scale) * float64(scale)
+		if scale != 1 {
+			squares[name] = sq * float64(scale) * float64(scale)
+		}
 	}
 	if err == nil {
 		rep.Loss, err = e.stepLoss()
