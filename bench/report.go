@@ -20,6 +20,8 @@ type Section struct {
 	Rows    [][]string
 	Notes   []string
 	Chart   *Chart
+	// Below are more charts, drawn under the table and its notes.
+	Below []*Chart
 }
 
 // Markdown renders the section.
@@ -36,8 +38,21 @@ func (s *Section) Markdown() string {
 	for _, n := range s.Notes {
 		fmt.Fprintf(&b, "\n%s\n", n)
 	}
+	for _, c := range s.Below {
+		fmt.Fprintf(&b, "\n%s\n", c.Markdown())
+	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// writeCharts draws the section's charts into dir.
+func (s *Section) writeCharts(dir string) error {
+	for _, c := range append([]*Chart{s.Chart}, s.Below...) {
+		if err := c.write(dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Table renders the section's table alone.
@@ -79,6 +94,9 @@ var Axes = map[string][2]string{
 	"paper-ratio":         {"devices (v100)", "gpp / spp throughput (ratio)"},
 	"search-time":         {"ops in the model", "gpp search time (s)"},
 	"case-study-timeline": {chart.TimeAxis, chart.StageAxis},
+
+	"selective-backprop-time":    {"training time (s, evaluations aside)", "evaluation accuracy"},
+	"selective-backprop-samples": {"samples with a backward pass", "evaluation accuracy"},
 }
 
 // lineChart is a report chart of a line chart, its axes from Axes.
@@ -110,7 +128,7 @@ func (r *Report) Write(root string) error {
 	md.WriteString(r.Stamp + "\n\n")
 	md.WriteString("Every figure below was produced by the run that wrote this file (`make bench`, or `make bench-quick` for a\nsubset); every comparison is a ratio measured in that run. Tables are also under `bench/results/*.csv`.\n\n")
 	for _, s := range r.Sections {
-		if err := s.Chart.write(dir); err != nil {
+		if err := s.writeCharts(dir); err != nil {
 			return err
 		}
 		md.WriteString(s.Markdown())
@@ -148,7 +166,7 @@ func (r *Report) Splice(root string) error {
 		return err
 	}
 	for _, s := range r.Sections {
-		if err := s.Chart.write(dir); err != nil {
+		if err := s.writeCharts(dir); err != nil {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(dir, s.Name+".csv"), s.CSV(), 0o644); err != nil {

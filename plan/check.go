@@ -113,6 +113,9 @@ func (p *Plan) validate() error {
 	if err := p.checkCompute(); err != nil {
 		return err
 	}
+	if err := p.checkSelective(); err != nil {
+		return err
+	}
 	if p.Cluster != nil {
 		if err := p.Cluster.validate(p.Devices); err != nil {
 			return err

@@ -20,6 +20,8 @@ func TestPlanRefusals(t *testing.T) {
 		{`"format"`, `"extra": 1, "format"`, "unknown field"},
 		{`"0F"`, `"0X"`, "action"},
 		{"\"sequential\": {\n      \"samples_per_s\": ", "\"sequential\": {\n      \"samples_per_s\": -", "search.sequential"},
+		{`"format"`, `"backprop_fraction": 1.5, "format"`, "backprop_fraction"},
+		{`"transfer_s"`, `"grad_transfer_s": -1, "transfer_s"`, "grad_transfer_s"},
 	} {
 		bad := strings.Replace(good, tc.old, tc.new, 1)
 		if bad == good {

@@ -57,6 +57,12 @@ type Plan struct {
 	Predicted Prediction   `json:"predicted"`
 	Search    SearchReport `json:"search"`
 
+	// BackpropFraction, for a plan priced for selective backprop, is the
+	// fraction of samples expected to have a backward pass: the stages'
+	// backward times and the edges' gradient transfers are the kept rows'
+	// (selective.go); absent: every sample.
+	BackpropFraction float64 `json:"backprop_fraction,omitempty"`
+
 	sched *microbatch.Schedule // the schedule behind Actions; Actions is filled by FillActions
 }
 
@@ -137,6 +143,10 @@ type PlanEdge struct {
 	// computing action to end before it travels (Device.SendHoldS); zero
 	// where the profile measured none.
 	HoldS float64 `json:"hold_s,omitempty"`
+	// GradTransfer, in a plan priced for selective backprop, is a
+	// micro-batch's gradients' transfer: the kept rows' alone
+	// (GradTransferS); absent: Transfer, each way.
+	GradTransfer float64 `json:"grad_transfer_s,omitempty"`
 }
 
 // Prediction is what the simulator says of one iteration.
@@ -292,7 +302,7 @@ func (p *Plan) Timing() microbatch.Timing {
 	messages := false
 	for _, e := range p.Edges {
 		t.Act = append(t.Act, e.Transfer)
-		t.Grad = append(t.Grad, e.Transfer)
+		t.Grad = append(t.Grad, e.GradTransferS())
 		messages = messages || e.SendS > 0 || e.RecvS > 0 || e.HoldS > 0
 	}
 	if messages { // nil otherwise: what plans without them always had

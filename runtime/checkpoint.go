@@ -55,6 +55,10 @@ type Manifest struct {
 	// taken as they are.
 	Stages  int    `json:"stages,omitempty"`
 	Created string `json:"created"`
+	// SBHistory is, under selective backprop, the loss's stage's history
+	// of recent losses (stage.Selector.History), oldest first: what a
+	// resumed run selects by.
+	SBHistory []float64 `json:"selective_backprop_history,omitempty"`
 }
 
 // Shard is one file of a sharded checkpoint: a stage's parameters and

@@ -21,6 +21,9 @@ type Config struct {
 	Skipped func(iter int64, why string)
 	// OnEval hears each evaluation as it ends.
 	OnEval func(stage.EvalResult)
+	// OnBackprop, with selective backprop, hears each iteration's samples
+	// that had a backward pass, before its progress.
+	OnBackprop func(iter int64, samples int)
 	// CheckpointDir is where the coordinator writes the checkpoints
 	// (Options.CheckpointEvery).
 	CheckpointDir string

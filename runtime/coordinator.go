@@ -318,6 +318,9 @@ type collector struct {
 	// left says, by worker id, which workers have handed over all they
 	// owed and gone, their silence no failure (shard.go, handover.go)
 	left []atomic.Bool
+	// sbHistory is the loss's stage's selective backprop history, as its
+	// last checkpoint report gave it (Manifest.SBHistory)
+	sbHistory []float64
 }
 
 // collect drives the iterations and gathers reports and parameters.
@@ -360,6 +363,12 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 		}
 		total += float64(rep.Loss)
 		c.res.Links[s] = rep.Links
+		if s == 0 && c.job.Options.Train.Selective != nil && !c.job.Options.Emulate {
+			c.res.Backprop = append(c.res.Backprop, rep.Backprop)
+			if c.job.Config.OnBackprop != nil {
+				c.job.Config.OnBackprop(int64(n), rep.Backprop)
+			}
+		}
 		if s == 0 && c.job.Options.Train.ClipGradNorm > 0 && !c.job.Options.Emulate {
 			c.res.GradNorms = append(c.res.GradNorms, rep.GradNorm)
 		}
@@ -575,7 +584,8 @@ func (c *collector) checkpoint(ctx context.Context, step int, key func(id int32)
 	}
 	m := Manifest{Step: step, Model: g.Name(), ModelHash: dag.ModelHash(g), Run: c.job.Run, Seed: g.Seed(),
 		Plan:      fmt.Sprintf("%s, %d stages on %d devices", p.Strategy, len(p.Stages), c.lay.total),
-		Optimizer: c.job.Options.Train.Optimizer, OptStep: optStep, Shards: shards, Stages: len(p.Stages)}
+		Optimizer: c.job.Options.Train.Optimizer, OptStep: optStep, Shards: shards, Stages: len(p.Stages),
+		SBHistory: c.sbHistory}
 	if err := commitCheckpoint(c.target.Dir, tmp, &m); err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("checkpoint after step %d into %s: %w", step, dir, err)

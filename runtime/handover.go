@@ -125,7 +125,7 @@ func sendResume(ctx context.Context, bulk *wire.Endpoint, job *Job, lay replicas
 			byName[e.Name] = e.F32
 		}
 		sw := newStreamWriter(ctx, bulk, int32(id), streamID{streamResume, 0, int32(id)})
-		err := tensor.StreamSafetensors(sw, heads, map[string]string{"optimizer_step": strconv.Itoa(c.Manifest.OptStep)}, func(h tensor.Head, w io.Writer) error {
+		err := tensor.StreamSafetensors(sw, heads, resumeMeta(c), func(h tensor.Head, w io.Writer) error {
 			return tensor.WriteF32(w, byName[h.Name])
 		})
 		if err != nil {
@@ -185,6 +185,9 @@ func (w *Worker) loadEntries(entries []tensor.Named, meta map[string]string) err
 		}
 	}
 	w.ex.LoadState(vals)
+	if err := w.loadSBHistory(meta); err != nil {
+		return err
+	}
 	step, _ := strconv.Atoi(meta["optimizer_step"])
 	return w.ex.LoadOptimizerState(optim, step)
 }

@@ -86,7 +86,7 @@ func (j *Job) validateOptions() error {
 	case o.Init && o.Emulate:
 		return jobErr("Options.Init", "an emulated run computes nothing to initialise")
 	}
-	return nil
+	return j.validateSelective()
 }
 
 func (j *Job) validateConfig() error {

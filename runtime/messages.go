@@ -100,6 +100,9 @@ type Report struct {
 	// Memory, with the last iteration's report: what the worker holds of
 	// its stage's state (Worker.Memory).
 	Memory *WorkerMemory `json:"memory,omitempty"`
+	// Backprop, with selective backprop, is how many of the batch's samples
+	// had a backward pass (every stage knows it).
+	Backprop int `json:"backprop,omitempty"`
 }
 
 func sendJSON(ctx context.Context, ep *wire.Endpoint, peer int32, iter int64, mb int32, v any) error {

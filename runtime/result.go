@@ -38,6 +38,9 @@ type Result struct {
 	// Memory is, by worker id, what each holds of its stage's state at the
 	// end (nil for an emulated run).
 	Memory []WorkerMemory
+	// Backprop is, with selective backprop (Options.Train.Selective), each
+	// iteration's samples that had a backward pass; nil without.
+	Backprop []int
 }
 
 // Joined is a worker that joined a run.

@@ -54,6 +54,9 @@ func RunLocal(ctx context.Context, job *Job, t wire.Transport) (*Result, error) 
 		if o.Train.ClipGradNorm > 0 {
 			res.GradNorms = append(res.GradNorms, workers[0].GradNorm())
 		}
+		if o.Train.Selective != nil && !o.Emulate {
+			res.Backprop = append(res.Backprop, workers[0].backprop)
+		}
 		if o.Data.EvalDue(n, steps) && !o.Emulate {
 			r, err := evalLocal(ctx, cancel, workers, n, o.Data.EvalSamples)
 			if err != nil {

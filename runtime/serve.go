@@ -306,7 +306,7 @@ func iterate(ctx context.Context, ctl, bulk *wire.Endpoint, w *Worker, a *assign
 	if err != nil {
 		return false, err
 	}
-	r := Report{Stage: a.Stage, Iter: int64(n), Loss: Float(loss), NonFinite: w.describe()}
+	r := Report{Stage: a.Stage, Iter: int64(n), Loss: Float(loss), NonFinite: w.describe(), Backprop: w.backprop}
 	if g := w.GradNorm(); !math.IsNaN(g) && !math.IsInf(g, 0) {
 		r.GradNorm = g
 	}

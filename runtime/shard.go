@@ -104,6 +104,9 @@ type shardReport struct {
 	// Stream, when set, says why the shards follow on the bulk stream
 	// instead (the directory not seen, or StreamCheckpoints).
 	Stream string `json:"stream,omitempty"`
+	// SBHistory is, from the loss's stage under selective backprop, the
+	// selector's history of losses (Manifest.SBHistory).
+	SBHistory []float64 `json:"sb_history,omitempty"`
 }
 
 // stateEntries is this stage's parameters and buffers, and its optimizer
@@ -158,7 +161,7 @@ func (w *Worker) saveShards(ctx context.Context, ctl, bulk *wire.Endpoint, a *as
 	if err != nil {
 		return err
 	}
-	rep := shardReport{Stage: w.Stage, OptStep: optStep, NonFinite: bad}
+	rep := shardReport{Stage: w.Stage, OptStep: optStep, NonFinite: bad, SBHistory: w.sbHistory()}
 	if bad == "" {
 		rep.Shards, rep.Stream = w.writeShards(a, step, params, optim)
 	}
@@ -255,6 +258,9 @@ func (c *collector) gatherStage(ctx context.Context, s, step int, tmp string, ke
 	var rep shardReport
 	if err := json.Unmarshal(msg, &rep); err != nil {
 		return nil, 0, fmt.Errorf("stage %d's checkpoint report: %w", s, err)
+	}
+	if rep.SBHistory != nil {
+		c.sbHistory = rep.SBHistory
 	}
 	if rep.NonFinite != "" {
 		return nil, rep.OptStep, c.nonFinite(step, s, rep.NonFinite)

@@ -31,6 +31,8 @@ type Worker struct {
 	// lastStep is the executor's report of the last iteration's step
 	// (stage.Executor.EndStep; zero when emulating).
 	lastStep stage.StepReport
+	sb       selective // selective backprop's part (selective.go)
+	backprop int       // the last iteration's samples with a backward pass (selective backprop)
 
 	links    links
 	feed     feed
@@ -92,6 +94,10 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 	if err := w.placeState(); err != nil {
 		return nil, err
 	}
+	if err := w.openSelective(job); err != nil {
+		w.Close()
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -111,6 +117,13 @@ type iteration struct {
 	ingrads map[int]map[string]*stage.Value[float32] // per micro-batch: gradients of what was fed
 	loss    float64
 	msgs    [][]byte // the messages received, whose memory feeds and gradients may be
+	// kept is, with selective backprop, each micro-batch's kept rows (of
+	// the whole micro-batch), and sampleLosses, at the loss's stage, each
+	// micro-batch's per-sample losses (selective.go); backprop is the
+	// batch's kept samples
+	kept         map[int][]int
+	sampleLosses map[int][]float64
+	backprop     int
 }
 
 // Run executes iteration n and steps the optimizer. It returns this stage's
@@ -185,13 +198,16 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 // the gradients brought together, all-reduced among the stage's replicas,
 // checked and clipped by the global norm, talking to the other workers
 // through stepComm. The report waits in w.lastStep for update.
-func (w *Worker) flush(ctx context.Context, n int64) error {
+func (w *Worker) flush(ctx context.Context, it *iteration) error {
+	n := it.n
 	w.die("before-step")
+	w.selected(it)
 	rep, err := w.ex.EndStep(ctx, int(n), stepComm{w, n})
 	if err != nil {
 		return fmt.Errorf("stage %d replica %d, iteration %d, %w", w.Stage, w.Replica, n, err)
 	}
-	w.lastStep = rep
+	w.recordLosses(it)
+	w.lastStep, w.backprop = rep, it.backprop
 	return nil
 }
 
@@ -308,7 +324,7 @@ func (c computer) recv(ctx context.Context, it *iteration, a microbatch.Action) 
 }
 
 func (c computer) flush(ctx context.Context, it *iteration, _ float64) error {
-	if err := c.w.flush(ctx, it.n); err != nil {
+	if err := c.w.flush(ctx, it); err != nil {
 		return err
 	}
 	it.loss = c.w.lastStep.Loss
@@ -331,6 +347,7 @@ func (w *Worker) act(it *iteration, a microbatch.Action) error {
 			return err
 		}
 		it.outs[a.MB] = out
+		w.selectRows(it, a.MB, lo)
 		return nil
 	case microbatch.Backward:
 		g := it.grads[a.MB]
@@ -339,6 +356,9 @@ func (w *Worker) act(it *iteration, a microbatch.Action) error {
 		}
 		if w.role.loss != "" {
 			g[w.role.loss] = &stage.Value[float32]{Shape: []int{1}, Data: []float32{weight}}
+		}
+		if err := w.compact(it, a.MB, lo, hi); err != nil {
+			return err
 		}
 		in, err := w.ex.Backward(a.MB, g, !w.role.split)
 		it.ingrads[a.MB] = in
@@ -456,10 +476,14 @@ func (w *Worker) edgeValues(it *iteration, a microbatch.Action) ([]string, []*st
 // sendBytes queues the message of vals to peer p as bytes: its rows of
 // them, from host memory or downloaded as the frames go (devsend.go).
 func (w *Worker) sendBytes(ctx context.Context, it *iteration, a microbatch.Action, p peer, names []string, vals []*stage.Value[float32]) error {
-	lo, _ := w.rows()
+	lo, hi := w.rows()
+	p, lo, _, kept := w.gradRows(it, a, p, lo, hi)
 	specs, pieces, lent, err := w.messageSpecs(names, vals, p.lo-lo, p.hi-lo)
 	if err != nil {
 		return err
+	}
+	if kept != nil {
+		specs = append(specs, keptSpec(kept))
 	}
 	payload, err := wire.LayoutTensors(specs)
 	if err != nil {
@@ -501,11 +525,15 @@ func (w *Worker) recv(ctx context.Context, it *iteration, a microbatch.Action) e
 		start := time.Now()
 		it.msgs = append(it.msgs, msg)
 		ts, err := wire.DecodeTensorsView(msg)
+		if err == nil {
+			ts, err = w.takeKept(it, a, ts)
+		}
 		if err != nil {
 			return err
 		}
+		q, qlo, qhi, _ := w.gradRows(it, a, p, lo, hi)
 		for _, t := range ts {
-			if err := place(parts, t, p, lo, hi); err != nil {
+			if err := place(parts, t, q, qlo, qhi); err != nil {
 				return fmt.Errorf("edge %d: %w", a.Edge, err)
 			}
 		}

@@ -52,6 +52,9 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 	if o.Attention == plan.Fused {
 		p.Attention = plan.Fused
 	}
+	if cm.kept > 0 {
+		p.BackpropFraction = cm.kept
+	}
 	for i, s := range in {
 		st := plan.PlanStage{ID: i, MicroBatch: s.cost.m, Params: s.blk.params, Recompute: s.cost.recompute}
 		setPlacement(&st, s, cm.kind(s.kind))
@@ -188,16 +191,22 @@ func priceEdge(p *plan.Plan, i int, in []stageIn, cm *costModel) {
 			l = natsLink(cm.kind(a).dev, e.Inter)
 		}
 	}
-	e.Transport, e.Transfer = l.transport, l.time(bytes)
+	e.Transport = l.transport
 	msg := plan.MessageBytes(e.Transport, bytes)
 	send, _ := cm.kind(a).dev.MessageCPU(msg)
 	_, recv := cm.kind(b).dev.MessageCPU(msg)
-	if bytes > 0 { // the messages share a sender's or a receiver's link: their bytes pass one after another
-		e.Transfer += float64(max(fanOut, fanIn)-1)*bytes/l.bw + float64(fanOut-1)*send
+	transfer := func(bytes float64) float64 {
+		t := l.time(bytes)
+		if bytes > 0 { // the messages share a sender's or a receiver's link: their bytes pass one after another
+			s, _ := cm.kind(a).dev.MessageCPU(plan.MessageBytes(e.Transport, bytes))
+			t += float64(max(fanOut, fanIn)-1)*bytes/l.bw + float64(fanOut-1)*s
+		}
+		if bytes > 0 && a == b && !e.Inter && e.Transport == plan.TransportNATS { // more workers on the host than two: the message waits for a core
+			t += cm.kind(a).dev.JoinExtra(p.NodeWorkers(node(p, to.Devices[0])))
+		}
+		return t
 	}
-	if bytes > 0 && a == b && !e.Inter && e.Transport == plan.TransportNATS { // more workers on the host than two: the message waits for a core
-		e.Transfer += cm.kind(a).dev.JoinExtra(p.NodeWorkers(node(p, to.Devices[0])))
-	}
+	e.Transfer, e.GradTransfer = transfer(bytes), cm.gradTransfer(transfer, bytes)
 	e.SendS, e.RecvS = float64(fanOut)*send, float64(fanIn)*recv
 	e.HoldS = cm.kind(a).dev.SendHoldS
 }

@@ -73,6 +73,9 @@ type costModel struct {
 	streamB int64
 	hostBW  float64
 	hostMem float64
+	// kept is selective backprop's fraction of rows with a backward pass
+	// (Options.BackpropFraction; selective.go); 0: every row
+	kept float64
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.
@@ -99,6 +102,7 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 	for i := range cm.mixes {
 		cm.mixes[i] = g.Op(i).Kind.MixesSamples()
 	}
+	cm.selective(o.BackpropFraction)
 	return cm
 }
 
@@ -126,7 +130,7 @@ func (cm *costModel) times(m int64) []opTime {
 	}
 	t := make([]opTime, cm.g.NumOps())
 	for i := range t {
-		t[i] = cm.opTime(i, m)
+		t[i] = cm.keptTimes(cm.opTime(i, m))
 		if cm.slow != 1 {
 			t[i] = opTime{cm.slow * t[i].f, cm.slow * t[i].bi, cm.slow * t[i].bw}
 		}

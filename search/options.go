@@ -59,6 +59,11 @@ type Options struct {
 	// stage never streams them from host memory. The runtime does not
 	// stream weights, so a search for a run sets it.
 	NoStreaming bool
+	// BackpropFraction, for selective backprop, is the fraction of samples
+	// expected to have a backward pass (stage.Selective.Fraction, or one
+	// measured): the backward passes and gradient messages are priced at
+	// it (selective.go); 0: every sample.
+	BackpropFraction float64
 
 	// sched is Schedule's description, which withDefaults looks up: what
 	// the search decides by the schedule, it reads here
@@ -175,6 +180,9 @@ func (o Options) withDefaults(modelBatch int64) (Options, error) {
 	}
 	if err := plan.CheckAttention(o.Attention); err != nil {
 		return o, &OptionError{"attention", err.Error()}
+	}
+	if err := o.checkBackpropFraction(); err != nil {
+		return o, err
 	}
 	o.sched = sched
 	return o, nil

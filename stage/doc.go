@@ -53,4 +53,10 @@
 //  9. The collector is paced per step (PaceGC): a heap of GBs of state
 //     holds its state and two steps' allocations, not twice its state; a
 //     GOGC the user sets stands.
+//  9. Selective backprop (TrainOptions.Selective, selective.go): the
+//     loss's stage scores each sample by its loss (SampleLosses), a
+//     Selector keeps samples by percentile(loss)^β from (seed, step,
+//     sample) and a history of recent losses, Compact cuts a micro-batch
+//     to its kept rows before its backward, and Selected makes EndStep
+//     scale the gradients to the mean over the batch's kept samples.
 package stage

@@ -57,6 +57,11 @@ type Executor struct {
 	// activation memory for one micro-batch instead of one per micro-batch
 	// in flight, for one more forward; the same computation bit for bit.
 	Recompute bool
+	// SampleLoss makes a training Forward at the stage holding the loss
+	// compute each sample's loss (SampleLosses), for selective backprop
+	// (selective.go, compact.go).
+	SampleLoss bool
+	selScale   float32 // EndStep's scale of the gradients (Selected); 0: 1
 }
 
 // allOps is every op of g, in order: a whole-model executor's ops.
@@ -78,6 +83,11 @@ type microBatch struct {
 	feeds  map[string]*Value[float32] // what Forward was fed
 	shed   bool                       // only the feeds are kept: Backward recomputes the rest
 	lossAt int                        // its entry in the step's losses, -1 for none
+	// kept, once Compact cut the micro-batch, is the rows its backward
+	// passes run on, of rows (none: they do nothing); nil: every row
+	kept       []int
+	rows       int
+	sampleLoss []float64 // each sample's loss (SampleLoss), at the loss's stage
 }
 
 // NewExecutor prepares the ops (indices into g) of a stage on a backend
@@ -286,6 +296,9 @@ func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32
 	if err == nil && !pos.Eval {
 		err = e.recordLoss(e.mbs[mb], out)
 	}
+	if err == nil && !pos.Eval {
+		err = e.sampleLosses(e.mbs[mb])
+	}
 	if err == nil && e.Recompute && !pos.Eval {
 		err = e.shed(mb)
 	}
@@ -369,6 +382,12 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		m.grads[k] = v
 	}
 	e.seedLoss(m, grads)
+	if m.kept != nil && len(m.kept) == 0 { // selective backprop kept none of its rows
+		return e.skipBackward(mb, m, weights)
+	}
+	if e.lossOp != "" && m.grads[e.lossOp] != nil {
+		m.grads[e.lossOp] = keptSeed(m, m.grads[e.lossOp])
+	}
 	e.ctx.Pos = m.pos
 	e.be.resume(mb)
 	if m.shed {
@@ -411,6 +430,16 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		}
 	}
 	return out, nil
+}
+
+// skipBackward is Backward of a micro-batch whose rows selective backprop
+// all skipped: no gradient computed or returned.
+func (e *Executor) skipBackward(mb int, m *microBatch, weights bool) (map[string]*Value[float32], error) {
+	m.weight = !weights
+	if weights {
+		return map[string]*Value[float32]{}, e.release(mb)
+	}
+	return map[string]*Value[float32]{}, nil
 }
 
 // opDone waits for the op just launched on the device, when SyncOps asks.
@@ -467,6 +496,9 @@ func (e *Executor) Weights(mb int) error {
 	m, ok := e.mbs[mb]
 	if !ok || !m.weight {
 		return fmt.Errorf("stage: micro-batch %d owes no weight gradients", mb)
+	}
+	if m.kept != nil && len(m.kept) == 0 {
+		return e.release(mb)
 	}
 	e.ctx.Pos = m.pos
 	for _, i := range e.ops {

@@ -35,6 +35,9 @@ type StepResult struct {
 	NonFinite string
 	Skips     int
 	Seconds   float64 // the step's time, from its batch to its update
+	// Backprop is the samples that had a backward pass: the batch's, but
+	// with selective backprop.
+	Backprop int
 	// DeviceCalls is what the step asked of the device (nil on the CPU).
 	DeviceCalls *cuda.Counts
 }
@@ -83,7 +86,8 @@ func (t *Trainer) Run(l Loop) error {
 		if err := t.Apply(v == SkipStep); err != nil {
 			return err
 		}
-		r := StepResult{Step: step, Loss: loss, Batch: batch, NonFinite: bad, Skips: l.NonFinite.Skips(), Seconds: time.Since(began).Seconds()}
+		r := StepResult{Step: step, Loss: loss, Batch: batch, NonFinite: bad, Skips: l.NonFinite.Skips(), Seconds: time.Since(began).Seconds(),
+			Backprop: t.backprop}
 		if dev != nil {
 			c := dev.Counts().Sub(at)
 			r.DeviceCalls = &c

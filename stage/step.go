@@ -132,6 +132,12 @@ func (e *Executor) EndStep(ctx context.Context, step int, comm StepComm) (StepRe
 	}
 	clip := e.train.ClipGradNorm
 	squares, finite, err := e.readGrads(clip > 0)
+	scale := e.stepScale()
+	for name, sq := range squares { // the norms of the gradients as Selected scales them
+		if scale != 1 {
+			squares[name] = sq * float64(scale) * float64(scale)
+		}
+	}
 	if err == nil {
 		rep.Loss, err = e.stepLoss()
 	}
@@ -150,7 +156,10 @@ func (e *Executor) EndStep(ctx context.Context, step int, comm StepComm) (StepRe
 			return rep, &StepError{step, "gradient norm", err}
 		}
 		rep.GradNorm = norm
-		if err := e.be.scaleGrads(ClipCoef(clip, norm)); err != nil {
+		scale *= ClipCoef(clip, norm)
+	}
+	if clip > 0 || scale != 1 {
+		if err := e.be.scaleGrads(scale); err != nil {
 			return rep, &StepError{step, "gradient norm", err}
 		}
 	}
@@ -220,7 +229,18 @@ func (e *Executor) openStep() error {
 	return e.be.keepBuffers()
 }
 
-func (e *Executor) closeStep() { e.stepping, e.pending, e.losses = false, nil, e.losses[:0] }
+func (e *Executor) closeStep() {
+	e.stepping, e.pending, e.losses, e.selScale = false, nil, e.losses[:0], 0
+}
+
+// stepScale is what the step's gradients are scaled by before clipping:
+// selective backprop's (Selected), else 1.
+func (e *Executor) stepScale() float32 {
+	if e.selScale == 0 {
+		return 1
+	}
+	return e.selScale
+}
 
 // recordLoss keeps a training Forward's loss (on the backend), in
 // Forward's order.

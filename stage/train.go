@@ -30,6 +30,9 @@ type TrainOptions struct {
 	ClipGradNorm float64
 	Batch        int // 0: the model's batch_size
 	MicroBatch   int // 0: the whole batch at once; must divide Batch
+	// Selective, when set, runs selective backprop (selective.go): the
+	// backward passes of each step only for the samples it keeps.
+	Selective *Selective `json:",omitempty"`
 }
 
 // Trainer trains a whole model in one process: the reference every pipeline
@@ -46,6 +49,8 @@ type Trainer struct {
 	steps      int         // the run's length (TrainOptions.Steps): nothing is made ahead past it
 	gradNorm   float64     // the last step's global gradient norm (with clipping)
 	report     StepReport  // the step Compute ended
+	sel        *Selector   // selective backprop's, when TrainOptions.Selective is set
+	backprop   int         // the samples of the last step Compute ran that had a backward pass
 }
 
 // NewTrainer prepares the model, its data and optimizer, on a backend (on:
@@ -72,7 +77,17 @@ func NewTrainer(g *dag.Graph, o TrainOptions, on ...Backend) (*Trainer, error) {
 	if err := ex.SetOptimizer(o); err != nil {
 		return nil, err
 	}
-	return &Trainer{G: g, Ex: ex, Data: data, Source: data, batch: o.Batch, mbs: o.Batch / o.MicroBatch, steps: o.Steps}, nil
+	t := &Trainer{G: g, Ex: ex, Data: data, Source: data, batch: o.Batch, mbs: o.Batch / o.MicroBatch, steps: o.Steps}
+	if o.Selective != nil {
+		if err := CheckSelective(g); err != nil {
+			return nil, err
+		}
+		if t.sel, err = NewSelector(*o.Selective, g.Seed()); err != nil {
+			return nil, err
+		}
+		ex.SampleLoss = true
+	}
+	return t, nil
 }
 
 // Step trains on step's batch: every micro-batch forward and backward, their
@@ -99,6 +114,8 @@ func (t *Trainer) Compute(step int) (float64, map[string]*Value[float32], error)
 	b := t.batch / t.mbs
 	lossName := t.G.Op(t.G.Loss()).Name
 	weight := float32(b) / float32(t.batch)
+	var losses []float64 // the batch's, with selective backprop
+	t.backprop = 0
 	for j := 0; j < t.mbs; j++ {
 		feeds := map[string]*Value[float32]{}
 		for name, v := range batch {
@@ -107,16 +124,44 @@ func (t *Trainer) Compute(step int) (float64, map[string]*Value[float32], error)
 		if _, err := t.Ex.Forward(j, Position{Step: step, Sample: j * b}, feeds); err != nil {
 			return 0, nil, err
 		}
+		kept, err := t.select1(step, j, j*b, b)
+		if err != nil {
+			return 0, nil, err
+		}
+		losses, t.backprop = append(losses, t.Ex.SampleLosses(j)...), t.backprop+kept
 		seed := &Value[float32]{Shape: []int{1}, Data: []float32{weight}}
 		if _, err := t.Ex.Backward(j, map[string]*Value[float32]{lossName: seed}, true); err != nil {
 			return 0, nil, err
 		}
 	}
+	t.Ex.Selected(t.backprop, t.batch)
 	if t.report, err = t.Ex.EndStep(context.Background(), step, nil); err != nil {
 		return 0, nil, err
 	}
+	if t.sel != nil {
+		t.sel.Record(losses)
+	}
 	return t.report.Loss, batch, nil
 }
+
+// select1 decides which rows of micro-batch j (its first sample first, b
+// rows) are kept, with selective backprop, and cuts it to them; it says
+// how many have a backward pass (all b without).
+func (t *Trainer) select1(step, j, first, b int) (int, error) {
+	if t.sel == nil {
+		return b, nil
+	}
+	kept := t.sel.KeepRows(step, first, t.Ex.SampleLosses(j))
+	return len(kept), t.Ex.Compact(j, kept)
+}
+
+// Backprop is how many samples of the last step Compute ran had a
+// backward pass: the batch, but with selective backprop.
+func (t *Trainer) Backprop() int { return t.backprop }
+
+// Selector is selective backprop's selector (nil without): its history is
+// what a checkpoint of the trainer would keep.
+func (t *Trainer) Selector() *Selector { return t.sel }
 
 // source is Source, through a Prefetcher where the executor runs on a
 // device: the next step's batch is made while the device computes this

@@ -108,6 +108,15 @@ func (f *dataFlags) open(cmd *cobra.Command, g *dag.Graph, batch int, steps *int
 	return d, nil
 }
 
+// stepsPerEpoch is the training data's steps in an epoch: 0 for the
+// model's synthetic data, which has no epochs.
+func (d *runData) stepsPerEpoch() int {
+	if d.src == nil {
+		return 0
+	}
+	return d.src.Order.StepsPerEpoch()
+}
+
 // dataInput makes a refusal of the data an input error (exit 2), a line
 // per problem, each naming the flag.
 func dataInput(flag string, err error) error {

@@ -88,6 +88,8 @@ func jobFlag(field string) string {
 		return "--on-nonfinite"
 	case "Options.Init":
 		return "--init"
+	case "Options.Train.Selective":
+		return "--selective-backprop"
 	case "Config.MaxSkips":
 		return "--max-skips"
 	case "Config.JoinTimeout":

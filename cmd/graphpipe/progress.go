@@ -33,6 +33,7 @@ type progress struct {
 	began      time.Time // when it started
 	lastEval   string    // the latest evaluation, for the lines after it
 	skips      int       // this generation's skipped steps (--on-nonfinite skip)
+	kept       string    // the step's samples with a backward pass (--selective-backprop), for its line
 	metricsErr error     // the first failure to write --metrics; no more lines after it
 }
 
@@ -100,7 +101,7 @@ func (p *progress) step(i int64, loss float64) {
 	if p.lr != nil {
 		lr = fmt.Sprintf(", lr %.4g", p.lr(int(i)))
 	}
-	line := fmt.Sprintf("step %d/%d: loss %.6g%s, %.4g samples/s, ETA %.0fs%s", n, p.steps, loss, lr, rate, eta, p.lastEval)
+	line := fmt.Sprintf("step %d/%d: loss %.6g%s%s, %.4g samples/s, ETA %.0fs%s", n, p.steps, loss, lr, p.kept, rate, eta, p.lastEval)
 	if p.emulated {
 		line = fmt.Sprintf("step %d/%d: %.4g samples/s, ETA %.0fs", n, p.steps, rate, eta)
 	}
@@ -184,4 +185,10 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// backprop hears iteration i's samples with a backward pass (selective
+// backprop), which its line shows.
+func (p *progress) backprop(i int64, samples int) {
+	p.kept = keptLine(samples, int(p.batch))
 }

@@ -61,6 +61,7 @@ type runFlags struct {
 	nonFinite nonFiniteFlags
 	data      dataFlags
 	optim     optimFlags
+	sb        sbFlags
 	elastic   elasticFlags
 	stdin     io.Reader
 
@@ -91,6 +92,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.IntVar(&f.steps, "steps", 10, "training iterations")
 	f.optim.register(cmd)
+	f.sb.register(cmd)
+	f.sb.registerPlanning(cmd)
 	fl.StringVar(&f.workersArg, "workers", "local", "local: start one worker process per stage; external: wait for workers to join; pool:NAME: take agents of that pool (graphpipe worker --pool NAME); tasks: every task srun, torchrun or a Kubernetes Indexed Job started runs this command, task 0 coordinating (the default in such a task)")
 	fl.StringVar(&f.preemptName, "preempt-signal", "USR1", "the `SIGNAL` a workload manager warns with before it ends the job (Slurm's --signal=B:USR1@120): the run checkpoints at the step reached and exits 128 + it, as on SIGTERM and SIGINT")
 	fl.StringVar(&f.model, "model", "", "with a PLAN: the model `FILE` it was made for")
@@ -206,6 +209,10 @@ func (f *runFlags) setupWith(cmd *cobra.Command, pl *planned, d *runData) (*runS
 	if err := f.checkWiring(d, pl.p); err != nil {
 		return nil, err
 	}
+	var err error
+	if pl.train.Selective, err = f.sb.settings(cmd, pl.g, d.stepsPerEpoch()); err != nil {
+		return nil, err
+	}
 	job, err := f.job(cmd, pl, d)
 	if err != nil {
 		return nil, err
@@ -272,11 +279,18 @@ func (f *runFlags) plan(cmd *cobra.Command, arg string) (*planned, error) {
 	f.search.planFor(pl.train)  // memory for this optimizer's state
 	f.search.noStreaming = true // the runtime does not stream weights
 	f.search.precision, f.search.attention = f.device.precision, f.device.attention
+	if err := f.sb.check(cmd, f.device.backend); err != nil {
+		return nil, err
+	}
+	f.search.backpropFraction = f.sb.fraction(cmd)
 	f.shareGPUs(cmd)
 	if pl.g, pl.p, err = modelAndPlan(cmd, arg, f.model, &f.search, reseed, f.stdin); err != nil {
 		return nil, err
 	}
 	if err := f.trainIn(cmd, pl.p); err != nil {
+		return nil, err
+	}
+	if err := f.sb.reconcile(cmd, pl.p, f.model); err != nil {
 		return nil, err
 	}
 	return pl, nil
@@ -586,6 +600,9 @@ func (f *runFlags) supervise(cmd *cobra.Command, s *runSetup) error {
 	ctx, sig := watchSignals(cmd.Context(), log, f.preempt, f.tasks != nil)
 	defer sig.done()
 	job.Config.Stop, job.Config.Skipped, job.Config.OnEval = sig.stop, s.prog.skipped, s.prog.eval
+	if job.Options.Train.Selective != nil {
+		job.Config.OnBackprop = s.prog.backprop
+	}
 	t, bulk, ns, stop, err := connect(&f.nats, job.Run, log)
 	if err != nil {
 		return f.tasksListenError(err)

@@ -70,6 +70,15 @@ type runSummary struct {
 	// parameters, its optimizer state: a shard of it where the plan
 	// shards it) and its process's peak resident set; none when emulated.
 	Memory []runtime.WorkerMemory `json:"memory,omitempty"`
+	// Samples is the samples the run's steps saw (none emulated);
+	// BackpropSamples those of them that had a backward pass (fewer with
+	// --selective-backprop), and BackpropPerStep each step's (with it).
+	Samples         int64 `json:"samples"`
+	BackpropSamples int64 `json:"backprop_samples"`
+	BackpropPerStep []int `json:"backprop_per_step,omitempty"`
+	// IterationS is each iteration's measured seconds (the coordinator's:
+	// from its go to the last report, an evaluation after it aside).
+	IterationS []float64 `json:"iteration_s"`
 }
 
 // stageCalls is a stage's device calls in run --json.
@@ -103,6 +112,11 @@ func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float
 		sum.LRs = append(sum.LRs, o.Train.Rate(k))
 	}
 	sum.GradNorms = res.GradNorms
+	sum.Samples, sum.BackpropSamples = backpropSamples(plan.BatchSize, ran, res.Backprop)
+	sum.IterationS = res.Iters
+	if o.Train.Selective != nil {
+		sum.BackpropPerStep = res.Backprop
+	}
 	for _, j := range res.Joined {
 		if j.BLAS != "" && !slices.Contains(sum.BLAS, j.BLAS) {
 			sum.BLAS = append(sum.BLAS, j.BLAS)
@@ -125,7 +139,7 @@ func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float
 		sum.EvalLoss, sum.EvalAccuracy = finiteOrNil(&e.Loss), e.Accuracy
 	}
 	if o.Emulate {
-		sum.Emulated, sum.Losses, sum.FinalLoss = plan.Device.Name, nil, nil
+		sum.Emulated, sum.Losses, sum.FinalLoss, sum.Samples, sum.BackpropSamples = plan.Device.Name, nil, nil, 0, 0
 	}
 	if asJSON {
 		return json.NewEncoder(w).Encode(sum)
@@ -142,6 +156,9 @@ func printRun(w io.Writer, job *supervise.Job, res *supervise.Result, secs float
 	}
 	if n := len(res.Evals); n > 0 {
 		fmt.Fprintf(w, "; %s", evalLine(res.Evals[n-1]))
+	}
+	if o.Train.Selective != nil {
+		fmt.Fprintf(w, "; %d of %d samples backpropagated (%.1f%%)", sum.BackpropSamples, sum.Samples, 100*float64(sum.BackpropSamples)/float64(max(1, sum.Samples)))
 	}
 	fmt.Fprintln(w)
 	return nil

@@ -50,6 +50,9 @@ type searchFlags struct {
 	// stream them)
 	optimizerState string
 	noStreaming    bool
+	// backpropFraction is selective backprop's kept fraction to price
+	// (sbFlags.fraction); 0: every sample
+	backpropFraction float64
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
@@ -106,7 +109,7 @@ func (f *searchFlags) options() (search.Options, error) {
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices, Recompute: f.recompute,
 		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
 		Precision: f.precision, Attention: f.attention,
-		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming}
+		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction}
 	if f.opTimes != "" {
 		data, _, err := readInput(f.opTimes, f.stdin)
 		if err != nil {
@@ -149,7 +152,7 @@ func (f *searchFlags) clusterOptions() (search.Options, error) {
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Cluster: c, Recompute: f.recompute,
 		MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
 		Precision: f.precision, Attention: f.attention,
-		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming}
+		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction}
 	if f.opTimes != "" {
 		return o, usagef("--op-times: op times are measured on one device; not with --cluster")
 	}
@@ -223,6 +226,9 @@ type planSummary struct {
 	// plan's throughput over it
 	IdealSamplesPerS float64 `json:"ideal_samples_per_s,omitempty"`
 	OfIdeal          float64 `json:"of_ideal,omitempty"`
+	// BackpropFraction, for a plan priced for selective backprop, is the
+	// fraction of samples priced with a backward pass
+	BackpropFraction float64 `json:"backprop_fraction,omitempty"`
 }
 
 // stageState is one stage's placement in search --json: where its state
@@ -252,6 +258,7 @@ func summary(p *plan.Plan, g *dag.Graph) planSummary {
 	if ideal := p.Ideal(g); ideal > 0 {
 		s.IdealSamplesPerS, s.OfIdeal = ideal, p.Predicted.SamplesPerS/ideal
 	}
+	s.BackpropFraction = p.BackpropFraction
 	return s
 }
 
@@ -291,6 +298,9 @@ func printSummary(w io.Writer, p *plan.Plan) {
 	}
 	for _, line := range stateLines(p) {
 		fmt.Fprintf(w, "state       %s\n", line)
+	}
+	if b := backpropLine(p); b != "" {
+		fmt.Fprintf(w, "backprop    %s\n", b)
 	}
 	if q := p.Search.Sequential; q != nil && q.SamplesPerS > 0 {
 		fmt.Fprintf(w, "sequential  the best sequential plan found: %.4g samples/s (%s, depth %d, micro-batch %d); this plan %.3f×\n",
@@ -369,6 +379,7 @@ func lastGo(p *plan.Plan) float64 {
 
 func newSearchCmd(stdin io.Reader) *cobra.Command {
 	f := searchFlags{stdin: stdin}
+	var sb sbFlags
 	var out, optimizer string
 	var momentum float32
 	var asJSON bool
@@ -395,6 +406,10 @@ when the search finds no plan that fits; each says which limit failed.`,
 				return usagef("%v", err)
 			}
 			f.planFor(to)
+			if err := sb.check(cmd, ""); err != nil {
+				return err
+			}
+			f.backpropFraction = sb.fraction(cmd)
 			o, err := f.options()
 			if err != nil {
 				return err
@@ -426,6 +441,7 @@ when the search finds no plan that fits; each says which limit failed.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&f.precision, "precision", "fp32", "price the plan in this precision, which run then trains in: "+precisionWords)
 	cmd.Flags().StringVar(&f.attention, "attention", "unfused", "price attention as it runs: "+attentionHelp)
+	sb.registerSearch(cmd)
 	return cmd
 }
 

@@ -172,5 +172,8 @@ func edgeLink(e plan.PlanEdge) string {
 	if e.Transport == "" {
 		return ""
 	}
+	if e.GradTransfer > 0 { // selective backprop: the kept rows' gradients alone
+		return fmt.Sprintf(", %s, %.3g s per micro-batch of activations, %.3g s of the kept rows' gradients", e.Transport, e.Transfer, e.GradTransfer)
+	}
 	return fmt.Sprintf(", %s, %.3g s per micro-batch each way", e.Transport, e.Transfer)
 }

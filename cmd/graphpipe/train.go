@@ -39,6 +39,12 @@ type trainSummary struct {
 	Losses      lossList  `json:"losses"`
 	Skipped     []int     `json:"skipped_steps"` // steps (from 1) whose update was skipped (--on-nonfinite skip)
 	SamplesPerS float64   `json:"samples_per_s"`
+	// Samples is the samples the steps saw; BackpropSamples those of them
+	// that had a backward pass (fewer with --selective-backprop), and
+	// BackpropPerStep each step's (with --selective-backprop).
+	Samples         int   `json:"samples"`
+	BackpropSamples int   `json:"backprop_samples"`
+	BackpropPerStep []int `json:"backprop_per_step,omitempty"`
 	// IterationS is each step's seconds, from its batch to its update
 	// (on a GPU, the update is waited for by the next step's loss).
 	IterationS []float64 `json:"iteration_s"`
@@ -90,6 +96,7 @@ type trainFlags struct {
 	nonFinite      nonFiniteFlags
 	data           dataFlags
 	optim          optimFlags
+	sb             sbFlags
 	steps          int
 	batch, micro   int
 	dump, initPath string
@@ -104,6 +111,7 @@ func (f *trainFlags) register(cmd *cobra.Command) {
 	f.data.register(cmd)
 	cmd.Flags().IntVar(&f.steps, "steps", 100, "training steps (one optimizer step each)")
 	f.optim.register(cmd)
+	f.sb.register(cmd)
 	cmd.Flags().IntVar(&f.batch, "batch", 0, "global batch (default: the model's batch_size)")
 	cmd.Flags().IntVar(&f.micro, "micro-batch", 0, "micro-batch size; gradients of the micro-batches are accumulated (default: the whole batch)")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "override the model's seed (parameters and data)")
@@ -120,6 +128,9 @@ func (f *trainFlags) run(cmd *cobra.Command, path string) error {
 	}
 	o, err := f.optim.options(cmd, f.steps)
 	if err != nil {
+		return err
+	}
+	if err := f.sb.check(cmd, f.device.backend); err != nil {
 		return err
 	}
 	b, m := cmp.Or(f.batch, int(g.BatchSize())), cmp.Or(f.micro, f.batch, int(g.BatchSize()))
@@ -140,6 +151,9 @@ func (f *trainFlags) run(cmd *cobra.Command, path string) error {
 	}
 	defer d.close()
 	o.Steps, o.Batch, o.MicroBatch = f.steps, f.batch, f.micro // --epochs may have set the steps
+	if o.Selective, err = f.sb.settings(cmd, g, d.stepsPerEpoch()); err != nil {
+		return err
+	}
 	t, err := stage.NewTrainer(g, o)
 	if err != nil {
 		return inputf("%v", err)
@@ -233,13 +247,21 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 		}
 		samples += r.Batch[t.G.Inputs()[0].Name].Shape[0]
 		sum.Batch = r.Batch[t.G.Inputs()[0].Name].Shape[0]
+		sum.Samples, sum.BackpropSamples = samples, sum.BackpropSamples+r.Backprop
+		if o.Selective != nil {
+			sum.BackpropPerStep = append(sum.BackpropPerStep, r.Backprop)
+		}
 		if dump != "" {
 			for name, v := range r.Batch {
 				data = append(data, tensor.Named{Name: fmt.Sprintf("%d/%s", step, name), Shape: v.Shape, F32: v.Data, I32: v.Ints})
 			}
 		}
 		if !asJSON && (step%max(1, steps/10) == 0 || step == steps-1) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "step %d/%d: loss %.6g, lr %.4g\n", step+1, steps, r.Loss, o.Rate(step)) // counted from 1, as run counts
+			kept := ""
+			if o.Selective != nil {
+				kept = keptLine(r.Backprop, sum.Batch)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "step %d/%d: loss %.6g, lr %.4g%s\n", step+1, steps, r.Loss, o.Rate(step), kept) // counted from 1, as run counts
 		}
 		return nil
 	}
@@ -270,6 +292,9 @@ func train(cmd *cobra.Command, t *stage.Trainer, o stage.TrainOptions, d *runDat
 		100*(sum.FinalLoss/sum.FirstLoss-1), sum.SamplesPerS)
 	if n := len(sum.Evals); n > 0 {
 		fmt.Fprintf(w, "; %s", evalLine(last))
+	}
+	if o.Selective != nil {
+		fmt.Fprintf(w, "; %d of %d samples backpropagated (%.1f%%)", sum.BackpropSamples, sum.Samples, 100*float64(sum.BackpropSamples)/float64(max(1, sum.Samples)))
 	}
 	fmt.Fprintln(w)
 	return nil

@@ -102,7 +102,7 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, rt)
-	for _, name := range []string{"sgemm", "cpu-training", "cpu-runs", "sweep"} {
+	for _, name := range []string{"sgemm", "cpu-training", "cpu-runs", "sweep", "selective-backprop"} {
 		s, err := alone[name](c)
 		if err != nil {
 			return nil, err
@@ -129,15 +129,16 @@ func build(c bench.Config) (*bench.Report, error) {
 
 // alone are the sections report -only runs, by name.
 var alone = map[string]func(bench.Config) (*bench.Section, error){
-	"breakdown":    bench.BreakdownSection,
-	"scaling":      bench.ScalingSection,
-	"sgemm":        bench.SgemmSection,
-	"cpu-training": bench.CPUTraining,
-	"cpu-runs":     bench.CPURuns,
-	"device-calls": bench.DeviceCallsSection,
-	"precision":    bench.PrecisionSection,
-	"sweep":        bench.SweepSection,
-	"memory":       bench.MemorySection,
+	"breakdown":          bench.BreakdownSection,
+	"scaling":            bench.ScalingSection,
+	"sgemm":              bench.SgemmSection,
+	"cpu-training":       bench.CPUTraining,
+	"cpu-runs":           bench.CPURuns,
+	"device-calls":       bench.DeviceCallsSection,
+	"precision":          bench.PrecisionSection,
+	"sweep":              bench.SweepSection,
+	"memory":             bench.MemorySection,
+	"selective-backprop": bench.SelectiveSection,
 }
 
 // runOnly runs the named sections and splices them into root's BENCHMARKS.md.

@@ -20,6 +20,19 @@ type Position struct {
 	// batch_norm normalises by its running statistics and leaves them
 	// alone, dropout passes its input through.
 	Eval bool
+	// Kept, for a pass on the rows selective backprop kept of a micro-batch
+	// (compacted: CompactRows), is which of its rows each row is: row r is
+	// the micro-batch's row Kept[r], sample Sample+Kept[r]. nil: every row.
+	Kept []int
+}
+
+// SampleOf is the index in the step's batch of row r of the pass: what
+// dropout draws its mask from.
+func (p Position) SampleOf(r int) int {
+	if p.Kept != nil {
+		return p.Sample + p.Kept[r]
+	}
+	return p.Sample + r
 }
 
 // Pass is what an executor tells its kernels about the pass they run:

@@ -122,7 +122,7 @@ func (k *dropout[T]) apply(src, dst []T, shape []int, accumulate bool) {
 	key := dropKey(k.ctx.Seed, k.op, k.ctx.Pos.Step)
 	scale := T(1 / (1 - k.p))
 	for s := 0; s < n; s++ {
-		sample := uint64(k.ctx.Pos.Sample + s)
+		sample := uint64(k.ctx.Pos.SampleOf(s))
 		for e := 0; e < per; e++ {
 			i := s*per + e
 			if dropped(key, sample, uint64(e), k.p) {

@@ -58,6 +58,9 @@ type kernelSpec struct {
 	// label is how the synthetic data labels a loss's target (Label).
 	// Losses only.
 	label Labeler
+	// perSample is each sample's loss (SampleLosses), for selective
+	// backprop. Losses only.
+	perSample SampleLosser
 }
 
 // cpuKernels is a row's CPU kernel constructor, instantiated for float32
@@ -112,10 +115,12 @@ var kernels = map[dag.Kind]kernelSpec{
 		gpu: on(attentionKernel[float32], gpuAttention), init: initAttention},
 	dag.DotInteraction: {cpu: cpu(dotKernel[float32], dotKernel[float64]), gpu: plain(gpuDot)},
 	dag.SoftmaxCrossEntropy: {cpu: cpu(crossEntropyKernel[float32], crossEntropyKernel[float64]),
-		gpu: on(crossEntropyKernel[float32], gpuCrossEntropy), label: labelClass},
-	dag.MSE:           {cpu: cpu(mseKernel[float32], mseKernel[float64]), gpu: plain(gpuMSE), label: labelValues},
-	dag.BCEWithLogits: {cpu: cpu(bceKernel[float32], bceKernel[float64]), gpu: plain(gpuBCE), label: labelBits},
-	dag.Opaque:        {cpu: cpuKernels{f32: opaqueKernel[float32], f64: opaqueKernel[float64]}},
+		gpu: on(crossEntropyKernel[float32], gpuCrossEntropy), label: labelClass, perSample: sampleCrossEntropy},
+	dag.MSE: {cpu: cpu(mseKernel[float32], mseKernel[float64]), gpu: plain(gpuMSE), label: labelValues,
+		perSample: sampleElements(squaredError)},
+	dag.BCEWithLogits: {cpu: cpu(bceKernel[float32], bceKernel[float64]), gpu: plain(gpuBCE), label: labelBits,
+		perSample: sampleElements(logisticLoss)},
+	dag.Opaque: {cpu: cpuKernels{f32: opaqueKernel[float32], f64: opaqueKernel[float64]}},
 
 	dag.Conv2D: {cpu: cpu(conv2DKernel[float32], conv2DKernel[float64]), gpu: on(conv2DKernel[float32], gpuConv2D),
 		init: initConv2D},
