@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test race demo fuzz loaded bench bench-quick bench-scaling bench-cpu-runs bench-go lint clean replay replay-bf16 replay-torchvision gpu-build readme
+.PHONY: build test check race demo fuzz loaded bench bench-quick bench-scaling bench-cpu-runs bench-go lint clean replay replay-bf16 replay-torchvision gpu-build readme
 
 # graphpipe version prints the commit (and whether the tree had changes)
 COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
@@ -16,13 +16,21 @@ LDFLAGS   := -X main.commit=$(COMMIT) -X main.modified=$(if $(MODIFIED),true,fal
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/graphpipe
 
-# Unit tests, then a few seconds of each fuzz target (the long runs are make fuzz).
+# The tests a newcomer waits for (a cold build cache on 2 cores: the README
+# says how long), all of them built once, as graphpipe ships (CGO_ENABLED=0:
+# the CUDA path through purego, on the kernels' emulator). -short leaves the
+# long checks to make check: the Slurm and nats-server clusters of the
+# tests' own, pools losing agents or nodes, random faults and kills, the
+# Makefile's own targets.
 test:
-	$(GO) test ./...
-	# the CUDA path as shipped (CGO_ENABLED=0: purego without cgo), on the kernels' emulator
-	CGO_ENABLED=0 $(GO) test ./tensor/cuda ./stage/... ./cmd/graphpipe -run 'Emulat|Staging|ParamCache|Mixed|Driver|IPC'
+	CGO_ENABLED=0 $(GO) test -short ./...
 	# a toy op kind added by one row per table (docs/adding-an-op.md), end to end
-	CGO_ENABLED=0 $(GO) test -tags toyop ./dag ./onnx ./stage/... -run 'Toy|Table|Gradients|Float32Matches|OpsOnEmulator'
+	CGO_ENABLED=0 $(GO) test -short -tags toyop ./dag ./onnx ./stage/... -run 'Toy|Table|Gradients|Float32Matches|OpsOnEmulator'
+
+# The long checks CI runs after make test: every test -short skips, and a
+# few seconds of each fuzz target (the long runs are make fuzz).
+check:
+	CGO_ENABLED=0 $(GO) test ./...
 	$(GO) test ./dag -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 200000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodePlan$$' -fuzztime 20000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x

@@ -18,6 +18,9 @@ import (
 // publish. The client moves to another node and the run ends with the
 // parameters of the in-memory run, bit for bit.
 func TestRunSurvivesANodeKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node nats-server cluster losing a node; make check runs it")
+	}
 	c := natscluster.Start(t, natscluster.Options{})
 	g, plan := smallPlan(t, "mmt", 3, 4)
 	o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}}

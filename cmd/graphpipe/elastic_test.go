@@ -106,6 +106,9 @@ func elasticSetup(t testing.TB, steps string) (dir, model, plan string, want map
 // process or subscription behind; --json reports the recovery per phase,
 // and no re-plan.
 func TestPoolRestartWithSpare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a pool losing agents and restarting; make check runs it")
+	}
 	const steps = "300"
 	dir, model, plan, want := elasticSetup(t, steps)
 	p := newTestPool(t)
@@ -152,6 +155,9 @@ func TestPoolRestartWithSpare(t *testing.T) {
 // The agents are spread over the nodes of a NATS cluster; the run leaves
 // no process or subscription behind.
 func TestElasticReplan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a pool shrinking and growing back; make check runs it")
+	}
 	const steps = "400"
 	dir, model, plan, want := elasticSetup(t, steps)
 	p := newTestPool(t)
@@ -245,6 +251,9 @@ func poolPIDs(errs, pool string) []int {
 // process outlives the test. Short: 1 run of 3 faults, one of each kind;
 // GRAPHPIPE_FAULTS=long: 5 runs of 4 of random kinds (make fuzz).
 func TestRandomFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: faults at random on a pool; make check runs it")
+	}
 	runs, faults := 1, 3
 	long := os.Getenv("GRAPHPIPE_FAULTS") == "long"
 	if long {

@@ -39,6 +39,9 @@ func as(c *natscluster.Cluster, user, password string) string {
 // move to another node and the run ends with the parameters of an
 // uninterrupted run of the same plan, bit for bit.
 func TestRunSurvivesANodeKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node nats-server cluster losing a node; make check runs it")
+	}
 	c := accountsCluster(t)
 	model := smallModel(t, "mmt")
 	dir := t.TempDir()
@@ -187,6 +190,9 @@ func coordinatorNode(t *testing.T, c *natscluster.Cluster, run string) (int, []i
 // permissions violation, and alice's stage never hears the message; alice
 // herself reaches her own stage.
 func TestAccountsFenceRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a nats-server cluster with accounts; make check runs it")
+	}
 	c := accountsCluster(t)
 	inbox := wire.Inbox("alice.exp1", 1, 0)
 	dial := func(user, password string, node int) (*wire.NATS, chan error) {

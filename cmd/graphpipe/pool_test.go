@@ -165,6 +165,9 @@ func TestPoolPlacement(t *testing.T) {
 // same agents serve a second run, to the same parameters: none was lost
 // to the kill. Neither run leaves a process or subscription behind.
 func TestPoolRunSurvivesANodeKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a pool over a nats-server cluster losing a node; make check runs it")
+	}
 	const steps = "60"
 	dir, model, plan, want := elasticSetup(t, steps)
 	p := newTestPool(t)

@@ -138,6 +138,9 @@ func waitNoWorkers(t *testing.T, run string, within time.Duration) {
 // workers leave within the heartbeat timeout; --resume from its last
 // checkpoint ends with the parameters of an uninterrupted run.
 func TestKilledCoordinatorThenResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a coordinator killed and its run resumed; make check runs it")
+	}
 	model := smallModel(t, "mlp")
 	dir := t.TempDir()
 	ck := filepath.Join(dir, "ck")
@@ -181,6 +184,9 @@ func TestInterrupt(t *testing.T) {
 // TestRandomKills: SIGKILL a random worker process at random moments of a
 // run with restarts on; it ends bit-identical to an uninterrupted run.
 func TestRandomKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: workers killed at random; make check runs it")
+	}
 	model := smallModel(t, "case-study")
 	dir := t.TempDir()
 	plan := filepath.Join(dir, "plan.json")

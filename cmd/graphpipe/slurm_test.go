@@ -180,6 +180,9 @@ func (r *slurmRun) localFinal(t *testing.T, steps int) map[string][]float32 {
 //
 // After each job squeue lists nothing and no process of it is left.
 func TestSlurm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a Slurm cluster of its own (munged, slurmctld, slurmd); make check runs it")
+	}
 	c := slurmcluster.Start(t)
 	r := &slurmRun{c: c, dir: t.TempDir(), local: map[int]string{}}
 	r.bin = filepath.Join(r.dir, "bin")

@@ -1,6 +1,7 @@
 package maketargets
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,10 @@ import (
 var graphpipe string // built once by TestMain
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() { // every test here skips: no graphpipe to build
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "maketargets-")
 	if err != nil {
 		fmt.Println(err)
@@ -98,6 +103,9 @@ func toolDir(t *testing.T, tools ...string) string {
 // python3 on the PATH (nothing but mkdir beside graphpipe) and sums the two
 // runs up with graphpipe compare, from their median iteration times.
 func TestDemoNeedsOnlyGraphpipe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: make demo with a graphpipe of its own; make check runs it")
+	}
 	out, err := makeTarget(t, "demo", toolDir(t, "mkdir"))
 	if err != nil {
 		t.Fatalf("make demo: %v\n%s", err, out)
@@ -114,6 +122,9 @@ func TestDemoNeedsOnlyGraphpipe(t *testing.T) {
 // MMT's two it is, and its last lines are shown; the target used to pipe the
 // replay into tail, which exited 0.
 func TestReplayFailsWhenAReplayFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: make replay with a graphpipe of its own; make check runs it")
+	}
 	for _, failing := range []int{1, 2} {
 		t.Run(fmt.Sprintf("replay %d", failing), func(t *testing.T) {
 			dir := t.TempDir()

@@ -13,6 +13,9 @@ import (
 // with it and comes back on its ports with Restart; Clients names who is on
 // a node.
 func TestClusterRoutesMessages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node nats-server cluster; make check runs it")
+	}
 	c := Start(t, Options{})
 	sub, err := nats.Connect(c.URL(0), nats.Name("the subscriber"), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -61,6 +64,9 @@ func TestClusterRoutesMessages(t *testing.T) {
 // (and no other node's) until the client unsubscribes; Alive follows Kill
 // and Restart.
 func TestClusterListsSubscriptions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node nats-server cluster; make check runs it")
+	}
 	c := Start(t, Options{})
 	nc, err := nats.Connect(c.URL(0), nats.Name("lister"))
 	if err != nil {

@@ -8,6 +8,9 @@ import (
 // TestClusterRunsTasks: the cluster runs srun's tasks, each told its rank
 // of the step, and a batch job to its end; nothing is left queued.
 func TestClusterRunsTasks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a Slurm cluster of its own; make check runs it")
+	}
 	c := Start(t)
 	out, err := c.Command("srun", "--ntasks=2", "--overcommit", "sh", "-c", "echo $SLURM_PROCID/$SLURM_NTASKS").CombinedOutput()
 	if err != nil {

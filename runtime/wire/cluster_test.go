@@ -18,6 +18,9 @@ import (
 // resend what was lost, and the receiver takes each message once, in order,
 // with its own payload, and nothing more.
 func TestLinksSurviveANodeKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node nats-server cluster losing a node; make check runs it")
+	}
 	for _, victim := range []string{"sender", "receiver"} {
 		t.Run(victim, func(t *testing.T) {
 			c := natscluster.Start(t, natscluster.Options{})
@@ -89,6 +92,9 @@ func TestLinksSurviveANodeKill(t *testing.T) {
 // resend whose acknowledgement was lost with the node) is acknowledged
 // and counted as a duplicate, not delivered twice, while a new one is.
 func TestResentFrameAfterReconnectIsDropped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node nats-server cluster; make check runs it")
+	}
 	c := natscluster.Start(t, natscluster.Options{})
 	nb, moved := wiretest.DialCluster(t, c, "receiver")
 	b, err := wire.NewEndpoint(nb, "resent", 1, 1)
