@@ -51,8 +51,10 @@ check:
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 20000x
 	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 20000x
 
-# The main job: time the ops of a small multi-branch model (the MMT preset) on
-# this CPU, plan it on 4 CPU "devices" from those times as a graph pipeline
+# The main job: profile this CPU (GEMM rate, op call cost, the links between
+# worker processes over NATS, the slowdown of workers sharing its cores;
+# --quick: a few seconds) and time the ops of a small multi-branch model (the
+# MMT preset) on it, plan it on 4 CPU "devices" from those as a graph pipeline
 # and as the best sequential pipeline, train each
 # for 60 steps with one worker process per device over an embedded NATS
 # server, and compare them (graphpipe compare: loss, median iteration time,
@@ -61,9 +63,10 @@ check:
 demo: build
 	@mkdir -p $(DEMO)
 	$(BIN) models export mmt --preset small -o $(DEMO)/mmt-small.json
+	$(BIN) profile --device cpu --quick -o $(DEMO)/cpu.json > /dev/null
 	$(BIN) profile --model $(DEMO)/mmt-small.json -o $(DEMO)/mmt-small.optimes.json
-	$(BIN) search $(DEMO)/mmt-small.json --devices 4 --device cpu --op-times $(DEMO)/mmt-small.optimes.json --micro-batch 4 -o $(DEMO)/small-gpp.json
-	$(BIN) search $(DEMO)/mmt-small.json --devices 4 --device cpu --op-times $(DEMO)/mmt-small.optimes.json --micro-batch 4 --strategy spp -o $(DEMO)/small-spp.json
+	$(BIN) search $(DEMO)/mmt-small.json --devices 4 --device $(DEMO)/cpu.json --op-times $(DEMO)/mmt-small.optimes.json --micro-batch 4 -o $(DEMO)/small-gpp.json
+	$(BIN) search $(DEMO)/mmt-small.json --devices 4 --device $(DEMO)/cpu.json --op-times $(DEMO)/mmt-small.optimes.json --micro-batch 4 --strategy spp -o $(DEMO)/small-spp.json
 	$(BIN) explain $(DEMO)/small-gpp.json
 	$(BIN) run $(DEMO)/small-gpp.json --model $(DEMO)/mmt-small.json --steps 60 --lr 0.01 --json --trace $(DEMO)/run-gpp-trace.json --timeline $(DEMO)/run-gpp-timeline.png > $(DEMO)/run-gpp.json
 	$(BIN) run $(DEMO)/small-spp.json --model $(DEMO)/mmt-small.json --steps 60 --lr 0.01 --json > $(DEMO)/run-spp.json
