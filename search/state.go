@@ -96,9 +96,9 @@ func (cm *costModel) mayStream(k int) bool { return cm.stream && k == 1 }
 func (cm *costModel) placedStatic(pl placement, blk *block, k int) int64 {
 	switch pl {
 	case placeSharded:
-		return satAdd(satMul(blk.params, 8+cm.copyB), satMul(ceilDiv(blk.params, int64(k)), cm.optBytes))
+		return satAdd(satMul(blk.params, 8+cm.copyB+cm.versionB), satMul(ceilDiv(blk.params, int64(k)), cm.optBytes))
 	case placeHost:
-		return satMul(blk.params, 8+cm.copyB)
+		return satMul(blk.params, 8+cm.copyB+cm.versionB)
 	case placeStreamed:
 		return satMul(blk.maxParams, 2*(cm.streamB+4))
 	}
