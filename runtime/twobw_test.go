@@ -220,3 +220,50 @@ func TestTwoBWJobRefused(t *testing.T) {
 		t.Errorf("buffers: %v", err)
 	}
 }
+
+// TestTwoBWInterplay: 2bw with a stage's optimizer state sharded across
+// its replicas (the stale version whole on each, its pieces in each
+// shard's state), and with every stage recomputing its forward (which
+// reads the micro-batch's version again), trains what one process does.
+func TestTwoBWInterplay(t *testing.T) {
+	for _, c := range []struct {
+		model string
+		o     search.Options
+		check func(*plan.Plan) bool
+	}{
+		{"candle-uno", search.Options{Devices: 6, MicroBatch: 8, OptimizerState: "sharded"}, func(p *plan.Plan) bool {
+			for _, st := range p.Stages {
+				if st.StateName() == plan.StateSharded {
+					return true
+				}
+			}
+			return false
+		}},
+		{"mmt", search.Options{Devices: 3, MicroBatch: 4, Recompute: "all"}, (*plan.Plan).Recomputes},
+	} {
+		t.Run(c.model, func(t *testing.T) {
+			e, _ := models.Lookup(c.model)
+			g, err := e.Build(e.Small)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.o.Device, c.o.Schedule = plan.Profiles["cpu"], "2bw"
+			p, err := search.Search(g, c.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.check(p) {
+				t.Fatalf("the plan does not shard or recompute: %+v", p.Stages)
+			}
+			o := stage.TrainOptions{Optimizer: "adam", LR: 1e-3}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := RunLocal(ctx, &Job{Run: "twobw", Graph: g, Plan: p, Steps: 4, Options: Options{Train: o}}, wire.NewMemory(1, wire.Faults{}, 1<<20))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := referenceTwoBW(t, g, p.MicroBatch, 4, o)
+			equalParams(t, res.Params, want, 1e-5)
+		})
+	}
+}
