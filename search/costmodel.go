@@ -359,7 +359,7 @@ func (cm *costModel) optimizerStepAt(params int64, slow float64) float64 {
 	}
 	// weights and gradients read, weights written, the state read and
 	// written; the weight copy (bf16) rounded from the weights
-	opt := float64(params) * float64(8+2*cm.optBytes+2*cm.copyB+cm.turnB) / cm.dev.MemBW
+	opt := float64(params) * float64(8+2*cm.optBytes+2*cm.copyB) / cm.dev.MemBW
 	if slow != 1 {
 		opt *= slow
 	}

@@ -16,7 +16,8 @@ import (
 // precision has one, its copy for the products (versionB a parameter,
 // with the weights, whatever the placement of the optimizer's state);
 // each step first copies the newest into it (turnB of memory traffic a
-// parameter, in the flush). The flush itself is still paid by every stage
+// parameter, in the flush, all of them on every replica whatever the
+// placement: turn). The flush itself is still paid by every stage
 // once an iteration, but not by the pipeline: the simulator plays the
 // iterations back to back and prices the steady state's period, with no
 // fill and no drain. A plan whose first stage would run more than a batch
@@ -38,6 +39,16 @@ func (cm *costModel) versions(k microbatch.ScheduleKind) {
 	if k.NoFlush {
 		cm.versionB, cm.turnB = 4+cm.copyB, 8
 	}
+}
+
+// turn is what a stage of params parameters spends before its step
+// copying its newest weights into its second version (none with one
+// version), slowed by slow: every replica copies all of them.
+func (cm *costModel) turn(params int64, slow float64) float64 {
+	if cm.turnB == 0 || params <= 0 {
+		return 0
+	}
+	return slow * float64(params) * float64(cm.turnB) / cm.dev.MemBW
 }
 
 // staleLeft counts the plans the planners left out as too stale.

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -80,8 +81,11 @@ func TestTwoBWPricesTheSecondVersion(t *testing.T) {
 				t.Errorf("%s: placement %v, %d more bytes, want %d", prec, pl, d, want)
 			}
 		}
-		if d := two.optimizerStepAt(params, 1) - one.optimizerStepAt(params, 1); d <= 0 {
-			t.Errorf("%s: the step copies nothing (%g)", prec, d)
+		for _, pl := range []placement{placeReplicated, placeSharded, placeHost} {
+			d := two.placedFlush(pl, params, 2, 0, 1) - one.placedFlush(pl, params, 2, 0, 1)
+			if want := params * 8 / two.dev.MemBW; math.Abs(d-want) > 1e-9*want {
+				t.Errorf("%s: placement %v: the step copies %g s more, want %g (all the weights, on every replica)", prec, pl, d, want)
+			}
 		}
 	}
 }
