@@ -84,4 +84,3 @@ func PrecisionSection(c Config) (*Section, error) {
 		"to its own GEMM sweep in each precision, and bench/gpu/bf16.sh measures a GPT-style model's MFU against its prediction.", torchtitanTokensPerGPU))
 	return s, nil
 }
-
