@@ -6,7 +6,7 @@ BIN       := bin/graphpipe
 FUZZTIME  ?= 3000000x
 DEMO      := out/demo
 
-.PHONY: build test check race demo fuzz loaded bench bench-quick bench-scaling bench-cpu-runs bench-go lint clean replay replay-bf16 replay-torchvision gpu-build readme
+.PHONY: build test check race demo fuzz loaded bench bench-quick bench-scaling bench-cpu-runs bench-go lint clean replay replay-2bw replay-bf16 replay-torchvision gpu-build readme
 
 # graphpipe version prints the commit (and whether the tree had changes)
 COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
@@ -180,9 +180,9 @@ clean:
 # (onnx/testdata/models), 5 steps each from their exported weights (train
 # --init), against the original PyTorch modules; and every small preset
 # under the RECIPES below (AdamW, SGD with Nesterov, Adam with L2; the three
-# schedules; clipping by the global norm). Each replay prints its
-# largest relative difference and fails the target past 2e-4; its whole
-# output is in out/replay/*.log.
+# schedules; clipping by the global norm); then replay-2bw (PipeDream-2BW's
+# stale update). Each replay prints its largest relative difference and
+# fails the target past 2e-4; its whole output is in out/replay/*.log.
 TORCH_PY ?= /usr/bin/python3
 # every small preset, 50 steps of each recipe (commas for spaces): AdamW with
 # decoupled decay (biases and norm weights exempt), cosine schedule and
@@ -193,6 +193,29 @@ RECIPES := --optimizer,adamw,--lr,0.001,--weight-decay,0.1,--no-decay-bias-norm,
 	--optimizer,sgd,--lr,0.05,--momentum,0.9,--nesterov,--weight-decay,0.001,--lr-schedule,linear,--warmup-steps,5,--clip-grad-norm,0.1,--micro-batch,4 \
 	--optimizer,adam,--lr,0.001,--weight-decay,0.01,--lr-schedule,constant,--warmup-steps,10,--micro-batch,8
 IMPORTED := two_tower inception_block wide_deep residual_mlp
+# PipeDream-2BW (--schedule 2bw, no flush, weights one update stale): the
+# small MMT as a 3-stage pipeline that runs forwards of the next batch ahead
+# of each update (run) and in one process (train), 20 steps with SGD, SGD
+# with momentum and Adam: their final parameters within 1e-5 of each other,
+# both within 2e-4 of W(t+1) = W(t) - lr·∇f(W(t-1)) replayed in PyTorch on
+# the dumped batches, and neither within 1e-5 of synchronous training.
+TWOBW := --optimizer,sgd,--lr,0.05 --optimizer,sgd,--lr,0.05,--momentum,0.9 --optimizer,adam,--lr,0.001
+replay-2bw: build
+	@mkdir -p out/replay
+	@$(BIN) models export mmt --preset small -o out/replay/mmt.json > /dev/null 2>&1
+	@for r in $(TWOBW); do \
+	  flags=$$(echo $$r | tr , ' '); name=2bw-$$(echo $$r | cut -d, -f2)$$(echo $$r | grep -o momentum); d=out/replay/$$name; rm -rf $$d-*; \
+	  $(BIN) run out/replay/mmt.json --devices 3 --device cpu --schedule 2bw --micro-batch 4 --steps 20 $$flags --dump $$d-run > /dev/null 2>&1 || exit 1; \
+	  $(BIN) train out/replay/mmt.json --schedule 2bw --micro-batch 4 --steps 20 $$flags --dump $$d-train > /dev/null 2>&1 || exit 1; \
+	  $(BIN) train out/replay/mmt.json --micro-batch 4 --steps 20 $$flags --dump $$d-sync > /dev/null 2>&1 || exit 1; \
+	  $(TORCH_PY) stage/testdata/torch/same_final.py $$d-run $$d-train --tol 1e-5 || exit 1; \
+	  $(TORCH_PY) stage/testdata/torch/same_final.py $$d-run $$d-sync --tol 1e-5 --differ || exit 1; \
+	  for k in run train; do \
+	    $(TORCH_PY) stage/testdata/torch/replay.py out/replay/mmt.json $$d-$$k $$flags --micro-batch 4 --schedule 2bw > $$d-$$k.log; s=$$?; \
+	    echo "$$name $$k: $$(tail -1 $$d-$$k.log)"; [ $$s = 0 ] || exit $$s; \
+	  done; \
+	done
+
 # graphpipe's bf16 on the CUDA emulator against PyTorch's CPU autocast
 # (torch.autocast("cpu", dtype=torch.bfloat16)), from the same weights and
 # batches, on every zoo preset at its small size: 10 Adam steps, each step's
@@ -272,3 +295,4 @@ replay: build
 	$(BIN) export out/replay/data/ck -o out/replay/data/trained.safetensors
 	$(TORCH_PY) onnx/testdata/torch/eval_module.py two_tower out/replay/data/trained.safetensors out/replay/data/eval.safetensors \
 	  $$($(TORCH_PY) -c "import json; r=json.load(open('out/replay/data/run.json')); print('--loss %r --accuracy %r' % (r['eval_loss'], r['eval_accuracy']))")
+	@$(MAKE) --no-print-directory replay-2bw

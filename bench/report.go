@@ -97,6 +97,7 @@ var Axes = map[string][2]string{
 
 	"selective-backprop-time":    {"training time (s, evaluations aside)", "evaluation accuracy"},
 	"selective-backprop-samples": {"samples with a backward pass", "evaluation accuracy"},
+	"pipedream-2bw-loss":         {"samples trained on", "cross-entropy loss"},
 }
 
 // lineChart is a report chart of a line chart, its axes from Axes.

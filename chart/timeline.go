@@ -66,7 +66,7 @@ func Timelines(format Format, ts ...Timeline) ([]byte, error) {
 		if t.Result == nil {
 			return nil, fmt.Errorf("chart: timeline %q has no events", t.Title)
 		}
-		end = max(end, t.Result.Iteration)
+		end = max(end, t.Result.End()) // several iterations where the schedule has no flush
 	}
 	f := &figure{w: vg.Points(900), legend: newLegend(), legendEntries: len(timelineKeys), x: TimeAxis, y: StageAxis}
 	for _, key := range timelineKeys {
@@ -105,7 +105,7 @@ func rowTicks(names []string) plot.ConstantTicks {
 type rows struct{ t Timeline }
 
 func (r *rows) DataRange() (xmin, xmax, ymin, ymax float64) {
-	return 0, 1e3 * r.t.Result.Iteration, -0.5, float64(len(r.t.Rows)) - 0.5
+	return 0, 1e3 * r.t.Result.End(), -0.5, float64(len(r.t.Rows)) - 0.5
 }
 
 func (r *rows) Plot(c draw.Canvas, p *plot.Plot) {
@@ -122,7 +122,7 @@ func (r *rows) Plot(c draw.Canvas, p *plot.Plot) {
 	}
 	compute := lanes[microbatch.Forward]
 	for s := 0; s < n; s++ { // the idle time under the compute lane
-		box(s, compute, 0, r.t.Result.Iteration, timelineKeys[len(timelineKeys)-1].color)
+		box(s, compute, 0, r.t.Result.End(), timelineKeys[len(timelineKeys)-1].color)
 	}
 	label := draw.TextStyle{Color: color.White, Font: font.From(sans, vg.Points(7)), XAlign: draw.XCenter, YAlign: draw.YCenter, Handler: p.TextHandler}
 	for _, e := range r.t.Result.Events {

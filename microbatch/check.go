@@ -15,12 +15,17 @@ func (e *CheckError) Error() string { return fmt.Sprintf("schedule: stage %d: %s
 // activations on every in-edge and followed by their sends on every out-edge,
 // and each backward likewise for gradients; the schedule does not deadlock;
 // and, if limit is not nil, no stage holds more than limit[s] micro-batches.
+// A schedule without a flush is checked across its iterations' boundaries
+// (checkNoFlush).
 func Check(sch *Schedule, limit []int) error {
 	if err := sch.Pipe.check(); err != nil {
 		return err
 	}
 	if len(sch.Lists) != sch.Pipe.Stages {
 		return fmt.Errorf("schedule: %d action lists for %d stages", len(sch.Lists), sch.Pipe.Stages)
+	}
+	if sch.NoFlush {
+		return checkNoFlush(sch, limit)
 	}
 	for s := range sch.Lists {
 		if err := checkStage(sch, s); err != nil {

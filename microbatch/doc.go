@@ -29,6 +29,16 @@
 //     its W). The lists are made by playing the schedule forward with the
 //     durations. Zero Bubble (Qi et al., ICLR 2024) is for chains; this one
 //     runs on any stage DAG.
+//   - PipeDream-2BW ("2bw", TwoBW, twobw.go): 1F1B with no flush between
+//     iterations. Its lists (NoFlush) are one steady iteration, cut after
+//     each stage's last backward of the batch, where the stage updates; the
+//     w−1 forwards it runs ahead are the next batch's (indices from M on),
+//     read the newest weights, while the batch's own micro-batches read the
+//     version before: two versions, weights one update stale everywhere,
+//     which needs w−1 ≤ M on every stage (StalenessError otherwise).
+//     IterationLists gives the first iteration of a run (its warm-up) and
+//     the last (its drain); the simulator plays several iterations back to
+//     back and reports the steady state's period.
 //
 // A ScheduleKind (KindOf, from the name a flag or a plan file gives)
 // describes a schedule by what its builders and the planner branch on:

@@ -16,7 +16,7 @@ func Grid(sch *Schedule) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	steps := int(math.Round(res.Iteration))
+	steps := int(math.Round(res.End())) // a schedule without a flush plays several iterations
 	cells := make([][]string, steps)
 	for i := range cells {
 		cells[i] = make([]string, sch.Pipe.Stages)
@@ -31,6 +31,9 @@ func Grid(sch *Schedule) (string, error) {
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s, %d stages, %d micro-batches; cell = <stage><F|B|W><micro-batch>\n", sch.Name, sch.Pipe.Stages, sch.Pipe.MicroBatches)
+	if sch.NoFlush {
+		fmt.Fprintf(&b, "# no flush: %d iterations back to back, iteration i's micro-batch j as i·%d+j; a stage updates after its batch's last B\n", twoBWIters, sch.Pipe.MicroBatches)
+	}
 	w := tabwriter.NewWriter(&b, 0, 1, 1, ' ', 0)
 	head := []string{"step"}
 	for s := 0; s < sch.Pipe.Stages; s++ {

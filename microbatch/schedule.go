@@ -52,7 +52,11 @@ type Schedule struct {
 	Name  string
 	Pipe  Pipeline
 	Split bool // backward split into B (inputs) and W (weights)
-	Lists [][]Action
+	// NoFlush: the lists are one steady iteration of a pipeline that is
+	// not flushed between iterations (2bw, twobw.go), where a micro-batch
+	// index from Pipe.MicroBatches on is the next batch's
+	NoFlush bool
+	Lists   [][]Action
 }
 
 // Depth is 1 + the longest path in stages from each stage to a sink. It

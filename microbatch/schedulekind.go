@@ -9,8 +9,8 @@ import (
 // and tunes it branches on, so that those decisions read its properties,
 // never its name. A schedule is one row of scheduleKinds; a new order of
 // passes needs its builder too (New, Warmed), and a property that nothing
-// here expresses (a schedule without the iteration's flush, say) needs a
-// field and the code that reads it.
+// here expresses needs a field and the code that reads it, as NoFlush
+// did.
 type ScheduleKind struct {
 	// Name is how flags and the plan file spell the schedule.
 	Name string
@@ -31,18 +31,27 @@ type ScheduleKind struct {
 	// Timed: only NewTimed builds it: the lists are played forward with
 	// the durations.
 	Timed bool
+	// NoFlush: the pipeline is not flushed between iterations (2bw,
+	// twobw.go): a stage updates its weights after its batch's last
+	// backward while the next batch's first forwards are in flight, so
+	// gradients are taken at weights one update stale (asynchronous: the
+	// planner weighs it only when the user allows stale weights), and a
+	// stage keeps two versions of its weights.
+	NoFlush bool
 }
 
 // scheduleKinds are the schedules this package builds, in the order Names
 // lists them (see the package doc): 1f1b, warmed up by Warmup when built by
 // NewTimed; 1f1b-depth, each stage holding its depth (1 + its longest path
 // to a sink: PipeDream-Flush's rule) however it is built; zb (ZeroBubble),
-// which needs durations; gpipe. Nothing writes it.
+// which needs durations; gpipe; 2bw (TwoBW), 1F1B without a flush,
+// warmed up as 1f1b. Nothing writes it.
 var scheduleKinds = []ScheduleKind{
 	{Name: "1f1b", Tunable: true},
 	{Name: "1f1b-depth"},
 	{Name: "zb", Split: true, Tunable: true, Timed: true},
 	{Name: "gpipe", AllForwardsFirst: true},
+	{Name: "2bw", Tunable: true, NoFlush: true},
 }
 
 // Names are the schedules New and NewTimed build, scheduleKinds' names.
@@ -92,13 +101,16 @@ func Known(name string) bool {
 }
 
 // New builds the schedule without durations: GPipe's order, or 1F1B's with
-// every stage warmed up to its depth. A Timed schedule is refused.
+// every stage warmed up to its depth (without a flush: TwoBW). A Timed
+// schedule is refused.
 func (k ScheduleKind) New(p Pipeline) (*Schedule, error) {
 	switch {
 	case k.Timed:
 		return nil, fmt.Errorf("schedule %s is built from durations (NewTimed)", k.Name)
 	case k.AllForwardsFirst:
 		return GPipe(p)
+	case k.NoFlush:
+		return TwoBW(p)
 	}
 	return OneFOneB(p)
 }
@@ -119,13 +131,15 @@ func (k ScheduleKind) NewTimed(p Pipeline, t Timing, limit int64) (*Schedule, er
 
 // Warmed builds a Tunable schedule in which stage s runs warm[s] forwards
 // before its first backward: ZeroBubble where the backward splits (it
-// needs the durations), OneFOneBWarm otherwise.
+// needs the durations), TwoBWWarm without a flush, OneFOneBWarm otherwise.
 func (k ScheduleKind) Warmed(p Pipeline, t Timing, warm []int) (*Schedule, error) {
 	switch {
 	case !k.Tunable:
 		return nil, fmt.Errorf("schedule %s takes no warm-up counts", k.Name)
 	case k.Split:
 		return ZeroBubble(p, t, warm)
+	case k.NoFlush:
+		return TwoBWWarm(p, warm)
 	}
 	return OneFOneBWarm(p, warm)
 }
@@ -137,7 +151,7 @@ func (k ScheduleKind) Warmed(p Pipeline, t Timing, warm []int) (*Schedule, error
 // changes; a split schedule's lists depend on every stage's, and it is
 // built again whole.
 func (k ScheduleKind) Rewarmed(base *Schedule, baseWarm, warm []int, t Timing) (*Schedule, error) {
-	if k.Tunable && !k.Split {
+	if k.Tunable && !k.Split && !k.NoFlush {
 		return OneFOneBWarmFrom(base, baseWarm, warm)
 	}
 	return k.Warmed(base.Pipe, t, warm)

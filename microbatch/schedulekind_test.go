@@ -17,6 +17,7 @@ func TestKindOf(t *testing.T) {
 		"1f1b-depth": {Name: "1f1b-depth"},
 		"zb":         {Name: "zb", Split: true, Tunable: true, Timed: true},
 		"gpipe":      {Name: "gpipe", AllForwardsFirst: true},
+		"2bw":        {Name: "2bw", Tunable: true, NoFlush: true},
 	}
 	if len(Names) != len(want) || !reflect.DeepEqual(Names, kindNames()) {
 		t.Fatalf("Names %v, the table's %v", Names, kindNames())
@@ -35,22 +36,22 @@ func TestKindOf(t *testing.T) {
 			t.Errorf("%s: Splits %v, Known %v; its kind %+v", name, Splits(name), Known(name), k)
 		}
 	}
-	_, err := KindOf("2bw")
+	_, err := KindOf("pipedream")
 	var unknown *UnknownScheduleError
-	if !errors.As(err, &unknown) || unknown.Name != "2bw" {
-		t.Fatalf("KindOf(2bw): %v, want an UnknownScheduleError naming it", err)
+	if !errors.As(err, &unknown) || unknown.Name != "pipedream" {
+		t.Fatalf("KindOf(pipedream): %v, want an UnknownScheduleError naming it", err)
 	}
-	if got := err.Error(); got != `unknown schedule "2bw" (known: 1f1b, 1f1b-depth, zb, gpipe)` {
+	if got := err.Error(); got != `unknown schedule "pipedream" (known: 1f1b, 1f1b-depth, zb, gpipe, 2bw)` {
 		t.Errorf("error %q", got)
 	}
-	if Known("2bw") || Splits("2bw") {
+	if Known("pipedream") || Splits("pipedream") {
 		t.Error("an unknown schedule is known or splits")
 	}
-	if _, err := New("2bw", chain(2, 2)); !errors.As(err, &unknown) {
-		t.Errorf("New(2bw): %v, want an UnknownScheduleError", err)
+	if _, err := New("pipedream", chain(2, 2)); !errors.As(err, &unknown) {
+		t.Errorf("New(pipedream): %v, want an UnknownScheduleError", err)
 	}
-	if _, err := NewTimed("2bw", chain(2, 2), Unit(chain(2, 2)), 0); !errors.As(err, &unknown) {
-		t.Errorf("NewTimed(2bw): %v, want an UnknownScheduleError", err)
+	if _, err := NewTimed("pipedream", chain(2, 2), Unit(chain(2, 2)), 0); !errors.As(err, &unknown) {
+		t.Errorf("NewTimed(pipedream): %v, want an UnknownScheduleError", err)
 	}
 }
 
@@ -84,7 +85,7 @@ func TestKindBuildsByProperties(t *testing.T) {
 				}
 				continue
 			}
-			if !reflect.DeepEqual(got.Lists, want.Lists) || got.Split != like.Split {
+			if !reflect.DeepEqual(got.Lists, want.Lists) || got.Split != like.Split || got.NoFlush != like.NoFlush {
 				t.Errorf("like %s, timed %v: a row of the same properties builds other lists", like.Name, timed)
 			}
 			if err := Check(got, nil); err != nil {

@@ -60,6 +60,18 @@ type Result struct {
 	InFlight   []int     // per stage: most micro-batches stashed at once
 	PeakMemory []int64   // per stage, per device: Static + InFlight × Stash
 	Events     []Event   // compute actions in the order they ran per stage, then sends, then receives
+	// Span is how long the Events take where they cover more than one
+	// iteration (a schedule without a flush is played for several: its
+	// Iteration is the steady state's period); 0: Iteration (End).
+	Span float64
+}
+
+// End is when the last event ends: Span, or the Iteration.
+func (r *Result) End() float64 {
+	if r.Span > 0 {
+		return r.Span
+	}
+	return r.Iteration
 }
 
 // Compute reports whether the event is a forward, backward or weight gradient.
@@ -92,6 +104,9 @@ func Simulate(sch *Schedule, t Timing) (*Result, error) { return simulate(sch, t
 func Summarize(sch *Schedule, t Timing) (*Result, error) { return simulate(sch, t, false) }
 
 func simulate(sch *Schedule, t Timing, events bool) (*Result, error) {
+	if sch.NoFlush {
+		return simulateNoFlush(sch, t, events)
+	}
 	if err := t.check(sch); err != nil {
 		return nil, err
 	}
@@ -104,42 +119,8 @@ func simulate(sch *Schedule, t Timing, events bool) (*Result, error) {
 	box := newMailbox(sch.Pipe, events)
 	r := &Result{Busy: make([]float64, n), Idle: make([]float64, n), InFlight: make([]int, n), PeakMemory: make([]int64, n)}
 	var transfers, receives []Event
-	for progress := true; progress; {
-		progress = false
-		for s := range cur {
-			c := &cur[s]
-			for a, ok := c.Next(); ok; a, ok = c.Next() {
-				land := 0.0
-				if a.Kind == Recv {
-					if land = box.lands(a.Edge, a.Dir, a.MB); math.IsNaN(land) {
-						break
-					}
-				}
-				start, end := c.step(a, land) // Step, a already loaded
-				switch {
-				case a.Kind == Send:
-					box.put(a.Edge, a.Dir, a.MB, start, end)
-					if events {
-						transfers = append(transfers, Event{Stage: s, Kind: Send, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: start, End: end})
-					}
-				case !events:
-				case a.Kind == Recv: // both ends of a transfer span it
-					receives = append(receives, Event{Stage: s, Kind: Recv, MB: a.MB, Edge: a.Edge, Dir: a.Dir, Start: box.sent[box.slot(a.Edge, a.Dir, a.MB)], End: land})
-				default:
-					r.Events = append(r.Events, Event{Stage: s, Kind: a.Kind, MB: a.MB, Start: start, End: end})
-				}
-				progress = true
-			}
-		}
-	}
-	blocked := map[int]Action{}
-	for s := range cur {
-		if a, ok := cur[s].Next(); ok {
-			blocked[s] = a
-		}
-	}
-	if len(blocked) > 0 {
-		return nil, &DeadlockError{blocked}
+	if err := playIteration(cur, &box, 0, events, r, &transfers, &receives); err != nil {
+		return nil, err
 	}
 	r.finish(t, cur, append(transfers, receives...))
 	return r, nil

@@ -140,6 +140,9 @@ func (p *Plan) validate() error {
 	if total > 1<<24 {
 		return planErr(-1, "actions", "%d actions is more than any plan has", total)
 	}
+	if err := p.checkStaleness(); err != nil {
+		return err
+	}
 	if _, err := p.ScheduleOf(); err != nil {
 		var ce *microbatch.CheckError
 		if errors.As(err, &ce) {
@@ -211,8 +214,8 @@ func (p *Plan) checkStages() error {
 		if want := ceilDiv(p.MicroBatch, int64(len(s.Devices))); s.MicroBatch != want {
 			return planErr(i, "device_micro_batch", "is %d, but a micro-batch of %d over the stage's %d device(s) is %d per device", s.MicroBatch, p.MicroBatch, len(s.Devices), want)
 		}
-		if s.InFlight < 1 || s.InFlight > p.MicroBatches {
-			return planErr(i, "in_flight", "must be between 1 and the plan's %d micro-batches, got %d", p.MicroBatches, s.InFlight)
+		if most := p.mostInFlight(); s.InFlight < 1 || s.InFlight > most {
+			return planErr(i, "in_flight", "must be between 1 and the plan's %d micro-batches%s, got %d", p.MicroBatches, map[bool]string{true: " and one of the next batch's", false: ""}[most > p.MicroBatches], s.InFlight)
 		}
 		for _, f := range []struct {
 			name string
@@ -449,4 +452,14 @@ func (p *Plan) checkCompute() error {
 		}
 	}
 	return nil
+}
+
+// mostInFlight is the most micro-batches a stage of the plan may hold:
+// an iteration's, and where the schedule has no flush (2bw) one more, the
+// next batch's first forward run ahead of the update.
+func (p *Plan) mostInFlight() int {
+	if k, _ := microbatch.KindOf(p.Schedule); k.NoFlush {
+		return p.MicroBatches + 1
+	}
+	return p.MicroBatches
 }

@@ -215,7 +215,8 @@ func (p *Plan) ScheduleOf() (*microbatch.Schedule, error) {
 	if p.sched != nil {
 		return p.sched, nil
 	}
-	sch := &microbatch.Schedule{Name: p.Schedule, Pipe: p.Pipeline(), Split: microbatch.Splits(p.Schedule)}
+	kind, _ := microbatch.KindOf(p.Schedule) // an unknown name is the check's to refuse
+	sch := &microbatch.Schedule{Name: p.Schedule, Pipe: p.Pipeline(), Split: kind.Split, NoFlush: kind.NoFlush}
 	for s, l := range p.Actions {
 		var acts []microbatch.Action
 		for _, txt := range l {

@@ -321,15 +321,20 @@ type collector struct {
 	// sbHistory is the loss's stage's selective backprop history, as its
 	// last checkpoint report gave it (Manifest.SBHistory)
 	sbHistory []float64
+	// goes is which iterations' go the workers have been told (goahead.go)
+	goes goes
 }
 
 // collect drives the iterations and gathers reports and parameters.
 func (c *collector) collect(ctx context.Context, progress func(int64, float64)) (*Result, error) {
+	c.goes = newGoes(c.job)
 	for n := c.job.From(); n < c.job.Steps; n++ {
-		select {
-		case <-c.job.Config.Stop:
-			return nil, c.stop(ctx, n)
-		default:
+		if c.goes.told < n { // a go told ahead stands (goahead.go)
+			select {
+			case <-c.job.Config.Stop:
+				return nil, c.stop(ctx, n)
+			default:
+			}
 		}
 		if err := c.iteration(ctx, n, progress); err != nil {
 			return nil, err
@@ -345,7 +350,7 @@ func (c *collector) collect(ctx context.Context, progress func(int64, float64)) 
 // a due checkpoint.
 func (c *collector) iteration(ctx context.Context, n int, progress func(int64, float64)) error {
 	began := time.Now()
-	if err := c.tell(ctx, int64(n), mbGo, goOn); err != nil {
+	if err := c.sayGo(ctx, n); err != nil {
 		return err
 	}
 	total := 0.0
@@ -419,7 +424,7 @@ func (c *collector) iteration(ctx context.Context, n int, progress func(int64, f
 		err := c.checkpoint(ctx, n+1, func(id int32) wire.Key { return msgKey(int64(n)*reportStride+int64(id), mbCkpt, ctlEdge, 'g') })
 		var ne *NonFiniteError
 		if errors.As(err, &ne) {
-			c.tell(ctx, int64(n+1), mbGo, goAbort)
+			c.tell(ctx, c.goes.untold(n+1), mbGo, goAbort)
 		}
 		return err
 	}
@@ -444,7 +449,7 @@ func (c *collector) judge(ctx context.Context, n int, bad string, badStage int) 
 		if skipping {
 			c.tell(ctx, int64(n), mbVerdict, goAbort)
 		} else {
-			c.tell(ctx, int64(n+1), mbGo, goAbort)
+			c.tell(ctx, c.goes.untold(n+1), mbGo, goAbort)
 		}
 		return e
 	}

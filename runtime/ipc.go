@@ -183,7 +183,7 @@ func (w *Worker) sendDevice(ctx context.Context, it *iteration, a microbatch.Act
 		return w.links.ep.SendPayload(ctx, p.id, k, wire.Bytes(msg))
 	}
 	meter := w.links.meter.sent(a.Edge, byte(a.Dir), TransportIPC, bytes)
-	return true, w.links.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, send: send,
+	return true, w.links.out.queue(&sendJob{ctx: ctx, mb: w.mbKey(it, a.MB), peer: p.id, k: k, send: send,
 		done: func(err error, secs float64) { meter(err, secs+prep) }})
 }
 
@@ -224,7 +224,7 @@ func (w *Worker) recvDevice(ctx context.Context, it *iteration, a microbatch.Act
 			return fmt.Errorf("edge %d: copying %q from worker %d's device: %w", a.Edge, t.Name, p.id, err)
 		}
 		v := &stage.Value[float32]{Shape: t.Shape}
-		if err := w.ex.Adopt(a.MB, v, b); err != nil {
+		if err := w.ex.Adopt(w.mbKey(it, a.MB), v, b); err != nil {
 			return err
 		}
 		parts[t.Name] = v
@@ -232,5 +232,5 @@ func (w *Worker) recvDevice(ctx context.Context, it *iteration, a microbatch.Act
 	}
 	w.links.meter.received(a.Edge, byte(a.Dir), TransportIPC, bytes, time.Since(start).Seconds())
 	ack := msgKey(it.n, int32(a.MB)+ipcAckMB, edgeKey(a.Edge, p.replica), byte(a.Dir))
-	return w.links.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: ack, p: wire.Bytes(nil)})
+	return w.links.out.queue(&sendJob{ctx: ctx, mb: w.mbKey(it, a.MB), peer: p.id, k: ack, p: wire.Bytes(nil)})
 }

@@ -71,6 +71,9 @@ func (j *Job) Validate() error {
 	if err := j.validateOptions(); err != nil {
 		return err
 	}
+	if err := j.validateTwoBW(); err != nil {
+		return err
+	}
 	return j.validateConfig()
 }
 

@@ -39,14 +39,14 @@ func (l *links) open(ep *wire.Endpoint) {
 	l.meter.reset()
 }
 
-// release waits, before a pass that may end micro-batch a.MB (its
-// backward, its weight gradients), until the micro-batch's messages are
-// sent: they read its values where they lie.
-func (l *links) release(ctx context.Context, a microbatch.Action) error {
+// release waits, before a pass that may end micro-batch a.MB, the
+// sender's key (Worker.mbKey) (its backward, its weight gradients), until
+// the micro-batch's messages are sent: they read its values where they lie.
+func (l *links) release(ctx context.Context, a microbatch.Action, key int) error {
 	if a.Kind != microbatch.Backward && a.Kind != microbatch.Weight {
 		return nil
 	}
-	return l.out.wait(ctx, a.MB)
+	return l.out.wait(ctx, key)
 }
 
 // recycle gives the endpoint back the messages iteration it received,

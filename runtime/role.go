@@ -26,7 +26,9 @@ type role struct {
 
 // newRole is stage st's role in plan p of model g, scheduled by sch.
 func newRole(g *dag.Graph, p *plan.Plan, lay replicas, sch *microbatch.Schedule, st int) role {
-	r := role{g: g, plan: p, lay: lay, sch: sch, sched: sch.Lists[st], split: sch.Split, timing: p.Timing(), ops: map[string]bool{}}
+	// sched is every forward of a batch in order (an evaluation's): one
+	// iteration alone of a schedule without a flush
+	r := role{g: g, plan: p, lay: lay, sch: sch, sched: sch.Flushed().Lists[st], split: sch.Split, timing: p.Timing(), ops: map[string]bool{}}
 	if !sch.Split { // a whole backward is one action
 		for s := range r.timing.B {
 			r.timing.B[s] += r.timing.W[s]

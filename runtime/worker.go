@@ -42,6 +42,11 @@ type Worker struct {
 	// streamShards: stream checkpoint shards even where the directory is
 	// seen (Config.StreamCheckpoints)
 	streamShards bool
+	// twoBW is a schedule without a flush's iterations (twobw.go), nil
+	// for a flushed one; steps is the run's length, whose last iteration
+	// runs nothing ahead
+	twoBW *twoBW
+	steps int64
 }
 
 // NewWorker prepares worker id of job's plan over an endpoint, as job's
@@ -59,7 +64,8 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 	}
 	w := &Worker{ID: int32(id), Stage: st, Replica: rep, role: newRole(g, plan, lay, sch, st),
 		feed:  feed{spec: o.Data, reads: map[string]bool{}, evalRows: -1},
-		watch: newWatch(job.Config.Timings.WithDefaults(), plan.Stages[st]), streamShards: job.Config.StreamCheckpoints}
+		watch: newWatch(job.Config.Timings.WithDefaults(), plan.Stages[st]), streamShards: job.Config.StreamCheckpoints,
+		twoBW: newTwoBW(sch), steps: int64(job.Steps)}
 	w.do = computer{w}
 	w.links.open(ep)
 	ops, err := w.role.takeOps(st, w.feed.reads)
@@ -97,6 +103,12 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 	if err := w.openSelective(job); err != nil {
 		w.Close()
 		return nil, err
+	}
+	if w.twoBW != nil { // the next batch's forwards run ahead of the update on the newest weights
+		if err := w.ex.SetTwoVersions(); err != nil {
+			w.Close()
+			return nil, err
+		}
 	}
 	return w, nil
 }
@@ -139,9 +151,9 @@ func (w *Worker) Run(ctx context.Context, n int64) (float64, error) {
 // compute is iteration n up to the optimizer step: the stage's action list,
 // then the executor's end of the step (flush).
 func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
-	it := &iteration{n: n, feeds: map[int]map[string]*stage.Value[float32]{}, outs: map[int]map[string]*stage.Value[float32]{},
-		grads: map[int]map[string]*stage.Value[float32]{}, ingrads: map[int]map[string]*stage.Value[float32]{}}
-	cur, err := microbatch.NewCursor(w.role.sch, w.Stage, w.role.timing)
+	sch := w.iterationSchedule(n) // without a flush: the first, a steady or the last iteration's (twobw.go)
+	it := w.takeIteration(n)
+	cur, err := microbatch.NewCursor(sch, w.Stage, w.role.timing)
 	if err != nil {
 		return 0, err
 	}
@@ -157,7 +169,10 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 		if a.Kind != microbatch.Send && a.Kind != microbatch.Recv {
 			w.watch.busy(fmt.Sprintf("iteration %d action %v", n, a))
 		}
-		err := l.release(ctx, a)
+		jt, ja, err := w.own(it, a) // the next batch's, where a runs ahead of the update
+		if err == nil {
+			err = l.release(ctx, ja, w.mbKey(jt, ja.MB))
+		}
 		if err == nil {
 			err = l.giveBack(ctx, w.ex, false)
 		}
@@ -165,7 +180,7 @@ func (w *Worker) compute(ctx context.Context, n int64) (float64, error) {
 			err = l.devSends.finished(w.ex)
 		}
 		if err == nil {
-			err = w.step(ctx, it, cur, a)
+			err = w.step(ctx, jt, cur, ja)
 		}
 		w.watch.busy("")
 		if err != nil {
@@ -305,6 +320,9 @@ type executor interface {
 type computer struct{ w *Worker }
 
 func (c computer) begin(it *iteration) error {
+	if it.batch != nil {
+		return nil // read when a forward of it ran ahead (twobw.go)
+	}
 	var err error
 	it.batch, err = c.w.feed.batch(int(it.n), int(c.w.role.plan.BatchSize))
 	return err
@@ -342,7 +360,7 @@ func (w *Worker) act(it *iteration, a microbatch.Action) error {
 		for name, v := range it.batch {
 			feeds[name] = stage.SliceRows(v, a.MB*b+lo, a.MB*b+hi)
 		}
-		out, err := w.ex.Forward(a.MB, stage.Position{Step: int(it.n), Sample: a.MB*b + lo}, feeds)
+		out, err := w.ex.Forward(w.mbKey(it, a.MB), stage.Position{Step: int(it.n), Sample: a.MB*b + lo}, feeds)
 		if err != nil {
 			return err
 		}
@@ -360,12 +378,12 @@ func (w *Worker) act(it *iteration, a microbatch.Action) error {
 		if err := w.compact(it, a.MB, lo, hi); err != nil {
 			return err
 		}
-		in, err := w.ex.Backward(a.MB, g, !w.role.split)
+		in, err := w.ex.Backward(w.mbKey(it, a.MB), g, !w.role.split)
 		it.ingrads[a.MB] = in
 		delete(it.outs, a.MB)
 		return err
 	case microbatch.Weight:
-		return w.ex.Weights(a.MB)
+		return w.ex.Weights(w.mbKey(it, a.MB))
 	}
 	return fmt.Errorf("unsupported action kind %c", a.Kind)
 }
@@ -501,7 +519,7 @@ func (w *Worker) sendBytes(ctx context.Context, it *iteration, a microbatch.Acti
 		}
 	}
 	k := msgKey(it.n, int32(a.MB), edgeKey(a.Edge, w.Replica), byte(a.Dir))
-	return w.links.out.queue(&sendJob{ctx: ctx, mb: a.MB, peer: p.id, k: k, p: payload, done: done, host: len(lent) == 0})
+	return w.links.out.queue(&sendJob{ctx: ctx, mb: w.mbKey(it, a.MB), peer: p.id, k: k, p: payload, done: done, host: len(lent) == 0})
 }
 
 // recv takes an edge's messages from every overlapping replica and places

@@ -80,6 +80,10 @@ func assemble(g *dag.Graph, o *Options, cm *costModel, b int64, in []stageIn, ch
 			p.Edges = append(p.Edges, plan.PlanEdge{From: e.From, To: e.To, Tensors: e.Tensors, Bytes: edgeBytes(g, e.Tensors, cm)})
 		}
 	}
+	if o.sched.NoFlush && tooStale(p) {
+		cm.stale.n.Add(1)
+		return p, nil // not Feasible: no schedule without a flush keeps it one update stale (twobw.go)
+	}
 	return p, placeBest(p, in, cm)
 }
 

@@ -76,6 +76,12 @@ type costModel struct {
 	// kept is selective backprop's fraction of rows with a backward pass
 	// (Options.BackpropFraction; selective.go); 0: every row
 	kept float64
+	// versionB is the bytes per parameter of a second version of the
+	// weights (its float32 copy and its copy in the precision), turnB what
+	// making it costs the step in memory traffic (the newest read, the copy
+	// written), where the schedule has no flush (2bw: versions.go); 0 else
+	versionB, turnB int64
+	stale           staleLeft // plans the planners left out as too stale (twobw.go)
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.
@@ -103,6 +109,7 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 		cm.mixes[i] = g.Op(i).Kind.MixesSamples()
 	}
 	cm.selective(o.BackpropFraction)
+	cm.versions(o.sched)
 	return cm
 }
 
@@ -224,7 +231,9 @@ func (cm *costModel) tensorBytes(t *dag.Tensor) int64 { return plan.TensorBytes(
 // static is the per-device memory of a stage's parameters: weights, gradients
 // and optimizer state, and the weights' copy in the precision (bf16);
 // data-parallel replicas each hold all of it.
-func (cm *costModel) static(params int64) int64 { return satMul(params, 8+cm.optBytes+cm.copyB) }
+func (cm *costModel) static(params int64) int64 {
+	return satMul(params, 8+cm.optBytes+cm.copyB+cm.versionB)
+}
 
 // setMemory fills c's memory terms for blk on k devices at per-device
 // micro-batch m, its state at placement pl.

@@ -12,7 +12,7 @@ import (
 // Options are what a search is asked for.
 type Options struct {
 	Strategy       string // "gpp" (default), "spp" or "spp-exact"
-	Schedule       string // "1f1b" (default), "1f1b-depth", "zb" or "gpipe" (microbatch.Names)
+	Schedule       string // "1f1b" (default), "1f1b-depth", "zb", "gpipe", "2bw" (microbatch.Names) or AutoAsync (twobw.go)
 	Device         plan.Device
 	Devices        int
 	DevicesPerNode int   // default 4

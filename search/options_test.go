@@ -29,9 +29,9 @@ func TestOptionsScheduleKind(t *testing.T) {
 		o          Options
 		flag, want string
 	}{
-		{Options{Schedule: "zb-h2"}, "schedule", `--schedule: unknown schedule "zb-h2" (known: 1f1b, 1f1b-depth, zb, gpipe)`},
+		{Options{Schedule: "zb-h2"}, "schedule", `--schedule: unknown schedule "zb-h2" (known: 1f1b, 1f1b-depth, zb, gpipe, 2bw)`},
 		{Options{Schedule: "zb", Recompute: "all"}, "recompute",
-			"--recompute: schedule zb defers weight gradients past the backward, which recomputation does not fit: use 1f1b, 1f1b-depth or gpipe"},
+			"--recompute: schedule zb defers weight gradients past the backward, which recomputation does not fit: use 1f1b, 1f1b-depth, gpipe or 2bw"},
 	} {
 		tc.o.Device, tc.o.Devices = plan.Profiles["cpu"], 2
 		_, err := tc.o.withDefaults(8)

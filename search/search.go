@@ -19,6 +19,9 @@ func Search(g *dag.Graph, o Options) (*plan.Plan, error) {
 
 // searchTuned is Search run as tu says (tests turn its speedups off).
 func searchTuned(g *dag.Graph, o Options, tu tuning) (*plan.Plan, error) {
+	if o.Schedule == AutoAsync {
+		return searchAsync(g, o, tu)
+	}
 	start := time.Now()
 	o, err := o.withDefaults(g.BatchSize())
 	if err != nil {
@@ -300,7 +303,7 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 			if p.Predicted.IterationS > tuneWithin*tops[w][0].Predicted.IterationS {
 				break
 			}
-			if j > 0 && !(sp.tu.restFloor && iterationFloor(p.Pipeline(), p.Timing(), o.sched.Split)*(1-1e-10) > tops[w][0].Predicted.IterationS) {
+			if j > 0 && !(sp.tu.restFloor && iterationFloor(p.Pipeline(), p.Timing(), o.sched)*(1-1e-10) > tops[w][0].Predicted.IterationS) {
 				rest = append(rest, p)
 			}
 			tuned, who = append(tuned, p), append(who, w)
@@ -329,6 +332,9 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	best.Search.Seconds = time.Since(start).Seconds()
 	best.Search.Candidates = candidates
 	best.Search.Notes = append(notes, best.Search.Notes...)
+	if n := cm.stale.n.Load(); n > 0 {
+		best.Search.Notes = append(best.Search.Notes, staleNote(n))
+	}
 	return best, nil
 }
 

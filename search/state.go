@@ -96,9 +96,9 @@ func (cm *costModel) mayStream(k int) bool { return cm.stream && k == 1 }
 func (cm *costModel) placedStatic(pl placement, blk *block, k int) int64 {
 	switch pl {
 	case placeSharded:
-		return satAdd(satMul(blk.params, 8+cm.copyB), satMul(ceilDiv(blk.params, int64(k)), cm.optBytes))
+		return satAdd(satMul(blk.params, 8+cm.copyB+cm.versionB), satMul(ceilDiv(blk.params, int64(k)), cm.optBytes))
 	case placeHost:
-		return satMul(blk.params, 8+cm.copyB)
+		return satMul(blk.params, 8+cm.copyB+cm.versionB)
 	case placeStreamed:
 		return satMul(blk.maxParams, 2*(cm.streamB+4))
 	}
@@ -114,6 +114,7 @@ func (cm *costModel) placedStatic(pl placement, blk *block, k int) int64 {
 // them), or on the host alone (streamed: the weights and gradients are
 // there). slow slows the steps as it does the ops.
 func (cm *costModel) placedFlush(pl placement, params int64, k int, ar, slow float64) float64 {
+	ar += cm.turn(params, slow) // before the step: 2bw's copy of the newest weights, whole on every replica (twobw.go)
 	switch pl {
 	case placeSharded:
 		return ar + cm.optimizerStepAt(ceilDiv(params, int64(k)), slow)

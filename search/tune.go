@@ -67,7 +67,7 @@ func tune(p *plan.Plan, k microbatch.ScheduleKind, atFloor bool) error {
 		return schedule(p) // the lists it was simulated with
 	}
 	spent := cost
-	floor := iterationFloor(pipe, t, k.Split)
+	floor := iterationFloor(pipe, t, k)
 	for improved := true; improved; {
 		if improved = false; atFloor && floor >= cur*(1-1e-10) {
 			break // every try would simulate at least cur·(1−1e−9): none is kept
@@ -91,7 +91,8 @@ func tune(p *plan.Plan, k microbatch.ScheduleKind, atFloor bool) error {
 }
 
 // iterationFloor is a bound from below on the iteration any 1F1B (or, if
-// split, zb) schedule of pipe takes under t, whatever its warm-up counts.
+// split, zb; without a flush, 2bw: noFlushFloor) schedule of kind k of
+// pipe takes under t, whatever its warm-up counts.
 // A stage's first action is its first micro-batch's forward, which waits
 // for its inputs: at best the longest path of forwards and transfers from
 // the stages' beginnings (first). It then runs every pass of every
@@ -102,7 +103,11 @@ func tune(p *plan.Plan, k microbatch.ScheduleKind, atFloor bool) error {
 // longest such path). The simulator sums the same durations one action at
 // a time, at most a million of them (tuneBudget), so its rounding stays
 // far within the margin tune allows (1e-10 of the iteration).
-func iterationFloor(pipe microbatch.Pipeline, t microbatch.Timing, split bool) float64 {
+func iterationFloor(pipe microbatch.Pipeline, t microbatch.Timing, k microbatch.ScheduleKind) float64 {
+	if k.NoFlush {
+		return noFlushFloor(pipe, t)
+	}
+	split := k.Split
 	n := pipe.Stages
 	first, after := make([]float64, n), make([]float64, n)
 	for s := range first {

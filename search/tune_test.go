@@ -102,7 +102,7 @@ func TestActionsCountsLists(t *testing.T) {
 	}
 }
 
-// TestIterationFloor: no 1F1B or zb schedule of a searched plan, whatever
+// TestIterationFloor: no 1F1B, zb or 2bw schedule of a searched plan, whatever
 // its warm-up counts, simulates faster than iterationFloor, and the floor
 // is reached somewhere (so that tune's stop at it is ever taken): plans
 // of random DAGs, as Search tuned them, each under Warmup's counts and many
@@ -117,13 +117,14 @@ func TestIterationFloor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, sched := range []string{"1f1b", "zb"} {
+		for _, sched := range []string{"1f1b", "zb", "2bw"} {
+			k, _ := microbatch.KindOf(sched)
 			p, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 2 + int(seed%7), Batch: 16 << (seed % 3), Schedule: sched})
 			if err != nil {
 				t.Fatal(err)
 			}
 			pipe, tm := p.Pipeline(), p.Timing()
-			if floor := iterationFloor(pipe, tm, microbatch.Splits(sched)); floor > p.Predicted.IterationS*(1+1e-12) { // Search tuned it
+			if floor := iterationFloor(pipe, tm, k); floor > p.Predicted.IterationS*(1+1e-12) { // Search tuned it
 				t.Fatalf("seed %d %s: the searched plan simulates %v, below its floor %v", seed, sched, p.Predicted.IterationS, floor)
 			}
 			if seed%2 == 1 { // what a run pays beside its ops: beginnings, messages, holds, a fixed cost
@@ -136,8 +137,7 @@ func TestIterationFloor(t *testing.T) {
 					tm.Post, tm.Take, tm.Hold = append(tm.Post, it*r.Float64()/50), append(tm.Take, it*r.Float64()/50), append(tm.Hold, it*r.Float64()/50)
 				}
 			}
-			split := microbatch.Splits(sched)
-			floor := iterationFloor(pipe, tm, split)
+			floor := iterationFloor(pipe, tm, k)
 			warm, err := microbatch.Warmup(pipe, tm, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -148,11 +148,9 @@ func TestIterationFloor(t *testing.T) {
 					s := r.IntN(pipe.Stages)
 					w = raise(pipe, warm, s, min(pipe.MicroBatches, warm[s]+1+r.IntN(4)))
 				}
-				var sch *microbatch.Schedule
-				if split {
-					sch, err = microbatch.ZeroBubble(pipe, tm, w)
-				} else {
-					sch, err = microbatch.OneFOneBWarm(pipe, w)
+				sch, err := k.Warmed(pipe, tm, w)
+				if err != nil && k.NoFlush {
+					continue // a sink raised, or a stage more than a batch ahead: not a 2bw schedule
 				}
 				if err != nil {
 					t.Fatal(err)

@@ -59,4 +59,12 @@
 //     sample) and a history of recent losses, Compact cuts a micro-batch
 //     to its kept rows before its backward, and Selected makes EndStep
 //     scale the gradients to the mean over the batch's kept samples.
+//  10. Two versions of the weights (SetTwoVersions, twobw.go: PipeDream-2BW's
+//     W(t+1) = W(t) − lr·∇f(W(t−1))): the passes of the step being
+//     accumulated read the version before the newest, those of the next
+//     step (run ahead of the update by a pipeline without a flush) the
+//     newest; ApplyStep keeps the newest as the stale version before
+//     stepping it; the stale version travels in the optimizer's state
+//     ("<param>.stale"). On the CPU backend, without buffers or selective
+//     backprop.
 package stage

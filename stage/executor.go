@@ -62,6 +62,12 @@ type Executor struct {
 	// (selective.go, compact.go).
 	SampleLoss bool
 	selScale   float32 // EndStep's scale of the gradients (Selected); 0: 1
+
+	// versions is the stale version of the weights where the executor
+	// keeps two (SetTwoVersions, twobw.go); reading is the version the
+	// pass running reads (nil: Params)
+	versions *versions
+	reading  map[string]*Value[float32]
 }
 
 // allOps is every op of g, in order: a whole-model executor's ops.
@@ -237,11 +243,16 @@ func sortedNames(m map[string]*Value[float32]) []string {
 	return names
 }
 
-// params is op i's parameters, then its buffers: what its kernel reads.
+// params is op i's parameters, then its buffers: what its kernel reads
+// (the parameters of the version the pass reads: twobw.go).
 func (e *Executor) params(i int) []*Value[float32] {
 	var out []*Value[float32]
+	src := e.Params
+	if e.reading != nil {
+		src = e.reading
+	}
 	for _, p := range e.g.Params(i) {
-		out = append(out, e.Params[p.Key])
+		out = append(out, src[p.Key])
 	}
 	for _, b := range e.g.Buffers(i) {
 		out = append(out, e.Buffers[b.Key])
@@ -273,6 +284,9 @@ func (e *Executor) paramGrads(i int) []*Value[float32] {
 func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
+	}
+	if err := e.readFor(pos); err != nil {
+		return nil, err
 	}
 	e.ctx.Pos = pos
 	if e.ctx.Pos.Rows == 0 {
@@ -389,6 +403,9 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		m.grads[e.lossOp] = keptSeed(m, m.grads[e.lossOp])
 	}
 	e.ctx.Pos = m.pos
+	if err := e.readFor(m.pos); err != nil {
+		return nil, err
+	}
 	e.be.resume(mb)
 	if m.shed {
 		if err := e.recompute(m); err != nil {
@@ -501,6 +518,9 @@ func (e *Executor) Weights(mb int) error {
 		return e.release(mb)
 	}
 	e.ctx.Pos = m.pos
+	if err := e.readFor(m.pos); err != nil {
+		return err
+	}
 	for _, i := range e.ops {
 		if len(e.g.Params(i)) == 0 {
 			continue

@@ -212,7 +212,8 @@ func (e *Executor) GatherOptimizerState(parts []map[string][]float32) (map[strin
 }
 
 // Memory is what the executor holds of its stage's training state: the
-// float32 parameters (every one, sharded or not) and the optimizer's
+// float32 parameters (every one, sharded or not; both versions where it
+// keeps two) and the optimizer's
 // state (of a sharded stage its shard's; of an offloaded one, in host
 // memory), in bytes.
 type Memory struct {
@@ -227,6 +228,7 @@ func (e *Executor) Memory() Memory {
 	for _, p := range e.Params {
 		m.ParameterBytes += 4 * int64(len(p.Data))
 	}
+	m.ParameterBytes += e.staleBytes() // a second version's (twobw.go)
 	m.OptimizerStateBytes = e.be.stateBytes()
 	return m
 }

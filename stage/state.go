@@ -83,4 +83,5 @@ func (e *Executor) LoadState(vals map[string]*Value[float32]) {
 	if names != nil {
 		e.be.changed(names)
 	}
+	e.loadedState()
 }

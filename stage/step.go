@@ -197,6 +197,7 @@ func (e *Executor) ApplyStep(skip bool) error {
 	if p == nil {
 		return fmt.Errorf("stage: ApplyStep without EndStep")
 	}
+	e.turnVersions(p.step) // with two versions: the newest becomes the stale one
 	if skip && e.stepping {
 		if err := e.be.restoreBuffers(); err != nil {
 			return &StepError{p.step, "optimizer step", err}
@@ -312,7 +313,8 @@ func (e *Executor) OptimizerState() (map[string][]float32, int, error) {
 	if e.train == nil {
 		return nil, 0, fmt.Errorf("stage: no optimizer (SetOptimizer)")
 	}
-	return e.be.optimizerState()
+	st, n, err := e.be.optimizerState()
+	return e.withStale(st), n, err // with two versions, the stale one too
 }
 
 // LoadOptimizerState restores what OptimizerState returned (a checkpoint's
@@ -320,6 +322,10 @@ func (e *Executor) OptimizerState() (map[string][]float32, int, error) {
 func (e *Executor) LoadOptimizerState(st map[string][]float32, step int) error {
 	if e.train == nil {
 		return fmt.Errorf("stage: no optimizer (SetOptimizer)")
+	}
+	st, err := e.takeStale(st) // the stale version, where the state has one
+	if err != nil {
+		return err
 	}
 	return e.be.loadOptimizerState(st, step)
 }

@@ -209,6 +209,9 @@ func (f *runFlags) setupWith(cmd *cobra.Command, pl *planned, d *runData) (*runS
 	if err := f.checkWiring(d, pl.p); err != nil {
 		return nil, err
 	}
+	if err := checkTwoBWRun(pl.p, f.device.backend, f.emulate != ""); err != nil {
+		return nil, err
+	}
 	var err error
 	if pl.train.Selective, err = f.sb.settings(cmd, pl.g, d.stepsPerEpoch()); err != nil {
 		return nil, err

@@ -67,7 +67,7 @@ func (f *searchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&f.memoryGB, "memory-gb", 0, "memory per device in GB (default: the profile's)")
 	cmd.Flags().Int64Var(&f.batch, "batch", 0, "global mini-batch (default: the model's batch_size)")
 	cmd.Flags().StringVar(&f.strategy, "strategy", "gpp", "planner: gpp (graph pipeline), spp (best sequential pipeline) or spp-exact")
-	cmd.Flags().StringVar(&f.schedule, "schedule", "1f1b", "schedule: 1f1b (warmed up to hide transfers where memory allows), zb (1f1b with weight gradients deferred into idle time), 1f1b-depth (each stage holds its depth: 1 + its longest path to a sink) or gpipe")
+	cmd.Flags().StringVar(&f.schedule, "schedule", "1f1b", scheduleHelp)
 	cmd.Flags().Int64Var(&f.microBatch, "micro-batch", 0, "force this micro-batch size on every stage (default: the planner chooses)")
 	cmd.Flags().StringVar(&f.recompute, "recompute", "auto", "activation recomputation: auto (a stage reruns its forward during backward where that makes a faster plan fit), off or all (every stage)")
 	cmd.Flags().StringVar(&f.optimizerState, "optimizer-state", "auto", "where each stage's optimizer state lives: auto (sharded across a stage's replicas where it has several, spilled to host memory where only that fits), replicated (every replica holds all of it), sharded (ZeRO-1: each replica holds 1/k and steps 1/k of the parameters) or host (master weights and optimizer state in host memory, stepped on the host's cores)")
@@ -284,6 +284,9 @@ func printSummary(w io.Writer, p *plan.Plan) {
 		fmt.Fprintf(w, "            the best plan found is the %s planner's\n", p.Search.Chosen)
 	}
 	fmt.Fprintf(w, "stages      %d, depth %d, micro-batch %d (%d per iteration of %d samples), schedule %s\n", len(p.Stages), p.Predicted.Depth, p.MicroBatch, p.MicroBatches, p.BatchSize, p.Schedule)
+	if l := weightsLine(p); l != "" {
+		fmt.Fprintf(w, "weights     %s\n", l)
+	}
 	if p.PrecisionName() != "fp32" || p.AttentionName() != plan.Unfused {
 		fmt.Fprintf(w, "precision   %s\n", precisionLine(p))
 	}

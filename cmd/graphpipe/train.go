@@ -100,6 +100,7 @@ type trainFlags struct {
 	steps          int
 	batch, micro   int
 	dump, initPath string
+	schedule       string // --schedule: 2bw keeps two versions of the weights (twobw.go)
 	seed           int64
 	json           bool
 	stdin          io.Reader
@@ -117,6 +118,7 @@ func (f *trainFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "override the model's seed (parameters and data)")
 	cmd.Flags().StringVar(&f.initPath, "init", "", "start from the parameters and buffers in safetensors `FILE` (by name, e.g. graphpipe import --weights)")
 	cmd.Flags().StringVar(&f.dump, "dump", "", "write init, data, final parameters and losses to `DIR`")
+	cmd.Flags().StringVar(&f.schedule, "schedule", "1f1b", trainScheduleHelp)
 	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON object")
 }
 
@@ -131,6 +133,10 @@ func (f *trainFlags) run(cmd *cobra.Command, path string) error {
 		return err
 	}
 	if err := f.sb.check(cmd, f.device.backend); err != nil {
+		return err
+	}
+	twoBW, err := trainTwoBW(cmd, f.schedule, f.device.backend, f.sb.on(cmd))
+	if err != nil {
 		return err
 	}
 	b, m := cmp.Or(f.batch, int(g.BatchSize())), cmp.Or(f.micro, f.batch, int(g.BatchSize()))
@@ -164,6 +170,11 @@ func (f *trainFlags) run(cmd *cobra.Command, path string) error {
 	}
 	if initVals != nil {
 		t.Ex.LoadState(initVals)
+	}
+	if twoBW {
+		if err := keepTwoVersions(t, f.schedule); err != nil {
+			return err
+		}
 	}
 	release, err := f.device.useDevice(t)
 	if err != nil {

@@ -102,7 +102,7 @@ func build(c bench.Config) (*bench.Report, error) {
 		return nil, err
 	}
 	r.Sections = append(r.Sections, rt)
-	for _, name := range []string{"sgemm", "cpu-training", "cpu-runs", "sweep", "selective-backprop"} {
+	for _, name := range []string{"sgemm", "cpu-training", "cpu-runs", "sweep", "selective-backprop", "pipedream-2bw", "pipedream-2bw-cpu"} {
 		s, err := alone[name](c)
 		if err != nil {
 			return nil, err
@@ -139,6 +139,8 @@ var alone = map[string]func(bench.Config) (*bench.Section, error){
 	"sweep":              bench.SweepSection,
 	"memory":             bench.MemorySection,
 	"selective-backprop": bench.SelectiveSection,
+	"pipedream-2bw":      bench.TwoBWSection,
+	"pipedream-2bw-cpu":  bench.TwoBWCPUSection,
 }
 
 // runOnly runs the named sections and splices them into root's BENCHMARKS.md.

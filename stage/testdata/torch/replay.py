@@ -2,7 +2,7 @@
 
 usage: python3 replay.py MODEL.json DIR --optimizer sgd|adam|adamw --lr LR [--momentum M] [--nesterov]
     [--weight-decay WD] [--no-decay-bias-norm] [--lr-schedule constant|linear|cosine] [--warmup-steps N]
-    [--clip-grad-norm MAX] [--micro-batch B]
+    [--clip-grad-norm MAX] [--micro-batch B] [--schedule 2bw]
 with the flags the run was trained with. Prints the largest relative difference per parameter tensor,
 max|a-b| / max|b|, and exits 1 if any exceeds --tol (default 2e-4).
 
@@ -12,6 +12,12 @@ dimensions in a parameter group without weight decay. The schedule is LambdaLR w
 transformers' get_{constant,linear,cosine}_schedule_with_warmup over the dump's steps, stepped after
 each optimizer step. --clip-grad-norm calls torch.nn.utils.clip_grad_norm_ on every parameter after
 the micro-batches' backward passes and before the optimizer step.
+
+--schedule 2bw replays PipeDream-2BW's update rule (graphpipe train/run --schedule 2bw): each step's
+gradient is taken at the weights as they were before the last update, and the optimizer steps the newest,
+W(t+1) = W(t) - lr * grad f_t(W(t-1)) with W(-1) = W(0): the model's parameters are set to the stale
+version for the forward and backward passes, then back to the newest (which weight decay reads) for the
+step. Any other schedule replays synchronous training.
 
 One slice is reported but not judged: the key third of an attention's in_proj_bias. Its
 gradient is identically zero (adding a constant to every key shifts each row of scores by the
@@ -46,6 +52,7 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=0)
     ap.add_argument("--clip-grad-norm", type=float, default=0.0)
     ap.add_argument("--micro-batch", type=int, default=0)
+    ap.add_argument("--schedule", default="1f1b")
     ap.add_argument("--tol", type=float, default=2e-4)
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -61,17 +68,28 @@ def main():
     lname = gptorch.loss_name(doc)
     worst_loss = 0.0
     norms = []
+    stale = [p.detach().clone() for p in params]  # W(t-1) under 2bw; W(-1) = W(0)
     for step in range(len(losses)):
         batch = {k.split("/", 1)[1]: v for k, v in data.items() if k.split("/", 1)[0] == str(step)}
         n = next(iter(batch.values())).shape[0]
         b = a.micro_batch or n
         opt.zero_grad()
+        if a.schedule == "2bw":  # the passes read the version before the newest
+            newest = [p.detach().clone() for p in params]
+            with torch.no_grad():
+                for p, w in zip(params, stale):
+                    p.copy_(w)
         total = 0.0
         for lo in range(0, n, b):
             feeds = {k: v[lo:lo + b] for k, v in batch.items()}
             loss = model(feeds)[lname]
             (loss * (b / n)).backward()
             total += float(loss) * b / n
+        if a.schedule == "2bw":  # the optimizer steps the newest, which becomes the stale version
+            with torch.no_grad():
+                for p, w in zip(params, newest):
+                    p.copy_(w)
+            stale = newest
         worst_loss = max(worst_loss, abs(total - losses[step]) / max(abs(losses[step]), 1e-12))
         if a.clip_grad_norm > 0:
             norms.append(float(torch.nn.utils.clip_grad_norm_(params, a.clip_grad_norm)))
