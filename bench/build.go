@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // buildGraphpipe builds the graphpipe command into dir and returns its
@@ -14,4 +16,21 @@ func buildGraphpipe(dir string) (string, error) {
 		return "", fmt.Errorf("building graphpipe: %v: %s", err, out)
 	}
 	return bin, nil
+}
+
+// graphpipeOut runs the graphpipe at bin with args, as a process of its
+// own, and returns what it printed on stdout; a failure names the command
+// and ends with the last line it printed on stderr.
+func graphpipeOut(bin string, args ...string) ([]byte, error) {
+	out, err := exec.Command(bin, args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if last := strings.TrimSpace(lastLine(string(ee.Stderr))); last != "" {
+				err = fmt.Errorf("%v: %s", err, last)
+			}
+		}
+		return nil, fmt.Errorf("graphpipe %s: %v", strings.Join(args, " "), err)
+	}
+	return out, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -30,13 +29,7 @@ func CPURuns(c Config) (*Section, error) {
 	if err != nil {
 		return nil, err
 	}
-	gp := func(args ...string) ([]byte, error) {
-		out, err := exec.Command(bin, args...).Output()
-		if err != nil {
-			return nil, fmt.Errorf("graphpipe %s: %v", strings.Join(args, " "), err)
-		}
-		return out, nil
-	}
+	gp := func(args ...string) ([]byte, error) { return graphpipeOut(bin, args...) }
 	for _, m := range cpuRunModels {
 		if _, err := gp("models", "export", m, "--preset", "small", "-o", filepath.Join(dir, m+".json")); err != nil {
 			return nil, err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -154,9 +153,9 @@ func sbArms(set sbSetup, f sbFiles) []*sbArm {
 
 // measure runs the arm once and adds what it measured.
 func (a *sbArm) measure(bin string, set sbSetup) error {
-	out, err := exec.Command(bin, a.args...).Output()
+	out, err := graphpipeOut(bin, a.args...)
 	if err != nil {
-		return fmt.Errorf("graphpipe %s: %v", strings.Join(a.args, " "), err)
+		return err
 	}
 	var sum sbSummary
 	if err := json.Unmarshal(out, &sum); err != nil {
@@ -280,9 +279,9 @@ func sbPlan(bin string, f sbFiles, set sbSetup, sb bool) (string, error) {
 	if sb {
 		args = append(args, "--selective-backprop", fmt.Sprint(set.beta))
 	}
-	out, err := exec.Command(bin, args...).Output()
+	out, err := graphpipeOut(bin, args...)
 	if err != nil {
-		return "", fmt.Errorf("graphpipe %s: %v", strings.Join(args, " "), err)
+		return "", err
 	}
 	var p struct {
 		Stages      int     `json:"stages"`

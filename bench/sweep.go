@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -111,13 +110,7 @@ func SweepSection(c Config) (*Section, error) {
 	if err != nil {
 		return nil, err
 	}
-	gp := func(args ...string) ([]byte, error) {
-		out, err := exec.Command(bin, args...).Output()
-		if err != nil {
-			return nil, fmt.Errorf("graphpipe %s: %v", strings.Join(args, " "), err)
-		}
-		return out, nil
-	}
+	gp := func(args ...string) ([]byte, error) { return graphpipeOut(bin, args...) }
 	for file, export := range sweepModels {
 		if _, err := gp(append([]string{"models", "export", export[0], "-o", filepath.Join(dir, file)}, export[1:]...)...); err != nil {
 			return nil, err

@@ -158,9 +158,9 @@ func TwoBWCPUSection(c Config) (*Section, error) {
 	}
 	gp := func(args ...string) (twoBWRun, error) {
 		var r twoBWRun
-		out, err := exec.Command(bin, args...).Output()
+		out, err := graphpipeOut(bin, args...)
 		if err != nil {
-			return r, fmt.Errorf("graphpipe %s: %v", strings.Join(args, " "), err)
+			return r, err
 		}
 		return r, json.Unmarshal(out, &r)
 	}
