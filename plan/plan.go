@@ -119,6 +119,12 @@ type PlanStage struct {
 	// saves per device against StateReplicated. Both zero when replicated.
 	HostCopyBytes   int64 `json:"host_copy_bytes,omitempty"`
 	StateSavedBytes int64 `json:"state_saved_bytes,omitempty"`
+	// BucketBytes, on a stage of several replicas whose state is on its
+	// devices, is the size of the buckets its gradients are all-reduced in
+	// while its last weight pass of an iteration runs (buckets.go), and
+	// FlushS holds only what of that all-reduce outlasts the pass; zero
+	// (and every plan made before buckets) all-reduces after the pass.
+	BucketBytes int64 `json:"allreduce_bucket_bytes,omitempty"`
 }
 
 // PlanEdge is a stage edge and the tensors that cross it. In a sequential
