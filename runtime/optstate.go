@@ -53,6 +53,9 @@ func (w *Worker) placeState() error {
 }
 
 func (c stepComm) ReduceScatter(ctx context.Context, grads []*stage.Value[float32]) error {
+	if ok, err := c.w.waitBuckets(c.n); ok {
+		return err
+	}
 	return c.w.reduceScatter(ctx, c.n, grads)
 }
 

@@ -51,6 +51,9 @@ type Executor struct {
 	// shard is the replica's share of a stage whose optimizer state is
 	// sharded (ShardOptimizer, shard.go); nil: it holds all of it
 	shard *shardView
+	// ovl is the step's all-reduce overlapped with its last weight pass
+	// (OverlapNext, overlap.go); nil: after the pass, in EndStep
+	ovl *overlap
 
 	// Recompute makes Forward keep, until the micro-batch's Backward, only
 	// what it was fed, and Backward rerun the forward first (recompute.go):
@@ -382,6 +385,12 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		m.grads[k] = v
 	}
 	e.seedLoss(m, grads)
+	if weights {
+		if err := e.weightPass(); err != nil {
+			return nil, err
+		}
+		defer e.endWeightPass()
+	}
 	if m.kept != nil && len(m.kept) == 0 { // selective backprop kept none of its rows
 		return e.skipBackward(mb, m, weights)
 	}
@@ -400,6 +409,7 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		start := time.Now()
 		gy, ok := m.grads[e.g.Op(i).Name]
 		if !ok {
+			e.opFinal(i)
 			continue // nothing downstream of this op needs a gradient
 		}
 		x, gx := e.inputsAndGrads(m, i)
@@ -410,6 +420,7 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		e.kernels[i].Backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, gp)
 		e.opDone()
 		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
+		e.opFinal(i)
 	}
 	if e.devErr != nil {
 		return nil, e.devErr
@@ -497,6 +508,10 @@ func (e *Executor) Weights(mb int) error {
 	if !ok || !m.weight {
 		return fmt.Errorf("stage: micro-batch %d owes no weight gradients", mb)
 	}
+	if err := e.weightPass(); err != nil {
+		return err
+	}
+	defer e.endWeightPass()
 	if m.kept != nil && len(m.kept) == 0 {
 		return e.release(mb)
 	}
@@ -507,6 +522,7 @@ func (e *Executor) Weights(mb int) error {
 		}
 		gy, ok := m.grads[e.g.Op(i).Name]
 		if !ok {
+			e.opFinal(i)
 			continue
 		}
 		start := time.Now()
@@ -516,6 +532,7 @@ func (e *Executor) Weights(mb int) error {
 		e.kernels[i].Backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, e.paramGrads(i))
 		e.opDone()
 		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
+		e.opFinal(i)
 	}
 	if e.devErr != nil {
 		return e.devErr

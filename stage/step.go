@@ -230,7 +230,7 @@ func (e *Executor) openStep() error {
 }
 
 func (e *Executor) closeStep() {
-	e.stepping, e.pending, e.losses, e.selScale = false, nil, e.losses[:0], 0
+	e.stepping, e.pending, e.losses, e.selScale, e.ovl = false, nil, e.losses[:0], 0, nil
 }
 
 // stepScale is what the step's gradients are scaled by before clipping:
