@@ -147,7 +147,7 @@ func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 		st := &p.Stages[i]
 		st.Devices = devs[i]
 		kc := cm.kind(in[i].kind)
-		st.FlushS = kc.flushPlaced(in[i].cost.place, in[i].blk.params, in[i].k, spans(p, st.Devices), kc.slow)
+		st.FlushS, st.BucketBytes = kc.planFlush(p, i, kc.slow)
 	}
 	workers := 0
 	for _, st := range p.Stages {

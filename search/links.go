@@ -150,7 +150,7 @@ func settleShares(p *plan.Plan, cm *costModel, applied []float64, rebuild bool) 
 			st.ForwardS, st.BackwardS, st.WeightS = r*st.ForwardS, r*st.BackwardS, r*st.WeightS
 			goes := kc.dev.GoDelay(worker) // its inputs' making is slowed, not the go
 			st.BeginS = goes + r*(st.BeginS-goes)
-			st.FlushS = kc.flushPlaced(placementOf(st), st.Params, len(st.Devices), spans(p, st.Devices), f)
+			st.FlushS, st.BucketBytes = kc.planFlush(p, s, f)
 			applied[s], changed = f, true
 		}
 		if !changed {
