@@ -233,3 +233,78 @@ func TestOverlapOnAnEmulatedDevice(t *testing.T) {
 		})
 	}
 }
+
+// withLateGather is p with its sharded stages' all-gathers run late
+// (plan.PlanStage.GatherS).
+func withLateGather(p *plan.Plan) *plan.Plan {
+	q := *p
+	q.Stages = append([]plan.PlanStage(nil), p.Stages...)
+	for i := range q.Stages {
+		if st := &q.Stages[i]; st.StateName() == plan.StateSharded && len(st.Devices) > 1 {
+			st.GatherS = 1e-3
+		}
+	}
+	return &q
+}
+
+// TestLateGatherIsBitIdentical: a run whose sharded stages all-gather
+// their parameters late (after the optimizer step, while the next
+// iteration begins) ends with the parameters and losses of the run that
+// all-gathers in the step, bit for bit: on the CPU over a transport that
+// drops, duplicates and reorders, with clipping and with buckets, and on
+// the CUDA emulator.
+func TestLateGatherIsBitIdentical(t *testing.T) {
+	lib, err := cuda.EmulatorLibrary()
+	emulator := err == nil
+	if err != nil && !errors.Is(err, cuda.ErrNoCompiler) {
+		t.Fatal(err)
+	}
+	clip := stage.TrainOptions{Optimizer: "sgd", LR: 0.05, Momentum: 0.9, ClipGradNorm: 0.05}
+	adam := stage.TrainOptions{Optimizer: "adam", LR: 1e-3}
+	for _, c := range []struct {
+		model   string
+		devices int
+		train   stage.TrainOptions
+		bytes   int64
+		device  bool
+	}{
+		{"transformer", 4, clip, 0, false},
+		{"mlp", 6, adam, 256, false},
+		{"mlp", 6, adam, 0, true},
+	} {
+		t.Run(fmt.Sprintf("%s/%d/device=%v", c.model, c.bytes, c.device), func(t *testing.T) {
+			if c.device && !emulator {
+				t.Skip("the CUDA kernels' CPU emulator needs a C++ compiler")
+			}
+			g, p := replicatedPlan(t, c.model, "1f1b", c.devices, 16)
+			base := withBuckets(p, c.bytes, plan.StateSharded)
+			const steps = 3
+			c.train.Steps = steps
+			runs := make([]*Result, 2)
+			for i, q := range []*plan.Plan{base, withLateGather(base)} {
+				job := &Job{Run: "late", Graph: g, Plan: q, Steps: steps, Options: Options{Train: c.train}}
+				if c.device {
+					dev, err := cuda.OpenEmulator(lib)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer dev.Close()
+					job.Config.Device = dev
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				res, err := RunLocal(ctx, job, wire.NewMemory(3, wire.Faults{Drop: 0.03, Duplicate: 0.03, Reorder: 0.03}, 1<<20))
+				cancel()
+				if err != nil {
+					t.Fatalf("late %v: %v", i == 1, err)
+				}
+				runs[i] = res
+			}
+			equalParams(t, runs[1].Params, runs[0].Params, 0)
+			for i, l := range runs[0].Losses {
+				if runs[1].Losses[i] != l {
+					t.Errorf("loss %d: %v gathered late, %v in the step", i, runs[1].Losses[i], l)
+				}
+			}
+		})
+	}
+}

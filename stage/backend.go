@@ -87,6 +87,9 @@ type steps interface {
 	// its other replicas and takes theirs (ShardComm.AllGather), after
 	// update.
 	gather(ctx context.Context, c StepComm) error
+	// gatherLate starts gather and returns how to wait for its end
+	// (nil: nothing to wait for; gather_late.go)
+	gatherLate(ctx context.Context, c StepComm) (func() error, error)
 	// gradsFinite says whether every gradient is finite (one read of
 	// them); firstNonFinite is its slow path (Executor.FirstNonFinite).
 	gradsFinite() (bool, error)

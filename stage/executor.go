@@ -54,6 +54,12 @@ type Executor struct {
 	// ovl is the step's all-reduce overlapped with its last weight pass
 	// (OverlapNext, overlap.go); nil: after the pass, in EndStep
 	ovl *overlap
+	// late: a sharded stage's all-gather runs after ApplyStep returns
+	// (GatherLate, gather_late.go); gathering is the one running, lateErr
+	// the error one ended with, not yet returned
+	late      bool
+	gathering *lateGather
+	lateErr   error
 
 	// Recompute makes Forward keep, until the micro-batch's Backward, only
 	// what it was fed, and Backward rerun the forward first (recompute.go):
@@ -221,6 +227,9 @@ func (e *Executor) BufferNames() []string { return sortedNames(e.Buffers) }
 // host's copies, which may be behind the device's: HostState brings them
 // up to date first.
 func (e *Executor) State() map[string]*Value[float32] {
+	if err := e.settleGather(); err != nil {
+		e.lateErr = err // the next call that returns errors says it
+	}
 	out := make(map[string]*Value[float32], len(e.Params)+len(e.Buffers))
 	for n, v := range e.Params {
 		out[n] = v
@@ -274,6 +283,9 @@ func (e *Executor) paramGrads(i int) []*Value[float32] {
 // Forward's loss (which the step reads on the device: StepReport.Loss),
 // carry their shape only.
 func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
+	if err := e.settleGather(); err != nil {
+		return nil, err
+	}
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
 	}
@@ -558,7 +570,7 @@ func (e *Executor) ZeroGrads() error {
 // brought to the host first, so State is current after it, and any
 // micro-batch still in flight); the executor must not run again.
 func (e *Executor) Close() error {
-	var first error
+	first := e.settleGather()
 	for mb := range e.mbs {
 		if err := e.release(mb); err != nil && first == nil {
 			first = err
