@@ -136,6 +136,9 @@ func placeOn(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 	if err := p.Predict(); err != nil {
 		return err
 	}
+	if err := lateGathers(p, cm); err != nil {
+		return err
+	}
 	return shareCores(p, in, cm)
 }
 
@@ -148,6 +151,7 @@ func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 		st.Devices = devs[i]
 		kc := cm.kind(in[i].kind)
 		st.FlushS, st.BucketBytes = kc.planFlush(p, i, kc.slow)
+		st.GatherS = 0 // lateGathers moves it again
 	}
 	workers := 0
 	for _, st := range p.Stages {

@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 
 	"github.com/graphpipe/graphpipe/plan"
@@ -269,4 +270,81 @@ func chunkParts(spans [][2]int64, total int64, k int) (least, most int64) {
 		least, most = min(least, n), max(most, n)
 	}
 	return least, most
+}
+
+// A sharded stage's all-gather of its updated parameters may run late
+// (plan.PlanStage.GatherS; stage.Executor.GatherLate): after its optimizer
+// step, the stage's next iteration beginning with it, while the stages
+// upstream make its first inputs (a stage on a branch shorter than the
+// longest has slack at the start too). The DP prices it in the flush, as
+// the all-gather that ends it; the plan moves it stage by stage and keeps
+// each move the simulator finds makes the iteration shorter (lateGathers).
+
+// gatherS is the all-gather of stage s of p, sharded on several replicas:
+// the second half of its ring, as placedFlush and bucketsAR price it; 0
+// for any other stage.
+func (cm *costModel) gatherS(p *plan.Plan, s int) float64 {
+	st := &p.Stages[s]
+	k := len(st.Devices)
+	if !cm.overlap || placementOf(st) != placeSharded || k < 2 || st.Params <= 0 {
+		return 0
+	}
+	lat, bw := ringLink(cm.dev, spans(p, st.Devices))
+	return float64(k-1) * (lat + 4*float64(st.Params)/float64(k)/bw)
+}
+
+// lateGathers moves the all-gathers of p's sharded stages to the start of
+// the next iteration where the simulator, running p's lists as they are,
+// predicts a shorter iteration: all of them at once (stages on parallel
+// branches may end the iteration together: moving one alone shortens
+// nothing), then each stage's, the longest all-gather first, moved or
+// put back, each change kept where it shortens the iteration; p is
+// predicted after. Its schedule's lists stay: tuning builds them again
+// for the new beginnings (tuneShared), and moves again after.
+func lateGathers(p *plan.Plan, cm *costModel) error {
+	type move struct {
+		s       int
+		g, full float64 // the all-gather, the flush with it
+	}
+	var moves []move
+	for s := range p.Stages {
+		st := &p.Stages[s]
+		if g := cm.kind(p.KindOf(s)).gatherS(p, s); g > 0 {
+			moves = append(moves, move{s, g, st.FlushS + st.GatherS})
+		}
+	}
+	if len(moves) == 0 {
+		return nil
+	}
+	sort.SliceStable(moves, func(a, b int) bool { return moves[a].g > moves[b].g })
+	set := func(m move, late bool) {
+		st := &p.Stages[m.s]
+		st.GatherS, st.FlushS = 0, m.full
+		if late {
+			st.GatherS, st.FlushS = m.g, max(0, m.full-m.g)
+		}
+	}
+	best := p.Predicted.IterationS
+	was := make([]bool, len(moves))
+	for i, m := range moves {
+		was[i] = p.Stages[m.s].GatherS > 0
+		set(m, true)
+	}
+	if err := p.Predict(); err == nil && p.Predicted.IterationS < best {
+		best = p.Predicted.IterationS
+	} else {
+		for i, m := range moves {
+			set(m, was[i])
+		}
+	}
+	for _, m := range moves {
+		late := p.Stages[m.s].GatherS > 0
+		set(m, !late)
+		if err := p.Predict(); err == nil && p.Predicted.IterationS < best {
+			best = p.Predicted.IterationS
+			continue
+		}
+		set(m, late)
+	}
+	return p.Predict()
 }

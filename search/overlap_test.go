@@ -2,6 +2,7 @@ package search
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/graphpipe/graphpipe/models"
@@ -121,5 +122,70 @@ func TestPlanFlushBounds(t *testing.T) {
 	}
 	if withBuckets == 0 {
 		t.Error("no plan's stage all-reduces in buckets")
+	}
+}
+
+// TestLateGathers: in dlrm's and candle-uno's plans at their own batch
+// on 32 v100, some sharded stage all-gathers late; each such stage's
+// all-gather is the second half of its ring, out of its flush and into
+// the start of its iteration (plan.Timing's Begin); the plan is faster
+// than the same lists with every all-gather back in its flush; and with
+// NoOverlap no stage gathers late.
+func TestLateGathers(t *testing.T) {
+	for n, model := range []string{"dlrm", "candle-uno"} {
+		t.Run(model, func(t *testing.T) {
+			if testing.Short() && n > 0 {
+				t.Skip("candle-uno: without -short")
+			}
+			e, _ := models.Lookup(model)
+			g, err := e.Build(e.Default)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := Options{Device: plan.Profiles["v100"], Devices: 32, Batch: 1024}
+			p, err := Search(g, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _ := o.withDefaults(g.BatchSize())
+			cm := newCostModel(g, &d)
+			late, tm := 0, p.Timing()
+			back := *p
+			back.Stages = append([]plan.PlanStage(nil), p.Stages...)
+			for s := range p.Stages {
+				st := &p.Stages[s]
+				if st.GatherS == 0 {
+					continue
+				}
+				late++
+				if want := cm.gatherS(p, s); math.Abs(st.GatherS-want) > 1e-12 {
+					t.Errorf("stage %d gathers late for %g s, its ring's all-gather is %g", s, st.GatherS, want)
+				}
+				if tm.Begin == nil || tm.Begin[s] != st.BeginS+st.GatherS {
+					t.Errorf("stage %d: the timing's begin %v, want %g + %g", s, tm.Begin, st.BeginS, st.GatherS)
+				}
+				b := &back.Stages[s]
+				b.FlushS, b.GatherS = b.FlushS+b.GatherS, 0
+			}
+			if late == 0 {
+				t.Fatal("no stage gathers late")
+			}
+			if err := back.Predict(); err != nil {
+				t.Fatal(err)
+			}
+			if back.Predicted.IterationS <= p.Predicted.IterationS {
+				t.Errorf("the plan takes %g s an iteration, %g with its all-gathers back in the flush", p.Predicted.IterationS, back.Predicted.IterationS)
+			}
+			o.NoOverlap = true
+			q, err := Search(g, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for s, st := range q.Stages {
+				if st.GatherS != 0 || st.BucketBytes != 0 {
+					t.Errorf("NoOverlap: stage %d gathers late (%g s) or in buckets (%d)", s, st.GatherS, st.BucketBytes)
+				}
+			}
+		})
 	}
 }

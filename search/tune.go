@@ -11,7 +11,10 @@ func tuneShared(p *plan.Plan, k microbatch.ScheduleKind, cm *costModel) error {
 	if err := tune(p, k, cm.tu.tuneFloor); err != nil {
 		return err
 	}
-	return reshare(p, cm)
+	if err := reshare(p, cm); err != nil {
+		return err
+	}
+	return lateGathers(p, cm)
 }
 
 // tuneBudget is how many actions the warm-up tuning of one plan may simulate
