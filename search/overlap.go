@@ -348,3 +348,26 @@ func lateGathers(p *plan.Plan, cm *costModel) error {
 	}
 	return p.Predict()
 }
+
+// gathersLate says whether some stage of p all-gathers late.
+func gathersLate(p *plan.Plan) bool {
+	for _, st := range p.Stages {
+		if st.GatherS > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// withGathersInFlush is a copy of p (its stages and edges its own) whose
+// all-gathers end the flush again.
+func withGathersInFlush(p *plan.Plan) *plan.Plan {
+	q := *p
+	q.Stages = append([]plan.PlanStage(nil), p.Stages...)
+	q.Edges = append([]plan.PlanEdge(nil), p.Edges...)
+	for s := range q.Stages {
+		st := &q.Stages[s]
+		st.FlushS, st.GatherS = st.FlushS+st.GatherS, 0
+	}
+	return &q
+}
