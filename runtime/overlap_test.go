@@ -308,3 +308,46 @@ func TestLateGatherIsBitIdentical(t *testing.T) {
 		})
 	}
 }
+
+// TestLateGatherServed: workers that join over NATS (Serve, the
+// coordinator's verdicts and checkpoints) with their sharded stages'
+// all-gathers run late end with the parameters of the local run that
+// all-gathers in the step, bit for bit, and write checkpoints that hold
+// them.
+func TestLateGatherServed(t *testing.T) {
+	srv, err := wire.StartEmbedded(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	g, q := replicatedPlan(t, "transformer", "1f1b", 4, 16)
+	p := withBuckets(q, 0, plan.StateSharded)
+	late := withLateGather(p)
+	moved := 0
+	for _, st := range late.Stages {
+		if st.GatherS > 0 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("the transformer's plan on 4 has no sharded stage: %v", replicaCounts(p))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	o := Options{Train: stage.TrainOptions{Optimizer: "adam", LR: 1e-3}, CheckpointEvery: 2}
+	want, err := RunLocal(ctx, &Job{Run: "ref", Graph: g, Plan: p, Steps: 4, Options: Options{Train: o.Train}}, wire.NewMemory(1, wire.Faults{}, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	res, err := runJoined(t, ctx, srv, &Job{Run: "late", Graph: g, Plan: late, Steps: 4, Options: o, Config: Config{CheckpointDir: dir}}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalParams(t, res.Params, want.Params, 0)
+	ck, err := LoadCheckpoint(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalParams(t, ck.Params, want.Params, 0)
+}
