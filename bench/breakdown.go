@@ -19,7 +19,8 @@ import (
 //     micro-batch below the best efficiency, launches, memory-bound ops);
 //   - AllReduce and Optimizer: the stages' flushes (a ring all-reduce of the
 //     gradients across a stage's replicas; the optimizer step, Adam's
-//     state read and written once);
+//     state read and written once), and a sharded stage's all-gather run
+//     late, at the start of its iteration (plan.PlanStage.GatherS);
 //   - Bubble: a stage's devices idle before its flush begins (the fill
 //     and drain of the pipeline, waits for a slower stage's data);
 //   - EndWait: a stage's devices done with their flush, waiting for the
@@ -64,8 +65,8 @@ func PlanBreakdown(g *dag.Graph, p *plan.Plan) (Breakdown, error) {
 		o := min(optimizerS(p, st), st.FlushS)
 		busy += d * r.Busy[s]
 		opt += d * o
-		reduce += d * (st.FlushS - o)
-		bubble += d * max(0, flushStart[s]-r.Busy[s])
+		reduce += d * (st.FlushS - o + st.GatherS)
+		bubble += d * max(0, flushStart[s]-r.Busy[s]-st.GatherS)
 		wait += d * max(0, r.Iteration-flushStart[s]-st.FlushS)
 	}
 	// the batch's FLOPs at the best efficiency: the batch over the bound,
@@ -83,6 +84,9 @@ func PlanBreakdown(g *dag.Graph, p *plan.Plan) (Breakdown, error) {
 		t.Flush = make([]float64, len(p.Stages))
 		for s, st := range p.Stages {
 			t.Flush[s] = min(optimizerS(p, st), st.FlushS)
+			if t.Begin != nil {
+				t.Begin[s] -= st.GatherS
+			}
 		}
 	})
 	return b, nil

@@ -22,7 +22,7 @@ func TestPlanBreakdown(t *testing.T) {
 		stages   int // 1: a plan of one stage; 0: more than one
 	}{
 		{"transformer", 4, 64, "spp", 1},
-		{"case-study", 8, 512, "gpp", 0},
+		{"mmt", 32, 512, "gpp", 0}, // case-study on 8 is one data-parallel stage since the all-reduce overlaps the backward
 		{"candle-uno", 32, 1024, "gpp", 0},
 	} {
 		e, err := models.Lookup(tc.model)
@@ -61,6 +61,18 @@ func TestPlanBreakdown(t *testing.T) {
 			t.Errorf("%s: one stage idles %g before its flush and %g after, %g in transfers", tc.model, b.Bubble, b.EndWait, b.ExposedTransfers)
 		case tc.stages == 0 && (len(p.Stages) < 2 || b.Bubble <= 0):
 			t.Errorf("%s: %d stages idle %g before their flush: a pipeline fills and drains", tc.model, len(p.Stages), b.Bubble)
+		}
+		var late, flushes float64 // a late all-gather is all-reduce, not bubble
+		for _, st := range p.Stages {
+			late += float64(len(st.Devices)) * st.GatherS
+			flushes += float64(len(st.Devices)) * st.FlushS
+		}
+		if late > 0 {
+			if total := float64(p.Devices) * b.IterationS; b.AllReduce+b.Optimizer < (late+flushes)/total-1e-9 {
+				t.Errorf("%s: all-reduce and optimizer %g of the time, the flushes and late all-gathers %g", tc.model, b.AllReduce+b.Optimizer, (late+flushes)/total)
+			}
+		} else if tc.model == "candle-uno" {
+			t.Errorf("%s: no stage all-gathers late: the case for it", tc.model)
 		}
 	}
 }

@@ -75,7 +75,7 @@ func (r *Result) End() float64 {
 }
 
 // Compute reports whether the event is a forward, backward or weight gradient.
-func (e Event) Compute() bool { return e.Kind != Send && e.Kind != Recv }
+func (e Event) Compute() bool { return e.Kind != Send && e.Kind != Recv && e.Kind != AllReduce }
 
 // DeadlockError reports the action every unfinished stage is blocked on.
 type DeadlockError struct {

@@ -14,12 +14,14 @@ import (
 //	pid 1 "stages":   one thread per stage (tid = stage): its forwards, backwards and weight gradients
 //	pid 2 "links":    one thread per edge (tid = edge): the sends along it, args.stage the sender
 //	pid 3 "receives": one thread per edge (tid = edge): the receives from it, args.stage the receiver
+//	pid 4 "all-reduce": one thread per stage with measured all-reduce spans (AllReduce), each a bucket
 //
 // Times are in microseconds (ts, dur), as the format has them.
 const (
-	pidStages   = 1
-	pidSends    = 2
-	pidReceives = 3
+	pidStages    = 1
+	pidSends     = 2
+	pidReceives  = 3
+	pidAllReduce = 4
 )
 
 // traceEvent is one Chrome trace event.
@@ -61,6 +63,17 @@ func Trace(res *Result, stages int, stageNames []string) []byte {
 			if k := [2]int{ev.Pid, e.Edge}; !threads[k] {
 				threads[k] = true
 				meta(ev.Pid, e.Edge, fmt.Sprintf("edge %d", e.Edge))
+			}
+		case AllReduce:
+			ev.Name, ev.Cat, ev.Pid, ev.Tid = fmt.Sprintf("all-reduce bucket %d", e.MB), "all-reduce", pidAllReduce, e.Stage
+			ev.Args = map[string]any{"bucket": e.MB}
+			if k := [2]int{ev.Pid, e.Stage}; !threads[k] {
+				threads[k] = true
+				if named := [2]int{pidAllReduce, -1}; !threads[named] { // the process, named once
+					threads[named] = true
+					evs = append(evs, traceEvent{Name: "process_name", Ph: "M", Pid: pidAllReduce, Args: map[string]any{"name": "all-reduce"}})
+				}
+				meta(ev.Pid, e.Stage, stageName(stageNames, e.Stage))
 			}
 		default:
 			ev.Name, ev.Cat, ev.Pid, ev.Tid = fmt.Sprintf("%c%d", e.Kind, e.MB), kindName(e.Kind), pidStages, e.Stage

@@ -80,6 +80,9 @@ func TestHandEditedPlans(t *testing.T) {
 		{"sharded on one device", func(p *Plan) { p.Stages[0].OptimizerState, p.Stages[0].Devices = StateSharded, p.Stages[0].Devices[:1] }, false, 0, "optimizer_state", "sharded over 1 device"},
 		{"streamed on the device", func(p *Plan) { p.Stages[0].StreamWeights = true }, false, 0, "stream_weights", `must be "host", got "replicated"`},
 		{"negative host copies", func(p *Plan) { p.Stages[0].OptimizerState, p.Stages[0].HostCopyBytes = StateHost, -8 }, false, 0, "host_copy_bytes", "got -8"},
+		{"a late all-gather on a replicated stage", func(p *Plan) { p.Stages[0].GatherS = 1e-3 }, false, 0, "gather_s", `only a stage whose optimizer_state is "sharded"`},
+		{"negative gather_s", func(p *Plan) { p.Stages[0].GatherS = -1 }, false, 0, "gather_s", "got -1"},
+		{"buckets with the state on the host", func(p *Plan) { p.Stages[0].OptimizerState, p.Stages[0].BucketBytes = StateHost, 1<<20 }, false, 0, "allreduce_bucket_bytes", "cannot overlap"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p Plan

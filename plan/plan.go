@@ -119,6 +119,20 @@ type PlanStage struct {
 	// saves per device against StateReplicated. Both zero when replicated.
 	HostCopyBytes   int64 `json:"host_copy_bytes,omitempty"`
 	StateSavedBytes int64 `json:"state_saved_bytes,omitempty"`
+	// BucketBytes, on a stage of several replicas whose state is on its
+	// devices, is the size of the buckets its gradients are all-reduced in
+	// while its last weight pass of an iteration runs (buckets.go), and
+	// FlushS holds only what of that all-reduce outlasts the pass; zero
+	// (and every plan made before buckets) all-reduces after the pass.
+	BucketBytes int64 `json:"allreduce_bucket_bytes,omitempty"`
+	// GatherS, on a stage whose optimizer state is sharded across several
+	// replicas, is its all-gather of the updated parameters where it runs
+	// late: it starts after the optimizer step and the stage's next
+	// iteration begins with it (its first action waits for it: Timing's
+	// Begin holds it), while the stages upstream make its first inputs;
+	// FlushS then holds the step without it. Zero (and every plan made
+	// before): the all-gather ends the flush.
+	GatherS float64 `json:"gather_s,omitempty"`
 }
 
 // PlanEdge is a stage edge and the tensors that cross it. In a sequential
@@ -284,13 +298,13 @@ func (p *Plan) Timing() microbatch.Timing {
 		}
 	}
 	for _, s := range p.Stages {
-		if s.BeginS > 0 && t.Begin == nil {
+		if s.BeginS+s.GatherS > 0 && t.Begin == nil {
 			t.Begin = make([]float64, len(p.Stages))
 		}
 	}
 	for i, s := range p.Stages {
 		if t.Begin != nil {
-			t.Begin[i] = s.BeginS
+			t.Begin[i] = s.BeginS + s.GatherS
 		}
 		t.F = append(t.F, s.ForwardS)
 		t.B = append(t.B, s.BackwardS)
@@ -378,7 +392,7 @@ func (p *Plan) Scaled(k float64) *Plan {
 	q.Edges = append([]PlanEdge(nil), p.Edges...)
 	for i := range q.Stages {
 		st := &q.Stages[i]
-		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS, st.BeginS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS, k*st.BeginS
+		st.ForwardS, st.BackwardS, st.WeightS, st.FlushS, st.BeginS, st.GatherS = k*st.ForwardS, k*st.BackwardS, k*st.WeightS, k*st.FlushS, k*st.BeginS, k*st.GatherS
 	}
 	for i := range q.Edges {
 		e := &q.Edges[i]

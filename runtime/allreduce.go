@@ -61,21 +61,54 @@ func ringAllReduce(ctx context.Context, ep *wire.Endpoint, next int32, r int, n 
 // are keyed by its number, so the halves may run apart (a sharded stage
 // updates between them).
 func ringSteps(ctx context.Context, ep *wire.Endpoint, next int32, r int, n int64, g gradRing, from, to int) error {
-	k := g.k
+	rr := ringRun{ep: ep, next: next, r: r, k: g.k, key: func(s int) wire.Key { return msgKey(n, int32(s), ringEdge, 'g') }}
+	return rr.steps(ctx, g, from, to)
+}
+
+// ringData is what a ring sums: values cut in k chunks (taken mod k).
+type ringData interface {
+	size(c int) int
+	read(c int) []float32
+	// write adds data into chunk c, or copies it there.
+	write(c int, data []float32, add bool)
+}
+
+// ringRun is replica r of k's part in one ring: its endpoint, the next
+// replica's, and the key of each step's message. With sparse, a chunk of no
+// elements is neither sent nor awaited (every replica knows the sizes).
+type ringRun struct {
+	ep     *wire.Endpoint
+	next   int32
+	r, k   int
+	key    func(s int) wire.Key
+	sparse bool
+}
+
+// steps runs steps [from, to) over g: in step s < k−1 replica r sends
+// chunk r−s and adds chunk r−s−1 from replica r−1 into its own
+// (reduce-scatter); in the all-gather's steps it sends chunk r+1−s' and
+// copies chunk r−s'.
+func (rr ringRun) steps(ctx context.Context, g ringData, from, to int) error {
+	k, r := rr.k, rr.r
 	for s := from; s < to; s++ {
 		send, recv, add := r-s, r-s-1, true // reduce-scatter
 		if s >= k-1 {
 			s2 := s - (k - 1)
 			send, recv, add = r+1-s2, r-s2, false // all-gather
 		}
-		msg, err := wire.EncodeTensors([]wire.Tensor{{Name: "chunk", Shape: []int{g.size(send)}, F32: g.read(send)}})
-		if err != nil {
-			return err
+		if !rr.sparse || g.size(send) > 0 {
+			msg, err := wire.EncodeTensors([]wire.Tensor{{Name: "chunk", Shape: []int{g.size(send)}, F32: g.read(send)}})
+			if err != nil {
+				return err
+			}
+			if err := rr.ep.Send(ctx, rr.next, rr.key(s), msg); err != nil {
+				return err
+			}
 		}
-		if err := ep.Send(ctx, next, msgKey(n, int32(s), ringEdge, 'g'), msg); err != nil {
-			return err
+		if rr.sparse && g.size(recv) == 0 {
+			continue
 		}
-		got, err := ep.Receive(ctx, msgKey(n, int32(s), ringEdge, 'g'))
+		got, err := rr.ep.Receive(ctx, rr.key(s))
 		if err != nil {
 			return err
 		}

@@ -45,6 +45,10 @@ func (r *role) offloaded(s int) bool { return r.plan.Stages[s].StateName() == pl
 func (w *Worker) placeState() error {
 	switch {
 	case w.role.sharded(w.Stage):
+		// a plan that gives the all-gather a time of its own runs it
+		// late (stage.Executor.GatherLate): while the stages upstream
+		// make the next iteration's first inputs
+		w.ex.GatherLate(w.role.plan.Stages[w.Stage].GatherS > 0)
 		return w.ex.ShardOptimizer(shardOf(w.Replica, w.role.lay.count[w.Stage]))
 	case w.role.offloaded(w.Stage) && w.dev != nil:
 		return w.ex.OffloadOptimizer()
@@ -53,6 +57,9 @@ func (w *Worker) placeState() error {
 }
 
 func (c stepComm) ReduceScatter(ctx context.Context, grads []*stage.Value[float32]) error {
+	if ok, err := c.w.waitBuckets(c.n); ok {
+		return err
+	}
 	return c.w.reduceScatter(ctx, c.n, grads)
 }
 

@@ -47,6 +47,10 @@ type Worker struct {
 	// runs nothing ahead
 	twoBW *twoBW
 	steps int64
+	// ovp is the stage's buckets, where its all-reduce overlaps its last
+	// weight pass, and ovl an iteration's in flight (overlap.go)
+	ovp *overlapPlan
+	ovl *overlapRun
 }
 
 // NewWorker prepares worker id of job's plan over an endpoint, as job's
@@ -100,6 +104,7 @@ func NewWorker(job *Job, id int, ep *wire.Endpoint) (*Worker, error) {
 	if err := w.placeState(); err != nil {
 		return nil, err
 	}
+	w.openOverlap(ops)
 	if err := w.openSelective(job); err != nil {
 		w.Close()
 		return nil, err
@@ -235,6 +240,9 @@ type stepComm struct {
 }
 
 func (c stepComm) AllReduce(ctx context.Context, grads []*stage.Value[float32]) error {
+	if ok, err := c.w.waitBuckets(c.n); ok {
+		return err
+	}
 	return c.w.allReduce(ctx, c.n, grads)
 }
 
@@ -329,6 +337,9 @@ func (c computer) begin(it *iteration) error {
 }
 
 func (c computer) compute(ctx context.Context, it *iteration, a microbatch.Action, _ float64) error {
+	if err := c.w.armOverlap(ctx, it, a); err != nil {
+		return err
+	}
 	return c.w.act(it, a)
 }
 

@@ -140,6 +140,9 @@ func placeOn(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 	if err := p.Predict(); err != nil {
 		return err
 	}
+	if err := lateGathers(p, cm); err != nil {
+		return err
+	}
 	return shareCores(p, in, cm)
 }
 
@@ -151,7 +154,8 @@ func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 		st := &p.Stages[i]
 		st.Devices = devs[i]
 		kc := cm.kind(in[i].kind)
-		st.FlushS = kc.flushPlaced(in[i].cost.place, in[i].blk.params, in[i].k, spans(p, st.Devices), kc.slow)
+		st.FlushS, st.BucketBytes = kc.planFlush(p, i, kc.slow)
+		st.GatherS = 0 // lateGathers moves it again
 	}
 	workers := 0
 	for _, st := range p.Stages {

@@ -82,6 +82,11 @@ type costModel struct {
 	// written), where the schedule has no flush (2bw: versions.go); 0 else
 	versionB, turnB int64
 	stale           staleLeft // plans the planners left out as too stale (twobw.go)
+	// overlap: a stage's all-reduce may overlap its last weight pass
+	// (overlap.go); split: the schedule splits the backward, so that pass
+	// is the weight gradients alone
+	overlap, split bool
+	buckets        bucketCache // the stages' buckets, priced (overlap.go)
 }
 
 // opTime is one op's time for one call on a per-device micro-batch.
@@ -110,6 +115,7 @@ func newCostModel(g *dag.Graph, o *Options) *costModel {
 	}
 	cm.selective(o.BackpropFraction)
 	cm.versions(o.sched)
+	cm.overlap, cm.split = !o.NoOverlap, o.sched.Split
 	return cm
 }
 
@@ -274,7 +280,7 @@ func (cm *costModel) finish(c stageCost, blk *block, k, mbs int, pl placement) s
 	if pl == placeStreamed {
 		c.f, c.bi, c.bw = cm.streamTimes(blk.params, c.f, c.bi, c.bw)
 	}
-	c.flush = cm.flushPlaced(pl, blk.params, k, k > cm.perNode, cm.slow)
+	c.flush = cm.dpFlush(pl, blk.params, k, k > cm.perNode, allReduce(cm.dev, 4*float64(blk.params), k, k > cm.perNode), c.window(cm.split), cm.slow)
 	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs) + cm.messages(blk, c.m)
 	c.link = 2 * transfer(cm.dev, float64(max(blk.inB, blk.outB))*float64(c.m), cm.interDP())
 	cm.setMemory(&c, blk, k, c.m, pl)
@@ -337,13 +343,6 @@ func maxInFlight(base, stash, limit int64) int {
 		return math.MaxInt
 	}
 	return int(min((limit-base)/stash, math.MaxInt32))
-}
-
-// flushPlaced is a stage's once-per-iteration work, its state at placement
-// pl: the gradient all-reduce across its k replicas (inter: over the link
-// between nodes) and the optimizer step (placedFlush), slowed by slow.
-func (cm *costModel) flushPlaced(pl placement, params int64, k int, inter bool, slow float64) float64 {
-	return cm.placedFlush(pl, params, k, allReduce(cm.dev, 4*float64(params), k, inter), slow)
 }
 
 // optimizerStep is a stage's optimizer step: weights, gradients and state

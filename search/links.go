@@ -150,7 +150,11 @@ func settleShares(p *plan.Plan, cm *costModel, applied []float64, rebuild bool) 
 			st.ForwardS, st.BackwardS, st.WeightS = r*st.ForwardS, r*st.BackwardS, r*st.WeightS
 			goes := kc.dev.GoDelay(worker) // its inputs' making is slowed, not the go
 			st.BeginS = goes + r*(st.BeginS-goes)
-			st.FlushS = kc.flushPlaced(placementOf(st), st.Params, len(st.Devices), spans(p, st.Devices), f)
+			st.FlushS, st.BucketBytes = kc.planFlush(p, s, f)
+			if st.GatherS > 0 { // the all-gather runs late: not in the flush
+				st.GatherS = kc.gatherS(p, s)
+				st.FlushS = max(0, st.FlushS-st.GatherS)
+			}
 			applied[s], changed = f, true
 		}
 		if !changed {

@@ -59,6 +59,14 @@ type Options struct {
 	// stage never streams them from host memory. The runtime does not
 	// stream weights, so a search for a run sets it.
 	NoStreaming bool
+	// NoOverlap prices every stage's all-reduce after its last weight pass
+	// of an iteration, and a sharded stage's all-gather in its flush, as
+	// plans were before buckets; by default a stage of several replicas
+	// all-reduces in buckets while that pass runs where that shortens its
+	// flush (overlap.go; plan.PlanStage.BucketBytes), and a sharded stage
+	// all-gathers as its next iteration begins where that makes the plan
+	// faster (plan.PlanStage.GatherS).
+	NoOverlap bool
 	// BackpropFraction, for selective backprop, is the fraction of samples
 	// expected to have a backward pass (stage.Selective.Fraction, or one
 	// measured): the backward passes and gradient messages are priced at

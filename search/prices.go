@@ -386,7 +386,11 @@ func (x *entryIn) entry(pl placement) (fitEntry, float64, int64) {
 	if pl == placeStreamed {
 		f, bi, bw = cm.streamTimes(blk.params, f, bi, bw)
 	}
-	flush := cm.placedFlush(pl, blk.params, x.kg, x.ar, cm.slow)
+	window := bi + bw
+	if cm.split {
+		window = bw
+	}
+	flush := cm.dpFlush(pl, blk.params, x.kg, x.kg > cm.perNode, x.ar, window, cm.slow)
 	period := f + bi + bw + flush/float64(x.mbs) + cm.messages(blk, x.m)
 	st, stash, work := cm.placedStatic(pl, blk, x.kg), satMul(blk.stash, x.m), satMul(blk.work, x.m)
 	if blk.whole && x.split {

@@ -8,10 +8,35 @@ import (
 // tuneShared is tune, then the plan's sharing of its hosts priced again
 // (reshare): stages run further ahead are busy at once more often.
 func tuneShared(p *plan.Plan, k microbatch.ScheduleKind, cm *costModel) error {
+	var plain *plan.Plan
+	if gathersLate(p) { // tuned for its late all-gathers, the plan may lose to itself without them
+		plain = withGathersInFlush(p)
+	}
+	if err := tuneLate(p, k, cm); err != nil {
+		return err
+	}
+	if plain == nil {
+		return nil
+	}
+	if err := tuneLate(plain, k, cm); err != nil {
+		return err
+	}
+	if plain.Predicted.IterationS < p.Predicted.IterationS {
+		*p = *plain
+	}
+	return nil
+}
+
+// tuneLate tunes p's warm-up, prices its cores' sharing again and moves
+// its all-gathers where that makes it faster (lateGathers).
+func tuneLate(p *plan.Plan, k microbatch.ScheduleKind, cm *costModel) error {
 	if err := tune(p, k, cm.tu.tuneFloor); err != nil {
 		return err
 	}
-	return reshare(p, cm)
+	if err := reshare(p, cm); err != nil {
+		return err
+	}
+	return lateGathers(p, cm)
 }
 
 // tuneBudget is how many actions the warm-up tuning of one plan may simulate

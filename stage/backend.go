@@ -75,10 +75,21 @@ type steps interface {
 	// allReduce sums the gradients over the stage's replicas through c
 	// (of a sharded stage, its shard's: ShardComm.ReduceScatter).
 	allReduce(ctx context.Context, c StepComm) error
+	// overlapGrads starts a pass that hands n buckets of the gradients to
+	// a BucketComm (overlap.go): the host gradients the comm reads and
+	// writes, in parameter-name order; bucketReady brings spans of them
+	// there, and says how to wait for that (nil: they are there);
+	// bucketsQueued ends the pass's buckets.
+	overlapGrads(n int) ([]*Value[float32], error)
+	bucketReady(spans [][2]int64) (func() error, error)
+	bucketsQueued()
 	// gather hands a sharded stage's updated shard of the parameters to
 	// its other replicas and takes theirs (ShardComm.AllGather), after
 	// update.
 	gather(ctx context.Context, c StepComm) error
+	// gatherLate starts gather and returns how to wait for its end
+	// (nil: nothing to wait for; gather_late.go)
+	gatherLate(ctx context.Context, c StepComm) (func() error, error)
 	// gradsFinite says whether every gradient is finite (one read of
 	// them); firstNonFinite is its slow path (Executor.FirstNonFinite).
 	gradsFinite() (bool, error)

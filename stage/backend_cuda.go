@@ -38,6 +38,9 @@ type cudaBackend struct {
 	// host, where the optimizer is offloaded (OffloadOptimizer), steps on
 	// the host: the pieces of a step after the passes are its (offload.go)
 	host *offload
+	// waits, during a pass that hands buckets to a BucketComm, is its
+	// event waiter's queue (overlap_device.go)
+	waits chan eventWait
 }
 
 func (b *cudaBackend) Name() string { return "cuda" }
@@ -191,7 +194,10 @@ func (b *cudaBackend) stepLosses(n int) ([]float32, error) {
 }
 
 // allReduce hands the gradients to c through pinned staging, unless c says
-// the stage has no replicas (Replicas): then they stay where they are.
+// the stage has no replicas (Replicas): then they stay where they are. The
+// ring runs with the device free (workers of one process may share it, and
+// a replica's ring waits for the others' passes); where the buckets came
+// down during the pass (Overlapped), c waits for their rings instead.
 func (b *cudaBackend) allReduce(ctx context.Context, c StepComm) error {
 	if b.host != nil {
 		return b.hostAllReduce(ctx, c)
@@ -199,25 +205,43 @@ func (b *cudaBackend) allReduce(ctx context.Context, c StepComm) error {
 	if r, ok := c.(Replicated); ok && r.Replicas() < 2 {
 		return nil
 	}
-	return b.run(func(s *kernel.Scope, t *devTrain) {
-		t.allReduce(s, func(grads []*Value[float32]) error {
-			if v := b.e.shard; v != nil {
-				return reduceScatter(ctx, c, grads, v.s)
-			}
-			return c.AllReduce(ctx, grads)
-		})
+	overlapped := b.e.Overlapped()
+	var grads []*Value[float32]
+	err := b.run(func(s *kernel.Scope, t *devTrain) {
+		if overlapped {
+			grads = t.overlapViews()
+			return
+		}
+		grads = t.downForRing(s)
 	})
+	if err != nil || grads == nil {
+		return err
+	}
+	if v := b.e.shard; v != nil {
+		err = reduceScatter(ctx, c, grads, v.s)
+	} else {
+		err = c.AllReduce(ctx, grads)
+	}
+	if err != nil {
+		return err
+	}
+	return b.run(func(s *kernel.Scope, t *devTrain) { t.upSums(s, !overlapped) })
 }
 
 // gather is a sharded stage's all-gather of its updated parameters,
-// through the pinned staging (devTrain.gather).
+// through the pinned staging, the device free during the ring.
 func (b *cudaBackend) gather(ctx context.Context, c StepComm) error {
 	if b.e.shard == nil || b.e.shard.s.Count < 2 {
 		return nil
 	}
-	return b.run(func(s *kernel.Scope, t *devTrain) {
-		t.gather(s, func(params []*Value[float32]) error { return allGather(ctx, c, params, b.e.shard.s) })
-	})
+	var params []*Value[float32]
+	if err := b.run(func(s *kernel.Scope, t *devTrain) { params = t.downShard(s) }); err != nil || params == nil {
+		return err
+	}
+	if err := allGather(ctx, c, params, b.e.shard.s); err != nil {
+		return err
+	}
+	return b.run(func(s *kernel.Scope, t *devTrain) { t.upGathered(s) })
 }
 
 // gradsFinite reads the squared norms: their float64 sum is finite exactly

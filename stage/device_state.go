@@ -351,30 +351,38 @@ func (t *devTrain) restoreBuffers(s *kernel.Scope) {
 	t.hostStale = true
 }
 
-// allReduce brings the gradients to pinned staging (one copy, one wait),
-// hands them to c as per-parameter values in parameter-name order (views
-// of the staging, so the ring chunks them as it does a CPU stage's), and
-// queues their sums back (one copy).
-func (t *devTrain) allReduce(s *kernel.Scope, run func(grads []*Value[float32]) error) {
+// downForRing brings the gradients to pinned staging (one copy, one wait)
+// and returns them as per-parameter values in parameter-name order (views
+// of the staging, so the ring chunks them as it does a CPU stage's); nil
+// for a stage without parameters. The ring runs after, the device free
+// for the other workers that share it (cudaBackend.allReduce); upSums
+// queues the sums back.
+func (t *devTrain) downForRing(s *kernel.Scope) []*Value[float32] {
 	t.ready(s)
 	if s.Err() != nil || t.pl.total == 0 || !t.staging(s) {
-		return
+		return nil
 	}
 	s.Fail(t.d.DownloadStaged(t.arStage, t.g))
 	s.Wait()
 	if s.Err() != nil {
+		return nil
+	}
+	return t.stagedViews(t.e.Params)
+}
+
+// upSums queues the ring's sums up from the staging: in one copy where the
+// whole staging came down (downForRing) and every sum is the stage's; else
+// piece by piece, a sharded stage's shard alone (the rest stays partial),
+// and never the padding between tensors, which a bucket never brought.
+func (t *devTrain) upSums(s *kernel.Scope, whole bool) {
+	if s.Err() != nil || t.pl.total == 0 {
 		return
 	}
-	grads := t.stagedViews(t.e.Params)
-	if err := run(grads); err != nil {
-		s.Fail(err)
-		return
-	}
-	if t.e.shard == nil {
+	if whole && t.e.shard == nil {
 		s.Fail(t.d.UploadStaged(t.g, t.arStage))
 		return
 	}
-	for _, u := range t.units() { // a sharded stage's shard of the sums: the rest stays partial
+	for _, u := range t.units() {
 		t.upPiece(s, t.g, u)
 	}
 }
@@ -420,24 +428,27 @@ func (t *devTrain) downPiece(s *kernel.Scope, buf cuda.Buffer, u piece) {
 	}
 }
 
-// gather is a sharded stage's all-gather of its parameters after the
-// update: its shard's pieces down to the staging (one wait), every
-// replica's into it through run, the others' pieces up.
-func (t *devTrain) gather(s *kernel.Scope, run func(params []*Value[float32]) error) {
+// downShard is a sharded stage's first part of its all-gather after the
+// update: its shard's pieces of the parameters down to the staging (one
+// wait), returned as the staging's views for the ring (nil: no
+// parameters); upGathered then queues the other replicas' pieces up.
+func (t *devTrain) downShard(s *kernel.Scope) []*Value[float32] {
 	t.ready(s)
 	if t.pl.total == 0 || !t.staging(s) {
-		return
+		return nil
 	}
-	units := t.units()
-	for _, u := range units {
+	for _, u := range t.units() {
 		t.downPiece(s, t.p, u)
 	}
 	s.Wait()
 	if s.Err() != nil {
-		return
+		return nil
 	}
-	if err := run(t.stagedViews(t.e.Params)); err != nil {
-		s.Fail(err)
+	return t.stagedViews(t.e.Params)
+}
+
+func (t *devTrain) upGathered(s *kernel.Scope) {
+	if s.Err() != nil || t.pl.total == 0 {
 		return
 	}
 	names := t.e.ParamNames()

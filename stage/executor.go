@@ -51,6 +51,15 @@ type Executor struct {
 	// shard is the replica's share of a stage whose optimizer state is
 	// sharded (ShardOptimizer, shard.go); nil: it holds all of it
 	shard *shardView
+	// ovl is the step's all-reduce overlapped with its last weight pass
+	// (OverlapNext, overlap.go); nil: after the pass, in EndStep
+	ovl *overlap
+	// late: a sharded stage's all-gather runs after ApplyStep returns
+	// (GatherLate, gather_late.go); gathering is the one running, lateErr
+	// the error one ended with, not yet returned
+	late      bool
+	gathering *lateGather
+	lateErr   error
 
 	// Recompute makes Forward keep, until the micro-batch's Backward, only
 	// what it was fed, and Backward rerun the forward first (recompute.go):
@@ -224,6 +233,9 @@ func (e *Executor) BufferNames() []string { return sortedNames(e.Buffers) }
 // host's copies, which may be behind the device's: HostState brings them
 // up to date first.
 func (e *Executor) State() map[string]*Value[float32] {
+	if err := e.settleGather(); err != nil {
+		e.lateErr = err // the next call that returns errors says it
+	}
 	out := make(map[string]*Value[float32], len(e.Params)+len(e.Buffers))
 	for n, v := range e.Params {
 		out[n] = v
@@ -282,6 +294,9 @@ func (e *Executor) paramGrads(i int) []*Value[float32] {
 // Forward's loss (which the step reads on the device: StepReport.Loss),
 // carry their shape only.
 func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
+	if err := e.settleGather(); err != nil {
+		return nil, err
+	}
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
 	}
@@ -396,6 +411,12 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		m.grads[k] = v
 	}
 	e.seedLoss(m, grads)
+	if weights {
+		if err := e.weightPass(); err != nil {
+			return nil, err
+		}
+		defer e.endWeightPass()
+	}
 	if m.kept != nil && len(m.kept) == 0 { // selective backprop kept none of its rows
 		return e.skipBackward(mb, m, weights)
 	}
@@ -417,6 +438,7 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		start := time.Now()
 		gy, ok := m.grads[e.g.Op(i).Name]
 		if !ok {
+			e.opFinal(i)
 			continue // nothing downstream of this op needs a gradient
 		}
 		x, gx := e.inputsAndGrads(m, i)
@@ -427,6 +449,7 @@ func (e *Executor) Backward(mb int, grads map[string]*Value[float32], weights bo
 		e.kernels[i].Backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, gp)
 		e.opDone()
 		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
+		e.opFinal(i)
 	}
 	if e.devErr != nil {
 		return nil, e.devErr
@@ -514,6 +537,10 @@ func (e *Executor) Weights(mb int) error {
 	if !ok || !m.weight {
 		return fmt.Errorf("stage: micro-batch %d owes no weight gradients", mb)
 	}
+	if err := e.weightPass(); err != nil {
+		return err
+	}
+	defer e.endWeightPass()
 	if m.kept != nil && len(m.kept) == 0 {
 		return e.release(mb)
 	}
@@ -527,6 +554,7 @@ func (e *Executor) Weights(mb int) error {
 		}
 		gy, ok := m.grads[e.g.Op(i).Name]
 		if !ok {
+			e.opFinal(i)
 			continue
 		}
 		start := time.Now()
@@ -536,6 +564,7 @@ func (e *Executor) Weights(mb int) error {
 		e.kernels[i].Backward(gy, x, e.params(i), m.vals[e.g.Op(i).Name], m.stash[i], gx, e.paramGrads(i))
 		e.opDone()
 		e.OpSeconds[e.g.Op(i).Name][1] += time.Since(start).Seconds()
+		e.opFinal(i)
 	}
 	if e.devErr != nil {
 		return e.devErr
@@ -561,7 +590,7 @@ func (e *Executor) ZeroGrads() error {
 // brought to the host first, so State is current after it, and any
 // micro-batch still in flight); the executor must not run again.
 func (e *Executor) Close() error {
-	var first error
+	first := e.settleGather()
 	for mb := range e.mbs {
 		if err := e.release(mb); err != nil && first == nil {
 			first = err

@@ -193,6 +193,9 @@ func (e *Executor) readGrads(norms bool) (squares map[string]float64, finite boo
 // mixed-precision loss scaling skips a step); the gradients are cleared
 // either way.
 func (e *Executor) ApplyStep(skip bool) error {
+	if err := e.settleGather(); err != nil {
+		return err
+	}
 	p := e.pending
 	if p == nil {
 		return fmt.Errorf("stage: ApplyStep without EndStep")
@@ -208,7 +211,7 @@ func (e *Executor) ApplyStep(skip bool) error {
 			return &StepError{p.step, "optimizer step", err}
 		}
 		if e.shard != nil {
-			if err := e.be.gather(p.ctx, p.comm); err != nil {
+			if err := e.startGather(p.ctx, p.comm, p.step); err != nil {
 				return &StepError{p.step, "all-gather", err}
 			}
 		}
@@ -231,7 +234,7 @@ func (e *Executor) openStep() error {
 }
 
 func (e *Executor) closeStep() {
-	e.stepping, e.pending, e.losses, e.selScale = false, nil, e.losses[:0], 0
+	e.stepping, e.pending, e.losses, e.selScale, e.ovl = false, nil, e.losses[:0], 0, nil
 }
 
 // stepScale is what the step's gradients are scaled by before clipping:
@@ -310,6 +313,9 @@ func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // "<param>.<slot>", and its step count (Stateful): what a checkpoint
 // holds, brought to the host.
 func (e *Executor) OptimizerState() (map[string][]float32, int, error) {
+	if err := e.settleGather(); err != nil {
+		return nil, 0, err
+	}
 	if e.train == nil {
 		return nil, 0, fmt.Errorf("stage: no optimizer (SetOptimizer)")
 	}
@@ -334,6 +340,9 @@ func (e *Executor) LoadOptimizerState(st map[string][]float32, step int) error {
 // or an export reads. On the CUDA backend, State alone may be behind the
 // device (backend_cuda.go).
 func (e *Executor) HostState() (map[string]*Value[float32], error) {
+	if err := e.settleGather(); err != nil {
+		return nil, err
+	}
 	if err := e.be.fetch(); err != nil {
 		return nil, err
 	}

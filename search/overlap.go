@@ -1,0 +1,373 @@
+package search
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+
+	"github.com/graphpipe/graphpipe/plan"
+)
+
+// The all-reduce overlapped with a stage's last weight pass, as the runtime
+// runs it (plan's buckets.go, runtime's overlap.go): the gradients, in the
+// order the pass finishes them, cut into buckets; a bucket starts its ring
+// once the pass has finished its ops, each bucket's ring in the background,
+// all of them at once; a bucket's ring is the stage's ring restricted to
+// it, its part of each of the layout's k chunks passed round. What outlasts
+// the pass is the flush's all-reduce (with, on a sharded stage, the
+// all-gather after the update, which no pass overlaps).
+//
+// The price, per bucket b of x_b bytes, ready r_b into the pass:
+//
+//   - it loads the ring's busiest link with ρ_b = phases·(lat + (x_b −
+//     p_min)/bw), p_min its smallest part of a chunk (a link carries every
+//     chunk of a half but one), phases 2 (reduce-scatter and all-gather) or
+//     1 (a sharded stage's reduce-scatter);
+//   - each of its parts crosses H = phases·(k−1) links one after another, a
+//     hop of h_b = lat + p_max/bw at most, p_max its largest part;
+//
+// and the last bucket is done by max over b of r_b + Σ_{b'≥b} ρ_b' +
+// (H−1)·max_{b'≥b} h_b': the buckets from b on pass the busiest link one
+// after another, and the slowest of them crosses the other links after
+// (a flow shop's critical path). The parts of a bucket come from the
+// layout, so the price knows a bucket that falls in one chunk, whose ring
+// is a chain round the replicas, from one spread over all of them.
+//
+// The DP prices a block before its ops' order is fixed: overlapAR assumes
+// the pass finishes its bytes evenly and every bucket in one chunk, with
+// the bucket size that balances the buckets' latencies against the last
+// one's chain; the plan is priced exactly (planFlush), and keeps the
+// buckets only where they shorten its stage's flush.
+
+// bucketSizes are the bucket sizes planFlush tries: 64 KiB to 64 MiB.
+var bucketSizes = []int64{64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20}
+
+// overlapAR is the all-reduce part of the flush the DP prices for a block
+// of params on k devices at placement pl, its last weight pass window
+// seconds long, where overlapping it with the pass makes it shorter than
+// ar (the ring after the pass, allReduce's; a sharded stage's two halves).
+func (cm *costModel) overlapAR(pl placement, params int64, k int, inter bool, ar, window float64) float64 {
+	if !cm.overlap || k < 2 || params <= 0 || window <= 0 || pl == placeHost || pl == placeStreamed {
+		return ar
+	}
+	lat, bw := ringLink(cm.dev, inter)
+	x := 4 * float64(params)
+	phases, after := 2.0, 0.0
+	if pl == placeSharded {
+		phases, after = 1, float64(k-1)*(lat+x/float64(k)/bw)
+	}
+	hops := phases * float64(k-1)
+	s := math.Sqrt(phases * x * lat * bw / max(hops-1, 1))
+	s = min(max(s, float64(bucketSizes[0])), x)
+	nb := math.Ceil(x / s)
+	total := phases * (nb*lat + x/bw)
+	exposed := max(total/nb, total-window*(1-1/nb)) + (hops-1)*(lat+s/bw)
+	return min(ar, exposed+after)
+}
+
+// dpFlush is the flush the DP prices (placedFlush), its all-reduce ar
+// overlapped with a last weight pass of window seconds where that is
+// shorter (overlapAR).
+func (cm *costModel) dpFlush(pl placement, params int64, k int, inter bool, ar, window, slow float64) float64 {
+	return cm.placedFlush(pl, params, k, cm.overlapAR(pl, params, k, inter, ar, window), slow)
+}
+
+// window is a stage cost's last weight pass: its backward, or its weight
+// gradients where the schedule splits them off.
+func (c *stageCost) window(split bool) float64 {
+	if split {
+		return c.bw
+	}
+	return c.bi + c.bw
+}
+
+// planFlush is stage s's flush in plan p, slowed by slow, with the bucket
+// size that makes it shortest (0: the all-reduce after the pass).
+func (cm *costModel) planFlush(p *plan.Plan, s int, slow float64) (float64, int64) {
+	st := &p.Stages[s]
+	pl, k, inter := placementOf(st), len(st.Devices), spans(p, st.Devices)
+	ar := allReduce(cm.dev, 4*float64(st.Params), k, inter)
+	plain := cm.placedFlush(pl, st.Params, k, ar, slow)
+	if !cm.overlap || k < 2 || st.Params <= 0 || pl == placeHost || pl == placeStreamed {
+		return plain, 0
+	}
+	pass := cm.passReady(st)
+	if pass == nil {
+		return plain, 0
+	}
+	best, bucket := plain, int64(0)
+	for _, size := range bucketSizes {
+		if 4*st.Params/size > maxBuckets {
+			continue
+		}
+		f := cm.placedFlush(pl, st.Params, k, cm.bucketsAR(pass, cm.bucketParts(pass, size, k), pl, k, inter), slow)
+		if f < best {
+			best, bucket = f, size
+		}
+		if size >= 4*st.Params { // one bucket holds the stage: larger ones are the same
+			break
+		}
+	}
+	return best, bucket
+}
+
+// maxBuckets bounds a stage's buckets: smaller ones than that would make
+// gain a ring's latency and lose the planner's time.
+const maxBuckets = 4096
+
+// lastPass is a stage's last weight pass: its ops in the order it
+// finishes them (plan.GradOrder), the seconds into the pass at which it has
+// finished each (done[j]: the first j+1), and its length; key names the
+// ops and the order, for the buckets' cache.
+type lastPass struct {
+	order []int
+	done  []float64
+	len   float64
+	key   string
+}
+
+// passReady times the stage's last weight pass op by op: the backward
+// (recomputing the forward first where the stage recomputes) or, where the
+// schedule splits it, the weight gradients; the op times at its
+// micro-batch, scaled to the pass time the plan gives it.
+func (cm *costModel) passReady(st *plan.PlanStage) *lastPass {
+	ops := make([]int, 0, len(st.Ops))
+	for _, name := range st.Ops {
+		i, ok := cm.g.OpIndex(name)
+		if !ok {
+			return nil
+		}
+		ops = append(ops, i)
+	}
+	split := cm.split
+	p := &lastPass{order: plan.GradOrder(cm.g, ops, split), len: st.BackwardS + st.WeightS, key: fmt.Sprint(split, p0(ops))}
+	if split {
+		p.len = st.WeightS
+	}
+	t := cm.times(st.MicroBatch)
+	var at float64
+	if st.Recompute && !split { // the backward reruns the forward first
+		for _, i := range ops {
+			at += t[i].f
+		}
+	}
+	p.done = make([]float64, len(p.order))
+	for j, i := range p.order {
+		if !split {
+			at += t[i].bi
+		}
+		at += t[i].bw
+		p.done[j] = at
+	}
+	if at <= 0 || p.len <= 0 {
+		return nil
+	}
+	for j := range p.done {
+		p.done[j] *= p.len / at
+	}
+	return p
+}
+
+// p0 is ops as a cache key.
+func p0(ops []int) string {
+	b := make([]byte, 0, 4*len(ops))
+	for _, i := range ops {
+		b = append(b, byte(i), byte(i>>8), byte(i>>16), byte(i>>24))
+	}
+	return string(b)
+}
+
+// bucketPart is what the price needs of a bucket: its elements, its
+// smallest and largest part of a chunk (chunkParts) and the position in
+// the pass's order of the last op it waits for.
+type bucketPart struct {
+	elems, least, most int64
+	ready              int
+}
+
+// bucketCache keeps each stage's bucketParts by its ops, bucket size and
+// replicas: the same stage is priced again in every plan that holds it.
+type bucketCache struct {
+	mu    sync.Mutex // guards parts
+	parts map[string][]bucketPart
+}
+
+// bucketParts are the buckets of size bytes of a stage whose last pass is
+// pass, on k replicas.
+func (cm *costModel) bucketParts(pass *lastPass, size int64, k int) []bucketPart {
+	key := fmt.Sprint(pass.key, size, k)
+	c := &cm.buckets
+	c.mu.Lock()
+	got, ok := c.parts[key]
+	c.mu.Unlock()
+	if ok {
+		return got
+	}
+	bs := plan.GradBuckets(cm.g, pass.order, size)
+	var total int64
+	for _, b := range bs {
+		total += b.Elems
+	}
+	pos := make(map[int]int, len(pass.order))
+	for j, i := range pass.order {
+		pos[i] = j
+	}
+	out := make([]bucketPart, len(bs))
+	for b, bk := range bs {
+		out[b].elems = bk.Elems
+		out[b].least, out[b].most = chunkParts(bk.Spans, total, k)
+		for _, op := range bk.Ops {
+			out[b].ready = max(out[b].ready, pos[op])
+		}
+	}
+	c.mu.Lock()
+	if c.parts == nil {
+		c.parts = map[string][]bucketPart{}
+	}
+	c.parts[key] = out
+	c.mu.Unlock()
+	return out
+}
+
+// bucketsAR is the all-reduce part of the flush of a stage whose last pass
+// is pass, on k devices at placement pl, in buckets bs: what of the
+// buckets' rings outlasts the pass (see above), and a sharded stage's
+// all-gather.
+func (cm *costModel) bucketsAR(pass *lastPass, bs []bucketPart, pl placement, k int, inter bool) float64 {
+	lat, bw := ringLink(cm.dev, inter)
+	var total int64
+	for _, b := range bs {
+		total += b.elems
+	}
+	phases, after := 2.0, 0.0
+	if pl == placeSharded {
+		phases, after = 1, float64(k-1)*(lat+4*float64(total)/float64(k)/bw)
+	}
+	hops := phases * float64(k-1)
+	done, load, hop := 0.0, 0.0, 0.0
+	for b := len(bs) - 1; b >= 0; b-- {
+		load += phases * (lat + 4*float64(bs[b].elems-bs[b].least)/bw)
+		hop = max(hop, lat+4*float64(bs[b].most)/bw)
+		done = max(done, pass.done[bs[b].ready]+load+(hops-1)*hop)
+	}
+	return max(0, done-pass.len) + after
+}
+
+// chunkParts is the smallest and the largest part of spans (of a layout of
+// total elements) in each of the ring's k chunks (the ring's cut: chunk c
+// is [c·total/k, (c+1)·total/k)).
+func chunkParts(spans [][2]int64, total int64, k int) (least, most int64) {
+	least = math.MaxInt64
+	for c := int64(0); c < int64(k); c++ {
+		lo, hi := c*total/int64(k), (c+1)*total/int64(k)
+		var n int64
+		for _, s := range spans {
+			if a, b := max(lo, s[0]), min(hi, s[1]); a < b {
+				n += b - a
+			}
+		}
+		least, most = min(least, n), max(most, n)
+	}
+	return least, most
+}
+
+// A sharded stage's all-gather of its updated parameters may run late
+// (plan.PlanStage.GatherS; stage.Executor.GatherLate): after its optimizer
+// step, the stage's next iteration beginning with it, while the stages
+// upstream make its first inputs (a stage on a branch shorter than the
+// longest has slack at the start too). The DP prices it in the flush, as
+// the all-gather that ends it; the plan moves it stage by stage and keeps
+// each move the simulator finds makes the iteration shorter (lateGathers).
+
+// gatherS is the all-gather of stage s of p, sharded on several replicas:
+// the second half of its ring, as placedFlush and bucketsAR price it; 0
+// for any other stage.
+func (cm *costModel) gatherS(p *plan.Plan, s int) float64 {
+	st := &p.Stages[s]
+	k := len(st.Devices)
+	if !cm.overlap || placementOf(st) != placeSharded || k < 2 || st.Params <= 0 {
+		return 0
+	}
+	lat, bw := ringLink(cm.dev, spans(p, st.Devices))
+	return float64(k-1) * (lat + 4*float64(st.Params)/float64(k)/bw)
+}
+
+// lateGathers moves the all-gathers of p's sharded stages to the start of
+// the next iteration where the simulator, running p's lists as they are,
+// predicts a shorter iteration: all of them at once (stages on parallel
+// branches may end the iteration together: moving one alone shortens
+// nothing), then each stage's, the longest all-gather first, moved or
+// put back, each change kept where it shortens the iteration; p is
+// predicted after. Its schedule's lists stay: tuning builds them again
+// for the new beginnings (tuneShared), and moves again after.
+func lateGathers(p *plan.Plan, cm *costModel) error {
+	type move struct {
+		s       int
+		g, full float64 // the all-gather, the flush with it
+	}
+	var moves []move
+	for s := range p.Stages {
+		st := &p.Stages[s]
+		if g := cm.kind(p.KindOf(s)).gatherS(p, s); g > 0 {
+			moves = append(moves, move{s, g, st.FlushS + st.GatherS})
+		}
+	}
+	if len(moves) == 0 {
+		return nil
+	}
+	sort.SliceStable(moves, func(a, b int) bool { return moves[a].g > moves[b].g })
+	set := func(m move, late bool) {
+		st := &p.Stages[m.s]
+		st.GatherS, st.FlushS = 0, m.full
+		if late {
+			st.GatherS, st.FlushS = m.g, max(0, m.full-m.g)
+		}
+	}
+	best := p.Predicted.IterationS
+	was := make([]bool, len(moves))
+	for i, m := range moves {
+		was[i] = p.Stages[m.s].GatherS > 0
+		set(m, true)
+	}
+	if err := p.Predict(); err == nil && p.Predicted.IterationS < best {
+		best = p.Predicted.IterationS
+	} else {
+		for i, m := range moves {
+			set(m, was[i])
+		}
+	}
+	for _, m := range moves {
+		late := p.Stages[m.s].GatherS > 0
+		set(m, !late)
+		if err := p.Predict(); err == nil && p.Predicted.IterationS < best {
+			best = p.Predicted.IterationS
+			continue
+		}
+		set(m, late)
+	}
+	return p.Predict()
+}
+
+// gathersLate says whether some stage of p all-gathers late.
+func gathersLate(p *plan.Plan) bool {
+	for _, st := range p.Stages {
+		if st.GatherS > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// withGathersInFlush is a copy of p (its stages and edges its own) whose
+// all-gathers end the flush again.
+func withGathersInFlush(p *plan.Plan) *plan.Plan {
+	q := *p
+	q.Stages = append([]plan.PlanStage(nil), p.Stages...)
+	q.Edges = append([]plan.PlanEdge(nil), p.Edges...)
+	for s := range q.Stages {
+		st := &q.Stages[s]
+		st.FlushS, st.GatherS = st.FlushS+st.GatherS, 0
+	}
+	return &q
+}
