@@ -240,6 +240,16 @@ func TestTwoBWInterplay(t *testing.T) {
 			return false
 		}},
 		{"mmt", search.Options{Devices: 3, MicroBatch: 4, Recompute: "all"}, (*plan.Plan).Recomputes},
+		// the all-reduce overlapped with the last weight pass, in buckets
+		// small enough to be several, and a sharded stage's all-gather run
+		// late, while the next iteration (here: the next batch's forwards
+		// run ahead) begins
+		{"candle-uno", search.Options{Devices: 6, MicroBatch: 8, OptimizerState: "replicated"}, func(p *plan.Plan) bool {
+			return replicated(p, func(st *plan.PlanStage) { st.BucketBytes = 4096 })
+		}},
+		{"candle-uno", search.Options{Devices: 6, MicroBatch: 8, OptimizerState: "sharded"}, func(p *plan.Plan) bool {
+			return replicated(p, func(st *plan.PlanStage) { st.GatherS = 1e-4 })
+		}},
 	} {
 		t.Run(c.model, func(t *testing.T) {
 			e, _ := models.Lookup(c.model)
@@ -253,7 +263,7 @@ func TestTwoBWInterplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !c.check(p) {
-				t.Fatalf("the plan does not shard or recompute: %+v", p.Stages)
+				t.Fatalf("the plan does not shard, recompute or replicate: %+v", p.Stages)
 			}
 			o := stage.TrainOptions{Optimizer: "adam", LR: 1e-3}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -266,4 +276,17 @@ func TestTwoBWInterplay(t *testing.T) {
 			equalParams(t, res.Params, want, 1e-5)
 		})
 	}
+}
+
+// replicated applies set to every stage of p with several replicas, and
+// says whether there was one.
+func replicated(p *plan.Plan, set func(*plan.PlanStage)) bool {
+	any := false
+	for i := range p.Stages {
+		if len(p.Stages[i].Devices) > 1 {
+			set(&p.Stages[i])
+			any = true
+		}
+	}
+	return any
 }
