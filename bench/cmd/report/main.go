@@ -6,7 +6,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"runtime"
@@ -20,7 +19,7 @@ import (
 func main() {
 	quick := flag.Bool("quick", false, "run the quick subset")
 	root := flag.String("root", ".", "where to write BENCHMARKS.md (and bench/results/)")
-	only := flag.String("only", "", "run these sections alone (comma-separated: "+strings.Join(slices.Sorted(maps.Keys(alone)), ", ")+
+	only := flag.String("only", "", "run these sections alone (comma-separated: "+strings.Join(onlyNames(), ", ")+
 		") and put them into the BENCHMARKS.md a full run wrote")
 	flag.Parse()
 	start := time.Now()
@@ -49,44 +48,11 @@ func main() {
 
 func build(c bench.Config) (*bench.Report, error) {
 	r := &bench.Report{}
-	sweep, sweepRows, err := bench.BatchSweep(c)
+	planned, err := planners(c)
 	if err != nil {
 		return nil, err
 	}
-	head, err := bench.Headline(c, sweepRows)
-	if err != nil {
-		return nil, err
-	}
-	r.Sections = append(r.Sections, head...)
-	paper, rows, err := bench.PaperSection(c)
-	if err != nil {
-		return nil, err
-	}
-	r.Sections = append(r.Sections, paper)
-	scheds, err := bench.Schedules(c, rows)
-	if err != nil {
-		return nil, err
-	}
-	r.Sections = append(r.Sections, scheds, sweep)
-	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.Controls, bench.OtherDevices, bench.PrecisionSection, bench.Branches, bench.RecomputeSection, bench.MemorySection} {
-		s, err := f(c)
-		if err != nil {
-			return nil, err
-		}
-		r.Sections = append(r.Sections, s)
-	}
-	var at32 []bench.Row
-	for _, row := range rows {
-		if row.Devices == 32 {
-			at32 = append(at32, row)
-		}
-	}
-	r.Sections = append(r.Sections, bench.Ideal(at32))
-	bd, err := bench.BreakdownSection(c)
-	if err != nil {
-		return nil, err
-	}
-	r.Sections = append(r.Sections, bd)
+	r.Sections = append(r.Sections, planned...)
 	st, err := bench.SearchTime(c)
 	if err != nil {
 		return nil, err
@@ -127,6 +93,59 @@ func build(c bench.Config) (*bench.Report, error) {
 	return r, nil
 }
 
+// planners are the sections the planners' simulations make, in their
+// order: every figure a plan predicts at 32 v100 and beyond, the ideal
+// bound and where each plan's time goes. Deterministic: -only planners
+// brings them up to the planner as it is without the hour of measured
+// runs.
+func planners(c bench.Config) ([]*bench.Section, error) {
+	var out []*bench.Section
+	sweep, sweepRows, err := bench.BatchSweep(c)
+	if err != nil {
+		return nil, err
+	}
+	head, err := bench.Headline(c, sweepRows)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, head...)
+	paper, rows, err := bench.PaperSection(c)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, paper)
+	scheds, err := bench.Schedules(c, rows)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, scheds, sweep)
+	for _, f := range []func(bench.Config) (*bench.Section, error){bench.Ablation, bench.Controls, bench.OtherDevices, bench.PrecisionSection, bench.Branches, bench.RecomputeSection, bench.MemorySection} {
+		s, err := f(c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	var at32 []bench.Row
+	for _, row := range rows {
+		if row.Devices == 32 {
+			at32 = append(at32, row)
+		}
+	}
+	out = append(out, bench.Ideal(at32))
+	bd, err := bench.BreakdownSection(c)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, bd)
+	return out, nil
+}
+
+// groups are the sets of sections report -only runs together, by name.
+var groups = map[string]func(bench.Config) ([]*bench.Section, error){
+	"planners": planners,
+}
+
 // alone are the sections report -only runs, by name.
 var alone = map[string]func(bench.Config) (*bench.Section, error){
 	"breakdown":          bench.BreakdownSection,
@@ -147,9 +166,17 @@ var alone = map[string]func(bench.Config) (*bench.Section, error){
 func runOnly(c bench.Config, names []string, root string, quick bool, start time.Time) error {
 	r := &bench.Report{}
 	for _, name := range names {
+		if g, ok := groups[name]; ok {
+			ss, err := g(c)
+			if err != nil {
+				return err
+			}
+			r.Sections = append(r.Sections, ss...)
+			continue
+		}
 		f, ok := alone[name]
 		if !ok {
-			return fmt.Errorf("-only %s: no such section (%s)", name, strings.Join(slices.Sorted(maps.Keys(alone)), ", "))
+			return fmt.Errorf("-only %s: no such section (%s)", name, strings.Join(onlyNames(), ", "))
 		}
 		s, err := f(c)
 		if err != nil {
@@ -187,4 +214,20 @@ func stamp(quick bool, took time.Duration) string {
 	}
 	return fmt.Sprintf("Run: `%s`, %s, commit %s, on %s (%d cores), %s; it took %.0f s.",
 		kind, time.Now().UTC().Format("2006-01-02 15:04 UTC"), commit, cpu, runtime.NumCPU(), runtime.Version(), took.Seconds())
+}
+
+// onlyNames are the names -only takes: the sections alone and the groups.
+func onlyNames() []string {
+	return slices.Sorted(func(yield func(string) bool) {
+		for k := range alone {
+			if !yield(k) {
+				return
+			}
+		}
+		for k := range groups {
+			if !yield(k) {
+				return
+			}
+		}
+	})
 }
