@@ -258,7 +258,9 @@ func (o Options) microBatches() []int64 {
 		return []int64{o.MicroBatch}
 	}
 	var out []int64
-	for b := int64(1); b <= o.Batch; b *= 2 {
+	// b > 0: doubling past 2^62 overflows (a batch that large is refused
+	// later, as fitting nowhere)
+	for b := int64(1); b > 0 && b <= o.Batch; b *= 2 {
 		if o.Batch%b == 0 && o.Batch/b <= MaxMicroBatches {
 			out = append(out, b)
 		}
