@@ -53,6 +53,9 @@ type searchFlags struct {
 	// backpropFraction is selective backprop's kept fraction to price
 	// (sbFlags.fraction); 0: every sample
 	backpropFraction float64
+	// flushOnly is why the run planned for cannot train without a flush
+	// (search.Options.FlushOnly: twoVersionsWhy), "" where it can
+	flushOnly string
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
@@ -109,7 +112,7 @@ func (f *searchFlags) options() (search.Options, error) {
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices, Recompute: f.recompute,
 		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
 		Precision: f.precision, Attention: f.attention,
-		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction}
+		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction, FlushOnly: f.flushOnly}
 	if f.opTimes != "" {
 		data, _, err := readInput(f.opTimes, f.stdin)
 		if err != nil {
@@ -152,7 +155,7 @@ func (f *searchFlags) clusterOptions() (search.Options, error) {
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Cluster: c, Recompute: f.recompute,
 		MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
 		Precision: f.precision, Attention: f.attention,
-		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction}
+		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction, FlushOnly: f.flushOnly}
 	if f.opTimes != "" {
 		return o, usagef("--op-times: op times are measured on one device; not with --cluster")
 	}

@@ -68,6 +68,9 @@ func (f *sweepFlags) plan(l *loaded) (*sweepPlan, error) {
 // baseOptions are the search's options the flags give, on devices of one
 // kind: a cluster file of one kind is its devices.
 func (f *sweepFlags) baseOptions() (search.Options, error) {
+	if f.train {
+		f.search.flushOnly = twoVersionsWhy(f.backend, false)
+	}
 	o, err := f.search.options()
 	if err != nil || o.Cluster == nil {
 		return o, err
