@@ -171,6 +171,11 @@ func TestSweepRefuses(t *testing.T) {
 		{"external workers", `"name": "a", "model": "m.json", "steps": 1`, []string{"--run", "--out", dir, "--workers", "external"}, "use local or pool:NAME"},
 		{"tasks without a task environment", `"name": "a", "model": "m.json", "steps": 1`, []string{"--run", "--out", dir, "--workers", "tasks"}, "--workers tasks: no task environment here"},
 		{"tasks without --run", `"name": "a", "model": "m.json", "steps": 1`, []string{"--workers", "tasks"}, "--workers: only with --run"},
+		// the counts planned for were once taken before the devices were
+		// checked: past 4096 a job's search named a count it tried (5000),
+		// and a count near 2^63 never ended
+		{"devices", `"name": "a", "model": "m.json", "steps": 1`, []string{"--devices", "100000"}, "--devices: must be between 1 and 4096, got 100000"},
+		{"devices past 2^62", `"name": "a", "model": "m.json", "steps": 1`, []string{"--devices", "9223372036854775807"}, "got 9223372036854775807"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

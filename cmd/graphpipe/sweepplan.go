@@ -41,6 +41,9 @@ func (f *sweepFlags) plan(l *loaded) (*sweepPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if base.Devices < 1 || base.Devices > sweep.MaxDevices { // before the counts, which are of no more
+		return nil, usagef("--devices: must be between 1 and %d, got %d", sweep.MaxDevices, base.Devices)
+	}
 	sp := &sweepPlan{l: l, device: base.Device.Name, devices: base.Devices, perNode: min(base.DevicesPerNode, base.Devices)}
 	base.Device = onBusyNode(base.Device, sp.perNode)
 	sp.problem = sweep.Problem{Devices: sp.devices, PerNode: sp.perNode}
