@@ -232,3 +232,25 @@ func TestOptimizerStateIsPlanned(t *testing.T) {
 		t.Error("negative optimizer state was planned")
 	}
 }
+
+// TestDevicesPerNodePastTheDevices: more devices to a node than the search
+// has is one node of them all, however many more: the plan is the one for
+// a node of exactly the devices. Placement once rounded the nodes up by
+// adding the devices per node first, which overflowed at 2^63 − 1 and
+// panicked (search --devices-per-node 9223372036854775807).
+func TestDevicesPerNodePastTheDevices(t *testing.T) {
+	g := zooModel(t, "mlp")
+	want, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 4, DevicesPerNode: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, perNode := range []int{5, 1 << 40, math.MaxInt} {
+		p, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 4, DevicesPerNode: perNode})
+		if err != nil {
+			t.Fatalf("%d per node: %v", perNode, err)
+		}
+		if p.Predicted.IterationS != want.Predicted.IterationS || len(p.Stages) != len(want.Stages) {
+			t.Errorf("%d per node: %d stages, %g s; one node of 4: %d stages, %g s", perNode, len(p.Stages), p.Predicted.IterationS, len(want.Stages), want.Predicted.IterationS)
+		}
+	}
+}
