@@ -77,6 +77,20 @@ func (f *searchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.opTimes, "op-times", "", "price every op from times measured on this model (`FILE` from 'graphpipe profile --model'), not from the profile's FLOP rate")
 }
 
+// memoryLimit is --memory-gb in bytes, 0 for the profile's. A limit under
+// a byte is refused: it would round to 0, the profile's memory, and plan
+// for what was not asked.
+func (f *searchFlags) memoryLimit() (int64, error) {
+	gb := f.memoryGB
+	switch {
+	case !(gb >= 0 && gb <= 1e6):
+		return 0, usagef("--memory-gb: must be between 0 and 1e6, got %g", gb)
+	case gb > 0 && gb*1e9 < 1:
+		return 0, usagef("--memory-gb: %g GB is less than a byte (0 is the profile's memory)", gb)
+	}
+	return int64(gb * 1e9), nil
+}
+
 func (f *searchFlags) options() (search.Options, error) {
 	if f.cluster != "" {
 		return f.clusterOptions()
@@ -106,11 +120,12 @@ func (f *searchFlags) options() (search.Options, error) {
 	if f.perNode < 1 {
 		return search.Options{}, usagef("--devices-per-node: must be positive, got %d", f.perNode)
 	}
-	if f.memoryGB < 0 || f.memoryGB > 1e6 {
-		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
+	limit, err := f.memoryLimit()
+	if err != nil {
+		return search.Options{}, err
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices, Recompute: f.recompute,
-		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
+		DevicesPerNode: f.perNode, MemoryLimit: limit, Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
 		Precision: f.precision, Attention: f.attention,
 		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction, FlushOnly: f.flushOnly}
 	if f.opTimes != "" {
@@ -149,11 +164,12 @@ func (f *searchFlags) clusterOptions() (search.Options, error) {
 	if err != nil {
 		return search.Options{}, inputf("--cluster %s: %v", f.cluster, err)
 	}
-	if f.memoryGB < 0 || f.memoryGB > 1e6 {
-		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
+	limit, err := f.memoryLimit()
+	if err != nil {
+		return search.Options{}, err
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Cluster: c, Recompute: f.recompute,
-		MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
+		MemoryLimit: limit, Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
 		Precision: f.precision, Attention: f.attention,
 		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction, FlushOnly: f.flushOnly}
 	if f.opTimes != "" {
