@@ -174,6 +174,9 @@ func TestSweepRefuses(t *testing.T) {
 		// the counts planned for were once taken before the devices were
 		// checked: past 4096 a job's search named a count it tried (5000),
 		// and a count near 2^63 never ended
+		// its run refused it: the sweep once planned it and failed it as
+		// it started, exit 1, after the jobs before it had trained
+		{"precision on the cpu backend", `"name": "a", "model": "m.json", "steps": 1, "precision": "bf16"`, []string{"--run", "--out", dir}, `job "a": precision bf16: the cpu backend computes in float32 only`},
 		{"devices", `"name": "a", "model": "m.json", "steps": 1`, []string{"--devices", "100000"}, "--devices: must be between 1 and 4096, got 100000"},
 		{"devices past 2^62", `"name": "a", "model": "m.json", "steps": 1`, []string{"--devices", "9223372036854775807"}, "got 9223372036854775807"},
 	}

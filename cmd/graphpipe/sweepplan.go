@@ -175,6 +175,11 @@ func (pr *pricer) options(sweepPath string, j *sweepJob) (search.Options, error)
 	s := j.spec
 	o.Batch, o.MicroBatch = cmp.Or(s.Batch, o.Batch), cmp.Or(s.MicroBatch, o.MicroBatch)
 	o.Schedule, o.Precision = cmp.Or(s.Schedule, o.Schedule), cmp.Or(s.Precision, o.Precision)
+	if pr.f.train && pr.f.backend == "cpu" && o.Precision != "" && o.Precision != "fp32" {
+		// its run would refuse it (deviceFlags.checkBackend): refused
+		// before any job trains, not when it starts
+		return o, inputf("%s: job %q: precision %s: the cpu backend computes in float32 only; %s needs --backend cuda (or cuda-emulator)", sweepPath, s.Name, o.Precision, o.Precision)
+	}
 	if o.OptimizerBytes = stateBytes(j.train); o.OptimizerBytes == 0 {
 		o.OptimizerBytes = search.NoOptimizerState
 	}
