@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -288,6 +290,11 @@ func (f *sweepFlags) load(path string) (*loaded, error) {
 		if err != nil {
 			return nil, err
 		}
+		if f.train && j.dataPath != "" {
+			if err := checkJobData(name, j); err != nil {
+				return nil, err
+			}
+		}
 		l.jobs = append(l.jobs, j)
 	}
 	return l, nil
@@ -326,6 +333,18 @@ func loadJob(sweepPath, dir string, spec plan.SweepJob, stdin io.Reader) (*sweep
 		return nil, bad("optimizer", err)
 	}
 	return j, nil
+}
+
+// checkJobData opens job j's dataset and holds it against its model, as
+// its run will (runtime.OpenData): a sweep that trains refuses a missing,
+// unreadable or mismatched dataset before any job trains, not as that
+// job starts (exit 1, after the jobs before it).
+func checkJobData(sweepPath string, j *sweepJob) error {
+	set, err := runtime.OpenData(j.dataPath, j.g, false)
+	if err != nil {
+		return dataInput(fmt.Sprintf("%s: job %q: data", sweepPath, j.spec.Name), err)
+	}
+	return set.Close()
 }
 
 // beside is a path the sweep file names, relative to its directory unless

@@ -177,6 +177,10 @@ func TestSweepRefuses(t *testing.T) {
 		// its run refused it: the sweep once planned it and failed it as
 		// it started, exit 1, after the jobs before it had trained
 		{"precision on the cpu backend", `"name": "a", "model": "m.json", "steps": 1, "precision": "bf16"`, []string{"--run", "--out", dir}, `job "a": precision bf16: the cpu backend computes in float32 only`},
+		// a dataset its run could not read was found as the job started
+		// (exit 1, after the jobs before it had trained)
+		{"data missing", `"name": "a", "model": "m.json", "steps": 1, "data": "nowhere.safetensors"`, []string{"--run", "--out", dir}, `job "a": data `},
+		{"data not the model's", `"name": "a", "model": "m.json", "steps": 1, "data": "m.json"`, []string{"--run", "--out", dir}, `job "a": data `},
 		{"devices", `"name": "a", "model": "m.json", "steps": 1`, []string{"--devices", "100000"}, "--devices: must be between 1 and 4096, got 100000"},
 		{"devices past 2^62", `"name": "a", "model": "m.json", "steps": 1`, []string{"--devices", "9223372036854775807"}, "got 9223372036854775807"},
 	}
