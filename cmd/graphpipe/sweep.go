@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -291,7 +292,7 @@ func (f *sweepFlags) load(path string) (*loaded, error) {
 			return nil, err
 		}
 		if f.train && j.dataPath != "" {
-			if err := checkJobData(name, j); err != nil {
+			if err := checkJobData(name, j, cmp.Or(j.spec.Batch, f.search.batch, j.g.BatchSize())); err != nil {
 				return nil, err
 			}
 		}
@@ -335,16 +336,22 @@ func loadJob(sweepPath, dir string, spec plan.SweepJob, stdin io.Reader) (*sweep
 	return j, nil
 }
 
-// checkJobData opens job j's dataset and holds it against its model, as
-// its run will (runtime.OpenData): a sweep that trains refuses a missing,
-// unreadable or mismatched dataset before any job trains, not as that
-// job starts (exit 1, after the jobs before it).
-func checkJobData(sweepPath string, j *sweepJob) error {
+// checkJobData opens job j's dataset and holds it against its model and
+// its batch, as its run will (runtime.OpenData, NewDataSource): a sweep
+// that trains refuses a missing, unreadable or mismatched dataset, or one
+// of fewer samples than a batch, before any job trains, not as that job
+// starts (exit 1, after the jobs before it).
+func checkJobData(sweepPath string, j *sweepJob, batch int64) error {
+	what := fmt.Sprintf("%s: job %q: data", sweepPath, j.spec.Name)
 	set, err := runtime.OpenData(j.dataPath, j.g, false)
 	if err != nil {
-		return dataInput(fmt.Sprintf("%s: job %q: data", sweepPath, j.spec.Name), err)
+		return dataInput(what, err)
 	}
-	return set.Close()
+	defer set.Close()
+	if _, err := runtime.NewDataSource(set, int(batch), j.g.Seed(), true); err != nil {
+		return dataInput(what, err)
+	}
+	return nil
 }
 
 // beside is a path the sweep file names, relative to its directory unless
