@@ -173,3 +173,31 @@ func TestAutoAsyncTrainsWhatItChose(t *testing.T) {
 		t.Errorf("sweep of a 2bw job with buffers: exit %d, %q; want exit 2 naming the job and the op", code, errs)
 	}
 }
+
+// TestTwoBWCheckpointEveryStep: a 2bw run checkpointing after every step
+// ends with its newest two checkpoints and no temporary directory. Its
+// stages go on to the next iteration, and write their shards of the next
+// checkpoint, while the coordinator still commits this one: the commit's
+// pruning once removed them, and the run failed at its second checkpoint
+// (exit 1).
+func TestTwoBWCheckpointEveryStep(t *testing.T) {
+	model := smallModel(t, "mlp")
+	ck := filepath.Join(t.TempDir(), "ck")
+	code, _, errs := gp(t, "", "run", model, "--devices", "2", "--device", "cpu", "--schedule", "2bw", "--steps", "6", "--checkpoint", ck, "--checkpoint-every", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	entries, err := os.ReadDir(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Name() != ".lock" {
+			names = append(names, e.Name())
+		}
+	}
+	if strings.Join(names, " ") != "step-00000005 step-00000006" {
+		t.Errorf("the checkpoint directory holds %v, want the newest two checkpoints alone", names)
+	}
+}
