@@ -428,7 +428,15 @@ func (p *Plan) stageOrder() []int {
 	return order
 }
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+// ceilDiv is a/b rounded up, for a ≥ 0 and b > 0; it does not add b − 1
+// to a first, which overflows for a micro-batch near 2^63.
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
+}
 
 // checkCompute refuses a precision or attention the plan cannot be priced
 // in, and a precision its devices have no rate for.

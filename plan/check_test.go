@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,6 +68,15 @@ func TestHandEditedPlans(t *testing.T) {
 		{"device 10^9", func(p *Plan) { p.Stages[1].Devices = []int{1e9} }, false, 1, "devices", "not one of the plan's 4"},
 		{"shared device", func(p *Plan) { p.Stages[1].Devices = p.Stages[0].Devices }, false, 1, "devices", "also stage 0's"},
 		{"wrong device_micro_batch", func(p *Plan) { p.Stages[0].MicroBatch = 3 }, false, 0, "device_micro_batch", "is 3, but a micro-batch of 4"},
+		// ceilDiv once added the devices before dividing: at a micro-batch
+		// near 2^63 it overflowed, wanted a negative per-device micro-batch
+		// and accepted one (the workers then panicked)
+		{"device_micro_batch at 2^63", func(p *Plan) {
+			p.BatchSize, p.MicroBatch, p.MicroBatches = math.MaxInt64, math.MaxInt64, 1
+			p.Devices++
+			p.Stages[0].Devices = append(p.Stages[0].Devices[:1], p.Devices-1)
+			p.Stages[0].MicroBatch = -1 << 62
+		}, false, 0, "device_micro_batch", "is 4611686018427387904 per device"},
 		{"negative forward_s", func(p *Plan) { p.Stages[0].ForwardS = -1 }, false, 0, "forward_s", "not negative, got -1"},
 		{"negative stash", func(p *Plan) { p.Stages[0].StashBytes = -5 }, false, 0, "stash_bytes_per_micro_batch", "got -5"},
 		{"negative transfer", func(p *Plan) { p.Edges[0].Transfer = -1e-3 }, false, -1, "edges[0].transfer_s", "got -0.001"},

@@ -181,6 +181,9 @@ func (j *SweepJob) validate(i int) error {
 			return err
 		}
 	}
+	if m := j.Momentum; m >= 1 || float32(m) >= 1 { // the trainer's float32, which rounds near 1 to 1 and past 3.4e38 to +Inf
+		return bad("momentum", "must be in [0, 1), got %g", m)
+	}
 	if j.WeightDecay != nil {
 		if err := nonNeg("weight_decay", *j.WeightDecay); err != nil {
 			return err

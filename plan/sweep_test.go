@@ -50,6 +50,10 @@ func TestDecodeSweepRefuses(t *testing.T) {
 		{"micro-batch", job(`, "batch": 6, "micro_batch": 4`), "b", "micro_batch", "does not divide"},
 		{"lr", job(`, "lr": -0.1`), "b", "lr", "not negative"},
 		{"weight decay", job(`, "weight_decay": -1`), "b", "weight_decay", "not negative"},
+		// a momentum past float32 once became +Inf on its way to the
+		// trainer, which refused "+Inf", not what the file said
+		{"momentum 1e300", job(`, "optimizer": "sgd", "momentum": 1e300`), "b", "momentum", "must be in [0, 1), got 1e+300"},
+		{"momentum 1", job(`, "optimizer": "sgd", "momentum": 1`), "b", "momentum", "must be in [0, 1), got 1"},
 		{"warmup", job(`, "warmup_steps": -1`), "b", "warmup_steps", "got -1"},
 		{"schedule", job(`, "schedule": "pipedream"`), "b", "schedule", "pipedream"},
 		{"precision", job(`, "precision": "fp8"`), "b", "precision", `unknown precision "fp8"`},

@@ -235,7 +235,7 @@ func commitCheckpoint(dir, tmp string, m *Manifest) error {
 	}
 	syncDir(final)
 	syncDir(dir)
-	return prune(dir, 2)
+	return prune(dir, 2, filepath.Base(tmp))
 }
 
 func syncDir(dir string) {
@@ -288,16 +288,17 @@ func (e *StepMismatchError) Error() string {
 }
 
 // prune removes all but the newest keep whole checkpoints, anything older,
-// and temporary directories a writer that died left behind (a checkpoint
-// is written only once the one before it is whole: none is under way
-// while it prunes). Whole, here,
-// is what can be told without reading the tensors: a manifest that decodes
-// and every file it names there, of the size it says; LoadCheckpoint
-// checks the checksums.
-func prune(dir string, keep int) error {
+// and temporary directories a writer that died left behind. The one under
+// way is spared: the same writers' next step (committed names the
+// temporary directory just made whole), which a schedule without a flush
+// (2bw) writes while this one commits, its stages gone on to the next
+// iteration. Whole, here, is what can be told without reading the tensors:
+// a manifest that decodes and every file it names there, of the size it
+// says; LoadCheckpoint checks the checksums.
+func prune(dir string, keep int, committed string) error {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".step-") && strings.Contains(e.Name(), ".tmp-") {
+		if strings.HasPrefix(e.Name(), ".step-") && strings.Contains(e.Name(), ".tmp-") && !underWay(e.Name(), committed) {
 			os.RemoveAll(filepath.Join(dir, e.Name()))
 		}
 	}
@@ -315,6 +316,25 @@ func prune(dir string, keep int) error {
 		}
 	}
 	return nil
+}
+
+// underWay says whether temporary directory name is a later step's of the
+// writers that wrote committed (".step-%08d.tmp-WRITERS", tmpStepDir).
+func underWay(name, committed string) bool {
+	step, writers, ok := tmpParts(name)
+	cstep, cwriters, cok := tmpParts(committed)
+	return ok && cok && writers == cwriters && step > cstep
+}
+
+// tmpParts reads a temporary directory's name: its step and its writers.
+func tmpParts(name string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(name, ".step-")
+	if !ok {
+		return 0, "", false
+	}
+	num, writers, ok := strings.Cut(rest, ".tmp-")
+	step, err := strconv.Atoi(num)
+	return step, writers, ok && err == nil
 }
 
 // looksWhole checks a checkpoint without reading its tensors: its manifest

@@ -3,10 +3,13 @@ package runtime
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/graphpipe/graphpipe/tensor"
 )
 
 // TestCheckpointStepAgreesWithManifest: a checkpoint directory whose
@@ -118,5 +121,46 @@ func TestManifestRecordsStages(t *testing.T) {
 	}
 	if _, err := os.Stat(stepDir(dir, 4)); err == nil {
 		t.Error("the incomplete checkpoint was committed")
+	}
+}
+
+// TestCommitLeavesTheNextCheckpointBeingWritten: committing step 2 removes
+// the temporary directories writers that died left behind (an earlier
+// step's, another run's or generation's) but not the next step's of the
+// same writers: without a flush (2bw) a stage goes on and writes its shard
+// of step 3 while the coordinator still commits step 2. Pruning it made
+// run --schedule 2bw --checkpoint-every 1 fail at its second checkpoint
+// ("shard params-000.safetensors: ... no such file or directory").
+func TestCommitLeavesTheNextCheckpointBeingWritten(t *testing.T) {
+	dir := t.TempDir()
+	tmp := tmpStepDir(dir, 2, "tok", 1)
+	next := tmpStepDir(dir, 3, "tok", 1)
+	dead := []string{tmpStepDir(dir, 1, "tok", 1), tmpStepDir(dir, 3, "tok", 0), tmpStepDir(dir, 3, "other", 1), filepath.Join(dir, ".step-00000005.tmp-0a1b2c3d")}
+	for _, d := range append([]string{tmp, next}, dead...) {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w1 := []tensor.Named{{Name: "fc.weight", Shape: []int{2}, F32: []float32{1, 2}}}
+	sh, err := writeShard(tmp, shardFile(shardParams, 0), func(w io.Writer) error { return streamNamed(w, w1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := writeShard(tmp, shardFile(shardOptim, 0), func(w io.Writer) error { return streamNamed(w, nil) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh.By, opt.By = byWorker, byWorker
+	m := Manifest{Step: 2, Model: "m", Stages: 1, Shards: []Shard{sh, opt}}
+	if err := commitCheckpoint(dir, tmp, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(next); err != nil {
+		t.Errorf("the next step's checkpoint, being written, was removed: %v", err)
+	}
+	for _, d := range dead {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s, a dead writer's, was left", filepath.Base(d))
+		}
 	}
 }

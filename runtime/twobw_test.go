@@ -214,7 +214,17 @@ func TestTwoBWJobRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bp := twoBWPlan(t, bn, 2, "spp")
+	// the search plans no 2bw for a model with buffers (search's
+	// TestNoFlushOnlyWhereItTrains): the plan a person would make by hand,
+	// a flushed one relabelled, which reads as a 2bw plan
+	bp, err := search.Search(bn, search.Options{Device: plan.Profiles["cpu"], Devices: 2, Strategy: "spp", MicroBatch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp.Schedule = "2bw"
+	if bp, err = plan.DecodePlan(bp.Encode()); err != nil {
+		t.Fatal(err)
+	}
 	err = (&Job{Run: "r", Graph: bn, Plan: bp, Steps: 2, Options: Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.1}}}).Validate()
 	if !errors.As(err, &je) || je.Field != "Plan" || !strings.Contains(err.Error(), "buffers") {
 		t.Errorf("buffers: %v", err)

@@ -501,7 +501,15 @@ type stageCost struct {
 	host       int64 // bytes its placement copies between host and device per iteration (hostBytes)
 }
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+// ceilDiv is a/b rounded up, for a ≥ 0 and b > 0; it does not add b − 1
+// to a first, which overflows for a batch near 2^63.
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
+}
 
 // memory is the per-device peak of a stage holding inflight micro-batches.
 func (s *stageCost) memory(inflight int) int64 {

@@ -12,18 +12,24 @@ import (
 )
 
 // A batch whose bytes overflow int64 fits nowhere: before saturation, MMT at
-// batch 2^36 on 8 v100 "fit" as one stage with a peak of 0 bytes.
+// batch 2^36 on v100s "fit" as one stage with a peak of 0 bytes. A batch
+// of 2^62 or more once overflowed the doubling of the micro-batch sizes
+// tried, to 0, and divided by it (search --batch 9223372036854775807
+// panicked), and an odd one near 2^63 the rounding up of its samples per
+// device, to a negative count (the MLP "fit" as one stage).
 func TestAbsurdBatchFitsNowhere(t *testing.T) {
-	e, _ := models.Lookup("mmt")
-	g, _ := e.Build(e.Default)
-	for _, batch := range []int64{1 << 36, 99999999999999} {
-		p, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 8, Batch: batch})
-		var np *NoPlanError
-		if !errors.As(err, &np) {
-			t.Fatalf("batch %d: got a plan (micro-batch %d, peak %d bytes), want no plan", batch, p.MicroBatch, p.Predicted.PeakMemory)
-		}
-		if !strings.Contains(err.Error(), "at most 65536 micro-batches per iteration") {
-			t.Errorf("batch %d: %v does not say which sizes were tried", batch, err)
+	for _, model := range []string{"mmt", "mlp"} {
+		e, _ := models.Lookup(model)
+		g, _ := e.Build(e.Default)
+		for _, batch := range []int64{1 << 36, 99999999999999, 1 << 62, math.MaxInt64} {
+			p, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 2, Batch: batch})
+			var np *NoPlanError
+			if !errors.As(err, &np) {
+				t.Fatalf("%s, batch %d: got a plan (micro-batch %d, peak %d bytes), want no plan", model, batch, p.MicroBatch, p.Predicted.PeakMemory)
+			}
+			if !strings.Contains(err.Error(), "at most 65536 micro-batches per iteration") {
+				t.Errorf("%s, batch %d: %v does not say which sizes were tried", model, batch, err)
+			}
 		}
 	}
 }
@@ -224,5 +230,27 @@ func TestOptimizerStateIsPlanned(t *testing.T) {
 	}
 	if _, err := Search(g, Options{Device: plan.Profiles["cpu"], Devices: 1, OptimizerBytes: -5}); err == nil {
 		t.Error("negative optimizer state was planned")
+	}
+}
+
+// TestDevicesPerNodePastTheDevices: more devices to a node than the search
+// has is one node of them all, however many more: the plan is the one for
+// a node of exactly the devices. Placement once rounded the nodes up by
+// adding the devices per node first, which overflowed at 2^63 − 1 and
+// panicked (search --devices-per-node 9223372036854775807).
+func TestDevicesPerNodePastTheDevices(t *testing.T) {
+	g := zooModel(t, "mlp")
+	want, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 4, DevicesPerNode: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, perNode := range []int{5, 1 << 40, math.MaxInt} {
+		p, err := Search(g, Options{Device: plan.Profiles["v100"], Devices: 4, DevicesPerNode: perNode})
+		if err != nil {
+			t.Fatalf("%d per node: %v", perNode, err)
+		}
+		if p.Predicted.IterationS != want.Predicted.IterationS || len(p.Stages) != len(want.Stages) {
+			t.Errorf("%d per node: %d stages, %g s; one node of 4: %d stages, %g s", perNode, len(p.Stages), p.Predicted.IterationS, len(want.Stages), want.Predicted.IterationS)
+		}
 	}
 }

@@ -72,6 +72,12 @@ type Options struct {
 	// measured): the backward passes and gradient messages are priced at
 	// it (selective.go); 0: every sample.
 	BackpropFraction float64
+	// FlushOnly, when set, is why the run the plan is for cannot train
+	// without a flush (a backend that keeps one version of the weights):
+	// a schedule without one (2bw) is refused, naming it, and AutoAsync
+	// weighs the synchronous schedule alone. The search finds the model's
+	// own reasons itself (flushOnly).
+	FlushOnly string
 
 	// sched is Schedule's description, which withDefaults looks up: what
 	// the search decides by the schedule, it reads here
@@ -266,7 +272,9 @@ func (o Options) microBatches() []int64 {
 		return []int64{o.MicroBatch}
 	}
 	var out []int64
-	for b := int64(1); b <= o.Batch; b *= 2 {
+	// b > 0: doubling past 2^62 overflows (a batch that large is refused
+	// later, as fitting nowhere)
+	for b := int64(1); b > 0 && b <= o.Batch; b *= 2 {
 		if o.Batch%b == 0 && o.Batch/b <= MaxMicroBatches {
 			out = append(out, b)
 		}

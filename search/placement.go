@@ -22,8 +22,8 @@ import (
 // A chain of stages whose sizes fill nodes exactly gets the same devices as
 // numbering them in order.
 func place(ks []int, total, perNode int) [][]int {
-	if perNode < 1 {
-		perNode = total
+	if perNode < 1 || perNode > total {
+		perNode = total // one node of them all (and no overflow below)
 	}
 	nodes := (total + perNode - 1) / perNode
 	free := make([][]int, nodes) // free devices per node, ascending

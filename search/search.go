@@ -27,6 +27,9 @@ func searchTuned(g *dag.Graph, o Options, tu tuning) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNoFlush(g, o); err != nil {
+		return nil, err
+	}
 	if o.OpTimes != nil {
 		if err := o.OpTimes.Validate(); err != nil {
 			return nil, &OptionError{"op-times", err.Error()}

@@ -87,15 +87,55 @@ func noFlushFloor(pipe microbatch.Pipeline, t microbatch.Timing) float64 {
 	return floor
 }
 
+// flushOnly is why a plan of g under o cannot train without a flush, ""
+// where it can: the run's own reason (Options.FlushOnly), selective
+// backprop (a batch's kept samples depend on its losses, not yet
+// accounted when the next batch's forwards run) or an op with buffers
+// (batch_norm's running statistics, which the forwards run ahead of an
+// update would move). The runtime refuses each (runtime.Job.Validate).
+func flushOnly(g *dag.Graph, o Options) string {
+	if o.FlushOnly != "" {
+		return o.FlushOnly
+	}
+	if o.BackpropFraction > 0 {
+		return "--selective-backprop keeps samples by losses the next batch's forwards run before"
+	}
+	for i := 0; i < g.NumOps(); i++ {
+		if b := g.Buffers(i); len(b) > 0 {
+			return fmt.Sprintf("op %q keeps buffers (%s), which the forwards run ahead of an update would move", g.Op(i).Name, b[0].Key)
+		}
+	}
+	return ""
+}
+
+// checkNoFlush refuses a schedule without a flush for a plan that could
+// not train with it: a plan the run would refuse is no plan.
+func checkNoFlush(g *dag.Graph, o Options) error {
+	if !o.sched.NoFlush {
+		return nil
+	}
+	if why := flushOnly(g, o); why != "" {
+		return &OptionError{"schedule", fmt.Sprintf("%s: %s; use a flushed schedule", o.Schedule, why)}
+	}
+	return nil
+}
+
 // searchAsync is Search under AutoAsync: a search for each schedule it
 // weighs, the fastest plan kept (the synchronous one on a tie), its notes
 // saying what the others predicted. A schedule that fits nothing is left
-// out; where none fits, the synchronous one's error.
+// out; where none fits, the synchronous one's error. Where the plan could
+// not train without a flush (flushOnly), the synchronous schedule alone,
+// the notes saying why.
 func searchAsync(g *dag.Graph, o Options, tu tuning) (*plan.Plan, error) {
 	var plans []*plan.Plan
 	var notes []string
 	var first error
-	for _, s := range asyncWeighed {
+	weighed := asyncWeighed
+	if why := flushOnly(g, o); why != "" {
+		weighed = asyncWeighed[:1]
+		notes = append(notes, fmt.Sprintf("schedule %s: %s not weighed: %s", AutoAsync, asyncWeighed[1], why))
+	}
+	for _, s := range weighed {
 		o.Schedule = s
 		p, err := searchTuned(g, o, tu)
 		var np *NoPlanError

@@ -1,10 +1,12 @@
 package search
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/microbatch"
 	"github.com/graphpipe/graphpipe/plan"
 )
@@ -115,5 +117,53 @@ func TestTwoBWLeavesOutTooStale(t *testing.T) {
 	}
 	if k, _ := microbatch.KindOf(sync.Schedule); k.NoFlush {
 		t.Errorf("the default schedule %s has no flush", sync.Schedule)
+	}
+}
+
+// TestNoFlushOnlyWhereItTrains: a plan the run would refuse to train
+// without a flush is none: 2bw is refused, naming the schedule and why, and
+// auto-async weighs 1f1b alone and says why, for a model with buffers
+// (batch_norm), for selective backprop, and for a run's own reason. Before,
+// search --schedule 2bw planned them all, and run --schedule auto-async
+// chose 2bw and then refused its own plan (exit 2).
+func TestNoFlushOnlyWhereItTrains(t *testing.T) {
+	t.Parallel()
+	bn, err := dag.Load([]byte(`{"format":"graphpipe/model@2","batch_size":32,"seed":1,
+ "inputs":[{"name":"x","shape":[16],"dtype":"float32"},{"name":"label","shape":[],"dtype":"int32","range":[0,4]}],
+ "ops":[{"name":"fc","op":"linear","inputs":["x"],"attrs":{"out":64}},{"name":"bn","op":"batch_norm","inputs":["fc"]},
+  {"name":"act","op":"relu","inputs":["bn"]},{"name":"fc2","op":"linear","inputs":["act"],"attrs":{"out":64}},
+  {"name":"head","op":"linear","inputs":["fc2"],"attrs":{"out":4}},{"name":"loss","op":"softmax_cross_entropy","inputs":["head","label"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mlp := zooModel(t, "mlp")
+	base := Options{Device: plan.Profiles["v100"], Devices: 4}
+	for _, tc := range []struct {
+		name string
+		g    *dag.Graph
+		edit func(o *Options)
+		want string
+	}{
+		{"buffers", bn, func(*Options) {}, `op "bn" keeps buffers (bn.running_mean)`},
+		{"selective backprop", mlp, func(o *Options) { o.BackpropFraction = 0.5 }, "--selective-backprop keeps samples"},
+		{"the run's reason", mlp, func(o *Options) { o.FlushOnly = "backend cuda keeps one version" }, "backend cuda keeps one version"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base
+			tc.edit(&o)
+			o.Schedule = "2bw"
+			var oe *OptionError
+			if _, err := Search(tc.g, o); !errors.As(err, &oe) || oe.Flag != "schedule" || !strings.Contains(oe.Msg, tc.want) {
+				t.Errorf("2bw: got %v, want --schedule refused: %s", err, tc.want)
+			}
+			o.Schedule = AutoAsync
+			p, err := Search(tc.g, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if notes := strings.Join(p.Search.Notes, "\n"); p.Schedule != "1f1b" || !strings.Contains(notes, "2bw not weighed: "+tc.want) {
+				t.Errorf("auto-async: schedule %s, notes %q; want 1f1b, 2bw not weighed: %s", p.Schedule, notes, tc.want)
+			}
+		})
 	}
 }

@@ -191,8 +191,12 @@ func (p *Problem) blocks(k int) []int {
 
 // Counts is the device counts worth planning a job for on devices devices,
 // perNode to a node: the powers of two up to devices, the multiples of a
-// node that divide the devices, and all of them.
+// node that divide the devices, and all of them; none for devices outside
+// 1..MaxDevices, which no problem has (Validate).
 func Counts(devices, perNode int) []int {
+	if devices < 1 || devices > MaxDevices {
+		return nil
+	}
 	var ks []int
 	for k := 1; k <= devices; k *= 2 {
 		ks = append(ks, k)

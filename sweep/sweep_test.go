@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // scaling is a job whose time on k devices follows Amdahl's law with
@@ -88,6 +89,21 @@ func TestCountsAndBlocks(t *testing.T) {
 		if got := Counts(c.devices, c.perNode); !slices.Equal(got, c.want) {
 			t.Errorf("Counts(%d, %d) = %v, want %v", c.devices, c.perNode, got, c.want)
 		}
+	}
+	// outside 1..MaxDevices, none: doubling a count near 2^63 once
+	// overflowed to 0 and went on for ever
+	done := make(chan []int)
+	go func() { done <- Counts(math.MaxInt, 4) }()
+	select {
+	case got := <-done:
+		if got != nil {
+			t.Errorf("Counts(MaxInt, 4) = %d counts, want none", len(got))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Counts(MaxInt, 4) did not return")
+	}
+	if got := Counts(MaxDevices+1, 4); got != nil {
+		t.Errorf("Counts(%d, 4) = %v, want none", MaxDevices+1, got)
 	}
 	p := Problem{Devices: 12, PerNode: 4}
 	for k, want := range map[int][]int{1: {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 3: {0, 1, 4, 5, 8, 9}, 4: {0, 4, 8}, 8: {0, 4}, 12: {0}} {

@@ -17,6 +17,7 @@ import (
 	"github.com/graphpipe/graphpipe/profile"
 	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
+	"github.com/graphpipe/graphpipe/search"
 	"github.com/graphpipe/graphpipe/stage"
 )
 
@@ -286,6 +287,9 @@ func (f *runFlags) plan(cmd *cobra.Command, arg string) (*planned, error) {
 		return nil, err
 	}
 	f.search.backpropFraction = f.sb.fraction(cmd)
+	if f.search.schedule == search.AutoAsync { // an explicit 2bw is setupWith's to refuse
+		f.search.flushOnly = twoVersionsWhy(f.device.backend, f.emulate != "")
+	}
 	f.shareGPUs(cmd)
 	if pl.g, pl.p, err = modelAndPlan(cmd, arg, f.model, &f.search, reseed, f.stdin); err != nil {
 		return nil, err

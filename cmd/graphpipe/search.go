@@ -53,6 +53,9 @@ type searchFlags struct {
 	// backpropFraction is selective backprop's kept fraction to price
 	// (sbFlags.fraction); 0: every sample
 	backpropFraction float64
+	// flushOnly is why the run planned for cannot train without a flush
+	// (search.Options.FlushOnly: twoVersionsWhy), "" where it can
+	flushOnly string
 }
 
 // searchFlagNames are searchFlags' flags: a command given a plan refuses them.
@@ -72,6 +75,20 @@ func (f *searchFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.recompute, "recompute", "auto", "activation recomputation: auto (a stage reruns its forward during backward where that makes a faster plan fit), off or all (every stage)")
 	cmd.Flags().StringVar(&f.optimizerState, "optimizer-state", "auto", "where each stage's optimizer state lives: auto (sharded across a stage's replicas where it has several, spilled to host memory where only that fits), replicated (every replica holds all of it), sharded (ZeRO-1: each replica holds 1/k and steps 1/k of the parameters) or host (master weights and optimizer state in host memory, stepped on the host's cores)")
 	cmd.Flags().StringVar(&f.opTimes, "op-times", "", "price every op from times measured on this model (`FILE` from 'graphpipe profile --model'), not from the profile's FLOP rate")
+}
+
+// memoryLimit is --memory-gb in bytes, 0 for the profile's. A limit under
+// a byte is refused: it would round to 0, the profile's memory, and plan
+// for what was not asked.
+func (f *searchFlags) memoryLimit() (int64, error) {
+	gb := f.memoryGB
+	switch {
+	case !(gb >= 0 && gb <= 1e6):
+		return 0, usagef("--memory-gb: must be between 0 and 1e6, got %g", gb)
+	case gb > 0 && gb*1e9 < 1:
+		return 0, usagef("--memory-gb: %g GB is less than a byte (0 is the profile's memory)", gb)
+	}
+	return int64(gb * 1e9), nil
 }
 
 func (f *searchFlags) options() (search.Options, error) {
@@ -103,13 +120,14 @@ func (f *searchFlags) options() (search.Options, error) {
 	if f.perNode < 1 {
 		return search.Options{}, usagef("--devices-per-node: must be positive, got %d", f.perNode)
 	}
-	if f.memoryGB < 0 || f.memoryGB > 1e6 {
-		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
+	limit, err := f.memoryLimit()
+	if err != nil {
+		return search.Options{}, err
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Device: dev, Devices: f.devices, Recompute: f.recompute,
-		DevicesPerNode: f.perNode, MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
+		DevicesPerNode: f.perNode, MemoryLimit: limit, Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
 		Precision: f.precision, Attention: f.attention,
-		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction}
+		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction, FlushOnly: f.flushOnly}
 	if f.opTimes != "" {
 		data, _, err := readInput(f.opTimes, f.stdin)
 		if err != nil {
@@ -146,13 +164,14 @@ func (f *searchFlags) clusterOptions() (search.Options, error) {
 	if err != nil {
 		return search.Options{}, inputf("--cluster %s: %v", f.cluster, err)
 	}
-	if f.memoryGB < 0 || f.memoryGB > 1e6 {
-		return search.Options{}, usagef("--memory-gb: must be between 0 and 1e6, got %g", f.memoryGB)
+	limit, err := f.memoryLimit()
+	if err != nil {
+		return search.Options{}, err
 	}
 	o := search.Options{Strategy: f.strategy, Schedule: f.schedule, Cluster: c, Recompute: f.recompute,
-		MemoryLimit: int64(f.memoryGB * 1e9), Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
+		MemoryLimit: limit, Batch: f.batch, MicroBatch: f.microBatch, OptimizerBytes: f.optBytes,
 		Precision: f.precision, Attention: f.attention,
-		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction}
+		OptimizerState: f.optimizerState, NoStreaming: f.noStreaming, BackpropFraction: f.backpropFraction, FlushOnly: f.flushOnly}
 	if f.opTimes != "" {
 		return o, usagef("--op-times: op times are measured on one device; not with --cluster")
 	}

@@ -107,6 +107,10 @@ func TestSearchFailures(t *testing.T) {
 		{[]string{"search", model, "--strategy", "best"}, 2, `unknown strategy "best"`},
 		{[]string{"search", model, "--micro-batch", "7"}, 2, "--micro-batch: 7 does not divide"},
 		{[]string{"search", model, "--memory-gb", "-3"}, 2, "--memory-gb"},
+		// under a byte it once rounded to 0, the profile's memory: exit 0
+		// with a plan for 16 GB
+		{[]string{"search", model, "--memory-gb", "1e-300"}, 2, "--memory-gb: 1e-300 GB is less than a byte"},
+		{[]string{"search", model, "--memory-gb", "NaN"}, 2, "--memory-gb: must be between 0 and 1e6, got NaN"},
 		{[]string{"sim", model}, 2, "not a plan"},
 		{[]string{"explain", "/nonexistent.json"}, 2, "cannot read"},
 	}

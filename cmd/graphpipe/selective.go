@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/spf13/cobra"
 
@@ -87,7 +88,11 @@ func (f *sbFlags) settings(cmd *cobra.Command, g *dag.Graph, stepsPerEpoch int) 
 	if f.warmupEpochs > 0 && stepsPerEpoch == 0 {
 		return nil, usagef("--sb-warmup-epochs: needs --data (the model's synthetic data has no epochs)")
 	}
-	s := &stage.Selective{Beta: f.beta, Window: f.window, WarmupSteps: f.warmupEpochs * stepsPerEpoch}
+	warmup := f.warmupEpochs * stepsPerEpoch
+	if stepsPerEpoch > 0 && f.warmupEpochs > math.MaxInt/stepsPerEpoch {
+		warmup = math.MaxInt // longer than any run: every step keeps every sample (the product overflows)
+	}
+	s := &stage.Selective{Beta: f.beta, Window: f.window, WarmupSteps: warmup}
 	if err := s.Check(); err != nil {
 		return nil, f.settingError(err)
 	}

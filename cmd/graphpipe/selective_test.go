@@ -113,3 +113,25 @@ func TestSelectiveProgressLine(t *testing.T) {
 		t.Fatalf("progress line %q", log.String())
 	}
 }
+
+// TestSelectiveWarmupPastTheRun: a warm-up of more epochs than any run has
+// keeps every sample of every step. Its steps (epochs × steps an epoch)
+// once overflowed: 2^63 − 1 epochs were refused as "got -4", and 2^62
+// epochs of 4 steps became 0, no warm-up at all, and trained selectively.
+func TestSelectiveWarmupPastTheRun(t *testing.T) {
+	model := smallModel(t, "mlp")
+	data := synthData(t, model, 128, 0) // 4 steps an epoch of the model's 32
+	for _, epochs := range []string{"9223372036854775807", "4611686018427387904", "2"} {
+		code, out, errs := gp(t, "", "train", model, "--data", data, "--epochs", "2", "--selective-backprop", "1", "--sb-warmup-epochs", epochs, "--json")
+		if code != 0 {
+			t.Fatalf("--sb-warmup-epochs %s: exit %d: %s", epochs, code, errs)
+		}
+		var sum trainSummary
+		if err := json.Unmarshal([]byte(out), &sum); err != nil {
+			t.Fatal(err)
+		}
+		if sum.Samples != 256 || sum.BackpropSamples != sum.Samples {
+			t.Errorf("--sb-warmup-epochs %s: %d of %d samples had a backward pass, want all 256", epochs, sum.BackpropSamples, sum.Samples)
+		}
+	}
+}

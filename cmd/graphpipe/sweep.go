@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/graphpipe/graphpipe/dag"
 	"github.com/graphpipe/graphpipe/plan"
+	"github.com/graphpipe/graphpipe/runtime"
 	"github.com/graphpipe/graphpipe/runtime/supervise"
 	"github.com/graphpipe/graphpipe/stage"
 )
@@ -288,6 +291,11 @@ func (f *sweepFlags) load(path string) (*loaded, error) {
 		if err != nil {
 			return nil, err
 		}
+		if f.train && j.dataPath != "" {
+			if err := checkJobData(name, j, cmp.Or(j.spec.Batch, f.search.batch, j.g.BatchSize())); err != nil {
+				return nil, err
+			}
+		}
 		l.jobs = append(l.jobs, j)
 	}
 	return l, nil
@@ -326,6 +334,24 @@ func loadJob(sweepPath, dir string, spec plan.SweepJob, stdin io.Reader) (*sweep
 		return nil, bad("optimizer", err)
 	}
 	return j, nil
+}
+
+// checkJobData opens job j's dataset and holds it against its model and
+// its batch, as its run will (runtime.OpenData, NewDataSource): a sweep
+// that trains refuses a missing, unreadable or mismatched dataset, or one
+// of fewer samples than a batch, before any job trains, not as that job
+// starts (exit 1, after the jobs before it).
+func checkJobData(sweepPath string, j *sweepJob, batch int64) error {
+	what := fmt.Sprintf("%s: job %q: data", sweepPath, j.spec.Name)
+	set, err := runtime.OpenData(j.dataPath, j.g, false)
+	if err != nil {
+		return dataInput(what, err)
+	}
+	defer set.Close()
+	if _, err := runtime.NewDataSource(set, int(batch), j.g.Seed(), true); err != nil {
+		return dataInput(what, err)
+	}
+	return nil
 }
 
 // beside is a path the sweep file names, relative to its directory unless

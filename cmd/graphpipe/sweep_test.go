@@ -151,6 +151,9 @@ func searchedIteration(t *testing.T, model string, k int, optimizer string) floa
 func TestSweepRefuses(t *testing.T) {
 	dir := t.TempDir()
 	exportModel(t, dir, "m.json", "mlp", "--preset", "small")
+	if code, _, errs := gp(t, "", "data", "synth", filepath.Join(dir, "m.json"), "--samples", "32", "-o", filepath.Join(dir, "d.safetensors")); code != 0 {
+		t.Fatal(errs)
+	}
 	cases := []struct {
 		name string
 		job  string
@@ -171,6 +174,19 @@ func TestSweepRefuses(t *testing.T) {
 		{"external workers", `"name": "a", "model": "m.json", "steps": 1`, []string{"--run", "--out", dir, "--workers", "external"}, "use local or pool:NAME"},
 		{"tasks without a task environment", `"name": "a", "model": "m.json", "steps": 1`, []string{"--run", "--out", dir, "--workers", "tasks"}, "--workers tasks: no task environment here"},
 		{"tasks without --run", `"name": "a", "model": "m.json", "steps": 1`, []string{"--workers", "tasks"}, "--workers: only with --run"},
+		// the counts planned for were once taken before the devices were
+		// checked: past 4096 a job's search named a count it tried (5000),
+		// and a count near 2^63 never ended
+		// its run refused it: the sweep once planned it and failed it as
+		// it started, exit 1, after the jobs before it had trained
+		{"precision on the cpu backend", `"name": "a", "model": "m.json", "steps": 1, "precision": "bf16"`, []string{"--run", "--out", dir}, `job "a": precision bf16: the cpu backend computes in float32 only`},
+		// a dataset its run could not read was found as the job started
+		// (exit 1, after the jobs before it had trained)
+		{"data missing", `"name": "a", "model": "m.json", "steps": 1, "data": "nowhere.safetensors"`, []string{"--run", "--out", dir}, `job "a": data `},
+		{"data not the model's", `"name": "a", "model": "m.json", "steps": 1, "data": "m.json"`, []string{"--run", "--out", dir}, `job "a": data `},
+		{"data under a batch", `"name": "a", "model": "m.json", "steps": 1, "batch": 64, "data": "d.safetensors"`, []string{"--run", "--out", dir}, "d.safetensors: 32 samples do not make one batch of 64"},
+		{"devices", `"name": "a", "model": "m.json", "steps": 1`, []string{"--devices", "100000"}, "--devices: must be between 1 and 4096, got 100000"},
+		{"devices past 2^62", `"name": "a", "model": "m.json", "steps": 1`, []string{"--devices", "9223372036854775807"}, "got 9223372036854775807"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

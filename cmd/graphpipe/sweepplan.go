@@ -41,6 +41,9 @@ func (f *sweepFlags) plan(l *loaded) (*sweepPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if base.Devices < 1 || base.Devices > sweep.MaxDevices { // before the counts, which are of no more
+		return nil, usagef("--devices: must be between 1 and %d, got %d", sweep.MaxDevices, base.Devices)
+	}
 	sp := &sweepPlan{l: l, device: base.Device.Name, devices: base.Devices, perNode: min(base.DevicesPerNode, base.Devices)}
 	base.Device = onBusyNode(base.Device, sp.perNode)
 	sp.problem = sweep.Problem{Devices: sp.devices, PerNode: sp.perNode}
@@ -68,6 +71,9 @@ func (f *sweepFlags) plan(l *loaded) (*sweepPlan, error) {
 // baseOptions are the search's options the flags give, on devices of one
 // kind: a cluster file of one kind is its devices.
 func (f *sweepFlags) baseOptions() (search.Options, error) {
+	if f.train {
+		f.search.flushOnly = twoVersionsWhy(f.backend, false)
+	}
 	o, err := f.search.options()
 	if err != nil || o.Cluster == nil {
 		return o, err
@@ -169,6 +175,11 @@ func (pr *pricer) options(sweepPath string, j *sweepJob) (search.Options, error)
 	s := j.spec
 	o.Batch, o.MicroBatch = cmp.Or(s.Batch, o.Batch), cmp.Or(s.MicroBatch, o.MicroBatch)
 	o.Schedule, o.Precision = cmp.Or(s.Schedule, o.Schedule), cmp.Or(s.Precision, o.Precision)
+	if pr.f.train && pr.f.backend == "cpu" && o.Precision != "" && o.Precision != "fp32" {
+		// its run would refuse it (deviceFlags.checkBackend): refused
+		// before any job trains, not when it starts
+		return o, inputf("%s: job %q: precision %s: the cpu backend computes in float32 only; %s needs --backend cuda (or cuda-emulator)", sweepPath, s.Name, o.Precision, o.Precision)
+	}
 	if o.OptimizerBytes = stateBytes(j.train); o.OptimizerBytes == 0 {
 		o.OptimizerBytes = search.NoOptimizerState
 	}

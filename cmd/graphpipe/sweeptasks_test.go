@@ -3,12 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/graphpipe/graphpipe/tensor"
 )
 
 // sweepProc is graphpipe sweep as one task: its stderr, and its stdout.
@@ -114,13 +117,31 @@ func TestSweepOnTasks(t *testing.T) {
 	}
 }
 
-// TestSweepOnTasksFailed: a sweep whose job fails (its data is no
-// dataset) exits 1 in task 0, and the other tasks exit non-zero too,
-// naming the sweep's failure.
+// TestSweepOnTasksFailed: a sweep whose job fails (its data holds a NaN,
+// which only reading the row finds: data that is no dataset is refused as
+// the sweep is loaded) exits 1 in task 0, and the other tasks exit
+// non-zero too, naming the sweep's failure.
 func TestSweepOnTasksFailed(t *testing.T) {
 	dir := t.TempDir()
 	exportModel(t, dir, "mlp.json", "mlp", "--preset", "small")
-	writeTestFile(t, filepath.Join(dir, "bad.safetensors"), "not a dataset")
+	raw, err := os.ReadFile(synthData(t, filepath.Join(dir, "mlp.json"), 64, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, _, err := tensor.DecodeSafetensors(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range es {
+		if es[i].F32 != nil {
+			es[i].F32[0] = float32(math.NaN())
+		}
+	}
+	bad, err := tensor.EncodeSafetensors(es, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, filepath.Join(dir, "bad.safetensors"), string(bad))
 	path := writeSweep(t, dir, `"name": "bad", "model": "mlp.json", "steps": 2, "data": "bad.safetensors"`)
 	procs, key := sweepOnTasks(t, dir, 3, path, "--device", "cpu", "--run", "--out", filepath.Join(dir, "out"))
 	if code := procs[0].exitCode(t, 60*time.Second); code != 1 || !strings.Contains(procs[0].errs(), `sweep: "bad" failed`) {

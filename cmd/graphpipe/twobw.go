@@ -52,11 +52,23 @@ func keepTwoVersions(t *stage.Trainer, schedule string) error {
 	return nil
 }
 
+// twoVersionsWhy is why workers on backend cannot train without a flush
+// (they keep one version of the weights: every backend but cpu), ""
+// where they can (an emulated run computes nothing): what a search for
+// the run is told (search.Options.FlushOnly), so that auto-async does not
+// choose 2bw for workers that would refuse it.
+func twoVersionsWhy(backend string, emulate bool) string {
+	if emulate || backend == "" || backend == "cpu" {
+		return ""
+	}
+	return fmt.Sprintf("--backend %s keeps one version of every stage's weights (two on the cpu backend only)", backend)
+}
+
 // checkTwoBWRun refuses a run of a plan without a flush on a backend that
 // keeps one version of the weights.
 func checkTwoBWRun(p *plan.Plan, backend string, emulate bool) error {
 	k, _ := microbatch.KindOf(p.Schedule)
-	if !k.NoFlush || emulate || backend == "" || backend == "cpu" {
+	if !k.NoFlush || twoVersionsWhy(backend, emulate) == "" {
 		return nil
 	}
 	return usagef("--backend %s: the plan's schedule %s keeps two versions of every stage's weights, which the workers keep on the cpu backend only", backend, p.Schedule)

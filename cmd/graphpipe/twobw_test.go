@@ -136,3 +136,68 @@ func TestTwoBWExplainAndSim(t *testing.T) {
 		t.Errorf("auto-async: exit %d, %s%s", code, out, errs)
 	}
 }
+
+// TestAutoAsyncTrainsWhatItChose: run --schedule auto-async plans 2bw only
+// where the run can train it: a model with buffers, selective backprop and
+// a backend that keeps one weight version each train 1f1b (before, each
+// chose 2bw and then refused it, exit 2); a sweep job of schedule 2bw that
+// its run could not train is refused as the sweep is planned, naming the
+// job, rather than failing when it runs.
+func TestAutoAsyncTrainsWhatItChose(t *testing.T) {
+	mlp := smallModel(t, "mlp")
+	dir := t.TempDir()
+	bn := filepath.Join(dir, "bn.json")
+	if err := os.WriteFile(bn, []byte(bnModel), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := []string{"run", "--devices", "2", "--device", "cpu", "--steps", "1", "--schedule", "auto-async"}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string // the schedule trained
+	}{
+		{"mlp", append(run, mlp), "schedule 2bw"},
+		{"buffers", append(run, bn), "schedule 1f1b"},
+		{"selective backprop", append(run, mlp, "--selective-backprop", "1"), "schedule 1f1b"},
+		{"cuda-emulator", append(run, mlp, "--backend", "cuda-emulator"), "schedule 1f1b"},
+	} {
+		code, _, errs := gp(t, "", c.args...)
+		if code != 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("%s: exit %d, %q; want exit 0 and %q", c.name, code, errs, c.want)
+		}
+	}
+	sw := filepath.Join(dir, "sweep.json")
+	os.WriteFile(sw, []byte(`{"format":"graphpipe/sweep@1","jobs":[{"name":"norm","model":"bn.json","steps":1,"schedule":"2bw"}]}`), 0o644)
+	code, _, errs := gp(t, "", "sweep", sw, "--devices", "2", "--device", "cpu")
+	if code != 2 || !strings.Contains(errs, `job "norm"`) || !strings.Contains(errs, `op "bn" keeps buffers`) {
+		t.Errorf("sweep of a 2bw job with buffers: exit %d, %q; want exit 2 naming the job and the op", code, errs)
+	}
+}
+
+// TestTwoBWCheckpointEveryStep: a 2bw run checkpointing after every step
+// ends with its newest two checkpoints and no temporary directory. Its
+// stages go on to the next iteration, and write their shards of the next
+// checkpoint, while the coordinator still commits this one: the commit's
+// pruning once removed them, and the run failed at its second checkpoint
+// (exit 1).
+func TestTwoBWCheckpointEveryStep(t *testing.T) {
+	model := smallModel(t, "mlp")
+	ck := filepath.Join(t.TempDir(), "ck")
+	code, _, errs := gp(t, "", "run", model, "--devices", "2", "--device", "cpu", "--schedule", "2bw", "--steps", "6", "--checkpoint", ck, "--checkpoint-every", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	entries, err := os.ReadDir(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Name() != ".lock" {
+			names = append(names, e.Name())
+		}
+	}
+	if strings.Join(names, " ") != "step-00000005 step-00000006" {
+		t.Errorf("the checkpoint directory holds %v, want the newest two checkpoints alone", names)
+	}
+}
