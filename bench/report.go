@@ -197,7 +197,15 @@ func (r *Report) Splice(root string) error {
 		}
 		md += string(h)
 	}
-	return os.WriteFile(path, []byte(md), 0o644)
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		return err
+	}
+	for _, s := range r.Sections {
+		if strings.HasPrefix(s.Name, "headline-") { // the README shows them: rewrite its block as a full run does
+			return r.headline(root)
+		}
+	}
+	return nil
 }
 
 // write draws the chart (if any) into dir as SVG and PNG.
