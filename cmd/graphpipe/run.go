@@ -561,7 +561,16 @@ func (f *runFlags) checkHostMemory(j *supervise.Job) error {
 	}
 	p := j.Plan
 	what := fmt.Sprintf("the plan's local workers (%s devices, %d samples per iteration; the peak memory the plan predicts per device, summed)", p.Device.Name, p.BatchSize)
-	return checkHost("--batch", what, profile.EstimateSlack*profile.PlanNeed(p))
+	need, flag := profile.PlanNeed(p), "--batch"
+	// a plan edited by hand may predict less than its batch takes: the
+	// model trained at the plan's batch in one process is a floor on what
+	// its workers hold together (every parameter, its gradient and state
+	// once, the batch, a micro-batch's activations)
+	if floor := profile.TrainNeed(j.Graph, int(p.BatchSize), int(p.MicroBatch), float64(stateBytes(j.Options.Train))); floor > need {
+		need, flag = floor, "batch_size"
+		what = fmt.Sprintf("the plan's local workers (%d samples per iteration, micro-batch %d: the model trained at that batch, more than the peak memory the plan predicts)", p.BatchSize, p.MicroBatch)
+	}
+	return checkHost(flag, what, profile.EstimateSlack*need)
 }
 
 // progress is the run's progress lines (and --metrics's).

@@ -338,6 +338,45 @@ func TestHostMemory(t *testing.T) {
 	}
 }
 
+// TestHostMemoryOfAnEditedPlan: a plan whose batch was raised by hand
+// (its predicted memory left as it was) is refused for the memory its
+// batch takes, not run until a worker panics allocating it.
+func TestHostMemoryOfAnEditedPlan(t *testing.T) {
+	model := smallModel(t, "mlp")
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.json")
+	if code, _, errs := gp(t, "", "search", model, "--devices", "2", "--device", "cpu", "-o", plan); code != 0 {
+		t.Fatal(errs)
+	}
+	var p map[string]any
+	b, err := os.ReadFile(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	const big = 1 << 40
+	p["batch_size"], p["micro_batch"], p["micro_batches"] = big, big, 1
+	for _, st := range p["stages"].([]any) {
+		st := st.(map[string]any)
+		st["device_micro_batch"] = big / len(st["devices"].([]any))
+	}
+	edited := filepath.Join(dir, "edited.json")
+	if b, err = json.Marshal(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(edited, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() int64) { hostMemory = f }(hostMemory)
+	hostMemory = func() int64 { return 30e9 }
+	code, _, errs := gp(t, "", "run", edited, "--model", model, "--steps", "1")
+	if want := "batch_size: the plan's local workers (1099511627776 samples per iteration"; code != 2 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d %q, want 2 and %q", code, errs[:min(len(errs), 600)], want)
+	}
+}
+
 // TestRunDataParallel: a plan with a stage on two devices runs as replicas in
 // separate processes and ends with graphpipe train's parameters.
 func TestRunDataParallel(t *testing.T) {
