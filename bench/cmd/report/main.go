@@ -149,6 +149,7 @@ var groups = map[string]func(bench.Config) ([]*bench.Section, error){
 // alone are the sections report -only runs, by name.
 var alone = map[string]func(bench.Config) (*bench.Section, error){
 	"breakdown":          bench.BreakdownSection,
+	"runtime":            bench.Runtime,
 	"scaling":            bench.ScalingSection,
 	"sgemm":              bench.SgemmSection,
 	"cpu-training":       bench.CPUTraining,
