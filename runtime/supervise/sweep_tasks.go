@@ -65,32 +65,41 @@ func (s *SweepTasks) Await(ctx context.Context) error {
 }
 
 // watch says once of each task that it is lost: silent for the heartbeat
-// timeout, or left, before the sweep is over.
+// timeout, or left, before the sweep is over. It looks every heartbeat
+// and once more as the sweep ends: a task lost since the last look (a job
+// it held may have restarted elsewhere and finished meanwhile) is said
+// too.
 func (s *SweepTasks) watch() {
 	defer close(s.watched)
-	l := s.l
-	tick := time.NewTicker(l.cfg.Timings.HeartbeatEvery)
+	tick := time.NewTicker(s.l.cfg.Timings.HeartbeatEvery)
 	defer tick.Stop()
 	said := map[int]bool{}
 	for {
-		l.mu.Lock()
-		var lost []seenTask
-		for rank, st := range l.seen {
-			if !said[rank] && (st.ad.Left || time.Since(st.last) > l.cfg.Timings.HeartbeatTimeout) {
-				said[rank] = true
-				lost = append(lost, st)
-			}
-		}
-		l.mu.Unlock()
-		for _, st := range lost {
-			l.say("task %d (%s %d, host %s, pid %d) is gone: its agent is lost to the sweep, and a job on it restarts on the agents left (--restarts)\n",
-				st.ad.Rank, l.cfg.Env.RankVar, st.ad.Rank, st.ad.Host, st.ad.PID)
-		}
+		s.sayLost(said)
 		select {
 		case <-tick.C:
 		case <-s.over:
+			s.sayLost(said)
 			return
 		}
+	}
+}
+
+// sayLost says of each task not in said that is lost now, and adds it.
+func (s *SweepTasks) sayLost(said map[int]bool) {
+	l := s.l
+	l.mu.Lock()
+	var lost []seenTask
+	for rank, st := range l.seen {
+		if !said[rank] && (st.ad.Left || time.Since(st.last) > l.cfg.Timings.HeartbeatTimeout) {
+			said[rank] = true
+			lost = append(lost, st)
+		}
+	}
+	l.mu.Unlock()
+	for _, st := range lost {
+		l.say("task %d (%s %d, host %s, pid %d) is gone: its agent is lost to the sweep, and a job on it restarts on the agents left (--restarts)\n",
+			st.ad.Rank, l.cfg.Env.RankVar, st.ad.Rank, st.ad.Host, st.ad.PID)
 	}
 }
 

@@ -158,3 +158,36 @@ func TestSweepTaskSilence(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepTaskLostJustBeforeTheEnd: a task that fell silent since task
+// 0's last look (here: no look comes before the end, the heartbeat being
+// an hour) is said to be gone as the sweep ends, as it would have been a
+// heartbeat later; in a Slurm test its job had restarted on another agent
+// and finished in between, and nothing said the task was lost.
+func TestSweepTaskLostJustBeforeTheEnd(t *testing.T) {
+	r := newTaskRun(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k := &SweepTask{Env: r.env(1), Run: r.run, Started: time.Now(), JoinTimeout: 30 * time.Second, Timings: shortTimings(),
+		Agent: &Agent{Pool: r.run, Host: "h1", Profile: "cpu", Config: runtime.Config{Timings: shortTimings()}}}
+	tr := dialServer(t, r.srv, "h1")
+	done := make(chan error, 1)
+	go func() { done <- k.Serve(ctx, tr) }()
+	tm := shortTimings()
+	tm.HeartbeatEvery, tm.HeartbeatTimeout = time.Hour, 300*time.Millisecond
+	var log lockedLog
+	s, err := NewSweepTasks(dialServer(t, r.srv, "task 0"), r.run, TaskConfig{Env: r.env(0), JoinTimeout: 30 * time.Second, Timings: tm, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Await(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tr.Close() // killed: no advert more, no goodbye
+	<-done
+	time.Sleep(2 * tm.HeartbeatTimeout)
+	s.End(nil)
+	if !strings.Contains(log.String(), "task 1 (RANK 1, host h1, pid ") || !strings.Contains(log.String(), "is gone") {
+		t.Fatalf("task 0 did not say task 1 is gone:\n%s", log.String())
+	}
+}
