@@ -36,6 +36,7 @@ check:
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime 20000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeCluster$$' -fuzztime 20000x
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime 20000x
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeSweep$$' -fuzztime 20000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearchDevice$$' -fuzztime 20000x
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzOpSeriesAt$$' -fuzztime 20000x
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime 200000x
@@ -50,6 +51,7 @@ check:
 	$(GO) test ./runtime/supervise -run '^$$' -fuzz '^FuzzExpandHostlist$$' -fuzztime 20000x
 	$(GO) test ./onnx -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 20000x
 	$(GO) test ./dataset -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 20000x
+	$(GO) test ./cmd/graphpipe -run '^$$' -fuzz '^FuzzDecodeRun$$' -fuzztime 20000x
 
 # The main job: profile this CPU (GEMM rate, op call cost, the links between
 # worker processes over NATS, the slowdown of workers sharing its cores;
@@ -88,6 +90,7 @@ fuzz:
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzParseDevice$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeCluster$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeOpTimes$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./plan -run '^$$' -fuzz '^FuzzDecodeSweep$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzSearchDevice$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./search -run '^$$' -fuzz '^FuzzOpSeriesAt$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./microbatch -run '^$$' -fuzz '^FuzzParseAction$$' -fuzztime $(FUZZTIME)
