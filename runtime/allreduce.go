@@ -163,15 +163,27 @@ func (g gradRing) each(c int, f func(piece []float32, at int)) {
 	}
 }
 
-func (g gradRing) read(c int) []float32 {
-	out := make([]float32, g.size(c))
-	g.each(c, func(piece []float32, at int) { copy(out[at:], piece) })
+func (g gradRing) read(c int) []float32                  { return readChunk(g, c) }
+func (g gradRing) write(c int, data []float32, add bool) { writeChunk(g, c, data, add) }
+
+// chunkPieces are values cut in chunks, each chunk's elements lying in
+// pieces of the values: each calls f on each piece of chunk c in order,
+// with where the piece starts in the chunk.
+type chunkPieces interface {
+	size(c int) int
+	each(c int, f func(piece []float32, at int))
+}
+
+// readChunk is chunk c of p, copied out.
+func readChunk(p chunkPieces, c int) []float32 {
+	out := make([]float32, p.size(c))
+	p.each(c, func(piece []float32, at int) { copy(out[at:], piece) })
 	return out
 }
 
-// write adds data into chunk c, or copies it there.
-func (g gradRing) write(c int, data []float32, add bool) {
-	g.each(c, func(piece []float32, at int) {
+// writeChunk adds data into chunk c of p, or copies it there.
+func writeChunk(p chunkPieces, c int, data []float32, add bool) {
+	p.each(c, func(piece []float32, at int) {
 		if !add {
 			copy(piece, data[at:])
 			return

@@ -202,20 +202,5 @@ func (g spanRing) each(c int, f func(piece []float32, at int)) {
 	}
 }
 
-func (g spanRing) read(c int) []float32 {
-	out := make([]float32, g.size(c))
-	g.each(c, func(piece []float32, at int) { copy(out[at:], piece) })
-	return out
-}
-
-func (g spanRing) write(c int, data []float32, add bool) {
-	g.each(c, func(piece []float32, at int) {
-		if !add {
-			copy(piece, data[at:])
-			return
-		}
-		for i := range piece {
-			piece[i] += data[at+i]
-		}
-	})
-}
+func (g spanRing) read(c int) []float32                  { return readChunk(g, c) }
+func (g spanRing) write(c int, data []float32, add bool) { writeChunk(g, c, data, add) }
