@@ -30,13 +30,7 @@ func TestCoordinatorWithJoiningWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := func() wire.Transport {
-		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nt
-	}
+	dial := func() wire.Transport { return dialEmbedded(t, srv) }
 	errs := make(chan error, len(plan.Stages))
 	for range plan.Stages {
 		go func() { errs <- Serve(ctx, dial(), Join{Run: "joined"}) }()
@@ -75,13 +69,7 @@ func TestCoordinatorStopsWhenAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := func() wire.Transport {
-		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nt
-	}
+	dial := func() wire.Transport { return dialEmbedded(t, srv) }
 	var logMu sync.Mutex // guards said
 	var said []string
 	logf := func(format string, args ...any) {
@@ -155,13 +143,7 @@ func TestCoordinatorGivesTasksTheirDevices(t *testing.T) {
 	g, plan := smallPlan(t, "case-study", 3, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dial := func() wire.Transport {
-		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nt
-	}
+	dial := func() wire.Transport { return dialEmbedded(t, srv) }
 	errs := make(chan error, plan.Devices)
 	for d := plan.Devices - 1; d >= 0; d-- {
 		go func() {

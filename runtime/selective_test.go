@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -138,25 +137,8 @@ func TestSelectiveResumeIsBitIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := func() wire.Transport {
-		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nt
-	}
 	run := func(id string, c Config, progress func(int64, float64)) (*Result, error) {
-		errs := make(chan error, len(p.Stages))
-		for range p.Stages {
-			go func() { errs <- Serve(ctx, dial(), Join{Run: id}) }()
-		}
-		res, err := Coordinate(ctx, &Job{Run: id, Graph: g, Plan: p, Steps: 6, Options: sbOptions, Config: c}, dial(), progress)
-		for range p.Stages {
-			if werr := <-errs; werr != nil && err == nil {
-				err = fmt.Errorf("a worker: %w", werr)
-			}
-		}
-		return res, err
+		return natsRun(t, ctx, srv, Job{Graph: g, Plan: p, Steps: 6, Options: sbOptions}, id, c, progress)
 	}
 	stop := make(chan struct{})
 	dir := t.TempDir()

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,14 +28,7 @@ import (
 // command's do.
 func runJoined(t *testing.T, ctx context.Context, srv *wire.Embedded, job *Job, wc Config) (*Result, error) {
 	t.Helper()
-	dial := func() wire.Transport {
-		nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { nt.Close() })
-		return nt
-	}
+	dial := func() wire.Transport { return dialEmbedded(t, srv) }
 	n := Workers(job.Plan)
 	errs := make(chan error, n)
 	for range n {
@@ -47,6 +41,37 @@ func runJoined(t *testing.T, ctx context.Context, srv *wire.Embedded, job *Job, 
 	for range n {
 		if werr := <-errs; werr != nil && err == nil {
 			err = werr
+		}
+	}
+	return res, err
+}
+
+// dialEmbedded is a connection to the embedded server srv, closed when
+// the test ends.
+func dialEmbedded(t *testing.T, srv *wire.Embedded) wire.Transport {
+	t.Helper()
+	nt, err := wire.DialNATS(wire.NATSOptions{URL: srv.URL(), Token: srv.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nt.Close() })
+	return nt
+}
+
+// natsRun runs job as run id over srv, one worker a device serving it
+// and the coordinator under config c reporting progress: the stop and
+// resume tests' run, each a connection of its own.
+func natsRun(t *testing.T, ctx context.Context, srv *wire.Embedded, job Job, id string, c Config, progress func(int64, float64)) (*Result, error) {
+	job.Run, job.Config = id, c
+	n := Workers(job.Plan)
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- Serve(ctx, dialEmbedded(t, srv), Join{Run: id}) }()
+	}
+	res, err := Coordinate(ctx, &job, dialEmbedded(t, srv), progress)
+	for range n {
+		if werr := <-errs; werr != nil && err == nil {
+			err = fmt.Errorf("a worker: %w", werr)
 		}
 	}
 	return res, err
