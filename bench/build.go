@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,20 @@ func buildGraphpipe(dir string) (string, error) {
 		return "", fmt.Errorf("building graphpipe: %v: %s", err, out)
 	}
 	return bin, nil
+}
+
+// graphpipeWorkdir makes a temporary directory named after prefix and
+// builds graphpipe into it: the directory (the caller removes it) and the
+// binary's path.
+func graphpipeWorkdir(prefix string) (dir, bin string, err error) {
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		return "", "", err
+	}
+	if bin, err = buildGraphpipe(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", "", err
+	}
+	return dir, bin, nil
 }
 
 // graphpipeOut runs the graphpipe at bin with args, as a process of its

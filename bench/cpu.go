@@ -161,15 +161,11 @@ const torchThreads = 2
 // samples/s is the batch over the median of its runs' median step times
 // (the first 2 steps of a run left out). Without PyTorch the rows say so.
 func CPUTraining(c Config) (*Section, error) {
-	dir, err := os.MkdirTemp("", "graphpipe-cpu-train")
+	dir, bin, err := graphpipeWorkdir("graphpipe-cpu-train")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildGraphpipe(dir)
-	if err != nil {
-		return nil, err
-	}
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return nil, err

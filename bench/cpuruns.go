@@ -20,15 +20,11 @@ var cpuRunModels = []string{"mmt", "dlrm", "candle-uno"}
 // round measures the profile and op times afresh and then runs all six;
 // rounds alternate, and each row is the median of its rounds.
 func CPURuns(c Config) (*Section, error) {
-	dir, err := os.MkdirTemp("", "graphpipe-cpu-runs")
+	dir, bin, err := graphpipeWorkdir("graphpipe-cpu-runs")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildGraphpipe(dir)
-	if err != nil {
-		return nil, err
-	}
 	gp := func(args ...string) ([]byte, error) { return graphpipeOut(bin, args...) }
 	for _, m := range cpuRunModels {
 		if _, err := gp("models", "export", m, "--preset", "small", "-o", filepath.Join(dir, m+".json")); err != nil {

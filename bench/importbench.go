@@ -30,15 +30,11 @@ func ImportSection(c Config) (*Section, error) {
 			"bench.WriteTransformer, as the exporter writes a GPT-like model, with its weights in an external data file, which the importer streams. " +
 			"Search: `graphpipe search M.json --devices 32 --device v100` on the imported model, in process.",
 		Columns: []string{"model", "parameters", "weights GB", "import s", "peak resident GB", "peak / weights", "ops", "search s on 32 v100", "gpp samples/s", "stages"}}
-	dir, err := os.MkdirTemp("", "graphpipe-import-bench-")
+	dir, bin, err := graphpipeWorkdir("graphpipe-import-bench-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildGraphpipe(dir)
-	if err != nil {
-		return nil, err
-	}
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return nil, err

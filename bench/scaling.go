@@ -33,15 +33,11 @@ func ScalingSection(c Config) (*Section, error) {
 	if c.Quick {
 		branches, devices = []int{8, 16}, []int{16, 64}
 	}
-	dir, err := os.MkdirTemp("", "graphpipe-scaling-")
+	dir, bin, err := graphpipeWorkdir("graphpipe-scaling-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildGraphpipe(dir)
-	if err != nil {
-		return nil, err
-	}
 	for _, model := range []string{"dlrm", "mmt"} {
 		secs := map[[2]int]float64{} // (branches, devices) → search s
 		peaks := map[[2]int]float64{}

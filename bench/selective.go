@@ -76,16 +76,12 @@ func SelectiveSection(c Config) (*Section, error) {
 		return s, nil
 	}
 	set := sbSetupFor(c)
-	dir, err := os.MkdirTemp("", "graphpipe-sb-bench")
+	dir, bin, err := graphpipeWorkdir("graphpipe-sb-bench")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	files, err := writeSBFiles(dir, path, set)
-	if err != nil {
-		return nil, err
-	}
-	bin, err := buildGraphpipe(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -101,15 +101,11 @@ type sweepResult struct {
 // makespans beside one job at a time and an equal split, and the measured
 // one beside the plan.
 func SweepSection(c Config) (*Section, error) {
-	dir, err := os.MkdirTemp("", "graphpipe-sweep")
+	dir, bin, err := graphpipeWorkdir("graphpipe-sweep")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildGraphpipe(dir)
-	if err != nil {
-		return nil, err
-	}
 	gp := func(args ...string) ([]byte, error) { return graphpipeOut(bin, args...) }
 	for file, export := range sweepModels {
 		if _, err := gp(append([]string{"models", "export", export[0], "-o", filepath.Join(dir, file)}, export[1:]...)...); err != nil {

@@ -147,15 +147,11 @@ func TwoBWCPUSection(c Config) (*Section, error) {
 	set := twoBWCPUFor(c)
 	s := &Section{Name: "pipedream-2bw-cpu", Title: "PipeDream-2BW measured on this machine's CPU, and its loss on real data",
 		Columns: []string{"run", "schedule", "stages", "median iteration measured (ms)", "predicted (ms)", "final training loss", "evaluation loss", "evaluation accuracy"}}
-	dir, err := os.MkdirTemp("", "graphpipe-2bw-bench")
+	dir, bin, err := graphpipeWorkdir("graphpipe-2bw-bench")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildGraphpipe(dir)
-	if err != nil {
-		return nil, err
-	}
 	gp := func(args ...string) (twoBWRun, error) {
 		var r twoBWRun
 		out, err := graphpipeOut(bin, args...)
