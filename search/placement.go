@@ -21,7 +21,21 @@ import (
 // Every device goes to at most one stage; each stage's list is ascending.
 // A chain of stages whose sizes fill nodes exactly gets the same devices as
 // numbering them in order.
-func place(ks []int, total, perNode int) [][]int {
+func place(ks []int, total, perNode int) [][]int { return placeNodes(ks, total, perNode, false) }
+
+// placeSmallFirst is place with step 1 for the stages of whole nodes only
+// (a multiple of perNode devices): a larger stage with a remainder waits
+// for step 3, after the small stages found their nodes. Its all-reduce
+// crosses nodes wherever its devices lie, while the nodes it would have
+// taken whole may be what keeps a small stage inside one: DLRM at 32 v100
+// (stages of 3, 3, 3, 3, 3, 3, 4 and 10) has its sixth 3 on three nodes
+// under place, beside the 10's two whole nodes.
+func placeSmallFirst(ks []int, total, perNode int) [][]int {
+	return placeNodes(ks, total, perNode, true)
+}
+
+// placeNodes is place, and placeSmallFirst where smallFirst.
+func placeNodes(ks []int, total, perNode int, smallFirst bool) [][]int {
 	if perNode < 1 || perNode > total {
 		perNode = total // one node of them all (and no overflow below)
 	}
@@ -39,6 +53,9 @@ func place(ks []int, total, perNode int) [][]int {
 		left[s] -= count
 	}
 	for s, k := range ks { // 1: whole nodes
+		if smallFirst && k%perNode != 0 {
+			continue
+		}
 		for n := 0; n < nodes && left[s] >= perNode && k >= perNode; n++ {
 			if len(free[n]) == perNode {
 				take(s, n, perNode)
@@ -74,7 +91,8 @@ func place(ks []int, total, perNode int) [][]int {
 
 // placements are the device assignments a plan is simulated with: stages
 // numbered onto devices in order (what keeps a chain's neighbours together),
-// and, where it differs, place's node-aligned assignment.
+// and, each where it differs from those before it, place's node-aligned
+// assignment and placeSmallFirst's.
 func placements(ks []int, total, perNode int) [][][]int {
 	inOrder := make([][]int, len(ks))
 	next := 0
@@ -84,11 +102,11 @@ func placements(ks []int, total, perNode int) [][][]int {
 		}
 		next += k
 	}
-	aligned := place(ks, total, perNode)
-	for i := range ks {
-		if !slices.Equal(inOrder[i], aligned[i]) {
-			return [][][]int{inOrder, aligned}
+	out := [][][]int{inOrder}
+	for _, c := range [][][]int{place(ks, total, perNode), placeSmallFirst(ks, total, perNode)} {
+		if !slices.ContainsFunc(out, func(o [][]int) bool { return slices.EqualFunc(o, c, slices.Equal[[]int]) }) {
+			out = append(out, c)
 		}
 	}
-	return [][][]int{inOrder}
+	return out
 }
