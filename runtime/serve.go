@@ -461,6 +461,14 @@ func serveWork(ctx context.Context, t wire.Transport, ctl *wire.Endpoint, job *J
 			return &stoppedAt{n}
 		}
 	}
+	// a sharded stage's last all-gather, left running (a late gather), ends
+	// here, while its replicas are all still in the run: a replica that
+	// settled it only when sending its parameters could finish its ring
+	// and leave before the other's last chunk was acknowledged, which then
+	// waited for ever
+	if err := w.settle(); err != nil {
+		return err
+	}
 	// the other stages acknowledge everything sent to them before the
 	// parameters go: once the coordinator holds every stage's parameters it
 	// stops, and its heartbeats with it, so nothing may still wait on a peer

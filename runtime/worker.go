@@ -274,6 +274,18 @@ func (w *Worker) update(n int64, skip bool) error {
 	return nil
 }
 
+// settle ends the worker's last iteration's all-gather where its stage
+// gathers late (stage.Executor.SettleGather).
+func (w *Worker) settle() error {
+	if w.Emulate {
+		return nil
+	}
+	if err := w.ex.SettleGather(); err != nil {
+		return fmt.Errorf("stage %d replica %d, the last all-gather: %w", w.Stage, w.Replica, err)
+	}
+	return nil
+}
+
 // DeviceCalls is what the worker asked of its device in its last iteration
 // whose optimizer step is done: nil on the CPU, or before such an
 // iteration.

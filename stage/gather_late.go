@@ -22,6 +22,11 @@ import (
 // it running (see above); off, ApplyStep runs it whole, as by default.
 func (e *Executor) GatherLate(on bool) { e.late = on }
 
+// SettleGather waits for the all-gather ApplyStep left running, if any:
+// what a worker does before it leaves its last iteration, so that its
+// replicas' rings end while every one of them is there to hear them.
+func (e *Executor) SettleGather() error { return e.settleGather() }
+
 // lateGather is an all-gather ApplyStep left running: wait ends it.
 type lateGather struct {
 	step int

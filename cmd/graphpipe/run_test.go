@@ -377,6 +377,65 @@ func TestHostMemoryOfAnEditedPlan(t *testing.T) {
 	}
 }
 
+// TestRunLateGatherEnds: a sharded stage whose all-gather runs late
+// (the plan's gather_s), its replicas worker processes of their own, ends
+// its run: a replica used to finish its last ring and exit before the
+// other's last chunk was acknowledged, and the other waited for ever
+// (make readme's resume under spp hung so). It trains what train does.
+func TestRunLateGatherEnds(t *testing.T) {
+	model := smallModel(t, "mmt")
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plan.json")
+	if code, _, errs := gp(t, "", "search", model, "--devices", "3", "--device", "cpu", "--strategy", "spp", "-o", plan); code != 0 {
+		t.Fatal(errs)
+	}
+	b, err := os.ReadFile(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		MicroBatch int64 `json:"micro_batch"`
+		Stages     []struct {
+			Devices []int   `json:"devices"`
+			GatherS float64 `json:"gather_s"`
+		} `json:"stages"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	late := false
+	for _, st := range p.Stages {
+		late = late || (len(st.Devices) > 1 && st.GatherS > 0)
+	}
+	if !late {
+		t.Fatalf("the plan gathers no replicated stage late: %s", b)
+	}
+	for round := range 3 {
+		done := make(chan string, 1)
+		go func() {
+			code, _, errs := gp(t, "", "run", plan, "--model", model, "--steps", "6", "--optimizer", "sgd", "--lr", "0.05", "--dump", filepath.Join(dir, fmt.Sprint("run", round)))
+			if code != 0 {
+				errs = fmt.Sprintf("exit %d: %s", code, errs)
+			} else {
+				errs = ""
+			}
+			done <- errs
+		}()
+		select {
+		case msg := <-done:
+			if msg != "" {
+				t.Fatal(msg)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("round %d: the run did not end in 60 s", round)
+		}
+	}
+	if code, _, errs := gp(t, "", "train", model, "--micro-batch", fmt.Sprint(p.MicroBatch), "--steps", "6", "--optimizer", "sgd", "--lr", "0.05", "--dump", filepath.Join(dir, "train")); code != 0 {
+		t.Fatal(errs)
+	}
+	sameParams(t, readParams(t, filepath.Join(dir, "run0", "final.safetensors")), readParams(t, filepath.Join(dir, "train", "final.safetensors")), 1e-5)
+}
+
 // TestRunDataParallel: a plan with a stage on two devices runs as replicas in
 // separate processes and ends with graphpipe train's parameters.
 func TestRunDataParallel(t *testing.T) {
