@@ -36,7 +36,7 @@ func TestIdealSamplesPerS(t *testing.T) {
 }
 
 // TestPlanIdeal: a plan's bound is its devices' in its precision, for its
-// model's FLOPs; BENCHMARKS.md's MMT at 32 v100 is 630 samples/s, and the
+// model's FLOPs (BENCHMARKS.md's "Fraction of the ideal bound"), and the
 // same plan in bf16 on h100 is bounded by the bf16 rate, not fp32's.
 func TestPlanIdeal(t *testing.T) {
 	e, err := models.Lookup("mmt")

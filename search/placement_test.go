@@ -144,7 +144,7 @@ func TestPlacementKeepsNodeStagesWhole(t *testing.T) {
 // batch 65536 have a branch stage of 3 devices per dense branch beside one
 // stage of 10 or 11; placed whole nodes first, one or more branches spanned
 // three nodes and their all-reduces and all-gathers crossed InfiniBand,
-// ending the iteration (DLRM 0.7544 s, CANDLE-Uno 0.7503 s). Placed small
+// ending the iteration later. Placed small
 // stages first, with the plans tuned as fast, every stage of at most 4
 // devices sits inside one node.
 func TestPlacementKeepsSmallStagesInNodes(t *testing.T) {
