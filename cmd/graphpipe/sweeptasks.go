@@ -210,14 +210,9 @@ func (h *sweepHost) close() {
 // task 0 says the sweep is over. Once it has heard task 0, the signals
 // that stop a sweep are task 0's to act on; before, the first ends it.
 func (f *sweepFlags) serveTask(cmd *cobra.Command) error {
-	var task atomic.Pointer[supervise.SweepTask] // set once made; the signals' goroutine reads it
-	ctx, sig := watchTaskSignals(cmd.Context(), syscall.SIGUSR1, func() bool { k := task.Load(); return k != nil && k.Joined() })
-	defer sig.done()
-	err := f.serveTaskCtx(ctx, cmd, task.Store)
-	if code := sig.code(); code != 0 {
-		return &exitError{code, fmt.Errorf("%s: task %d stopped before it joined the sweep", signalName(sig.first()), f.tasks.Rank)}
-	}
-	return err
+	return serveUntilJoined(cmd, syscall.SIGUSR1, f.tasks.Rank, "the sweep", func(ctx context.Context, made func(*supervise.SweepTask)) error {
+		return f.serveTaskCtx(ctx, cmd, made)
+	})
 }
 
 // serveTaskCtx is serveTask under ctx, which the first signal ends until

@@ -352,12 +352,24 @@ func (f *runFlags) taskLauncher(t wire.Transport, ns *runNATS, job *supervise.Jo
 // Once it has joined, the signals that stop a run are task 0's to act on;
 // before, the first ends it (taskSignals).
 func (f *runFlags) serveTask(cmd *cobra.Command) error {
-	var task atomic.Pointer[supervise.Task] // set once made; the signals' goroutine reads it
-	ctx, sig := watchTaskSignals(cmd.Context(), f.preempt, func() bool { k := task.Load(); return k != nil && k.Joined() })
+	return serveUntilJoined(cmd, f.preempt, f.tasks.Rank, "the run", func(ctx context.Context, made func(*supervise.Task)) error {
+		return f.serveTaskCtx(ctx, cmd, made)
+	})
+}
+
+// joiner is a task other than 0, which has joined once task 0 is heard.
+type joiner interface{ Joined() bool }
+
+// serveUntilJoined runs serve (which gives made the task it makes) under
+// a context the first signal ends until that task has joined what (the
+// run, the sweep): then the signal is an exit of 128 + it, naming rank.
+func serveUntilJoined[T joiner](cmd *cobra.Command, preempt os.Signal, rank int, what string, serve func(context.Context, func(T)) error) error {
+	var task atomic.Pointer[T] // set once made; the signals' goroutine reads it
+	ctx, sig := watchTaskSignals(cmd.Context(), preempt, func() bool { k := task.Load(); return k != nil && (*k).Joined() })
 	defer sig.done()
-	err := f.serveTaskCtx(ctx, cmd, task.Store)
+	err := serve(ctx, func(k T) { task.Store(&k) })
 	if code := sig.code(); code != 0 {
-		return &exitError{code, fmt.Errorf("%s: task %d stopped before it joined the run", signalName(sig.first()), f.tasks.Rank)}
+		return &exitError{code, fmt.Errorf("%s: task %d stopped before it joined %s", signalName(sig.first()), rank, what)}
 	}
 	return err
 }
