@@ -171,3 +171,16 @@ func mergeSpans(s [][2]int64) [][2]int64 {
 	}
 	return out
 }
+
+// GatherOrder is the order in which a stage's forward pass reads its ops'
+// parameters: its ops in the graph's topological order (the executor's).
+func GatherOrder(g *dag.Graph, ops []int) []int { return GradOrder(g, ops, true) }
+
+// GatherBuckets cuts the parameters of a stage's ops into the buckets of
+// its late all-gather (PlanStage.GatherBucketBytes): in the order its
+// forward reads them (GatherOrder), as spans of the ring's layout, as
+// GradBuckets cuts gradients. A bucket's Ops are those holding some of
+// its elements: an op's forward waits for every bucket that names it.
+func GatherBuckets(g *dag.Graph, ops []int, bucketBytes int64) []GradBucket {
+	return GradBuckets(g, GatherOrder(g, ops), bucketBytes)
+}

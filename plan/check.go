@@ -223,7 +223,7 @@ func (p *Plan) checkStages() error {
 		}{
 			{"forward_s", s.ForwardS}, {"backward_s", s.BackwardS}, {"weight_grad_s", s.WeightS}, {"flush_s", s.FlushS}, {"begin_s", s.BeginS}, {"core_slowdown", s.Slowdown},
 			{"static_bytes", float64(s.StaticBytes)}, {"stash_bytes_per_micro_batch", float64(s.StashBytes)},
-			{"peak_memory_bytes", float64(s.PeakBytes)}, {"params", float64(s.Params)}, {"allreduce_bucket_bytes", float64(s.BucketBytes)}, {"gather_s", s.GatherS},
+			{"peak_memory_bytes", float64(s.PeakBytes)}, {"params", float64(s.Params)}, {"allreduce_bucket_bytes", float64(s.BucketBytes)}, {"gather_s", s.GatherS}, {"gather_bucket_bytes", float64(s.GatherBucketBytes)},
 		} {
 			if err := nonNegative(i, f.name, f.v); err != nil {
 				return err

@@ -133,7 +133,19 @@ type PlanStage struct {
 	// FlushS then holds the step without it. Zero (and every plan made
 	// before): the all-gather ends the flush.
 	GatherS float64 `json:"gather_s,omitempty"`
+	// GatherBucketBytes, on a stage whose all-gather runs late, cuts it
+	// into buckets of the parameters in the order its forward reads them
+	// (GatherBuckets): the rings run at once, and each op's forward waits
+	// only for the buckets that hold its parameters, so the gather overlaps
+	// the next iteration's first forward. GatherS then holds only what of
+	// it that forward waits for (it may be 0). Zero (and every plan made
+	// before): the first forward waits for the whole all-gather.
+	GatherBucketBytes int64 `json:"gather_bucket_bytes,omitempty"`
 }
+
+// GathersLate says whether the stage's all-gather runs late (GatherS,
+// GatherBucketBytes).
+func (s *PlanStage) GathersLate() bool { return s.GatherS > 0 || s.GatherBucketBytes > 0 }
 
 // PlanEdge is a stage edge and the tensors that cross it. In a sequential
 // plan an edge also carries tensors that a stage only relays.

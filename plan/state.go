@@ -58,6 +58,8 @@ func (p *Plan) checkState(i int, s PlanStage) error {
 		return planErr(i, "host_copy_bytes", "must not be negative, got %d (state_saved_bytes %d)", s.HostCopyBytes, s.StateSavedBytes)
 	case s.GatherS > 0 && (st != StateSharded || len(s.Devices) < 2):
 		return planErr(i, "gather_s", "is %g, but only a stage whose optimizer_state is %q on several devices all-gathers its parameters (it has %q on %d)", s.GatherS, StateSharded, st, len(s.Devices))
+	case s.GatherBucketBytes > 0 && (st != StateSharded || len(s.Devices) < 2):
+		return planErr(i, "gather_bucket_bytes", "is %d, but only a stage whose optimizer_state is %q on several devices all-gathers its parameters (it has %q on %d)", s.GatherBucketBytes, StateSharded, st, len(s.Devices))
 	case s.BucketBytes > 0 && st == StateHost:
 		return planErr(i, "allreduce_bucket_bytes", "is %d, but the stage's gradients go to host memory after its last pass (optimizer_state %q): its all-reduce cannot overlap the pass", s.BucketBytes, st)
 	}

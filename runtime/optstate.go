@@ -48,7 +48,7 @@ func (w *Worker) placeState() error {
 		// a plan that gives the all-gather a time of its own runs it
 		// late (stage.Executor.GatherLate): while the stages upstream
 		// make the next iteration's first inputs
-		w.ex.GatherLate(w.role.plan.Stages[w.Stage].GatherS > 0)
+		w.ex.GatherLate(w.role.plan.Stages[w.Stage].GathersLate())
 		return w.ex.ShardOptimizer(shardOf(w.Replica, w.role.lay.count[w.Stage]))
 	case w.role.offloaded(w.Stage) && w.dev != nil:
 		return w.ex.OffloadOptimizer()

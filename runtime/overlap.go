@@ -50,8 +50,11 @@ type overlapRun struct {
 }
 
 // openOverlap makes the worker's overlapPlan where its stage's plan asks
-// for buckets and it has replicas to all-reduce with; ops are its ops.
+// for buckets and it has replicas to all-reduce with, and its late
+// all-gather's buckets where the plan cuts it (openGatherBuckets); ops are
+// its ops.
 func (w *Worker) openOverlap(ops []int) {
+	w.openGatherBuckets(ops)
 	st, k := w.role.plan.Stages[w.Stage], w.role.lay.count[w.Stage]
 	if st.BucketBytes <= 0 || k < 2 {
 		return
@@ -204,3 +207,37 @@ func (g spanRing) each(c int, f func(piece []float32, at int)) {
 
 func (g spanRing) read(c int) []float32                  { return readChunk(g, c) }
 func (g spanRing) write(c int, data []float32, add bool) { writeChunk(g, c, data, add) }
+
+// A sharded stage whose plan cuts its late all-gather into buckets
+// (plan.PlanStage.GatherBucketBytes) hands the executor the buckets
+// plan.GatherBuckets cuts (stage.Executor.GatherBuckets): after its
+// update every bucket's ring starts at once, each the all-gather half of
+// the stage's ring restricted to the bucket (spanRing), keyed by bucket
+// and step (gatherEdge), and the next iteration's first forward runs each
+// op once its buckets are in.
+
+// gatherEdge is the edge key of a late all-gather's buckets' rings.
+const gatherEdge = ringEdge + 5
+
+// openGatherBuckets gives the executor the stage's all-gather buckets
+// where its plan asks for them; ops are its ops.
+func (w *Worker) openGatherBuckets(ops []int) {
+	st, k := w.role.plan.Stages[w.Stage], w.role.lay.count[w.Stage]
+	if st.GatherBucketBytes <= 0 || k < 2 || !w.role.sharded(w.Stage) || w.twoBW != nil {
+		return
+	}
+	for _, b := range plan.GatherBuckets(w.role.g, ops, st.GatherBucketBytes) {
+		w.gatherBks = append(w.gatherBks, stage.Bucket{Ops: b.Ops, Spans: b.Spans})
+	}
+	w.ex.GatherBuckets(w.gatherBks)
+}
+
+// GatherBucket runs the all-gather half of bucket b's ring over params
+// (stage.GatherBucketComm) in the iteration whose update it gathers.
+func (c stepComm) GatherBucket(ctx context.Context, b int, params []*stage.Value[float32]) error {
+	w := c.w
+	k := w.role.lay.count[w.Stage]
+	rr := ringRun{ep: w.links.ep, next: w.role.lay.id(w.Stage, (w.Replica+1)%k), r: w.Replica, k: k, sparse: true,
+		key: func(s int) wire.Key { return msgKey(c.n, int32(b*2*(k-1)+s), gatherEdge, 'g') }}
+	return rr.steps(ctx, newSpanRing(params, k, w.gatherBks[b].Spans), k-1, 2*(k-1))
+}

@@ -235,13 +235,17 @@ func TestOverlapOnAnEmulatedDevice(t *testing.T) {
 }
 
 // withLateGather is p with its sharded stages' all-gathers run late
-// (plan.PlanStage.GatherS).
-func withLateGather(p *plan.Plan) *plan.Plan {
+// (plan.PlanStage.GatherS), in buckets of bytes where bytes > 0
+// (GatherBucketBytes; the first forward then waits for none of it).
+func withLateGather(p *plan.Plan, bytes int64) *plan.Plan {
 	q := *p
 	q.Stages = append([]plan.PlanStage(nil), p.Stages...)
 	for i := range q.Stages {
 		if st := &q.Stages[i]; st.StateName() == plan.StateSharded && len(st.Devices) > 1 {
-			st.GatherS = 1e-3
+			st.GatherS, st.GatherBucketBytes = 1e-3, bytes
+			if bytes > 0 {
+				st.GatherS = 0
+			}
 		}
 	}
 	return &q
@@ -251,8 +255,9 @@ func withLateGather(p *plan.Plan) *plan.Plan {
 // their parameters late (after the optimizer step, while the next
 // iteration begins) ends with the parameters and losses of the run that
 // all-gathers in the step, bit for bit: on the CPU over a transport that
-// drops, duplicates and reorders, with clipping and with buckets, and on
-// the CUDA emulator.
+// drops, duplicates and reorders, with clipping, with buckets, and with
+// the all-gather in buckets too (each op's forward waiting for its own),
+// and on the CUDA emulator.
 func TestLateGatherIsBitIdentical(t *testing.T) {
 	lib, err := cuda.EmulatorLibrary()
 	emulator := err == nil
@@ -266,13 +271,17 @@ func TestLateGatherIsBitIdentical(t *testing.T) {
 		devices int
 		train   stage.TrainOptions
 		bytes   int64
+		gather  int64
 		device  bool
 	}{
-		{"transformer", 4, clip, 0, false},
-		{"mlp", 6, adam, 256, false},
-		{"mlp", 6, adam, 0, true},
+		{"transformer", 4, clip, 0, 0, false},
+		{"transformer", 4, clip, 0, 1024, false},
+		{"mlp", 6, adam, 256, 0, false},
+		{"mlp", 6, adam, 256, 512, false},
+		{"mlp", 6, adam, 0, 0, true},
+		{"mlp", 6, adam, 0, 512, true}, // on a device the gather stays whole
 	} {
-		t.Run(fmt.Sprintf("%s/%d/device=%v", c.model, c.bytes, c.device), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d/gather=%d/device=%v", c.model, c.bytes, c.gather, c.device), func(t *testing.T) {
 			if c.device && !emulator {
 				t.Skip("the CUDA kernels' CPU emulator needs a C++ compiler")
 			}
@@ -281,7 +290,7 @@ func TestLateGatherIsBitIdentical(t *testing.T) {
 			const steps = 3
 			c.train.Steps = steps
 			runs := make([]*Result, 2)
-			for i, q := range []*plan.Plan{base, withLateGather(base)} {
+			for i, q := range []*plan.Plan{base, withLateGather(base, c.gather)} {
 				job := &Job{Run: "late", Graph: g, Plan: q, Steps: steps, Options: Options{Train: c.train}}
 				if c.device {
 					dev, err := cuda.OpenEmulator(lib)
@@ -311,7 +320,7 @@ func TestLateGatherIsBitIdentical(t *testing.T) {
 
 // TestLateGatherServed: workers that join over NATS (Serve, the
 // coordinator's verdicts and checkpoints) with their sharded stages'
-// all-gathers run late end with the parameters of the local run that
+// all-gathers run late, in buckets, end with the parameters of the local run that
 // all-gathers in the step, bit for bit, and write checkpoints that hold
 // them.
 func TestLateGatherServed(t *testing.T) {
@@ -322,10 +331,10 @@ func TestLateGatherServed(t *testing.T) {
 	defer srv.Shutdown()
 	g, q := replicatedPlan(t, "transformer", "1f1b", 4, 16)
 	p := withBuckets(q, 0, plan.StateSharded)
-	late := withLateGather(p)
+	late := withLateGather(p, 256)
 	moved := 0
 	for _, st := range late.Stages {
-		if st.GatherS > 0 {
+		if st.GathersLate() {
 			moved++
 		}
 	}

@@ -51,6 +51,8 @@ type Worker struct {
 	// weight pass, and ovl an iteration's in flight (overlap.go)
 	ovp *overlapPlan
 	ovl *overlapRun
+	// gatherBks is the stage's late all-gather's buckets (overlap.go)
+	gatherBks []stage.Bucket
 }
 
 // NewWorker prepares worker id of job's plan over an endpoint, as job's

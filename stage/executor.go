@@ -60,6 +60,12 @@ type Executor struct {
 	late      bool
 	gathering *lateGather
 	lateErr   error
+	// gatherBks cuts a late all-gather into buckets (GatherBuckets); nil:
+	// whole
+	gatherBks []Bucket
+	// opStarts, where set (by tests), is told each op a forward pass
+	// starts, once its inputs and parameters are in
+	opStarts func(i int)
 
 	// Recompute makes Forward keep, until the micro-batch's Backward, only
 	// what it was fed, and Backward rerun the forward first (recompute.go):
@@ -294,8 +300,10 @@ func (e *Executor) paramGrads(i int) []*Value[float32] {
 // Forward's loss (which the step reads on the device: StepReport.Loss),
 // carry their shape only.
 func (e *Executor) Forward(mb int, pos Position, feeds map[string]*Value[float32]) (map[string]*Value[float32], error) {
-	if err := e.settleGather(); err != nil {
-		return nil, err
+	if !e.gathersByOp(pos) { // a bucketed gather is waited for op by op (run)
+		if err := e.settleGather(); err != nil {
+			return nil, err
+		}
 	}
 	if _, busy := e.mbs[mb]; busy {
 		return nil, fmt.Errorf("stage: micro-batch %d is already in flight", mb)
@@ -374,6 +382,12 @@ func (e *Executor) run(m *microBatch) (map[string]*Value[float32], error) {
 	}
 	out := map[string]*Value[float32]{}
 	for _, i := range e.ops {
+		if err := e.gatherFor(i); err != nil {
+			return nil, err
+		}
+		if e.opStarts != nil {
+			e.opStarts(i)
+		}
 		start := time.Now()
 		var x []*Value[float32]
 		for _, t := range e.g.OpInputs(i) {

@@ -27,10 +27,89 @@ func (e *Executor) GatherLate(on bool) { e.late = on }
 // replicas' rings end while every one of them is there to hear them.
 func (e *Executor) SettleGather() error { return e.settleGather() }
 
-// lateGather is an all-gather ApplyStep left running: wait ends it.
+// GatherBuckets cuts a late all-gather into buckets (plan.GatherBuckets:
+// the ops whose parameters each holds and its spans of the ring's layout,
+// the parameters in name order laid end to end), so that it overlaps the
+// next step's first forward: ApplyStep starts every bucket's ring at once
+// (GatherBucketComm), and a training Forward runs each op once the
+// buckets that hold its parameters are in, instead of waiting for the
+// whole gather first. Each element is copied from the replica that
+// updated it, as by the one ring: the same numbers bit for bit. On a
+// device, or with a StepComm that has no GatherBucket, the gather stays
+// whole. nil: whole.
+func (e *Executor) GatherBuckets(bs []Bucket) { e.gatherBks = bs }
+
+// GatherBucketComm is what a StepComm offers a stage whose late all-gather
+// runs in buckets (GatherBuckets).
+type GatherBucketComm interface {
+	// GatherBucket runs the all-gather of bucket b's spans of params (the
+	// stage's parameters in parameter-name order, laid end to end) and
+	// returns when this replica holds all of them.
+	GatherBucket(ctx context.Context, b int, params []*Value[float32]) error
+}
+
+// lateGather is an all-gather ApplyStep left running: wait ends it. A
+// bucketed one also says when each bucket is in (done, closed with errs
+// set) and which buckets each op's forward waits for (need).
 type lateGather struct {
 	step int
 	wait func() error
+	done []chan struct{}
+	errs []error
+	need map[int][]int
+}
+
+// gathersByOp says whether a Forward at pos waits for the running gather
+// op by op: a training forward of a bucketed gather that reads the newest
+// weights.
+func (e *Executor) gathersByOp(pos Position) bool {
+	g := e.gathering
+	return g != nil && g.need != nil && !pos.Eval && e.reading == nil
+}
+
+// gatherFor waits for the buckets op i's parameters are in, where the
+// running gather is bucketed; a bucket that failed ends the whole gather
+// and says why.
+func (e *Executor) gatherFor(i int) error {
+	g := e.gathering
+	if g == nil || g.need == nil {
+		return nil
+	}
+	for _, b := range g.need[i] {
+		<-g.done[b]
+		if g.errs[b] != nil {
+			return e.settleGather()
+		}
+	}
+	return nil
+}
+
+// startBuckets starts every bucket's ring of a late all-gather over the
+// host's parameters (params, in name order), each in a goroutine of its
+// own.
+func startBuckets(ctx context.Context, gc GatherBucketComm, params []*Value[float32], bs []Bucket, step int) *lateGather {
+	g := &lateGather{step: step, done: make([]chan struct{}, len(bs)), errs: make([]error, len(bs)), need: map[int][]int{}}
+	for b, bk := range bs {
+		g.done[b] = make(chan struct{})
+		for _, op := range bk.Ops {
+			g.need[op] = append(g.need[op], b)
+		}
+		go func() {
+			defer close(g.done[b])
+			g.errs[b] = gc.GatherBucket(ctx, b, params)
+		}()
+	}
+	g.wait = func() error {
+		var first error
+		for b := range bs {
+			<-g.done[b]
+			if first == nil && g.errs[b] != nil {
+				first = fmt.Errorf("bucket %d: %w", b, g.errs[b])
+			}
+		}
+		return first
+	}
+	return g
 }
 
 // settleGather waits for the all-gather ApplyStep left running, if any;
@@ -54,11 +133,17 @@ func (e *Executor) startGather(ctx context.Context, c StepComm, step int) error 
 	if !e.late {
 		return e.be.gather(ctx, c)
 	}
+	if _, ok := e.be.(*cpuBackend); ok && len(e.gatherBks) > 0 && e.shard != nil && e.shard.s.Count > 1 {
+		if gc, ok := c.(GatherBucketComm); ok {
+			e.gathering = startBuckets(ctx, gc, inOrder(e.ParamNames(), e.Params), e.gatherBks, step)
+			return nil
+		}
+	}
 	wait, err := e.be.gatherLate(ctx, c)
 	if err != nil || wait == nil {
 		return err
 	}
-	e.gathering = &lateGather{step, wait}
+	e.gathering = &lateGather{step: step, wait: wait}
 	return nil
 }
 

@@ -106,3 +106,119 @@ func TestGatherLate(t *testing.T) {
 		})
 	}
 }
+
+// bucketGate is gate with its late all-gather cut into buckets
+// (GatherBucketComm): bucket b's ring waits for release[b].
+type bucketGate struct {
+	gate
+	release []chan error
+}
+
+func (g bucketGate) GatherBucket(_ context.Context, b int, _ []*Value[float32]) error {
+	return <-g.release[b]
+}
+
+// TestGatherBuckets: a sharded executor whose late all-gather is cut into
+// buckets (one per op with parameters, in forward order) returns from
+// ApplyStep with every bucket's ring running; its next forward pass waits
+// runs its ops while the last op's bucket is out, waits for that bucket
+// before the last op and ends once it is in; a bucket's
+// error comes back from that forward pass as the step's.
+func TestGatherBuckets(t *testing.T) {
+	c := backendCases()[0]
+	tr := stepTrainer(t, c, TrainOptions{Optimizer: "adam", LR: 0.01, MicroBatch: 2})
+	if err := tr.Ex.ShardOptimizer(Shard{0, 2}); err != nil {
+		t.Fatal(err)
+	}
+	tr.Ex.GatherLate(true)
+	var bs []Bucket
+	for _, i := range tr.Ex.ops {
+		if len(tr.G.Params(i)) > 0 {
+			bs = append(bs, Bucket{Ops: []int{i}})
+		}
+	}
+	if len(bs) < 2 {
+		t.Fatalf("the mlp has %d ops with parameters", len(bs))
+	}
+	tr.Ex.GatherBuckets(bs)
+	for step, fail := range []bool{false, true} {
+		g := bucketGate{gate{make(chan struct{}), make(chan error, 1)}, make([]chan error, len(bs))}
+		for b := range g.release {
+			g.release[b] = make(chan error, 1)
+		}
+		runPasses(t, tr, step)
+		if _, err := tr.Ex.EndStep(context.Background(), step, g); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Ex.ApplyStep(false); err != nil {
+			t.Fatalf("ApplyStep with its buckets out: %v", err)
+		}
+		for b := range bs[:len(bs)-1] {
+			g.release[b] <- nil
+		}
+		started := make(chan int, len(tr.Ex.ops))
+		tr.Ex.opStarts = func(i int) {
+			select {
+			case started <- i:
+			default:
+			}
+		}
+		forwarded := make(chan error, 1)
+		go func() {
+			_, err := tr.Ex.Forward(0, Position{Step: step + 1}, feedsOf(t, tr, step+1))
+			forwarded <- err
+		}()
+		select {
+		case err := <-forwarded:
+			t.Fatalf("the forward pass ended (%v) with its last op's bucket out", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		lastOp := bs[len(bs)-1].Ops[0]
+		if len(started) == 0 {
+			t.Fatal("the forward pass ran no op while its last op's bucket was out")
+		}
+		for len(started) > 0 {
+			if i := <-started; i == lastOp {
+				t.Fatalf("op %d ran with its bucket out", i)
+			}
+		}
+		var last error
+		if fail {
+			last = errors.New("link cut")
+		}
+		g.release[len(bs)-1] <- last
+		err := <-forwarded
+		tr.Ex.opStarts = nil
+		var se *StepError
+		switch {
+		case fail && (!errors.As(err, &se) || se.Step != step):
+			t.Fatalf("forward after a failed bucket: %v, want a StepError of step %d", err, step)
+		case !fail && err != nil:
+			t.Fatal(err)
+		case !fail: // the micro-batch's backward frees it for the next step's passes
+			loss := tr.G.Op(tr.G.Loss()).Name
+			seed := &Value[float32]{Shape: []int{1}, Data: []float32{1}}
+			if _, err := tr.Ex.Backward(0, map[string]*Value[float32]{loss: seed}, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Ex.ZeroGrads(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// feedsOf is micro-batch 0's feeds of step (runPasses's).
+func feedsOf(t *testing.T, tr *Trainer, step int) map[string]*Value[float32] {
+	t.Helper()
+	batch, err := tr.Source.Inputs(step, tr.batch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tr.batch / tr.mbs
+	feeds := map[string]*Value[float32]{}
+	for name, v := range batch {
+		feeds[name] = SliceRows(v, 0, b)
+	}
+	return feeds
+}
