@@ -172,7 +172,7 @@ func setDevices(p *plan.Plan, in []stageIn, devs [][]int, cm *costModel) error {
 		st.Devices = devs[i]
 		kc := cm.kind(in[i].kind)
 		st.FlushS, st.BucketBytes = kc.planFlush(p, i, kc.slow)
-		st.GatherS = 0 // lateGathers moves it again
+		st.GatherS, st.GatherBucketBytes = 0, 0 // lateGathers moves it again
 	}
 	workers := 0
 	for _, st := range p.Stages {

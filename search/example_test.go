@@ -8,7 +8,7 @@ import (
 	"github.com/graphpipe/graphpipe/search"
 )
 
-// Plan the zoo's multi-modal Transformer (four branches) on 16 V100s, four
+// Plan the zoo's multi-modal Transformer (four branches) on 32 V100s, four
 // per node, and set the graph pipeline beside the best sequential one.
 func ExampleSearch() {
 	e, _ := models.Lookup("mmt")
@@ -19,7 +19,7 @@ func ExampleSearch() {
 		return
 	}
 	dev, _ := plan.LookupDevice("v100")
-	p, err := search.Search(g, search.Options{Device: dev, Devices: 16})
+	p, err := search.Search(g, search.Options{Device: dev, Devices: 32})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -29,12 +29,12 @@ func ExampleSearch() {
 	seq := p.Search.Sequential
 	fmt.Printf("best sequential: %d stages, depth %d, %.1f samples/s: %.2fx\n",
 		seq.Stages, seq.Depth, seq.SamplesPerS, p.Predicted.SamplesPerS/seq.SamplesPerS)
-	for _, s := range p.Stages[:2] {
+	for _, s := range p.Stages[:min(2, len(p.Stages))] {
 		fmt.Printf("stage %d on devices %v: %s .. %s\n", s.ID, s.Devices, s.Ops[0], s.Ops[len(s.Ops)-1])
 	}
 	// Output:
-	// gpp: 16 stages, depth 5, micro-batch 4, 253.7 samples/s predicted
-	// best sequential: 1 stages, depth 1, 224.9 samples/s: 1.13x
-	// stage 0 on devices [0]: b0.emb .. b0.l2.ln1
-	// stage 1 on devices [1]: b0.l2.attn .. b0.l4.ln1
+	// gpp: 21 stages, depth 6, micro-batch 4, 467.7 samples/s predicted
+	// best sequential: 1 stages, depth 1, 395.9 samples/s: 1.18x
+	// stage 0 on devices [0]: b0.emb .. b0.l1.ln1
+	// stage 1 on devices [1]: b0.l1.attn .. b0.l2.ln1
 }

@@ -151,9 +151,9 @@ func settleShares(p *plan.Plan, cm *costModel, applied []float64, rebuild bool) 
 			goes := kc.dev.GoDelay(worker) // its inputs' making is slowed, not the go
 			st.BeginS = goes + r*(st.BeginS-goes)
 			st.FlushS, st.BucketBytes = kc.planFlush(p, s, f)
-			if st.GatherS > 0 { // the all-gather runs late: not in the flush
-				st.GatherS = kc.gatherS(p, s)
-				st.FlushS = max(0, st.FlushS-st.GatherS)
+			if st.GathersLate() { // the all-gather runs late: not in the flush
+				st.FlushS = max(0, st.FlushS-kc.gatherS(p, s))
+				st.GatherS, st.GatherBucketBytes = kc.gatherWait(p, s)
 			}
 			applied[s], changed = f, true
 		}

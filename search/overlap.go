@@ -189,8 +189,9 @@ type bucketPart struct {
 // bucketCache keeps each stage's bucketParts by its ops, bucket size and
 // replicas: the same stage is priced again in every plan that holds it.
 type bucketCache struct {
-	mu    sync.Mutex // guards parts
-	parts map[string][]bucketPart
+	mu      sync.Mutex // guards parts and gathers
+	parts   map[string][]bucketPart
+	gathers map[string][]gatherPart
 }
 
 // bucketParts are the buckets of size bytes of a stage whose last pass is
@@ -293,6 +294,146 @@ func (cm *costModel) gatherS(p *plan.Plan, s int) float64 {
 	return float64(k-1) * (lat + 4*float64(st.Params)/float64(k)/bw)
 }
 
+// A late all-gather may also run in buckets (plan.PlanStage.
+// GatherBucketBytes; plan.GatherBuckets): the parameters in the order the
+// forward reads them, every bucket's ring started at once after the
+// update, each op of the next iteration's first forward run once the
+// buckets that hold its parameters are in. Priced as the reduce-scatter's
+// buckets are (see above), every bucket ready at once: bucket b is in by
+// G_b = Σ_{b'≤b} ρ_b' + (H−1)·max_{b'≤b} h_b' (H = k−1, the all-gather's
+// half), and the first forward, its ops of f_j seconds in order, ends at
+// t_J where t_j = max(t_{j−1}, G of op j's last bucket) + f_j: it waits
+// t_J − Σ f_j more than it computes, the stage's GatherS. The bucket size
+// that makes that least is kept (gatherWait), where it is less than the
+// whole all-gather.
+
+// gatherPart is a late all-gather's bucket as gatherWait prices it: its
+// elements, its smallest and largest part of a chunk, and the positions in
+// the forward's order of the ops it holds parameters of.
+type gatherPart struct {
+	elems, least, most int64
+	ops                []int
+}
+
+// gatherWait is what of stage s of p's late all-gather its next first
+// forward waits for, with the bucket size that makes it least (0: the
+// whole all-gather, gatherS, before the forward); 0, 0 for a stage that
+// does not all-gather.
+func (cm *costModel) gatherWait(p *plan.Plan, s int) (float64, int64) {
+	whole := cm.gatherS(p, s)
+	st := &p.Stages[s]
+	if whole <= 0 || placementOf(st) != placeSharded {
+		return whole, 0
+	}
+	order, f := cm.forwardTimes(st)
+	if order == nil {
+		return whole, 0
+	}
+	lat, bw := ringLink(cm.dev, spans(p, st.Devices))
+	k := len(st.Devices)
+	best, bytes := whole, int64(0)
+	for _, size := range bucketSizes {
+		if 4*st.Params/size > maxBuckets {
+			continue
+		}
+		if w := forwardWait(cm.gatherParts(order, size, k), f, lat, bw, k); w < best {
+			best, bytes = w, size
+		}
+		if size >= 4*st.Params {
+			break
+		}
+	}
+	return best, bytes
+}
+
+// forwardWait is how much longer than Σ f a forward of ops timed f (in
+// the forward's order) takes while the buckets bs come in (see above).
+func forwardWait(bs []gatherPart, f []float64, lat, bw float64, k int) float64 {
+	need := make([]float64, len(f)) // when op j's last bucket is in
+	load, hop := 0.0, 0.0
+	for _, b := range bs {
+		load += lat + 4*float64(b.elems-b.least)/bw
+		hop = max(hop, lat+4*float64(b.most)/bw)
+		in := load + float64(k-2)*hop
+		for _, j := range b.ops {
+			need[j] = max(need[j], in)
+		}
+	}
+	t, sum := 0.0, 0.0
+	for j, fj := range f {
+		t = max(t, need[j]) + fj
+		sum += fj
+	}
+	return max(0, t-sum)
+}
+
+// forwardTimes is stage st's ops in the order its forward runs them
+// (plan.GatherOrder) and each one's forward time at its micro-batch,
+// scaled to the forward time the plan gives it; nil where an op is not the
+// graph's or the forward takes no time.
+func (cm *costModel) forwardTimes(st *plan.PlanStage) ([]int, []float64) {
+	ops := make([]int, 0, len(st.Ops))
+	for _, name := range st.Ops {
+		i, ok := cm.g.OpIndex(name)
+		if !ok {
+			return nil, nil
+		}
+		ops = append(ops, i)
+	}
+	order := plan.GatherOrder(cm.g, ops)
+	t := cm.times(st.MicroBatch)
+	f := make([]float64, len(order))
+	var sum float64
+	for j, i := range order {
+		f[j] = t[i].f
+		sum += f[j]
+	}
+	if sum <= 0 || st.ForwardS <= 0 {
+		return nil, nil
+	}
+	for j := range f {
+		f[j] *= st.ForwardS / sum
+	}
+	return order, f
+}
+
+// gatherParts are the late all-gather buckets of size bytes of a stage
+// whose forward runs order, on k replicas (cached as bucketParts are).
+func (cm *costModel) gatherParts(order []int, size int64, k int) []gatherPart {
+	key := fmt.Sprint("gather", p0(order), size, k)
+	c := &cm.buckets
+	c.mu.Lock()
+	got, ok := c.gathers[key]
+	c.mu.Unlock()
+	if ok {
+		return got
+	}
+	bs := plan.GradBuckets(cm.g, order, size)
+	var total int64
+	for _, b := range bs {
+		total += b.Elems
+	}
+	pos := make(map[int]int, len(order))
+	for j, i := range order {
+		pos[i] = j
+	}
+	out := make([]gatherPart, len(bs))
+	for b, bk := range bs {
+		out[b].elems = bk.Elems
+		out[b].least, out[b].most = chunkParts(bk.Spans, total, k)
+		for _, op := range bk.Ops {
+			out[b].ops = append(out[b].ops, pos[op])
+		}
+	}
+	c.mu.Lock()
+	if c.gathers == nil {
+		c.gathers = map[string][]gatherPart{}
+	}
+	c.gathers[key] = out
+	c.mu.Unlock()
+	return out
+}
+
 // lateGathers moves the all-gathers of p's sharded stages to the start of
 // the next iteration where the simulator, running p's lists as they are,
 // predicts a shorter iteration: all of them at once (stages on parallel
@@ -303,14 +444,21 @@ func (cm *costModel) gatherS(p *plan.Plan, s int) float64 {
 // for the new beginnings (tuneShared), and moves again after.
 func lateGathers(p *plan.Plan, cm *costModel) error {
 	type move struct {
-		s       int
-		g, full float64 // the all-gather, the flush with it
+		s             int
+		g, wait, full float64 // the all-gather, what the forward waits for of it late, the flush with it
+		bytes         int64   // its buckets late (gatherWait)
 	}
 	var moves []move
 	for s := range p.Stages {
 		st := &p.Stages[s]
-		if g := cm.kind(p.KindOf(s)).gatherS(p, s); g > 0 {
-			moves = append(moves, move{s, g, st.FlushS + st.GatherS})
+		kc := cm.kind(p.KindOf(s))
+		if g := kc.gatherS(p, s); g > 0 {
+			full := st.FlushS
+			if st.GathersLate() {
+				full += g
+			}
+			wait, bytes := kc.gatherWait(p, s)
+			moves = append(moves, move{s, g, wait, full, bytes})
 		}
 	}
 	if len(moves) == 0 {
@@ -319,15 +467,15 @@ func lateGathers(p *plan.Plan, cm *costModel) error {
 	sort.SliceStable(moves, func(a, b int) bool { return moves[a].g > moves[b].g })
 	set := func(m move, late bool) {
 		st := &p.Stages[m.s]
-		st.GatherS, st.FlushS = 0, m.full
+		st.GatherS, st.GatherBucketBytes, st.FlushS = 0, 0, m.full
 		if late {
-			st.GatherS, st.FlushS = m.g, max(0, m.full-m.g)
+			st.GatherS, st.GatherBucketBytes, st.FlushS = m.wait, m.bytes, max(0, m.full-m.g)
 		}
 	}
 	best := p.Predicted.IterationS
 	was := make([]bool, len(moves))
 	for i, m := range moves {
-		was[i] = p.Stages[m.s].GatherS > 0
+		was[i] = p.Stages[m.s].GathersLate()
 		set(m, true)
 	}
 	if err := p.Predict(); err == nil && p.Predicted.IterationS < best {
@@ -338,7 +486,7 @@ func lateGathers(p *plan.Plan, cm *costModel) error {
 		}
 	}
 	for _, m := range moves {
-		late := p.Stages[m.s].GatherS > 0
+		late := p.Stages[m.s].GathersLate()
 		set(m, !late)
 		if err := p.Predict(); err == nil && p.Predicted.IterationS < best {
 			best = p.Predicted.IterationS
@@ -352,7 +500,7 @@ func lateGathers(p *plan.Plan, cm *costModel) error {
 // gathersLate says whether some stage of p all-gathers late.
 func gathersLate(p *plan.Plan) bool {
 	for _, st := range p.Stages {
-		if st.GatherS > 0 {
+		if st.GathersLate() {
 			return true
 		}
 	}
@@ -361,13 +509,14 @@ func gathersLate(p *plan.Plan) bool {
 
 // withGathersInFlush is a copy of p (its stages and edges its own) whose
 // all-gathers end the flush again.
-func withGathersInFlush(p *plan.Plan) *plan.Plan {
+func withGathersInFlush(p *plan.Plan, cm *costModel) *plan.Plan {
 	q := *p
 	q.Stages = append([]plan.PlanStage(nil), p.Stages...)
 	q.Edges = append([]plan.PlanEdge(nil), p.Edges...)
 	for s := range q.Stages {
-		st := &q.Stages[s]
-		st.FlushS, st.GatherS = st.FlushS+st.GatherS, 0
+		if st := &q.Stages[s]; st.GathersLate() {
+			st.FlushS, st.GatherS, st.GatherBucketBytes = st.FlushS+cm.kind(q.KindOf(s)).gatherS(&q, s), 0, 0
+		}
 	}
 	return &q
 }

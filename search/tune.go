@@ -10,7 +10,7 @@ import (
 func tuneShared(p *plan.Plan, k microbatch.ScheduleKind, cm *costModel) error {
 	var plain *plan.Plan
 	if gathersLate(p) { // tuned for its late all-gathers, the plan may lose to itself without them
-		plain = withGathersInFlush(p)
+		plain = withGathersInFlush(p, cm)
 	}
 	if err := tuneLate(p, k, cm); err != nil {
 		return err
