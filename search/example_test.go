@@ -33,8 +33,8 @@ func ExampleSearch() {
 		fmt.Printf("stage %d on devices %v: %s .. %s\n", s.ID, s.Devices, s.Ops[0], s.Ops[len(s.Ops)-1])
 	}
 	// Output:
-	// gpp: 21 stages, depth 6, micro-batch 4, 467.7 samples/s predicted
-	// best sequential: 1 stages, depth 1, 395.9 samples/s: 1.18x
-	// stage 0 on devices [0]: b0.emb .. b0.l1.ln1
-	// stage 1 on devices [1]: b0.l1.attn .. b0.l2.ln1
+	// gpp: 5 stages, depth 2, micro-batch 128, 487.7 samples/s predicted
+	// best sequential: 1 stages, depth 1, 395.9 samples/s: 1.23x
+	// stage 0 on devices [0 1 2 3 4 5 6]: b0.emb .. b0.pool
+	// stage 1 on devices [7 8 9 10 11 12 13]: b1.emb .. b1.pool
 }

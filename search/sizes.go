@@ -223,6 +223,12 @@ func (pl *planner) planAt(b int64) (sized, error) {
 		if p != nil && p.Predicted.Feasible {
 			out.plans = append(out.plans, p)
 		}
+		if p, err = pl.branchParallel(d); err != nil {
+			return out, err
+		}
+		if p != nil {
+			out.plans = append(out.plans, p)
+		}
 	}
 	if len(out.plans) == 0 || len(out.plans[0].Stages) == 1 {
 		out.gain = 0
