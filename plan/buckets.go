@@ -184,3 +184,39 @@ func GatherOrder(g *dag.Graph, ops []int) []int { return GradOrder(g, ops, true)
 func GatherBuckets(g *dag.Graph, ops []int, bucketBytes int64) []GradBucket {
 	return GradBuckets(g, GatherOrder(g, ops), bucketBytes)
 }
+
+// RingLayout is how stage s's replicas run their rings (the all-reduce,
+// its halves and their buckets): in two levels where the stage's devices
+// lie on two nodes or more, the same number of them (local, two or more)
+// on each, node after node in the stage's device order — first a ring
+// within each node, then a ring across the nodes for each place within a
+// node, each device over its own link — and otherwise one ring of all of
+// them (nodes 1, local the replicas). The runtime runs the rings so, the
+// planner prices them so.
+func (p *Plan) RingLayout(s int) (nodes, local int) {
+	devs := p.Stages[s].Devices
+	k := len(devs)
+	var runs []int // the devices of each run on one node, in order
+	seen := map[int]bool{}
+	for i, d := range devs {
+		n := p.NodeOf(d)
+		if i > 0 && n == p.NodeOf(devs[i-1]) {
+			runs[len(runs)-1]++
+			continue
+		}
+		if seen[n] { // a node twice
+			return 1, k
+		}
+		seen[n] = true
+		runs = append(runs, 1)
+	}
+	if len(runs) < 2 || runs[0] < 2 {
+		return 1, k
+	}
+	for _, r := range runs {
+		if r != runs[0] {
+			return 1, k
+		}
+	}
+	return len(runs), runs[0]
+}

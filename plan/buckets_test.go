@@ -290,3 +290,26 @@ func head(bs []GradBucket) any {
 	}
 	return bs[0]
 }
+
+// TestRingLayout: two levels only where a stage's devices lie on two nodes
+// or more, as many on each (two or more), node after node.
+func TestRingLayout(t *testing.T) {
+	for _, c := range []struct {
+		devs         []int
+		nodes, local int
+	}{
+		{[]int{0, 1, 2, 3, 4, 5, 6, 7}, 2, 4},
+		{[]int{4, 5, 0, 1}, 2, 2},
+		{[]int{0, 1, 2, 3}, 1, 4},          // one node
+		{[]int{0, 4, 8, 12}, 1, 4},         // one a node
+		{[]int{0, 1, 2, 4, 5}, 1, 5},       // 3 and 2
+		{[]int{0, 1, 4, 5, 2, 3}, 1, 6},    // node 0 twice
+		{[]int{0, 1, 2, 3, 4, 5, 6}, 1, 7}, // 4 and 3
+		{[]int{0}, 1, 1},
+	} {
+		p := &Plan{DevicesPerNode: 4, Stages: []PlanStage{{Devices: c.devs}}}
+		if n, l := p.RingLayout(0); n != c.nodes || l != c.local {
+			t.Errorf("devices %v: %d nodes of %d, want %d of %d", c.devs, n, l, c.nodes, c.local)
+		}
+	}
+}

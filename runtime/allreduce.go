@@ -36,14 +36,17 @@ func (w *Worker) allGather(ctx context.Context, n int64, params []*stage.Value[f
 }
 
 // ring runs halves [from, to) of the ring over vals (0: the
-// reduce-scatter, 1: the all-gather) in iteration n.
+// reduce-scatter, 1: the all-gather) in iteration n, in two levels where
+// the stage's replicas lie so (ringlayout.go).
 func (w *Worker) ring(ctx context.Context, n int64, vals []*stage.Value[float32], from, to int) error {
 	k := w.role.lay.count[w.Stage]
 	g := newGradRing(vals, k)
 	if k == 1 || g.total == 0 { // a stage without parameters (a replicated loss) has nothing to sum: every replica knows it
 		return nil
 	}
-	return ringSteps(ctx, w.links.ep, w.role.lay.id(w.Stage, (w.Replica+1)%k), w.Replica, n, g, from*(k-1), to*(k-1))
+	rp := w.ringPlanOf()
+	h := rp.half()
+	return rp.run(ctx, w.links.ep, func(s int) wire.Key { return msgKey(n, int32(s), ringEdge, 'g') }, g, false, from*h, to*h)
 }
 
 // shardOf is the shard (stage.Shard's index) replica r of k owns: the chunk

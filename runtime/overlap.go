@@ -145,13 +145,13 @@ func (w *Worker) waitBuckets(n int64) (ok bool, err error) {
 // parameter-name order) in iteration n.
 func (w *Worker) bucketRing(ctx context.Context, n int64, b int, grads []*stage.Value[float32]) error {
 	k := w.role.lay.count[w.Stage]
-	steps := 2 * (k - 1)
+	rp := w.ringPlanOf()
+	steps := 2 * rp.half()
 	if w.ovp.half {
-		steps = k - 1
+		steps = rp.half()
 	}
-	rr := ringRun{ep: w.links.ep, next: w.role.lay.id(w.Stage, (w.Replica+1)%k), r: w.Replica, k: k, sparse: true,
-		key: func(s int) wire.Key { return msgKey(n, int32(b*2*(k-1)+s), bucketEdge, 'g') }}
-	return rr.steps(ctx, newSpanRing(grads, k, w.ovp.buckets[b].Spans), 0, steps)
+	key := func(s int) wire.Key { return msgKey(n, int32(b*2*(k-1)+s), bucketEdge, 'g') }
+	return rp.run(ctx, w.links.ep, key, newSpanRing(grads, k, w.ovp.buckets[b].Spans), true, 0, steps)
 }
 
 // spanRing is spans of values laid end to end, cut by the chunks of the
@@ -237,7 +237,7 @@ func (w *Worker) openGatherBuckets(ops []int) {
 func (c stepComm) GatherBucket(ctx context.Context, b int, params []*stage.Value[float32]) error {
 	w := c.w
 	k := w.role.lay.count[w.Stage]
-	rr := ringRun{ep: w.links.ep, next: w.role.lay.id(w.Stage, (w.Replica+1)%k), r: w.Replica, k: k, sparse: true,
-		key: func(s int) wire.Key { return msgKey(c.n, int32(b*2*(k-1)+s), gatherEdge, 'g') }}
-	return rr.steps(ctx, newSpanRing(params, k, w.gatherBks[b].Spans), k-1, 2*(k-1))
+	rp := w.ringPlanOf()
+	key := func(s int) wire.Key { return msgKey(c.n, int32(b*2*(k-1)+s), gatherEdge, 'g') }
+	return rp.run(ctx, w.links.ep, key, newSpanRing(params, k, w.gatherBks[b].Spans), true, rp.half(), 2*rp.half())
 }
