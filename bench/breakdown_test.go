@@ -22,7 +22,7 @@ func TestPlanBreakdown(t *testing.T) {
 		stages   int // 1: a plan of one stage; 0: more than one
 	}{
 		{"transformer", 4, 64, "spp", 1},
-		{"mmt", 32, 128, "gpp", 0}, // at 512 one data-parallel stage since the all-gather overlaps the forward
+		{"dlrm", 32, 512, "gpp", 0}, // mmt plans one data-parallel stage since its rings overlap the passes, in two levels
 		{"candle-uno", 32, 1024, "gpp", 0},
 	} {
 		e, err := models.Lookup(tc.model)

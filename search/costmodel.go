@@ -280,7 +280,8 @@ func (cm *costModel) finish(c stageCost, blk *block, k, mbs int, pl placement) s
 	if pl == placeStreamed {
 		c.f, c.bi, c.bw = cm.streamTimes(blk.params, c.f, c.bi, c.bw)
 	}
-	c.flush = cm.dpFlush(pl, blk.params, k, k > cm.perNode, allReduce(cm.dev, 4*float64(blk.params), k, k > cm.perNode), c.window(cm.split), cm.slow)
+	r := cm.dpRing(k)
+	c.flush = cm.dpFlush(pl, blk.params, k, r, r.allReduce(4*float64(blk.params)), c.window(cm.split), cm.slow)
 	c.period = c.f + c.bi + c.bw + c.flush/float64(mbs) + cm.messages(blk, c.m)
 	c.link = 2 * transfer(cm.dev, float64(max(blk.inB, blk.outB))*float64(c.m), cm.interDP())
 	cm.setMemory(&c, blk, k, c.m, pl)

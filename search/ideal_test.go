@@ -8,13 +8,13 @@ import (
 
 // TestFewerDevicesInPrecision: the search on fewer devices stops where the
 // best plan reaches the ideal of that many, priced at the plan's precision's
-// rate (plan.IdealSamplesPerS): the transformer in bf16 on 8 h100 at batch 64
+// rate (plan.IdealSamplesPerS): the transformer in bf16 on 8 h100 at batch 16
 // runs faster on 4 of them, which a bound at the fp32 rate (15 times lower)
 // never let the search try.
 func TestFewerDevicesInPrecision(t *testing.T) {
 	t.Parallel()
 	g := zooModel(t, "transformer")
-	o := Options{Device: plan.Profiles["h100"], Devices: 8, Batch: 64, Precision: "bf16"}
+	o := Options{Device: plan.Profiles["h100"], Devices: 8, Batch: 16, Precision: "bf16"}
 	p, err := Search(g, o)
 	if err != nil {
 		t.Fatal(err)

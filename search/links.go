@@ -53,6 +53,28 @@ func (l link) time(bytes float64) float64 {
 	return l.lat + bytes/l.bw
 }
 
+// dpRing is the ring the DP prices a stage of k devices with: one ring,
+// over the links between nodes where k is more than a node's. The plans
+// are priced with the rings they will run (planRing: in two levels where
+// their stages lie on whole nodes); a DP that priced its stages on whole
+// nodes in two levels too found slower plans than this one (32 v100,
+// dlrm at 512: 1.993e4 samples/s against 2.084e4, candle-uno's best
+// sequential plan at 1024 2.451e4 against 2.667e4): its cheaper rings
+// tied bottlenecks that the simulator tells apart.
+func (cm *costModel) dpRing(k int) ring {
+	return flatRing(cm.dev, k, k > cm.perNode)
+}
+
+// planRing is stage s of p's ring as the run will run it
+// (plan.RingLayout).
+func (cm *costModel) planRing(p *plan.Plan, s int) ring {
+	if n, l := p.RingLayout(s); n >= 2 {
+		return twoLevel(cm.dev, n, l)
+	}
+	devs := p.Stages[s].Devices
+	return flatRing(cm.dev, len(devs), spans(p, devs))
+}
+
 // ringLink is the link of one step of a stage's ring all-reduce on d: the
 // profile's measured ring (across nodes, no faster than the link between
 // them), or, unmeasured, the links as profiles always priced it.

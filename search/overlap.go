@@ -47,15 +47,16 @@ var bucketSizes = []int64{64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 <<
 // of params on k devices at placement pl, its last weight pass window
 // seconds long, where overlapping it with the pass makes it shorter than
 // ar (the ring after the pass, allReduce's; a sharded stage's two halves).
-func (cm *costModel) overlapAR(pl placement, params int64, k int, inter bool, ar, window float64) float64 {
+func (cm *costModel) overlapAR(pl placement, params int64, r ring, ar, window float64) float64 {
+	k := r.k
 	if !cm.overlap || k < 2 || params <= 0 || window <= 0 || pl == placeHost || pl == placeStreamed {
 		return ar
 	}
-	lat, bw := ringLink(cm.dev, inter)
+	lat, bw := r.lat, r.bw
 	x := 4 * float64(params)
 	phases, after := 2.0, 0.0
 	if pl == placeSharded {
-		phases, after = 1, float64(k-1)*(lat+x/float64(k)/bw)
+		phases, after = 1, r.half(x)
 	}
 	hops := phases * float64(k-1)
 	s := math.Sqrt(phases * x * lat * bw / max(hops-1, 1))
@@ -69,8 +70,8 @@ func (cm *costModel) overlapAR(pl placement, params int64, k int, inter bool, ar
 // dpFlush is the flush the DP prices (placedFlush), its all-reduce ar
 // overlapped with a last weight pass of window seconds where that is
 // shorter (overlapAR).
-func (cm *costModel) dpFlush(pl placement, params int64, k int, inter bool, ar, window, slow float64) float64 {
-	return cm.placedFlush(pl, params, k, cm.overlapAR(pl, params, k, inter, ar, window), slow)
+func (cm *costModel) dpFlush(pl placement, params int64, k int, r ring, ar, window, slow float64) float64 {
+	return cm.placedFlush(pl, params, k, cm.overlapAR(pl, params, r, ar, window), slow)
 }
 
 // window is a stage cost's last weight pass: its backward, or its weight
@@ -86,8 +87,8 @@ func (c *stageCost) window(split bool) float64 {
 // size that makes it shortest (0: the all-reduce after the pass).
 func (cm *costModel) planFlush(p *plan.Plan, s int, slow float64) (float64, int64) {
 	st := &p.Stages[s]
-	pl, k, inter := placementOf(st), len(st.Devices), spans(p, st.Devices)
-	ar := allReduce(cm.dev, 4*float64(st.Params), k, inter)
+	pl, k, r := placementOf(st), len(st.Devices), cm.planRing(p, s)
+	ar := r.allReduce(4 * float64(st.Params))
 	plain := cm.placedFlush(pl, st.Params, k, ar, slow)
 	if !cm.overlap || k < 2 || st.Params <= 0 || pl == placeHost || pl == placeStreamed {
 		return plain, 0
@@ -101,7 +102,7 @@ func (cm *costModel) planFlush(p *plan.Plan, s int, slow float64) (float64, int6
 		if 4*st.Params/size > maxBuckets {
 			continue
 		}
-		f := cm.placedFlush(pl, st.Params, k, cm.bucketsAR(pass, cm.bucketParts(pass, size, k), pl, k, inter), slow)
+		f := cm.placedFlush(pl, st.Params, k, cm.bucketsAR(pass, cm.bucketParts(pass, size, r.k), pl, r), slow)
 		if f < best {
 			best, bucket = f, size
 		}
@@ -235,15 +236,15 @@ func (cm *costModel) bucketParts(pass *lastPass, size int64, k int) []bucketPart
 // is pass, on k devices at placement pl, in buckets bs: what of the
 // buckets' rings outlasts the pass (see above), and a sharded stage's
 // all-gather.
-func (cm *costModel) bucketsAR(pass *lastPass, bs []bucketPart, pl placement, k int, inter bool) float64 {
-	lat, bw := ringLink(cm.dev, inter)
+func (cm *costModel) bucketsAR(pass *lastPass, bs []bucketPart, pl placement, r ring) float64 {
+	k, lat, bw := r.k, r.lat, r.bw
 	var total int64
 	for _, b := range bs {
 		total += b.elems
 	}
 	phases, after := 2.0, 0.0
 	if pl == placeSharded {
-		phases, after = 1, float64(k-1)*(lat+4*float64(total)/float64(k)/bw)
+		phases, after = 1, r.half(4*float64(total))
 	}
 	hops := phases * float64(k-1)
 	done, load, hop := 0.0, 0.0, 0.0
@@ -290,8 +291,7 @@ func (cm *costModel) gatherS(p *plan.Plan, s int) float64 {
 	if !cm.overlap || placementOf(st) != placeSharded || k < 2 || st.Params <= 0 {
 		return 0
 	}
-	lat, bw := ringLink(cm.dev, spans(p, st.Devices))
-	return float64(k-1) * (lat + 4*float64(st.Params)/float64(k)/bw)
+	return cm.planRing(p, s).half(4 * float64(st.Params))
 }
 
 // A late all-gather may also run in buckets (plan.PlanStage.
@@ -329,14 +329,13 @@ func (cm *costModel) gatherWait(p *plan.Plan, s int) (float64, int64) {
 	if order == nil {
 		return whole, 0
 	}
-	lat, bw := ringLink(cm.dev, spans(p, st.Devices))
-	k := len(st.Devices)
+	r := cm.planRing(p, s)
 	best, bytes := whole, int64(0)
 	for _, size := range bucketSizes {
 		if 4*st.Params/size > maxBuckets {
 			continue
 		}
-		if w := forwardWait(cm.gatherParts(order, size, k), f, lat, bw, k); w < best {
+		if w := forwardWait(cm.gatherParts(order, size, r.k), f, r.lat, r.bw, r.k); w < best {
 			best, bytes = w, size
 		}
 		if size >= 4*st.Params {

@@ -29,25 +29,30 @@ func TestOverlapARBounds(t *testing.T) {
 	off := newCostModel(g, &no)
 	checked := 0
 	for _, pl := range []placement{placeReplicated, placeSharded} {
+		var rings []ring
 		for _, k := range []int{2, 3, 8, 32} {
 			for _, inter := range []bool{false, true} {
-				for _, params := range []int64{1, 1000, 1 << 20, 1 << 28} {
-					ar := allReduce(cm.dev, 4*float64(params), k, inter)
-					for _, window := range []float64{0, 1e-6, 1e-4, 1e-2, 1, 100} {
-						got := cm.overlapAR(pl, params, k, inter, ar, window)
-						if got > ar || got < max(0, ar-window) {
-							t.Errorf("placement %d, %d params on %d (inter %v), window %g s: %g s, want in [%g, %g]", pl, params, k, inter, window, got, max(0, ar-window), ar)
-						}
-						if serial := off.overlapAR(pl, params, k, inter, ar, window); serial != ar {
-							t.Errorf("NoOverlap prices %g s, want the ring's %g", serial, ar)
-						}
-						checked++
+				rings = append(rings, flatRing(cm.dev, k, inter))
+			}
+		}
+		rings = append(rings, twoLevel(cm.dev, 2, 4), twoLevel(cm.dev, 8, 4))
+		for _, r := range rings {
+			for _, params := range []int64{1, 1000, 1 << 20, 1 << 28} {
+				ar := r.allReduce(4 * float64(params))
+				for _, window := range []float64{0, 1e-6, 1e-4, 1e-2, 1, 100} {
+					got := cm.overlapAR(pl, params, r, ar, window)
+					if got > ar || got < max(0, ar-window) {
+						t.Errorf("placement %d, %d params on %+v, window %g s: %g s, want in [%g, %g]", pl, params, r, window, got, max(0, ar-window), ar)
 					}
+					if serial := off.overlapAR(pl, params, r, ar, window); serial != ar {
+						t.Errorf("NoOverlap prices %g s, want the ring's %g", serial, ar)
+					}
+					checked++
 				}
 			}
 		}
 	}
-	if cm.overlapAR(placeReplicated, 1<<28, 32, false, allReduce(cm.dev, 4<<28, 32, false), 1) >= allReduce(cm.dev, 4<<28, 32, false) {
+	if r := flatRing(cm.dev, 32, false); cm.overlapAR(placeReplicated, 1<<28, r, r.allReduce(4<<28), 1) >= r.allReduce(4<<28) {
 		t.Error("a second-long pass hides nothing of a 1 GiB ring")
 	}
 	t.Logf("%d cases", checked)
@@ -91,8 +96,8 @@ func TestPlanFlushBounds(t *testing.T) {
 				cm := newCostModel(g, &d)
 				for s := range p.Stages {
 					st := &p.Stages[s]
-					pl, k, inter := placementOf(st), len(st.Devices), spans(p, st.Devices)
-					ar := allReduce(cm.dev, 4*float64(st.Params), k, inter)
+					pl, k, r := placementOf(st), len(st.Devices), cm.planRing(p, s)
+					ar := r.allReduce(4 * float64(st.Params))
 					serial := cm.placedFlush(pl, st.Params, k, ar, 1)
 					pass := cm.passReady(st)
 					if k < 2 || st.Params == 0 || pass == nil {
@@ -111,7 +116,7 @@ func TestPlanFlushBounds(t *testing.T) {
 						withBuckets++
 					}
 					for _, size := range bucketSizes {
-						ar2 := cm.bucketsAR(pass, cm.bucketParts(pass, size, k), pl, k, inter)
+						ar2 := cm.bucketsAR(pass, cm.bucketParts(pass, size, r.k), pl, r)
 						if ar2 < max(0, ar-pass.len)-eps {
 							t.Errorf("%s stage %d: buckets of %d price %g s of all-reduce, below max(0, %g − %g)", strategy, s, size, ar2, ar, pass.len)
 						}
@@ -269,6 +274,27 @@ func TestGatherBucketsPriced(t *testing.T) {
 		}
 		if q.Predicted.IterationS <= p.Predicted.IterationS {
 			t.Errorf("whole and late %v: %g s an iteration, in buckets %g", late, q.Predicted.IterationS, p.Predicted.IterationS)
+		}
+	}
+}
+
+// TestTwoLevelRingPrice: a ring in two levels is priced as its levels'
+// halves written out (within the node L−1 steps of S/L, across it N−1
+// of S/(L·N), each with its link's latency), and below one ring of all
+// N·L over the links between nodes.
+func TestTwoLevelRingPrice(t *testing.T) {
+	d := plan.Profiles["v100"]
+	for _, c := range [][2]int{{2, 2}, {2, 4}, {8, 4}, {3, 2}} {
+		N, L := c[0], c[1]
+		r := twoLevel(d, N, L)
+		for _, S := range []float64{1, 1e6, 4e9} {
+			want := float64(L-1)*(d.IntraLat+S/float64(L)/d.IntraBW) + float64(N-1)*(d.InterLat+S/float64(L*N)/d.InterBW)
+			if got := r.half(S); math.Abs(got-want) > 1e-9*want {
+				t.Errorf("%d nodes of %d, %g bytes: a half %g s, want %g", N, L, S, got, want)
+			}
+			if got, flat := r.allReduce(S), flatRing(d, N*L, true).allReduce(S); got >= flat {
+				t.Errorf("%d nodes of %d, %g bytes: %g s, one ring %g", N, L, S, got, flat)
+			}
 		}
 	}
 }

@@ -247,6 +247,7 @@ type onK struct {
 	sums       [][][3]float64 // per node, its unitSums at m
 	arLat, arF float64        // 2(k−1)·latency and 2(k−1)/k, when k·g > 1
 	arBW       float64
+	ring       ring // the ring they are priced from (dpRing)
 	split      bool // k·g > 1: replicas all-reduce, a whole block does not fit
 }
 
@@ -269,8 +270,9 @@ func (d *prices) priceAll(t int, rec bool) {
 			e.sums = sp.nodeSums(cm, e.m)
 		}
 		if e.split = kg > 1; e.split {
-			lat, bw := ringLink(cm.dev, kg > cm.perNode)
-			e.arLat, e.arF, e.arBW = 2*float64(kg-1)*lat, 2*float64(kg-1)/float64(kg), bw
+			e.ring = cm.dpRing(kg)
+			r := e.ring
+			e.arLat, e.arF, e.arBW = 2*float64(r.k-1)*r.lat, 2*float64(r.k-1)/float64(r.k), r.bw
 		}
 	}
 	stageLink := edgeLink(cm.dev, cm.interDP())
@@ -306,7 +308,7 @@ func (d *prices) priceAll(t int, rec bool) {
 			if lb := linkBytes * float64(e.m); lb > 0 {
 				link = 2 * (linkLat + lb/linkBW)
 			}
-			x := entryIn{cm: cm, blk: blk, kg: k * g, m: e.m, split: e.split, f: f, bi: bi, bw: bw, ar: ar, link: link, mbs: mbs, limit: limit, all: all}
+			x := entryIn{cm: cm, blk: blk, kg: k * g, ring: e.ring, m: e.m, split: e.split, f: f, bi: bi, bw: bw, ar: ar, link: link, mbs: mbs, limit: limit, all: all}
 			pl := cm.primary(x.kg)
 			if pl == placeHost || rec && d.alt == altSpill {
 				base, stash := cm.held(blk, e.m)
@@ -354,6 +356,7 @@ type entryIn struct {
 	cm          *costModel
 	blk         *block
 	kg, mbs     int
+	ring        ring
 	m, limit    int64
 	split, all  bool
 	f, bi, bw   float64 // the pass times, before any streaming
@@ -390,7 +393,7 @@ func (x *entryIn) entry(pl placement) (fitEntry, float64, int64) {
 	if cm.split {
 		window = bw
 	}
-	flush := cm.dpFlush(pl, blk.params, x.kg, x.kg > cm.perNode, x.ar, window, cm.slow)
+	flush := cm.dpFlush(pl, blk.params, x.kg, x.ring, x.ar, window, cm.slow)
 	period := f + bi + bw + flush/float64(x.mbs) + cm.messages(blk, x.m)
 	st, stash, work := cm.placedStatic(pl, blk, x.kg), satMul(blk.stash, x.m), satMul(blk.work, x.m)
 	if blk.whole && x.split {

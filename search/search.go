@@ -3,6 +3,7 @@ package search
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -85,6 +86,9 @@ func (sp *spaces) search(g *dag.Graph, o Options, start time.Time) (*plan.Plan, 
 			best = q
 		}
 		best.Search.Sequential = seq
+	}
+	if used := usedDevices(best); used < o.Devices && !strings.Contains(strings.Join(best.Search.Notes, " "), "more made no plan faster") {
+		best.Search.Notes = append(best.Search.Notes, fmt.Sprintf("uses %d of the %d devices: more made no plan faster", used, o.Devices))
 	}
 	best.Search.Seconds = time.Since(start).Seconds()
 	best.Search.Candidates = candidates
@@ -401,4 +405,13 @@ func noPlan(g *dag.Graph, o *Options, cm *costModel) error {
 	}
 	return &NoPlanError{Reason: fmt.Sprintf("memory: no %s plan of %q on %d devices fits in %s per device %s (weights, gradients and optimizer state take %s in all, %s per device if split evenly)",
 		o.Strategy, g.Name(), o.Devices, gb(o.MemoryLimit), at, gb(total), gb(total/int64(o.Devices)))}
+}
+
+// usedDevices is how many devices p's stages take.
+func usedDevices(p *plan.Plan) int {
+	n := 0
+	for _, st := range p.Stages {
+		n += len(st.Devices)
+	}
+	return n
 }
