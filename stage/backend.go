@@ -90,6 +90,9 @@ type steps interface {
 	// gatherLate starts gather and returns how to wait for its end
 	// (nil: nothing to wait for; gather_late.go)
 	gatherLate(ctx context.Context, c StepComm) (func() error, error)
+	// gatherBuckets starts it in buckets, each op's forward waiting for
+	// its own (gather_late.go); nil: gathered whole
+	gatherBuckets(ctx context.Context, gc GatherBucketComm, bs []Bucket, step int) (*lateGather, error)
 	// gradsFinite says whether every gradient is finite (one read of
 	// them); firstNonFinite is its slow path (Executor.FirstNonFinite).
 	gradsFinite() (bool, error)

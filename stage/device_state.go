@@ -466,6 +466,39 @@ func (t *devTrain) upGathered(s *kernel.Scope) {
 	t.stale()
 }
 
+// upSpans queues up the parts of spans (of the ring's layout: the
+// parameters in name order laid end to end) that other replicas updated,
+// from the staging, as upGathered does for all of them, and marks the
+// bf16 copies of the parameters they touch stale.
+func (t *devTrain) upSpans(s *kernel.Scope, spans [][2]int64) {
+	if s.Err() != nil || t.pl.total == 0 {
+		return
+	}
+	total := 0
+	for _, n := range t.pl.n {
+		total += n
+	}
+	own0, own1 := t.e.shard.s.Span(total)
+	up := func(a, z int) { // [a, z) of the layout, tensor by tensor
+		base := 0
+		for k, n := range t.pl.n {
+			if lo, hi := max(a, base), min(z, base+n); lo < hi {
+				t.upPiece(s, t.p, piece{k: k, name: t.pl.names[k], lo: lo - base, hi: hi - base})
+				if h := t.halves[t.e.Params[t.pl.names[k]]]; h != nil {
+					h.fresh = false
+				}
+			}
+			base += n
+		}
+	}
+	for _, sp := range spans {
+		a, z := int(sp[0]), int(sp[1])
+		up(a, min(z, own0))
+		up(max(a, own1), z)
+	}
+	t.hostStale = true
+}
+
 // units are the pieces of the parameters the step updates, with their
 // places in the optimizer's state: every parameter whole, at its place in
 // the layout; or a sharded stage's shard's pieces, end to end.

@@ -57,6 +57,20 @@ type lateGather struct {
 	done []chan struct{}
 	errs []error
 	need map[int][]int
+	// arrive, where set, is what the executor does with bucket b once its
+	// ring is done, before any op reads it (on a device: its pieces up),
+	// once a bucket (arrived)
+	arrive  func(b int) error
+	arrived []bool
+}
+
+// land runs g's arrive for bucket b, once.
+func (g *lateGather) land(b int) error {
+	if g.arrive == nil || g.arrived[b] {
+		return nil
+	}
+	g.arrived[b] = true
+	return g.arrive(b)
 }
 
 // gathersByOp says whether a Forward at pos waits for the running gather
@@ -80,6 +94,10 @@ func (e *Executor) gatherFor(i int) error {
 		if g.errs[b] != nil {
 			return e.settleGather()
 		}
+		if err := g.land(b); err != nil {
+			g.errs[b] = err
+			return e.settleGather()
+		}
 	}
 	return nil
 }
@@ -88,7 +106,7 @@ func (e *Executor) gatherFor(i int) error {
 // host's parameters (params, in name order), each in a goroutine of its
 // own.
 func startBuckets(ctx context.Context, gc GatherBucketComm, params []*Value[float32], bs []Bucket, step int) *lateGather {
-	g := &lateGather{step: step, done: make([]chan struct{}, len(bs)), errs: make([]error, len(bs)), need: map[int][]int{}}
+	g := &lateGather{step: step, done: make([]chan struct{}, len(bs)), errs: make([]error, len(bs)), need: map[int][]int{}, arrived: make([]bool, len(bs))}
 	for b, bk := range bs {
 		g.done[b] = make(chan struct{})
 		for _, op := range bk.Ops {
@@ -103,8 +121,12 @@ func startBuckets(ctx context.Context, gc GatherBucketComm, params []*Value[floa
 		var first error
 		for b := range bs {
 			<-g.done[b]
-			if first == nil && g.errs[b] != nil {
-				first = fmt.Errorf("bucket %d: %w", b, g.errs[b])
+			err := g.errs[b]
+			if err == nil {
+				err = g.land(b)
+			}
+			if first == nil && err != nil {
+				first = fmt.Errorf("bucket %d: %w", b, err)
 			}
 		}
 		return first
@@ -133,10 +155,11 @@ func (e *Executor) startGather(ctx context.Context, c StepComm, step int) error 
 	if !e.late {
 		return e.be.gather(ctx, c)
 	}
-	if _, ok := e.be.(*cpuBackend); ok && len(e.gatherBks) > 0 && e.shard != nil && e.shard.s.Count > 1 {
-		if gc, ok := c.(GatherBucketComm); ok {
-			e.gathering = startBuckets(ctx, gc, inOrder(e.ParamNames(), e.Params), e.gatherBks, step)
-			return nil
+	if gc, ok := c.(GatherBucketComm); ok && len(e.gatherBks) > 0 && e.shard != nil && e.shard.s.Count > 1 {
+		g, err := e.be.gatherBuckets(ctx, gc, e.gatherBks, step)
+		if err != nil || g != nil {
+			e.gathering = g
+			return err
 		}
 	}
 	wait, err := e.be.gatherLate(ctx, c)
@@ -145,6 +168,29 @@ func (e *Executor) startGather(ctx context.Context, c StepComm, step int) error 
 	}
 	e.gathering = &lateGather{step: step, wait: wait}
 	return nil
+}
+
+// gatherBuckets starts the host's all-gather in buckets (startBuckets):
+// the ring writes each bucket into the parameters the forward reads.
+func (h *hostStep) gatherBuckets(ctx context.Context, gc GatherBucketComm, bs []Bucket, step int) (*lateGather, error) {
+	return startBuckets(ctx, gc, inOrder(h.e.ParamNames(), h.e.Params), bs, step), nil
+}
+
+// gatherBuckets brings the shard's pieces down to the staging and starts
+// the all-gather in buckets over the staging (startBuckets); as the
+// executor comes to a bucket it puts the other replicas' pieces of it up
+// (devTrain.upSpans), marking the bf16 copies of its parameters stale.
+func (b *cudaBackend) gatherBuckets(ctx context.Context, gc GatherBucketComm, bs []Bucket, step int) (*lateGather, error) {
+	if b.e.shard == nil || b.e.shard.s.Count < 2 || b.host != nil {
+		return nil, nil // offloaded: the host's state, gathered whole (gatherLate)
+	}
+	var params []*Value[float32]
+	if err := b.run(func(s *kernel.Scope, t *devTrain) { params = t.downShard(s) }); err != nil || params == nil {
+		return nil, err
+	}
+	g := startBuckets(ctx, gc, params, bs, step)
+	g.arrive = func(k int) error { return b.run(func(s *kernel.Scope, t *devTrain) { t.upSpans(s, bs[k].Spans) }) }
+	return g, nil
 }
 
 // gatherLate runs the host's all-gather in a goroutine: nothing reads or
