@@ -68,7 +68,14 @@
 //     order, and each hands its shard of the state to replica 0 for a
 //     checkpoint, written whole and keyed by name (6). A stage whose state
 //     lives in host memory (plan.StateHost) steps on the host where its
-//     worker computes on a GPU (stage.Executor.OffloadOptimizer).
+//     worker computes on a GPU (stage.Executor.OffloadOptimizer). Where the
+//     stage's replicas lie on several nodes, as many on each
+//     (plan.RingLayout), every ring runs in two levels, within each node
+//     and then across them, each replica still ending with its own shard
+//     summed (ringlayout.go). The ring may overlap the last weight pass in
+//     buckets (overlap.go), and a sharded stage's all-gather may run late,
+//     whole or in buckets that the next first forward waits for op by op
+//     (plan.PlanStage.GatherS, GatherBucketBytes).
 //  3. Clipping by the global norm (clip.go) needs every stage's gradients:
 //     after the all-reduce, each stage's replica 0 sends its parameters'
 //     squared norms to every other worker, and each worker sums all of them
