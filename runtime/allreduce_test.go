@@ -20,26 +20,7 @@ func TestRingAllReduce(t *testing.T) {
 	for k := 2; k <= 5; k++ {
 		t.Run(fmt.Sprint(k), func(t *testing.T) {
 			m := wire.NewMemory(int64(k), wire.Faults{Drop: 0.1, Duplicate: 0.1, Reorder: 0.1}, 1<<20)
-			eps := make([]*wire.Endpoint, k)
-			grads := make([][]*stage.Value[float32], k)
-			want := make([]float64, total)
-			for r := range eps {
-				var err error
-				if eps[r], err = wire.NewEndpoint(m, "ring", 1, int32(r)); err != nil {
-					t.Fatal(err)
-				}
-				defer eps[r].Close()
-				at := 0
-				for _, n := range sizes {
-					v := stage.NewValue[float32](n)
-					for i := range v.Data {
-						v.Data[i] = float32((r+1)*(at+1)) / 7
-						want[at] += float64(v.Data[i])
-						at++
-					}
-					grads[r] = append(grads[r], v)
-				}
-			}
+			eps, grads, want := ringReplicas(t, m, "ring", k, sizes, func(r, at int) float32 { return float32((r+1)*(at+1)) / 7 })
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			errs := make(chan error, k)
@@ -176,4 +157,35 @@ func TestRingHalves(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ringReplicas opens k endpoints of run over t (closed when the test
+// ends) and gives replica r values of sizes, element at of them
+// fill(r, at); want is their sum element by element.
+func ringReplicas(t *testing.T, tr wire.Transport, run string, k int, sizes []int, fill func(r, at int) float32) ([]*wire.Endpoint, [][]*stage.Value[float32], []float64) {
+	t.Helper()
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	eps, vals, want := make([]*wire.Endpoint, k), make([][]*stage.Value[float32], k), make([]float64, total)
+	for r := range eps {
+		ep, err := wire.NewEndpoint(tr, run, 1, int32(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ep.Close() })
+		eps[r] = ep
+		at := 0
+		for _, n := range sizes {
+			v := stage.NewValue[float32](n)
+			for i := range v.Data {
+				v.Data[i] = fill(r, at)
+				want[at] += float64(v.Data[i])
+				at++
+			}
+			vals[r] = append(vals[r], v)
+		}
+	}
+	return eps, vals, want
 }

@@ -26,31 +26,9 @@ func TestTwoLevelRing(t *testing.T) {
 			k := N * L
 			t.Run(fmt.Sprintf("%dx%d/bucket=%v", N, L, bucket), func(t *testing.T) {
 				m := wire.NewMemory(int64(k), wire.Faults{Drop: 0.05, Duplicate: 0.05, Reorder: 0.05}, 1<<20)
-				eps := make([]*wire.Endpoint, k)
-				vals := make([][]*stage.Value[float32], k)
-				var total int
-				for _, n := range sizes {
-					total += n
-				}
-				want := make([]float64, total)
 				rng := rand.New(rand.NewPCG(uint64(k), 7))
-				for r := range eps {
-					var err error
-					if eps[r], err = wire.NewEndpoint(m, "ring2", 1, int32(r)); err != nil {
-						t.Fatal(err)
-					}
-					defer eps[r].Close()
-					at := 0
-					for _, n := range sizes {
-						v := stage.NewValue[float32](n)
-						for i := range v.Data {
-							v.Data[i] = float32(rng.NormFloat64())
-							want[at] += float64(v.Data[i])
-							at++
-						}
-						vals[r] = append(vals[r], v)
-					}
-				}
+				eps, vals, want := ringReplicas(t, m, "ring2", k, sizes, func(int, int) float32 { return float32(rng.NormFloat64()) })
+				total := len(want)
 				spans := [][2]int64{{0, int64(total)}}
 				if bucket { // a bucket of two pieces, the rest left alone
 					spans = [][2]int64{{10, 900}, {1500, 2700}}

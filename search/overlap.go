@@ -180,25 +180,33 @@ func p0(ops []int) string {
 }
 
 // bucketPart is what the price needs of a bucket: its elements, its
-// smallest and largest part of a chunk (chunkParts) and the position in
-// the pass's order of the last op it waits for.
+// smallest and largest part of a chunk (chunkParts), the position in the
+// pass's order of the last op it waits for (ready) and of every op it
+// holds parameters of (ops).
 type bucketPart struct {
 	elems, least, most int64
 	ready              int
+	ops                []int
 }
 
 // bucketCache keeps each stage's bucketParts by its ops, bucket size and
 // replicas: the same stage is priced again in every plan that holds it.
 type bucketCache struct {
-	mu      sync.Mutex // guards parts and gathers
-	parts   map[string][]bucketPart
-	gathers map[string][]gatherPart
+	mu    sync.Mutex // guards parts
+	parts map[string][]bucketPart
 }
 
 // bucketParts are the buckets of size bytes of a stage whose last pass is
 // pass, on k replicas.
 func (cm *costModel) bucketParts(pass *lastPass, size int64, k int) []bucketPart {
-	key := fmt.Sprint(pass.key, size, k)
+	return cm.orderParts(pass.key, pass.order, size, k)
+}
+
+// orderParts are the buckets of size bytes (plan.GradBuckets) of the
+// parameters of ops in order, on k replicas, cached under key (which
+// names the ops and the order).
+func (cm *costModel) orderParts(key string, order []int, size int64, k int) []bucketPart {
+	key = fmt.Sprint(key, size, k)
 	c := &cm.buckets
 	c.mu.Lock()
 	got, ok := c.parts[key]
@@ -206,13 +214,13 @@ func (cm *costModel) bucketParts(pass *lastPass, size int64, k int) []bucketPart
 	if ok {
 		return got
 	}
-	bs := plan.GradBuckets(cm.g, pass.order, size)
+	bs := plan.GradBuckets(cm.g, order, size)
 	var total int64
 	for _, b := range bs {
 		total += b.Elems
 	}
-	pos := make(map[int]int, len(pass.order))
-	for j, i := range pass.order {
+	pos := make(map[int]int, len(order))
+	for j, i := range order {
 		pos[i] = j
 	}
 	out := make([]bucketPart, len(bs))
@@ -221,6 +229,7 @@ func (cm *costModel) bucketParts(pass *lastPass, size int64, k int) []bucketPart
 		out[b].least, out[b].most = chunkParts(bk.Spans, total, k)
 		for _, op := range bk.Ops {
 			out[b].ready = max(out[b].ready, pos[op])
+			out[b].ops = append(out[b].ops, pos[op])
 		}
 	}
 	c.mu.Lock()
@@ -307,14 +316,6 @@ func (cm *costModel) gatherS(p *plan.Plan, s int) float64 {
 // that makes that least is kept (gatherWait), where it is less than the
 // whole all-gather.
 
-// gatherPart is a late all-gather's bucket as gatherWait prices it: its
-// elements, its smallest and largest part of a chunk, and the positions in
-// the forward's order of the ops it holds parameters of.
-type gatherPart struct {
-	elems, least, most int64
-	ops                []int
-}
-
 // gatherWait is what of stage s of p's late all-gather its next first
 // forward waits for, with the bucket size that makes it least (0: the
 // whole all-gather, gatherS, before the forward); 0, 0 for a stage that
@@ -335,7 +336,7 @@ func (cm *costModel) gatherWait(p *plan.Plan, s int) (float64, int64) {
 		if 4*st.Params/size > maxBuckets {
 			continue
 		}
-		if w := forwardWait(cm.gatherParts(order, size, r.k), f, r.lat, r.bw, r.k); w < best {
+		if w := forwardWait(cm.orderParts("gather"+p0(order), order, size, r.k), f, r.lat, r.bw, r.k); w < best {
 			best, bytes = w, size
 		}
 		if size >= 4*st.Params {
@@ -347,7 +348,7 @@ func (cm *costModel) gatherWait(p *plan.Plan, s int) (float64, int64) {
 
 // forwardWait is how much longer than Σ f a forward of ops timed f (in
 // the forward's order) takes while the buckets bs come in (see above).
-func forwardWait(bs []gatherPart, f []float64, lat, bw float64, k int) float64 {
+func forwardWait(bs []bucketPart, f []float64, lat, bw float64, k int) float64 {
 	need := make([]float64, len(f)) // when op j's last bucket is in
 	load, hop := 0.0, 0.0
 	for _, b := range bs {
@@ -394,43 +395,6 @@ func (cm *costModel) forwardTimes(st *plan.PlanStage) ([]int, []float64) {
 		f[j] *= st.ForwardS / sum
 	}
 	return order, f
-}
-
-// gatherParts are the late all-gather buckets of size bytes of a stage
-// whose forward runs order, on k replicas (cached as bucketParts are).
-func (cm *costModel) gatherParts(order []int, size int64, k int) []gatherPart {
-	key := fmt.Sprint("gather", p0(order), size, k)
-	c := &cm.buckets
-	c.mu.Lock()
-	got, ok := c.gathers[key]
-	c.mu.Unlock()
-	if ok {
-		return got
-	}
-	bs := plan.GradBuckets(cm.g, order, size)
-	var total int64
-	for _, b := range bs {
-		total += b.Elems
-	}
-	pos := make(map[int]int, len(order))
-	for j, i := range order {
-		pos[i] = j
-	}
-	out := make([]gatherPart, len(bs))
-	for b, bk := range bs {
-		out[b].elems = bk.Elems
-		out[b].least, out[b].most = chunkParts(bk.Spans, total, k)
-		for _, op := range bk.Ops {
-			out[b].ops = append(out[b].ops, pos[op])
-		}
-	}
-	c.mu.Lock()
-	if c.gathers == nil {
-		c.gathers = map[string][]gatherPart{}
-	}
-	c.gathers[key] = out
-	c.mu.Unlock()
-	return out
 }
 
 // lateGathers moves the all-gathers of p's sharded stages to the start of

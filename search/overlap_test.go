@@ -206,7 +206,7 @@ func TestLateGathers(t *testing.T) {
 // before the first op.
 func TestForwardWait(t *testing.T) {
 	const lat, bw, k = 1e-5, 1e9, 4
-	in := func(bs []gatherPart, b int) float64 { // bucket b's arrival, written out
+	in := func(bs []bucketPart, b int) float64 { // bucket b's arrival, written out
 		load, hop := 0.0, 0.0
 		for _, x := range bs[:b+1] {
 			load += lat + 4*float64(x.elems-x.least)/bw
@@ -214,10 +214,10 @@ func TestForwardWait(t *testing.T) {
 		}
 		return load + (k-2)*hop
 	}
-	three := []gatherPart{{1000, 0, 1000, []int{0}}, {4000, 1000, 1000, []int{1, 2}}, {2000, 500, 500, []int{3}}}
+	three := []bucketPart{{1000, 0, 1000, 0, []int{0}}, {4000, 1000, 1000, 2, []int{1, 2}}, {2000, 500, 500, 3, []int{3}}}
 	for _, c := range []struct {
 		name string
-		bs   []gatherPart
+		bs   []bucketPart
 		f    []float64
 		want float64
 	}{
