@@ -321,6 +321,9 @@ func printSummary(w io.Writer, p *plan.Plan) {
 	for _, line := range stateLines(p) {
 		fmt.Fprintf(w, "state       %s\n", line)
 	}
+	for _, line := range ringLines(p) {
+		fmt.Fprintf(w, "rings       %s\n", line)
+	}
 	if b := backpropLine(p); b != "" {
 		fmt.Fprintf(w, "backprop    %s\n", b)
 	}
@@ -561,6 +564,50 @@ func stateLines(p *plan.Plan) []string {
 	}
 	if p.Streams() {
 		out = append(out, "graphpipe run does not stream weights from host memory: it refuses this plan (a search for a run plans without streaming)")
+	}
+	return out
+}
+
+// ringLines are explain's words on how the stages of several replicas
+// run their rings (plan.RingLayout) and what of them overlaps compute: a
+// line per kind, naming its stages; none where no stage has replicas.
+func ringLines(p *plan.Plan) []string {
+	var out []string
+	levels := map[[2]int][]int{}
+	var shapes [][2]int
+	var buckets, late, lateBuckets []int
+	var wait float64
+	for i, s := range p.Stages {
+		if len(s.Devices) < 2 {
+			continue
+		}
+		if n, l := p.RingLayout(i); n >= 2 {
+			if levels[[2]int{n, l}] == nil {
+				shapes = append(shapes, [2]int{n, l})
+			}
+			levels[[2]int{n, l}] = append(levels[[2]int{n, l}], s.ID)
+		}
+		if s.BucketBytes > 0 {
+			buckets = append(buckets, s.ID)
+		}
+		switch {
+		case s.GatherBucketBytes > 0:
+			lateBuckets, wait = append(lateBuckets, s.ID), max(wait, s.GatherS)
+		case s.GatherS > 0:
+			late = append(late, s.ID)
+		}
+	}
+	for _, nl := range shapes {
+		out = append(out, fmt.Sprintf("in two levels, within each node and then across %d nodes of %d: %s", nl[0], nl[1], stageIDs(levels[nl])))
+	}
+	if len(buckets) > 0 {
+		out = append(out, "all-reduce in buckets during the last weight pass: "+stageIDs(buckets))
+	}
+	if len(late) > 0 {
+		out = append(out, "all-gather after the update run late, the first forward waiting for it: "+stageIDs(late))
+	}
+	if len(lateBuckets) > 0 {
+		out = append(out, fmt.Sprintf("all-gather after the update run late in buckets, each op of the first forward waiting for its own (%.3g s at most): %s", wait, stageIDs(lateBuckets)))
 	}
 	return out
 }
