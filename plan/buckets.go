@@ -22,6 +22,27 @@ import (
 // every chunk, so that every element is summed over the replicas in the
 // same order as by one ring after the pass.
 
+// MaxBuckets is the most buckets a stage's all-reduce or late all-gather
+// is cut into: smaller buckets would gain a ring's latency each and lose
+// the planner's time, and a hand-edited plan of byte-sized buckets would
+// start a ring per element.
+const MaxBuckets = 4096
+
+// checkBuckets refuses a stage whose bucket sizes cut its params
+// parameters (what the plan says, or what its ops hold in the model) into
+// more than MaxBuckets.
+func checkBuckets(i int, s PlanStage, params int64) error {
+	for _, f := range []struct {
+		name  string
+		bytes int64
+	}{{"allreduce_bucket_bytes", s.BucketBytes}, {"gather_bucket_bytes", s.GatherBucketBytes}} {
+		if f.bytes > 0 && params > 0 && (4*params+f.bytes-1)/f.bytes > MaxBuckets {
+			return planErr(i, f.name, "is %d: it cuts the stage's %d parameters into more than %d buckets", f.bytes, params, MaxBuckets)
+		}
+	}
+	return nil
+}
+
 // BucketCut is where a bucket ends in the gradients laid end to end in the
 // order the pass finishes them: End elements from the start, ready once
 // the first Ready ops of that order are done.

@@ -208,6 +208,9 @@ func (p *Plan) checkStages() error {
 		if err := p.checkKind(i, s); err != nil {
 			return err
 		}
+		if err := checkBuckets(i, s, s.Params); err != nil {
+			return err
+		}
 		if err := p.checkState(i, s); err != nil {
 			return err
 		}
@@ -355,6 +358,15 @@ func (p *Plan) CheckModel(g *dag.Graph) error {
 	}
 	if err := p.checkOpCount(); err != nil {
 		return err
+	}
+	for s := range p.Stages { // the buckets of what the ops hold, whatever params says
+		var params int64
+		for _, n := range OpElems(g, ops[s]) {
+			params += n
+		}
+		if err := checkBuckets(s, p.Stages[s], params); err != nil {
+			return err
+		}
 	}
 	if _, err := partition.NewStageGraph(g, ops); err != nil {
 		var pe *partition.Error

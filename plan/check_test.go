@@ -92,6 +92,13 @@ func TestHandEditedPlans(t *testing.T) {
 		{"negative host copies", func(p *Plan) { p.Stages[0].OptimizerState, p.Stages[0].HostCopyBytes = StateHost, -8 }, false, 0, "host_copy_bytes", "got -8"},
 		{"a late all-gather on a replicated stage", func(p *Plan) { p.Stages[0].GatherS = 1e-3 }, false, 0, "gather_s", `only a stage whose optimizer_state is "sharded"`},
 		{"negative gather_s", func(p *Plan) { p.Stages[0].GatherS = -1 }, false, 0, "gather_s", "got -1"},
+		{"late all-gather buckets on a replicated stage", func(p *Plan) { p.Stages[0].GatherBucketBytes = 1 << 20 }, false, 0, "gather_bucket_bytes", `only a stage whose optimizer_state is "sharded"`},
+		{"negative gather_bucket_bytes", func(p *Plan) { p.Stages[0].GatherBucketBytes = -1 }, false, 0, "gather_bucket_bytes", "got -1"},
+		{"byte-sized all-reduce buckets", func(p *Plan) { p.Stages[0].Params, p.Stages[0].BucketBytes = 1e6, 4 }, false, 0, "allreduce_bucket_bytes", "more than 4096 buckets"},
+		{"byte-sized buckets, params understated", func(p *Plan) { p.Stages[0].Params, p.Stages[0].BucketBytes = 1, 4 }, true, 0, "allreduce_bucket_bytes", "more than 4096 buckets"},
+		{"byte-sized gather buckets", func(p *Plan) {
+			p.Stages[0].Params, p.Stages[0].OptimizerState, p.Stages[0].GatherBucketBytes = 1e6, StateSharded, 64
+		}, false, 0, "gather_bucket_bytes", "more than 4096 buckets"},
 		{"buckets with the state on the host", func(p *Plan) { p.Stages[0].OptimizerState, p.Stages[0].BucketBytes = StateHost, 1<<20 }, false, 0, "allreduce_bucket_bytes", "cannot overlap"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

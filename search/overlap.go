@@ -99,7 +99,7 @@ func (cm *costModel) planFlush(p *plan.Plan, s int, slow float64) (float64, int6
 	}
 	best, bucket := plain, int64(0)
 	for _, size := range bucketSizes {
-		if 4*st.Params/size > maxBuckets {
+		if tooMany(st.Params, size) {
 			continue
 		}
 		f := cm.placedFlush(pl, st.Params, k, cm.bucketsAR(pass, cm.bucketParts(pass, size, r.k), pl, r), slow)
@@ -113,9 +113,9 @@ func (cm *costModel) planFlush(p *plan.Plan, s int, slow float64) (float64, int6
 	return best, bucket
 }
 
-// maxBuckets bounds a stage's buckets: smaller ones than that would make
-// gain a ring's latency and lose the planner's time.
-const maxBuckets = 4096
+// tooMany says whether buckets of size bytes cut params into more than a
+// plan may hold (plan.MaxBuckets).
+func tooMany(params, size int64) bool { return (4*params+size-1)/size > plan.MaxBuckets }
 
 // lastPass is a stage's last weight pass: its ops in the order it
 // finishes them (plan.GradOrder), the seconds into the pass at which it has
@@ -333,7 +333,7 @@ func (cm *costModel) gatherWait(p *plan.Plan, s int) (float64, int64) {
 	r := cm.planRing(p, s)
 	best, bytes := whole, int64(0)
 	for _, size := range bucketSizes {
-		if 4*st.Params/size > maxBuckets {
+		if tooMany(st.Params, size) {
 			continue
 		}
 		if w := forwardWait(cm.orderParts("gather"+p0(order), order, size, r.k), f, r.lat, r.bw, r.k); w < best {
