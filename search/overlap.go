@@ -323,7 +323,7 @@ func (cm *costModel) gatherS(p *plan.Plan, s int) float64 {
 func (cm *costModel) gatherWait(p *plan.Plan, s int) (float64, int64) {
 	whole := cm.gatherS(p, s)
 	st := &p.Stages[s]
-	if whole <= 0 || placementOf(st) != placeSharded {
+	if whole <= 0 {
 		return whole, 0
 	}
 	order, f := cm.forwardTimes(st)
@@ -336,7 +336,7 @@ func (cm *costModel) gatherWait(p *plan.Plan, s int) (float64, int64) {
 		if tooMany(st.Params, size) {
 			continue
 		}
-		if w := forwardWait(cm.orderParts("gather"+p0(order), order, size, r.k), f, r.lat, r.bw, r.k); w < best {
+		if w := forwardWait(cm.orderParts("gather"+p0(order), order, size, r.k), f, r); w < best {
 			best, bytes = w, size
 		}
 		if size >= 4*st.Params {
@@ -347,14 +347,15 @@ func (cm *costModel) gatherWait(p *plan.Plan, s int) (float64, int64) {
 }
 
 // forwardWait is how much longer than Σ f a forward of ops timed f (in
-// the forward's order) takes while the buckets bs come in (see above).
-func forwardWait(bs []bucketPart, f []float64, lat, bw float64, k int) float64 {
+// the forward's order) takes while the buckets bs come in over ring r
+// (see above).
+func forwardWait(bs []bucketPart, f []float64, r ring) float64 {
 	need := make([]float64, len(f)) // when op j's last bucket is in
 	load, hop := 0.0, 0.0
 	for _, b := range bs {
-		load += lat + 4*float64(b.elems-b.least)/bw
-		hop = max(hop, lat+4*float64(b.most)/bw)
-		in := load + float64(k-2)*hop
+		load += r.lat + 4*float64(b.elems-b.least)/r.bw
+		hop = max(hop, r.lat+4*float64(b.most)/r.bw)
+		in := load + float64(r.k-2)*hop
 		for _, j := range b.ops {
 			need[j] = max(need[j], in)
 		}

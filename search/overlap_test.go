@@ -226,7 +226,7 @@ func TestForwardWait(t *testing.T) {
 		{"in before needed", three, []float64{1, 1, 1, 1}, in(three, 0)},
 		{"slow links", three, []float64{1e-6, 1e-6, 1e-6, 1e-6}, in(three, 2) - 3e-6},
 	} {
-		got := forwardWait(c.bs, c.f, lat, bw, k)
+		got := forwardWait(c.bs, c.f, ring{k, lat, bw})
 		if math.Abs(got-max(0, c.want)) > 1e-12 {
 			t.Errorf("%s: waits %g, want %g", c.name, got, c.want)
 		}

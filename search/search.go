@@ -3,7 +3,6 @@ package search
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/graphpipe/graphpipe/dag"
@@ -67,6 +66,7 @@ func (sp *spaces) search(g *dag.Graph, o Options, start time.Time) (*plan.Plan, 
 	// (its products at the plan's precision's rate: plan.IdealSamplesPerS)
 	candidates := best.Search.Candidates
 	perSample := plan.FLOPsPerSample(g)
+	halved := false // the best plan is one on fewer devices, and says so
 	for sub := o; sp.tu.fewerDevices && sub.Devices >= 4; {
 		sub.Devices /= 2
 		ideal := plan.IdealSamplesPerS(o.Device, o.Precision, sub.Devices, perSample)
@@ -82,13 +82,13 @@ func (sp *spaces) search(g *dag.Graph, o Options, start time.Time) (*plan.Plan, 
 		seq := betterBaseline(best.Search.Sequential, q.Search.Sequential)
 		if better(q, best) {
 			q.Devices = o.Devices
-			q.Search.Notes = append(q.Search.Notes, fmt.Sprintf("uses %d of the %d devices: more made no plan faster", sub.Devices, o.Devices))
-			best = q
+			q.Search.Notes = append(q.Search.Notes, fewerNote(sub.Devices, o.Devices))
+			best, halved = q, true
 		}
 		best.Search.Sequential = seq
 	}
-	if used := usedDevices(best); used < o.Devices && !strings.Contains(strings.Join(best.Search.Notes, " "), "more made no plan faster") {
-		best.Search.Notes = append(best.Search.Notes, fmt.Sprintf("uses %d of the %d devices: more made no plan faster", used, o.Devices))
+	if used := usedDevices(best); used < o.Devices && !halved {
+		best.Search.Notes = append(best.Search.Notes, fewerNote(used, o.Devices))
 	}
 	best.Search.Seconds = time.Since(start).Seconds()
 	best.Search.Candidates = candidates
@@ -405,6 +405,11 @@ func noPlan(g *dag.Graph, o *Options, cm *costModel) error {
 	}
 	return &NoPlanError{Reason: fmt.Sprintf("memory: no %s plan of %q on %d devices fits in %s per device %s (weights, gradients and optimizer state take %s in all, %s per device if split evenly)",
 		o.Strategy, g.Name(), o.Devices, gb(o.MemoryLimit), at, gb(total), gb(total/int64(o.Devices)))}
+}
+
+// fewerNote is the note of a plan that uses used of n devices.
+func fewerNote(used, n int) string {
+	return fmt.Sprintf("uses %d of the %d devices: more made no plan faster", used, n)
 }
 
 // usedDevices is how many devices p's stages take.

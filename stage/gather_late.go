@@ -33,10 +33,11 @@ func (e *Executor) SettleGather() error { return e.settleGather() }
 // next step's first forward: ApplyStep starts every bucket's ring at once
 // (GatherBucketComm), and a training Forward runs each op once the
 // buckets that hold its parameters are in, instead of waiting for the
-// whole gather first. Each element is copied from the replica that
-// updated it, as by the one ring: the same numbers bit for bit. On a
-// device, or with a StepComm that has no GatherBucket, the gather stays
-// whole. nil: whole.
+// whole gather first (on a device each bucket's pieces go up as the
+// forward comes to it). Each element is copied from the replica that
+// updated it, as by the one ring: the same numbers bit for bit. With its
+// state offloaded to the host, or a StepComm that has no GatherBucket,
+// the gather stays whole. nil: whole.
 func (e *Executor) GatherBuckets(bs []Bucket) { e.gatherBks = bs }
 
 // GatherBucketComm is what a StepComm offers a stage whose late all-gather
