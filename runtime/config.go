@@ -38,6 +38,12 @@ type Config struct {
 	// join; on a worker, how long it waits for its stage while it hears
 	// no coordinator of its run (a *JoinError).
 	JoinTimeout time.Duration
+	// Agents, where a launcher placed the workers on a pool's agents, is
+	// the agent on each worker id: a hello for a worker id from another
+	// agent (one whose confirmation came after its offer was taken back)
+	// is not taken, and the coordinator waits for the placed one. nil:
+	// any.
+	Agents []string
 	// Timings are the heartbeat, hang and confirmation timings (zero
 	// fields: the defaults). The coordinator sends its own to its workers.
 	Timings Timings

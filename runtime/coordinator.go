@@ -129,11 +129,15 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 	if job.Plan.Cluster == nil && !job.Options.Emulate {
 		slots.device = job.Plan.Device.Name
 	}
-	for n := range c.workers {
+	for n := 0; n < len(c.workers); {
 		h, err := c.hello(joinCtx, n)
 		if err != nil {
 			return nil, err
 		}
+		if !placedHere(job.Config.Agents, h) {
+			continue // its agent's offer was taken back: the placed one comes
+		}
+		n++
 		if a.Stage, err = slots.take(h); err != nil {
 			return nil, err
 		}
@@ -147,6 +151,15 @@ func (c *collector) assign(ctx context.Context) ([]Joined, error) {
 		}
 	}
 	return who, nil
+}
+
+// placedHere says whether h may take the worker id it says: any, unless
+// agents names another agent on it.
+func placedHere(agents []string, h hello) bool {
+	if h.Slot == nil || *h.Slot < 0 || *h.Slot >= len(agents) || agents[*h.Slot] == "" {
+		return true
+	}
+	return h.Agent == agents[*h.Slot]
 }
 
 // introduce tells every worker, once all have joined, who the others are

@@ -246,3 +246,71 @@ func TestStoppedErrorWords(t *testing.T) {
 		}
 	}
 }
+
+// TestCoordinatorTakesPlacedAgentsOnly: with Config.Agents, a hello for a
+// worker id from an agent not placed there (one whose confirmation came
+// after its offer was taken back, and which joined anyway) is not taken:
+// the run trains on the placed agents, and the late one is never assigned.
+// Without the check the late hello takes worker 0, and the placed agent's
+// is refused as taken.
+func TestCoordinatorTakesPlacedAgentsOnly(t *testing.T) {
+	srv, err := wire.StartEmbedded(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	g, plan := smallPlan(t, "case-study", 2, 4)
+	o := Options{Train: stage.TrainOptions{Optimizer: "sgd", LR: 0.05}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	want, err := RunLocal(ctx, &Job{Run: "ref", Graph: g, Plan: plan, Steps: 3, Options: o}, wire.NewMemory(1, wire.Faults{}, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func() wire.Transport { return dialEmbedded(t, srv) }
+	lateCtx, endLate := context.WithCancel(ctx)
+	defer endLate()
+	late := make(chan error, 1)
+	zero, one := 0, 1
+	go func() { late <- Serve(lateCtx, dial(), Join{Run: "placed", Slot: &zero, Agent: "late00000000"}) }()
+	type result struct {
+		res *Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := Coordinate(ctx, &Job{Run: "placed", Graph: g, Plan: plan, Steps: 3, Options: o,
+			Config: Config{Agents: []string{"agent0000000", "agent1111111"}}}, dial(), nil)
+		done <- result{res, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the late hello is in first
+	errs := make(chan error, 2)
+	for _, w := range []struct {
+		slot  *int
+		agent string
+	}{{&zero, "agent0000000"}, {&one, "agent1111111"}} {
+		go func() { errs <- Serve(ctx, dial(), Join{Run: "placed", Slot: w.slot, Agent: w.agent}) }()
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	equalParams(t, r.res.Params, want.Params, 0)
+	for i, j := range r.res.Joined {
+		if want := []string{"agent0000000", "agent1111111"}[i]; j.Agent != want {
+			t.Errorf("worker %d ran on agent %q, want %q", i, j.Agent, want)
+		}
+	}
+	select {
+	case err := <-late:
+		t.Fatalf("the late agent's worker ended while unassigned: %v", err)
+	default:
+	}
+	endLate()
+	<-late
+}

@@ -99,17 +99,19 @@ func (r *slurmRun) sweep(t *testing.T) {
 }
 
 // sweepTaskKilled: with --restarts, a task SIGKILLed while its agent
-// trains a job is a lost agent: that job restarts from its checkpoint on
+// trains a job (not merely joined it) is a lost agent: that job restarts from its checkpoint on
 // the agent left and ends with train's parameters; the sweep ends well.
 func (r *slurmRun) sweepTaskKilled(t *testing.T) {
 	const steps = 400
 	j := r.submitSweep(t, "sweep-killed", steps, "--restarts", "1", "--checkpoint-every", "20", "--heartbeat-timeout", "1s")
 	id := j.id(t)
-	joined := regexp.MustCompile(`(?m)^\s*([12]): graphpipe worker: joined run slurm-` + id + `-0-0-(\w+) \(generation 1\)`)
-	j.waitLog(t, "graphpipe worker: joined run")
-	m := joined.FindStringSubmatch(j.log(t))
+	// the task whose agent trains: one that joined too late to confirm its
+	// offer is released, not trained on
+	training := regexp.MustCompile(`(?m)^\s*([12]): graphpipe worker: run slurm-` + id + `-0-0-(\w+) \(generation 1\): training`)
+	j.waitLog(t, "(generation 1): training")
+	m := training.FindStringSubmatch(j.log(t))
 	if m == nil {
-		t.Fatalf("no task but 0 joined a job:\n%s", j.log(t))
+		t.Fatalf("no task but 0 trains a job:\n%s", j.log(t))
 	}
 	rank, _ := strconv.Atoi(m[1])
 	pid := taskPIDOf(t, id, rank, "\x00sweep\x00sweep.json\x00")

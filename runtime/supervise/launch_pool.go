@@ -150,6 +150,7 @@ func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 			if err == nil {
 				if p.offer(ctx, gen, placed) {
 					p.placed[gen.Gen] = placed
+					gen.Agents = placedAgents(gen, placed)
 					p.report(gen, placed)
 					go p.watch(ctx, gen, placed)
 					return nil
@@ -184,7 +185,10 @@ func (p *PoolLauncher) Start(ctx context.Context, gen *Generation) error {
 
 // offer offers every placed agent its slot and waits for the answers: true
 // when all confirmed. Otherwise those that did not are set aside until they
-// are heard again, and the others are let go.
+// are heard again, and the others are let go. One that did not confirm in
+// time is told to stop the generation and is released: should the offer
+// reach it late, it would otherwise serve the generation, its slot by then
+// another agent's, and stay held until the coordinator ends.
 func (p *PoolLauncher) offer(ctx context.Context, gen *Generation, placed map[int]Advert) bool {
 	host, _ := os.Hostname()
 	who := fmt.Sprintf("host %s (pid %d)", host, os.Getpid())
@@ -215,6 +219,8 @@ func (p *PoolLauncher) offer(ctx context.Context, gen *Generation, placed map[in
 				if p.cfg.Log != nil {
 					fmt.Fprintf(p.cfg.Log, "graphpipe: agent %s did not confirm within %v: taken for dead\n", id, p.cfg.Timings.ConfirmTimeout)
 				}
+				p.send(id, agentOrder{Kind: orderStop, Claim: p.claim, Run: gen.Run, Gen: gen.Gen})
+				p.send(id, agentOrder{Kind: orderRelease, Claim: p.claim})
 				p.setAside(id)
 			}
 			waiting, ok = nil, false
@@ -226,6 +232,17 @@ func (p *PoolLauncher) offer(ctx context.Context, gen *Generation, placed map[in
 		p.Stop(gen, true)
 	}
 	return ok
+}
+
+// placedAgents is the agent placed on each of gen's worker ids.
+func placedAgents(gen *Generation, placed map[int]Advert) []string {
+	out := make([]string, len(gen.Slots))
+	for _, s := range gen.Slots {
+		if s.Worker >= 0 && s.Worker < len(out) {
+			out[s.Worker] = placed[s.Worker].Agent
+		}
+	}
+	return out
 }
 
 // watch fails gen (gen.Lost) as soon as one of its agents has not been

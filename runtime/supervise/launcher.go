@@ -56,6 +56,10 @@ type Generation struct {
 	// Lost is how a launcher reports a worker lost mid-generation: the
 	// generation fails with err.
 	Lost func(err error)
+	// Agents, set by a launcher that places workers on a pool's agents
+	// (PoolLauncher), is the agent on each worker id: the coordinator
+	// takes a worker id's hello from that agent only (runtime.Config.Agents).
+	Agents []string
 }
 
 // Slot is one worker of a generation: a replica of a stage, on one of the

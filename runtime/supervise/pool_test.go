@@ -337,3 +337,104 @@ func TestAgentKeepsTheRunsTimings(t *testing.T) {
 		}
 	}
 }
+
+// gatedOrders holds the orders to its agent until open is closed: an agent
+// whose offer comes later than the confirmation timeout.
+type gatedOrders struct {
+	wire.Transport
+	ctx    context.Context
+	prefix string
+	open   chan struct{}
+}
+
+func (g *gatedOrders) Subscribe(subject string, fn func([]byte)) (func(), error) {
+	if !strings.HasPrefix(subject, g.prefix) {
+		return g.Transport.Subscribe(subject, fn)
+	}
+	q := make(chan []byte, 64)
+	go func() {
+		select {
+		case <-g.open:
+		case <-g.ctx.Done():
+			return
+		}
+		for {
+			select {
+			case b := <-q:
+				fn(b)
+			case <-g.ctx.Done():
+				return
+			}
+		}
+	}()
+	return g.Transport.Subscribe(subject, func(b []byte) { q <- append([]byte(nil), b...) })
+}
+
+// TestPoolReleasesTheLateAgent: an agent whose offer reaches it after the
+// confirmation timeout is set aside, the generation goes to another, and
+// when the offer does reach it, the release sent with the timeout follows:
+// it does not stay held, serving a slot that is another's, while the
+// coordinator still runs.
+func TestPoolReleasesTheLateAgent(t *testing.T) {
+	tm := shortTimings()
+	tr := wire.NewMemory(1, wire.Faults{}, 1<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := make(chan struct{})
+	var mu sync.Mutex // guards said
+	var said []string
+	late := &Agent{Pool: "late", Host: "h", Profile: "cpu", Config: runtime.Config{Timings: tm}, Log: func(f string, args ...any) {
+		mu.Lock()
+		said = append(said, fmt.Sprintf(f, args...))
+		mu.Unlock()
+	}}
+	go late.Serve(ctx, &gatedOrders{Transport: tr, ctx: ctx, prefix: poolAgent("late", ""), open: open})
+	pl, err := NewPoolLauncher(tr, PoolConfig{Pool: "late", JoinTimeout: 10 * time.Second, Timings: tm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	for len(pl.live()) < 1 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, p := smallPlan(t, "mlp", 1, 8)
+	gen := &Generation{Run: "late1", Gen: 1, Plan: p, Slots: Slots(p)}
+	started := make(chan error, 1)
+	go func() { started <- pl.Start(ctx, gen) }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		pl.mu.Lock()
+		_, aside := pl.excl[late.ID()]
+		pl.mu.Unlock()
+		if aside {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the late agent was not set aside")
+		}
+	}
+	prompt := &Agent{Pool: "late", Host: "h", Profile: "cpu", Config: runtime.Config{Timings: tm}}
+	go prompt.Serve(ctx, tr)
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if len(gen.Agents) != 1 || gen.Agents[0] != prompt.ID() {
+		t.Fatalf("placed %v, want the prompt agent %s", gen.Agents, prompt.ID())
+	}
+	close(open)
+	claim := func() string {
+		late.mu.Lock()
+		defer late.mu.Unlock()
+		return late.ad.Claim
+	}
+	joined := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(said, func(s string) bool { return strings.Contains(s, "joined run late1") })
+	}
+	for deadline := time.Now().Add(3 * time.Second); !joined() || claim() != ""; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			mu.Lock()
+			t.Fatalf("the late agent is still held (claim %q) after its late offer: %q", claim(), said)
+		}
+	}
+}

@@ -182,6 +182,7 @@ func (s *Supervisor) generation(ctx context.Context, g *Generation, run runtime.
 	if err := s.Launcher.Start(ctx, g); err != nil {
 		return nil, false, err
 	}
+	run.Config.Agents = g.Agents
 	defer func() { s.Launcher.Stop(g, context.Cause(ctx) != nil) }()
 	first := true
 	progress := func(iter int64, loss float64) {

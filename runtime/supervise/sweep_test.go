@@ -29,9 +29,10 @@ func sweepOf(t *testing.T, secs ...float64) (sweep.Problem, *sweep.Schedule) {
 
 // TestSweepRunner: jobs that sleep their planned time run as the schedule
 // says: never two on a device at once, each after its waits, every start
-// and end told, the measured makespan near the planned one.
+// and end told, the measured makespan near the planned one: well below
+// the jobs' 1 s one after another, whatever the machine's load.
 func TestSweepRunner(t *testing.T) {
-	p, s := sweepOf(t, 0.06, 0.04, 0.05, 0.03, 0.02)
+	p, s := sweepOf(t, 0.3, 0.2, 0.25, 0.15, 0.1)
 	g, err := sweep.NewProgress(p, s, 0.5)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +68,7 @@ func TestSweepRunner(t *testing.T) {
 	if res.Ran[3].Start < res.Ran[0].End {
 		t.Fatalf("job d started at %g before job a ended at %g", res.Ran[3].Start, res.Ran[0].End)
 	}
-	if res.Makespan < s.Makespan || res.Makespan > s.Makespan+0.1 {
+	if res.Makespan < s.Makespan || res.Makespan > s.Makespan+0.4 {
 		t.Fatalf("measured makespan %g, planned %g", res.Makespan, s.Makespan)
 	}
 }
