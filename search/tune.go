@@ -115,6 +115,28 @@ func tune(p *plan.Plan, k microbatch.ScheduleKind, atFloor bool) error {
 	return p.Predict()
 }
 
+// restFloor is a bound from below on what tuneShared can make of p:
+// iterationFloor with every all-gather of a sharded stage free (neither in
+// its flush nor waited for by its first forward), since tuneShared moves
+// them between the two (lateGathers, withGathersInFlush); none (0) where
+// p's stages share a host's cores, whose shares it prices again (reshare).
+func restFloor(p *plan.Plan, k microbatch.ScheduleKind, cm *costModel) float64 {
+	if p.Slowdown != 0 {
+		return 0
+	}
+	q := *p
+	q.Stages = append([]plan.PlanStage(nil), p.Stages...)
+	for s := range q.Stages {
+		st := &q.Stages[s]
+		g := cm.kind(q.KindOf(s)).gatherS(&q, s)
+		if !st.GathersLate() {
+			st.FlushS = max(0, st.FlushS-g)
+		}
+		st.GatherS = 0
+	}
+	return iterationFloor(q.Pipeline(), q.Timing(), k)
+}
+
 // iterationFloor is a bound from below on the iteration any 1F1B (or, if
 // split, zb; without a flush, 2bw: noFlushFloor) schedule of kind k of
 // pipe takes under t, whatever its warm-up counts.

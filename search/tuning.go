@@ -68,7 +68,9 @@ type tuning struct {
 	// frontier offers at each micro-batch size (0: no frontier), at the
 	// frontierSizes most promising, from frontierProbes probes in at most
 	// frontierSolves solves of the DP each (a solve of the DP on a large
-	// graph over 64 devices takes tens of milliseconds).
+	// graph over 64 devices takes tens of milliseconds). Four sizes, not
+	// two: DLRM at 8192 on 32 v100 gains 7.2% (its best shallower plan at
+	// the fourth size), for a wide graph's search 16-29% longer.
 	shallowerPlans, frontierSizes, frontierSolves, frontierProbes int
 }
 
@@ -90,7 +92,7 @@ func defaultTuning() tuning {
 		tuneFloor:        true,
 		maxDPDevices:     64,
 		shallowerPlans:   3,
-		frontierSizes:    2,
+		frontierSizes:    4,
 		frontierSolves:   12,
 		frontierProbes:   6,
 	}
