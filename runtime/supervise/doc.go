@@ -41,7 +41,10 @@
 //  3. A pool's agents (Agent) advertise themselves (host, device, pid, who
 //     holds them) every heartbeat; a PoolLauncher offers slots only to
 //     agents heard within the heartbeat timeout, counts an agent only once
-//     it confirms within the confirmation timeout, takes only agents of the
+//     it confirms within the confirmation timeout (one that does not is
+//     told to stop the generation and released, so that a late offer
+//     leaves it free, and its coordinator takes each worker id's hello
+//     from the agent placed there only: Generation.Agents), takes only agents of the
 //     plan's device (the profile and memory they advertise against each
 //     slot's: plan.SameDevice; enough agents, too few of them of the
 //     plan's device, are refused: DeviceError), puts each plan node's
