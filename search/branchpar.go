@@ -14,10 +14,9 @@ import (
 // is what an iteration of many micro-batches costs; with few (one, where
 // the batch fits a micro-batch) an iteration costs the stages one after
 // another along the longest path, and the DP's deep pipelines of short
-// stages lose to these shallow ones: on the paper's MMT at its own batch
-// on 32 v100 the DP's plans at one micro-batch run 0.64-1.3 s an
-// iteration, four branches on 8 devices each (16 samples a device, each
-// all-reducing a quarter of the model over 8) far less. Offered beside
+// stages lose to these shallow ones (the paper's MMT at its own batch,
+// four branches each all-reducing a quarter of the model over its own
+// devices: bench/history.md has the figures). Offered beside
 // the DP's plans at each micro-batch size; the simulator judges.
 
 // branchRest are the tail sizes tried, in device groups: the units after

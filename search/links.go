@@ -57,10 +57,9 @@ func (l link) time(bytes float64) float64 {
 // over the links between nodes where k is more than a node's. The plans
 // are priced with the rings they will run (planRing: in two levels where
 // their stages lie on whole nodes); a DP that priced its stages on whole
-// nodes in two levels too found slower plans than this one (32 v100,
-// dlrm at 512: 1.993e4 samples/s against 2.084e4, candle-uno's best
-// sequential plan at 1024 2.451e4 against 2.667e4): its cheaper rings
-// tied bottlenecks that the simulator tells apart.
+// nodes in two levels too found slower plans than this one (dlrm's and
+// candle-uno's on 32 v100: bench/history.md): its cheaper rings tied
+// bottlenecks that the simulator tells apart.
 func (cm *costModel) dpRing(k int) ring {
 	return flatRing(cm.dev, k, k > cm.perNode)
 }

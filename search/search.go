@@ -299,9 +299,9 @@ func (sp *spaces) searchOn(g *dag.Graph, o Options) (*plan.Plan, error) {
 	// tune each planner's fastest plan, then the others, each plan on its
 	// own (in parallel), and weigh them in order; one whose floor
 	// (restFloor) lies above its planner's fastest as tuned is left out:
-	// no tuning makes it as fast (a plan's tuning can gain more than a
-	// tenth, its all-gathers run late: dlrm at 4096 on 32 v100, 0.0847 s
-	// to 0.0762 s)
+	// no tuning makes it as fast. No cut by the untuned time: tuning that
+	// runs a plan's all-gathers late can gain more than a tenth (dlrm on
+	// 32 v100: bench/history.md)
 	if err := each(len(families), func(i int) error { return tuneShared(tops[families[i]][0], o.sched, cm) }); err != nil {
 		return nil, err
 	}

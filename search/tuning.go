@@ -69,8 +69,8 @@ type tuning struct {
 	// frontierSizes most promising, from frontierProbes probes in at most
 	// frontierSolves solves of the DP each (a solve of the DP on a large
 	// graph over 64 devices takes tens of milliseconds). Four sizes, not
-	// two: DLRM at 8192 on 32 v100 gains 7.2% (its best shallower plan at
-	// the fourth size), for a wide graph's search 16-29% longer.
+	// two: a model's best shallower plan can lie at the fourth size (dlrm
+	// on 32 v100), for a longer search on wide graphs (bench/history.md).
 	shallowerPlans, frontierSizes, frontierSolves, frontierProbes int
 }
 
